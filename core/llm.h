@@ -1,0 +1,255 @@
+/*
+ * llm.h - the public interface of core/: GGUF files, tensor types, and (in
+ * later parts) the model, its context and KV cache, tokenizer and sampler.
+ *
+ * core/ knows nothing of SQLite, readline or the network. Handles are opaque;
+ * functions return 0 on success and a negative value on failure, leaving a
+ * message that the caller can read (never printing it themselves).
+ *
+ * ==== The GGUF file format (v2 and v3), as read by llm_gguf_open ====
+ * All integers little-endian.
+ *   offset 0   u8[4]  magic "GGUF"
+ *          4   u32    version (2 or 3; v3 only adds big-endian files, which
+ *                     are refused here)
+ *          8   u64    n_tensors
+ *         16   u64    n_kv
+ *         24   n_kv key/value pairs:
+ *                string key; u32 value_type; value
+ *              string = u64 length, then that many bytes (no terminator)
+ *              value  = the scalar (u8 i8 u16 i16 u32 i32 f32 bool(u8) u64 i64
+ *                       f64), a string, or an array:
+ *                       u32 element_type; u64 n; n elements (no nested arrays)
+ *              n_tensors tensor infos:
+ *                string name; u32 n_dims (1..4); u64 ne[n_dims];
+ *                u32 ggml_type; u64 offset (relative to the data section)
+ *              padding to a multiple of general.alignment (u32, default 32)
+ *              the data section: each tensor at its offset, aligned
+ *   A tensor of type T holds ne[0]*ne[1]*ne[2]*ne[3] elements in blocks of
+ *   llm_type_block_size(T) elements, llm_type_block_bytes(T) bytes each,
+ *   row after row (ne[0] is the row length, the fastest-varying dimension).
+ */
+#ifndef KVCHAT_CORE_LLM_H
+#define KVCHAT_CORE_LLM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ==== tensor types (ggml's numbering, as stored in GGUF) ==== */
+
+enum llm_type {
+    LLM_TYPE_F32 = 0,
+    LLM_TYPE_F16 = 1,
+    LLM_TYPE_Q4_0 = 2,
+    LLM_TYPE_Q4_1 = 3,
+    LLM_TYPE_Q5_0 = 6,
+    LLM_TYPE_Q5_1 = 7,
+    LLM_TYPE_Q8_0 = 8,
+    LLM_TYPE_Q8_1 = 9,
+    LLM_TYPE_Q2_K = 10,
+    LLM_TYPE_Q3_K = 11,
+    LLM_TYPE_Q4_K = 12,
+    LLM_TYPE_Q5_K = 13,
+    LLM_TYPE_Q6_K = 14,
+    LLM_TYPE_Q8_K = 15,
+    LLM_TYPE_IQ2_XXS = 16,
+    LLM_TYPE_IQ2_XS = 17,
+    LLM_TYPE_IQ3_XXS = 18,
+    LLM_TYPE_IQ1_S = 19,
+    LLM_TYPE_IQ4_NL = 20,
+    LLM_TYPE_IQ3_S = 21,
+    LLM_TYPE_IQ2_S = 22,
+    LLM_TYPE_IQ4_XS = 23,
+    LLM_TYPE_I8 = 24,
+    LLM_TYPE_I16 = 25,
+    LLM_TYPE_I32 = 26,
+    LLM_TYPE_I64 = 27,
+    LLM_TYPE_F64 = 28,
+    LLM_TYPE_IQ1_M = 29,
+    LLM_TYPE_BF16 = 30,
+    LLM_TYPE_TQ1_0 = 34,
+    LLM_TYPE_TQ2_0 = 35,
+    LLM_TYPE_MXFP4 = 39,
+    LLM_TYPE_NVFP4 = 40,
+    LLM_TYPE_Q1_0 = 41,
+    LLM_TYPE_Q2_0 = 42,
+    LLM_TYPE_COUNT = 43
+};
+
+/* true for the ids above (ggml's removed ids 4, 5, 31-33, 36-38 are not) */
+bool llm_type_known(uint32_t type);
+/* "Q4_K", "F32", ...; "?" for an unknown id */
+const char *llm_type_name(uint32_t type);
+/* elements per block (1 for F32/F16/BF16); 0 for an unknown id */
+int64_t llm_type_block_size(uint32_t type);
+/* bytes per block; 0 for an unknown id */
+int64_t llm_type_block_bytes(uint32_t type);
+/* true where kvchat can compute with the type (SPEC §5's list) */
+bool llm_type_supported(uint32_t type);
+
+/* ==== GGUF files ==== */
+
+enum llm_gguf_type {
+    LLM_GGUF_TYPE_UINT8 = 0,
+    LLM_GGUF_TYPE_INT8 = 1,
+    LLM_GGUF_TYPE_UINT16 = 2,
+    LLM_GGUF_TYPE_INT16 = 3,
+    LLM_GGUF_TYPE_UINT32 = 4,
+    LLM_GGUF_TYPE_INT32 = 5,
+    LLM_GGUF_TYPE_FLOAT32 = 6,
+    LLM_GGUF_TYPE_BOOL = 7,
+    LLM_GGUF_TYPE_STRING = 8,
+    LLM_GGUF_TYPE_ARRAY = 9,
+    LLM_GGUF_TYPE_UINT64 = 10,
+    LLM_GGUF_TYPE_INT64 = 11,
+    LLM_GGUF_TYPE_FLOAT64 = 12,
+    LLM_GGUF_TYPE_COUNT
+};
+
+#define LLM_GGUF_DEFAULT_ALIGNMENT 32
+#define LLM_GGUF_MAX_DIMS 4
+#define LLM_GGUF_MAX_NAME 64 /* tensor names are shorter than this (ggml's limit) */
+
+/* A string inside the file: not NUL-terminated, borrowed from the mapping. */
+struct llm_str {
+    const char *ptr;
+    uint64_t len;
+};
+
+struct llm_tensor_info {
+    const char *name;            /* NUL-terminated, owned by the file handle */
+    uint32_t type;               /* enum llm_type */
+    uint32_t n_dims;             /* 1..4 */
+    int64_t ne[LLM_GGUF_MAX_DIMS]; /* elements per dimension; unused ones are 1 */
+    uint64_t offset;             /* from the start of the data section */
+    uint64_t n_bytes;            /* size of the data */
+    const void *data;            /* in the mapping: borrowed until llm_gguf_close */
+};
+
+struct llm_gguf;
+
+/*
+ * Map and validate a GGUF file. Every count, length, offset and type is
+ * checked against the file before use. On failure returns a negative value
+ * and writes a one-line reason (no file name) to err. On success *out is a
+ * handle the caller closes with llm_gguf_close.
+ */
+int llm_gguf_open(const char *path, struct llm_gguf **out, char *err, size_t err_size);
+/* The same over bytes in memory, borrowed until llm_gguf_close. */
+int llm_gguf_open_memory(const void *buf, size_t size, struct llm_gguf **out, char *err,
+                         size_t err_size);
+void llm_gguf_close(struct llm_gguf *g);
+
+uint32_t llm_gguf_version(const struct llm_gguf *g);
+uint64_t llm_gguf_file_size(const struct llm_gguf *g);
+uint32_t llm_gguf_alignment(const struct llm_gguf *g);
+uint64_t llm_gguf_data_offset(const struct llm_gguf *g);
+/* the whole file, borrowed (for fingerprints) */
+const uint8_t *llm_gguf_bytes(const struct llm_gguf *g);
+
+/* -- metadata: keys are indexed 0..n_kv-1 in file order -- */
+int64_t llm_gguf_n_kv(const struct llm_gguf *g);
+const char *llm_gguf_key(const struct llm_gguf *g, int64_t i); /* NUL-terminated, owned by g */
+int64_t llm_gguf_find_key(const struct llm_gguf *g, const char *key); /* -1 if absent */
+enum llm_gguf_type llm_gguf_kv_type(const struct llm_gguf *g, int64_t i);
+const char *llm_gguf_type_name(enum llm_gguf_type t); /* "u32", "string", ... */
+
+/* Scalar values. Each returns 0, or -1 if the value is not of a fitting
+ * type: get_int takes any integer type or bool; get_float f32 or f64 (or an
+ * integer); get_str a string. */
+int llm_gguf_get_int(const struct llm_gguf *g, int64_t i, int64_t *out);
+int llm_gguf_get_uint64(const struct llm_gguf *g, int64_t i, uint64_t *out);
+int llm_gguf_get_float(const struct llm_gguf *g, int64_t i, double *out);
+int llm_gguf_get_str(const struct llm_gguf *g, int64_t i, struct llm_str *out);
+
+/* Arrays: element type and count, then elements by index (checked). */
+enum llm_gguf_type llm_gguf_arr_type(const struct llm_gguf *g, int64_t i);
+uint64_t llm_gguf_arr_n(const struct llm_gguf *g, int64_t i);
+int llm_gguf_arr_get_int(const struct llm_gguf *g, int64_t i, uint64_t j, int64_t *out);
+int llm_gguf_arr_get_uint64(const struct llm_gguf *g, int64_t i, uint64_t j, uint64_t *out);
+int llm_gguf_arr_get_float(const struct llm_gguf *g, int64_t i, uint64_t j, double *out);
+int llm_gguf_arr_get_str(const struct llm_gguf *g, int64_t i, uint64_t j, struct llm_str *out);
+/* raw little-endian elements of a numeric array, unaligned; NULL otherwise */
+const void *llm_gguf_arr_data(const struct llm_gguf *g, int64_t i);
+
+/* Lookups by key name: 0 if present and of a fitting type, -1 otherwise
+ * (then *out is left alone, so callers can preset a default). */
+int llm_gguf_find_int(const struct llm_gguf *g, const char *key, int64_t *out);
+int llm_gguf_find_float(const struct llm_gguf *g, const char *key, double *out);
+int llm_gguf_find_str(const struct llm_gguf *g, const char *key, struct llm_str *out);
+
+/* -- tensors -- */
+int64_t llm_gguf_n_tensors(const struct llm_gguf *g);
+const struct llm_tensor_info *llm_gguf_tensor(const struct llm_gguf *g, int64_t i);
+int64_t llm_gguf_find_tensor(const struct llm_gguf *g, const char *name); /* -1 if absent */
+/* number of elements of a tensor (validated not to overflow) */
+int64_t llm_tensor_n_elements(const struct llm_tensor_info *t);
+
+
+/* ==== model metadata: what a GGUF says about its model ==== */
+
+enum llm_template {
+    LLM_TEMPLATE_NONE = 0, /* no tokenizer.chat_template */
+    LLM_TEMPLATE_UNKNOWN,  /* present, not one we recognise */
+    LLM_TEMPLATE_CHATML,
+    LLM_TEMPLATE_LLAMA2,
+    LLM_TEMPLATE_LLAMA3,
+    LLM_TEMPLATE_MISTRAL_V1,
+    LLM_TEMPLATE_MISTRAL_V3,
+    LLM_TEMPLATE_MISTRAL_V3_TEKKEN,
+    LLM_TEMPLATE_MISTRAL_V7,
+    LLM_TEMPLATE_PHI3,
+    LLM_TEMPLATE_GEMMA,
+    LLM_TEMPLATE_ZEPHYR,
+    LLM_TEMPLATE_DEEPSEEK,
+    LLM_TEMPLATE_DEEPSEEK2,
+    LLM_TEMPLATE_DEEPSEEK3,
+    LLM_TEMPLATE_COUNT
+};
+
+/* Recognise a Jinja chat template by its markers (as llama.cpp does). */
+enum llm_template llm_template_detect(const char *tmpl, size_t len);
+/* "chatml", "llama3", ...; "none"/"unknown" for those two */
+const char *llm_template_name(enum llm_template t);
+
+#define LLM_MAX_ARCH 32
+
+/* Hyperparameters and vocabulary facts from metadata; -1 (or 0 for floats)
+ * where a key is absent. Filled by llm_model_meta_read. */
+struct llm_model_meta {
+    char arch[LLM_MAX_ARCH];   /* general.architecture */
+    char name[128];            /* general.name, may be empty */
+    int64_t file_type;         /* general.file_type (llama_ftype) */
+    int64_t n_ctx_train;       /* {arch}.context_length */
+    int64_t n_embd;            /* {arch}.embedding_length */
+    int64_t n_layer;           /* {arch}.block_count */
+    int64_t n_ff;              /* {arch}.feed_forward_length */
+    int64_t n_head;            /* {arch}.attention.head_count */
+    int64_t n_head_kv;         /* {arch}.attention.head_count_kv (default n_head) */
+    int64_t head_dim_k;        /* {arch}.attention.key_length (default n_embd/n_head) */
+    int64_t head_dim_v;        /* {arch}.attention.value_length (default head_dim_k) */
+    double rms_eps;            /* {arch}.attention.layer_norm_rms_epsilon */
+    double rope_freq_base;     /* {arch}.rope.freq_base (default 10000) */
+    int64_t rope_dim;          /* {arch}.rope.dimension_count (default head_dim_k) */
+    const char *rope_type;     /* "norm" (llama), "neox" (qwen2, qwen3), "?" */
+    char rope_scaling[16];     /* {arch}.rope.scaling.type, "" when none */
+    double rope_scaling_factor;/* {arch}.rope.scaling.factor */
+    int64_t n_vocab;           /* entries of tokenizer.ggml.tokens */
+    char tokenizer[32];        /* tokenizer.ggml.model: "llama", "gpt2", ... */
+    char tokenizer_pre[32];    /* tokenizer.ggml.pre, may be empty */
+    int64_t bos_id, eos_id, eot_id, unk_id, pad_id;
+    int add_bos;               /* tokenizer.ggml.add_bos_token: 1, 0, or -1 absent */
+    enum llm_template chat_template;
+    int64_t n_params;          /* elements of all tensors */
+    uint64_t tensor_bytes;     /* bytes of all tensor data */
+    int64_t type_count[LLM_TYPE_COUNT]; /* tensors of each type */
+};
+
+/* Read what the metadata says; never fails (absent keys stay -1), but
+ * returns -1 with a reason in err when general.architecture is missing. */
+int llm_model_meta_read(const struct llm_gguf *g, struct llm_model_meta *m, char *err,
+                        size_t err_size);
+/* "Q4_K - Medium" etc. for a llama_ftype number; "?" if unknown */
+const char *llm_file_type_name(int64_t file_type);
+
+#endif

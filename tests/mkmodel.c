@@ -1,0 +1,266 @@
+/*
+ * mkmodel.c - the test-model generator: writes small deterministic GGUF
+ * models with random weights for kvchat's tests.
+ *
+ *   tests/mkmodel OUT.gguf [--arch llama|qwen2|qwen3] [--vocab VOCAB.gguf | --n-vocab N]
+ *                 [--dim D] [--layers L] [--heads H] [--kv-heads K] [--head-dim HD]
+ *                 [--ff F] [--ctx C] [--seed S] [--rope-theta T] [--tied]
+ *                 [--scale X] [--type F32|F16|BF16|Q8_0]
+ *
+ * With the same options it draws the same numbers in the same order as
+ * `llref mkmodel` (../shared/peer/llref.c: xorshift64* and Box-Muller), so an
+ * F32 llama/qwen2 model from here has the same weights as llama.cpp's
+ * writer would give; qwen3 (per-head q/k norms, optional --head-dim) is ours
+ * alone. --type stores every 2-D weight in that type; 1-D norms and biases
+ * stay F32, as llama.cpp's quantizer leaves them.
+ */
+#include "core/llm.h"
+#include "core/quant.h"
+#include "tests/gguf-writer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng_state;
+
+static uint32_t rng_u32(void)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (uint32_t)((rng_state * 0x2545F4914F6CDD1DULL) >> 32);
+}
+
+static float rng_normal(void)
+{
+    float u1 = (rng_u32() + 1.0f) / 4294967297.0f, u2 = rng_u32() / 4294967296.0f;
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
+}
+
+static void die(const char *msg)
+{
+    fprintf(stderr, "mkmodel: %s\n", msg);
+    exit(2);
+}
+
+static const char *opt(int argc, char **argv, const char *name, const char *def)
+{
+    for (int i = 0; i < argc - 1; i++)
+        if (!strcmp(argv[i], name))
+            return argv[i + 1];
+    return def;
+}
+
+static int flag(int argc, char **argv, const char *name)
+{
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], name))
+            return 1;
+    return 0;
+}
+
+static uint32_t weight_type = LLM_TYPE_F32;
+
+/* a tensor of ne0 x ne1 (ne1 == 0: 1-D) with mean + scale * N(0,1) values */
+static void add_tensor(struct gw *w, const char *name, int64_t ne0, int64_t ne1, float scale,
+                       float mean)
+{
+    int64_t rows = ne1 > 0 ? ne1 : 1, n = ne0 * rows;
+    float *x = malloc((size_t)n * sizeof *x);
+    if (!x)
+        die("out of memory");
+    for (int64_t i = 0; i < n; i++)
+        x[i] = mean + scale * rng_normal();
+    uint32_t type = ne1 > 0 ? weight_type : LLM_TYPE_F32;
+    if (ne0 % llm_type_block_size(type))
+        die("a row length is not a multiple of the type's block size");
+    int64_t row_bytes = ne0 / llm_type_block_size(type) * llm_type_block_bytes(type);
+    uint8_t *data = malloc((size_t)(row_bytes * rows));
+    if (!data)
+        die("out of memory");
+    for (int64_t r = 0; r < rows; r++)
+        llm_quantize_row(type, x + r * ne0, data + r * row_bytes, ne0);
+    int64_t ne[2] = {ne0, rows};
+    gw_tensor(w, name, type, ne1 > 0 ? 2 : 1, ne, data, (uint64_t)(row_bytes * rows));
+    free(data);
+    free(x);
+}
+
+static int set_placeholder_vocab(struct gw *w, int n_vocab)
+{
+    /* SentencePiece-style: <unk> <s> </s>, 256 byte tokens, then pieces */
+    if (n_vocab < 3 + 256)
+        die("--n-vocab must be at least 259");
+    char **tok = calloc((size_t)n_vocab, sizeof *tok);
+    float *scores = calloc((size_t)n_vocab, sizeof *scores);
+    int32_t *types = calloc((size_t)n_vocab, sizeof *types);
+    char buf[32];
+    for (int i = 0; i < n_vocab; i++) {
+        if (i == 0)
+            snprintf(buf, sizeof buf, "<unk>"), types[i] = 2;
+        else if (i == 1)
+            snprintf(buf, sizeof buf, "<s>"), types[i] = 3;
+        else if (i == 2)
+            snprintf(buf, sizeof buf, "</s>"), types[i] = 3;
+        else if (i < 3 + 256)
+            snprintf(buf, sizeof buf, "<0x%02X>", i - 3), types[i] = 6;
+        else
+            snprintf(buf, sizeof buf, "\xe2\x96\x81t%d", i), types[i] = 1, scores[i] = -(float)i;
+        tok[i] = strdup(buf);
+    }
+    gw_kv_str(w, "tokenizer.ggml.model", "llama");
+    gw_kv_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tok, (uint64_t)n_vocab);
+    gw_kv_arr(w, "tokenizer.ggml.scores", LLM_GGUF_TYPE_FLOAT32, scores, (uint64_t)n_vocab);
+    gw_kv_arr(w, "tokenizer.ggml.token_type", LLM_GGUF_TYPE_INT32, types, (uint64_t)n_vocab);
+    gw_kv_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    gw_kv_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    gw_kv_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+    for (int i = 0; i < n_vocab; i++)
+        free(tok[i]);
+    free(tok);
+    free(scores);
+    free(types);
+    return n_vocab;
+}
+
+static int copy_vocab(struct gw *w, const char *path)
+{
+    struct llm_gguf *v;
+    char err[256];
+    if (llm_gguf_open(path, &v, err, sizeof err)) {
+        fprintf(stderr, "mkmodel: cannot open vocabulary '%s': %s\n", path, err);
+        exit(2);
+    }
+    int64_t ti = llm_gguf_find_key(v, "tokenizer.ggml.tokens");
+    if (ti < 0)
+        die("the vocabulary file has no tokenizer.ggml.tokens");
+    int n_vocab = (int)llm_gguf_arr_n(v, ti);
+    for (int64_t i = 0; i < llm_gguf_n_kv(v); i++)
+        if (!strncmp(llm_gguf_key(v, i), "tokenizer.", 10))
+            gw_kv_copy(w, v, i);
+    llm_gguf_close(v);
+    return n_vocab;
+}
+
+static uint32_t parse_type(const char *s)
+{
+    static const uint32_t types[] = {LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q8_0};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        if (!strcmp(s, llm_type_name(types[i])))
+            return types[i];
+    die("--type must be F32, F16, BF16 or Q8_0");
+    return 0;
+}
+
+/* general.file_type, as llama.cpp numbers it (llama_ftype) */
+static uint32_t file_type(uint32_t t)
+{
+    switch (t) {
+    case LLM_TYPE_F16: return 1;
+    case LLM_TYPE_Q8_0: return 7;
+    case LLM_TYPE_BF16: return 32;
+    default: return 0;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || argv[1][0] == '-') {
+        fprintf(stderr, "usage: mkmodel OUT.gguf [--arch llama|qwen2|qwen3] [--vocab F | --n-vocab N]\n"
+                        "       [--dim D] [--layers L] [--heads H] [--kv-heads K] [--head-dim HD]\n"
+                        "       [--ff F] [--ctx C] [--seed S] [--rope-theta T] [--tied] [--scale X]\n"
+                        "       [--type F32|F16|BF16|Q8_0]\n");
+        return 1;
+    }
+    const char *out = argv[1];
+    argc -= 2;
+    argv += 2;
+    const char *arch = opt(argc, argv, "--arch", "llama");
+    int dim = atoi(opt(argc, argv, "--dim", "256"));
+    int layers = atoi(opt(argc, argv, "--layers", "4"));
+    int heads = atoi(opt(argc, argv, "--heads", "8"));
+    int kv_heads = atoi(opt(argc, argv, "--kv-heads", "4"));
+    int ff = atoi(opt(argc, argv, "--ff", "688"));
+    int ctx = atoi(opt(argc, argv, "--ctx", "2048"));
+    float theta = (float)atof(opt(argc, argv, "--rope-theta", "10000"));
+    float scale = (float)atof(opt(argc, argv, "--scale", "0.05"));
+    int tied = flag(argc, argv, "--tied");
+    weight_type = parse_type(opt(argc, argv, "--type", "F32"));
+    rng_state = strtoull(opt(argc, argv, "--seed", "1"), NULL, 10) * 0x9E3779B97F4A7C15ULL + 1;
+    int is_qwen2 = !strcmp(arch, "qwen2"), is_qwen3 = !strcmp(arch, "qwen3");
+    if (strcmp(arch, "llama") && !is_qwen2 && !is_qwen3)
+        die("--arch must be llama, qwen2 or qwen3");
+    if (dim <= 0 || layers <= 0 || heads <= 0 || kv_heads <= 0 || ff <= 0 || ctx <= 0)
+        die("sizes must be positive");
+    if (heads % kv_heads)
+        die("heads must divide by kv-heads");
+    int head_dim = atoi(opt(argc, argv, "--head-dim", "0"));
+    if (head_dim == 0) {
+        if (dim % heads)
+            die("dim must divide by heads (or give --head-dim)");
+        head_dim = dim / heads;
+    }
+    int q_dim = head_dim * heads, kv_dim = head_dim * kv_heads;
+
+    struct gw *w = gw_init();
+    const char *vocab = opt(argc, argv, "--vocab", NULL);
+    int n_vocab = vocab ? copy_vocab(w, vocab)
+                        : set_placeholder_vocab(w, atoi(opt(argc, argv, "--n-vocab", "512")));
+
+    char key[128];
+#define KEY(s) (snprintf(key, sizeof key, "%s.%s", arch, s), key)
+    gw_kv_str(w, "general.architecture", arch);
+    gw_kv_str(w, "general.name", "synthetic");
+    gw_kv_u32(w, "general.file_type", file_type(weight_type));
+    gw_kv_u32(w, KEY("context_length"), (uint32_t)ctx);
+    gw_kv_u32(w, KEY("embedding_length"), (uint32_t)dim);
+    gw_kv_u32(w, KEY("block_count"), (uint32_t)layers);
+    gw_kv_u32(w, KEY("feed_forward_length"), (uint32_t)ff);
+    gw_kv_u32(w, KEY("attention.head_count"), (uint32_t)heads);
+    gw_kv_u32(w, KEY("attention.head_count_kv"), (uint32_t)kv_heads);
+    gw_kv_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-6f);
+    gw_kv_f32(w, KEY("rope.freq_base"), theta);
+    gw_kv_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim);
+    if (q_dim != dim) {
+        gw_kv_u32(w, KEY("attention.key_length"), (uint32_t)head_dim);
+        gw_kv_u32(w, KEY("attention.value_length"), (uint32_t)head_dim);
+    }
+    gw_kv_u32(w, KEY("vocab_size"), (uint32_t)n_vocab);
+
+    add_tensor(w, "token_embd.weight", dim, n_vocab, 1.0f, 0.0f);
+    for (int l = 0; l < layers; l++) {
+        char n[64];
+#define T(s) (snprintf(n, sizeof n, "blk.%d.%s", l, s), n)
+        add_tensor(w, T("attn_norm.weight"), dim, 0, 0.1f, 1.0f);
+        add_tensor(w, T("attn_q.weight"), dim, q_dim, scale, 0);
+        add_tensor(w, T("attn_k.weight"), dim, kv_dim, scale, 0);
+        add_tensor(w, T("attn_v.weight"), dim, kv_dim, scale, 0);
+        if (is_qwen2) {
+            add_tensor(w, T("attn_q.bias"), q_dim, 0, 0.02f, 0);
+            add_tensor(w, T("attn_k.bias"), kv_dim, 0, 0.02f, 0);
+            add_tensor(w, T("attn_v.bias"), kv_dim, 0, 0.02f, 0);
+        }
+        if (is_qwen3) {
+            add_tensor(w, T("attn_q_norm.weight"), head_dim, 0, 0.1f, 1.0f);
+            add_tensor(w, T("attn_k_norm.weight"), head_dim, 0, 0.1f, 1.0f);
+        }
+        add_tensor(w, T("attn_output.weight"), q_dim, dim, scale, 0);
+        add_tensor(w, T("ffn_norm.weight"), dim, 0, 0.1f, 1.0f);
+        add_tensor(w, T("ffn_gate.weight"), dim, ff, scale, 0);
+        add_tensor(w, T("ffn_up.weight"), dim, ff, scale, 0);
+        add_tensor(w, T("ffn_down.weight"), ff, dim, scale, 0);
+#undef T
+    }
+    add_tensor(w, "output_norm.weight", dim, 0, 0.1f, 1.0f);
+    if (!tied)
+        add_tensor(w, "output.weight", dim, n_vocab, scale, 0);
+    if (gw_write_file(w, out))
+        die("cannot write the output file");
+    gw_free(w);
+    printf("wrote %s: arch=%s n_vocab=%d dim=%d layers=%d heads=%d kv_heads=%d head_dim=%d ff=%d type=%s%s\n",
+           out, arch, n_vocab, dim, layers, heads, kv_heads, head_dim, ff,
+           llm_type_name(weight_type), tied ? " tied" : "");
+    return 0;
+}

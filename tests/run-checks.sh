@@ -1,0 +1,46 @@
+#!/bin/sh
+# run-checks.sh - what `make check` runs: every cmocka unit test, every CLI
+# test (tests/cli/t*.sh), then each fuzz target for a short while on its
+# committed corpus. Logs go to tests/out/. Ends with "N passed, N failed".
+#   usage: tests/run-checks.sh "UNIT TESTS" "FUZZ TARGETS" FUZZ_SECONDS
+set -u
+units=$1 fuzzers=$2 fuzz_seconds=$3
+top=$(pwd)
+out=$top/tests/out
+mkdir -p "$out"
+pass=0 fail=0 failed=
+
+run() { # name, log, command...
+    name=$1 log=$2
+    shift 2
+    if "$@" >"$log" 2>&1; then
+        pass=$((pass + 1)); echo "PASS $name"
+    else
+        fail=$((fail + 1)); failed="$failed $name"; echo "FAIL $name (log: $log)"
+        tail -n 30 "$log" | sed 's/^/    /'
+    fi
+}
+
+for t in $units; do
+    run "$t" "$out/$(basename "$t").log" "./$t"
+done
+
+for t in tests/cli/t[0-9]*.sh; do
+    [ -f "$t" ] || continue
+    n=$(basename "$t" .sh)
+    run "$t" "$out/$n.log" env KVCHAT="$top/kvchat" MKMODEL="$top/tests/mkmodel" \
+        TOP="$top" TMPDIR="${TMPDIR:-/tmp}" sh "$t"
+done
+
+for f in $fuzzers; do
+    n=$(basename "$f")
+    corpus=tests/fuzz/corpus/${n#fuzz_}
+    work=$(mktemp -d "${TMPDIR:-/tmp}/kvchat-$n.XXXXXX")
+    # new inputs go to $work; the committed corpus is only read
+    run "$f ($fuzz_seconds s)" "$out/$n.log" "./$f" -max_total_time="$fuzz_seconds" \
+        -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 "$work" "$corpus"
+    rm -rf "$work"
+done
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ] || { echo "failed:$failed"; exit 1; }
