@@ -22,4 +22,16 @@ int mdl_home(char *buf, size_t size);
  */
 int mdl_resolve(const char *arg, char *buf, size_t size);
 
+/* ==== SHA-256 (mbedTLS), for content addresses and download checks ==== */
+
+struct mdl_sha256;
+/* NULL when out of memory; finish with mdl_sha256_final, which frees it */
+struct mdl_sha256 *mdl_sha256_init(void);
+void mdl_sha256_update(struct mdl_sha256 *h, const void *p, size_t n);
+void mdl_sha256_final(struct mdl_sha256 *h, unsigned char out[32]);
+/* the digest of one buffer */
+void mdl_sha256(const void *p, size_t n, unsigned char out[32]);
+/* 64 lowercase hex digits and a NUL */
+void mdl_hex(const unsigned char *p, size_t n, char *out);
+
 #endif
