@@ -11,6 +11,7 @@
 
 const struct cmd_entry *const cmd_table[] = {
     &cmd_models_entry,
+    &cmd_sessions_entry,
     NULL,
 };
 
