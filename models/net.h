@@ -1,8 +1,8 @@
 /*
- * net.h - (internal to models/) the network and hashing layers under
- * `models pull`: a TLS connection over a connected socket and SHA-256
- * (models/tls.c, the only file that includes mbedTLS), and the HTTP/1.1
- * client (models/http.c).
+ * net.h - (internal to models/) the network layers under `models pull`: a
+ * TLS connection over a connected socket (models/tls.c, which with
+ * sha256.c are the only files that include mbedTLS), HTTP/1.1 response
+ * parsing (models/http_parse.c) and the client (models/http.c).
  *
  * Errors: functions return 0 (or a byte count) on success and a negative
  * value on failure, with a one-line reason in the caller's err buffer.
@@ -15,16 +15,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-
-/* ==== SHA-256 (tls.c) ==== */
-
-struct net_sha256;
-/* caller frees with net_sha256_free; NULL if out of memory */
-struct net_sha256 *net_sha256_init(void);
-void net_sha256_update(struct net_sha256 *h, const void *data, size_t n);
-/* writes 64 lowercase hex digits and a NUL to hex[65] */
-void net_sha256_final(struct net_sha256 *h, char hex[65]);
-void net_sha256_free(struct net_sha256 *h);
 
 /* ==== TLS over a connected socket (tls.c) ==== */
 

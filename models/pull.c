@@ -557,7 +557,7 @@ static int hash_file(struct pull *c, const char *path, char hex[65])
         snprintf(c->err, c->err_size, "cannot read '%s': %s", path, strerror(errno));
         return MDL_ERR_FILE;
     }
-    struct net_sha256 *h = net_sha256_init();
+    struct mdl_sha256 *h = mdl_sha256_init();
     char *buf = malloc(1 << 20);
     int rc = 0;
     if (!h || !buf) {
@@ -576,11 +576,17 @@ static int hash_file(struct pull *c, const char *path, char hex[65])
         }
         if (k == 0)
             break;
-        net_sha256_update(h, buf, (size_t)k);
+        mdl_sha256_update(h, buf, (size_t)k);
     }
-    net_sha256_final(h, hex);
+    unsigned char d[32];
+    mdl_sha256_final(h, d);
+    h = NULL;
+    mdl_hex(d, 32, hex);
 out:
-    net_sha256_free(h);
+    if (h) {
+        unsigned char d2[32];
+        mdl_sha256_final(h, d2); /* frees it */
+    }
     free(buf);
     close(fd);
     return rc;

@@ -1,6 +1,6 @@
 /*
- * tls.c - the one file that includes mbedTLS: a TLS client connection over
- * a socket the caller has connected, and SHA-256.
+ * tls.c - a TLS client connection (mbedTLS) over a socket the caller has
+ * connected. With sha256.c, the only files that include mbedTLS.
  *
  * Invariants: a handshake succeeds only with a certificate chain that
  * verifies against the given CA bundle and names the host we asked for
@@ -28,61 +28,11 @@
 #include <mbedtls/entropy.h>
 #include <mbedtls/error.h>
 #include <mbedtls/net_sockets.h>
-#include <mbedtls/sha256.h>
 #include <mbedtls/ssl.h>
 #include <mbedtls/x509_crt.h>
 #if MBEDTLS_VERSION_NUMBER >= 0x03000000 && defined(MBEDTLS_PSA_CRYPTO_C)
 #include <psa/crypto.h>
 #endif
-
-/* ==== SHA-256 ==== */
-
-struct net_sha256 {
-    mbedtls_sha256_context ctx;
-};
-
-struct net_sha256 *net_sha256_init(void)
-{
-    struct net_sha256 *h = malloc(sizeof *h);
-    if (!h)
-        return NULL;
-    mbedtls_sha256_init(&h->ctx);
-#if MBEDTLS_VERSION_NUMBER < 0x03000000
-    mbedtls_sha256_starts_ret(&h->ctx, 0);
-#else
-    mbedtls_sha256_starts(&h->ctx, 0);
-#endif
-    return h;
-}
-
-void net_sha256_update(struct net_sha256 *h, const void *data, size_t n)
-{
-#if MBEDTLS_VERSION_NUMBER < 0x03000000
-    mbedtls_sha256_update_ret(&h->ctx, data, n);
-#else
-    mbedtls_sha256_update(&h->ctx, data, n);
-#endif
-}
-
-void net_sha256_final(struct net_sha256 *h, char hex[65])
-{
-    unsigned char d[32];
-#if MBEDTLS_VERSION_NUMBER < 0x03000000
-    mbedtls_sha256_finish_ret(&h->ctx, d);
-#else
-    mbedtls_sha256_finish(&h->ctx, d);
-#endif
-    for (int i = 0; i < 32; i++)
-        snprintf(hex + 2 * i, 3, "%02x", d[i]);
-}
-
-void net_sha256_free(struct net_sha256 *h)
-{
-    if (!h)
-        return;
-    mbedtls_sha256_free(&h->ctx);
-    free(h);
-}
 
 /* ==== TLS ==== */
 
