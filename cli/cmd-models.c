@@ -682,11 +682,11 @@ static int models_list(int argc, char **argv)
         else
             snprintf(params, sizeof params, "-");
         fmt_time(pulled, sizeof pulled, e->pulled);
-        printf("%c %-28s %10s  %-8s %-8s %9s  %-16s  %s%s%s\n", is_def ? '*' : ' ', e->name, size,
-               e->quant[0] ? e->quant : "-", e->arch[0] ? e->arch : "-", params, pulled, e->path,
-               e->error[0] ? "  (unreadable: " : "", e->error[0] ? e->error : "");
+        printf("%c %-28s %10s  %-8s %-8s %9s  %-16s  %s", is_def ? '*' : ' ', e->name, size,
+               e->quant[0] ? e->quant : "-", e->arch[0] ? e->arch : "-", params, pulled, e->path);
         if (e->error[0])
-            fputs(")", stdout);
+            printf("  (unreadable: %s)", e->error);
+        putchar('\n');
     }
     free(es);
     return CMD_EXIT_OK;

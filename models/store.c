@@ -96,8 +96,10 @@ static void fill_entry(struct mdl_entry *e)
         if (llm_model_meta_read(g, &m, err, sizeof err) == 0) {
             snprintf(e->arch, sizeof e->arch, "%s", m.arch);
             e->n_params = m.n_params;
-            if (m.file_type >= 0)
-                snprintf(e->quant, sizeof e->quant, "%s", llm_file_type_name(m.file_type));
+            if (m.file_type >= 0) {
+                const char *q = llm_file_type_name(m.file_type);
+                snprintf(e->quant, sizeof e->quant, "%s", strncmp(q, "all ", 4) ? q : q + 4);
+            }
         } else {
             snprintf(e->error, sizeof e->error, "%s", err);
         }
