@@ -5,7 +5,10 @@
  * ggml's converters do, so files we write match what llama.cpp writes.
  */
 #include "core/quant.h"
+#include "core/cpu.h"
 #include "core/llm.h"
+
+#include <pthread.h>
 
 #include <math.h>
 #include <string.h>
@@ -158,4 +161,62 @@ int64_t llm_quantize_row(uint32_t type, const float *x, void *row, int64_t k)
     default:
         return -1;
     }
+}
+
+/* ==== the kernel table (llm_get_type_ops) ==== */
+/* One table per CPU level, filled once. F32/F16/BF16/Q8_0 get their
+ * scalar conversions here; the quantized types' files fill their own. */
+
+static void f32_to_float(const void *x, float *y, int64_t k) { llm_dequantize_row(LLM_TYPE_F32, x, y, k); }
+static void f16_to_float(const void *x, float *y, int64_t k) { llm_dequantize_row(LLM_TYPE_F16, x, y, k); }
+static void bf16_to_float(const void *x, float *y, int64_t k) { llm_dequantize_row(LLM_TYPE_BF16, x, y, k); }
+static void q8_0_to_float(const void *x, float *y, int64_t k) { llm_dequantize_row(LLM_TYPE_Q8_0, x, y, k); }
+static void f32_from_float(const float *x, void *y, int64_t k) { llm_quantize_row(LLM_TYPE_F32, x, y, k); }
+static void f16_from_float(const float *x, void *y, int64_t k) { llm_quantize_row(LLM_TYPE_F16, x, y, k); }
+static void bf16_from_float(const float *x, void *y, int64_t k) { llm_quantize_row(LLM_TYPE_BF16, x, y, k); }
+static void q8_0_from_float(const float *x, void *y, int64_t k) { llm_quantize_row_q8_0(x, y, k); }
+
+static struct llm_type_ops ops_table[LLM_CPU_COUNT][LLM_TYPE_COUNT];
+static pthread_once_t ops_once = PTHREAD_ONCE_INIT;
+
+static void ops_init(void)
+{
+    static const struct {
+        uint32_t type;
+        llm_to_float_fn to_float;
+        llm_from_float_fn from_float;
+    } base[] = {
+        {LLM_TYPE_F32, f32_to_float, f32_from_float},
+        {LLM_TYPE_F16, f16_to_float, f16_from_float},
+        {LLM_TYPE_BF16, bf16_to_float, bf16_from_float},
+        {LLM_TYPE_Q8_0, q8_0_to_float, q8_0_from_float},
+    };
+    for (int lv = 0; lv < LLM_CPU_COUNT; lv++) {
+        struct llm_type_ops *ops = ops_table[lv];
+        for (size_t i = 0; i < sizeof base / sizeof base[0]; i++) {
+            struct llm_type_ops *o = &ops[base[i].type];
+            o->type = base[i].type;
+            o->block_size = llm_type_block_size(base[i].type);
+            o->block_bytes = llm_type_block_bytes(base[i].type);
+            o->to_float_ref = o->to_float = base[i].to_float;
+            o->from_float = base[i].from_float;
+            o->vec_dot_type = base[i].type == LLM_TYPE_Q8_0 ? LLM_TYPE_Q8_0 : LLM_TYPE_F32;
+        }
+        llm_quant_legacy_ops(lv, ops);
+        llm_quant_k_ops(lv, ops);
+    }
+}
+
+const struct llm_type_ops *llm_get_type_ops_level(uint32_t type, int level)
+{
+    if (type >= LLM_TYPE_COUNT || level < 0 || level > (int)llm_cpu_level_max())
+        return NULL;
+    pthread_once(&ops_once, ops_init);
+    const struct llm_type_ops *o = &ops_table[level][type];
+    return o->to_float_ref ? o : NULL;
+}
+
+const struct llm_type_ops *llm_get_type_ops(uint32_t type)
+{
+    return llm_get_type_ops_level(type, (int)llm_cpu_level());
 }
