@@ -11,6 +11,9 @@
 
 const struct cmd_entry *const cmd_table[] = {
     &cmd_models_entry,
+    &cmd_eval_entry,
+    &cmd_generate_entry,
+    &cmd_bench_entry,
     NULL,
 };
 

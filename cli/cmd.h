@@ -31,6 +31,9 @@ struct cmd_entry {
 };
 
 extern const struct cmd_entry cmd_models_entry;
+extern const struct cmd_entry cmd_eval_entry;
+extern const struct cmd_entry cmd_generate_entry;
+extern const struct cmd_entry cmd_bench_entry;
 
 /* dispatch argv to the table; returns the exit code */
 int cmd_main(int argc, char **argv);

@@ -15,7 +15,6 @@
  *   super-block in the one order the reference spells out.
  * - Nothing here allocates or keeps state.
  */
-#include "core/cpu.h"
 #include "core/llm.h"
 #include "core/quant.h"
 
@@ -392,57 +391,43 @@ static float q6_K_vec_dot_ref(int64_t n, const void *vx, const void *vy)
 
 /* ==== registration ==== */
 
-void llm_quant_k_ops(int level, struct llm_type_ops *ops)
+void llm_quant_k_init(struct llm_type_ops *t, unsigned cpu)
 {
-    static const struct {
-        uint32_t type;
-        llm_to_float_fn to_float_ref;
-        llm_vec_dot_fn vec_dot_ref;
-    } ref[] = {
-        {LLM_TYPE_Q2_K, q2_K_to_float_ref, q2_K_vec_dot_ref},
-        {LLM_TYPE_Q3_K, q3_K_to_float_ref, q3_K_vec_dot_ref},
-        {LLM_TYPE_Q4_K, q4_K_to_float_ref, q4_K_vec_dot_ref},
-        {LLM_TYPE_Q5_K, q5_K_to_float_ref, q5_K_vec_dot_ref},
-        {LLM_TYPE_Q6_K, q6_K_to_float_ref, q6_K_vec_dot_ref},
-    };
-    for (size_t i = 0; i < sizeof ref / sizeof ref[0]; i++) {
-        struct llm_type_ops *o = &ops[ref[i].type];
-        o->type = ref[i].type;
-        o->block_size = QK_K;
-        o->block_bytes = llm_type_block_bytes(ref[i].type);
-        o->to_float_ref = o->to_float = ref[i].to_float_ref;
-        o->from_float = NULL; /* no weight quantizers for K-quants (yet) */
-        o->vec_dot_type = LLM_TYPE_Q8_K;
-        o->vec_dot_ref = o->vec_dot = ref[i].vec_dot_ref;
-    }
-    struct llm_type_ops *q8k = &ops[LLM_TYPE_Q8_K];
-    q8k->type = LLM_TYPE_Q8_K;
-    q8k->block_size = QK_K;
-    q8k->block_bytes = sizeof(struct block_q8_K);
-    q8k->to_float_ref = q8k->to_float = q8_K_to_float;
-    q8k->from_float = q8_K_from_float;
-    q8k->vec_dot_type = LLM_TYPE_Q8_K;
+    /* no weight quantizers for the K-quants: from_float is NULL */
+    t[LLM_TYPE_Q2_K] = (struct llm_type_ops){LLM_TYPE_Q8_K, q2_K_to_float_ref, q2_K_to_float_ref,
+                                             NULL, q2_K_vec_dot_ref, q2_K_vec_dot_ref};
+    t[LLM_TYPE_Q3_K] = (struct llm_type_ops){LLM_TYPE_Q8_K, q3_K_to_float_ref, q3_K_to_float_ref,
+                                             NULL, q3_K_vec_dot_ref, q3_K_vec_dot_ref};
+    t[LLM_TYPE_Q4_K] = (struct llm_type_ops){LLM_TYPE_Q8_K, q4_K_to_float_ref, q4_K_to_float_ref,
+                                             NULL, q4_K_vec_dot_ref, q4_K_vec_dot_ref};
+    t[LLM_TYPE_Q5_K] = (struct llm_type_ops){LLM_TYPE_Q8_K, q5_K_to_float_ref, q5_K_to_float_ref,
+                                             NULL, q5_K_vec_dot_ref, q5_K_vec_dot_ref};
+    t[LLM_TYPE_Q6_K] = (struct llm_type_ops){LLM_TYPE_Q8_K, q6_K_to_float_ref, q6_K_to_float_ref,
+                                             NULL, q6_K_vec_dot_ref, q6_K_vec_dot_ref};
+    /* activations only: no vec_dot of its own */
+    t[LLM_TYPE_Q8_K] = (struct llm_type_ops){LLM_TYPE_Q8_K, q8_K_to_float, q8_K_to_float,
+                                             q8_K_from_float, NULL, NULL};
 #ifdef HAVE_X86_KERNELS
-    if (level >= LLM_CPU_AVX2) {
-        ops[LLM_TYPE_Q2_K].to_float = q2_K_to_float_avx2;
-        ops[LLM_TYPE_Q3_K].to_float = q3_K_to_float_avx2;
-        ops[LLM_TYPE_Q4_K].to_float = q4_K_to_float_avx2;
-        ops[LLM_TYPE_Q5_K].to_float = q5_K_to_float_avx2;
-        ops[LLM_TYPE_Q6_K].to_float = q6_K_to_float_avx2;
-        ops[LLM_TYPE_Q2_K].vec_dot = q2_K_vec_dot_avx2;
-        ops[LLM_TYPE_Q3_K].vec_dot = q3_K_vec_dot_avx2;
-        ops[LLM_TYPE_Q4_K].vec_dot = q4_K_vec_dot_avx2;
-        ops[LLM_TYPE_Q5_K].vec_dot = q5_K_vec_dot_avx2;
-        ops[LLM_TYPE_Q6_K].vec_dot = q6_K_vec_dot_avx2;
+    if (cpu & LLM_CPU_AVX2) {
+        t[LLM_TYPE_Q2_K].to_float = q2_K_to_float_avx2;
+        t[LLM_TYPE_Q3_K].to_float = q3_K_to_float_avx2;
+        t[LLM_TYPE_Q4_K].to_float = q4_K_to_float_avx2;
+        t[LLM_TYPE_Q5_K].to_float = q5_K_to_float_avx2;
+        t[LLM_TYPE_Q6_K].to_float = q6_K_to_float_avx2;
+        t[LLM_TYPE_Q2_K].vec_dot = q2_K_vec_dot_avx2;
+        t[LLM_TYPE_Q3_K].vec_dot = q3_K_vec_dot_avx2;
+        t[LLM_TYPE_Q4_K].vec_dot = q4_K_vec_dot_avx2;
+        t[LLM_TYPE_Q5_K].vec_dot = q5_K_vec_dot_avx2;
+        t[LLM_TYPE_Q6_K].vec_dot = q6_K_vec_dot_avx2;
     }
-    if (level >= LLM_CPU_AVX512) {
-        ops[LLM_TYPE_Q2_K].vec_dot = q2_K_vec_dot_vnni;
-        ops[LLM_TYPE_Q3_K].vec_dot = q3_K_vec_dot_vnni;
-        ops[LLM_TYPE_Q4_K].vec_dot = q4_K_vec_dot_vnni;
-        ops[LLM_TYPE_Q5_K].vec_dot = q5_K_vec_dot_vnni;
-        ops[LLM_TYPE_Q6_K].vec_dot = q6_K_vec_dot_vnni;
+    if (cpu & LLM_CPU_AVX512_VNNI) {
+        t[LLM_TYPE_Q2_K].vec_dot = q2_K_vec_dot_vnni;
+        t[LLM_TYPE_Q3_K].vec_dot = q3_K_vec_dot_vnni;
+        t[LLM_TYPE_Q4_K].vec_dot = q4_K_vec_dot_vnni;
+        t[LLM_TYPE_Q5_K].vec_dot = q5_K_vec_dot_vnni;
+        t[LLM_TYPE_Q6_K].vec_dot = q6_K_vec_dot_vnni;
     }
 #else
-    (void)level;
+    (void)cpu;
 #endif
 }

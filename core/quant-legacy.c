@@ -18,7 +18,6 @@
  *   sum. Integer sums are exact, so only this float order matters.
  * - Nothing here allocates or keeps state.
  */
-#include "core/cpu.h"
 #include "core/llm.h"
 #include "core/quant.h"
 
@@ -320,47 +319,34 @@ static float q5_1_vec_dot_ref(int64_t n, const void *x, const void *y)
 
 /* ==== registration ==== */
 
-void llm_quant_legacy_ops(int level, struct llm_type_ops *ops)
+void llm_quant_legacy_init(struct llm_type_ops *t, unsigned cpu)
 {
-    static const struct {
-        uint32_t type;
-        llm_to_float_fn to_float_ref;
-        llm_from_float_fn from_float;
-        llm_vec_dot_fn vec_dot_ref;
-    } ref[] = {
-        {LLM_TYPE_Q4_0, q4_0_to_float_ref, q4_0_from_float, q4_0_vec_dot_ref},
-        {LLM_TYPE_Q4_1, q4_1_to_float_ref, q4_1_from_float, q4_1_vec_dot_ref},
-        {LLM_TYPE_Q5_0, q5_0_to_float_ref, q5_0_from_float, q5_0_vec_dot_ref},
-        {LLM_TYPE_Q5_1, q5_1_to_float_ref, q5_1_from_float, q5_1_vec_dot_ref},
-    };
-    for (size_t i = 0; i < sizeof ref / sizeof ref[0]; i++) {
-        struct llm_type_ops *o = &ops[ref[i].type];
-        o->type = ref[i].type;
-        o->block_size = QK;
-        o->block_bytes = llm_type_block_bytes(ref[i].type);
-        o->to_float_ref = o->to_float = ref[i].to_float_ref;
-        o->from_float = ref[i].from_float;
-        o->vec_dot_type = LLM_TYPE_Q8_0;
-        o->vec_dot_ref = o->vec_dot = ref[i].vec_dot_ref;
-    }
+    t[LLM_TYPE_Q4_0] = (struct llm_type_ops){LLM_TYPE_Q8_0, q4_0_to_float_ref, q4_0_to_float_ref,
+                                             q4_0_from_float, q4_0_vec_dot_ref, q4_0_vec_dot_ref};
+    t[LLM_TYPE_Q4_1] = (struct llm_type_ops){LLM_TYPE_Q8_0, q4_1_to_float_ref, q4_1_to_float_ref,
+                                             q4_1_from_float, q4_1_vec_dot_ref, q4_1_vec_dot_ref};
+    t[LLM_TYPE_Q5_0] = (struct llm_type_ops){LLM_TYPE_Q8_0, q5_0_to_float_ref, q5_0_to_float_ref,
+                                             q5_0_from_float, q5_0_vec_dot_ref, q5_0_vec_dot_ref};
+    t[LLM_TYPE_Q5_1] = (struct llm_type_ops){LLM_TYPE_Q8_0, q5_1_to_float_ref, q5_1_to_float_ref,
+                                             q5_1_from_float, q5_1_vec_dot_ref, q5_1_vec_dot_ref};
 #ifdef HAVE_X86_KERNELS
-    if (level >= LLM_CPU_AVX2) {
-        ops[LLM_TYPE_Q4_0].to_float = q4_0_to_float_avx2;
-        ops[LLM_TYPE_Q4_1].to_float = q4_1_to_float_avx2;
-        ops[LLM_TYPE_Q5_0].to_float = q5_0_to_float_avx2;
-        ops[LLM_TYPE_Q5_1].to_float = q5_1_to_float_avx2;
-        ops[LLM_TYPE_Q4_0].vec_dot = q4_0_vec_dot_avx2;
-        ops[LLM_TYPE_Q4_1].vec_dot = q4_1_vec_dot_avx2;
-        ops[LLM_TYPE_Q5_0].vec_dot = q5_0_vec_dot_avx2;
-        ops[LLM_TYPE_Q5_1].vec_dot = q5_1_vec_dot_avx2;
+    if (cpu & LLM_CPU_AVX2) {
+        t[LLM_TYPE_Q4_0].to_float = q4_0_to_float_avx2;
+        t[LLM_TYPE_Q4_1].to_float = q4_1_to_float_avx2;
+        t[LLM_TYPE_Q5_0].to_float = q5_0_to_float_avx2;
+        t[LLM_TYPE_Q5_1].to_float = q5_1_to_float_avx2;
+        t[LLM_TYPE_Q4_0].vec_dot = q4_0_vec_dot_avx2;
+        t[LLM_TYPE_Q4_1].vec_dot = q4_1_vec_dot_avx2;
+        t[LLM_TYPE_Q5_0].vec_dot = q5_0_vec_dot_avx2;
+        t[LLM_TYPE_Q5_1].vec_dot = q5_1_vec_dot_avx2;
     }
-    if (level >= LLM_CPU_AVX512) {
-        ops[LLM_TYPE_Q4_0].vec_dot = q4_0_vec_dot_vnni;
-        ops[LLM_TYPE_Q4_1].vec_dot = q4_1_vec_dot_vnni;
-        ops[LLM_TYPE_Q5_0].vec_dot = q5_0_vec_dot_vnni;
-        ops[LLM_TYPE_Q5_1].vec_dot = q5_1_vec_dot_vnni;
+    if (cpu & LLM_CPU_AVX512_VNNI) {
+        t[LLM_TYPE_Q4_0].vec_dot = q4_0_vec_dot_vnni;
+        t[LLM_TYPE_Q4_1].vec_dot = q4_1_vec_dot_vnni;
+        t[LLM_TYPE_Q5_0].vec_dot = q5_0_vec_dot_vnni;
+        t[LLM_TYPE_Q5_1].vec_dot = q5_1_vec_dot_vnni;
     }
 #else
-    (void)level;
+    (void)cpu;
 #endif
 }

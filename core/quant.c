@@ -5,10 +5,7 @@
  * ggml's converters do, so files we write match what llama.cpp writes.
  */
 #include "core/quant.h"
-#include "core/cpu.h"
 #include "core/llm.h"
-
-#include <pthread.h>
 
 #include <math.h>
 #include <string.h>
@@ -163,60 +160,66 @@ int64_t llm_quantize_row(uint32_t type, const float *x, void *row, int64_t k)
     }
 }
 
-/* ==== the kernel table (llm_get_type_ops) ==== */
-/* One table per CPU level, filled once. F32/F16/BF16/Q8_0 get their
- * scalar conversions here; the quantized types' files fill their own. */
+/* ==== the kernel table ==== */
 
-static void f32_to_float(const void *x, float *y, int64_t k) { llm_dequantize_row(LLM_TYPE_F32, x, y, k); }
-static void f16_to_float(const void *x, float *y, int64_t k) { llm_dequantize_row(LLM_TYPE_F16, x, y, k); }
-static void bf16_to_float(const void *x, float *y, int64_t k) { llm_dequantize_row(LLM_TYPE_BF16, x, y, k); }
-static void q8_0_to_float(const void *x, float *y, int64_t k) { llm_dequantize_row(LLM_TYPE_Q8_0, x, y, k); }
-static void f32_from_float(const float *x, void *y, int64_t k) { llm_quantize_row(LLM_TYPE_F32, x, y, k); }
-static void f16_from_float(const float *x, void *y, int64_t k) { llm_quantize_row(LLM_TYPE_F16, x, y, k); }
-static void bf16_from_float(const float *x, void *y, int64_t k) { llm_quantize_row(LLM_TYPE_BF16, x, y, k); }
-static void q8_0_from_float(const float *x, void *y, int64_t k) { llm_quantize_row_q8_0(x, y, k); }
+#include <pthread.h>
+#include <stdlib.h>
 
-static struct llm_type_ops ops_table[LLM_CPU_COUNT][LLM_TYPE_COUNT];
+static struct llm_type_ops ops_table[LLM_TYPE_COUNT];
+static unsigned cpu_features;
 static pthread_once_t ops_once = PTHREAD_ONCE_INIT;
+
+static unsigned detect_cpu(void)
+{
+    unsigned f = 0;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        f |= LLM_CPU_AVX2; /* every AVX2 CPU has F16C */
+    if ((f & LLM_CPU_AVX2) && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq"))
+        f |= LLM_CPU_AVX512;
+    if ((f & LLM_CPU_AVX512) && __builtin_cpu_supports("avx512vnni"))
+        f |= LLM_CPU_AVX512_VNNI;
+#if defined(__GNUC__) && __GNUC__ >= 12
+    if ((f & LLM_CPU_AVX512) && __builtin_cpu_supports("avx512bf16"))
+        f |= LLM_CPU_AVX512_BF16;
+#endif
+#endif
+    const char *cap = getenv("KVCHAT_CPU");
+    if (cap && !strcmp(cap, "generic"))
+        f = 0;
+    else if (cap && !strcmp(cap, "avx2"))
+        f &= LLM_CPU_AVX2;
+    return f;
+}
 
 static void ops_init(void)
 {
-    static const struct {
-        uint32_t type;
-        llm_to_float_fn to_float;
-        llm_from_float_fn from_float;
-    } base[] = {
-        {LLM_TYPE_F32, f32_to_float, f32_from_float},
-        {LLM_TYPE_F16, f16_to_float, f16_from_float},
-        {LLM_TYPE_BF16, bf16_to_float, bf16_from_float},
-        {LLM_TYPE_Q8_0, q8_0_to_float, q8_0_from_float},
-    };
-    for (int lv = 0; lv < LLM_CPU_COUNT; lv++) {
-        struct llm_type_ops *ops = ops_table[lv];
-        for (size_t i = 0; i < sizeof base / sizeof base[0]; i++) {
-            struct llm_type_ops *o = &ops[base[i].type];
-            o->type = base[i].type;
-            o->block_size = llm_type_block_size(base[i].type);
-            o->block_bytes = llm_type_block_bytes(base[i].type);
-            o->to_float_ref = o->to_float = base[i].to_float;
-            o->from_float = base[i].from_float;
-            o->vec_dot_type = base[i].type == LLM_TYPE_Q8_0 ? LLM_TYPE_Q8_0 : LLM_TYPE_F32;
-        }
-        llm_quant_legacy_ops(lv, ops);
-        llm_quant_k_ops(lv, ops);
-    }
-}
-
-const struct llm_type_ops *llm_get_type_ops_level(uint32_t type, int level)
-{
-    if (type >= LLM_TYPE_COUNT || level < 0 || level > (int)llm_cpu_level_max())
-        return NULL;
-    pthread_once(&ops_once, ops_init);
-    const struct llm_type_ops *o = &ops_table[level][type];
-    return o->to_float_ref ? o : NULL;
+    cpu_features = detect_cpu();
+    llm_quant_basic_init(ops_table, cpu_features);
+    llm_quant_legacy_init(ops_table, cpu_features);
+    llm_quant_k_init(ops_table, cpu_features);
+    /* other quant files add their init calls here */
 }
 
 const struct llm_type_ops *llm_get_type_ops(uint32_t type)
 {
-    return llm_get_type_ops_level(type, (int)llm_cpu_level());
+    pthread_once(&ops_once, ops_init);
+    if (type >= LLM_TYPE_COUNT || (!ops_table[type].to_float && !ops_table[type].from_float))
+        return NULL;
+    return &ops_table[type];
+}
+
+unsigned llm_cpu_features(void)
+{
+    pthread_once(&ops_once, ops_init);
+    return cpu_features;
+}
+
+const char *llm_cpu_path(void)
+{
+    unsigned f = llm_cpu_features();
+    return f & LLM_CPU_AVX512 ? "avx512" : f & LLM_CPU_AVX2 ? "avx2" : "generic";
 }

@@ -70,67 +70,62 @@ int llm_dequantize_row(uint32_t type, const void *row, float *y, int64_t k);
  * returns bytes written, or -1 for a type not handled here. */
 int64_t llm_quantize_row(uint32_t type, const float *x, void *row, int64_t k);
 
-#define QK_K 256
+/* ==== kernels per type: the only way the engine touches tensor data ====
+ *
+ * A weight matrix of type T multiplies activations like this:
+ *   prefill: rows of W -> to_float -> f32 panels -> BLIS sgemm;
+ *   decode:  the activation vector -> ops(vec_dot_type)->from_float once per
+ *            matrix, then vec_dot(W row, converted vector) for every row.
+ * k and n are multiples of the type's block size. The *_ref functions are the
+ * scalar definitions the fast ones are tested against; the fast ones are
+ * picked once by cpuid (AVX-512, AVX2 or portable) and are deterministic:
+ * the same inputs give the same bits on the same path. Any member may be NULL
+ * where a type does not have it (an activation-only type such as Q8_K has no
+ * vec_dot); the engine refuses weights whose type lacks to_float, vec_dot or
+ * a vec_dot_type with from_float.
+ */
+struct llm_type_ops {
+    uint32_t vec_dot_type; /* the type activations are converted to for vec_dot */
+    void (*to_float_ref)(const void *x, float *y, int64_t k);
+    void (*to_float)(const void *x, float *y, int64_t k);
+    void (*from_float)(const float *x, void *y, int64_t k);
+    /* sum over i < n of x[i] * y[i]; x of this type, y of vec_dot_type */
+    float (*vec_dot_ref)(int64_t n, const void *x, const void *y);
+    float (*vec_dot)(int64_t n, const void *x, const void *y);
+};
 
+/* The table entry for a type, or NULL where kvchat has no kernels for it. */
+const struct llm_type_ops *llm_get_type_ops(uint32_t type);
+
+/* CPU features the kernels choose by (bits of llm_cpu_features()). Setting
+ * KVCHAT_CPU=generic|avx2 in the environment caps them (for testing). */
+enum llm_cpu_feature {
+    LLM_CPU_AVX2 = 1u << 0,        /* with FMA and F16C */
+    LLM_CPU_AVX512 = 1u << 1,      /* F, BW, VL, DQ */
+    LLM_CPU_AVX512_VNNI = 1u << 2,
+    LLM_CPU_AVX512_BF16 = 1u << 3,
+};
+unsigned llm_cpu_features(void);
+/* "avx512", "avx2" or "generic": the kernel path in use */
+const char *llm_cpu_path(void);
+
+/* Each quant file fills its types' entries (reference and fast pointers for
+ * the given features); llm_get_type_ops calls them all once. */
+void llm_quant_basic_init(struct llm_type_ops *table, unsigned cpu);
+/* quant-legacy.c: Q4_0 Q4_1 Q5_0 Q5_1, vec_dot against Q8_0 */
+void llm_quant_legacy_init(struct llm_type_ops *table, unsigned cpu);
+/* quant-k.c: Q2_K Q3_K Q4_K Q5_K Q6_K, vec_dot against Q8_K; and Q8_K */
+void llm_quant_k_init(struct llm_type_ops *table, unsigned cpu);
+
+/* ==== Q8_K: the activation type of the K-quants' vec_dot ==== */
+#define QK_K 256
 struct block_q8_K {
-    float d;               /* scale */
-    int8_t qs[QK_K];       /* quants, -127..127 */
+    float d;                  /* scale */
+    int8_t qs[QK_K];          /* quants, -127..127 */
     int16_t bsums[QK_K / 16]; /* sum of qs[16 j .. 16 j + 15] */
 };
-
-/*
- * The kernels of one tensor type, looked up with llm_get_type_ops. All
- * lengths (k, n) are element counts, multiples of block_size; x and y point
- * to whole blocks (in the memory map, or in caller buffers). A NULL member
- * means the type has no such kernel.
- *
- *   to_float_ref  the scalar reference dequantizer: the definition of truth.
- *   to_float      the fastest dequantizer for this CPU; bit-identical to
- *                 to_float_ref (feeds the f32 panels of prefill sgemm).
- *   from_float    quantize k floats into k / block_size blocks (round to
- *                 nearest; for activations, or for tests).
- *   vec_dot_type  what the other operand of vec_dot is: activations are
- *                 quantized once per GEMV with that type's from_float.
- *   vec_dot_ref   the reference dot product of n elements: x a row of this
- *                 type, y n elements of vec_dot_type. Its order of float
- *                 operations is part of its definition (see quant-legacy.c
- *                 and quant-k.c), so that
- *   vec_dot       the fastest kernel for this CPU returns bit-identical
- *                 results (same integer partial sums, same float order).
- * The kernels keep no state and allocate nothing: any thread may call them.
- */
-typedef void (*llm_to_float_fn)(const void *x, float *y, int64_t k);
-typedef void (*llm_from_float_fn)(const float *x, void *y, int64_t k);
-typedef float (*llm_vec_dot_fn)(int64_t n, const void *x, const void *y);
-
-struct llm_type_ops {
-    uint32_t type;
-    int64_t block_size;   /* elements per block */
-    int64_t block_bytes;  /* bytes per block */
-    llm_to_float_fn to_float_ref;
-    llm_to_float_fn to_float;
-    llm_from_float_fn from_float;
-    uint32_t vec_dot_type;
-    llm_vec_dot_fn vec_dot_ref;
-    llm_vec_dot_fn vec_dot;
-};
-
-/* The kernels of a type for this CPU (llm_cpu_level()); NULL for a type
- * kvchat does not compute with. Borrowed: static storage. */
-const struct llm_type_ops *llm_get_type_ops(uint32_t type);
-/* The same with the kernels of a given level (enum llm_cpu_level), for
- * tests and benchmarks; NULL if this CPU cannot run that level. */
-const struct llm_type_ops *llm_get_type_ops_level(uint32_t type, int level);
-
-/* Q8_K, the activation type of the K-quants' vec_dot (k a multiple of QK_K) */
+/* k a multiple of QK_K; round to nearest, the block's extreme maps to -127 */
 void llm_quantize_row_q8_K(const float *x, struct block_q8_K *y, int64_t k);
 void llm_dequantize_row_q8_K(const struct block_q8_K *x, float *y, int64_t k);
-
-/* ==== kernels, per file (registered in quant.c) ==== */
-/* quant-legacy.c: Q4_0 Q4_1 Q5_0 Q5_1 (vec_dot against Q8_0) */
-/* quant-k.c: Q2_K Q3_K Q4_K Q5_K Q6_K (vec_dot against Q8_K) */
-/* Each file fills the entries of its types for one level. */
-void llm_quant_legacy_ops(int level, struct llm_type_ops *ops /* indexed by type */);
-void llm_quant_k_ops(int level, struct llm_type_ops *ops /* indexed by type */);
 
 #endif

@@ -4,7 +4,7 @@
  * - the reference dequantizers against llama.cpp's gguf-py (numpy) on
  *   files quantized by llama.cpp (tests/data/quant, goldens.txt made by
  *   tests/data/regen-quant.sh): bit-identical f32 for every tensor;
- * - every SIMD level's to_float and vec_dot against the references, bit for
+ * - every kernel path's (portable, AVX2, AVX-512 VNNI) to_float and vec_dot against the references, bit for
  *   bit, on random blocks that include extreme f16 scales (zero, -0,
  *   subnormal, largest) and all-ones / all-zero quant bytes;
  * - the reference vec_dot against a double-precision dot product of the
@@ -19,7 +19,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "core/cpu.h"
 #include "core/llm.h"
 #include "core/quant.h"
 #include "tests/gguf-writer.h"
@@ -34,6 +33,36 @@ static const uint32_t quant_types[] = {
     LLM_TYPE_Q3_K, LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K,
 };
 #define N_QUANT_TYPES (sizeof quant_types / sizeof quant_types[0])
+
+/* Every kernel path this CPU can run, each as its own table filled by the
+ * quant files' init functions with that path's feature bits. */
+static struct llm_type_ops path_table[3][LLM_TYPE_COUNT];
+static const char *path_name[3];
+static int n_paths;
+
+static int setup_paths(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        unsigned cpu;
+    } all[] = {
+        {"portable", 0},
+        {"avx2", LLM_CPU_AVX2},
+        {"avx512-vnni", LLM_CPU_AVX2 | LLM_CPU_AVX512 | LLM_CPU_AVX512_VNNI},
+    };
+    unsigned have = llm_cpu_features();
+    n_paths = 0;
+    for (int i = 0; i < 3; i++) {
+        if ((all[i].cpu & have) != all[i].cpu)
+            continue;
+        llm_quant_basic_init(path_table[n_paths], all[i].cpu);
+        llm_quant_legacy_init(path_table[n_paths], all[i].cpu);
+        llm_quant_k_init(path_table[n_paths], all[i].cpu);
+        path_name[n_paths++] = all[i].name;
+    }
+    return 0;
+}
 
 /* ==== helpers ==== */
 
@@ -171,7 +200,7 @@ static void test_goldens(void **state)
         const struct llm_type_ops *ops = llm_get_type_ops(t->type);
         assert_non_null(ops);
         int64_t ne0 = t->ne[0], rows = n / ne0;
-        int64_t row_bytes = ne0 / ops->block_size * ops->block_bytes;
+        int64_t row_bytes = ne0 / llm_type_block_size(t->type) * llm_type_block_bytes(t->type);
         float *x = malloc((size_t)n * sizeof *x), *x2 = malloc((size_t)n * sizeof *x2);
         assert_non_null(x);
         assert_non_null(x2);
@@ -186,15 +215,15 @@ static void test_goldens(void **state)
                         tensor, type_name, (unsigned long long)got, s, (unsigned long long)want, sum);
             fail();
         }
-        /* every level's fast dequantizer gives the same bits */
-        for (int lv = 0; lv <= (int)llm_cpu_level_max(); lv++) {
-            const struct llm_type_ops *o = llm_get_type_ops_level(t->type, lv);
-            assert_non_null(o);
+        /* every path's fast dequantizer gives the same bits */
+        for (int lv = 0; lv < n_paths; lv++) {
+            const struct llm_type_ops *o = &path_table[lv][t->type];
+            assert_non_null(o->to_float);
             for (int64_t r = 0; r < rows; r++)
                 o->to_float((const uint8_t *)t->data + r * row_bytes, x2 + r * ne0, ne0);
             if (memcmp(x, x2, (size_t)n * sizeof *x)) {
-                print_error("%s %s: to_float at level %s differs from the reference\n", file,
-                            tensor, llm_cpu_level_name((enum llm_cpu_level)lv));
+                print_error("%s %s: to_float on path %s differs from the reference\n", file,
+                            tensor, path_name[lv]);
                 fail();
             }
         }
@@ -214,26 +243,25 @@ static void test_goldens(void **state)
 
 /* ==== SIMD dequantizers against the reference on random blocks ==== */
 
-static void test_to_float_levels(void **state)
+static void test_to_float_paths(void **state)
 {
     (void)state;
     const int64_t nb = 200;
     for (size_t ti = 0; ti < N_QUANT_TYPES; ti++) {
         uint32_t type = quant_types[ti];
-        const struct llm_type_ops *ref = llm_get_type_ops_level(type, LLM_CPU_PORTABLE);
-        assert_non_null(ref);
-        int64_t k = nb * ref->block_size;
+        const struct llm_type_ops *ref = &path_table[0][type];
+        int64_t k = nb * llm_type_block_size(type);
         uint8_t *x = random_blocks(type, nb, 1);
         float *want = malloc((size_t)k * sizeof(float)), *got = malloc((size_t)k * sizeof(float));
         ref->to_float_ref(x, want, k);
-        for (int lv = 0; lv <= (int)llm_cpu_level_max(); lv++) {
-            const struct llm_type_ops *o = llm_get_type_ops_level(type, lv);
+        for (int lv = 0; lv < n_paths; lv++) {
+            const struct llm_type_ops *o = &path_table[lv][type];
             memset(got, 0xa5, (size_t)k * sizeof(float));
             o->to_float(x, got, k);
             for (int64_t i = 0; i < k; i++)
                 if (!same_float(want[i], got[i])) {
-                    print_error("%s level %s element %lld: %a, reference %a\n",
-                                llm_type_name(type), llm_cpu_level_name((enum llm_cpu_level)lv),
+                    print_error("%s path %s element %lld: %a, reference %a\n",
+                                llm_type_name(type), path_name[lv],
                                 (long long)i, got[i], want[i]);
                     fail();
                 }
@@ -253,7 +281,7 @@ static void *random_activations(const struct llm_type_ops *ops, int64_t n, int e
     const struct llm_type_ops *yo = llm_get_type_ops(ops->vec_dot_type);
     assert_non_null(yo);
     float *a = malloc((size_t)n * sizeof *a);
-    int64_t blk = yo->block_size;
+    int64_t blk = llm_type_block_size(ops->vec_dot_type);
     for (int64_t b = 0; b < n / blk; b++) {
         int kind = extreme ? (int)(rnd() % 5) : 0;
         float scale = kind == 1 ? 1e30f : kind == 2 ? 1e-30f : 1.0f;
@@ -266,7 +294,7 @@ static void *random_activations(const struct llm_type_ops *ops, int64_t n, int e
             a[b * blk + i] = v;
         }
     }
-    void *y = malloc((size_t)(n / blk * yo->block_bytes));
+    void *y = malloc((size_t)(n / blk * llm_type_block_bytes(ops->vec_dot_type)));
     yo->from_float(a, y, n);
     if (deq)
         yo->to_float_ref(y, deq, n);
@@ -276,28 +304,32 @@ static void *random_activations(const struct llm_type_ops *ops, int64_t n, int e
 
 static const int64_t dot_sizes[] = {256, 512, 896, 1024, 4864};
 
-static void test_vec_dot_levels(void **state)
+static void test_vec_dot_paths(void **state)
 {
     (void)state;
     for (size_t ti = 0; ti < N_QUANT_TYPES; ti++) {
         uint32_t type = quant_types[ti];
-        const struct llm_type_ops *ref = llm_get_type_ops_level(type, LLM_CPU_PORTABLE);
+        const struct llm_type_ops *ref = &path_table[0][type];
+        int64_t block = type == LLM_TYPE_Q4_0 || type == LLM_TYPE_Q4_1 ||
+                                type == LLM_TYPE_Q5_0 || type == LLM_TYPE_Q5_1
+                            ? 32
+                            : QK_K;
         for (size_t si = 0; si < sizeof dot_sizes / sizeof dot_sizes[0]; si++) {
             int64_t n = dot_sizes[si];
-            if (n % ref->block_size)
+            if (n % block)
                 continue;
             for (int rep = 0; rep < 20; rep++) {
                 int extreme = rep % 2;
-                uint8_t *x = random_blocks(type, n / ref->block_size, extreme);
+                uint8_t *x = random_blocks(type, n / block, extreme);
                 void *y = random_activations(ref, n, extreme, NULL);
                 float want = ref->vec_dot_ref(n, x, y);
-                for (int lv = 0; lv <= (int)llm_cpu_level_max(); lv++) {
-                    const struct llm_type_ops *o = llm_get_type_ops_level(type, lv);
+                for (int lv = 0; lv < n_paths; lv++) {
+                    const struct llm_type_ops *o = &path_table[lv][type];
                     float got = o->vec_dot(n, x, y);
                     if (!same_float(want, got)) {
-                        print_error("%s n=%lld rep %d level %s: %a, reference %a\n",
-                                    llm_type_name(type), (long long)n, rep,
-                                    llm_cpu_level_name((enum llm_cpu_level)lv), got, want);
+                        print_error("%s n=%lld rep %d path %s: %a, reference %a\n",
+                                    llm_type_name(type), (long long)n, rep, path_name[lv], got,
+                                    want);
                         fail();
                     }
                 }
@@ -316,11 +348,9 @@ static void test_vec_dot_ref_accuracy(void **state)
     for (size_t ti = 0; ti < N_QUANT_TYPES; ti++) {
         uint32_t type = quant_types[ti];
         const struct llm_type_ops *ops = llm_get_type_ops(type);
-        int64_t n = 4864 - 4864 % ops->block_size;
-        if (ops->block_size == QK_K)
-            n = 4864;
+        const int64_t n = 4864; /* 19 super-blocks, 152 blocks of 32 */
         for (int rep = 0; rep < 10; rep++) {
-            uint8_t *x = random_blocks(type, n / ops->block_size, 0);
+            uint8_t *x = random_blocks(type, n / llm_type_block_size(type), 0);
             float *xf = malloc((size_t)n * sizeof *xf), *yf = malloc((size_t)n * sizeof *yf);
             void *y = random_activations(ops, n, 0, yf);
             ops->to_float_ref(x, xf, n);
@@ -474,12 +504,12 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_goldens),
-        cmocka_unit_test(test_to_float_levels),
-        cmocka_unit_test(test_vec_dot_levels),
+        cmocka_unit_test(test_to_float_paths),
+        cmocka_unit_test(test_vec_dot_paths),
         cmocka_unit_test(test_vec_dot_ref_accuracy),
         cmocka_unit_test(test_q8_K_quantize),
         cmocka_unit_test(test_legacy_quantizers),
         cmocka_unit_test(test_gguf_refuses_bad_k_tensors),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, setup_paths, NULL);
 }
