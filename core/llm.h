@@ -484,4 +484,16 @@ int64_t llm_sampler_state_save(const struct llm_sampler *s, void *buf, size_t si
 /* restore a saved state (of a sampler with the same penalty_last_n) */
 int llm_sampler_state_load(struct llm_sampler *s, const void *buf, size_t size);
 
+/* ==== machine ==== */
+
+/*
+ * Measure DRAM read bandwidth in bytes per second: n_threads OpenMP threads
+ * (<= 0: the default team) each sum their share of a buffer of `bytes`
+ * (<= 0: 256 MiB; it should be many times the last-level cache), best of
+ * `reps` passes after one warm-up pass. Takes about (reps + 2) * bytes /
+ * bandwidth seconds. Returns a negative value when the buffer cannot be
+ * allocated. (For `kvchat bench --membw`.)
+ */
+double llm_measure_membw(int n_threads, int64_t bytes, int reps);
+
 #endif

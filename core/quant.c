@@ -199,6 +199,8 @@ static void ops_init(void)
 {
     cpu_features = detect_cpu();
     llm_quant_basic_init(ops_table, cpu_features);
+    llm_quant_legacy_init(ops_table, cpu_features);
+    llm_quant_k_init(ops_table, cpu_features);
     /* other quant files add their init calls here */
 }
 
