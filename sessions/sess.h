@@ -123,6 +123,57 @@ int sess_save_state(struct sess_store *st, int64_t id, const void *state, size_t
 /* *out is malloc'd (free()), *n its size; *out NULL when none was saved */
 int sess_load_state(struct sess_store *st, int64_t id, void **out, size_t *n);
 
+/* ==== a model's identity, and the KV cache on disk ==== */
+
+struct llm_gguf;
+struct llm_model;
+struct llm_ctx;
+
+/*
+ * The model fingerprint segments are tied to: SHA-256 over the GGUF header,
+ * all metadata and tensor infos (bytes [0, data offset)), the file size, and
+ * 4 KiB samples of every tensor's data (its start, middle and end), so two
+ * files with the same shapes but other weights never share a snapshot.
+ */
+void sess_model_fingerprint(const struct llm_gguf *g, uint8_t out[32]);
+
+/*
+ * A conversation's tokens split into spans: span i covers tokens
+ * [bounds[i-1], bounds[i]) (bounds[-1] = 0) and is one segment, the last
+ * message it covers being last_seq[i]. The system prompt is span 0, each
+ * exchange one more.
+ */
+struct sess_restore_stats {
+    int64_t restored_tokens;  /* rows read from segment files */
+    int64_t prefilled_tokens; /* rows computed again */
+    int64_t rewritten;        /* segments written again */
+    int64_t damaged;          /* segments found missing, damaged or foreign */
+    char first_problem[512];  /* the first problem, for one line on stderr */
+};
+
+/*
+ * Fill ctx (empty; a context of model m) with the KV of tokens[0, bounds[n_spans-1]): each span
+ * from its segment file when it is there and verifies, otherwise computed
+ * with llm_ctx_decode and its segment rewritten. The chain of session id is
+ * made to match. Returns 0 (stats filled), or -1 on an error that leaves
+ * ctx unusable (the message in sess_errmsg).
+ */
+int sess_kv_restore(struct sess_store *st, int64_t id, const struct llm_model *m, struct llm_ctx *ctx,
+                    const uint8_t fp[32],
+                    const int32_t *tokens, const int64_t *bounds, const int64_t *last_seq,
+                    int64_t n_spans, struct sess_restore_stats *stats);
+
+/*
+ * Snapshot the rows of tokens [a, b) from ctx as one segment whose parent is
+ * the segment ending at a (parent: 32 zero bytes when a == 0), and append it
+ * to the session's chain. tokens holds the whole conversation so far.
+ * *seg_id (may be NULL) gets the new segment's id. Returns 0 or -1.
+ */
+int sess_kv_snapshot(struct sess_store *st, int64_t id, const struct llm_model *m, struct llm_ctx *ctx,
+                     const uint8_t fp[32],
+                     const uint8_t parent[32], const int32_t *tokens, int64_t a, int64_t b,
+                     int64_t last_seq, uint8_t seg_id[32]);
+
 /* ==== housekeeping ==== */
 
 /* Delete segments no session's chain uses; *freed gets the bytes removed. */

@@ -58,6 +58,16 @@ static int db_fail(struct sess_store *st, const char *what)
     return fail(st, "%s: %s", what, sqlite3_errmsg(st->db));
 }
 
+/* for the other files of sessions/ */
+int sess_kv_fail(struct sess_store *st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(st->err, sizeof st->err, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
 const char *sess_errmsg(const struct sess_store *st)
 {
     return st->err;
