@@ -13,7 +13,7 @@
 #include <string.h>
 
 /* whole file (or command output with popen) into a malloc'd buffer */
-static char *tu_read_stream(FILE *f, size_t *n)
+static inline char *tu_read_stream(FILE *f, size_t *n)
 {
     size_t cap = 1 << 16, len = 0;
     char *b = malloc(cap + 1);
@@ -36,7 +36,7 @@ static char *tu_read_stream(FILE *f, size_t *n)
     return b;
 }
 
-static char *tu_read_file(const char *path, size_t *n)
+static inline char *tu_read_file(const char *path, size_t *n)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -47,7 +47,7 @@ static char *tu_read_file(const char *path, size_t *n)
 }
 
 /* The vocabulary NAME; *mem holds the GGUF bytes (free after closing). */
-static struct llm_vocab *tu_load_vocab(const char *name, char **mem)
+static inline struct llm_vocab *tu_load_vocab(const char *name, char **mem)
 {
     char cmd[512], err[256];
     snprintf(cmd, sizeof cmd, "xz -dc tests/data/tokenizer/ggml-vocab-%s.gguf.xz", name);
