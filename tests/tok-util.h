@@ -17,6 +17,7 @@ static inline char *tu_read_stream(FILE *f, size_t *n)
 {
     size_t cap = 1 << 16, len = 0;
     char *b = malloc(cap + 1);
+    *n = 0;
     size_t k;
     while (b && (k = fread(b + len, 1, cap - len, f)) > 0) {
         len += k;
@@ -39,6 +40,7 @@ static inline char *tu_read_stream(FILE *f, size_t *n)
 static inline char *tu_read_file(const char *path, size_t *n)
 {
     FILE *f = fopen(path, "rb");
+    *n = 0;
     if (!f)
         return NULL;
     char *b = tu_read_stream(f, n);
