@@ -417,4 +417,142 @@ int llm_model_meta_read(const struct llm_gguf *g, struct llm_model_meta *m, char
 /* "Q4_K - Medium" etc. for a llama_ftype number; "?" if unknown */
 const char *llm_file_type_name(int64_t file_type);
 
+/* ==== the model: weights bound in place from the memory map ==== */
+
+struct llm_model;
+struct llm_ctx;
+struct llm_sampler;
+
+struct llm_model_params {
+    bool vocab_only; /* read metadata only: no tensors are bound or checked */
+};
+struct llm_model_params llm_model_default_params(void);
+
+/*
+ * Open a GGUF model (architectures llama, qwen2, qwen3) and bind its
+ * tensors where they lie in the mapping; nothing is copied or dequantized.
+ * A missing or mis-shaped tensor, or one of a type without kernels, is
+ * refused with a message naming it. On success *out is a handle the caller
+ * closes with llm_model_close (after freeing its contexts); on failure
+ * returns a negative value and writes the reason to err.
+ */
+int llm_model_open(const char *path, struct llm_model_params params, struct llm_model **out,
+                   char *err, size_t err_size);
+void llm_model_close(struct llm_model *m);
+/* borrowed until llm_model_close */
+const struct llm_model_meta *llm_model_get_meta(const struct llm_model *m);
+const struct llm_gguf *llm_model_gguf(const struct llm_model *m);
+int64_t llm_model_n_vocab(const struct llm_model *m);
+int64_t llm_model_n_layer(const struct llm_model *m);
+/* elements of one token's K (and of its V) row summed over the KV heads */
+int64_t llm_model_n_embd_kv(const struct llm_model *m);
+
+/* physical cores of this machine (at least 1): the default thread count */
+int llm_default_threads(void);
+/* the BLIS sub-configuration in use ("skx", "zen3", ...) and whether the
+ * user's BLIS_ARCH_TYPE chose it; the SIMD path of our own kernels */
+const char *llm_blis_arch(bool *user_set);
+const char *llm_kernel_path(void);
+
+/* ==== a context: KV cache and scratch for one sequence ====
+ *
+ * The KV cache holds, for every layer, K and V rows of positions
+ * 0..n_past-1 in the cache type (F16 by default, or F32). Exported rows of
+ * positions [a, b) are laid out as, for each layer l = 0..n_layer-1:
+ *   K rows then V rows; each as n_head_kv heads of (b - a) positions of
+ *   head_dim elements of the cache type (little-endian f16 or f32)
+ * which is llm_ctx_kv_size(c, a, b) bytes. Importing them back gives
+ * bit-identical state.
+ */
+struct llm_ctx_params {
+    int32_t n_ctx;     /* cache positions; 0: the model's context length capped at 4096 */
+    int32_t n_batch;   /* most tokens per prefill pass (default 512) */
+    int32_t n_threads; /* 0: llm_default_threads() */
+    uint32_t kv_type;  /* LLM_TYPE_F16 (default) or LLM_TYPE_F32 */
+};
+struct llm_ctx_params llm_ctx_default_params(void);
+
+/* Allocate a context of model m (borrowed: close m after freeing this).
+ * Caller frees with llm_ctx_free. Negative on failure with err. */
+int llm_ctx_init(struct llm_model *m, struct llm_ctx_params params, struct llm_ctx **out,
+                 char *err, size_t err_size);
+void llm_ctx_free(struct llm_ctx *c);
+/* the last error on c, borrowed until the next call */
+const char *llm_ctx_errmsg(const struct llm_ctx *c);
+
+enum llm_status {
+    LLM_OK = 0,
+    LLM_ERR = -1,          /* bad input (e.g. a token id out of range) */
+    LLM_ERR_CTX_FULL = -2, /* the tokens do not fit in the cache */
+};
+
+/*
+ * Run n tokens at positions n_past..n_past+n-1, appending their K and V to
+ * the cache, and compute the next-token logits of the last one. n > 1 runs
+ * the prefill path (BLIS sgemm, in passes of n_batch), n == 1 the decode
+ * path (GEMV). Nothing is changed when it fails (ids are checked first;
+ * LLM_ERR_CTX_FULL when n_past + n > n_ctx). Allocates nothing.
+ */
+int llm_ctx_decode(struct llm_ctx *c, const int32_t *tokens, int64_t n);
+/* n_vocab logits of the last token decoded; borrowed until the next call */
+const float *llm_ctx_logits(const struct llm_ctx *c);
+int64_t llm_ctx_n_past(const struct llm_ctx *c);
+int64_t llm_ctx_n_ctx(const struct llm_ctx *c);
+int llm_ctx_n_threads(const struct llm_ctx *c);
+uint32_t llm_ctx_kv_type(const struct llm_ctx *c);
+/* bytes of KV the cache holds for n_past positions (and could hold for n_ctx) */
+uint64_t llm_ctx_kv_bytes(const struct llm_ctx *c, int64_t n_pos);
+/* forget positions n..n_past-1 (n <= n_past); the logits are invalid after */
+int llm_ctx_truncate(struct llm_ctx *c, int64_t n);
+/* bytes of the rows of positions [a, b) as exported */
+uint64_t llm_ctx_kv_size(const struct llm_ctx *c, int64_t a, int64_t b);
+/* copy the rows of positions [a, b) (b <= n_past) into buf (size bytes);
+ * returns the bytes written, or the size needed negated when too small,
+ * or LLM_ERR for a bad range */
+int64_t llm_ctx_kv_export(const struct llm_ctx *c, int64_t a, int64_t b, void *buf, size_t size);
+/* write rows of positions [a, b) (a <= n_past, b <= n_ctx) from buf as
+ * exported by a context of the same model and kv type; n_past becomes b;
+ * the logits are invalid after (decode the next token to get them) */
+int llm_ctx_kv_import(struct llm_ctx *c, int64_t a, int64_t b, const void *buf, size_t size);
+
+/* ==== the sampler ==== */
+
+struct llm_sampler_params {
+    float temp;             /* <= 0: greedy (argmax) */
+    int32_t top_k;          /* <= 0: off */
+    float top_p;            /* >= 1: off */
+    float min_p;            /* <= 0: off */
+    float repeat_penalty;   /* 1: off; divides positive logits of recent tokens */
+    float presence_penalty; /* 0: off; subtracted once from recent tokens */
+    int32_t penalty_last_n; /* how many recent tokens the penalties see (default 64) */
+    uint64_t seed;
+};
+struct llm_sampler_params llm_sampler_default_params(void);
+
+/* Caller frees with llm_sampler_free. NULL when out of memory. */
+struct llm_sampler *llm_sampler_init(struct llm_sampler_params params, int64_t n_vocab);
+void llm_sampler_free(struct llm_sampler *s);
+/* add a token to the penalty window (prompt tokens, restored history) */
+void llm_sampler_accept(struct llm_sampler *s, int32_t token);
+/* pick the next token from n_vocab logits (not modified) and accept it;
+ * allocates nothing */
+int32_t llm_sampler_sample(struct llm_sampler *s, const float *logits);
+/* the sampler's state (RNG and penalty window) as bytes: returns bytes
+ * written, or the size needed negated when size is too small */
+int64_t llm_sampler_state_save(const struct llm_sampler *s, void *buf, size_t size);
+/* restore a saved state (of a sampler with the same penalty_last_n) */
+int llm_sampler_state_load(struct llm_sampler *s, const void *buf, size_t size);
+
+/* ==== machine ==== */
+
+/*
+ * Measure DRAM read bandwidth in bytes per second: n_threads OpenMP threads
+ * (<= 0: the default team) each sum their share of a buffer of `bytes`
+ * (<= 0: 256 MiB; it should be many times the last-level cache), best of
+ * `reps` passes after one warm-up pass. Takes about (reps + 2) * bytes /
+ * bandwidth seconds. Returns a negative value when the buffer cannot be
+ * allocated. (For `kvchat bench --membw`.)
+ */
+double llm_measure_membw(int n_threads, int64_t bytes, int reps);
+
 #endif

@@ -25,8 +25,8 @@ float llm_fp16_to_fp32(uint16_t h)
             } while (!(man & 0x400));
             bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
         }
-    } else if (exp == 0x1f) {
-        bits = sign | 0x7f800000u | (man << 13);
+    } else if (exp == 0x1f) { /* inf, or nan made quiet as F16C does */
+        bits = sign | 0x7f800000u | (man ? 0x400000u | (man << 13) : 0);
     } else {
         bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
     }
@@ -158,4 +158,68 @@ int64_t llm_quantize_row(uint32_t type, const float *x, void *row, int64_t k)
     default:
         return -1;
     }
+}
+
+/* ==== the kernel table ==== */
+
+#include <pthread.h>
+#include <stdlib.h>
+
+static struct llm_type_ops ops_table[LLM_TYPE_COUNT];
+static unsigned cpu_features;
+static pthread_once_t ops_once = PTHREAD_ONCE_INIT;
+
+static unsigned detect_cpu(void)
+{
+    unsigned f = 0;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        f |= LLM_CPU_AVX2; /* every AVX2 CPU has F16C */
+    if ((f & LLM_CPU_AVX2) && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq"))
+        f |= LLM_CPU_AVX512;
+    if ((f & LLM_CPU_AVX512) && __builtin_cpu_supports("avx512vnni"))
+        f |= LLM_CPU_AVX512_VNNI;
+#if defined(__GNUC__) && __GNUC__ >= 12
+    if ((f & LLM_CPU_AVX512) && __builtin_cpu_supports("avx512bf16"))
+        f |= LLM_CPU_AVX512_BF16;
+#endif
+#endif
+    const char *cap = getenv("KVCHAT_CPU");
+    if (cap && !strcmp(cap, "generic"))
+        f = 0;
+    else if (cap && !strcmp(cap, "avx2"))
+        f &= LLM_CPU_AVX2;
+    return f;
+}
+
+static void ops_init(void)
+{
+    cpu_features = detect_cpu();
+    llm_quant_basic_init(ops_table, cpu_features);
+    llm_quant_legacy_init(ops_table, cpu_features);
+    llm_quant_k_init(ops_table, cpu_features);
+    /* other quant files add their init calls here */
+}
+
+const struct llm_type_ops *llm_get_type_ops(uint32_t type)
+{
+    pthread_once(&ops_once, ops_init);
+    if (type >= LLM_TYPE_COUNT || (!ops_table[type].to_float && !ops_table[type].from_float))
+        return NULL;
+    return &ops_table[type];
+}
+
+unsigned llm_cpu_features(void)
+{
+    pthread_once(&ops_once, ops_init);
+    return cpu_features;
+}
+
+const char *llm_cpu_path(void)
+{
+    unsigned f = llm_cpu_features();
+    return f & LLM_CPU_AVX512 ? "avx512" : f & LLM_CPU_AVX2 ? "avx2" : "generic";
 }
