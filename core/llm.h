@@ -310,13 +310,72 @@ enum llm_template {
     LLM_TEMPLATE_DEEPSEEK,
     LLM_TEMPLATE_DEEPSEEK2,
     LLM_TEMPLATE_DEEPSEEK3,
+    LLM_TEMPLATE_LLAMA2_SYS,       /* Llama 2 with <<SYS>> */
+    LLM_TEMPLATE_LLAMA2_SYS_BOS,   /* ... and <s> before each later [INST] */
+    LLM_TEMPLATE_LLAMA2_SYS_STRIP, /* ... and message contents trimmed */
+    LLM_TEMPLATE_MISTRAL_V7_TEKKEN,
+    LLM_TEMPLATE_PHI4,
+    LLM_TEMPLATE_COMMAND_R,
     LLM_TEMPLATE_COUNT
 };
 
-/* Recognise a Jinja chat template by its markers (as llama.cpp does). */
+/* Recognise a Jinja chat template by its markers (as llama.cpp does, in
+ * its order); families kvchat does not render give LLM_TEMPLATE_UNKNOWN. */
 enum llm_template llm_template_detect(const char *tmpl, size_t len);
-/* "chatml", "llama3", ...; "none"/"unknown" for those two */
+/* "chatml", "llama3", ... (llama.cpp's names); "none"/"unknown" for those two */
 const char *llm_template_name(enum llm_template t);
+/* the template of a name from llm_template_name; LLM_TEMPLATE_UNKNOWN if none */
+enum llm_template llm_template_from_name(const char *name);
+
+/* The template to use: the override name when given, else the model's
+ * Jinja text (NULL when it has none) recognised by its markers. When the
+ * name is unknown, or the model has no template or one not recognised,
+ * returns LLM_TEMPLATE_CHATML and sets *fell_back (the caller warns). */
+enum llm_template llm_template_choose(const char *override_name, const char *jinja, size_t len,
+                                      bool *fell_back);
+
+/* ==== chat templates: rendering ====
+ * A conversation is rendered as llama.cpp's llama_chat_apply_template
+ * renders it (byte for byte): each message becomes a piece of text that
+ * depends only on that message and those before it, and add_assistant
+ * appends the opening of the assistant's turn. Because the opening is the
+ * start of the assistant's own piece in every template here, the rendering
+ * up to turn k is a byte prefix of the rendering up to turn k+1; the
+ * caller therefore only ever tokenizes the text a new turn appends
+ * (llm_template_append). See core/template.c for the templates that would
+ * break this and how they are handled. */
+
+struct llm_chat_msg {
+    const char *role;    /* "system", "user" or "assistant" */
+    const char *content; /* NUL-terminated UTF-8 */
+};
+
+/* Render msgs[0..n). Returns the length (the text is NUL-terminated when
+ * size > length), or the size needed (length + 1) negated. */
+int32_t llm_template_render(enum llm_template t, const struct llm_chat_msg *msgs, size_t n,
+                            bool add_assistant, char *buf, int32_t size);
+
+#define LLM_TEMPLATE_ENOTPREFIX INT32_MIN
+/* The text that rendering msgs[0..n) adds to the rendering of
+ * msgs[0..n_old) with the assistant's turn opened (what the KV cache
+ * already holds, before the answer): the answer's own piece, the messages
+ * after it, and the new assistant opening. Same return convention;
+ * LLM_TEMPLATE_ENOTPREFIX if the old text is not a prefix of the new one
+ * (a template rewriting history; never the case for the templates here). */
+int32_t llm_template_append(enum llm_template t, const struct llm_chat_msg *msgs, size_t n_old,
+                            size_t n, bool add_assistant, char *buf, int32_t size);
+
+/* What ends the assistant's turn in template t: the terminator text the
+ * model generates (a special token in its vocabulary, "<|im_end|>"), then
+ * the text the template writes after it before the next turn ("\n"). */
+struct llm_template_turn_end {
+    const char *terminator;
+    const char *after;
+};
+struct llm_template_turn_end llm_template_turn_end(enum llm_template t);
+/* Extra stop strings for template t (the next turn's header a model may
+ * write instead of its terminator); NULL-terminated, static. */
+const char *const *llm_template_stops(enum llm_template t);
 
 #define LLM_MAX_ARCH 32
 

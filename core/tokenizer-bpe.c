@@ -225,9 +225,8 @@ static void split_llama3(const struct text *t, size_t ini, size_t end, struct se
                     break;
                 pos++;
             }
-            uint32_t c2 = CPT(pos);
-            while (c2 == '\r' || c2 == '\n')
-                c2 = CPT(++pos);
+            for (uint32_t c2 = CPT(pos); c2 == '\r' || c2 == '\n'; c2 = CPT(pos))
+                pos++;
             ADD(pos);
             continue;
         }

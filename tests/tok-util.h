@@ -13,10 +13,11 @@
 #include <string.h>
 
 /* whole file (or command output with popen) into a malloc'd buffer */
-static char *tu_read_stream(FILE *f, size_t *n)
+static inline char *tu_read_stream(FILE *f, size_t *n)
 {
     size_t cap = 1 << 16, len = 0;
     char *b = malloc(cap + 1);
+    *n = 0;
     size_t k;
     while (b && (k = fread(b + len, 1, cap - len, f)) > 0) {
         len += k;
@@ -36,9 +37,10 @@ static char *tu_read_stream(FILE *f, size_t *n)
     return b;
 }
 
-static char *tu_read_file(const char *path, size_t *n)
+static inline char *tu_read_file(const char *path, size_t *n)
 {
     FILE *f = fopen(path, "rb");
+    *n = 0;
     if (!f)
         return NULL;
     char *b = tu_read_stream(f, n);
@@ -47,7 +49,7 @@ static char *tu_read_file(const char *path, size_t *n)
 }
 
 /* The vocabulary NAME; *mem holds the GGUF bytes (free after closing). */
-static struct llm_vocab *tu_load_vocab(const char *name, char **mem)
+static inline struct llm_vocab *tu_load_vocab(const char *name, char **mem)
 {
     char cmd[512], err[256];
     snprintf(cmd, sizeof cmd, "xz -dc tests/data/tokenizer/ggml-vocab-%s.gguf.xz", name);
