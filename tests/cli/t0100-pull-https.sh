@@ -14,6 +14,7 @@ mkdir -p "$T/www/files" "$T/www/cdn"
 "$MKMODEL" "$T/www/files/model.gguf" --dim 128 --layers 2 --ff 344 >/dev/null || exit 1
 cp "$T/www/files/model.gguf" "$T/www/cdn/model.gguf"
 SHA=$(sha256sum "$T/www/files/model.gguf" | cut -d' ' -f1)
+SIZE=$(wc -c <"$T/www/files/model.gguf")
 BAD=0000000000000000000000000000000000000000000000000000000000000000
 P1=$(free_port) P2=$(free_port) P3=$(free_port)
 CA=$T/pki/ca.crt
@@ -33,7 +34,7 @@ server {
     }
     location /owner/repo/resolve/main/ {
         add_header X-Linked-ETag '"$SHA"';
-        add_header X-Linked-Size 123;
+        add_header X-Linked-Size $SIZE;
         return 302 https://127.0.0.1:$P2/cdn/model.gguf;
     }
     location = /Qwen/Qwen2.5-0.5B-Instruct-GGUF/resolve/main/qwen2.5-0.5b-instruct-q4_k_m.gguf {
