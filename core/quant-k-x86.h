@@ -371,4 +371,59 @@ static void SFX(q6_K_to_float)(const void *vx, float *y, int64_t k)
         }
     }
 }
+
+/* Q8_K activations, bit-identical to llm_quantize_row_q8_K: the same first
+ * element of largest magnitude, the same iscale, round half to even (the
+ * MXCSR default, as nearest_int), the same clamp and block sums */
+static void SFX(q8_K_from_float)(const float *x, void *vy, int64_t k)
+{
+    struct block_q8_K *y = vy;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t b = 0; b < k / QK_K; b++, x += QK_K) {
+        __m256 mx = _mm256_setzero_ps();
+        for (int i = 0; i < QK_K; i += 8)
+            mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        float amax = _mm_cvtss_f32(m4);
+        if (!(amax > 0) || !(amax <= 3.4028235e38f)) { /* zero or non-finite: as the reference */
+            llm_quantize_row_q8_K(x, &y[b], QK_K);
+            continue;
+        }
+        __m256 va = _mm256_set1_ps(amax);
+        int first = 0;
+        for (int i = 0; i < QK_K; i += 8) {
+            __m256 eq = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)), va, _CMP_EQ_OQ);
+            int m = _mm256_movemask_ps(eq);
+            if (m) {
+                first = i + __builtin_ctz((unsigned)m);
+                break;
+            }
+        }
+        float iscale = -127.0f / x[first];
+        __m256 vs = _mm256_set1_ps(iscale);
+        const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+        const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        for (int i = 0; i < QK_K; i += 32) {
+            __m256i v[4];
+            for (int j = 0; j < 4; j++) {
+                __m256i q = _mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(x + i + 8 * j)));
+                v[j] = _mm256_min_epi32(_mm256_max_epi32(q, lo), hi);
+            }
+            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]),
+                                           _mm256_packs_epi32(v[2], v[3]));
+            p = _mm256_permutevar8x32_epi32(p, order);
+            _mm256_storeu_si256((__m256i *)(y[b].qs + i), p);
+            /* sums of 8 bytes, biased by 128 each, then pairs of them */
+            __m256i t = _mm256_sad_epu8(_mm256_xor_si256(p, _mm256_set1_epi8((char)0x80)),
+                                        _mm256_setzero_si256());
+            int64_t s[4];
+            _mm256_storeu_si256((__m256i *)s, t);
+            y[b].bsums[i / 16] = (int16_t)(s[0] + s[1] - 2048);
+            y[b].bsums[i / 16 + 1] = (int16_t)(s[2] + s[3] - 2048);
+        }
+        y[b].d = 1 / iscale;
+    }
+}
 #endif
