@@ -181,6 +181,12 @@ int sess_kv_snapshot(struct sess_store *st, int64_t id, const struct llm_model *
                      const uint8_t parent[32], const int32_t *tokens, int64_t a, int64_t b,
                      int64_t last_seq, uint8_t seg_id[32]);
 
+/* 1 if the segment of tokens [a, b) after parent (NULL: the root) is
+ * recorded and its file present, 0 if not, -1 on error */
+int sess_kv_have(struct sess_store *st, const struct llm_model *m, struct llm_ctx *ctx,
+                 const uint8_t fp[32], const uint8_t *parent, const int32_t *tokens, int64_t a,
+                 int64_t b);
+
 /* ==== a conversation: messages, their tokens in a KV cache, answers ====
  *
  * The KV cache of ctx always holds exactly the conversation's tokens: the
@@ -197,6 +203,7 @@ struct sess_conv;
 
 struct sess_conv_params {
     const char *system;          /* system prompt, or NULL */
+    const char *model_path;      /* recorded with a new session */
     enum llm_template tmpl;      /* how messages become text */
     struct llm_sampler_params sampling;
     int32_t n_predict;           /* most tokens per answer; <= 0: until the context is full */
