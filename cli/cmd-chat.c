@@ -453,6 +453,8 @@ static int slash_help(struct chat *ch, char *arg)
 {
     (void)arg;
     for (const struct slash_cmd *s = slash_table; s->name; s++) {
+        if (!s->help)
+            continue;
         char left[64];
         snprintf(left, sizeof left, "%s%s%s", s->name, s->args ? " " : "", s->args ? s->args : "");
         fprintf(ch->ui, "  %s%-16s%s %s\n", col(ch, C_BOLD), left, col(ch, C_RESET), s->help);
