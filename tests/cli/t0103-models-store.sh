@@ -35,9 +35,9 @@ expect_out '"name": "tiny", "size": [0-9]*, "quant": "F32", "arch": "llama", "n_
 run "$KVCHAT" </dev/null
 expect_rc 2; expect_err "no default model: choose one with 'kvchat models default NAME'"
 
-# -m takes a store name (the chat placeholder proves it resolved)
-run "$KVCHAT" -m tiny </dev/null
-expect_rc 1; expect_err "chat REPL is not built yet (model: .*/models/tiny.gguf)"
+# -m takes a store name (the chat's -v line proves it resolved; no input: it ends)
+run "$KVCHAT" -v -m tiny </dev/null
+expect_rc 0; expect_err "kvchat: model .*/models/tiny.gguf"
 run "$KVCHAT" models info tiny
 expect_rc 0; expect_out "architecture:   llama"
 run "$KVCHAT" -m nosuch </dev/null
@@ -54,12 +54,12 @@ run "$KVCHAT" models default
 expect_rc 0; expect_out '^tiny$'
 run "$KVCHAT" models list
 expect_out '^\* tiny '
-run "$KVCHAT" </dev/null
-expect_rc 1; expect_err "model: .*/models/tiny.gguf"
-KVCHAT_MODEL=other run "$KVCHAT" </dev/null
-expect_rc 1; expect_err "model: .*/models/other.gguf"
-KVCHAT_MODEL=other run "$KVCHAT" -m tiny </dev/null
-expect_rc 1; expect_err "model: .*/models/tiny.gguf"
+run "$KVCHAT" -v </dev/null
+expect_rc 0; expect_err "kvchat: model .*/models/tiny.gguf"
+KVCHAT_MODEL=other run "$KVCHAT" -v </dev/null
+expect_rc 0; expect_err "kvchat: model .*/models/other.gguf"
+KVCHAT_MODEL=other run "$KVCHAT" -v -m tiny </dev/null
+expect_rc 0; expect_err "kvchat: model .*/models/tiny.gguf"
 run "$KVCHAT" models default nosuch
 expect_rc 2; expect_err "no model 'nosuch' in the store"
 run "$KVCHAT" models default other
