@@ -421,6 +421,7 @@ struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, const str
     memset(&p, 0, sizeof p);
     p.system = o->system && o->system[0] ? o->system : NULL;
     p.tmpl = l->tmpl;
+    p.model_path = l->path;
     p.sampling = o->sampling;
     p.n_predict = o->n_predict;
     p.parse_special = o->special;

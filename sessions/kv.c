@@ -131,7 +131,7 @@ int sess_kv_snapshot(struct sess_store *st, int64_t id, const struct llm_model *
 
 int sess_kv_have(struct sess_store *st, const struct llm_model *m, struct llm_ctx *ctx,
                  const uint8_t fp[32], const uint8_t *parent, const int32_t *tokens, int64_t a,
-                 int64_t b)
+                 int64_t b, uint8_t id[32])
 {
     static const uint8_t root[32];
     struct kv_seg_desc d;
@@ -141,6 +141,8 @@ int sess_kv_have(struct sess_store *st, const struct llm_model *m, struct llm_ct
     if (describe(st, m, ctx, fp, parent ? parent : root, tokens, a, b, &d, &block))
         return -1;
     kv_seg_id(&d, seg);
+    if (id)
+        memcpy(id, seg, 32);
     int known = sess_segment_known(st, seg);
     if (known <= 0)
         return known;
