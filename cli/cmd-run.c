@@ -162,6 +162,9 @@ static int run_exec(int argc, char **argv)
         if (n_words == 0 && isatty(0))
             fprintf(stderr, "kvchat: reading the prompt from stdin (end with Ctrl-D)\n");
         in = slurp(stdin, &in_len);
+        /* `echo hi | kvchat run` asks the same as `kvchat run hi` */
+        while (in && in_len && (in[in_len - 1] == '\n' || in[in_len - 1] == '\r'))
+            in[--in_len] = 0;
         if (!in) {
             free(words);
             cmd_opts_free(&o);
