@@ -7,6 +7,40 @@
  *   F16   u16 IEEE half
  *   BF16  u16, the top half of an IEEE f32
  *   Q8_0  32 elements in 34 bytes: f16 d; i8 qs[32];   x[i] = d * qs[i]
+ *
+ * The legacy 32-element types (element i of a block, i < 32; nibble(i) is
+ * the low nibble of qs[i] for i < 16, the high nibble of qs[i-16] above;
+ * hbit(i) is bit i of the little-endian u32 qh):
+ *   Q4_0  18 bytes: f16 d; u8 qs[16]            x = d * (nibble(i) - 8)
+ *   Q4_1  20 bytes: f16 d, m; u8 qs[16]         x = d * nibble(i) + m
+ *   Q5_0  22 bytes: f16 d; u8 qh[4]; u8 qs[16]  x = d * (nibble(i) + 16 hbit(i) - 16)
+ *   Q5_1  24 bytes: f16 d, m; u8 qh[4]; qs[16]  x = d * (nibble(i) + 16 hbit(i)) + m
+ *
+ * The K-quants: super-blocks of QK_K = 256 elements, in sub-blocks of 16
+ * (Q2_K, Q3_K, Q6_K) or 32 (Q4_K, Q5_K) elements that each have a small
+ * integer scale (and min) multiplied by the super-block's f16 d (and dmin).
+ * Within a super-block, quant bits are laid out in 128-element halves: for
+ * 2-bit fields, byte l of a 32-byte group holds elements l, l+32, l+64, l+96
+ * (bits 0-1, 2-3, 4-5, 6-7); for 4-bit fields, byte l of a 32-byte group
+ * holds elements l (low nibble) and l+32 (high nibble).
+ *   Q2_K  84 bytes: u8 scales[16] (low nibble scale, high nibble min);
+ *         u8 qs[64] (2 bits); f16 d, dmin
+ *         x = d * sc * q - dmin * m                      (16-element sub-blocks)
+ *   Q3_K  110 bytes: u8 hmask[32]; u8 qs[64] (low 2 bits); u8 scales[12]
+ *         (16 6-bit scales: low 4 bits in bytes 0-7, high 2 bits in 8-11);
+ *         f16 d.  Element e's high bit is bit (e / 32) of hmask[e % 32];
+ *         x = d * (sc - 32) * (q - (high bit ? 0 : 4))
+ *   Q4_K  144 bytes: f16 d, dmin; u8 scales[12] (8 6-bit scales and 8 6-bit
+ *         mins); u8 qs[128] (4 bits)
+ *         x = d * sc * q - dmin * m                      (32-element sub-blocks)
+ *   Q5_K  176 bytes: as Q4_K, then u8 qh[32] before qs: element e's fifth
+ *         bit is bit (e / 32) of qh[e % 32]
+ *   Q6_K  210 bytes: u8 ql[128] (low 4 bits); u8 qh[64] (high 2 bits);
+ *         i8 scales[16]; f16 d
+ *         x = d * sc * (q - 32)                          (16-element sub-blocks)
+ *   Q8_K  292 bytes (activations only, never in files): f32 d; i8 qs[256];
+ *         i16 bsums[16] (sums of 16 consecutive qs)     x = d * qs[i]
+ * The exact bit positions are in quant-legacy.c and quant-k.c.
  */
 #ifndef KVCHAT_CORE_QUANT_H
 #define KVCHAT_CORE_QUANT_H
@@ -78,5 +112,20 @@ const char *llm_cpu_path(void);
 /* Each quant file fills its types' entries (reference and fast pointers for
  * the given features); llm_get_type_ops calls them all once. */
 void llm_quant_basic_init(struct llm_type_ops *table, unsigned cpu);
+/* quant-legacy.c: Q4_0 Q4_1 Q5_0 Q5_1, vec_dot against Q8_0 */
+void llm_quant_legacy_init(struct llm_type_ops *table, unsigned cpu);
+/* quant-k.c: Q2_K Q3_K Q4_K Q5_K Q6_K, vec_dot against Q8_K; and Q8_K */
+void llm_quant_k_init(struct llm_type_ops *table, unsigned cpu);
+
+/* ==== Q8_K: the activation type of the K-quants' vec_dot ==== */
+#define QK_K 256
+struct block_q8_K {
+    float d;                  /* scale */
+    int8_t qs[QK_K];          /* quants, -127..127 */
+    int16_t bsums[QK_K / 16]; /* sum of qs[16 j .. 16 j + 15] */
+};
+/* k a multiple of QK_K; round to nearest, the block's extreme maps to -127 */
+void llm_quantize_row_q8_K(const float *x, struct block_q8_K *y, int64_t k);
+void llm_dequantize_row_q8_K(const struct block_q8_K *x, float *y, int64_t k);
 
 #endif
