@@ -402,6 +402,9 @@ static void forward_one(struct llm_ctx *c, int32_t tok, bool want_logits)
             float *const qkv_out[3] = {c->q, c->k, c->v};
 #pragma omp single
             {
+                if (l > 0) /* the previous layer's feed-forward output */
+                    for (int64_t i = 0; i < m->n_embd; i++)
+                        c->x[i] += c->xb[i];
                 rmsnorm(c->xb, c->x, L->attn_norm, m->n_embd, m->rms_eps);
                 quantize_for(3, qkv, c->xb, c->xq);
             }
@@ -436,20 +439,20 @@ static void forward_one(struct llm_ctx *c, int32_t tok, bool want_logits)
                 quantize_for(1, wd, c->hb, c->xq);
             }
             gemv_team(1, wd, c->xq, wd_out);
+        }
+        const struct llm_weight *wout[1] = {&m->output};
+        float *const lo[1] = {c->logits};
 #pragma omp single
+        {
             for (int64_t i = 0; i < m->n_embd; i++)
                 c->x[i] += c->xb[i];
-        }
-        if (want_logits) {
-            const struct llm_weight *wout[1] = {&m->output};
-            float *const lo[1] = {c->logits};
-#pragma omp single
-            {
+            if (want_logits) {
                 rmsnorm(c->xb, c->x, m->output_norm, m->n_embd, m->rms_eps);
                 quantize_for(1, wout, c->xb, c->xq);
             }
-            gemv_team(1, wout, c->xq, lo);
         }
+        if (want_logits)
+            gemv_team(1, wout, c->xq, lo);
     }
     c->n_past++;
 }
@@ -481,9 +484,10 @@ static void gemm_weights(struct llm_ctx *c, int nw, const struct llm_weight *con
             const struct llm_weight *W = w[i];
             int64_t a = g0 > base ? g0 - base : 0, b = g1 - base < W->n_out ? g1 - base : W->n_out;
             for (; a < b;) {
-                int64_t e = W->type == LLM_TYPE_F32 || a + cap > b ? b : a + cap;
+                bool direct = W->type == LLM_TYPE_F32 && (uintptr_t)W->data % sizeof(float) == 0;
+                int64_t e = direct || a + cap > b ? b : a + cap;
                 const float *rows;
-                if (W->type == LLM_TYPE_F32) {
+                if (direct) { /* f32 rows are used where they lie */
                     rows = (const float *)(W->data + (size_t)a * W->row_bytes);
                 } else {
                     for (int64_t r = a; r < e; r++)
