@@ -34,6 +34,10 @@
 #define PANEL_BYTES (16u << 20) /* most f32 weight panel per thread (prefill) */
 #define ATT_ROWS 128          /* query rows per block of causal attention (prefill) */
 #define MIN_PREFILL 4     /* fewer tokens than this go through the decode path */
+/* Up to this many tokens, quantized weights are multiplied with the decode
+ * kernels (each row read once for all tokens) rather than converted to f32
+ * for sgemm, which only pays off for larger batches. */
+#define SMALL_BATCH 32
 
 struct llm_ctx {
     struct llm_model *m;
@@ -52,7 +56,7 @@ struct llm_ctx {
     float *q, *k, *v;        /* (q_dim), (kv_dim), (kv_dim) */
     float *att;              /* (q_dim) attention output */
     float *hb, *hb2;         /* (n_ff) */
-    uint8_t *xq[3];          /* (max_vd_bytes) activations as vec_dot types */
+    uint8_t *xq[3];          /* (SMALL_BATCH, max_vd_bytes) activations as vec_dot types */
     float *att_tmp;          /* per thread: K (n_ctx*head_dim), V (same), scores (n_ctx) */
     size_t att_tmp_stride;   /* floats per thread, padded to 64 bytes */
     float *rope_cs;          /* (n_batch, rope_dim) cos, sin pairs */
@@ -152,7 +156,7 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
     c->hb = alloc((size_t)m->n_ff * f, &ok);
     c->hb2 = alloc((size_t)m->n_ff * f, &ok);
     for (int i = 0; i < 3; i++)
-        c->xq[i] = alloc((size_t)m->max_vd_bytes, &ok);
+        c->xq[i] = alloc((size_t)m->max_vd_bytes * SMALL_BATCH, &ok);
     c->att_tmp_stride = ((size_t)(2 * n_ctx * hd + n_ctx) + 15) / 16 * 16;
     c->att_tmp = alloc(c->att_tmp_stride * (size_t)c->n_threads * f, &ok);
     c->rope_cs = alloc((size_t)(B * m->rope_dim) * f, &ok);
@@ -467,12 +471,58 @@ static void forward_one(struct llm_ctx *c, int32_t tok, bool want_logits)
  * them with single-threaded BLIS: no barrier until the end, and each output
  * element's sum is BLIS's for that K, whatever the share.
  */
+/* the same product for small batches of quantized weights: the T rows of x
+ * are converted to each weight's vec_dot type once, then every weight row
+ * meets all T of them while it is in cache */
+static void gemm_weights_small(struct llm_ctx *c, int nw, const struct llm_weight *const *w,
+                               const float *x, float *y, int64_t ldy, int64_t T)
+{
+    int64_t chunks[3], total = 0, n_in = w[0]->n_in;
+    for (int i = 0; i < nw; i++) {
+        chunks[i] = (w[i]->n_out + ROW_CHUNK - 1) / ROW_CHUNK;
+        total += chunks[i];
+    }
+    size_t stride = (size_t)c->m->max_vd_bytes;
+#pragma omp parallel num_threads(c->n_threads)
+    {
+#pragma omp for schedule(static)
+        for (int64_t it = 0; it < nw * T; it++) {
+            int i = (int)(it / T);
+            int64_t t = it % T;
+            w[i]->vd_ops->from_float(x + t * n_in, c->xq[i] + (size_t)t * stride, n_in);
+        }
+#pragma omp for schedule(static)
+        for (int64_t ci = 0; ci < total; ci++) {
+            int i = 0;
+            int64_t cj = ci, base = 0;
+            while (cj >= chunks[i]) {
+                cj -= chunks[i];
+                base += w[i++]->n_out;
+            }
+            const struct llm_weight *W = w[i];
+            int64_t r0 = cj * ROW_CHUNK, r1 = r0 + ROW_CHUNK < W->n_out ? r0 + ROW_CHUNK : W->n_out;
+            for (int64_t r = r0; r < r1; r++) {
+                const uint8_t *row = W->data + (size_t)r * W->row_bytes;
+                for (int64_t t = 0; t < T; t++)
+                    y[t * ldy + base + r] = W->ops->vec_dot(n_in, row, c->xq[i] + (size_t)t * stride);
+            }
+        }
+    }
+}
+
 static void gemm_weights(struct llm_ctx *c, int nw, const struct llm_weight *const *w, const float *x,
                          float *y, int64_t ldy, int64_t T)
 {
     int64_t total = 0, n_in = w[0]->n_in;
-    for (int i = 0; i < nw; i++)
+    bool small = T <= SMALL_BATCH;
+    for (int i = 0; i < nw; i++) {
         total += w[i]->n_out;
+        small = small && w[i]->type != LLM_TYPE_F32;
+    }
+    if (small) {
+        gemm_weights_small(c, nw, w, x, y, ldy, T);
+        return;
+    }
 #pragma omp parallel num_threads(c->n_threads)
     {
         int tid = omp_get_thread_num(), nt = omp_get_num_threads();
