@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 #include <inttypes.h>
@@ -458,20 +459,31 @@ static void pull_progress(void *ctx, const struct mdl_progress *p)
     struct pull_ui *ui = ctx;
     if (!ui->tty)
         return;
-    char done[32], total[32], rate[32], eta[32];
-    double r = p->seconds > 0 ? (double)(p->done - p->resumed) / p->seconds : 0;
+    char done[32], total[32], rate[32] = "", eta[32] = "--:--", line[512];
+    /* the rate needs a moment of data before it means anything */
+    double r = p->seconds >= 0.5 ? (double)(p->done - p->resumed) / p->seconds : 0;
     fmt_bytes(done, sizeof done, (double)p->done);
-    fmt_bytes(rate, sizeof rate, r);
+    if (r > 0) {
+        fmt_bytes(rate, sizeof rate, r);
+        strcat(rate, "/s");
+    }
+    int n;
     if (p->total > 0) {
         fmt_bytes(total, sizeof total, (double)p->total);
-        fmt_eta(eta, sizeof eta, r > 0 ? (double)((uint64_t)p->total - p->done) / r : -1);
+        if (r > 0)
+            fmt_eta(eta, sizeof eta, (double)((uint64_t)p->total - p->done) / r);
         int pct = (int)(100.0 * (double)p->done / (double)p->total);
         int bar = pct / 5;
-        fprintf(stderr, "\r\033[K%s [%.*s%*s] %3d%%  %s / %s  %s/s  ETA %s", ui->name, bar,
-                "####################", 20 - bar, "", pct, done, total, rate, eta);
+        n = snprintf(line, sizeof line, "%.24s [%.*s%*s] %3d%%  %s / %s  %s  ETA %s", ui->name, bar,
+                     "####################", 20 - bar, "", pct, done, total, rate, eta);
     } else {
-        fprintf(stderr, "\r\033[K%s %s  %s/s", ui->name, done, rate);
+        n = snprintf(line, sizeof line, "%.24s %s  %s", ui->name, done, rate);
     }
+    /* one line: never wider than the terminal, or \r cannot redraw it */
+    struct winsize ws;
+    if (ioctl(2, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 && n >= ws.ws_col)
+        line[ws.ws_col - 1] = 0;
+    fprintf(stderr, "\r\033[K%s", line);
     fflush(stderr);
     ui->drawn = true;
 }
@@ -501,7 +513,8 @@ int cmd_models_pull_ref(const char *ref, const struct mdl_pull_params *given, ch
                         size_t name_size)
 {
     struct mdl_pull_params p = *given;
-    struct pull_ui ui = {.tty = isatty(2), .name = ref};
+    const char *label = strrchr(ref, '/');
+    struct pull_ui ui = {.tty = isatty(2), .name = label && label[1] ? label + 1 : ref};
     struct mdl_pull_result res;
     char err[1024];
     struct sigaction sa = {.sa_handler = on_sigint}, old_int, old_term;

@@ -26,10 +26,31 @@ static inline int SFX(hsum_i32)(__m256i v)
     return _mm_cvtsi128_si32(s);
 }
 
-/* int16 scale vector: sc0 for the first 16 bytes' products, sc1 for the rest */
-static inline __m256i SFX(scale_pair)(int sc0, int sc1)
+#ifndef QUANT_K_X86_TABLES
+#define QUANT_K_X86_TABLES
+/* byte shuffles of a vector holding 8 int16 scales in both 128-bit lanes:
+ * k_pair_shuf[j] puts scale 2j in the low lane's 8 words and scale 2j+1 in
+ * the high lane's (for two 16-element sub-blocks in one 32-byte vector);
+ * k_single_shuf[k] puts scale k in all 16 words */
+static const uint8_t k_pair_shuf[4][32] __attribute__((aligned(32))) = {
+    {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3},
+    {4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7},
+    {8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11},
+    {12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15}};
+static const uint8_t k_single_shuf[8][32] __attribute__((aligned(32))) = {
+    {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1},
+    {2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3},
+    {4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5},
+    {6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7},
+    {8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9},
+    {10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11},
+    {12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13},
+    {14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15}};
+#endif
+
+static inline __m256i SFX(shuf)(__m256i v, const uint8_t *mask)
 {
-    return _mm256_set_m128i(_mm_set1_epi16((short)sc1), _mm_set1_epi16((short)sc0));
+    return _mm256_shuffle_epi8(v, _mm256_load_si256((const __m256i *)mask));
 }
 
 static inline __m256i SFX(load)(const void *p)
@@ -37,13 +58,30 @@ static inline __m256i SFX(load)(const void *p)
     return _mm256_loadu_si256((const __m256i *)p);
 }
 
-/* sum over 16-element sub-blocks s of c[s] * bsums[s] (scalar, exact) */
-static inline int SFX(bsum_dot)(const int16_t *bsums, const int *c, int n_sub, int step)
+/* Q4_K/Q5_K: the 8 scales and 8 mins as bytes [sc0..sc7, m0..m7] */
+static inline __m128i SFX(k_scales_mins)(const uint8_t *q)
 {
-    int s = 0;
-    for (int j = 0; j < n_sub; j++)
-        s += c[j] * (bsums[step * j] + (step == 2 ? bsums[step * j + 1] : 0));
-    return s;
+    uint32_t u0, u1, u2;
+    memcpy(&u0, q, 4);
+    memcpy(&u1, q + 4, 4);
+    memcpy(&u2, q + 8, 4);
+    uint32_t sc_lo = u0 & 0x3f3f3f3f, m_lo = u1 & 0x3f3f3f3f;
+    uint32_t sc_hi = (u2 & 0x0f0f0f0f) | ((u0 >> 6) & 0x03030303) << 4;
+    uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0f) | ((u1 >> 6) & 0x03030303) << 4;
+    return _mm_set_epi32((int)m_hi, (int)m_lo, (int)sc_hi, (int)sc_lo);
+}
+
+/* Q3_K: the 16 scales (6-bit fields) as bytes, before the -32 */
+static inline __m128i SFX(q3_scales_u)(const uint8_t *q)
+{
+    uint64_t lo;
+    uint32_t h;
+    memcpy(&lo, q, 8);
+    memcpy(&h, q + 8, 4);
+    uint64_t a = lo & 0x0f0f0f0f0f0f0f0fULL, b = (lo >> 4) & 0x0f0f0f0f0f0f0f0fULL;
+    uint64_t ha = (uint64_t)(h & 0x03030303) | (uint64_t)((h >> 2) & 0x03030303) << 32;
+    uint64_t hb = (uint64_t)((h >> 4) & 0x03030303) | (uint64_t)((h >> 6) & 0x03030303) << 32;
+    return _mm_set_epi64x((long long)(b | hb << 4), (long long)(a | ha << 4));
 }
 
 /* ==== dot products against Q8_K ==== */
@@ -53,21 +91,23 @@ static float SFX(q2_K_vec_dot)(int64_t n, const void *vx, const void *vy)
     const struct block_q2_K *x = vx;
     const struct block_q8_K *y = vy;
     const __m256i m3 = _mm256_set1_epi8(3);
+    const __m128i m4 = _mm_set1_epi8(0x0f);
     float sumf = 0;
     for (int64_t b = 0; b < n / QK_K; b++) {
-        int m[16];
-        for (int s = 0; s < 16; s++)
-            m[s] = x[b].scales[s] >> 4;
-        int msum = SFX(bsum_dot)(y[b].bsums, m, 16, 1);
+        __m128i sv = _mm_loadu_si128((const __m128i *)x[b].scales);
+        __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sv, m4));
+        __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sv, 4), m4));
+        int msum = SFX(hsum_i32)(_mm256_madd_epi16(m16, SFX(load)(y[b].bsums)));
         __m256i acc = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
+            __m256i sch = (h ? _mm256_permute2x128_si256(sc16, sc16, 0x11)
+                               : _mm256_permute2x128_si256(sc16, sc16, 0x00));
             __m256i qv = SFX(load)(x[b].qs + 32 * h);
-            const uint8_t *sc = x[b].scales + 8 * h;
             for (int j = 0; j < 4; j++) {
                 __m256i q = _mm256_and_si256(qv, m3);
                 qv = _mm256_srli_epi16(qv, 2);
                 __m256i p = _mm256_maddubs_epi16(q, SFX(load)(y[b].qs + 128 * h + 32 * j));
-                acc = SFX(dot16)(acc, p, SFX(scale_pair)(sc[2 * j] & 0x0f, sc[2 * j + 1] & 0x0f));
+                acc = SFX(dot16)(acc, p, SFX(shuf)(sch, k_pair_shuf[j]));
             }
         }
         int isum = SFX(hsum_i32)(acc);
@@ -84,13 +124,15 @@ static float SFX(q3_K_vec_dot)(int64_t n, const void *vx, const void *vy)
     const __m256i m3 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
     float sumf = 0;
     for (int64_t b = 0; b < n / QK_K; b++) {
-        int sc[16];
-        q3_scales(x[b].scales, sc);
+        __m128i su = _mm_sub_epi8(SFX(q3_scales_u)(x[b].scales), _mm_set1_epi8(32));
+        __m256i sc16 = _mm256_cvtepi8_epi16(su);
         /* q = q2 + 4 h - 4: the -4 is taken out through the block sums */
-        int corr = 4 * SFX(bsum_dot)(y[b].bsums, sc, 16, 1);
+        __m256i acc = _mm256_slli_epi32(_mm256_madd_epi16(sc16, SFX(load)(y[b].bsums)), 2);
+        acc = _mm256_sub_epi32(_mm256_setzero_si256(), acc);
         __m256i hv = SFX(load)(x[b].hmask);
-        __m256i acc = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
+            __m256i sch = (h ? _mm256_permute2x128_si256(sc16, sc16, 0x11)
+                               : _mm256_permute2x128_si256(sc16, sc16, 0x00));
             __m256i qv = SFX(load)(x[b].qs + 32 * h);
             for (int j = 0; j < 4; j++) {
                 __m256i q = _mm256_and_si256(qv, m3);
@@ -98,11 +140,10 @@ static float SFX(q3_K_vec_dot)(int64_t n, const void *vx, const void *vy)
                 qv = _mm256_srli_epi16(qv, 2);
                 hv = _mm256_srli_epi16(hv, 1);
                 __m256i p = _mm256_maddubs_epi16(q, SFX(load)(y[b].qs + 128 * h + 32 * j));
-                int s = 8 * h + 2 * j;
-                acc = SFX(dot16)(acc, p, SFX(scale_pair)(sc[s], sc[s + 1]));
+                acc = SFX(dot16)(acc, p, SFX(shuf)(sch, k_pair_shuf[j]));
             }
         }
-        int isum = SFX(hsum_i32)(acc) - corr;
+        int isum = SFX(hsum_i32)(acc);
         float d = _cvtsh_ss(x[b].d) * y[b].d;
         sumf = sumf + d * (float)isum;
     }
@@ -121,10 +162,12 @@ static inline float SFX(q45_K_vec_dot)(int64_t n, const void *vx, const void *vy
         const struct block_q4_K *x4 = (const struct block_q4_K *)xb;
         const struct block_q5_K *x5 = (const struct block_q5_K *)xb;
         const uint8_t *qs = five ? x5->qs : x4->qs;
-        int sc[8], m[8];
-        for (int s = 0; s < 8; s++)
-            k_scale_min(x4->scales, s, &sc[s], &m[s]);
-        int msum = SFX(bsum_dot)(y[b].bsums, m, 8, 2);
+        __m128i scm = SFX(k_scales_mins)(x4->scales);
+        __m256i sc = _mm256_cvtepu8_epi16(scm); /* [sc0..7 | m0..7] */
+        sc = _mm256_permute2x128_si256(sc, sc, 0x00);
+        /* sum of m_s * (bsums[2s] + bsums[2s+1]) */
+        __m256i mdup = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));
+        int msum = SFX(hsum_i32)(_mm256_madd_epi16(mdup, SFX(load)(y[b].bsums)));
         __m256i hv = five ? SFX(load)(x5->qh) : _mm256_setzero_si256();
         __m256i acc = _mm256_setzero_si256();
         for (int g = 0; g < 4; g++) {
@@ -138,8 +181,8 @@ static inline float SFX(q45_K_vec_dot)(int64_t n, const void *vx, const void *vy
             }
             __m256i p0 = _mm256_maddubs_epi16(lo, SFX(load)(y[b].qs + 64 * g));
             __m256i p1 = _mm256_maddubs_epi16(hi, SFX(load)(y[b].qs + 64 * g + 32));
-            acc = SFX(dot16)(acc, p0, _mm256_set1_epi16((short)sc[2 * g]));
-            acc = SFX(dot16)(acc, p1, _mm256_set1_epi16((short)sc[2 * g + 1]));
+            acc = SFX(dot16)(acc, p0, SFX(shuf)(sc, k_single_shuf[2 * g]));
+            acc = SFX(dot16)(acc, p1, SFX(shuf)(sc, k_single_shuf[2 * g + 1]));
         }
         int isum = SFX(hsum_i32)(acc);
         float d = _cvtsh_ss(x4->d) * y[b].d, dmin = _cvtsh_ss(x4->dmin) * y[b].d;
@@ -179,22 +222,21 @@ static float SFX(q6_K_vec_dot)(int64_t n, const void *vx, const void *vy)
     const struct block_q8_K *y = vy;
     float sumf = 0;
     for (int64_t b = 0; b < n / QK_K; b++) {
-        int sc[16];
-        for (int s = 0; s < 16; s++)
-            sc[s] = x[b].scales[s];
+        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[b].scales));
         /* q - 32: the -32 is taken out through the block sums */
-        int corr = 32 * SFX(bsum_dot)(y[b].bsums, sc, 16, 1);
-        __m256i acc = _mm256_setzero_si256();
+        __m256i acc = _mm256_slli_epi32(_mm256_madd_epi16(sc16, SFX(load)(y[b].bsums)), 5);
+        acc = _mm256_sub_epi32(_mm256_setzero_si256(), acc);
         for (int h = 0; h < 2; h++) {
+            __m256i sch = (h ? _mm256_permute2x128_si256(sc16, sc16, 0x11)
+                               : _mm256_permute2x128_si256(sc16, sc16, 0x00));
             __m256i q[4];
             SFX(q6_half)(x[b].ql + 64 * h, x[b].qh + 32 * h, q);
             for (int g = 0; g < 4; g++) {
                 __m256i p = _mm256_maddubs_epi16(q[g], SFX(load)(y[b].qs + 128 * h + 32 * g));
-                int s = 8 * h + 2 * g;
-                acc = SFX(dot16)(acc, p, SFX(scale_pair)(sc[s], sc[s + 1]));
+                acc = SFX(dot16)(acc, p, SFX(shuf)(sch, k_pair_shuf[g]));
             }
         }
-        int isum = SFX(hsum_i32)(acc) - corr;
+        int isum = SFX(hsum_i32)(acc);
         float d = _cvtsh_ss(x[b].d) * y[b].d;
         sumf = sumf + d * (float)isum;
     }
@@ -327,6 +369,61 @@ static void SFX(q6_K_to_float)(const void *vx, float *y, int64_t k)
                              d * (float)x[b].scales[s + 1], 0, 0);
             }
         }
+    }
+}
+
+/* Q8_K activations, bit-identical to llm_quantize_row_q8_K: the same first
+ * element of largest magnitude, the same iscale, round half to even (the
+ * MXCSR default, as nearest_int), the same clamp and block sums */
+static void SFX(q8_K_from_float)(const float *x, void *vy, int64_t k)
+{
+    struct block_q8_K *y = vy;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t b = 0; b < k / QK_K; b++, x += QK_K) {
+        __m256 mx = _mm256_setzero_ps();
+        for (int i = 0; i < QK_K; i += 8)
+            mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        float amax = _mm_cvtss_f32(m4);
+        if (!(amax > 0) || !(amax <= 3.4028235e38f)) { /* zero or non-finite: as the reference */
+            llm_quantize_row_q8_K(x, &y[b], QK_K);
+            continue;
+        }
+        __m256 va = _mm256_set1_ps(amax);
+        int first = 0;
+        for (int i = 0; i < QK_K; i += 8) {
+            __m256 eq = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)), va, _CMP_EQ_OQ);
+            int m = _mm256_movemask_ps(eq);
+            if (m) {
+                first = i + __builtin_ctz((unsigned)m);
+                break;
+            }
+        }
+        float iscale = -127.0f / x[first];
+        __m256 vs = _mm256_set1_ps(iscale);
+        const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+        const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        for (int i = 0; i < QK_K; i += 32) {
+            __m256i v[4];
+            for (int j = 0; j < 4; j++) {
+                __m256i q = _mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(x + i + 8 * j)));
+                v[j] = _mm256_min_epi32(_mm256_max_epi32(q, lo), hi);
+            }
+            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]),
+                                           _mm256_packs_epi32(v[2], v[3]));
+            p = _mm256_permutevar8x32_epi32(p, order);
+            _mm256_storeu_si256((__m256i *)(y[b].qs + i), p);
+            /* sums of 8 bytes, biased by 128 each, then pairs of them */
+            __m256i t = _mm256_sad_epu8(_mm256_xor_si256(p, _mm256_set1_epi8((char)0x80)),
+                                        _mm256_setzero_si256());
+            int64_t s[4];
+            _mm256_storeu_si256((__m256i *)s, t);
+            y[b].bsums[i / 16] = (int16_t)(s[0] + s[1] - 2048);
+            y[b].bsums[i / 16 + 1] = (int16_t)(s[2] + s[3] - 2048);
+        }
+        y[b].d = 1 / iscale;
     }
 }
 #endif

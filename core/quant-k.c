@@ -419,6 +419,7 @@ void llm_quant_k_init(struct llm_type_ops *t, unsigned cpu)
         t[LLM_TYPE_Q4_K].vec_dot = q4_K_vec_dot_avx2;
         t[LLM_TYPE_Q5_K].vec_dot = q5_K_vec_dot_avx2;
         t[LLM_TYPE_Q6_K].vec_dot = q6_K_vec_dot_avx2;
+        t[LLM_TYPE_Q8_K].from_float = q8_K_from_float_avx2;
     }
     if (cpu & LLM_CPU_AVX512_VNNI) {
         t[LLM_TYPE_Q2_K].vec_dot = q2_K_vec_dot_vnni;

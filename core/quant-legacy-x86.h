@@ -8,16 +8,17 @@
  * Blocks are read in place; nothing is allocated.
  */
 
-/* 32 bytes: element i of the block's 4-bit fields (0..15) */
+/* 32 bytes: element i of the block's 4-bit fields (0..15): the 16 bytes in
+ * both halves, the upper half shifted down by 4 */
 static inline __m256i SFX(nibbles32)(const uint8_t *qs)
 {
-    __m128i t = _mm_loadu_si128((const __m128i *)qs);
-    __m256i v = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+    __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    v = _mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4));
     return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
 }
 
-/* 32 bytes: 0x10 where bit i of the little-endian u32 qh is set, else 0 */
-static inline __m256i SFX(hbits32)(const uint8_t *qh)
+/* 32 bytes: 0xff where bit i of the little-endian u32 qh is set, else 0 */
+static inline __m256i SFX(hmask32)(const uint8_t *qh)
 {
     uint32_t h;
     memcpy(&h, qh, 4);
@@ -25,8 +26,13 @@ static inline __m256i SFX(hbits32)(const uint8_t *qh)
                                           2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
     __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), shuf);
-    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
-    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+}
+
+/* 32 bytes: 0x10 where bit i of qh is set, else 0 */
+static inline __m256i SFX(hbits32)(const uint8_t *qh)
+{
+    return _mm256_and_si256(SFX(hmask32)(qh), _mm256_set1_epi8(0x10));
 }
 
 /* lane j = sum over bytes 4j..4j+3 of u[i] * s[i]; u unsigned, s signed */
@@ -59,72 +65,157 @@ static inline float SFX(h2f)(uint16_t h)
     return _cvtsh_ss(h);
 }
 
+static inline __m256i SFX(load)(const void *p)
+{
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+
+/*
+ * A block's integer lanes against y's 32 bytes: lane j = sum over elements
+ * 4j..4j+3 of q_i * y_i, q with its offset applied (the _0 types), or q and
+ * the plain sums of y (the _1 types).
+ */
+static inline __m256i SFX(q5_quants_u)(const uint8_t *qs, const uint8_t *qh)
+{
+#if USE_VNNI
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    __m256i nib = SFX(nibbles32)(qs);
+    return _mm256_mask_add_epi8(nib, (__mmask32)h, nib, _mm256_set1_epi8(16));
+#else
+    return _mm256_or_si256(SFX(nibbles32)(qs), SFX(hbits32)(qh));
+#endif
+}
+
+/* sum over 4-element lanes of (q - off) * y, q unsigned */
+static inline __m256i SFX(lanes_off)(__m256i q, int off, __m256i yv)
+{
+#if USE_VNNI
+    __m256i qy = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, yv);
+    return _mm256_sub_epi32(qy, _mm256_dpbusd_epi32(_mm256_setzero_si256(),
+                                                    _mm256_set1_epi8((char)off), yv));
+#else
+    return SFX(dot_ss)(_mm256_sub_epi8(q, _mm256_set1_epi8((char)off)), yv);
+#endif
+}
+
+static inline __m256i SFX(q4_0_lanes)(const struct block_q4_0 *x, __m256i yv)
+{
+    return SFX(lanes_off)(SFX(nibbles32)(x->qs), 8, yv);
+}
+
+static inline __m256i SFX(q5_0_lanes)(const struct block_q5_0 *x, __m256i yv)
+{
+    return SFX(lanes_off)(SFX(q5_quants_u)(x->qs, x->qh), 16, yv);
+}
+
+static inline __m256i SFX(q4_1_quants)(const struct block_q4_1 *x)
+{
+    return SFX(nibbles32)(x->qs);
+}
+
+static inline __m256i SFX(q5_1_quants)(const struct block_q5_1 *x)
+{
+    return SFX(q5_quants_u)(x->qs, x->qh);
+}
+
 /* ==== dot products against Q8_0 ==== */
+/* Two blocks per step: even blocks into acc0, odd into acc1 (the
+ * reference's two accumulator sets); acc = fma(dxy, lanes, acc). */
 
-static float SFX(q4_0_vec_dot)(int64_t n, const void *vx, const void *vy)
+/* [dx0 * dy0, dx1 * dy1, ...]: two blocks' scale products, one conversion */
+static inline __m128 SFX(dxy2)(uint16_t dx0, uint16_t dx1, uint16_t dy0, uint16_t dy1)
 {
-    const struct block_q4_0 *x = vx;
-    const struct block_q8_0 *y = vy;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / QK; b++) {
-        __m256i q = _mm256_sub_epi8(SFX(nibbles32)(x[b].qs), _mm256_set1_epi8(8));
-        __m256i l = SFX(dot_ss)(q, _mm256_loadu_si256((const __m256i *)y[b].qs));
-        __m256 dxy = _mm256_set1_ps(SFX(h2f)(x[b].d) * SFX(h2f)(y[b].d));
-        acc = _mm256_add_ps(acc, _mm256_mul_ps(dxy, _mm256_cvtepi32_ps(l)));
-    }
-    return SFX(hsum8)(acc);
+    __m128i h = _mm_cvtsi32_si128((int)((uint32_t)dx0 | (uint32_t)dx1 << 16));
+    h = _mm_insert_epi32(h, (int)((uint32_t)dy0 | (uint32_t)dy1 << 16), 1);
+    __m128 f = _mm_cvtph_ps(h);
+    return _mm_mul_ps(f, _mm_shuffle_ps(f, f, _MM_SHUFFLE(3, 2, 3, 2)));
 }
 
-static float SFX(q5_0_vec_dot)(int64_t n, const void *vx, const void *vy)
+/* [dx0 dy0, dx1 dy1, mx0 dy0, mx1 dy1] for the _1 types */
+static inline __m128 SFX(dmxy2)(uint16_t dx0, uint16_t dx1, uint16_t mx0, uint16_t mx1,
+                                uint16_t dy0, uint16_t dy1)
 {
-    const struct block_q5_0 *x = vx;
-    const struct block_q8_0 *y = vy;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / QK; b++) {
-        __m256i q = _mm256_or_si256(SFX(nibbles32)(x[b].qs), SFX(hbits32)(x[b].qh));
-        q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
-        __m256i l = SFX(dot_ss)(q, _mm256_loadu_si256((const __m256i *)y[b].qs));
-        __m256 dxy = _mm256_set1_ps(SFX(h2f)(x[b].d) * SFX(h2f)(y[b].d));
-        acc = _mm256_add_ps(acc, _mm256_mul_ps(dxy, _mm256_cvtepi32_ps(l)));
-    }
-    return SFX(hsum8)(acc);
+    __m128i h = _mm_set_epi16(0, 0, (short)dy1, (short)dy0, (short)mx1, (short)mx0, (short)dx1,
+                              (short)dx0);
+    __m256 f = _mm256_cvtph_ps(h);
+    __m128 hi = _mm256_extractf128_ps(f, 1);
+    return _mm_mul_ps(_mm256_castps256_ps128(f), _mm_movelh_ps(hi, hi));
 }
 
-/* Q4_1 / Q5_1: acc += (dx dy) qy + (mx dy) sy, lane by lane */
-static inline __m256 SFX(acc_1)(__m256 acc, __m256i q, const struct block_q8_0 *yb, float dx,
-                                float mx)
+/* lane i of v in all 8 lanes */
+static inline __m256 SFX(bcast)(__m128 v, int i)
 {
-    __m256i yv = _mm256_loadu_si256((const __m256i *)yb->qs);
+    switch (i) {
+    case 0: return _mm256_broadcastss_ps(v);
+    case 1: return _mm256_broadcastss_ps(_mm_movehdup_ps(v));
+    case 2: return _mm256_broadcastss_ps(_mm_movehl_ps(v, v));
+    default: return _mm256_broadcastss_ps(_mm_shuffle_ps(v, v, 3));
+    }
+}
+
+#define LEGACY_DOT_0(NAME, BLOCK)                                                                  \
+    static float SFX(NAME##_vec_dot)(int64_t n, const void *vx, const void *vy)                   \
+    {                                                                                              \
+        const struct BLOCK *x = vx;                                                                \
+        const struct block_q8_0 *y = vy;                                                           \
+        const int64_t nb = n / QK;                                                                 \
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                             \
+        int64_t b = 0;                                                                             \
+        for (; b + 1 < nb; b += 2) {                                                               \
+            __m128 d = SFX(dxy2)(x[b].d, x[b + 1].d, y[b].d, y[b + 1].d);                          \
+            __m256i l0 = SFX(NAME##_lanes)(&x[b], SFX(load)(y[b].qs));                             \
+            __m256i l1 = SFX(NAME##_lanes)(&x[b + 1], SFX(load)(y[b + 1].qs));                     \
+            acc0 = _mm256_fmadd_ps(SFX(bcast)(d, 0), _mm256_cvtepi32_ps(l0), acc0);                \
+            acc1 = _mm256_fmadd_ps(SFX(bcast)(d, 1), _mm256_cvtepi32_ps(l1), acc1);                \
+        }                                                                                          \
+        if (b < nb) {                                                                              \
+            __m256i l0 = SFX(NAME##_lanes)(&x[b], SFX(load)(y[b].qs));                             \
+            __m256 d = _mm256_set1_ps(SFX(h2f)(x[b].d) * SFX(h2f)(y[b].d));                        \
+            acc0 = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(l0), acc0);                               \
+        }                                                                                          \
+        return SFX(hsum8)(_mm256_add_ps(acc0, acc1));                                              \
+    }
+
+LEGACY_DOT_0(q4_0, block_q4_0)
+LEGACY_DOT_0(q5_0, block_q5_0)
+
+/* acc = fma(mxy, sy, fma(dxy, qy, acc)), lane by lane */
+static inline __m256 SFX(acc_1)(__m256 acc, __m256i q, const int8_t *yq, __m256 dxy, __m256 mxy)
+{
+    __m256i yv = SFX(load)(yq);
     __m256i qy = SFX(dot_us)(q, yv);
     __m256i sy = SFX(dot_us)(_mm256_set1_epi8(1), yv);
-    float dy = SFX(h2f)(yb->d);
-    __m256 t = _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(dx * dy), _mm256_cvtepi32_ps(qy)),
-                             _mm256_mul_ps(_mm256_set1_ps(mx * dy), _mm256_cvtepi32_ps(sy)));
-    return _mm256_add_ps(acc, t);
+    acc = _mm256_fmadd_ps(dxy, _mm256_cvtepi32_ps(qy), acc);
+    return _mm256_fmadd_ps(mxy, _mm256_cvtepi32_ps(sy), acc);
 }
 
-static float SFX(q4_1_vec_dot)(int64_t n, const void *vx, const void *vy)
-{
-    const struct block_q4_1 *x = vx;
-    const struct block_q8_0 *y = vy;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / QK; b++)
-        acc = SFX(acc_1)(acc, SFX(nibbles32)(x[b].qs), &y[b], SFX(h2f)(x[b].d),
-                         SFX(h2f)(x[b].m));
-    return SFX(hsum8)(acc);
-}
-
-static float SFX(q5_1_vec_dot)(int64_t n, const void *vx, const void *vy)
-{
-    const struct block_q5_1 *x = vx;
-    const struct block_q8_0 *y = vy;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / QK; b++) {
-        __m256i q = _mm256_or_si256(SFX(nibbles32)(x[b].qs), SFX(hbits32)(x[b].qh));
-        acc = SFX(acc_1)(acc, q, &y[b], SFX(h2f)(x[b].d), SFX(h2f)(x[b].m));
+#define LEGACY_DOT_1(NAME, BLOCK)                                                                  \
+    static float SFX(NAME##_vec_dot)(int64_t n, const void *vx, const void *vy)                   \
+    {                                                                                              \
+        const struct BLOCK *x = vx;                                                                \
+        const struct block_q8_0 *y = vy;                                                           \
+        const int64_t nb = n / QK;                                                                 \
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                             \
+        int64_t b = 0;                                                                             \
+        for (; b + 1 < nb; b += 2) {                                                               \
+            __m128 d = SFX(dmxy2)(x[b].d, x[b + 1].d, x[b].m, x[b + 1].m, y[b].d, y[b + 1].d);     \
+            acc0 = SFX(acc_1)(acc0, SFX(NAME##_quants)(&x[b]), y[b].qs, SFX(bcast)(d, 0),          \
+                              SFX(bcast)(d, 2));                                                   \
+            acc1 = SFX(acc_1)(acc1, SFX(NAME##_quants)(&x[b + 1]), y[b + 1].qs, SFX(bcast)(d, 1),  \
+                              SFX(bcast)(d, 3));                                                   \
+        }                                                                                          \
+        if (b < nb) {                                                                              \
+            float dy = SFX(h2f)(y[b].d);                                                           \
+            acc0 = SFX(acc_1)(acc0, SFX(NAME##_quants)(&x[b]), y[b].qs,                            \
+                              _mm256_set1_ps(SFX(h2f)(x[b].d) * dy),                               \
+                              _mm256_set1_ps(SFX(h2f)(x[b].m) * dy));                              \
+        }                                                                                          \
+        return SFX(hsum8)(_mm256_add_ps(acc0, acc1));                                              \
     }
-    return SFX(hsum8)(acc);
-}
+
+LEGACY_DOT_1(q4_1, block_q4_1)
+LEGACY_DOT_1(q5_1, block_q5_1)
 
 /* ==== dequantizers (one copy: VNNI adds nothing here) ==== */
 #if !USE_VNNI

@@ -12,15 +12,20 @@
  * - vec_dot at every level is bit-identical to vec_dot_ref. The reference
  *   defines the float order the SIMD kernels use naturally: a block's 32
  *   products are summed exactly as integers in 8 "lanes" of 4 consecutive
- *   elements; each lane's integer sum is scaled in f32 and added to lane
- *   accumulator acc[j]; at the end the 8 lanes are added as
- *   ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)), the tree of a 256-bit horizontal
- *   sum. Integer sums are exact, so only this float order matters.
+ *   elements; each lane's integer sum is scaled and added to lane
+ *   accumulator acc[b % 2][j] with one fused multiply-add (fmaf: a single
+ *   rounding, so the SIMD FMA matches it exactly) (two accumulator sets,
+ *   even and odd blocks, so that two dependency chains run in parallel);
+ *   at the end a[j] = acc[0][j] +
+ *   acc[1][j] and the 8 lanes are added as ((a0+a4)+(a2+a6)) +
+ *   ((a1+a5)+(a3+a7)), the tree of a 256-bit horizontal sum. Integer sums
+ *   are exact, so only this float order matters.
  * - Nothing here allocates or keeps state.
  */
 #include "core/llm.h"
 #include "core/quant.h"
 
+#include <math.h>
 #include <string.h>
 
 #define QK 32
@@ -221,16 +226,16 @@ static float lanes_sum(const float a[8])
  * One generic loop for the four types: element i of block b has integer
  * value q(i) (offset already applied for the _0 types); per lane j,
  *   qy_j = sum of q(i) * y_i over i = 4j..4j+3,   sy_j = sum of y_i (same i)
- *   acc[j] += (dx * dy) * qy_j                      (Q4_0, Q5_0)
- *   acc[j] += (dx * dy) * qy_j + (mx * dy) * sy_j   (Q4_1, Q5_1)
- * with dx, mx, dy the blocks' f16 values as f32.
+ *   acc = fmaf(dx * dy, qy_j, acc)                         (Q4_0, Q5_0)
+ *   acc = fmaf(mx * dy, sy_j, fmaf(dx * dy, qy_j, acc))     (Q4_1, Q5_1)
+ * for acc = acc[b % 2][j], with dx, mx, dy the blocks' f16 values as f32.
  */
 static float vec_dot_legacy_ref(uint32_t type, int64_t n, const void *vx, const void *vy)
 {
     const struct block_q8_0 *y = vy;
     const uint8_t *xb = vx;
     int64_t bytes = llm_type_block_bytes(type);
-    float acc[8] = {0};
+    float acc[2][8] = {{0}};
     for (int64_t b = 0; b < n / QK; b++, xb += bytes) {
         int q[QK];
         float dx, mx = 0;
@@ -266,13 +271,16 @@ static float vec_dot_legacy_ref(uint32_t type, int64_t n, const void *vx, const 
                 qy += q[i] * y[b].qs[i];
                 sy += y[b].qs[i];
             }
+            float *a = &acc[b % 2][j];
+            *a = fmaf(dxy, (float)qy, *a);
             if (type == LLM_TYPE_Q4_1 || type == LLM_TYPE_Q5_1)
-                acc[j] += dxy * (float)qy + mxy * (float)sy;
-            else
-                acc[j] += dxy * (float)qy;
+                *a = fmaf(mxy, (float)sy, *a);
         }
     }
-    return lanes_sum(acc);
+    float a[8];
+    for (int j = 0; j < 8; j++)
+        a[j] = acc[0][j] + acc[1][j];
+    return lanes_sum(a);
 }
 
 static float q4_0_vec_dot_ref(int64_t n, const void *x, const void *y)

@@ -87,6 +87,15 @@ static int net_to_mdl(int rc)
     return rc == NET_ERR_INTERRUPTED ? MDL_ERR_INTERRUPTED : MDL_ERR_NETWORK;
 }
 
+/* true if s has no control characters (it may go into a request header) */
+static bool printable(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return false;
+    return true;
+}
+
 /* ==== references ==== */
 
 /* NAME from a file name: the basename without .gguf, made valid */
@@ -407,7 +416,7 @@ static int fetch_once(struct pull *c, struct part *pt, char *linked, size_t link
             kvfile_get(pt->meta, "etag", etag, sizeof etag);
         }
     }
-    bool strong = etag[0] == '"';
+    bool strong = etag[0] == '"' && printable(etag);
     struct http_req rq = {.url = c->url, .bearer = c->token, .bearer_origin = c->hub_origin,
                           .range_from = pt->size > 0 ? (int64_t)pt->size : -1,
                           .if_range = strong ? etag : NULL, .max_redirects = 10};
@@ -637,6 +646,14 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
     c.hp.user_agent = "kvchat";
     c.hp.cancel = p->cancel;
 
+    if (!printable(ref)) {
+        snprintf(err, err_size, "bad reference: control characters in it");
+        return MDL_ERR_USAGE;
+    }
+    if (c.token && (!printable(c.token) || strchr(c.token, ' '))) {
+        snprintf(err, err_size, "HF_TOKEN holds spaces or control characters; refusing to send it");
+        return MDL_ERR_USAGE;
+    }
     if (p->name && !mdl_name_valid(p->name)) {
         snprintf(err, err_size, "'%s' is not a valid model name (letters, digits and ._:+- only)", p->name);
         return MDL_ERR_USAGE;

@@ -413,6 +413,46 @@ static void test_q8_K_quantize(void **state)
     }
 }
 
+/* Every path's Q8_K quantizer writes the reference's bytes, including for
+ * ties between +max and -max, zero blocks, huge and tiny values, and values
+ * exactly half-way between integers after scaling. */
+static void test_q8_K_paths(void **state)
+{
+    (void)state;
+    enum { NB = 8 };
+    static float x[NB * QK_K];
+    static struct block_q8_K want[NB], got[NB];
+    for (int rep = 0; rep < 50; rep++) {
+        for (int i = 0; i < NB * QK_K; i++) {
+            int blk = i / QK_K;
+            float v = rnd_normal();
+            if (blk == 1)
+                v = 0;
+            if (blk == 2)
+                v *= 1e30f;
+            if (blk == 3)
+                v *= 1e-30f;
+            if (blk == 4) /* ties of magnitude, and halves after scaling by 127/127 */
+                v = (float)((int)(rnd() % 255) - 127) + ((rnd() & 1) ? 0.5f : 0.0f);
+            x[i] = v;
+        }
+        x[4 * QK_K + 7] = 127.5f;
+        x[4 * QK_K + 9] = -127.5f;
+        llm_quantize_row_q8_K(x, want, NB * QK_K);
+        for (int lv = 0; lv < n_paths; lv++) {
+            memset(got, 0x5a, sizeof got);
+            path_table[lv][LLM_TYPE_Q8_K].from_float(x, got, NB * QK_K);
+            if (memcmp(want, got, sizeof want)) {
+                for (int b = 0; b < NB; b++)
+                    if (memcmp(&want[b], &got[b], sizeof want[b]))
+                        print_error("rep %d path %s: Q8_K block %d differs (d %a vs %a)\n", rep,
+                                    path_name[lv], b, got[b].d, want[b].d);
+                fail();
+            }
+        }
+    }
+}
+
 /* The legacy types' round-to-nearest quantizers: every element comes back
  * within one quantization step (the scale d), and a constant row exactly. */
 static void test_legacy_quantizers(void **state)
@@ -508,6 +548,7 @@ int main(void)
         cmocka_unit_test(test_vec_dot_paths),
         cmocka_unit_test(test_vec_dot_ref_accuracy),
         cmocka_unit_test(test_q8_K_quantize),
+        cmocka_unit_test(test_q8_K_paths),
         cmocka_unit_test(test_legacy_quantizers),
         cmocka_unit_test(test_gguf_refuses_bad_k_tensors),
     };
