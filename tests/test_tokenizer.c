@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "tests/tok-util.h"
+#include "tests/gguf-writer.h"
 
 static const char *const vocabs[] = {
     "llama-spm", "llama-bpe", "qwen2", "qwen35", "phi-3", "gpt-2", "deepseek-llm",
@@ -195,9 +196,88 @@ static void test_stream_partial(void **state)
     free(mem);
 }
 
+/* build a vocabulary in memory and load it; returns the load status */
+static int load_built(struct gw *w, struct llm_vocab **v, char *err, size_t es)
+{
+    struct gw_buf b = {0};
+    gw_write_buf(w, &b);
+    gw_free(w);
+    struct llm_gguf *g;
+    int rc = llm_gguf_open_memory(b.p, b.n, &g, err, es);
+    assert_int_equal(rc, 0);
+    rc = llm_vocab_load(g, v, err, es);
+    llm_gguf_close(g);
+    gw_buf_free(&b);
+    return rc;
+}
+
+/* bad vocabularies: a clear error, or a result, never a crash */
+static void test_bad_vocab(void **state)
+{
+    (void)state;
+    static const char *const toks[] = {"a", "b", "ab", "\xc4\xa0", "<|end|>"};
+    static const char *const merges[] = {"a b", "\xc4\xa0 a", "nospace", "x y"};
+    char err[256];
+    struct llm_vocab *v;
+    /* BPE without merges */
+    struct gw *w = gw_init();
+    gw_kv_str(w, "general.architecture", "llama");
+    gw_kv_str(w, "tokenizer.ggml.model", "gpt2");
+    gw_kv_arr_str(w, "tokenizer.ggml.tokens", toks, 5);
+    assert_true(load_built(w, &v, err, sizeof err) < 0);
+    assert_string_equal(err, "missing tokenizer.ggml.merges");
+    /* merges naming symbols that are no tokens, one without a space: loads,
+     * and text the vocabulary cannot spell is dropped byte by byte as
+     * llama.cpp drops it */
+    w = gw_init();
+    gw_kv_str(w, "tokenizer.ggml.model", "gpt2");
+    gw_kv_arr_str(w, "tokenizer.ggml.tokens", toks, 5);
+    gw_kv_arr_str(w, "tokenizer.ggml.merges", merges, 4);
+    assert_int_equal(load_built(w, &v, err, sizeof err), 0);
+    int32_t t[16];
+    assert_int_equal(llm_tokenize(v, "ab a", 4, t, 16, false, false), 2);
+    assert_int_equal(t[0], 2);
+    assert_int_equal(llm_tokenize(v, "zz\xff", 3, t, 16, false, false), 0);
+    assert_int_equal(llm_tokenize(v, "<|end|>", 7, t, 16, false, true), 1);
+    assert_int_equal(t[0], 4);
+    assert_true(llm_vocab_is_eog(v, 4));
+    llm_vocab_free(v);
+    /* an unknown pre-tokenizer, an unknown tokenizer model, no tokens */
+    w = gw_init();
+    gw_kv_str(w, "tokenizer.ggml.model", "gpt2");
+    gw_kv_str(w, "tokenizer.ggml.pre", "klingon");
+    gw_kv_arr_str(w, "tokenizer.ggml.tokens", toks, 5);
+    gw_kv_arr_str(w, "tokenizer.ggml.merges", merges, 4);
+    assert_true(load_built(w, &v, err, sizeof err) < 0);
+    assert_string_equal(err, "unknown pre-tokenizer 'klingon'");
+    w = gw_init();
+    gw_kv_str(w, "tokenizer.ggml.model", "t5");
+    assert_true(load_built(w, &v, err, sizeof err) < 0);
+    assert_non_null(strstr(err, "unsupported tokenizer 't5'"));
+    w = gw_init();
+    gw_kv_str(w, "tokenizer.ggml.model", "llama");
+    assert_true(load_built(w, &v, err, sizeof err) < 0);
+    assert_string_equal(err, "missing or invalid tokenizer.ggml.tokens");
+    /* scores shorter than the vocabulary */
+    float sc[2] = {0, 0};
+    w = gw_init();
+    gw_kv_str(w, "tokenizer.ggml.model", "llama");
+    gw_kv_arr_str(w, "tokenizer.ggml.tokens", toks, 5);
+    gw_kv_arr(w, "tokenizer.ggml.scores", LLM_GGUF_TYPE_FLOAT32, sc, 2);
+    assert_true(load_built(w, &v, err, sizeof err) < 0);
+    assert_string_equal(err, "invalid tokenizer.ggml.scores");
+    /* SPM without byte tokens: unknown characters become <unk> or nothing */
+    w = gw_init();
+    gw_kv_str(w, "tokenizer.ggml.model", "llama");
+    gw_kv_arr_str(w, "tokenizer.ggml.tokens", toks, 5);
+    assert_int_equal(load_built(w, &v, err, sizeof err), 0);
+    assert_true(llm_tokenize(v, "abc \xff", 5, t, 16, true, false) >= 2);
+    llm_vocab_free(v);
+}
+
 int main(void)
 {
-    struct CMUnitTest tests[sizeof vocabs / sizeof vocabs[0] + 3];
+    struct CMUnitTest tests[sizeof vocabs / sizeof vocabs[0] + 4];
     size_t n = 0;
     for (size_t i = 0; i < sizeof vocabs / sizeof vocabs[0]; i++) {
         tests[n] = (struct CMUnitTest){vocabs[i], test_vectors, NULL, NULL, (void *)vocabs[i]};
@@ -206,5 +286,6 @@ int main(void)
     tests[n++] = (struct CMUnitTest){"edges", test_edges, NULL, NULL, NULL};
     tests[n++] = (struct CMUnitTest){"stream", test_stream, NULL, NULL, NULL};
     tests[n++] = (struct CMUnitTest){"stream_partial", test_stream_partial, NULL, NULL, NULL};
+    tests[n++] = (struct CMUnitTest){"bad_vocab", test_bad_vocab, NULL, NULL, NULL};
     return _cmocka_run_group_tests("tokenizer", tests, n, NULL, NULL);
 }
