@@ -684,8 +684,18 @@ static bool is_space(char c)
 /* Replace each occurrence of special token id in the raw fragments of *a,
  * left to right, writing the result to *b (llama.cpp's
  * tokenizer_st_partition, one token at a time, longest token first). */
+/* does [at, at+n) touch one of the plain (user text) ranges? */
+static bool in_plain(size_t at, size_t n, const size_t *plain, size_t n_plain)
+{
+    for (size_t i = 0; i < n_plain; i++)
+        if (at < plain[2 * i + 1] && plain[2 * i] < at + n)
+            return true;
+    return false;
+}
+
 static bool split_special(const struct llm_vocab *v, const char *text, int32_t id,
-                          struct fragbuf *a, struct fragbuf *b)
+                          struct fragbuf *a, struct fragbuf *b, const size_t *plain,
+                          size_t n_plain)
 {
     const struct llm_token_data *t = &v->tokens[id];
     b->n = 0;
@@ -696,15 +706,20 @@ static bool split_special(const struct llm_vocab *v, const char *text, int32_t i
                 return false;
             continue;
         }
-        size_t off = f.off, len = f.len;
+        size_t off = f.off, len = f.len, from = f.off;
         for (;;) {
-            const char *m = len >= t->len ? memmem(text + off, len, t->text, t->len) : NULL;
+            size_t rest = off + len - from;
+            const char *m = rest >= t->len ? memmem(text + from, rest, t->text, t->len) : NULL;
             if (!m) {
                 if (len > 0 && !frag_push(b, off, len, LLM_TOKEN_NULL))
                     return false;
                 break;
             }
             size_t at = (size_t)(m - text);
+            if (n_plain && in_plain(at, t->len, plain, n_plain)) {
+                from = at + 1; /* user text: not this occurrence */
+                continue;
+            }
             size_t left = at - off;
             if (t->attr & LLM_TOKEN_ATTR_LSTRIP)
                 while (left > 0 && is_space(text[off + left - 1]))
@@ -717,7 +732,7 @@ static bool split_special(const struct llm_vocab *v, const char *text, int32_t i
             if (t->attr & LLM_TOKEN_ATTR_RSTRIP)
                 while (rlen > 0 && is_space(text[roff]))
                     roff++, rlen--;
-            off = roff;
+            off = from = roff;
             len = rlen;
             if (len == 0)
                 break;
@@ -726,21 +741,51 @@ static bool split_special(const struct llm_vocab *v, const char *text, int32_t i
     return true;
 }
 
+struct llm_tokenize_params llm_tokenize_default_params(void)
+{
+    return (struct llm_tokenize_params){.add_special = true, .parse_special = false,
+                                        .prev = LLM_TOKEN_NULL, .plain = NULL, .n_plain = 0};
+}
+
 int32_t llm_tokenize(const struct llm_vocab *v, const char *text, size_t len, int32_t *tokens,
                      int32_t n_max, bool add_special, bool parse_special)
+{
+    struct llm_tokenize_params p = llm_tokenize_default_params();
+    p.add_special = add_special;
+    p.parse_special = parse_special;
+    return llm_tokenize_ex(v, text, len, tokens, n_max, &p);
+}
+
+int32_t llm_tokenize_ex(const struct llm_vocab *v, const char *text, size_t len, int32_t *tokens,
+                        int32_t n_max, const struct llm_tokenize_params *p)
 {
     struct fragbuf a = {0}, b = {0};
     struct llm_tokbuf out = {0};
     int32_t ret = INT32_MIN;
-    if (len > 0) {
-        if (!frag_push(&a, 0, len, LLM_TOKEN_NULL))
+    bool add_special = p->add_special, parse_special = p->parse_special;
+    /* after a special token: the white space it eats, and SentencePiece's
+     * leading space; after an ordinary token: no leading space */
+    bool prev_special = true;
+    size_t start = 0;
+    if (p->prev >= 0 && p->prev < v->n_tokens) {
+        uint32_t pa = v->tokens[p->prev].attr;
+        prev_special = (pa & (LLM_TOKEN_ATTR_CONTROL | LLM_TOKEN_ATTR_USER_DEFINED |
+                              LLM_TOKEN_ATTR_UNKNOWN)) != 0;
+        if (prev_special && (pa & LLM_TOKEN_ATTR_RSTRIP))
+            while (start < len && is_space(text[start]))
+                start++;
+    }
+    if (len > start) {
+        if (!frag_push(&a, start, len - start, LLM_TOKEN_NULL))
             goto done;
         for (int32_t i = 0; i < v->n_special; i++) {
             int32_t id = v->special[i];
             uint32_t attr = v->tokens[id].attr;
-            if (!parse_special && (attr & (LLM_TOKEN_ATTR_CONTROL | LLM_TOKEN_ATTR_UNKNOWN)))
+            bool control = attr & (LLM_TOKEN_ATTR_CONTROL | LLM_TOKEN_ATTR_UNKNOWN);
+            if (!parse_special && control)
                 continue;
-            if (!split_special(v, text, id, &a, &b))
+            if (!split_special(v, text, id, &a, &b, control ? p->plain : NULL,
+                               control ? p->n_plain : 0))
                 goto done;
             struct fragbuf t = a;
             a = b;
@@ -752,7 +797,6 @@ int32_t llm_tokenize(const struct llm_vocab *v, const char *text, size_t len, in
     if (v->type == LLM_VOCAB_SPM) {
         /* a raw fragment at the start or after a special token gets the
          * leading space SentencePiece expects */
-        bool prev_special = true;
         char *tmp = NULL;
         size_t tmp_cap = 0;
         for (size_t i = 0; i < a.n; i++) {
