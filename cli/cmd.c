@@ -14,6 +14,8 @@ const struct cmd_entry *const cmd_table[] = {
     &cmd_models_entry,
     &cmd_run_entry,
     &cmd_sessions_entry,
+    &cmd_tokenize_entry,
+    &cmd_template_entry,
     &cmd_eval_entry,
     &cmd_generate_entry,
     &cmd_bench_entry,

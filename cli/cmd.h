@@ -34,6 +34,8 @@ struct cmd_entry {
 
 extern const struct cmd_entry cmd_chat_entry;
 extern const struct cmd_entry cmd_models_entry;
+extern const struct cmd_entry cmd_tokenize_entry;
+extern const struct cmd_entry cmd_template_entry;
 extern const struct cmd_entry cmd_sessions_entry;
 extern const struct cmd_entry cmd_run_entry;
 extern const struct cmd_entry cmd_eval_entry;
