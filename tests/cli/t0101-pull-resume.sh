@@ -24,6 +24,7 @@ server {
     ssl_certificate_key $T/pki/good.key;
     root $T/www;
     location /files/ { limit_rate \$rate; }
+    location /fast/ { alias $T/www/files/; }
     location /norange/ { alias $T/www/files/; max_ranges 0; limit_rate \$rate; }
 }
 CONF
@@ -91,6 +92,21 @@ kept=$(wc -c <"$M/k.part")
 run "$KVCHAT" models pull --sha256 "$SHA" "$U/files/model.gguf" --name k
 expect_rc 0; expect_err "resuming at byte $kept"
 cmp -s "$M/k.gguf" "$T/www/files/model.gguf" && ok "file identical after kill -9 and resume" || not_ok "file differs after kill -9"
+
+# ---- a .part that is already whole (a crash before the rename): 416, then verified and renamed ----
+cp "$T/www/files/model.gguf" "$M/w.part"
+printf 'url = %s\n' "$U/files/model.gguf" >"$M/w.part.meta"
+run "$KVCHAT" models pull --sha256 "$SHA" "$U/files/model.gguf" --name w
+expect_rc 0; expect_err "verified"
+cmp -s "$M/w.gguf" "$T/www/files/model.gguf" && ok "whole .part moved into place" || not_ok "whole .part not handled"
+grep -q "^$P GET \"/files/model.gguf\" 416 range=\"bytes=$SIZE-\"" "$LOG" && ok "asked for the rest, got 416" || not_ok "no 416 in the log"
+
+# ---- a .part from another URL is discarded ----
+head -c 1000 "$T/www/files/model.gguf" >"$M/o.part"
+printf 'url = https://elsewhere.invalid/x.gguf\n' >"$M/o.part.meta"
+run "$KVCHAT" models pull --sha256 "$SHA" "$U/fast/model.gguf" --name o
+expect_rc 0; expect_err "discarding a partial download of another URL"
+cmp -s "$M/o.gguf" "$T/www/files/model.gguf" && ok "downloaded afresh" || not_ok "o differs"
 
 echo "nginx access log:"; sed 's/^/  /' "$LOG"
 finish
