@@ -12,6 +12,10 @@
 const struct cmd_entry *const cmd_table[] = {
     &cmd_chat_entry,
     &cmd_models_entry,
+    &cmd_sessions_entry,
+    &cmd_eval_entry,
+    &cmd_generate_entry,
+    &cmd_bench_entry,
     NULL,
 };
 

@@ -32,6 +32,10 @@ struct cmd_entry {
 
 extern const struct cmd_entry cmd_chat_entry;
 extern const struct cmd_entry cmd_models_entry;
+extern const struct cmd_entry cmd_sessions_entry;
+extern const struct cmd_entry cmd_eval_entry;
+extern const struct cmd_entry cmd_generate_entry;
+extern const struct cmd_entry cmd_bench_entry;
 
 struct mdl_pull_params;
 /*

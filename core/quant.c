@@ -93,97 +93,133 @@ void llm_quantize_row_q8_0(const float *x, struct block_q8_0 *y, int64_t k)
     }
 }
 
-/* ==== reference row conversions ==== */
-
-static void f32_to_float(const void *row, float *y, int64_t k) { memcpy(y, row, (size_t)k * 4); }
-static void f32_from_float(const float *x, void *row, int64_t k) { memcpy(row, x, (size_t)k * 4); }
-
-static void f16_to_float(const void *row, float *y, int64_t k)
-{
-    const uint8_t *p = row;
-    for (int64_t i = 0; i < k; i++) {
-        uint16_t h;
-        memcpy(&h, p + 2 * i, 2);
-        y[i] = llm_fp16_to_fp32(h);
-    }
-}
-
-static void f16_from_float(const float *x, void *row, int64_t k)
-{
-    uint8_t *p = row;
-    for (int64_t i = 0; i < k; i++) {
-        uint16_t h = llm_fp32_to_fp16(x[i]);
-        memcpy(p + 2 * i, &h, 2);
-    }
-}
-
-static void bf16_to_float(const void *row, float *y, int64_t k)
-{
-    const uint8_t *p = row;
-    for (int64_t i = 0; i < k; i++) {
-        uint16_t h;
-        memcpy(&h, p + 2 * i, 2);
-        y[i] = llm_bf16_to_fp32(h);
-    }
-}
-
-static void bf16_from_float(const float *x, void *row, int64_t k)
-{
-    uint8_t *p = row;
-    for (int64_t i = 0; i < k; i++) {
-        uint16_t h = llm_fp32_to_bf16(x[i]);
-        memcpy(p + 2 * i, &h, 2);
-    }
-}
-
-static void q8_0_to_float(const void *row, float *y, int64_t k)
-{
-    const uint8_t *p = row;
-    for (int64_t b = 0; b < k / QK8_0; b++) {
-        struct block_q8_0 blk;
-        memcpy(&blk, p + b * sizeof blk, sizeof blk);
-        float d = llm_fp16_to_fp32(blk.d);
-        for (int j = 0; j < QK8_0; j++)
-            y[b * QK8_0 + j] = d * blk.qs[j];
-    }
-}
-
-static void q8_0_from_float(const float *x, void *row, int64_t k)
-{
-    llm_quantize_row_q8_0(x, row, k);
-}
-
-/* ==== the table ==== */
-
-static const struct llm_type_ops type_ops[] = {
-    {LLM_TYPE_F32, f32_to_float, f32_to_float, f32_from_float, LLM_TYPE_F32, NULL, NULL},
-    {LLM_TYPE_F16, f16_to_float, f16_to_float, f16_from_float, LLM_TYPE_F32, NULL, NULL},
-    {LLM_TYPE_BF16, bf16_to_float, bf16_to_float, bf16_from_float, LLM_TYPE_F32, NULL, NULL},
-    {LLM_TYPE_Q8_0, q8_0_to_float, q8_0_to_float, q8_0_from_float, LLM_TYPE_Q8_0, NULL, NULL},
-};
-
-const struct llm_type_ops *llm_get_type_ops(uint32_t type)
-{
-    for (size_t i = 0; i < sizeof type_ops / sizeof *type_ops; i++)
-        if (type_ops[i].type == type)
-            return &type_ops[i];
-    return NULL;
-}
-
 int llm_dequantize_row(uint32_t type, const void *row, float *y, int64_t k)
 {
-    const struct llm_type_ops *ops = llm_get_type_ops(type);
-    if (!ops || !ops->to_float_ref)
+    switch (type) {
+    case LLM_TYPE_F32:
+        memcpy(y, row, (size_t)k * 4);
+        return 0;
+    case LLM_TYPE_F16: {
+        const uint8_t *p = row;
+        for (int64_t i = 0; i < k; i++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            y[i] = llm_fp16_to_fp32(h);
+        }
+        return 0;
+    }
+    case LLM_TYPE_BF16: {
+        const uint8_t *p = row;
+        for (int64_t i = 0; i < k; i++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            y[i] = llm_bf16_to_fp32(h);
+        }
+        return 0;
+    }
+    case LLM_TYPE_Q8_0: {
+        const uint8_t *p = row;
+        for (int64_t b = 0; b < k / QK8_0; b++) {
+            struct block_q8_0 blk;
+            memcpy(&blk, p + b * sizeof blk, sizeof blk);
+            float d = llm_fp16_to_fp32(blk.d);
+            for (int j = 0; j < QK8_0; j++)
+                y[b * QK8_0 + j] = d * blk.qs[j];
+        }
+        return 0;
+    }
+    default:
         return -1;
-    ops->to_float_ref(row, y, k);
-    return 0;
+    }
 }
 
 int64_t llm_quantize_row(uint32_t type, const float *x, void *row, int64_t k)
 {
-    const struct llm_type_ops *ops = llm_get_type_ops(type);
-    if (!ops || !ops->from_float)
+    uint8_t *p = row;
+    switch (type) {
+    case LLM_TYPE_F32:
+        memcpy(row, x, (size_t)k * 4);
+        return k * 4;
+    case LLM_TYPE_F16:
+        for (int64_t i = 0; i < k; i++) {
+            uint16_t h = llm_fp32_to_fp16(x[i]);
+            memcpy(p + 2 * i, &h, 2);
+        }
+        return k * 2;
+    case LLM_TYPE_BF16:
+        for (int64_t i = 0; i < k; i++) {
+            uint16_t h = llm_fp32_to_bf16(x[i]);
+            memcpy(p + 2 * i, &h, 2);
+        }
+        return k * 2;
+    case LLM_TYPE_Q8_0:
+        llm_quantize_row_q8_0(x, row, k);
+        return k / QK8_0 * (int64_t)sizeof(struct block_q8_0);
+    default:
         return -1;
-    ops->from_float(x, row, k);
-    return k / llm_type_block_size(type) * llm_type_block_bytes(type);
+    }
+}
+
+/* ==== the kernel table ==== */
+
+#include <pthread.h>
+#include <stdlib.h>
+
+static struct llm_type_ops ops_table[LLM_TYPE_COUNT];
+static unsigned cpu_features;
+static pthread_once_t ops_once = PTHREAD_ONCE_INIT;
+
+static unsigned detect_cpu(void)
+{
+    unsigned f = 0;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        f |= LLM_CPU_AVX2; /* every AVX2 CPU has F16C */
+    if ((f & LLM_CPU_AVX2) && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq"))
+        f |= LLM_CPU_AVX512;
+    if ((f & LLM_CPU_AVX512) && __builtin_cpu_supports("avx512vnni"))
+        f |= LLM_CPU_AVX512_VNNI;
+#if defined(__GNUC__) && __GNUC__ >= 12
+    if ((f & LLM_CPU_AVX512) && __builtin_cpu_supports("avx512bf16"))
+        f |= LLM_CPU_AVX512_BF16;
+#endif
+#endif
+    const char *cap = getenv("KVCHAT_CPU");
+    if (cap && !strcmp(cap, "generic"))
+        f = 0;
+    else if (cap && !strcmp(cap, "avx2"))
+        f &= LLM_CPU_AVX2;
+    return f;
+}
+
+static void ops_init(void)
+{
+    cpu_features = detect_cpu();
+    llm_quant_basic_init(ops_table, cpu_features);
+    llm_quant_legacy_init(ops_table, cpu_features);
+    llm_quant_k_init(ops_table, cpu_features);
+    /* other quant files add their init calls here */
+}
+
+const struct llm_type_ops *llm_get_type_ops(uint32_t type)
+{
+    pthread_once(&ops_once, ops_init);
+    if (type >= LLM_TYPE_COUNT || (!ops_table[type].to_float && !ops_table[type].from_float))
+        return NULL;
+    return &ops_table[type];
+}
+
+unsigned llm_cpu_features(void)
+{
+    pthread_once(&ops_once, ops_init);
+    return cpu_features;
+}
+
+const char *llm_cpu_path(void)
+{
+    unsigned f = llm_cpu_features();
+    return f & LLM_CPU_AVX512 ? "avx512" : f & LLM_CPU_AVX2 ? "avx2" : "generic";
 }

@@ -30,8 +30,10 @@
  *   152     4 * n_tokens        i32 token ids
  *     .     4 * 2 * n_layer     u32 CRC-32C of each layer's K block, then its V block
  *     .     zero padding up to header_bytes
- *   header_bytes                the rows: layer 0 K block (n_tokens rows of n_embd_k
- *                               elements), layer 0 V block, layer 1 K block, ...
+ *   header_bytes                the rows: layer 0 K block, layer 0 V block, layer 1 K
+ *                               block, ...; a block is n_tokens * n_embd elements in
+ *                               the engine's export order (core/llm.h: n_head_kv heads,
+ *                               each of n_tokens positions of head_dim elements)
  *   The file is exactly header_bytes + rows_bytes long.
  * Every field is checked on reading; CRC-32C (not SHA-256) guards the rows
  * because restoring must run at memory speed, and the per-block checksums

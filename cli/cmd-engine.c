@@ -1,0 +1,458 @@
+/*
+ * cmd-engine.c - the commands that drive the engine on raw token ids:
+ * `kvchat eval` (prefill, top-5 logits), `kvchat generate` (greedy ids) and
+ * `kvchat bench` (prefill and decode speed, peak RSS). They share option
+ * parsing and model/context set-up; their output is made for scripts and
+ * for comparison with llama.cpp (`llref logits`, `llref greedy`, `llref
+ * bench`), so it is plain and stable.
+ */
+#include "cli/cmd.h"
+#include "core/llm.h"
+#include "models/mdl.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+static const char eval_usage[] =
+    "usage: kvchat eval -m MODEL -p \"IDS\" [--logits-out FILE] [options]\n"
+    "\n"
+    "Prefill the token ids IDS (space-separated) in one batch and print the\n"
+    "five largest logits of the last position as 'id logit' lines.\n"
+    "\n"
+    "  -m, --model MODEL      a GGUF file or a model name in the store\n"
+    "  -p, --prompt IDS       token ids, e.g. \"1 15043 3186\"\n"
+    "      --logits-out FILE  write all n_vocab logits there as little-endian f32\n"
+    "      --token-by-token   feed the ids one at a time (the decode path)\n"
+    "  -t, --threads N        threads (default: physical cores)\n"
+    "  -c, --ctx-size N       KV cache positions (default: model's, at most 4096)\n"
+    "      --kv-type f16|f32  KV cache element type (default f16)\n"
+    "  -v, --verbose          say which kernels and BLIS configuration run\n"
+    "\n"
+    "Exit status: 0 ok, 1 usage error, 2 the model cannot be used or an id is\n"
+    "out of range.\n";
+
+static const char generate_usage[] =
+    "usage: kvchat generate -m MODEL -p \"IDS\" -n N [options]\n"
+    "\n"
+    "Prefill IDS, then generate N tokens greedily and print their ids on one\n"
+    "line. Stops early, saying so on stderr, when the context is full.\n"
+    "\n"
+    "  -m, --model MODEL      a GGUF file or a model name in the store\n"
+    "  -p, --prompt IDS       token ids, space-separated\n"
+    "  -n, --max-tokens N     tokens to generate (default 16)\n"
+    "  -t, --threads N        threads (default: physical cores)\n"
+    "  -c, --ctx-size N       KV cache positions (default: model's, at most 4096)\n"
+    "      --kv-type f16|f32  KV cache element type (default f16)\n"
+    "  -v, --verbose          say which kernels and BLIS configuration run\n"
+    "\n"
+    "Exit status: 0 ok, 1 usage error, 2 the model cannot be used or an id is\n"
+    "out of range.\n";
+
+static const char bench_usage[] =
+    "usage: kvchat bench -m MODEL [-p 512] [-n 128] [-t N] [-r R] [--json]\n"
+    "\n"
+    "Measure prefill of P random tokens in one batch and decode of N tokens\n"
+    "after them, best of R runs, and the peak resident memory.\n"
+    "\n"
+    "  -m, --model MODEL      a GGUF file or a model name in the store\n"
+    "  -p, --n-prompt P       prompt tokens (default 512)\n"
+    "  -n, --n-gen N          generated tokens (default 128)\n"
+    "  -r, --repetitions R    runs (default 3)\n"
+    "  -t, --threads N        threads (default: physical cores)\n"
+    "      --kv-type f16|f32  KV cache element type (default f16)\n"
+    "      --json             print one JSON object\n"
+    "  -v, --verbose          say which kernels and BLIS configuration run\n"
+    "\n"
+    "Exit status: 0 ok, 1 usage error, 2 the model cannot be used.\n";
+
+enum { OPT_LOGITS_OUT = 256, OPT_KV_TYPE, OPT_JSON, OPT_TBT };
+
+struct opts {
+    const char *model, *prompt, *logits_out;
+    long n, n_prompt, reps, threads, n_ctx;
+    uint32_t kv_type;
+    bool json, verbose, token_by_token;
+};
+
+static bool parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+static int parse_opts(const struct cmd_entry *e, int argc, char **argv, struct opts *o)
+{
+    static const struct option longs[] = {
+        {"model", required_argument, 0, 'm'},     {"prompt", required_argument, 0, 'p'},
+        {"n-prompt", required_argument, 0, 'p'},  {"max-tokens", required_argument, 0, 'n'},
+        {"n-gen", required_argument, 0, 'n'},     {"repetitions", required_argument, 0, 'r'},
+        {"threads", required_argument, 0, 't'},   {"ctx-size", required_argument, 0, 'c'},
+        {"logits-out", required_argument, 0, OPT_LOGITS_OUT},
+        {"kv-type", required_argument, 0, OPT_KV_TYPE},
+        {"json", no_argument, 0, OPT_JSON},       {"token-by-token", no_argument, 0, OPT_TBT},
+        {"verbose", no_argument, 0, 'v'},         {0, 0, 0, 0},
+    };
+    bool is_bench = !strcmp(e->name, "bench");
+    *o = (struct opts){.n = is_bench ? 128 : 16, .n_prompt = 512, .reps = 3, .kv_type = LLM_TYPE_F16};
+    optind = 1;
+    opterr = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, ":m:p:n:r:t:c:v", longs, NULL)) != -1) {
+        switch (ch) {
+        case 'm': o->model = optarg; break;
+        case 'p':
+            if (is_bench) {
+                if (!parse_long(optarg, 1, 1 << 20, &o->n_prompt))
+                    return cmd_usage_error(e, "bad prompt size '%s'", optarg);
+            } else {
+                o->prompt = optarg;
+            }
+            break;
+        case 'n':
+            if (!parse_long(optarg, 0, 1 << 24, &o->n))
+                return cmd_usage_error(e, "bad token count '%s'", optarg);
+            break;
+        case 'r':
+            if (!parse_long(optarg, 1, 1000, &o->reps))
+                return cmd_usage_error(e, "bad repetition count '%s'", optarg);
+            break;
+        case 't':
+            if (!parse_long(optarg, 1, 1024, &o->threads))
+                return cmd_usage_error(e, "bad thread count '%s'", optarg);
+            break;
+        case 'c':
+            if (!parse_long(optarg, 1, 1 << 24, &o->n_ctx))
+                return cmd_usage_error(e, "bad context size '%s'", optarg);
+            break;
+        case OPT_LOGITS_OUT: o->logits_out = optarg; break;
+        case OPT_KV_TYPE:
+            if (!strcmp(optarg, "f16"))
+                o->kv_type = LLM_TYPE_F16;
+            else if (!strcmp(optarg, "f32"))
+                o->kv_type = LLM_TYPE_F32;
+            else
+                return cmd_usage_error(e, "--kv-type must be f16 or f32, not '%s'", optarg);
+            break;
+        case OPT_JSON: o->json = true; break;
+        case OPT_TBT: o->token_by_token = true; break;
+        case 'v': o->verbose = true; break;
+        case ':': return cmd_usage_error(e, "option '%s' needs a value", argv[optind - 1]);
+        default: return cmd_usage_error(e, "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return cmd_usage_error(e, "unexpected argument '%s'", argv[optind]);
+    if (!o->model)
+        o->model = getenv("KVCHAT_MODEL");
+    if (!o->model)
+        return cmd_usage_error(e, "no model given (-m MODEL)");
+    if (!is_bench && !o->prompt)
+        return cmd_usage_error(e, "no token ids given (-p \"IDS\")");
+    return -1;
+}
+
+/* space-separated ids; returns the count or -1 (message printed) */
+static int64_t parse_ids(const char *s, int32_t **out)
+{
+    size_t cap = 16, n = 0;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    const char *p = s;
+    while (ids) {
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == ',')
+            p++;
+        if (!*p)
+            break;
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || errno || v < INT32_MIN || v > INT32_MAX ||
+            (*end && *end != ' ' && *end != '\t' && *end != '\n' && *end != ',')) {
+            free(ids);
+            cmd_fail(CMD_EXIT_USAGE, "bad token id list '%s'", s);
+            return -1;
+        }
+        if (n == cap) {
+            int32_t *bigger = realloc(ids, 2 * cap * sizeof *ids);
+            if (!bigger)
+                break;
+            ids = bigger;
+            cap *= 2;
+        }
+        ids[n++] = (int32_t)v;
+        p = end;
+    }
+    if (!ids || n == 0) {
+        free(ids);
+        cmd_fail(CMD_EXIT_USAGE, "no token ids in '%s'", s);
+        return -1;
+    }
+    *out = ids;
+    return (int64_t)n;
+}
+
+struct engine {
+    struct llm_model *model;
+    struct llm_ctx *ctx;
+};
+
+static void engine_close(struct engine *en)
+{
+    llm_ctx_free(en->ctx);
+    llm_model_close(en->model);
+}
+
+static int engine_open(const struct opts *o, int64_t need_ctx, struct engine *en)
+{
+    char path[4096], err[512];
+    *en = (struct engine){0};
+    mdl_resolve(o->model, path, sizeof path);
+    if (llm_model_open(path, llm_model_default_params(), &en->model, err, sizeof err))
+        return cmd_fail(CMD_EXIT_MODEL, "cannot open model '%s': %s", o->model, err);
+    struct llm_ctx_params cp = llm_ctx_default_params();
+    cp.n_threads = (int32_t)o->threads;
+    cp.kv_type = o->kv_type;
+    cp.n_ctx = (int32_t)o->n_ctx;
+    if (!o->n_ctx && need_ctx > 0) {
+        /* room for the request, at least the default */
+        const struct llm_model_meta *mt = llm_model_get_meta(en->model);
+        int64_t def = mt->n_ctx_train > 0 && mt->n_ctx_train < 4096 ? mt->n_ctx_train : 4096;
+        cp.n_ctx = (int32_t)(need_ctx > def ? need_ctx : def);
+    }
+    if (llm_ctx_init(en->model, cp, &en->ctx, err, sizeof err)) {
+        llm_model_close(en->model);
+        return cmd_fail(CMD_EXIT_MODEL, "cannot create a context for '%s': %s", o->model, err);
+    }
+    if (o->verbose) {
+        bool user;
+        const char *arch = llm_blis_arch(&user);
+        fprintf(stderr, "kvchat: BLIS sub-configuration %s (%s), kernels %s, %d threads, "
+                        "n_ctx %" PRId64 ", KV %s\n",
+                arch, user ? "from BLIS_ARCH_TYPE" : "chosen by cpuid", llm_kernel_path(),
+                llm_ctx_n_threads(en->ctx), llm_ctx_n_ctx(en->ctx),
+                llm_ctx_kv_type(en->ctx) == LLM_TYPE_F16 ? "f16" : "f32");
+    }
+    return -1;
+}
+
+static int decode_or_fail(const struct engine *en, const int32_t *ids, int64_t n)
+{
+    int rc = llm_ctx_decode(en->ctx, ids, n);
+    if (rc == LLM_ERR_CTX_FULL)
+        return cmd_fail(CMD_EXIT_MODEL, "%s", llm_ctx_errmsg(en->ctx));
+    if (rc)
+        return cmd_fail(CMD_EXIT_MODEL, "cannot decode: %s", llm_ctx_errmsg(en->ctx));
+    return -1;
+}
+
+static int32_t argmax(const float *x, int64_t n)
+{
+    int64_t b = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[b])
+            b = i;
+    return (int32_t)b;
+}
+
+/* ==== eval ==== */
+
+static int eval_exec(int argc, char **argv);
+const struct cmd_entry cmd_eval_entry = {"eval", "prefill token ids and print the top logits",
+                                         eval_usage, eval_exec};
+
+static int eval_exec(int argc, char **argv)
+{
+    if (cmd_wants_help(argc, argv))
+        return cmd_help(&cmd_eval_entry);
+    struct opts o;
+    int rc = parse_opts(&cmd_eval_entry, argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    int32_t *ids;
+    int64_t n = parse_ids(o.prompt, &ids);
+    if (n < 0)
+        return CMD_EXIT_USAGE;
+    struct engine en;
+    if ((rc = engine_open(&o, n, &en)) >= 0) {
+        free(ids);
+        return rc;
+    }
+    rc = -1;
+    if (o.token_by_token) {
+        for (int64_t i = 0; i < n && rc < 0; i++)
+            rc = decode_or_fail(&en, ids + i, 1);
+    } else {
+        rc = decode_or_fail(&en, ids, n);
+    }
+    if (rc < 0) {
+        int64_t nv = llm_model_n_vocab(en.model);
+        const float *lg = llm_ctx_logits(en.ctx);
+        rc = CMD_EXIT_OK;
+        if (o.logits_out) {
+            FILE *f = fopen(o.logits_out, "wb");
+            if (!f || fwrite(lg, sizeof *lg, (size_t)nv, f) != (size_t)nv || fclose(f)) {
+                rc = cmd_fail(CMD_EXIT_MODEL, "cannot write '%s': %s", o.logits_out, strerror(errno));
+                f = NULL;
+            }
+        }
+        /* top 5, ties to the lower id, as llref prints them */
+        bool *taken = calloc((size_t)nv, 1);
+        for (int k = 0; k < 5 && k < nv && taken && rc == CMD_EXIT_OK; k++) {
+            int64_t b = -1;
+            for (int64_t i = 0; i < nv; i++)
+                if (!taken[i] && (b < 0 || lg[i] > lg[b]))
+                    b = i;
+            taken[b] = true;
+            printf("%" PRId64 " %.6f\n", b, lg[b]);
+        }
+        free(taken);
+    }
+    engine_close(&en);
+    free(ids);
+    return rc;
+}
+
+/* ==== generate ==== */
+
+static int generate_exec(int argc, char **argv);
+const struct cmd_entry cmd_generate_entry = {"generate", "greedy generation on token ids",
+                                             generate_usage, generate_exec};
+
+static int generate_exec(int argc, char **argv)
+{
+    if (cmd_wants_help(argc, argv))
+        return cmd_help(&cmd_generate_entry);
+    struct opts o;
+    int rc = parse_opts(&cmd_generate_entry, argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    int32_t *ids;
+    int64_t n = parse_ids(o.prompt, &ids);
+    if (n < 0)
+        return CMD_EXIT_USAGE;
+    struct engine en;
+    if ((rc = engine_open(&o, n + o.n, &en)) >= 0) {
+        free(ids);
+        return rc;
+    }
+    rc = decode_or_fail(&en, ids, n);
+    int64_t nv = llm_model_n_vocab(en.model);
+    for (long i = 0; i < o.n && rc < 0; i++) {
+        int32_t t = argmax(llm_ctx_logits(en.ctx), nv);
+        printf(i ? " %" PRId32 : "%" PRId32, t);
+        if (i + 1 == o.n)
+            break;
+        if (llm_ctx_n_past(en.ctx) >= llm_ctx_n_ctx(en.ctx)) {
+            fprintf(stderr, "kvchat: stopped after %ld tokens: context full (%" PRId64 " positions)\n",
+                    i + 1, llm_ctx_n_ctx(en.ctx));
+            break;
+        }
+        rc = decode_or_fail(&en, &t, 1);
+    }
+    if (rc < 0) {
+        printf("\n");
+        rc = CMD_EXIT_OK;
+    }
+    engine_close(&en);
+    free(ids);
+    return rc;
+}
+
+/* ==== bench ==== */
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int bench_exec(int argc, char **argv);
+const struct cmd_entry cmd_bench_entry = {"bench", "measure prefill and decode speed",
+                                          bench_usage, bench_exec};
+
+static int bench_exec(int argc, char **argv)
+{
+    if (cmd_wants_help(argc, argv))
+        return cmd_help(&cmd_bench_entry);
+    struct opts o;
+    int rc = parse_opts(&cmd_bench_entry, argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    struct engine en;
+    if ((rc = engine_open(&o, o.n_prompt + o.n + 1, &en)) >= 0)
+        return rc;
+    int64_t nv = llm_model_n_vocab(en.model), np = o.n_prompt, ng = o.n;
+    int32_t *t = malloc((size_t)(np + ng + 1) * sizeof *t);
+    if (!t) {
+        engine_close(&en);
+        return cmd_fail(CMD_EXIT_MODEL, "out of memory");
+    }
+    uint64_t s = 7; /* random ids in [3, n_vocab), like llref bench */
+    for (int64_t i = 0; i < np + ng; i++) {
+        s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
+        t[i] = (int32_t)(3 + ((uint32_t)((s * 0x2545F4914F6CDD1DULL) >> 32)) % (uint32_t)(nv > 3 ? nv - 3 : 1));
+        if (t[i] >= nv)
+            t[i] = 0;
+    }
+    double best_p = 1e30, best_g = 1e30;
+    rc = -1;
+    for (long r = 0; r < o.reps && rc < 0; r++) {
+        llm_ctx_truncate(en.ctx, 0);
+        double t0 = now();
+        rc = decode_or_fail(&en, t, np);
+        double t1 = now();
+        for (int64_t i = 0; i < ng && rc < 0; i++)
+            rc = decode_or_fail(&en, t + np + i, 1);
+        double t2 = now();
+        if (t1 - t0 < best_p)
+            best_p = t1 - t0;
+        if (t2 - t1 < best_g)
+            best_g = t2 - t1;
+    }
+    if (rc < 0) {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        uint64_t rss = (uint64_t)ru.ru_maxrss * 1024;
+        double pp = np / best_p, tg = ng > 0 ? ng / best_g : 0;
+        const char *name = strrchr(o.model, '/') ? strrchr(o.model, '/') + 1 : o.model;
+        bool user;
+        const char *arch = llm_blis_arch(&user);
+        if (o.json) {
+            printf("{\"model\": ");
+            cmd_json_str(stdout, name, strlen(name));
+            printf(", \"threads\": %d, \"prefill_tokens\": %" PRId64 ", \"prefill_tok_s\": %.2f, "
+                   "\"decode_tokens\": %" PRId64 ", \"decode_tok_s\": %.2f, \"rss_bytes\": %" PRIu64
+                   ", \"kv_type\": \"%s\", \"blis_arch\": \"%s\", \"kernels\": \"%s\", "
+                   "\"repetitions\": %ld}\n",
+                   llm_ctx_n_threads(en.ctx), np, pp, ng, tg, rss,
+                   o.kv_type == LLM_TYPE_F16 ? "f16" : "f32", arch, llm_kernel_path(), o.reps);
+        } else {
+            printf("| %-30s | %7s | %-10s | %12s |\n", "model", "threads", "test", "t/s");
+            printf("| %-30s | %7s | %-10s | %12s |\n", "------------------------------", "------:",
+                   "----------", "-----------:");
+            char test[32];
+            snprintf(test, sizeof test, "pp%" PRId64, np);
+            printf("| %-30.30s | %7d | %-10s | %12.2f |\n", name, llm_ctx_n_threads(en.ctx), test, pp);
+            snprintf(test, sizeof test, "tg%" PRId64, ng);
+            printf("| %-30.30s | %7d | %-10s | %12.2f |\n", name, llm_ctx_n_threads(en.ctx), test, tg);
+            printf("\npeak RSS %.1f MiB; best of %ld; BLIS %s; kernels %s\n", rss / 1048576.0, o.reps,
+                   arch, llm_kernel_path());
+        }
+        rc = CMD_EXIT_OK;
+    }
+    free(t);
+    engine_close(&en);
+    return rc;
+}

@@ -1,0 +1,648 @@
+/*
+ * engine.c - the transformer forward pass (llama, qwen2, qwen3), the KV
+ * cache and the context that owns them.
+ *
+ * Two paths compute the same function:
+ *   decode (one token): every matrix-vector product runs on the type's
+ *     vec_dot kernel with the activations converted once per matrix to the
+ *     kernel's vec_dot_type, split over output rows by one OpenMP team that
+ *     lives for the whole token (worksharing loops, no thread start-up);
+ *   prefill (several tokens): weights are converted to f32 panel by panel
+ *     into one reused buffer and multiplied with BLIS sgemm; attention uses
+ *     sgemm for Q.K^T and P.V.
+ * Invariants: weights are only read, where they lie in the mapping;
+ * scratch is allocated once per context and each step's results depend
+ * only on its inputs (no reduction whose order depends on scheduling), so
+ * a given thread count gives bit-identical results; the KV cache is only
+ * written at positions n_past.. of tokens whose ids were checked first.
+ * The cache of layer l holds K (then, separately, V) as
+ * [n_head_kv][n_ctx][head_dim] elements of the cache type, so the rows of
+ * one head are contiguous for attention and for export.
+ */
+#include "core/gemm.h"
+#include "core/model.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ROW_CHUNK 16      /* rows per work item of a GEMV: 64 bytes of f32 output */
+#define PANEL_BYTES (4u << 20) /* f32 weight panel of the prefill path */
+#define MIN_PREFILL 4     /* fewer tokens than this go through the decode path */
+
+struct llm_ctx {
+    struct llm_model *m;
+    int64_t n_ctx, n_batch, n_past;
+    int n_threads;
+    uint32_t kv_type;
+    const struct llm_type_ops *kv_ops, *f32_ops;
+    size_t kv_elt;           /* bytes per cache element */
+    uint8_t **k_cache, **v_cache; /* (n_layer) of [n_head_kv][n_ctx][head_dim] */
+    float *logits;           /* (n_vocab) */
+    bool logits_valid;
+    char errmsg[256];
+
+    /* decode scratch */
+    float *x, *xb;           /* (n_embd) residual stream, normed/projected */
+    float *q, *k, *v;        /* (q_dim), (kv_dim), (kv_dim) */
+    float *att;              /* (q_dim) attention output */
+    float *hb, *hb2;         /* (n_ff) */
+    uint8_t *xq[3];          /* (max_vd_bytes) activations as vec_dot types */
+    float *att_tmp;          /* per thread: K (n_ctx*head_dim), V (same), scores (n_ctx) */
+    size_t att_tmp_stride;   /* floats per thread, padded to 64 bytes */
+    float *rope_cs;          /* (n_batch, rope_dim) cos, sin pairs */
+
+    /* prefill scratch */
+    float *bx, *bxb;         /* (n_batch, n_embd) */
+    float *bq, *bk, *bv;     /* (n_batch, q_dim), (n_batch, kv_dim) x 2 */
+    float *batt;             /* (n_batch, q_dim) */
+    float *bh, *bh2;         /* (n_batch, n_ff) */
+    float *scores;           /* (n_batch, n_ctx) */
+    float *kf, *vf;          /* (n_ctx, head_dim) one head's K and V in f32 */
+    float *panel;            /* (panel_rows, largest n_in) */
+    int64_t panel_elems;
+};
+
+static void *alloc(size_t n_bytes, bool *ok)
+{
+    if (n_bytes == 0)
+        n_bytes = 64;
+    void *p = aligned_alloc(64, (n_bytes + 63) / 64 * 64);
+    if (!p)
+        *ok = false;
+    return p;
+}
+
+struct llm_ctx_params llm_ctx_default_params(void)
+{
+    return (struct llm_ctx_params){.n_ctx = 0, .n_batch = 512, .n_threads = 0,
+                                   .kv_type = LLM_TYPE_F16};
+}
+
+static int set_err(struct llm_ctx *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int set_err(struct llm_ctx *c, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **out, char *err,
+                 size_t err_size)
+{
+    *out = NULL;
+    if (!m->layers) {
+        snprintf(err, err_size, "the model was opened without its tensors");
+        return -1;
+    }
+    if (p.kv_type != LLM_TYPE_F16 && p.kv_type != LLM_TYPE_F32) {
+        snprintf(err, err_size, "KV cache type %s is not supported (f16, f32 are)",
+                 llm_type_name(p.kv_type));
+        return -1;
+    }
+    int64_t n_ctx = p.n_ctx > 0 ? p.n_ctx : (m->n_ctx_train < 4096 ? m->n_ctx_train : 4096);
+    if (n_ctx > (1 << 24)) {
+        snprintf(err, err_size, "context size %" PRId64 " is too large", n_ctx);
+        return -1;
+    }
+    struct llm_ctx *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, err_size, "out of memory");
+        return -1;
+    }
+    c->m = m;
+    c->n_ctx = n_ctx;
+    c->n_batch = p.n_batch > 0 ? p.n_batch : 512;
+    if (c->n_batch > n_ctx)
+        c->n_batch = n_ctx;
+    c->n_threads = p.n_threads > 0 ? p.n_threads : llm_default_threads();
+    c->kv_type = p.kv_type;
+    c->kv_ops = llm_get_type_ops(p.kv_type);
+    c->f32_ops = llm_get_type_ops(LLM_TYPE_F32);
+    c->kv_elt = p.kv_type == LLM_TYPE_F16 ? 2 : 4;
+
+    bool ok = true;
+    size_t f = sizeof(float);
+    int64_t B = c->n_batch, hd = m->head_dim;
+    size_t layer_kv = (size_t)(m->kv_dim * n_ctx) * c->kv_elt;
+    c->k_cache = calloc((size_t)m->n_layer, sizeof *c->k_cache);
+    c->v_cache = calloc((size_t)m->n_layer, sizeof *c->v_cache);
+    if (!c->k_cache || !c->v_cache)
+        ok = false;
+    for (int64_t l = 0; ok && l < m->n_layer; l++) {
+        c->k_cache[l] = alloc(layer_kv, &ok);
+        c->v_cache[l] = alloc(layer_kv, &ok);
+    }
+    c->logits = alloc((size_t)m->n_vocab * f, &ok);
+    c->x = alloc((size_t)m->n_embd * f, &ok);
+    c->xb = alloc((size_t)m->n_embd * f, &ok);
+    c->q = alloc((size_t)m->q_dim * f, &ok);
+    c->k = alloc((size_t)m->kv_dim * f, &ok);
+    c->v = alloc((size_t)m->kv_dim * f, &ok);
+    c->att = alloc((size_t)m->q_dim * f, &ok);
+    c->hb = alloc((size_t)m->n_ff * f, &ok);
+    c->hb2 = alloc((size_t)m->n_ff * f, &ok);
+    for (int i = 0; i < 3; i++)
+        c->xq[i] = alloc((size_t)m->max_vd_bytes, &ok);
+    c->att_tmp_stride = ((size_t)(2 * n_ctx * hd + n_ctx) + 15) / 16 * 16;
+    c->att_tmp = alloc(c->att_tmp_stride * (size_t)c->n_threads * f, &ok);
+    c->rope_cs = alloc((size_t)(B * m->rope_dim) * f, &ok);
+    c->bx = alloc((size_t)(B * m->n_embd) * f, &ok);
+    c->bxb = alloc((size_t)(B * m->n_embd) * f, &ok);
+    c->bq = alloc((size_t)(B * m->q_dim) * f, &ok);
+    c->bk = alloc((size_t)(B * m->kv_dim) * f, &ok);
+    c->bv = alloc((size_t)(B * m->kv_dim) * f, &ok);
+    c->batt = alloc((size_t)(B * m->q_dim) * f, &ok);
+    c->bh = alloc((size_t)(B * m->n_ff) * f, &ok);
+    c->bh2 = alloc((size_t)(B * m->n_ff) * f, &ok);
+    c->scores = alloc((size_t)(B * n_ctx) * f, &ok);
+    c->kf = alloc((size_t)(n_ctx * hd) * f, &ok);
+    c->vf = alloc((size_t)(n_ctx * hd) * f, &ok);
+    int64_t max_in = m->n_embd > m->n_ff ? m->n_embd : m->n_ff;
+    if (m->q_dim > max_in)
+        max_in = m->q_dim;
+    int64_t rows = PANEL_BYTES / (int64_t)f / max_in;
+    rows = rows < ROW_CHUNK ? ROW_CHUNK : rows / ROW_CHUNK * ROW_CHUNK;
+    c->panel_elems = rows * max_in;
+    c->panel = alloc((size_t)c->panel_elems * f, &ok);
+    if (!ok) {
+        llm_ctx_free(c);
+        snprintf(err, err_size, "out of memory for a context of %" PRId64 " positions", n_ctx);
+        return -1;
+    }
+    llm_gemm_set_threads(c->n_threads);
+    *out = c;
+    return 0;
+}
+
+void llm_ctx_free(struct llm_ctx *c)
+{
+    if (!c)
+        return;
+    for (int64_t l = 0; c->k_cache && l < c->m->n_layer; l++)
+        free(c->k_cache[l]);
+    for (int64_t l = 0; c->v_cache && l < c->m->n_layer; l++)
+        free(c->v_cache[l]);
+    free(c->k_cache);
+    free(c->v_cache);
+    float *bufs[] = {c->logits, c->x, c->xb, c->q, c->k, c->v, c->att, c->hb, c->hb2,
+                     c->att_tmp, c->rope_cs, c->bx, c->bxb, c->bq, c->bk, c->bv, c->batt,
+                     c->bh, c->bh2, c->scores, c->kf, c->vf, c->panel};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        free(bufs[i]);
+    for (int i = 0; i < 3; i++)
+        free(c->xq[i]);
+    free(c);
+}
+
+const char *llm_ctx_errmsg(const struct llm_ctx *c) { return c->errmsg; }
+const float *llm_ctx_logits(const struct llm_ctx *c) { return c->logits_valid ? c->logits : NULL; }
+int64_t llm_ctx_n_past(const struct llm_ctx *c) { return c->n_past; }
+int64_t llm_ctx_n_ctx(const struct llm_ctx *c) { return c->n_ctx; }
+int llm_ctx_n_threads(const struct llm_ctx *c) { return c->n_threads; }
+uint32_t llm_ctx_kv_type(const struct llm_ctx *c) { return c->kv_type; }
+
+/* ==== small kernels ==== */
+
+/* y = x / rms(x) * w, the sum of squares in double as ggml does */
+static void rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
+{
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++)
+        sum += (double)(x[i] * x[i]);
+    float mean = (float)(sum / (double)n);
+    float scale = 1.0f / sqrtf(mean + eps);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = (x[i] * scale) * w[i];
+}
+
+/* cos/sin of each rotated pair for position pos, as ggml's rope cache:
+ * theta_i = pos * base^(-2i/n_dims), by repeated multiplication */
+static void rope_cache(const struct llm_model *m, int64_t pos, float *cs)
+{
+    float theta_scale = powf(m->rope_base, -2.0f / (float)m->rope_dim);
+    float theta = (float)pos;
+    for (int64_t i = 0; i < m->rope_dim / 2; i++) {
+        float ff = m->rope_freqs ? m->rope_freqs[i] : 1.0f;
+        float th = m->rope_freq_scale * (theta / ff);
+        cs[2 * i] = cosf(th);
+        cs[2 * i + 1] = sinf(th);
+        theta *= theta_scale;
+    }
+}
+
+/* rotate the heads of one token's q or k */
+static void rope(const struct llm_model *m, float *v, int64_t n_heads, const float *cs)
+{
+    int64_t nd = m->rope_dim, half = nd / 2;
+    for (int64_t h = 0; h < n_heads; h++) {
+        float *x = v + h * m->head_dim;
+        if (m->rope_neox) {
+            for (int64_t i = 0; i < half; i++) {
+                float c = cs[2 * i], s = cs[2 * i + 1], x0 = x[i], x1 = x[i + half];
+                x[i] = x0 * c - x1 * s;
+                x[i + half] = x0 * s + x1 * c;
+            }
+        } else {
+            for (int64_t i = 0; i < half; i++) {
+                float c = cs[2 * i], s = cs[2 * i + 1], x0 = x[2 * i], x1 = x[2 * i + 1];
+                x[2 * i] = x0 * c - x1 * s;
+                x[2 * i + 1] = x0 * s + x1 * c;
+            }
+        }
+    }
+}
+
+static void add_bias(float *x, const float *b, int64_t n)
+{
+    if (b)
+        for (int64_t i = 0; i < n; i++)
+            x[i] += b[i];
+}
+
+/* what happens to one token's fresh q, k, v before attention: biases,
+ * per-head norms (qwen3), RoPE; then k and v go into the cache at pos */
+static void qkv_finish(struct llm_ctx *c, const struct llm_layer *L, int64_t l, float *q, float *k,
+                       float *v, int64_t pos, const float *cs)
+{
+    const struct llm_model *m = c->m;
+    int64_t hd = m->head_dim;
+    add_bias(q, L->bq, m->q_dim);
+    add_bias(k, L->bk, m->kv_dim);
+    add_bias(v, L->bv, m->kv_dim);
+    if (L->q_norm)
+        for (int64_t h = 0; h < m->n_head; h++)
+            rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, m->rms_eps);
+    if (L->k_norm)
+        for (int64_t h = 0; h < m->n_head_kv; h++)
+            rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, m->rms_eps);
+    rope(m, q, m->n_head, cs);
+    rope(m, k, m->n_head_kv, cs);
+    for (int64_t g = 0; g < m->n_head_kv; g++) {
+        size_t off = (size_t)((g * c->n_ctx + pos) * hd) * c->kv_elt;
+        c->kv_ops->from_float(k + g * hd, c->k_cache[l] + off, hd);
+        c->kv_ops->from_float(v + g * hd, c->v_cache[l] + off, hd);
+    }
+}
+
+/* softmax of the first n scores in place, zero after them up to n_total */
+static void softmax(float *s, int64_t n, int64_t n_total)
+{
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n; j++)
+        mx = s[j] > mx ? s[j] : mx;
+    float sum = 0;
+    for (int64_t j = 0; j < n; j++) {
+        s[j] = expf(s[j] - mx);
+        sum += s[j];
+    }
+    float inv = 1.0f / sum;
+    for (int64_t j = 0; j < n; j++)
+        s[j] *= inv;
+    for (int64_t j = n; j < n_total; j++)
+        s[j] = 0;
+}
+
+/* ==== decode: one token, one OpenMP team ==== */
+
+/* y_i = W_i x_i for up to three weights sharing a loop; called by every
+ * thread of the team (ends with the loop's barrier) */
+static void gemv_team(int nw, const struct llm_weight *const *w, uint8_t *const *xq, float *const *y)
+{
+    int64_t chunks[3], total = 0;
+    for (int i = 0; i < nw; i++) {
+        chunks[i] = (w[i]->n_out + ROW_CHUNK - 1) / ROW_CHUNK;
+        total += chunks[i];
+    }
+#pragma omp for schedule(static)
+    for (int64_t ci = 0; ci < total; ci++) {
+        int i = 0;
+        int64_t cj = ci;
+        while (cj >= chunks[i])
+            cj -= chunks[i++];
+        const struct llm_weight *W = w[i];
+        int64_t r0 = cj * ROW_CHUNK, r1 = r0 + ROW_CHUNK < W->n_out ? r0 + ROW_CHUNK : W->n_out;
+        float (*dot)(int64_t, const void *, const void *) = W->ops->vec_dot;
+        for (int64_t r = r0; r < r1; r++)
+            y[i][r] = dot(W->n_in, W->data + (size_t)r * W->row_bytes, xq[i]);
+    }
+}
+
+/* convert x for each weight (the first of equal vec_dot types is reused) */
+static void quantize_for(int nw, const struct llm_weight *const *w, const float *x, uint8_t *const *xq)
+{
+    for (int i = 0; i < nw; i++) {
+        int same = -1;
+        for (int j = 0; j < i; j++)
+            if (w[j]->ops->vec_dot_type == w[i]->ops->vec_dot_type)
+                same = j;
+        if (same >= 0)
+            memcpy(xq[i], xq[same], w[i]->vd_bytes);
+        else
+            w[i]->vd_ops->from_float(x, xq[i], w[i]->n_in);
+    }
+}
+
+/* one query head against positions [0, n_kv) of its KV head; K and V of
+ * that head are converted to f32 into this thread's buffer when the head
+ * changes (*last_g) */
+static void attend_decode(struct llm_ctx *c, int64_t l, int64_t h, int64_t n_kv, int64_t *last_g)
+{
+    const struct llm_model *m = c->m;
+    int64_t hd = m->head_dim, g = h / (m->n_head / m->n_head_kv);
+    float *kf = c->att_tmp + c->att_tmp_stride * (size_t)omp_get_thread_num();
+    float *vf = kf + c->n_ctx * hd, *sc = vf + c->n_ctx * hd;
+    if (*last_g != g) {
+        size_t off = (size_t)(g * c->n_ctx * hd) * c->kv_elt;
+        c->kv_ops->to_float(c->k_cache[l] + off, kf, n_kv * hd);
+        c->kv_ops->to_float(c->v_cache[l] + off, vf, n_kv * hd);
+        *last_g = g;
+    }
+    const float *q = c->q + h * hd;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int64_t j = 0; j < n_kv; j++)
+        sc[j] = c->f32_ops->vec_dot(hd, q, kf + j * hd) * scale;
+    softmax(sc, n_kv, n_kv);
+    float *o = c->att + h * hd;
+    for (int64_t d = 0; d < hd; d++)
+        o[d] = 0;
+    for (int64_t j = 0; j < n_kv; j++) {
+        const float *vr = vf + j * hd;
+        float p = sc[j];
+        for (int64_t d = 0; d < hd; d++)
+            o[d] += p * vr[d];
+    }
+}
+
+static void forward_one(struct llm_ctx *c, int32_t tok, bool want_logits)
+{
+    const struct llm_model *m = c->m;
+    int64_t pos = c->n_past, n_kv = pos + 1;
+    m->tok_embd.ops->to_float(m->tok_embd.data + (size_t)tok * m->tok_embd.row_bytes, c->x, m->n_embd);
+    rope_cache(m, pos, c->rope_cs);
+#pragma omp parallel num_threads(c->n_threads)
+    {
+        for (int64_t l = 0; l < m->n_layer; l++) {
+            const struct llm_layer *L = &m->layers[l];
+            const struct llm_weight *qkv[3] = {&L->wq, &L->wk, &L->wv};
+            float *const qkv_out[3] = {c->q, c->k, c->v};
+#pragma omp single
+            {
+                rmsnorm(c->xb, c->x, L->attn_norm, m->n_embd, m->rms_eps);
+                quantize_for(3, qkv, c->xb, c->xq);
+            }
+            gemv_team(3, qkv, c->xq, qkv_out);
+#pragma omp single
+            qkv_finish(c, L, l, c->q, c->k, c->v, pos, c->rope_cs);
+            int64_t last_g = -1;
+#pragma omp for schedule(static)
+            for (int64_t h = 0; h < m->n_head; h++)
+                attend_decode(c, l, h, n_kv, &last_g);
+            const struct llm_weight *wo[1] = {&L->wo};
+            float *const wo_out[1] = {c->xb};
+#pragma omp single
+            quantize_for(1, wo, c->att, c->xq);
+            gemv_team(1, wo, c->xq, wo_out);
+            const struct llm_weight *gu[2] = {&L->w_gate, &L->w_up};
+            float *const gu_out[2] = {c->hb, c->hb2};
+#pragma omp single
+            {
+                for (int64_t i = 0; i < m->n_embd; i++)
+                    c->x[i] += c->xb[i];
+                rmsnorm(c->xb, c->x, L->ffn_norm, m->n_embd, m->rms_eps);
+                quantize_for(2, gu, c->xb, c->xq);
+            }
+            gemv_team(2, gu, c->xq, gu_out);
+            const struct llm_weight *wd[1] = {&L->w_down};
+            float *const wd_out[1] = {c->xb};
+#pragma omp single
+            {
+                for (int64_t i = 0; i < m->n_ff; i++)
+                    c->hb[i] = c->hb[i] / (1.0f + expf(-c->hb[i])) * c->hb2[i];
+                quantize_for(1, wd, c->hb, c->xq);
+            }
+            gemv_team(1, wd, c->xq, wd_out);
+#pragma omp single
+            for (int64_t i = 0; i < m->n_embd; i++)
+                c->x[i] += c->xb[i];
+        }
+        if (want_logits) {
+            const struct llm_weight *wout[1] = {&m->output};
+            float *const lo[1] = {c->logits};
+#pragma omp single
+            {
+                rmsnorm(c->xb, c->x, m->output_norm, m->n_embd, m->rms_eps);
+                quantize_for(1, wout, c->xb, c->xq);
+            }
+            gemv_team(1, wout, c->xq, lo);
+        }
+    }
+    c->n_past++;
+}
+
+/* ==== prefill: a batch of tokens on BLIS ==== */
+
+/* Y (T x n_out) = X (T x n_in) W^T */
+static void gemm_weight(struct llm_ctx *c, const struct llm_weight *w, const float *x, float *y, int64_t T)
+{
+    if (w->type == LLM_TYPE_F32 && (uintptr_t)w->data % 4 == 0) {
+        llm_sgemm_nt(T, w->n_out, w->n_in, 1.0f, x, w->n_in, (const float *)w->data, w->n_in, 0.0f,
+                     y, w->n_out);
+        return;
+    }
+    int64_t rows = c->panel_elems / w->n_in;
+    for (int64_t r0 = 0; r0 < w->n_out; r0 += rows) {
+        int64_t nr = r0 + rows < w->n_out ? rows : w->n_out - r0;
+        float *panel = c->panel;
+#pragma omp parallel for num_threads(c->n_threads) schedule(static)
+        for (int64_t r = 0; r < nr; r++)
+            w->ops->to_float(w->data + (size_t)(r0 + r) * w->row_bytes, panel + r * w->n_in, w->n_in);
+        llm_sgemm_nt(T, nr, w->n_in, 1.0f, x, w->n_in, panel, w->n_in, 0.0f, y + r0, w->n_out);
+    }
+}
+
+static void rmsnorm_rows(struct llm_ctx *c, float *y, const float *x, const float *w, int64_t T)
+{
+    int64_t n = c->m->n_embd;
+#pragma omp parallel for num_threads(c->n_threads) schedule(static)
+    for (int64_t t = 0; t < T; t++)
+        rmsnorm(y + t * n, x + t * n, w, n, c->m->rms_eps);
+}
+
+/* causal attention of T new tokens (positions n_past..) over [0, n_past+T) */
+static void attend_prefill(struct llm_ctx *c, int64_t l, int64_t T)
+{
+    const struct llm_model *m = c->m;
+    int64_t hd = m->head_dim, group = m->n_head / m->n_head_kv, n_kv = c->n_past + T;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int64_t g = 0; g < m->n_head_kv; g++) {
+        size_t off = (size_t)(g * c->n_ctx * hd) * c->kv_elt;
+        int64_t per = (n_kv + c->n_threads - 1) / c->n_threads;
+#pragma omp parallel for num_threads(c->n_threads) schedule(static)
+        for (int64_t part = 0; part < c->n_threads; part++) {
+            int64_t j0 = part * per, j1 = j0 + per < n_kv ? j0 + per : n_kv;
+            if (j0 < j1) {
+                size_t o = off + (size_t)(j0 * hd) * c->kv_elt;
+                c->kv_ops->to_float(c->k_cache[l] + o, c->kf + j0 * hd, (j1 - j0) * hd);
+                c->kv_ops->to_float(c->v_cache[l] + o, c->vf + j0 * hd, (j1 - j0) * hd);
+            }
+        }
+        for (int64_t h = g * group; h < (g + 1) * group; h++) {
+            llm_sgemm_nt(T, n_kv, hd, scale, c->bq + h * hd, m->q_dim, c->kf, hd, 0.0f, c->scores, n_kv);
+#pragma omp parallel for num_threads(c->n_threads) schedule(static)
+            for (int64_t t = 0; t < T; t++)
+                softmax(c->scores + t * n_kv, c->n_past + t + 1, n_kv);
+            llm_sgemm_nn(T, hd, n_kv, 1.0f, c->scores, n_kv, c->vf, hd, 0.0f, c->batt + h * hd, m->q_dim);
+        }
+    }
+}
+
+static void forward_batch(struct llm_ctx *c, const int32_t *tok, int64_t T, bool want_logits)
+{
+    const struct llm_model *m = c->m;
+    int64_t E = m->n_embd, F = m->n_ff;
+    for (int64_t t = 0; t < T; t++) {
+        m->tok_embd.ops->to_float(m->tok_embd.data + (size_t)tok[t] * m->tok_embd.row_bytes,
+                                  c->bx + t * E, E);
+        rope_cache(m, c->n_past + t, c->rope_cs + t * m->rope_dim);
+    }
+    for (int64_t l = 0; l < m->n_layer; l++) {
+        const struct llm_layer *L = &m->layers[l];
+        /* attention block */
+        rmsnorm_rows(c, c->bxb, c->bx, L->attn_norm, T);
+        gemm_weight(c, &L->wq, c->bxb, c->bq, T);
+        gemm_weight(c, &L->wk, c->bxb, c->bk, T);
+        gemm_weight(c, &L->wv, c->bxb, c->bv, T);
+#pragma omp parallel for num_threads(c->n_threads) schedule(static)
+        for (int64_t t = 0; t < T; t++)
+            qkv_finish(c, L, l, c->bq + t * m->q_dim, c->bk + t * m->kv_dim, c->bv + t * m->kv_dim,
+                       c->n_past + t, c->rope_cs + t * m->rope_dim);
+        attend_prefill(c, l, T);
+        gemm_weight(c, &L->wo, c->batt, c->bxb, T);
+#pragma omp parallel for num_threads(c->n_threads) schedule(static)
+        for (int64_t i = 0; i < T * E; i++)
+            c->bx[i] += c->bxb[i];
+        /* feed-forward block */
+        rmsnorm_rows(c, c->bxb, c->bx, L->ffn_norm, T);
+        gemm_weight(c, &L->w_gate, c->bxb, c->bh, T);
+        gemm_weight(c, &L->w_up, c->bxb, c->bh2, T);
+#pragma omp parallel for num_threads(c->n_threads) schedule(static)
+        for (int64_t i = 0; i < T * F; i++)
+            c->bh[i] = c->bh[i] / (1.0f + expf(-c->bh[i])) * c->bh2[i];
+        gemm_weight(c, &L->w_down, c->bh, c->bxb, T);
+#pragma omp parallel for num_threads(c->n_threads) schedule(static)
+        for (int64_t i = 0; i < T * E; i++)
+            c->bx[i] += c->bxb[i];
+    }
+    c->n_past += T;
+    if (want_logits) {
+        /* only the last position's logits: the decode path's LM head */
+        const struct llm_weight *wout[1] = {&m->output};
+        float *const lo[1] = {c->logits};
+        rmsnorm(c->xb, c->bx + (T - 1) * E, m->output_norm, E, m->rms_eps);
+        quantize_for(1, wout, c->xb, c->xq);
+#pragma omp parallel num_threads(c->n_threads)
+        gemv_team(1, wout, c->xq, lo);
+    }
+}
+
+int llm_ctx_decode(struct llm_ctx *c, const int32_t *tokens, int64_t n)
+{
+    if (n <= 0)
+        return set_err(c, LLM_ERR, "no tokens to decode");
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= c->m->n_vocab)
+            return set_err(c, LLM_ERR, "token id %" PRId32 " is out of range (the vocabulary has %" PRId64
+                           " tokens)", tokens[i], c->m->n_vocab);
+    if (n > c->n_ctx - c->n_past)
+        return set_err(c, LLM_ERR_CTX_FULL,
+                       "context full: %" PRId64 " tokens do not fit after %" PRId64 " of %" PRId64,
+                       n, c->n_past, c->n_ctx);
+    c->logits_valid = false;
+    for (int64_t i = 0; i < n;) {
+        int64_t T = n - i < c->n_batch ? n - i : c->n_batch;
+        bool last = i + T == n;
+        if (T < MIN_PREFILL) {
+            for (int64_t j = 0; j < T; j++)
+                forward_one(c, tokens[i + j], last && j == T - 1);
+        } else {
+            forward_batch(c, tokens + i, T, last);
+        }
+        i += T;
+    }
+    c->logits_valid = true;
+    return LLM_OK;
+}
+
+/* ==== the KV cache as rows ==== */
+
+uint64_t llm_ctx_kv_bytes(const struct llm_ctx *c, int64_t n_pos)
+{
+    return (uint64_t)n_pos * (uint64_t)c->m->kv_dim * 2 * c->kv_elt * (uint64_t)c->m->n_layer;
+}
+
+int llm_ctx_truncate(struct llm_ctx *c, int64_t n)
+{
+    if (n < 0 || n > c->n_past)
+        return set_err(c, LLM_ERR, "cannot truncate to %" PRId64 " of %" PRId64 " positions", n,
+                       c->n_past);
+    c->n_past = n;
+    c->logits_valid = false;
+    return LLM_OK;
+}
+
+uint64_t llm_ctx_kv_size(const struct llm_ctx *c, int64_t a, int64_t b)
+{
+    return b > a ? llm_ctx_kv_bytes(c, b - a) : 0;
+}
+
+/* copy rows [a, b) between the cache and buf, in the export layout */
+static void kv_copy(const struct llm_ctx *c, int64_t a, int64_t b, uint8_t *buf, bool to_cache)
+{
+    const struct llm_model *m = c->m;
+    size_t row = (size_t)m->head_dim * c->kv_elt, span = (size_t)(b - a) * row;
+    for (int64_t l = 0; l < m->n_layer; l++)
+        for (int kv = 0; kv < 2; kv++) {
+            uint8_t *cache = kv ? c->v_cache[l] : c->k_cache[l];
+            for (int64_t g = 0; g < m->n_head_kv; g++) {
+                uint8_t *p = cache + (size_t)(g * c->n_ctx + a) * row;
+                if (to_cache)
+                    memcpy(p, buf, span);
+                else
+                    memcpy(buf, p, span);
+                buf += span;
+            }
+        }
+}
+
+int64_t llm_ctx_kv_export(const struct llm_ctx *c, int64_t a, int64_t b, void *buf, size_t size)
+{
+    if (a < 0 || b < a || b > c->n_past)
+        return LLM_ERR;
+    uint64_t need = llm_ctx_kv_size(c, a, b);
+    if (size < need)
+        return -(int64_t)need;
+    kv_copy(c, a, b, buf, false);
+    return (int64_t)need;
+}
+
+int llm_ctx_kv_import(struct llm_ctx *c, int64_t a, int64_t b, const void *buf, size_t size)
+{
+    if (a < 0 || a > c->n_past || b < a || b > c->n_ctx)
+        return set_err(c, LLM_ERR, "cannot import positions [%" PRId64 ", %" PRId64 ") after %" PRId64
+                       " of %" PRId64, a, b, c->n_past, c->n_ctx);
+    if (size != llm_ctx_kv_size(c, a, b))
+        return set_err(c, LLM_ERR, "KV rows of %zu bytes, expected %" PRIu64, size,
+                       llm_ctx_kv_size(c, a, b));
+    kv_copy(c, a, b, (uint8_t *)buf, true);
+    c->n_past = b;
+    c->logits_valid = false;
+    return LLM_OK;
+}

@@ -1,0 +1,89 @@
+/*
+ * gemm.c - kvchat's only contact with BLIS: choosing the sub-configuration
+ * by cpuid before BLIS initialises, setting its thread count, and a row-major
+ * sgemm. Invariants: llm_gemm_setup runs before any other BLIS call (it is
+ * called from llm_model_open); a BLIS_ARCH_TYPE the user set is never
+ * overridden; the same inputs and thread count give the same bits.
+ */
+#include "core/gemm.h"
+
+/* blis.h itself is not -Wextra clean */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wtype-limits"
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include <blis.h>
+#pragma GCC diagnostic pop
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
+static int user_set_arch;
+
+static int pick_arch(void)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+        return BLIS_ARCH_SKX;
+    if (__builtin_cpu_is("amd") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return BLIS_ARCH_ZEN3;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return BLIS_ARCH_HASWELL;
+#endif
+    return -1;
+}
+
+static void setup(void)
+{
+    const char *env = getenv("BLIS_ARCH_TYPE");
+    user_set_arch = env && *env;
+    if (!user_set_arch) {
+        int arch = pick_arch();
+        if (arch >= 0) {
+            char buf[16];
+            snprintf(buf, sizeof buf, "%d", arch);
+            setenv("BLIS_ARCH_TYPE", buf, 1);
+        }
+    }
+    bli_init();
+}
+
+void llm_gemm_setup(void)
+{
+    pthread_once(&setup_once, setup);
+}
+
+const char *llm_gemm_arch(bool *user_set)
+{
+    llm_gemm_setup();
+    if (user_set)
+        *user_set = user_set_arch;
+    return bli_arch_string(bli_arch_query_id());
+}
+
+void llm_gemm_set_threads(int n)
+{
+    llm_gemm_setup();
+    bli_thread_set_num_threads(n > 0 ? n : 1);
+}
+
+void llm_sgemm_nt(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                  const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
+{
+    float al = alpha, be = beta;
+    /* row-major: A (m x k, row stride lda), B (n x k, row stride ldb) used
+     * transposed, C (m x n, row stride ldc) */
+    bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_TRANSPOSE, (dim_t)m, (dim_t)n, (dim_t)k, &al, (float *)a,
+              (inc_t)lda, 1, (float *)b, (inc_t)ldb, 1, &be, c, (inc_t)ldc, 1);
+}
+
+void llm_sgemm_nn(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                  const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
+{
+    float al = alpha, be = beta;
+    bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, (dim_t)m, (dim_t)n, (dim_t)k, &al, (float *)a,
+              (inc_t)lda, 1, (float *)b, (inc_t)ldb, 1, &be, c, (inc_t)ldc, 1);
+}

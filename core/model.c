@@ -1,0 +1,265 @@
+/*
+ * model.c - binds a GGUF model for computing: reads its hyperparameters
+ * (from llm_model_meta_read), finds every tensor the architecture needs,
+ * checks its type, shape and kernels, and keeps pointers into the mapping.
+ * Invariants: a model that opens has every tensor present with the right
+ * shape and a type with kernels, and every row length divisible by the
+ * block sizes involved, so the engine never checks again; no tensor data is
+ * copied (weights stay in the mmap).
+ */
+#include "core/model.h"
+#include "core/gemm.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct llm_model_params llm_model_default_params(void)
+{
+    return (struct llm_model_params){.vocab_only = false};
+}
+
+struct binder {
+    struct llm_model *m;
+    char *err;
+    size_t err_size;
+};
+
+static int fail(struct binder *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(struct binder *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->err, b->err_size, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static const struct llm_tensor_info *find(struct binder *b, const char *name, bool required)
+{
+    int64_t i = llm_gguf_find_tensor(b->m->gguf, name);
+    if (i < 0) {
+        if (required)
+            fail(b, "tensor '%s' is missing", name);
+        return NULL;
+    }
+    return llm_gguf_tensor(b->m->gguf, i);
+}
+
+/* a 1-D F32 vector of n elements; *out NULL when absent and optional */
+static int bind_vec(struct binder *b, const char *name, int64_t n, bool required, const float **out)
+{
+    *out = NULL;
+    const struct llm_tensor_info *t = find(b, name, required);
+    if (!t)
+        return required ? -1 : 0;
+    if (t->n_dims != 1 || t->ne[0] != n)
+        return fail(b, "tensor '%s' has shape [%" PRId64 " x %" PRId64 "], expected [%" PRId64 "]",
+                    name, t->ne[0], t->ne[1], n);
+    if (t->type != LLM_TYPE_F32)
+        return fail(b, "tensor '%s' has type %s, expected F32", name, llm_type_name(t->type));
+    if ((uintptr_t)t->data % 4)
+        return fail(b, "tensor '%s' is not aligned", name);
+    *out = t->data;
+    return 0;
+}
+
+static int bind_weight(struct binder *b, const char *name, int64_t n_in, int64_t n_out,
+                       struct llm_weight *w)
+{
+    const struct llm_tensor_info *t = find(b, name, true);
+    if (!t)
+        return -1;
+    if (t->n_dims != 2 || t->ne[0] != n_in || t->ne[1] != n_out)
+        return fail(b, "tensor '%s' has shape [%" PRId64 " x %" PRId64 "], expected [%" PRId64
+                       " x %" PRId64 "]",
+                    name, t->ne[0], t->n_dims > 1 ? t->ne[1] : 1, n_in, n_out);
+    const struct llm_type_ops *ops = llm_get_type_ops(t->type);
+    const struct llm_type_ops *vd = ops ? llm_get_type_ops(ops->vec_dot_type) : NULL;
+    if (!ops || !ops->to_float || !ops->vec_dot || !vd || !vd->from_float)
+        return fail(b, "tensor '%s' has type %s, which kvchat cannot compute with", name,
+                    llm_type_name(t->type));
+    int64_t bs = llm_type_block_size(t->type), vbs = llm_type_block_size(ops->vec_dot_type);
+    if (n_in % bs || n_in % vbs)
+        return fail(b, "tensor '%s': rows of %" PRId64 " elements do not divide into %s blocks", name,
+                    n_in, llm_type_name(n_in % bs ? t->type : ops->vec_dot_type));
+    w->name = t->name;
+    w->data = t->data;
+    w->type = t->type;
+    w->n_in = n_in;
+    w->n_out = n_out;
+    w->row_bytes = (size_t)(n_in / bs * llm_type_block_bytes(t->type));
+    w->ops = ops;
+    w->vd_ops = vd;
+    w->vd_bytes = (size_t)(n_in / vbs * llm_type_block_bytes(ops->vec_dot_type));
+    if ((int64_t)w->vd_bytes > b->m->max_vd_bytes)
+        b->m->max_vd_bytes = (int64_t)w->vd_bytes;
+    return 0;
+}
+
+static int hparams(struct binder *b)
+{
+    struct llm_model *m = b->m;
+    const struct llm_model_meta *mt = &m->meta;
+    if (strcmp(mt->arch, "llama") && strcmp(mt->arch, "qwen2") && strcmp(mt->arch, "qwen3"))
+        return fail(b, "architecture '%s' is not supported (llama, qwen2, qwen3 are)", mt->arch);
+    struct { const char *key; int64_t v; } need[] = {
+        {"embedding_length", mt->n_embd}, {"block_count", mt->n_layer},
+        {"feed_forward_length", mt->n_ff}, {"attention.head_count", mt->n_head},
+        {"attention.head_count_kv", mt->n_head_kv}, {"attention.key_length", mt->head_dim_k},
+    };
+    for (size_t i = 0; i < sizeof need / sizeof *need; i++)
+        if (need[i].v <= 0 || need[i].v > (1 << 20))
+            return fail(b, "metadata key '%s.%s' is missing or out of range", mt->arch, need[i].key);
+    if (mt->n_layer > 4096)
+        return fail(b, "metadata key '%s.block_count' is out of range", mt->arch);
+    if (mt->n_head % mt->n_head_kv)
+        return fail(b, "head_count %" PRId64 " is not a multiple of head_count_kv %" PRId64,
+                    mt->n_head, mt->n_head_kv);
+    if (mt->head_dim_v != mt->head_dim_k)
+        return fail(b, "attention.value_length differs from key_length (not supported)");
+    if (mt->head_dim_k % 2 || mt->rope_dim <= 0 || mt->rope_dim > mt->head_dim_k || mt->rope_dim % 2)
+        return fail(b, "rope.dimension_count %" PRId64 " does not fit head size %" PRId64,
+                    mt->rope_dim, mt->head_dim_k);
+    if (!(mt->rms_eps > 0 && mt->rms_eps < 1))
+        return fail(b, "metadata key '%s.attention.layer_norm_rms_epsilon' is missing", mt->arch);
+    m->n_embd = mt->n_embd;
+    m->n_layer = mt->n_layer;
+    m->n_head = mt->n_head;
+    m->n_head_kv = mt->n_head_kv;
+    m->head_dim = mt->head_dim_k;
+    m->n_ff = mt->n_ff;
+    m->q_dim = m->n_head * m->head_dim;
+    m->kv_dim = m->n_head_kv * m->head_dim;
+    m->rms_eps = (float)mt->rms_eps;
+    m->rope_base = (float)mt->rope_freq_base;
+    m->rope_dim = mt->rope_dim;
+    m->rope_neox = strcmp(mt->arch, "llama") != 0;
+    m->rope_freq_scale = 1.0f;
+    m->n_ctx_train = mt->n_ctx_train > 0 ? mt->n_ctx_train : 2048;
+    if (mt->rope_scaling[0] && strcmp(mt->rope_scaling, "none")) {
+        if (strcmp(mt->rope_scaling, "linear"))
+            return fail(b, "rope scaling '%s' is not supported (none, linear are)", mt->rope_scaling);
+        if (mt->rope_scaling_factor > 0)
+            m->rope_freq_scale = (float)(1.0 / mt->rope_scaling_factor);
+    }
+    return 0;
+}
+
+static int bind_tensors(struct binder *b)
+{
+    struct llm_model *m = b->m;
+    const struct llm_tensor_info *te = find(b, "token_embd.weight", true);
+    if (!te)
+        return -1;
+    m->n_vocab = te->n_dims == 2 ? te->ne[1] : 0;
+    if (m->meta.n_vocab > 0 && m->n_vocab != m->meta.n_vocab)
+        return fail(b, "tensor 'token_embd.weight' has %" PRId64 " rows for %" PRId64 " tokens",
+                    m->n_vocab, m->meta.n_vocab);
+    if (bind_weight(b, "token_embd.weight", m->n_embd, m->n_vocab, &m->tok_embd))
+        return -1;
+    if (find(b, "output.weight", false)) {
+        if (bind_weight(b, "output.weight", m->n_embd, m->n_vocab, &m->output))
+            return -1;
+    } else {
+        m->output = m->tok_embd; /* tied */
+    }
+    if (bind_vec(b, "output_norm.weight", m->n_embd, true, &m->output_norm) ||
+        bind_vec(b, "rope_freqs.weight", m->rope_dim / 2, false, &m->rope_freqs))
+        return -1;
+    m->layers = calloc((size_t)m->n_layer, sizeof *m->layers);
+    if (!m->layers)
+        return fail(b, "out of memory");
+    bool qwen3 = !strcmp(m->meta.arch, "qwen3");
+    for (int64_t l = 0; l < m->n_layer; l++) {
+        struct llm_layer *L = &m->layers[l];
+        char n[LLM_GGUF_MAX_NAME + 16];
+#define N(s) (snprintf(n, sizeof n, "blk.%" PRId64 ".%s", l, s), n)
+        if (bind_vec(b, N("attn_norm.weight"), m->n_embd, true, &L->attn_norm) ||
+            bind_weight(b, N("attn_q.weight"), m->n_embd, m->q_dim, &L->wq) ||
+            bind_weight(b, N("attn_k.weight"), m->n_embd, m->kv_dim, &L->wk) ||
+            bind_weight(b, N("attn_v.weight"), m->n_embd, m->kv_dim, &L->wv) ||
+            bind_weight(b, N("attn_output.weight"), m->q_dim, m->n_embd, &L->wo) ||
+            bind_vec(b, N("attn_q.bias"), m->q_dim, false, &L->bq) ||
+            bind_vec(b, N("attn_k.bias"), m->kv_dim, false, &L->bk) ||
+            bind_vec(b, N("attn_v.bias"), m->kv_dim, false, &L->bv) ||
+            bind_vec(b, N("attn_q_norm.weight"), m->head_dim, qwen3, &L->q_norm) ||
+            bind_vec(b, N("attn_k_norm.weight"), m->head_dim, qwen3, &L->k_norm) ||
+            bind_vec(b, N("ffn_norm.weight"), m->n_embd, true, &L->ffn_norm) ||
+            bind_weight(b, N("ffn_gate.weight"), m->n_embd, m->n_ff, &L->w_gate) ||
+            bind_weight(b, N("ffn_up.weight"), m->n_embd, m->n_ff, &L->w_up) ||
+            bind_weight(b, N("ffn_down.weight"), m->n_ff, m->n_embd, &L->w_down))
+            return -1;
+#undef N
+    }
+    return 0;
+}
+
+int llm_model_open(const char *path, struct llm_model_params params, struct llm_model **out,
+                   char *err, size_t err_size)
+{
+    *out = NULL;
+    struct llm_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        snprintf(err, err_size, "out of memory");
+        return -1;
+    }
+    struct binder b = {m, err, err_size};
+    if (llm_gguf_open(path, &m->gguf, err, err_size) ||
+        llm_model_meta_read(m->gguf, &m->meta, err, err_size) || hparams(&b) ||
+        (!params.vocab_only && bind_tensors(&b))) {
+        llm_model_close(m);
+        return -1;
+    }
+    if (!params.vocab_only)
+        llm_gemm_setup(); /* before anything else touches BLIS */
+    *out = m;
+    return 0;
+}
+
+void llm_model_close(struct llm_model *m)
+{
+    if (!m)
+        return;
+    free(m->layers);
+    llm_gguf_close(m->gguf);
+    free(m);
+}
+
+const struct llm_model_meta *llm_model_get_meta(const struct llm_model *m) { return &m->meta; }
+const struct llm_gguf *llm_model_gguf(const struct llm_model *m) { return m->gguf; }
+int64_t llm_model_n_vocab(const struct llm_model *m) { return m->n_vocab; }
+int64_t llm_model_n_layer(const struct llm_model *m) { return m->n_layer; }
+int64_t llm_model_n_embd_kv(const struct llm_model *m) { return m->kv_dim; }
+
+int llm_default_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1)
+        n = 1;
+    /* siblings of cpu0 tell how many hardware threads share a core */
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list", "r");
+    if (f) {
+        char buf[64] = {0};
+        if (fgets(buf, sizeof buf, f)) {
+            int per_core = 1;
+            for (char *p = buf; *p; p++)
+                if (*p == ',')
+                    per_core++;
+            int lo, hi;
+            if (per_core == 1 && sscanf(buf, "%d-%d", &lo, &hi) == 2 && hi > lo)
+                per_core = hi - lo + 1;
+            if (per_core > 1 && n / per_core >= 1)
+                n /= per_core;
+        }
+        fclose(f);
+    }
+    return (int)n;
+}
+
+const char *llm_blis_arch(bool *user_set) { return llm_gemm_arch(user_set); }
+const char *llm_kernel_path(void) { return llm_cpu_path(); }

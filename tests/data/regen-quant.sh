@@ -1,0 +1,52 @@
+#!/bin/sh
+# regen-quant.sh - regenerates tests/data/quant/: a small llama model written
+# by `llref mkmodel` (dim 256, 1 layer, ff 256, 260-token placeholder vocab:
+# every row a multiple of 256), quantized by llama.cpp (`llref quantize`)
+# into each type kvchat reads, and goldens.txt: every tensor of every file
+# dequantized by gguf-py's numpy code (llama.cpp's independent Python
+# implementation), summarised per tensor as
+#   FILE TENSOR TYPE N_ELEMENTS HASH SUM
+# where HASH = sum over i of bits(x_i) * ((i * 0x9E3779B97F4A7C15 +
+# 0x632BE59BD9B4E019) | 1) mod 2^64 over the f32 bit patterns in file order
+# (any single changed bit changes it) and SUM is the float64 sum of x_i.
+# tests/test_quant.c recomputes both with kvchat's reference dequantizers.
+#   usage: tests/data/regen-quant.sh   (needs llref and python3-numpy)
+set -eu
+top=$(cd "$(dirname "$0")/../.." && pwd)
+out=$top/tests/data/quant
+LLREF=${LLREF:-$HOME/.cache/llref/llref}
+GGUF_PY=${GGUF_PY:-$HOME/.cache/llref/src/gguf-py}
+PYTHON=${PYTHON:-/usr/bin/python3}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+"$LLREF" mkmodel "$tmp/m.gguf" --arch llama --dim 256 --layers 1 --heads 4 --kv-heads 2 \
+    --ff 256 --n-vocab 260 --seed 1 >/dev/null
+mkdir -p "$out"
+rm -f "$out"/m-*.gguf
+for t in Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K; do
+    "$LLREF" quantize "$tmp/m.gguf" "$out/m-$t.gguf" "$t" >/dev/null 2>&1
+done
+
+cd "$out"
+PYTHONPATH=$GGUF_PY "$PYTHON" - m-*.gguf >goldens.txt <<'PY'
+import sys
+import numpy as np
+from gguf import GGUFReader
+from gguf.quants import dequantize
+
+K1, K2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0x632BE59BD9B4E019)
+print("# file tensor type n_elements hash sum  (made by regen-quant.sh with gguf-py)")
+for path in sys.argv[1:]:
+    r = GGUFReader(path)
+    for t in r.tensors:
+        x = np.ascontiguousarray(dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(-1)
+        assert x.size == int(t.n_elements)
+        bits = x.view(np.uint32).astype(np.uint64)
+        with np.errstate(over="ignore"):
+            mult = (np.arange(x.size, dtype=np.uint64) * K1 + K2) | np.uint64(1)
+            h = int(np.sum(bits * mult, dtype=np.uint64))
+        s = float(np.sum(x.astype(np.float64)))
+        print(f"{path} {t.name} {t.tensor_type.name} {x.size} {h:016x} {s:.17g}")
+PY
+echo "wrote $out/goldens.txt ($(grep -vc '^#' goldens.txt) tensors)"
