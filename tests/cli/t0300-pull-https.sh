@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0100: models pull over HTTPS from nginx on 127.0.0.1 with a test CA:
+# t0300: models pull over HTTPS from nginx on 127.0.0.1 with a test CA:
 # a plain pull, the hub's 302 to a CDN on another port (X-Linked-ETag
 # checked, HF_TOKEN only to the hub), hf:OWNER/REPO:QUANT via the hub API,
 # --sha256, and the failures: checksum mismatch, untrusted certificate,

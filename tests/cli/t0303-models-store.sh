@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0103: the model store without a network: models list/rm/default, -m
+# t0303: the model store without a network: models list/rm/default, -m
 # resolution of store names, KVCHAT_MODEL over the config file, the config
 # file kept intact when written, and the first run (no model: guidance,
 # exit 2; a model: the chat placeholder).

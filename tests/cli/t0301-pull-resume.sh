@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0101: an interrupted pull resumes. nginx serves a first request slowly
+# t0301: an interrupted pull resumes. nginx serves a first request slowly
 # (limit_rate when there is no Range header); the client is interrupted
 # part-way (SIGINT: exit 130, the .part kept), then pulled again: the second
 # request carries Range (and If-Range with nginx's ETag), and the finished
@@ -38,7 +38,7 @@ U=https://127.0.0.1:$P
 # wait_part NAME BYTES: until models/NAME.part holds at least BYTES (15 s at most)
 wait_part() {
     i=0
-    while [ "$(wc -c <"$M/$1.part" 2>/dev/null || echo 0)" -lt "$2" ] && [ $i -lt 150 ]; do
+    while [ "$(stat -c %s "$M/$1.part" 2>/dev/null || echo 0)" -lt "$2" ] && [ $i -lt 150 ]; do
         sleep 0.1; i=$((i + 1))
     done
 }
