@@ -36,6 +36,8 @@ struct net_tls;
 int net_tls_open(int fd, const char *host, const char *ca_file, int timeout_ms,
                  const volatile sig_atomic_t *cancel, struct net_tls **out, char *err,
                  size_t err_size);
+/* can ca_file (a bundle or a directory) be loaded? 0 or NET_ERR_FATAL */
+int net_tls_check_ca(const char *ca_file, char *err, size_t err_size);
 /* bytes read (>0), 0 at the end of the stream, or enum net_err */
 ssize_t net_tls_read(struct net_tls *t, void *buf, size_t n, char *err, size_t err_size);
 /* writes all n bytes: 0 or enum net_err */

@@ -671,6 +671,8 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
             return 0;
         }
     }
+    if (net_tls_check_ca(c.hp.ca_file, err, err_size))
+        return MDL_ERR_FILE;
     int rc = resolve_ref(&c, ref);
     if (rc)
         return rc;

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <mbedtls/version.h>
@@ -125,6 +126,31 @@ static int tls_error(struct net_tls *t, int ret, const char *what, char *err, si
     return NET_ERR_FATAL;
 }
 
+/* load ca_file (a bundle, or a directory of certificates) into ca */
+static int load_ca(mbedtls_x509_crt *ca, const char *ca_file, char *err, size_t err_size)
+{
+    /* a negative result means not one certificate could be loaded */
+    struct stat st;
+    bool is_dir = stat(ca_file, &st) == 0 && S_ISDIR(st.st_mode);
+    int ret = is_dir ? mbedtls_x509_crt_parse_path(ca, ca_file) : mbedtls_x509_crt_parse_file(ca, ca_file);
+    if (ret < 0) {
+        char m[160];
+        mbedtls_strerror(ret, m, sizeof m);
+        snprintf(err, err_size, "cannot load CA certificates from '%s': %s", ca_file, m);
+        return NET_ERR_FATAL;
+    }
+    return 0;
+}
+
+int net_tls_check_ca(const char *ca_file, char *err, size_t err_size)
+{
+    mbedtls_x509_crt ca;
+    mbedtls_x509_crt_init(&ca);
+    int rc = load_ca(&ca, ca_file, err, err_size);
+    mbedtls_x509_crt_free(&ca);
+    return rc;
+}
+
 static void free_parts(struct net_tls *t)
 {
     mbedtls_ssl_free(&t->ssl);
@@ -187,14 +213,8 @@ int net_tls_open(int fd, const char *host, const char *ca_file, int timeout_ms,
         tls_error(t, ret, "cannot seed the random generator", err, err_size);
         goto fail;
     }
-    ret = mbedtls_x509_crt_parse_file(&t->ca, ca_file);
-    if (ret < 0 || t->ca.version == 0) {
-        char m[160];
-        mbedtls_strerror(ret, m, sizeof m);
-        snprintf(err, err_size, "cannot load CA certificates from '%s': %s", ca_file,
-                 ret < 0 ? m : "no certificate in it");
+    if (load_ca(&t->ca, ca_file, err, err_size))
         goto fail;
-    }
     if ((ret = mbedtls_ssl_config_defaults(&t->conf, MBEDTLS_SSL_IS_CLIENT,
                                            MBEDTLS_SSL_TRANSPORT_STREAM, MBEDTLS_SSL_PRESET_DEFAULT))) {
         tls_error(t, ret, "cannot configure TLS", err, err_size);

@@ -63,7 +63,7 @@ kept=$(wc -c <"$M/m.part")
 run "$KVCHAT" models pull --sha256 "$SHA" "$U/files/model.gguf" --name m
 expect_rc 0; expect_err "resuming at byte $kept"; expect_err "verified"
 cmp -s "$M/m.gguf" "$T/www/files/model.gguf" && ok "resumed file identical" || not_ok "resumed file differs"
-grep -q "^$P GET \"/files/model.gguf\" 206 range=\"bytes=$kept-\" ifrange=\"\\\\x22[0-9a-f-]*\\\\x22\"" "$LOG" &&
+log_has "$LOG" "^$P GET \"/files/model.gguf\" 206 range=\"bytes=$kept-\" ifrange=\"\\\\x22[0-9a-f-]*\\\\x22\"" &&
     ok "the second request carried Range and If-Range, got 206" || not_ok "no Range/If-Range request with 206 in the log"
 [ ! -e "$M/m.part" ] && [ ! -e "$M/m.part.meta" ] && ok ".part and its meta gone" || not_ok ".part left"
 
@@ -79,7 +79,7 @@ expect_rc 130
 run "$KVCHAT" models pull --sha256 "$SHA" "$U/norange/model.gguf" --name n
 expect_rc 0; expect_err "sent the whole file instead of the rest; starting over"
 cmp -s "$M/n.gguf" "$T/www/files/model.gguf" && ok "restarted file identical" || not_ok "restarted file differs"
-grep -q "^$P GET \"/norange/model.gguf\" 200 range=\"bytes=" "$LOG" && ok "Range was sent and ignored" ||
+log_has "$LOG" "^$P GET \"/norange/model.gguf\" 200 range=\"bytes=" && ok "Range was sent and ignored" ||
     not_ok "no ignored Range in the log"
 
 # ---- kill -9: what was written stays, and the lock goes with the process ----
@@ -99,7 +99,7 @@ printf 'url = %s\n' "$U/files/model.gguf" >"$M/w.part.meta"
 run "$KVCHAT" models pull --sha256 "$SHA" "$U/files/model.gguf" --name w
 expect_rc 0; expect_err "verified"
 cmp -s "$M/w.gguf" "$T/www/files/model.gguf" && ok "whole .part moved into place" || not_ok "whole .part not handled"
-grep -q "^$P GET \"/files/model.gguf\" 416 range=\"bytes=$SIZE-\"" "$LOG" && ok "asked for the rest, got 416" || not_ok "no 416 in the log"
+log_has "$LOG" "^$P GET \"/files/model.gguf\" 416 range=\"bytes=$SIZE-\"" && ok "asked for the rest, got 416" || not_ok "no 416 in the log"
 
 # ---- a .part from another URL is discarded ----
 head -c 1000 "$T/www/files/model.gguf" >"$M/o.part"
