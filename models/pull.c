@@ -366,6 +366,8 @@ struct part {
     int fd;
     char path[4200], meta[4300];
     uint64_t size;
+    struct mdl_sha256 *sha; /* over the first `hashed` bytes of the file */
+    uint64_t hashed;
 };
 
 /* the sha256 a response vouches for: 64 hex digits in X-Linked-ETag */
@@ -387,6 +389,59 @@ static bool etag_sha256(const char *etag, char out[65])
     return true;
 }
 
+static int sha_reset(struct pull *c, struct part *pt)
+{
+    if (pt->sha) {
+        unsigned char d[32];
+        mdl_sha256_final(pt->sha, d); /* frees it */
+    }
+    pt->hashed = 0;
+    pt->sha = mdl_sha256_init();
+    if (!pt->sha) {
+        snprintf(c->err, c->err_size, "out of memory");
+        return FETCH_FILE_ERR;
+    }
+    return 0;
+}
+
+/* hash what the .part holds beyond what is hashed (bytes from an earlier
+ * run), so the hash keeps step with the file */
+static int sha_catch_up(struct pull *c, struct part *pt)
+{
+    char *buf = NULL;
+    while (pt->hashed < pt->size) {
+        if (!buf && !(buf = malloc(1 << 20))) {
+            snprintf(c->err, c->err_size, "out of memory");
+            return FETCH_FILE_ERR;
+        }
+        size_t want = pt->size - pt->hashed < (1 << 20) ? (size_t)(pt->size - pt->hashed) : (1 << 20);
+        ssize_t k = pread(pt->fd, buf, want, (off_t)pt->hashed);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            snprintf(c->err, c->err_size, "cannot read '%s': %s", pt->path, k ? strerror(errno) : "file shrank");
+            free(buf);
+            return FETCH_FILE_ERR;
+        }
+        mdl_sha256_update(pt->sha, buf, (size_t)k);
+        pt->hashed += (uint64_t)k;
+    }
+    free(buf);
+    return 0;
+}
+
+static void part_close(struct part *pt)
+{
+    if (pt->sha) {
+        unsigned char d[32];
+        mdl_sha256_final(pt->sha, d); /* frees it */
+        pt->sha = NULL;
+    }
+    if (pt->fd >= 0)
+        close(pt->fd);
+    pt->fd = -1;
+}
+
 static int truncate_part(struct pull *c, struct part *pt)
 {
     if (ftruncate(pt->fd, 0) || lseek(pt->fd, 0, SEEK_SET) < 0) {
@@ -395,7 +450,7 @@ static int truncate_part(struct pull *c, struct part *pt)
     }
     pt->size = 0;
     unlink(pt->meta);
-    return 0;
+    return sha_reset(c, pt);
 }
 
 /*
@@ -487,6 +542,10 @@ static int fetch_once(struct pull *c, struct part *pt, char *linked, size_t link
     }
     if (total < 0 && c->expect_size >= 0)
         total = c->expect_size;
+    if (sha_catch_up(c, pt)) {
+        rc = FETCH_FILE_ERR;
+        goto out;
+    }
     struct mdl_progress pr = {.done = pt->size, .total = total, .resumed = pt->size};
     double t0 = now_s(), last = 0;
     for (;;) {
@@ -511,6 +570,10 @@ static int fetch_once(struct pull *c, struct part *pt, char *linked, size_t link
             off += w;
         }
         pt->size += (uint64_t)k;
+        if (pt->hashed + (uint64_t)k == pt->size) {
+            mdl_sha256_update(pt->sha, buf, (size_t)k);
+            pt->hashed = pt->size;
+        }
         *fetched += (uint64_t)k;
         if (total >= 0 && pt->size > (uint64_t)total) {
             snprintf(c->err, c->err_size, "the server sent more bytes than announced");
@@ -557,48 +620,6 @@ static int backoff(struct pull *c, int s)
         nanosleep(&ts, NULL);
     }
     return c->p->cancel && *c->p->cancel ? -1 : 0;
-}
-
-static int hash_file(struct pull *c, const char *path, char hex[65])
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(c->err, c->err_size, "cannot read '%s': %s", path, strerror(errno));
-        return MDL_ERR_FILE;
-    }
-    struct mdl_sha256 *h = mdl_sha256_init();
-    char *buf = malloc(1 << 20);
-    int rc = 0;
-    if (!h || !buf) {
-        snprintf(c->err, c->err_size, "out of memory");
-        rc = MDL_ERR_FILE;
-        goto out;
-    }
-    for (;;) {
-        ssize_t k = read(fd, buf, 1 << 20);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0) {
-            snprintf(c->err, c->err_size, "cannot read '%s': %s", path, strerror(errno));
-            rc = MDL_ERR_FILE;
-            goto out;
-        }
-        if (k == 0)
-            break;
-        mdl_sha256_update(h, buf, (size_t)k);
-    }
-    unsigned char d[32];
-    mdl_sha256_final(h, d);
-    h = NULL;
-    mdl_hex(d, 32, hex);
-out:
-    if (h) {
-        unsigned char d2[32];
-        mdl_sha256_final(h, d2); /* frees it */
-    }
-    free(buf);
-    close(fd);
-    return rc;
 }
 
 static void hub_setup(struct pull *c)
@@ -718,12 +739,16 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
         return MDL_ERR_FILE;
     }
     if (flock(pt.fd, LOCK_EX | LOCK_NB)) {
-        close(pt.fd);
+        part_close(&pt);
         snprintf(err, err_size, "another 'models pull' is downloading '%s'", c.name);
         return MDL_ERR_FILE;
     }
     off_t end = lseek(pt.fd, 0, SEEK_END);
     pt.size = end > 0 ? (uint64_t)end : 0;
+    if (sha_reset(&c, &pt)) {
+        part_close(&pt);
+        return MDL_ERR_FILE;
+    }
 
     /* download, retrying transient failures with backoff */
     char linked[256] = "", final_url[HTTP_MAX_URL] = "";
@@ -737,17 +762,17 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
         if (rc == NET_ERR_INTERRUPTED || (p->cancel && *p->cancel)) {
             snprintf(err, err_size, "interrupted; %llu bytes kept in '%s': pull again to resume",
                      (unsigned long long)pt.size, pt.path);
-            close(pt.fd);
+            part_close(&pt);
             return MDL_ERR_INTERRUPTED;
         }
         if (rc == FETCH_FILE_ERR || rc == NET_ERR_FATAL) {
-            close(pt.fd);
+            part_close(&pt);
             return rc == FETCH_FILE_ERR ? MDL_ERR_FILE : MDL_ERR_NETWORK;
         }
         if (pt.size > before)
             attempt = 0; /* progress was made: the budget starts again */
         if (attempt >= p->retries) {
-            close(pt.fd);
+            part_close(&pt);
             if (pt.size > 0) {
                 size_t L = strlen(err);
                 snprintf(err + L, err_size - L, " (%llu bytes kept: pull again to resume)",
@@ -761,29 +786,33 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
         if (backoff(&c, wait)) {
             snprintf(err, err_size, "interrupted; %llu bytes kept in '%s': pull again to resume",
                      (unsigned long long)pt.size, pt.path);
-            close(pt.fd);
+            part_close(&pt);
             return MDL_ERR_INTERRUPTED;
         }
     }
     if (fsync(pt.fd)) {
         snprintf(err, err_size, "cannot write '%s': %s", pt.path, strerror(errno));
-        close(pt.fd);
+        part_close(&pt);
         return MDL_ERR_FILE;
     }
 
     /* verify: the checksum, then the GGUF header */
     char got[65];
-    if ((rc = hash_file(&c, pt.path, got))) {
-        close(pt.fd);
-        return rc;
+    unsigned char digest[32];
+    if (sha_catch_up(&c, &pt)) {
+        part_close(&pt);
+        return MDL_ERR_FILE;
     }
+    mdl_sha256_final(pt.sha, digest);
+    pt.sha = NULL;
+    mdl_hex(digest, 32, got);
     char published[65] = "";
     bool have_pub = etag_sha256(linked, published);
     const char *expect = want[0] ? want : have_pub ? published : NULL;
     if (expect && strcmp(expect, got)) {
         unlink(pt.path);
         unlink(pt.meta);
-        close(pt.fd);
+        part_close(&pt);
         snprintf(err, err_size, "sha256 mismatch for '%s': expected %s (%s), got %s; the download was deleted",
                  c.name, expect, want[0] ? "--sha256" : "the hub's X-Linked-ETag", got);
         return MDL_ERR_VERIFY;
@@ -793,7 +822,7 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
     if (llm_gguf_open(pt.path, &g, gerr, sizeof gerr)) {
         unlink(pt.path);
         unlink(pt.meta);
-        close(pt.fd);
+        part_close(&pt);
         snprintf(err, err_size, "the download from '%s' is not a GGUF model (%s); it was deleted", c.url, gerr);
         return MDL_ERR_FILE;
     }
@@ -802,10 +831,10 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
     /* into place */
     if (rename(pt.path, dest)) {
         snprintf(err, err_size, "cannot rename '%s' to '%s': %s", pt.path, dest, strerror(errno));
-        close(pt.fd);
+        part_close(&pt);
         return MDL_ERR_FILE;
     }
-    close(pt.fd);
+    part_close(&pt);
     unlink(pt.meta);
     char dir[4200];
     snprintf(dir, sizeof dir, "%s", dest);
