@@ -1,7 +1,7 @@
 /*
  * net.h - (internal to models/) the network layers under `models pull`: a
- * TLS connection over a connected socket (models/tls.c, which with
- * sha256.c are the only files that include mbedTLS), HTTP/1.1 response
+ * TLS connection over a connected socket (models/tls.c, the only file that
+ * includes mbedTLS), HTTP/1.1 response
  * parsing (models/http_parse.c) and the client (models/http.c).
  *
  * Errors: functions return 0 (or a byte count) on success and a negative
