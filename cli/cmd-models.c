@@ -776,8 +776,12 @@ static int models_default(int argc, char **argv)
     const char *name = argv[1];
     if (name[0] == '-')
         return cmd_usage_error(&cmd_models_entry, "models default: unknown option '%s'", name);
-    if (mdl_resolve(name, path, sizeof path))
+    if (mdl_resolve(name, path, sizeof path)) {
+        if (mdl_alias_find(name))
+            return cmd_fail(CMD_EXIT_MODEL, "no model '%s' in the store; pull it first: kvchat models pull %s",
+                            name, name);
         return cmd_fail(CMD_EXIT_MODEL, "no model '%s' in the store (see 'kvchat models list')", name);
+    }
     /* a file given by path is remembered by its absolute path */
     char abs[4096];
     const char *value = name;

@@ -62,6 +62,8 @@ KVCHAT_MODEL=other run "$KVCHAT" -m tiny </dev/null
 expect_rc 1; expect_err "model: .*/models/tiny.gguf"
 run "$KVCHAT" models default nosuch
 expect_rc 2; expect_err "no model 'nosuch' in the store"
+run "$KVCHAT" models default qwen2.5:0.5b
+expect_rc 2; expect_err "pull it first: kvchat models pull qwen2.5:0.5b"
 run "$KVCHAT" models default other
 expect_rc 0
 [ "$(grep -c '^model = ' "$CONF")" = 1 ] && ok "one model line" || not_ok "model line duplicated"
