@@ -20,6 +20,8 @@
 #include <stdarg.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -366,8 +368,7 @@ struct part {
     int fd;
     char path[4200], meta[4300];
     uint64_t size;
-    struct mdl_sha256 *sha; /* over the first `hashed` bytes of the file */
-    uint64_t hashed;
+    struct hasher *hs;      /* SHA-256 of the file, kept in step by a thread */
 };
 
 /* the sha256 a response vouches for: 64 hex digits in X-Linked-ETag */
@@ -389,53 +390,149 @@ static bool etag_sha256(const char *etag, char out[65])
     return true;
 }
 
+/*
+ * The hasher: a thread that keeps a SHA-256 of the .part in step with the
+ * download, reading back (pread, from the page cache) the bytes the
+ * downloader has written, so hashing overlaps the network and TLS work
+ * instead of following it. It starts with the bytes an earlier run left.
+ * Shared fields are under mu; the thread blocks every signal, so Ctrl-C
+ * still interrupts the downloader's waits.
+ */
+struct hasher {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int fd;
+    struct mdl_sha256 *sha;
+    uint64_t hashed;  /* bytes hashed (the thread's) */
+    uint64_t written; /* bytes that may be hashed (the downloader's) */
+    bool done;        /* no more bytes will come: hash up to written, stop */
+    bool abort;       /* stop now */
+    int read_errno;   /* pread failed (0 if not); the file shrank: -1 */
+};
+
+static void *hasher_main(void *arg)
+{
+    struct hasher *h = arg;
+    char *buf = malloc(1 << 20);
+    pthread_mutex_lock(&h->mu);
+    if (!buf)
+        h->read_errno = ENOMEM;
+    while (buf && !h->abort && !h->read_errno) {
+        if (h->hashed == h->written) {
+            if (h->done)
+                break;
+            pthread_cond_wait(&h->cv, &h->mu);
+            continue;
+        }
+        uint64_t at = h->hashed, left = h->written - h->hashed;
+        pthread_mutex_unlock(&h->mu);
+        size_t want = left < (1 << 20) ? (size_t)left : (1 << 20);
+        ssize_t k = pread(h->fd, buf, want, (off_t)at);
+        int e = k < 0 ? errno : k == 0 ? -1 : 0;
+        if (k > 0)
+            mdl_sha256_update(h->sha, buf, (size_t)k);
+        pthread_mutex_lock(&h->mu);
+        if (k > 0)
+            h->hashed += (uint64_t)k;
+        else if (e != EINTR)
+            h->read_errno = e;
+    }
+    pthread_mutex_unlock(&h->mu);
+    free(buf);
+    return NULL;
+}
+
+/* a hasher of fd from byte 0, knowing that `written` bytes are there */
+static struct hasher *hasher_start(int fd, uint64_t written)
+{
+    struct hasher *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->fd = fd;
+    h->written = written;
+    h->sha = mdl_sha256_init();
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->cv, NULL);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = h->sha ? pthread_create(&h->th, NULL, hasher_main, h) : -1;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc) {
+        if (h->sha) {
+            unsigned char d[32];
+            mdl_sha256_final(h->sha, d);
+        }
+        pthread_mutex_destroy(&h->mu);
+        pthread_cond_destroy(&h->cv);
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* more bytes are in the file */
+static void hasher_feed(struct hasher *h, uint64_t written)
+{
+    pthread_mutex_lock(&h->mu);
+    h->written = written;
+    pthread_cond_signal(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+}
+
+/*
+ * Stop the thread and free the hasher. With hex, first let it hash every
+ * written byte and give the digest: 0, or -1 with the read error in err.
+ */
+static int hasher_end(struct hasher *h, char hex[65], char *err, size_t err_size)
+{
+    if (!h)
+        return -1;
+    pthread_mutex_lock(&h->mu);
+    if (hex)
+        h->done = true;
+    else
+        h->abort = true;
+    pthread_cond_signal(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    pthread_join(h->th, NULL);
+    unsigned char d[32];
+    mdl_sha256_final(h->sha, d);
+    int rc = 0;
+    if (hex) {
+        if (h->read_errno || h->hashed != h->written) {
+            snprintf(err, err_size, "cannot read back the download: %s",
+                     h->read_errno > 0 ? strerror(h->read_errno) : "the file shrank");
+            rc = -1;
+        } else {
+            mdl_hex(d, 32, hex);
+        }
+    }
+    pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->cv);
+    free(h);
+    return rc;
+}
+
+/* start the hash of the .part over (it was truncated) */
 static int sha_reset(struct pull *c, struct part *pt)
 {
-    if (pt->sha) {
-        unsigned char d[32];
-        mdl_sha256_final(pt->sha, d); /* frees it */
-    }
-    pt->hashed = 0;
-    pt->sha = mdl_sha256_init();
-    if (!pt->sha) {
-        snprintf(c->err, c->err_size, "out of memory");
+    if (pt->hs)
+        hasher_end(pt->hs, NULL, NULL, 0);
+    pt->hs = hasher_start(pt->fd, pt->size);
+    if (!pt->hs) {
+        snprintf(c->err, c->err_size, "cannot start the hashing thread");
         return FETCH_FILE_ERR;
     }
     return 0;
 }
 
-/* hash what the .part holds beyond what is hashed (bytes from an earlier
- * run), so the hash keeps step with the file */
-static int sha_catch_up(struct pull *c, struct part *pt)
-{
-    char *buf = NULL;
-    while (pt->hashed < pt->size) {
-        if (!buf && !(buf = malloc(1 << 20))) {
-            snprintf(c->err, c->err_size, "out of memory");
-            return FETCH_FILE_ERR;
-        }
-        size_t want = pt->size - pt->hashed < (1 << 20) ? (size_t)(pt->size - pt->hashed) : (1 << 20);
-        ssize_t k = pread(pt->fd, buf, want, (off_t)pt->hashed);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            snprintf(c->err, c->err_size, "cannot read '%s': %s", pt->path, k ? strerror(errno) : "file shrank");
-            free(buf);
-            return FETCH_FILE_ERR;
-        }
-        mdl_sha256_update(pt->sha, buf, (size_t)k);
-        pt->hashed += (uint64_t)k;
-    }
-    free(buf);
-    return 0;
-}
-
 static void part_close(struct part *pt)
 {
-    if (pt->sha) {
-        unsigned char d[32];
-        mdl_sha256_final(pt->sha, d); /* frees it */
-        pt->sha = NULL;
+    if (pt->hs) {
+        hasher_end(pt->hs, NULL, NULL, 0);
+        pt->hs = NULL;
     }
     if (pt->fd >= 0)
         close(pt->fd);
@@ -542,10 +639,6 @@ static int fetch_once(struct pull *c, struct part *pt, char *linked, size_t link
     }
     if (total < 0 && c->expect_size >= 0)
         total = c->expect_size;
-    if (sha_catch_up(c, pt)) {
-        rc = FETCH_FILE_ERR;
-        goto out;
-    }
     struct mdl_progress pr = {.done = pt->size, .total = total, .resumed = pt->size};
     double t0 = now_s(), last = 0;
     for (;;) {
@@ -570,10 +663,7 @@ static int fetch_once(struct pull *c, struct part *pt, char *linked, size_t link
             off += w;
         }
         pt->size += (uint64_t)k;
-        if (pt->hashed + (uint64_t)k == pt->size) {
-            mdl_sha256_update(pt->sha, buf, (size_t)k);
-            pt->hashed = pt->size;
-        }
+        hasher_feed(pt->hs, pt->size);
         *fetched += (uint64_t)k;
         if (total >= 0 && pt->size > (uint64_t)total) {
             snprintf(c->err, c->err_size, "the server sent more bytes than announced");
@@ -798,14 +888,12 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
 
     /* verify: the checksum, then the GGUF header */
     char got[65];
-    unsigned char digest[32];
-    if (sha_catch_up(&c, &pt)) {
+    rc = hasher_end(pt.hs, got, err, err_size);
+    pt.hs = NULL;
+    if (rc) {
         part_close(&pt);
         return MDL_ERR_FILE;
     }
-    mdl_sha256_final(pt.sha, digest);
-    pt.sha = NULL;
-    mdl_hex(digest, 32, got);
     char published[65] = "";
     bool have_pub = etag_sha256(linked, published);
     const char *expect = want[0] ? want : have_pub ? published : NULL;
