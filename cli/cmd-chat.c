@@ -19,21 +19,28 @@ static const char chat_usage[] =
 
 static int chat_exec(int argc, char **argv)
 {
-    const char *m = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
-            return cmd_help(&cmd_chat_entry);
-        if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc)
-            m = argv[++i];
-        else if (!strncmp(argv[i], "--model=", 8))
-            m = argv[i] + 8;
+    struct cmd_opts o;
+    cmd_opts_init(&o);
+    int rc = cmd_opts_config(&o);
+    for (int i = 1; !rc && i < argc;) {
+        int r = cmd_opts_take(&cmd_chat_entry, &o, argc, argv, &i);
+        if (r < 0)
+            rc = CMD_EXIT_USAGE;
+        else if (r == 0 && (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")))
+            rc = cmd_help(&cmd_chat_entry);
+        else if (r == 0)
+            i++;
     }
+    if (!rc)
+        rc = cmd_opts_finish(&cmd_chat_entry, &o);
     char path[4096];
-    int rc = cmd_model_resolve(m, true, path, sizeof path);
-    if (rc)
-        return rc;
+    if (!rc)
+        rc = cmd_model_resolve(o.model, true, path, sizeof path);
     /* TODO(REPL issue): start the chat with the model at path */
-    return cmd_fail(CMD_EXIT_USAGE, "the chat REPL is not built yet (model: %s)", path);
+    if (!rc)
+        rc = cmd_fail(CMD_EXIT_USAGE, "the chat REPL is not built yet (model: %s)", path);
+    cmd_opts_free(&o);
+    return rc;
 }
 
 const struct cmd_entry cmd_chat_entry = {

@@ -38,16 +38,6 @@ static const char sessions_usage[] =
     "Sessions live in $KVCHAT_HOME/kvchat.db, KV segments in $KVCHAT_HOME/kv/.\n"
     "Exit status: 0 ok, 1 usage error, 3 session error.\n";
 
-static int open_store(struct sess_store **st)
-{
-    char home[4096], err[1024];
-    if (mdl_home(home, sizeof home))
-        return cmd_fail(CMD_EXIT_SESSION, "cannot find the kvchat home: set KVCHAT_HOME or HOME");
-    if (sess_store_open(home, st, err, sizeof err))
-        return cmd_fail(CMD_EXIT_SESSION, "cannot open the session index: %s", err);
-    return 0;
-}
-
 static int store_fail(struct sess_store *st)
 {
     int rc = cmd_fail(CMD_EXIT_SESSION, "%s", sess_errmsg(st));
@@ -288,7 +278,7 @@ static int sessions_exec(int argc, char **argv)
                                o.cache_max);
 
     struct sess_store *st;
-    if ((rc = open_store(&st)))
+    if ((rc = cmd_store_open(&st)))
         return rc;
     switch (which) {
     case 0:

@@ -129,6 +129,26 @@ int sess_kv_snapshot(struct sess_store *st, int64_t id, const struct llm_model *
     return rc;
 }
 
+int sess_kv_have(struct sess_store *st, const struct llm_model *m, struct llm_ctx *ctx,
+                 const uint8_t fp[32], const uint8_t *parent, const int32_t *tokens, int64_t a,
+                 int64_t b, uint8_t id[32])
+{
+    static const uint8_t root[32];
+    struct kv_seg_desc d;
+    uint64_t block;
+    uint8_t seg[32];
+    char path[4200];
+    if (describe(st, m, ctx, fp, parent ? parent : root, tokens, a, b, &d, &block))
+        return -1;
+    kv_seg_id(&d, seg);
+    if (id)
+        memcpy(id, seg, 32);
+    int known = sess_segment_known(st, seg);
+    if (known <= 0)
+        return known;
+    return sess_segment_path(st, seg, path, sizeof path) == 0 && access(path, F_OK) == 0;
+}
+
 /* ==== restoring ==== */
 
 static void problem(struct sess_restore_stats *s, const char *fmt, ...)

@@ -11,8 +11,12 @@
 #ifndef KVCHAT_SESSIONS_SESS_H
 #define KVCHAT_SESSIONS_SESS_H
 
+#include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "core/llm.h"
 
 struct sess_store;
 
@@ -81,10 +85,13 @@ struct sess_message {
     enum sess_role role;
     char *text;
     int64_t n_tokens;
+    int32_t *tokens; /* the ids this message put in the KV cache (template
+                        tokens included), or NULL when not recorded */
 };
 
+/* tokens (n_tokens ids) may be NULL: then only the count is kept */
 int sess_append_message(struct sess_store *st, int64_t id, enum sess_role role, const char *text,
-                        int64_t n_tokens);
+                        int64_t n_tokens, const int32_t *tokens);
 /* messages in order; free with sess_messages_free */
 int sess_messages(struct sess_store *st, int64_t id, struct sess_message **out, int64_t *n);
 void sess_messages_free(struct sess_message *m, int64_t n);
@@ -173,6 +180,115 @@ int sess_kv_snapshot(struct sess_store *st, int64_t id, const struct llm_model *
                      const uint8_t fp[32],
                      const uint8_t parent[32], const int32_t *tokens, int64_t a, int64_t b,
                      int64_t last_seq, uint8_t seg_id[32]);
+
+/* 1 if the segment of tokens [a, b) after parent (NULL: the root) is
+ * recorded and its file present, 0 if not, -1 on error; id (may be NULL)
+ * gets the segment's id either way */
+int sess_kv_have(struct sess_store *st, const struct llm_model *m, struct llm_ctx *ctx,
+                 const uint8_t fp[32], const uint8_t *parent, const int32_t *tokens, int64_t a,
+                 int64_t b, uint8_t id[32]);
+
+/* ==== a conversation: messages, their tokens in a KV cache, answers ====
+ *
+ * The KV cache of ctx always holds exactly the conversation's tokens: the
+ * system span (BOS and the rendered system prompt), then for each exchange
+ * the user span (what the template adds before the answer: the previous
+ * turn's terminator, the user's message, the assistant's opening) and the
+ * answer's generated tokens. A new message only prefills its own tokens;
+ * /undo and /retry truncate the cache instead of recomputing. Attached to a
+ * store, every finished exchange is saved (messages with their token ids,
+ * one KV segment, the sampler state) before the call returns.
+ */
+
+struct sess_conv;
+
+struct sess_conv_params {
+    const char *system;          /* system prompt, or NULL */
+    const char *model_path;      /* recorded with a new session */
+    enum llm_template tmpl;      /* how messages become text */
+    struct llm_sampler_params sampling;
+    int32_t n_predict;           /* most tokens per answer; <= 0: until the context is full */
+    bool parse_special;          /* special tokens in user text are tokens (--special) */
+    bool no_cache;               /* recompute the whole conversation each turn (for comparison) */
+};
+struct sess_conv_params sess_conv_default_params(void);
+
+/* Model, vocab and ctx are borrowed and must outlive the conversation; ctx
+ * must be empty. Free with sess_conv_free. */
+int sess_conv_init(const struct llm_model *m, const struct llm_vocab *v, struct llm_ctx *ctx,
+                   struct sess_conv_params p, struct sess_conv **out, char *err, size_t err_size);
+void sess_conv_free(struct sess_conv *c);
+/* borrowed until the next call */
+const char *sess_conv_errmsg(const struct sess_conv *c);
+
+enum sess_status {
+    SESS_OK = 0,
+    SESS_ERR = -1,          /* see sess_conv_errmsg */
+    SESS_ERR_CTX_FULL = -2, /* the message does not fit in the context window */
+    SESS_ERR_BUSY = -3,     /* the session is open in another process */
+};
+
+/*
+ * Tie the conversation to session `name` in st (borrowed): if it exists,
+ * its messages replace the conversation's and its KV cache is restored from
+ * segments (recomputing what is missing; rs says what happened) along with
+ * the sampler state; if not, and create is true, it is created with the
+ * conversation's messages so far. The session stays locked for writing
+ * until sess_conv_free. Negative on error (SESS_ERR_BUSY when in use).
+ */
+int sess_conv_attach(struct sess_conv *c, struct sess_store *st, const char *name, bool create,
+                     struct sess_restore_stats *rs);
+/* the session id (-1 when not attached) */
+int64_t sess_conv_session(const struct sess_conv *c);
+
+struct sess_turn_stats {
+    int64_t prompt_tokens;    /* tokens the answer was conditioned on */
+    int64_t cached_tokens;    /* of them, already in the KV cache */
+    int64_t prefilled_tokens; /* of them, computed this turn */
+    int64_t generated_tokens;
+    double ttft_ms;           /* from the call to the first answer token */
+    double prefill_tok_s, decode_tok_s;
+    const char *stop_reason;  /* "stop", "length", "context_full", "interrupted" */
+    uint64_t kv_bytes_mem;    /* KV bytes held for the conversation */
+    int64_t kv_bytes_disk;    /* bytes of its segments on disk (attached), else 0 */
+};
+
+/* Called with each piece of the answer as soon as it is complete UTF-8 and
+ * cannot be the start of a stop string; non-zero stops generation. */
+typedef int (*sess_text_fn)(void *ud, const char *text, size_t n);
+
+/*
+ * Add a user message and generate the answer, streaming it to on_text. The
+ * answer ends at an end-of-generation token, a stop string of the template,
+ * n_predict tokens, a full context, or when *interrupt becomes non-zero
+ * (checked between tokens); the partial answer is kept either way, and the
+ * KV cache matches it. SESS_ERR_CTX_FULL, with nothing changed, when the
+ * message itself does not fit.
+ */
+int sess_conv_say(struct sess_conv *c, const char *user_text, sess_text_fn on_text, void *ud,
+                  volatile sig_atomic_t *interrupt, struct sess_turn_stats *ts);
+/* Drop the last answer and generate it again (the sampler moves on, so with
+ * temperature it differs). */
+int sess_conv_retry(struct sess_conv *c, sess_text_fn on_text, void *ud,
+                    volatile sig_atomic_t *interrupt, struct sess_turn_stats *ts);
+/* Drop the last exchange. SESS_ERR when there is none. */
+int sess_conv_undo(struct sess_conv *c);
+/* Drop every exchange, keeping the system prompt. */
+int sess_conv_clear(struct sess_conv *c);
+/* Drop the oldest n exchanges (to make room); the rest is computed again. */
+int sess_conv_drop_oldest(struct sess_conv *c, int64_t n);
+/* Start again with another system prompt (NULL: none); exchanges are dropped. */
+int sess_conv_set_system(struct sess_conv *c, const char *system);
+void sess_conv_set_sampling(struct sess_conv *c, struct llm_sampler_params p);
+struct sess_conv_params sess_conv_get_params(const struct sess_conv *c);
+
+int64_t sess_conv_n_messages(const struct sess_conv *c);
+/* message i's role and text, borrowed until the next change */
+enum sess_role sess_conv_message(const struct sess_conv *c, int64_t i, const char **text);
+int64_t sess_conv_n_tokens(const struct sess_conv *c);
+/* the conversation's token ids (what the KV cache holds), borrowed until the next change */
+const int32_t *sess_conv_tokens(const struct sess_conv *c);
+int64_t sess_conv_n_exchanges(const struct sess_conv *c);
 
 /* ==== housekeeping ==== */
 

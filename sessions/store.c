@@ -145,6 +145,7 @@ static const char *const migrations[] = {
     "  role INTEGER NOT NULL CHECK (role BETWEEN 0 AND 2),"
     "  text TEXT NOT NULL,"
     "  n_tokens INTEGER NOT NULL,"
+    "  tokens BLOB,"
     "  created INTEGER NOT NULL,"
     "  PRIMARY KEY (session_id, seq)) WITHOUT ROWID;"
     "CREATE TABLE segments("
@@ -527,8 +528,8 @@ int sess_fork(struct sess_store *st, const char *src, const char *dst, int64_t a
         "INSERT INTO sessions(name, model_id, system_prompt, params, kv_type, sampler_state, "
         "created, updated) SELECT ?1, model_id, system_prompt, params, kv_type, "
         "CASE WHEN ?3 = 9223372036854775807 THEN sampler_state END, ?4, ?4 FROM sessions WHERE id = ?2",
-        "INSERT INTO messages(session_id, seq, role, text, n_tokens, created) SELECT ?5, seq, role, "
-        "text, n_tokens, created FROM messages WHERE session_id = ?2 AND seq <= ?3",
+        "INSERT INTO messages(session_id, seq, role, text, n_tokens, tokens, created) SELECT ?5, seq, "
+        "role, text, n_tokens, tokens, created FROM messages WHERE session_id = ?2 AND seq <= ?3",
         "INSERT INTO chain(session_id, idx, segment, pos0, n_tokens, last_seq) SELECT ?5, idx, "
         "segment, pos0, n_tokens, last_seq FROM chain WHERE session_id = ?2 AND last_seq <= ?3",
     };
@@ -572,13 +573,13 @@ const char *sess_role_name(enum sess_role r)
 }
 
 int sess_append_message(struct sess_store *st, int64_t id, enum sess_role role, const char *text,
-                        int64_t n_tokens)
+                        int64_t n_tokens, const int32_t *tokens)
 {
     if (begin(st))
         return -1;
-    sqlite3_stmt *s = prep(st, "INSERT INTO messages(session_id, seq, role, text, n_tokens, created) "
+    sqlite3_stmt *s = prep(st, "INSERT INTO messages(session_id, seq, role, text, n_tokens, tokens, created) "
                                "VALUES(?1, (SELECT coalesce(max(seq), -1) + 1 FROM messages "
-                               "WHERE session_id = ?1), ?2, ?3, ?4, ?5)");
+                               "WHERE session_id = ?1), ?2, ?3, ?4, ?6, ?5)");
     if (!s) {
         rollback(st);
         return -1;
@@ -588,6 +589,8 @@ int sess_append_message(struct sess_store *st, int64_t id, enum sess_role role, 
     sqlite3_bind_text(s, 3, text, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 4, n_tokens);
     sqlite3_bind_int64(s, 5, now());
+    if (tokens && n_tokens > 0)
+        sqlite3_bind_blob64(s, 6, tokens, (sqlite3_uint64)n_tokens * 4, SQLITE_STATIC);
     int rc = sqlite3_step(s);
     sqlite3_finalize(s);
     if (rc != SQLITE_DONE) {
@@ -616,8 +619,8 @@ int sess_messages(struct sess_store *st, int64_t id, struct sess_message **out, 
 {
     *out = NULL;
     *n = 0;
-    sqlite3_stmt *s = prep(st, "SELECT seq, role, text, n_tokens FROM messages WHERE session_id = ?1 "
-                               "ORDER BY seq");
+    sqlite3_stmt *s = prep(st, "SELECT seq, role, text, n_tokens, tokens FROM messages WHERE "
+                               "session_id = ?1 ORDER BY seq");
     if (!s)
         return -1;
     sqlite3_bind_int64(s, 1, id);
@@ -638,6 +641,10 @@ int sess_messages(struct sess_store *st, int64_t id, struct sess_message **out, 
         m->role = (enum sess_role)sqlite3_column_int(s, 1);
         m->text = dup_col(s, 2);
         m->n_tokens = sqlite3_column_int64(s, 3);
+        m->tokens = NULL;
+        int nb = sqlite3_column_bytes(s, 4);
+        if (nb > 0 && nb == m->n_tokens * 4 && (m->tokens = malloc((size_t)nb)))
+            memcpy(m->tokens, sqlite3_column_blob(s, 4), (size_t)nb);
     }
     sqlite3_finalize(s);
     if (rc != SQLITE_DONE) {
@@ -651,8 +658,10 @@ int sess_messages(struct sess_store *st, int64_t id, struct sess_message **out, 
 
 void sess_messages_free(struct sess_message *m, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++)
+    for (int64_t i = 0; i < n; i++) {
         free(m[i].text);
+        free(m[i].tokens);
+    }
     free(m);
 }
 

@@ -93,15 +93,15 @@ int main(int argc, char **argv)
     uint32_t pos = 0;
     int64_t seq = 0;
     if (system) {
-        sess_append_message(st, id, SESS_ROLE_SYSTEM, system, (int64_t)strlen(system));
+        sess_append_message(st, id, SESS_ROLE_SYSTEM, system, (int64_t)strlen(system), NULL);
         segment(st, id, fp, parent, &pos, system, seq++);
     }
     for (int t = 0; t < turns; t++) {
         char q[64], a[128], both[200];
         snprintf(q, sizeof q, "question %d of %s", t + 1, name);
         snprintf(a, sizeof a, "answer %d: \"quoted\"\nsecond line", t + 1);
-        sess_append_message(st, id, SESS_ROLE_USER, q, (int64_t)strlen(q));
-        sess_append_message(st, id, SESS_ROLE_ASSISTANT, a, (int64_t)strlen(a));
+        sess_append_message(st, id, SESS_ROLE_USER, q, (int64_t)strlen(q), NULL);
+        sess_append_message(st, id, SESS_ROLE_ASSISTANT, a, (int64_t)strlen(a), NULL);
         seq += 2;
         snprintf(both, sizeof both, "%s%s", q, a);
         segment(st, id, fp, parent, &pos, both, seq - 1);

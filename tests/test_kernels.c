@@ -16,6 +16,7 @@
 #include "core/quant.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,8 +56,13 @@ static void test_types(void **state)
             assert_non_null(ops->to_float_ref);
             ops->to_float_ref(qx, xr, N);
             assert_memory_equal(xf, xr, sizeof xf);
-            for (int i = 0; i < N; i++) /* quantization error is bounded */
-                assert_true(fabsf(xr[i] - x[i]) <= 0.07f * scale + 1e-6f);
+            /* quantization error is bounded: tightly for the 8-bit and float
+             * types; the 2- to 6-bit types' own bounds are in test_quant */
+            bool basic = t == LLM_TYPE_F32 || t == LLM_TYPE_F16 || t == LLM_TYPE_BF16 ||
+                         t == LLM_TYPE_Q8_0 || t == LLM_TYPE_Q8_K;
+            float tol = basic ? 0.07f : 0.75f;
+            for (int i = 0; i < N; i++)
+                assert_true(fabsf(xr[i] - x[i]) <= tol * scale + 1e-6f);
             if (!ops->vec_dot)
                 continue;
             const struct llm_type_ops *vd = llm_get_type_ops(ops->vec_dot_type);

@@ -147,9 +147,9 @@ static void test_sessions(void **state)
     assert_int_equal(sess_find(f->st, "nope", &x), -1);
     assert_string_equal(sess_errmsg(f->st), "no session 'nope'");
 
-    assert_int_equal(sess_append_message(f->st, a, SESS_ROLE_SYSTEM, "You are terse.", 5), 0);
-    assert_int_equal(sess_append_message(f->st, a, SESS_ROLE_USER, "hi", 3), 0);
-    assert_int_equal(sess_append_message(f->st, a, SESS_ROLE_ASSISTANT, "hello", 2), 0);
+    assert_int_equal(sess_append_message(f->st, a, SESS_ROLE_SYSTEM, "You are terse.", 5, NULL), 0);
+    assert_int_equal(sess_append_message(f->st, a, SESS_ROLE_USER, "hi", 3, NULL), 0);
+    assert_int_equal(sess_append_message(f->st, a, SESS_ROLE_ASSISTANT, "hello", 2, NULL), 0);
     struct sess_message *m;
     int64_t n;
     assert_int_equal(sess_messages(f->st, a, &m, &n), 0);
@@ -208,16 +208,16 @@ static void test_chains_fork_gc(void **state)
     uint8_t sys[32], t1[32], t2[32], t1b[32];
     int64_t a = new_session(f, "a", "sys");
     int64_t b = new_session(f, "b", "sys");
-    sess_append_message(f->st, a, SESS_ROLE_SYSTEM, "sys", 10);
-    sess_append_message(f->st, a, SESS_ROLE_USER, "q1", 3);
-    sess_append_message(f->st, a, SESS_ROLE_ASSISTANT, "a1", 4);
-    sess_append_message(f->st, a, SESS_ROLE_USER, "q2", 3);
-    sess_append_message(f->st, a, SESS_ROLE_ASSISTANT, "a2", 4);
+    sess_append_message(f->st, a, SESS_ROLE_SYSTEM, "sys", 10, NULL);
+    sess_append_message(f->st, a, SESS_ROLE_USER, "q1", 3, NULL);
+    sess_append_message(f->st, a, SESS_ROLE_ASSISTANT, "a1", 4, NULL);
+    sess_append_message(f->st, a, SESS_ROLE_USER, "q2", 3, NULL);
+    sess_append_message(f->st, a, SESS_ROLE_ASSISTANT, "a2", 4, NULL);
     add_segment(f, a, root, 0, 10, 100, 0, sys);
     add_segment(f, a, sys, 10, 7, 200, 2, t1);
     add_segment(f, a, t1, 17, 7, 300, 4, t2);
     /* b: the same system prompt shares the segment; its own turn differs */
-    sess_append_message(f->st, b, SESS_ROLE_SYSTEM, "sys", 10);
+    sess_append_message(f->st, b, SESS_ROLE_SYSTEM, "sys", 10, NULL);
     uint8_t sys_b[32];
     add_segment(f, b, root, 0, 10, 100, 0, sys_b);
     assert_memory_equal(sys, sys_b, 32);
