@@ -1,29 +1,69 @@
 /*
- * cmd-models.c - `kvchat models ...`: what is in a model file (`info`).
- * The store commands (list, pull, rm, default) join this family with the
- * model store.
+ * cmd-models.c - `kvchat models ...`: what is in a model file (`info`), and
+ * the model store: list, pull (with a progress line on a terminal), rm,
+ * default, aliases. The work is done by models/ (mdl.h); this file parses
+ * options, prints, and maps errors to exit codes.
  */
 #include "cli/cmd.h"
 #include "core/llm.h"
 #include "models/mdl.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static const char models_usage[] =
-    "usage: kvchat models info [--json] [--all] MODEL\n"
+    "usage: kvchat models list [--json]\n"
+    "       kvchat models pull [--name NAME] [--sha256 HEX] [--ca-file FILE] [--force]\n"
+    "                          [--retries N] [--timeout SECONDS] REF\n"
+    "       kvchat models rm [--force] NAME...\n"
+    "       kvchat models default [NAME | --unset]\n"
+    "       kvchat models info [--json] [--all] MODEL\n"
+    "       kvchat models aliases\n"
     "\n"
+    "  list          the models in the store: name, size, quantization, architecture,\n"
+    "                parameters, when pulled, path ('*' marks the default)\n"
+    "      --json    one JSON object per line instead\n"
+    "  pull REF      download a model into the store over HTTPS, resuming an\n"
+    "                interrupted download, checking its SHA-256 (the hub's\n"
+    "                X-Linked-ETag, or --sha256) and its GGUF header. REF is\n"
+    "                  an alias               qwen2.5:0.5b (see 'models aliases')\n"
+    "                  hf:OWNER/REPO:QUANT    the repo's .gguf file of that quantization\n"
+    "                                         (default Q4_K_M)\n"
+    "                  hf:OWNER/REPO/FILE.gguf\n"
+    "                  https://HOST/PATH.gguf\n"
+    "      --name NAME       store it as NAME (default: the alias, or the file name)\n"
+    "      --sha256 HEX      the file's expected SHA-256\n"
+    "      --ca-file FILE    trust the CAs in FILE (default $KVCHAT_CA_FILE, else\n"
+    "                        /etc/ssl/certs/ca-certificates.crt)\n"
+    "      --force           download again even if NAME is in the store\n"
+    "      --retries N       retries after a network failure (default 3, with backoff)\n"
+    "      --timeout SECONDS give up on a silent connection after this long (default 30)\n"
+    "  rm NAME       remove a model (and any partial download) from the store;\n"
+    "                refuses while a session uses it unless --force\n"
+    "  default NAME  make NAME (a store name or a file) the default model, written as\n"
+    "                'model = NAME' to ${XDG_CONFIG_HOME:-~/.config}/kvchat/config;\n"
+    "                with no NAME, print the default; --unset removes it\n"
     "  info MODEL    what a GGUF model file holds: architecture, parameters, file\n"
     "                size, tensor types, context length, layers, heads, vocabulary,\n"
     "                rope settings, chat template, special tokens\n"
     "      --json    print one JSON object instead\n"
     "      --all     also every metadata key (long arrays and strings abbreviated)\n"
+    "  aliases       the built-in table of model aliases\n"
     "\n"
     "MODEL is a file path or the name of a model in the store ($KVCHAT_HOME/models).\n"
-    "Exit status: 0 ok, 1 usage error, 2 the model cannot be read.\n";
+    "Environment: HF_TOKEN (sent only to the hub), KVCHAT_HF_ENDPOINT or HF_ENDPOINT\n"
+    "(the hub, default https://huggingface.co), HTTPS_PROXY and NO_PROXY,\n"
+    "KVCHAT_CA_FILE, KVCHAT_MODEL (overrides the default model).\n"
+    "Exit status: 0 ok, 1 usage error, 2 the model cannot be read or written,\n"
+    "4 network or verification failure, 130 interrupted.\n";
 
 /* ==== text helpers ==== */
 
@@ -388,6 +428,444 @@ static int models_info(int argc, char **argv)
     return CMD_EXIT_OK;
 }
 
+/* ==== pull ==== */
+
+static volatile sig_atomic_t pull_cancel;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    pull_cancel = 1;
+}
+
+struct pull_ui {
+    bool tty;        /* stderr is a terminal: redraw one progress line */
+    bool drawn;      /* a progress line is on screen */
+    const char *name;
+};
+
+static void fmt_eta(char *buf, size_t n, double s)
+{
+    if (s < 0 || s > 99 * 3600)
+        snprintf(buf, n, "--:--");
+    else if (s >= 3600)
+        snprintf(buf, n, "%d:%02d:%02d", (int)s / 3600, (int)s / 60 % 60, (int)s % 60);
+    else
+        snprintf(buf, n, "%d:%02d", (int)s / 60, (int)s % 60);
+}
+
+static void pull_progress(void *ctx, const struct mdl_progress *p)
+{
+    struct pull_ui *ui = ctx;
+    if (!ui->tty)
+        return;
+    char done[32], total[32], rate[32] = "", eta[32] = "--:--", line[512];
+    /* the rate needs a moment of data before it means anything */
+    double r = p->seconds >= 0.5 ? (double)(p->done - p->resumed) / p->seconds : 0;
+    fmt_bytes(done, sizeof done, (double)p->done);
+    if (r > 0) {
+        fmt_bytes(rate, sizeof rate, r);
+        strcat(rate, "/s");
+    }
+    int n;
+    if (p->total > 0) {
+        fmt_bytes(total, sizeof total, (double)p->total);
+        if (r > 0)
+            fmt_eta(eta, sizeof eta, (double)((uint64_t)p->total - p->done) / r);
+        int pct = (int)(100.0 * (double)p->done / (double)p->total);
+        int bar = pct / 5;
+        n = snprintf(line, sizeof line, "%.24s [%.*s%*s] %3d%%  %s / %s  %s  ETA %s", ui->name, bar,
+                     "####################", 20 - bar, "", pct, done, total, rate, eta);
+    } else {
+        n = snprintf(line, sizeof line, "%.24s %s  %s", ui->name, done, rate);
+    }
+    /* one line: never wider than the terminal, or \r cannot redraw it */
+    struct winsize ws;
+    if (ioctl(2, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 && n >= ws.ws_col)
+        line[ws.ws_col - 1] = 0;
+    fprintf(stderr, "\r\033[K%s", line);
+    fflush(stderr);
+    ui->drawn = true;
+}
+
+static void pull_note(void *ctx, const char *msg)
+{
+    struct pull_ui *ui = ctx;
+    if (ui->drawn) {
+        fputc('\n', stderr);
+        ui->drawn = false;
+    }
+    fprintf(stderr, "kvchat: %s\n", msg);
+}
+
+static int mdl_exit(int rc)
+{
+    switch (rc) {
+    case MDL_ERR_USAGE: return CMD_EXIT_USAGE;
+    case MDL_ERR_NETWORK:
+    case MDL_ERR_VERIFY: return CMD_EXIT_NETWORK;
+    case MDL_ERR_INTERRUPTED: return CMD_EXIT_INTERRUPTED;
+    default: return CMD_EXIT_MODEL;
+    }
+}
+
+int cmd_models_pull_ref(const char *ref, const struct mdl_pull_params *given, char *name_out,
+                        size_t name_size)
+{
+    struct mdl_pull_params p = *given;
+    const char *label = strrchr(ref, '/');
+    struct pull_ui ui = {.tty = isatty(2), .name = label && label[1] ? label + 1 : ref};
+    struct mdl_pull_result res;
+    char err[1024];
+    struct sigaction sa = {.sa_handler = on_sigint}, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    pull_cancel = 0;
+    sigaction(SIGINT, &sa, &old_int); /* no SA_RESTART: a wait on the network ends */
+    sigaction(SIGTERM, &sa, &old_term);
+    p.cancel = &pull_cancel;
+    p.progress = pull_progress;
+    p.note = pull_note;
+    p.ctx = &ui;
+    int rc = mdl_pull(ref, &p, &res, err, sizeof err);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (ui.drawn)
+        fputc('\n', stderr);
+    if (rc)
+        return cmd_fail(mdl_exit(rc), "cannot pull '%s': %s", ref, err);
+    if (name_out)
+        snprintf(name_out, name_size, "%s", res.name);
+    char size[32], rate[32];
+    fmt_bytes(size, sizeof size, (double)res.size);
+    if (res.already) {
+        fprintf(stderr, "kvchat: '%s' is already in the store (%s, %s); --force downloads it again\n",
+                res.name, size, res.path);
+    } else {
+        fmt_bytes(rate, sizeof rate, res.seconds > 0 ? (double)res.downloaded / res.seconds : 0);
+        fprintf(stderr, "kvchat: pulled '%s': %s in %.1f s (%s/s), sha256 %s %s\n", res.name, size,
+                res.seconds, rate, res.sha256,
+                res.sha256_checked ? "verified" : "(no checksum was published to check against)");
+    }
+    /* the first model pulled becomes the default */
+    char cur[4096];
+    if (mdl_config_get("model", cur, sizeof cur) == 0 && !getenv("KVCHAT_MODEL")) {
+        if (mdl_config_set("model", res.name, err, sizeof err) == 0)
+            fprintf(stderr, "kvchat: '%s' is now the default model\n", res.name);
+    }
+    return CMD_EXIT_OK;
+}
+
+static int models_pull(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"name", required_argument, NULL, 'N'},
+        {"sha256", required_argument, NULL, 'S'},
+        {"ca-file", required_argument, NULL, 'C'},
+        {"force", no_argument, NULL, 'f'},
+        {"retries", required_argument, NULL, 'r'},
+        {"timeout", required_argument, NULL, 'T'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct mdl_pull_params p = mdl_pull_default_params();
+    int c;
+    char *end;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "hf", opts, NULL)) != -1) {
+        switch (c) {
+        case 'N': p.name = optarg; break;
+        case 'S': p.sha256 = optarg; break;
+        case 'C': p.ca_file = optarg; break;
+        case 'f': p.force = true; break;
+        case 'r':
+            p.retries = (int)strtol(optarg, &end, 10);
+            if (*end || p.retries < 0 || p.retries > 100)
+                return cmd_usage_error(&cmd_models_entry, "models pull: bad --retries '%s'", optarg);
+            break;
+        case 'T': {
+            double t = strtod(optarg, &end);
+            if (*end || !(t > 0) || t > 3600)
+                return cmd_usage_error(&cmd_models_entry, "models pull: bad --timeout '%s'", optarg);
+            p.read_timeout_ms = p.connect_timeout_ms = (int)(t * 1000);
+            break;
+        }
+        case 'h': return cmd_help(&cmd_models_entry);
+        default:
+            return cmd_usage_error(&cmd_models_entry, "models pull: unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind != argc - 1)
+        return cmd_usage_error(&cmd_models_entry, "models pull: expected one REF");
+    if (p.ca_file && access(p.ca_file, R_OK))
+        return cmd_fail(CMD_EXIT_USAGE, "cannot read --ca-file '%s': %s", p.ca_file, strerror(errno));
+    return cmd_models_pull_ref(argv[optind], &p, NULL, 0);
+}
+
+/* ==== list, rm, default, aliases ==== */
+
+static void fmt_time(char *buf, size_t n, int64_t t)
+{
+    if (t < 0) {
+        snprintf(buf, n, "-");
+        return;
+    }
+    time_t tt = (time_t)t;
+    struct tm tm;
+    gmtime_r(&tt, &tm);
+    strftime(buf, n, "%Y-%m-%d %H:%M", &tm);
+}
+
+static int models_list(int argc, char **argv)
+{
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json"))
+            json = true;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+            return cmd_help(&cmd_models_entry);
+        else
+            return cmd_usage_error(&cmd_models_entry, "models list: unexpected '%s'", argv[i]);
+    }
+    struct mdl_entry *es;
+    size_t n;
+    char err[512], def[4096] = "", defpath[4096] = "";
+    const char *what;
+    if (mdl_list(&es, &n, err, sizeof err))
+        return cmd_fail(CMD_EXIT_MODEL, "cannot list models: %s", err);
+    if (mdl_default_model(def, sizeof def, &what))
+        mdl_resolve(def, defpath, sizeof defpath);
+    if (!json && n == 0) {
+        char home[4096] = "?";
+        mdl_home(home, sizeof home);
+        fprintf(stderr, "kvchat: no models in %s/models; try 'kvchat models pull %s'\n", home,
+                MDL_DEFAULT_ALIAS);
+    }
+    if (!json && n)
+        printf("  %-28s %10s  %-8s %-8s %9s  %-16s  %s\n", "NAME", "SIZE", "QUANT", "ARCH", "PARAMS",
+               "PULLED (UTC)", "PATH");
+    for (size_t i = 0; i < n; i++) {
+        const struct mdl_entry *e = &es[i];
+        bool is_def = defpath[0] && !strcmp(defpath, e->path);
+        char size[32], params[32], pulled[32];
+        if (json) {
+            fputs("{\"name\": ", stdout);
+            cmd_json_str(stdout, e->name, strlen(e->name));
+            printf(", \"size\": %" PRIu64 ", \"quant\": ", e->size);
+            if (e->quant[0])
+                cmd_json_str(stdout, e->quant, strlen(e->quant));
+            else
+                fputs("null", stdout);
+            fputs(", \"arch\": ", stdout);
+            if (e->arch[0])
+                cmd_json_str(stdout, e->arch, strlen(e->arch));
+            else
+                fputs("null", stdout);
+            if (e->n_params >= 0)
+                printf(", \"n_params\": %" PRId64, e->n_params);
+            else
+                fputs(", \"n_params\": null", stdout);
+            fputs(", \"path\": ", stdout);
+            cmd_json_str(stdout, e->path, strlen(e->path));
+            if (e->pulled >= 0)
+                printf(", \"pulled\": %" PRId64, e->pulled);
+            else
+                fputs(", \"pulled\": null", stdout);
+            fputs(", \"source\": ", stdout);
+            if (e->source[0])
+                cmd_json_str(stdout, e->source, strlen(e->source));
+            else
+                fputs("null", stdout);
+            fputs(", \"sha256\": ", stdout);
+            if (e->sha256[0])
+                cmd_json_str(stdout, e->sha256, strlen(e->sha256));
+            else
+                fputs("null", stdout);
+            printf(", \"default\": %s", is_def ? "true" : "false");
+            if (e->error[0]) {
+                fputs(", \"error\": ", stdout);
+                cmd_json_str(stdout, e->error, strlen(e->error));
+            }
+            fputs("}\n", stdout);
+            continue;
+        }
+        fmt_bytes(size, sizeof size, (double)e->size);
+        if (e->n_params >= 0)
+            fmt_count(params, sizeof params, (double)e->n_params);
+        else
+            snprintf(params, sizeof params, "-");
+        fmt_time(pulled, sizeof pulled, e->pulled);
+        printf("%c %-28s %10s  %-8s %-8s %9s  %-16s  %s", is_def ? '*' : ' ', e->name, size,
+               e->quant[0] ? e->quant : "-", e->arch[0] ? e->arch : "-", params, pulled, e->path);
+        if (e->error[0])
+            printf("  (unreadable: %s)", e->error);
+        putchar('\n');
+    }
+    free(es);
+    return CMD_EXIT_OK;
+}
+
+/*
+ * Does a session use the model? The sessions code (issue 7) answers this:
+ * replace the body with a call into sessions/ (e.g. sess_model_in_use),
+ * returning 1 and a description in who if a session uses it. Until then no
+ * session exists, so nothing is in use.
+ */
+static int model_in_use(void *ctx, const char *name, const char *path, char *who, size_t who_size)
+{
+    (void)ctx, (void)name, (void)path, (void)who, (void)who_size;
+    return 0;
+}
+
+static int models_rm(int argc, char **argv)
+{
+    bool force = false;
+    int first = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--force") || !strcmp(argv[i], "-f"))
+            force = true;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+            return cmd_help(&cmd_models_entry);
+        else if (argv[i][0] == '-')
+            return cmd_usage_error(&cmd_models_entry, "models rm: unknown option '%s'", argv[i]);
+        else if (!first)
+            first = i;
+    }
+    if (!first)
+        return cmd_usage_error(&cmd_models_entry, "models rm: expected a NAME");
+    int rc = CMD_EXIT_OK;
+    for (int i = first; i < argc; i++) {
+        if (argv[i][0] == '-')
+            continue;
+        char err[512];
+        int r = mdl_rm(argv[i], force, model_in_use, NULL, err, sizeof err);
+        if (r) {
+            rc = cmd_fail(r == MDL_ERR_USAGE ? CMD_EXIT_USAGE : CMD_EXIT_MODEL, "cannot remove '%s': %s",
+                          argv[i], err);
+            continue;
+        }
+        fprintf(stderr, "kvchat: removed '%s'\n", argv[i]);
+        char def[4096];
+        if (mdl_config_get("model", def, sizeof def) > 0 && !strcmp(def, argv[i])) {
+            if (mdl_config_set("model", NULL, err, sizeof err) == 0)
+                fprintf(stderr, "kvchat: '%s' was the default model; there is none now\n", argv[i]);
+        }
+    }
+    return rc;
+}
+
+static int models_default(int argc, char **argv)
+{
+    char err[512], buf[4096], path[4096];
+    const char *what;
+    if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")))
+        return cmd_help(&cmd_models_entry);
+    if (argc == 1) {
+        if (!mdl_default_model(buf, sizeof buf, &what))
+            return cmd_fail(CMD_EXIT_MODEL, "no default model (set one with 'kvchat models default NAME')");
+        printf("%s\n", buf);
+        return CMD_EXIT_OK;
+    }
+    if (argc != 2)
+        return cmd_usage_error(&cmd_models_entry, "models default: expected one NAME");
+    if (!strcmp(argv[1], "--unset")) {
+        if (mdl_config_set("model", NULL, err, sizeof err))
+            return cmd_fail(CMD_EXIT_MODEL, "cannot write the config file: %s", err);
+        return CMD_EXIT_OK;
+    }
+    const char *name = argv[1];
+    if (name[0] == '-')
+        return cmd_usage_error(&cmd_models_entry, "models default: unknown option '%s'", name);
+    if (mdl_resolve(name, path, sizeof path))
+        return cmd_fail(CMD_EXIT_MODEL, "no model '%s' in the store (see 'kvchat models list')", name);
+    /* a file given by path is remembered by its absolute path */
+    char abs[4096];
+    const char *value = name;
+    if (strchr(name, '/')) {
+        if (!realpath(name, abs))
+            return cmd_fail(CMD_EXIT_MODEL, "cannot resolve '%s': %s", name, strerror(errno));
+        value = abs;
+    }
+    if (mdl_config_set("model", value, err, sizeof err))
+        return cmd_fail(CMD_EXIT_MODEL, "cannot write the config file: %s", err);
+    mdl_config_path(buf, sizeof buf);
+    fprintf(stderr, "kvchat: default model is now '%s' (in %s)\n", value, buf);
+    if (getenv("KVCHAT_MODEL") && *getenv("KVCHAT_MODEL"))
+        fprintf(stderr, "kvchat: note: KVCHAT_MODEL=%s overrides it in this environment\n",
+                getenv("KVCHAT_MODEL"));
+    return CMD_EXIT_OK;
+}
+
+static int models_aliases(int argc, char **argv)
+{
+    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")))
+        return cmd_help(&cmd_models_entry);
+    for (const struct mdl_alias *a = mdl_aliases; a->name; a++) {
+        char size[32];
+        fmt_bytes(size, sizeof size, (double)a->size);
+        printf("%-14s %-40s ~%-10s hf:%s/%s\n", a->name, a->about, size, a->repo, a->file);
+    }
+    return CMD_EXIT_OK;
+}
+
+/* ==== the model for chat/run, and the first run ==== */
+
+int cmd_model_resolve(const char *m_arg, bool offer_pull, char *path, size_t size)
+{
+    char buf[4096];
+    const char *what = "-m";
+    if (m_arg) {
+        snprintf(buf, sizeof buf, "%s", m_arg);
+    } else if (!mdl_default_model(buf, sizeof buf, &what)) {
+        struct mdl_entry *es;
+        size_t n = 0;
+        char err[256];
+        if (mdl_list(&es, &n, err, sizeof err) == 0)
+            free(es);
+        if (n > 0)
+            return cmd_fail(CMD_EXIT_MODEL,
+                            "no default model: choose one with 'kvchat models default NAME' or -m NAME "
+                            "(see 'kvchat models list')");
+        const struct mdl_alias *a = mdl_alias_find(MDL_DEFAULT_ALIAS);
+        char sz[32];
+        fmt_bytes(sz, sizeof sz, (double)a->size);
+        if (offer_pull && isatty(0) && isatty(2)) {
+            fprintf(stderr, "kvchat has no model yet. Download %s (%s, about %s) now? [Y/n] ",
+                    a->name, a->about, sz);
+            char line[64];
+            if (!fgets(line, sizeof line, stdin))
+                line[0] = 'n';
+            if (line[0] == '\n' || line[0] == 'y' || line[0] == 'Y') {
+                struct mdl_pull_params p = mdl_pull_default_params();
+                char name[160];
+                int rc = cmd_models_pull_ref(a->name, &p, name, sizeof name);
+                if (rc)
+                    return rc;
+                if (mdl_resolve(name, path, size))
+                    return cmd_fail(CMD_EXIT_MODEL, "cannot find the model just pulled");
+                return CMD_EXIT_OK;
+            }
+        }
+        fprintf(stderr,
+                "kvchat: no model configured\n"
+                "To get started, download a small model (%s, about %s):\n"
+                "\n"
+                "    kvchat models pull %s\n"
+                "\n"
+                "then run 'kvchat' again. 'kvchat models aliases' lists other models;\n"
+                "-m FILE.gguf uses a GGUF file you already have.\n",
+                a->about, sz, a->name);
+        return CMD_EXIT_MODEL;
+    }
+    if (mdl_resolve(buf, path, size)) {
+        if (strcmp(what, "-m"))
+            return cmd_fail(CMD_EXIT_MODEL, "cannot find the default model '%s' (from %s); see 'kvchat models list'",
+                            buf, what);
+        return cmd_fail(CMD_EXIT_MODEL, "cannot find model '%s': no such file or store name", buf);
+    }
+    return CMD_EXIT_OK;
+}
+
 static int models_exec(int argc, char **argv)
 {
     if (argc < 2)
@@ -396,12 +874,22 @@ static int models_exec(int argc, char **argv)
         return cmd_help(&cmd_models_entry);
     if (!strcmp(argv[1], "info"))
         return models_info(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "pull"))
+        return models_pull(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "list") || !strcmp(argv[1], "ls"))
+        return models_list(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "rm"))
+        return models_rm(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "default"))
+        return models_default(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "aliases"))
+        return models_aliases(argc - 1, argv + 1);
     return cmd_usage_error(&cmd_models_entry, "models: unknown subcommand '%s'", argv[1]);
 }
 
 const struct cmd_entry cmd_models_entry = {
     .name = "models",
-    .summary = "inspect model files (info)",
+    .summary = "the model store: list, pull, rm, default, info, aliases",
     .usage = models_usage,
     .exec = models_exec,
 };

@@ -10,7 +10,9 @@
 #include <string.h>
 
 const struct cmd_entry *const cmd_table[] = {
+    &cmd_chat_entry,
     &cmd_models_entry,
+    &cmd_sessions_entry,
     &cmd_eval_entry,
     &cmd_generate_entry,
     &cmd_bench_entry,
@@ -93,10 +95,9 @@ static void main_usage(FILE *f)
 
 int cmd_main(int argc, char **argv)
 {
-    if (argc < 2) {
-        main_usage(stderr);
-        return CMD_EXIT_USAGE;
-    }
+    /* no command, or options first: the chat */
+    if (argc < 2 || (argv[1][0] == '-' && (!strcmp(argv[1], "-m") || !strncmp(argv[1], "--model", 7))))
+        return cmd_chat_entry.exec(argc, argv);
     const char *name = argv[1];
     if (!strcmp(name, "--version") || !strcmp(name, "-V")) {
         printf("kvchat %s\n", KVCHAT_VERSION);

@@ -30,10 +30,27 @@ struct cmd_entry {
     int (*exec)(int argc, char **argv);
 };
 
+extern const struct cmd_entry cmd_chat_entry;
 extern const struct cmd_entry cmd_models_entry;
+extern const struct cmd_entry cmd_sessions_entry;
 extern const struct cmd_entry cmd_eval_entry;
 extern const struct cmd_entry cmd_generate_entry;
 extern const struct cmd_entry cmd_bench_entry;
+
+struct mdl_pull_params;
+/*
+ * The model a chat or run uses: -m MODEL (m_arg), else KVCHAT_MODEL, else
+ * `model` in the config file; a file path or a store name. With none set,
+ * prints how to get a model and returns CMD_EXIT_MODEL, unless offer_pull
+ * and stdin and stderr are terminals: then it offers to pull the default
+ * alias. Returns CMD_EXIT_OK with the file in path, or the exit code after
+ * printing the error.
+ */
+int cmd_model_resolve(const char *m_arg, bool offer_pull, char *path, size_t size);
+/* `models pull REF` with progress on a terminal; the store name into name_out
+ * (may be NULL). Returns an exit code, having printed any error. */
+int cmd_models_pull_ref(const char *ref, const struct mdl_pull_params *p, char *name_out,
+                        size_t name_size);
 
 /* dispatch argv to the table; returns the exit code */
 int cmd_main(int argc, char **argv);

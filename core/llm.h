@@ -186,6 +186,112 @@ int64_t llm_gguf_find_tensor(const struct llm_gguf *g, const char *name); /* -1 
 int64_t llm_tensor_n_elements(const struct llm_tensor_info *t);
 
 
+
+/* ==== vocabulary and tokenizer ====
+ * Loaded from a GGUF's tokenizer.* metadata (tensors are not needed, so
+ * vocabulary-only files work): SentencePiece ("llama") and byte-level BPE
+ * ("gpt2") with the pre-tokenizer named by tokenizer.ggml.pre. Tokenization
+ * is token-exact with llama.cpp (llama_tokenize), including its handling of
+ * special tokens, invalid UTF-8 and the SentencePiece leading space. */
+
+struct llm_vocab;
+
+enum llm_vocab_type {
+    LLM_VOCAB_SPM = 1, /* tokenizer.ggml.model "llama" */
+    LLM_VOCAB_BPE = 2, /* tokenizer.ggml.model "gpt2" */
+};
+
+/* token attributes (llama.h's values; a token can have several) */
+enum llm_token_attr {
+    LLM_TOKEN_ATTR_UNDEFINED = 0,
+    LLM_TOKEN_ATTR_UNKNOWN = 1 << 0,
+    LLM_TOKEN_ATTR_UNUSED = 1 << 1,
+    LLM_TOKEN_ATTR_NORMAL = 1 << 2,
+    LLM_TOKEN_ATTR_CONTROL = 1 << 3,      /* <|im_start|>, <s>, ...: never in user text */
+    LLM_TOKEN_ATTR_USER_DEFINED = 1 << 4, /* matched as one token even in user text */
+    LLM_TOKEN_ATTR_BYTE = 1 << 5,         /* <0x0A> */
+    LLM_TOKEN_ATTR_NORMALIZED = 1 << 6,
+    LLM_TOKEN_ATTR_LSTRIP = 1 << 7,       /* eats white space to its left */
+    LLM_TOKEN_ATTR_RSTRIP = 1 << 8,       /* eats white space to its right */
+    LLM_TOKEN_ATTR_SINGLE_WORD = 1 << 9,
+};
+
+#define LLM_TOKEN_NULL (-1)
+
+/* Read the vocabulary of g. On success *out is a handle the caller frees
+ * with llm_vocab_free; it copies what it needs, so g may be closed first.
+ * On failure returns a negative value and a one-line reason in err (e.g.
+ * "unknown tokenizer 'foo'", "missing tokenizer.ggml.merges"). */
+int llm_vocab_load(const struct llm_gguf *g, struct llm_vocab **out, char *err, size_t err_size);
+void llm_vocab_free(struct llm_vocab *v);
+
+enum llm_vocab_type llm_vocab_type(const struct llm_vocab *v);
+/* tokenizer.ggml.pre as read ("default" when absent) */
+const char *llm_vocab_pre(const struct llm_vocab *v);
+int32_t llm_vocab_n_tokens(const struct llm_vocab *v);
+/* special ids, LLM_TOKEN_NULL when the vocabulary has none */
+int32_t llm_vocab_bos(const struct llm_vocab *v);
+int32_t llm_vocab_eos(const struct llm_vocab *v);
+int32_t llm_vocab_eot(const struct llm_vocab *v); /* end of turn (<|eot_id|>, <|im_end|>...) */
+int32_t llm_vocab_unk(const struct llm_vocab *v);
+int32_t llm_vocab_pad(const struct llm_vocab *v);
+int32_t llm_vocab_nl(const struct llm_vocab *v); /* the newline token */
+bool llm_vocab_add_bos(const struct llm_vocab *v);
+bool llm_vocab_add_eos(const struct llm_vocab *v);
+/* end-of-generation: EOS, EOT, EOM and every token llama.cpp treats as one */
+bool llm_vocab_is_eog(const struct llm_vocab *v, int32_t id);
+/* the EOG ids, sorted; *ids borrowed until llm_vocab_free; returns the count */
+int32_t llm_vocab_eog_ids(const struct llm_vocab *v, const int32_t **ids);
+
+/* attributes of a token (0 for an id out of range) */
+uint32_t llm_token_attr(const struct llm_vocab *v, int32_t id);
+/* the token's text as stored (Ġ/▁ escapes and all); borrowed until
+ * llm_vocab_free; NULL for an id out of range */
+const char *llm_token_text(const struct llm_vocab *v, int32_t id, size_t *len);
+/* the id of a token text, LLM_TOKEN_NULL if none */
+int32_t llm_token_find(const struct llm_vocab *v, const char *text, size_t len);
+
+/* Tokenize len bytes of text (any bytes; invalid UTF-8 is handled as
+ * llama.cpp handles it). add_special adds BOS/EOS as the metadata asks;
+ * parse_special matches control tokens written in the text (<|im_start|>);
+ * user-defined tokens are matched either way. Returns the number of tokens
+ * written to tokens[0..n_max), or, when n_max is too small, the number
+ * needed, negated. Returns INT32_MIN when out of memory. */
+int32_t llm_tokenize(const struct llm_vocab *v, const char *text, size_t len, int32_t *tokens,
+                     int32_t n_max, bool add_special, bool parse_special);
+
+/* The text of one token: bytes for byte tokens, spaces for ▁/Ġ. Control
+ * and unknown tokens give "" unless special. Skips up to lstrip leading
+ * spaces. Returns the length written, or the length needed negated. */
+int32_t llm_token_to_piece(const struct llm_vocab *v, int32_t id, char *buf, int32_t size,
+                           int32_t lstrip, bool special);
+/* The text of a token sequence as llama_detokenize: remove_special drops a
+ * leading BOS / trailing EOS the model adds; unparse_special renders control
+ * tokens. Returns the length, or the length needed negated. */
+int32_t llm_detokenize(const struct llm_vocab *v, const int32_t *tokens, int32_t n, char *buf,
+                       int32_t size, bool remove_special, bool unparse_special);
+
+/* Streaming detokenizer: feed tokens one at a time as they are generated;
+ * each call yields only complete UTF-8 characters, holding the bytes of a
+ * character split across tokens until it is whole. Caller frees with
+ * llm_detok_free. */
+struct llm_detok;
+struct llm_detok_params {
+    bool special;      /* render control tokens (default false) */
+    bool strip_space;  /* drop the SentencePiece leading space of the first
+                          piece, as llama_detokenize does at the start of a
+                          text (default false: mid-conversation) */
+};
+struct llm_detok_params llm_detok_default_params(void);
+struct llm_detok *llm_detok_init(const struct llm_vocab *v, struct llm_detok_params p);
+void llm_detok_free(struct llm_detok *d);
+/* Append token id; *out points at the complete text now ready (borrowed
+ * until the next call), returns its length (0 while a character is
+ * incomplete). Invalid UTF-8 that can never complete is passed through. */
+size_t llm_detok_push(struct llm_detok *d, int32_t id, const char **out);
+/* Whatever is held back (an incomplete character at the end); length */
+size_t llm_detok_flush(struct llm_detok *d, const char **out);
+
 /* ==== model metadata: what a GGUF says about its model ==== */
 
 enum llm_template {
@@ -204,13 +310,72 @@ enum llm_template {
     LLM_TEMPLATE_DEEPSEEK,
     LLM_TEMPLATE_DEEPSEEK2,
     LLM_TEMPLATE_DEEPSEEK3,
+    LLM_TEMPLATE_LLAMA2_SYS,       /* Llama 2 with <<SYS>> */
+    LLM_TEMPLATE_LLAMA2_SYS_BOS,   /* ... and <s> before each later [INST] */
+    LLM_TEMPLATE_LLAMA2_SYS_STRIP, /* ... and message contents trimmed */
+    LLM_TEMPLATE_MISTRAL_V7_TEKKEN,
+    LLM_TEMPLATE_PHI4,
+    LLM_TEMPLATE_COMMAND_R,
     LLM_TEMPLATE_COUNT
 };
 
-/* Recognise a Jinja chat template by its markers (as llama.cpp does). */
+/* Recognise a Jinja chat template by its markers (as llama.cpp does, in
+ * its order); families kvchat does not render give LLM_TEMPLATE_UNKNOWN. */
 enum llm_template llm_template_detect(const char *tmpl, size_t len);
-/* "chatml", "llama3", ...; "none"/"unknown" for those two */
+/* "chatml", "llama3", ... (llama.cpp's names); "none"/"unknown" for those two */
 const char *llm_template_name(enum llm_template t);
+/* the template of a name from llm_template_name; LLM_TEMPLATE_UNKNOWN if none */
+enum llm_template llm_template_from_name(const char *name);
+
+/* The template to use: the override name when given, else the model's
+ * Jinja text (NULL when it has none) recognised by its markers. When the
+ * name is unknown, or the model has no template or one not recognised,
+ * returns LLM_TEMPLATE_CHATML and sets *fell_back (the caller warns). */
+enum llm_template llm_template_choose(const char *override_name, const char *jinja, size_t len,
+                                      bool *fell_back);
+
+/* ==== chat templates: rendering ====
+ * A conversation is rendered as llama.cpp's llama_chat_apply_template
+ * renders it (byte for byte): each message becomes a piece of text that
+ * depends only on that message and those before it, and add_assistant
+ * appends the opening of the assistant's turn. Because the opening is the
+ * start of the assistant's own piece in every template here, the rendering
+ * up to turn k is a byte prefix of the rendering up to turn k+1; the
+ * caller therefore only ever tokenizes the text a new turn appends
+ * (llm_template_append). See core/template.c for the templates that would
+ * break this and how they are handled. */
+
+struct llm_chat_msg {
+    const char *role;    /* "system", "user" or "assistant" */
+    const char *content; /* NUL-terminated UTF-8 */
+};
+
+/* Render msgs[0..n). Returns the length (the text is NUL-terminated when
+ * size > length), or the size needed (length + 1) negated. */
+int32_t llm_template_render(enum llm_template t, const struct llm_chat_msg *msgs, size_t n,
+                            bool add_assistant, char *buf, int32_t size);
+
+#define LLM_TEMPLATE_ENOTPREFIX INT32_MIN
+/* The text that rendering msgs[0..n) adds to the rendering of
+ * msgs[0..n_old) with the assistant's turn opened (what the KV cache
+ * already holds, before the answer): the answer's own piece, the messages
+ * after it, and the new assistant opening. Same return convention;
+ * LLM_TEMPLATE_ENOTPREFIX if the old text is not a prefix of the new one
+ * (a template rewriting history; never the case for the templates here). */
+int32_t llm_template_append(enum llm_template t, const struct llm_chat_msg *msgs, size_t n_old,
+                            size_t n, bool add_assistant, char *buf, int32_t size);
+
+/* What ends the assistant's turn in template t: the terminator text the
+ * model generates (a special token in its vocabulary, "<|im_end|>"), then
+ * the text the template writes after it before the next turn ("\n"). */
+struct llm_template_turn_end {
+    const char *terminator;
+    const char *after;
+};
+struct llm_template_turn_end llm_template_turn_end(enum llm_template t);
+/* Extra stop strings for template t (the next turn's header a model may
+ * write instead of its terminator); NULL-terminated, static. */
+const char *const *llm_template_stops(enum llm_template t);
 
 #define LLM_MAX_ARCH 32
 

@@ -167,7 +167,7 @@ T_AVX2 static void f16_to_float_avx2(const void *x, float *y, int64_t k)
     for (; i + 8 <= k; i += 8)
         _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + i))));
     for (; i < k; i++)
-        y[i] = llm_fp16_to_fp32(ld16((const uint8_t *)x + 2 * i));
+        y[i] = _cvtsh_ss(ld16((const uint8_t *)x + 2 * i));
 }
 
 T_AVX2 static void f16_from_float_avx2(const float *x, void *y, int64_t k)
@@ -235,7 +235,7 @@ T_AVX2 static void q8_0_to_float_avx2(const void *x, float *y, int64_t k)
 {
     const uint8_t *p = x;
     for (int64_t b = 0; b < k / QK8_0; b++, p += 34, y += 32) {
-        __m256 d = _mm256_set1_ps(llm_fp16_to_fp32(ld16(p)));
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(ld16(p)));
         for (int j = 0; j < 32; j += 8) {
             __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 2 + j)));
             _mm256_storeu_ps(y + j, _mm256_mul_ps(d, _mm256_cvtepi32_ps(q)));
@@ -282,7 +282,7 @@ T_AVX2 static float q8_0_dot_avx2(int64_t n, const void *x, const void *y)
         __m256i qb = _mm256_loadu_si256((const __m256i *)(b + 2));
         __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(qa, qa), _mm256_sign_epi8(qb, qa));
         __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
-        __m256 d = _mm256_set1_ps(llm_fp16_to_fp32(ld16(a)) * llm_fp16_to_fp32(ld16(b)));
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(ld16(a)) * _cvtsh_ss(ld16(b)));
         acc = _mm256_fmadd_ps(d, p, acc);
     }
     return hsum256(acc);
@@ -371,7 +371,7 @@ T_AVX512 static void q8_0_to_float_avx512(const void *x, float *y, int64_t k)
 {
     const uint8_t *p = x;
     for (int64_t b = 0; b < k / QK8_0; b++, p += 34, y += 32) {
-        __m512 d = _mm512_set1_ps(llm_fp16_to_fp32(ld16(p)));
+        __m512 d = _mm512_set1_ps(_cvtsh_ss(ld16(p)));
         __m512i q0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 2)));
         __m512i q1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 18)));
         _mm512_storeu_ps(y, _mm512_mul_ps(d, _mm512_cvtepi32_ps(q0)));
@@ -397,8 +397,8 @@ T_VNNI static float q8_0_dot_vnni(int64_t n, const void *x, const void *y)
         __m512i ua = _mm512_abs_epi8(qa);
         __m512i sb = _mm512_mask_sub_epi8(qb, neg, _mm512_setzero_si512(), qb);
         __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ua, sb);
-        float d0 = llm_fp16_to_fp32(ld16(a)) * llm_fp16_to_fp32(ld16(b));
-        float d1 = llm_fp16_to_fp32(ld16(a + 34)) * llm_fp16_to_fp32(ld16(b + 34));
+        float d0 = _cvtsh_ss(ld16(a)) * _cvtsh_ss(ld16(b));
+        float d1 = _cvtsh_ss(ld16(a + 34)) * _cvtsh_ss(ld16(b + 34));
         __m512 d = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(d0)), _mm256_set1_ps(d1), 1);
         acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc);
     }

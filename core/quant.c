@@ -25,8 +25,8 @@ float llm_fp16_to_fp32(uint16_t h)
             } while (!(man & 0x400));
             bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
         }
-    } else if (exp == 0x1f) {
-        bits = sign | 0x7f800000u | (man << 13);
+    } else if (exp == 0x1f) { /* inf, or nan made quiet as F16C does */
+        bits = sign | 0x7f800000u | (man ? 0x400000u | (man << 13) : 0);
     } else {
         bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
     }

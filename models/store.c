@@ -1,14 +1,20 @@
 /*
- * store.c - the model store's layout: the kvchat home directory and the
- * mapping from a model name to its file. A name never escapes the store:
- * names with '/' are taken as paths, not looked up.
+ * store.c - the model store: the kvchat home directory, the mapping from a
+ * model name to its file, listing (with what each GGUF header says) and
+ * removal. A name never escapes the store: names with '/' are taken as
+ * paths, not looked up, and store names are checked by mdl_name_valid.
  */
+#include "core/llm.h"
+#include "models/kvfile.h"
 #include "models/mdl.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 int mdl_home(char *buf, size_t size)
 {
@@ -45,4 +51,189 @@ int mdl_resolve(const char *arg, char *buf, size_t size)
     }
     snprintf(buf, size, "%s", arg);
     return -1;
+}
+
+bool mdl_name_valid(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > 128 || name[0] == '.' || name[0] == '-')
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              strchr("._:+-", c)))
+            return false;
+    }
+    return true;
+}
+
+/* $KVCHAT_HOME/models/NAME + suffix */
+static int store_file(const char *name, const char *suffix, char *buf, size_t size)
+{
+    char home[4096];
+    if (!mdl_name_valid(name) || mdl_home(home, sizeof home))
+        return MDL_ERR_USAGE;
+    int n = snprintf(buf, size, "%s/models/%s%s", home, name, suffix);
+    return n > 0 && (size_t)n < size ? 0 : MDL_ERR_USAGE;
+}
+
+int mdl_store_path(const char *name, char *buf, size_t size)
+{
+    return store_file(name, ".gguf", buf, size);
+}
+
+/* fill e from the file at e->path and the sidecar next to it */
+static void fill_entry(struct mdl_entry *e)
+{
+    struct stat st;
+    char err[256], meta[4200], v[512];
+    e->size = stat(e->path, &st) == 0 ? (uint64_t)st.st_size : 0;
+    e->n_params = -1;
+    e->pulled = -1;
+    struct llm_gguf *g;
+    if (llm_gguf_open(e->path, &g, err, sizeof err) == 0) {
+        struct llm_model_meta m;
+        if (llm_model_meta_read(g, &m, err, sizeof err) == 0) {
+            snprintf(e->arch, sizeof e->arch, "%s", m.arch);
+            e->n_params = m.n_params;
+            if (m.file_type >= 0) {
+                const char *q = llm_file_type_name(m.file_type);
+                snprintf(e->quant, sizeof e->quant, "%s", strncmp(q, "all ", 4) ? q : q + 4);
+            }
+        } else {
+            snprintf(e->error, sizeof e->error, "%s", err);
+        }
+        llm_gguf_close(g);
+    } else {
+        snprintf(e->error, sizeof e->error, "%s", err);
+    }
+    if (store_file(e->name, ".meta", meta, sizeof meta) == 0) {
+        if (kvfile_get(meta, "source", v, sizeof v) > 0)
+            snprintf(e->source, sizeof e->source, "%s", v);
+        if (kvfile_get(meta, "sha256", v, sizeof v) > 0 && strlen(v) == 64)
+            snprintf(e->sha256, sizeof e->sha256, "%s", v);
+        if (kvfile_get(meta, "pulled", v, sizeof v) > 0)
+            e->pulled = strtoll(v, NULL, 10);
+    }
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+    return strcmp(((const struct mdl_entry *)a)->name, ((const struct mdl_entry *)b)->name);
+}
+
+int mdl_list(struct mdl_entry **out, size_t *n, char *err, size_t err_size)
+{
+    char home[4096], dir[4200];
+    *out = NULL;
+    *n = 0;
+    if (mdl_home(home, sizeof home)) {
+        snprintf(err, err_size, "cannot find the kvchat home: set KVCHAT_HOME or HOME");
+        return MDL_ERR_FILE;
+    }
+    snprintf(dir, sizeof dir, "%s/models", home);
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT)
+            return 0;
+        snprintf(err, err_size, "cannot read '%s': %s", dir, strerror(errno));
+        return MDL_ERR_FILE;
+    }
+    struct dirent *de;
+    size_t cap = 0;
+    while ((de = readdir(d))) {
+        size_t L = strlen(de->d_name);
+        if (L <= 5 || strcmp(de->d_name + L - 5, ".gguf"))
+            continue;
+        char name[160];
+        if (L - 5 >= sizeof name)
+            continue;
+        memcpy(name, de->d_name, L - 5);
+        name[L - 5] = 0;
+        if (!mdl_name_valid(name))
+            continue;
+        if (*n == cap) {
+            size_t nc = cap ? cap * 2 : 16;
+            struct mdl_entry *ne = realloc(*out, nc * sizeof *ne);
+            if (!ne) {
+                closedir(d);
+                free(*out);
+                *out = NULL;
+                *n = 0;
+                snprintf(err, err_size, "out of memory");
+                return MDL_ERR_FILE;
+            }
+            *out = ne;
+            cap = nc;
+        }
+        struct mdl_entry *e = &(*out)[(*n)++];
+        memset(e, 0, sizeof *e);
+        snprintf(e->name, sizeof e->name, "%s", name);
+        if (snprintf(e->path, sizeof e->path, "%s/%s", dir, de->d_name) >= (int)sizeof e->path) {
+            (*n)--;
+            continue;
+        }
+        fill_entry(e);
+    }
+    closedir(d);
+    if (*n)
+        qsort(*out, *n, sizeof **out, cmp_entry);
+    return 0;
+}
+
+int mdl_stat(const char *name, struct mdl_entry *e, char *err, size_t err_size)
+{
+    memset(e, 0, sizeof *e);
+    if (!mdl_name_valid(name)) {
+        snprintf(err, err_size, "'%s' is not a valid model name", name);
+        return MDL_ERR_USAGE;
+    }
+    if (store_file(name, ".gguf", e->path, sizeof e->path)) {
+        snprintf(err, err_size, "cannot find the kvchat home: set KVCHAT_HOME or HOME");
+        return MDL_ERR_FILE;
+    }
+    if (!is_file(e->path)) {
+        snprintf(err, err_size, "no model '%s' in the store", name);
+        return MDL_ERR_NOT_FOUND;
+    }
+    snprintf(e->name, sizeof e->name, "%s", name);
+    fill_entry(e);
+    return 0;
+}
+
+int mdl_rm(const char *name, bool force, mdl_in_use_fn in_use, void *ctx, char *err,
+           size_t err_size)
+{
+    struct mdl_entry e;
+    char part[4200], partmeta[4200], meta[4200];
+    int rc = mdl_stat(name, &e, err, err_size);
+    bool have_part = store_file(name, ".part", part, sizeof part) == 0 && is_file(part);
+    if (rc == MDL_ERR_NOT_FOUND && have_part)
+        rc = 0; /* only a partial download: remove it */
+    if (rc)
+        return rc;
+    if (in_use && !force && e.path[0]) {
+        char who[256] = "";
+        int u = in_use(ctx, name, e.path, who, sizeof who);
+        if (u > 0) {
+            snprintf(err, err_size, "model '%s' is used by %s (use --force to remove it anyway)",
+                     name, who[0] ? who : "a session");
+            return MDL_ERR_IN_USE;
+        }
+        if (u < 0) {
+            snprintf(err, err_size, "cannot tell whether a session uses model '%s': %s (use --force)",
+                     name, who);
+            return MDL_ERR_IN_USE;
+        }
+    }
+    store_file(name, ".meta", meta, sizeof meta);
+    store_file(name, ".part.meta", partmeta, sizeof partmeta);
+    if (e.path[0] && is_file(e.path) && unlink(e.path)) {
+        snprintf(err, err_size, "cannot remove '%s': %s", e.path, strerror(errno));
+        return MDL_ERR_FILE;
+    }
+    unlink(meta);
+    unlink(part);
+    unlink(partmeta);
+    return 0;
 }

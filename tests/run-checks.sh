@@ -28,7 +28,7 @@ done
 for t in tests/cli/t[0-9]*.sh; do
     [ -f "$t" ] || continue
     n=$(basename "$t" .sh)
-    run "$t" "$out/$n.log" env KVCHAT="$top/kvchat" MKMODEL="$top/tests/mkmodel" \
+    run "$t" "$out/$n.log" env KVCHAT="$top/kvchat" MKMODEL="$top/tests/mkmodel" MKSESSION="$top/tests/mksession" \
         TOP="$top" TMPDIR="${TMPDIR:-/tmp}" sh "$t"
 done
 

@@ -1,0 +1,336 @@
+/*
+ * cmd-sessions.c - `kvchat sessions ...`: list, show, rm, rename, fork,
+ * export and gc over the session index (sessions/sess.h). Session errors
+ * exit 3. Removing or renaming takes the session's write lock first, so a
+ * session open in a chat is never changed under it.
+ */
+#include "cli/cmd.h"
+#include "models/mdl.h"
+#include "sessions/sess.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char sessions_usage[] =
+    "usage: kvchat sessions list [--json]\n"
+    "       kvchat sessions show NAME [--json]\n"
+    "       kvchat sessions rm NAME...\n"
+    "       kvchat sessions rename OLD NEW\n"
+    "       kvchat sessions fork SRC DST [--at TURN]\n"
+    "       kvchat sessions export NAME [--format json|markdown]\n"
+    "       kvchat sessions gc [--cache-max SIZE]\n"
+    "\n"
+    "  list      named sessions: model, turns, tokens, KV bytes on disk, last update\n"
+    "  show      a session's transcript\n"
+    "  rm        remove sessions (their KV segments go at the next gc)\n"
+    "  rename    rename a session\n"
+    "  fork      copy SRC to DST, sharing its KV segments; --at TURN keeps only the\n"
+    "            first TURN exchanges\n"
+    "  export    the transcript as JSON (default) or Markdown on stdout\n"
+    "  gc        delete KV segments no session uses; with --cache-max SIZE (e.g.\n"
+    "            4G, 500M) also evict least-recently-used segments that are not a\n"
+    "            session's latest until the store fits\n"
+    "\n"
+    "Sessions live in $KVCHAT_HOME/kvchat.db, KV segments in $KVCHAT_HOME/kv/.\n"
+    "Exit status: 0 ok, 1 usage error, 3 session error.\n";
+
+static int open_store(struct sess_store **st)
+{
+    char home[4096], err[1024];
+    if (mdl_home(home, sizeof home))
+        return cmd_fail(CMD_EXIT_SESSION, "cannot find the kvchat home: set KVCHAT_HOME or HOME");
+    if (sess_store_open(home, st, err, sizeof err))
+        return cmd_fail(CMD_EXIT_SESSION, "cannot open the session index: %s", err);
+    return 0;
+}
+
+static int store_fail(struct sess_store *st)
+{
+    int rc = cmd_fail(CMD_EXIT_SESSION, "%s", sess_errmsg(st));
+    sess_store_close(st);
+    return rc;
+}
+
+static void fmt_bytes(char *buf, size_t n, double v)
+{
+    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, n, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
+}
+
+static void fmt_time(char *buf, size_t n, int64_t t)
+{
+    time_t tt = (time_t)t;
+    struct tm tm;
+    localtime_r(&tt, &tm);
+    strftime(buf, n, "%Y-%m-%d %H:%M", &tm);
+}
+
+static const char *base_name(const char *p)
+{
+    const char *s = p ? strrchr(p, '/') : NULL;
+    return s ? s + 1 : p ? p : "";
+}
+
+/* ==== option parsing shared by the subcommands ==== */
+
+struct sub_opts {
+    bool json;
+    const char *format;
+    int64_t at_turn;
+    const char *cache_max;
+};
+
+static int parse_opts(int argc, char **argv, struct sub_opts *o, int *first_arg)
+{
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'},       {"format", required_argument, NULL, 'f'},
+        {"at", required_argument, NULL, 'a'},   {"cache-max", required_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0},
+    };
+    memset(o, 0, sizeof *o);
+    o->at_turn = -1;
+    o->format = "json";
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'j': o->json = true; break;
+        case 'f': o->format = optarg; break;
+        case 'a': {
+            char *end;
+            long long v = strtoll(optarg, &end, 10);
+            if (*end || v < 0)
+                return cmd_usage_error(&cmd_sessions_entry, "--at takes a turn count, not '%s'", optarg);
+            o->at_turn = v;
+            break;
+        }
+        case 'c': o->cache_max = optarg; break;
+        case 'h': cmd_help(&cmd_sessions_entry); return -2;
+        default:
+            return cmd_usage_error(&cmd_sessions_entry, "sessions %s: unknown option '%s'", argv[0],
+                                   argv[optind - 1]);
+        }
+    }
+    *first_arg = optind;
+    return 0;
+}
+
+/* "4G", "500M", "1024" -> bytes; -1 if malformed */
+static int64_t parse_size(const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || v < 0)
+        return -1;
+    double mul = 1;
+    switch (*end) {
+    case 'k': case 'K': mul = 1024.0; end++; break;
+    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
+    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: break;
+    }
+    if (*end == 'i' || *end == 'B')
+        end += *end == 'i' && end[1] == 'B' ? 2 : 1;
+    return *end ? -1 : (int64_t)(v * mul);
+}
+
+/* ==== subcommands ==== */
+
+static int do_list(struct sess_store *st, const struct sub_opts *o)
+{
+    struct sess_info *list;
+    int64_t n;
+    if (sess_list(st, &list, &n))
+        return store_fail(st);
+    if (o->json) {
+        fputs("[", stdout);
+        for (int64_t i = 0; i < n; i++) {
+            struct sess_info *s = &list[i];
+            fputs(i ? ",\n {\"name\": " : "{\"name\": ", stdout);
+            cmd_json_str(stdout, s->name, strlen(s->name));
+            fputs(", \"model\": ", stdout);
+            cmd_json_str(stdout, s->model_path, strlen(s->model_path));
+            printf(", \"turns\": %" PRId64 ", \"messages\": %" PRId64 ", \"tokens\": %" PRId64
+                   ", \"kv_bytes\": %" PRId64 ", \"created\": %" PRId64 ", \"updated\": %" PRId64 "}",
+                   s->n_turns, s->n_messages, s->n_tokens, s->kv_bytes, s->created, s->updated);
+        }
+        fputs("]\n", stdout);
+    } else if (n == 0) {
+        fprintf(stderr, "no sessions yet: 'kvchat chat NAME' starts one\n");
+    } else {
+        printf("%-24s %-28s %6s %8s %10s  %s\n", "NAME", "MODEL", "TURNS", "TOKENS", "KV", "UPDATED");
+        for (int64_t i = 0; i < n; i++) {
+            char b[32], t[32];
+            fmt_bytes(b, sizeof b, (double)list[i].kv_bytes);
+            fmt_time(t, sizeof t, list[i].updated);
+            printf("%-24s %-28s %6" PRId64 " %8" PRId64 " %10s  %s\n", list[i].name,
+                   base_name(list[i].model_path), list[i].n_turns, list[i].n_tokens, b, t);
+        }
+    }
+    sess_list_free(list, n);
+    sess_store_close(st);
+    return CMD_EXIT_OK;
+}
+
+static int transcript(struct sess_store *st, const char *name, const char *format)
+{
+    int64_t id;
+    struct sess_info info;
+    struct sess_message *m;
+    int64_t n;
+    if (sess_find(st, name, &id) || sess_get(st, id, &info))
+        return store_fail(st);
+    if (sess_messages(st, id, &m, &n)) {
+        sess_info_free(&info);
+        return store_fail(st);
+    }
+    if (!strcmp(format, "json")) {
+        fputs("{\"name\": ", stdout);
+        cmd_json_str(stdout, info.name, strlen(info.name));
+        fputs(", \"model\": ", stdout);
+        cmd_json_str(stdout, info.model_path, strlen(info.model_path));
+        printf(", \"created\": %" PRId64 ", \"updated\": %" PRId64 ", \"params\": %s, \"messages\": [",
+               info.created, info.updated, info.params ? info.params : "null");
+        for (int64_t i = 0; i < n; i++) {
+            printf("%s{\"role\": \"%s\", \"content\": ", i ? ", " : "", sess_role_name(m[i].role));
+            cmd_json_str(stdout, m[i].text, strlen(m[i].text));
+            printf(", \"tokens\": %" PRId64 "}", m[i].n_tokens);
+        }
+        fputs("]}\n", stdout);
+    } else if (!strcmp(format, "markdown")) {
+        printf("# %s\n\n*Model:* `%s`\n", info.name, base_name(info.model_path));
+        for (int64_t i = 0; i < n; i++) {
+            const char *r = m[i].role == SESS_ROLE_SYSTEM ? "System"
+                            : m[i].role == SESS_ROLE_USER ? "User" : "Assistant";
+            printf("\n## %s\n\n%s\n", r, m[i].text);
+        }
+    } else { /* text */
+        for (int64_t i = 0; i < n; i++)
+            printf("%s%s: %s\n", i ? "\n" : "", sess_role_name(m[i].role), m[i].text);
+        if (n == 0)
+            fprintf(stderr, "session '%s' has no messages yet\n", name);
+    }
+    sess_messages_free(m, n);
+    sess_info_free(&info);
+    sess_store_close(st);
+    return CMD_EXIT_OK;
+}
+
+/* run fn on a session while holding its write lock */
+static int with_lock(struct sess_store *st, const char *name, int (*fn)(struct sess_store *, const char *,
+                                                                         const char *),
+                     const char *arg)
+{
+    int64_t id;
+    struct sess_lock *l;
+    if (sess_find(st, name, &id) || sess_lock(st, id, &l))
+        return -1;
+    int rc = fn(st, name, arg);
+    sess_unlock(l);
+    return rc;
+}
+
+static int rm_one(struct sess_store *st, const char *name, const char *unused)
+{
+    (void)unused;
+    return sess_rm(st, name);
+}
+
+static int rename_one(struct sess_store *st, const char *name, const char *to)
+{
+    return sess_rename(st, name, to);
+}
+
+static int sessions_exec(int argc, char **argv)
+{
+    if (argc < 2)
+        return cmd_usage_error(&cmd_sessions_entry, "sessions: expected a subcommand");
+    const char *sub = argv[1];
+    if (!strcmp(sub, "-h") || !strcmp(sub, "--help"))
+        return cmd_help(&cmd_sessions_entry);
+    static const struct {
+        const char *name;
+        int min, max; /* positional arguments */
+    } subs[] = {{"list", 0, 0}, {"show", 1, 1}, {"rm", 1, 1 << 20}, {"rename", 2, 2},
+                {"fork", 2, 2}, {"export", 1, 1}, {"gc", 0, 0}};
+    int which = -1;
+    for (size_t i = 0; i < sizeof subs / sizeof *subs; i++)
+        if (!strcmp(sub, subs[i].name))
+            which = (int)i;
+    if (which < 0)
+        return cmd_usage_error(&cmd_sessions_entry, "sessions: unknown subcommand '%s'", sub);
+    struct sub_opts o;
+    int first = 0, rc = parse_opts(argc - 1, argv + 1, &o, &first);
+    if (rc == -2)
+        return CMD_EXIT_OK;
+    if (rc)
+        return rc;
+    int npos = argc - 1 - first;
+    char **pos = argv + 1 + first;
+    if (npos < subs[which].min || npos > subs[which].max)
+        return cmd_usage_error(&cmd_sessions_entry, "sessions %s: wrong number of arguments", sub);
+    if (strcmp(o.format, "json") && strcmp(o.format, "markdown"))
+        return cmd_usage_error(&cmd_sessions_entry, "--format must be json or markdown");
+    int64_t cache_max = -1;
+    if (o.cache_max && (cache_max = parse_size(o.cache_max)) < 0)
+        return cmd_usage_error(&cmd_sessions_entry, "--cache-max takes a size like 4G, not '%s'",
+                               o.cache_max);
+
+    struct sess_store *st;
+    if ((rc = open_store(&st)))
+        return rc;
+    switch (which) {
+    case 0:
+        return do_list(st, &o);
+    case 1:
+        return transcript(st, pos[0], o.json ? "json" : "text");
+    case 2:
+        for (int i = 0; i < npos; i++)
+            if (with_lock(st, pos[i], rm_one, NULL))
+                return store_fail(st);
+        break;
+    case 3:
+        if (with_lock(st, pos[0], rename_one, pos[1]))
+            return store_fail(st);
+        break;
+    case 4:
+        if (sess_fork(st, pos[0], pos[1], o.at_turn))
+            return store_fail(st);
+        break;
+    case 5:
+        return transcript(st, pos[0], o.format);
+    case 6: {
+        int64_t n, freed, n2 = 0, freed2 = 0;
+        if (sess_gc(st, &n, &freed))
+            return store_fail(st);
+        if (cache_max >= 0 && sess_evict(st, cache_max, &n2, &freed2))
+            return store_fail(st);
+        char b[32], t[32];
+        fmt_bytes(b, sizeof b, (double)(freed + freed2));
+        fmt_bytes(t, sizeof t, (double)sess_store_bytes(st));
+        fprintf(stderr, "gc: removed %" PRId64 " segment file%s, %s freed; %s of KV segments kept\n",
+                n + n2, n + n2 == 1 ? "" : "s", b, t);
+        break;
+    }
+    }
+    sess_store_close(st);
+    return CMD_EXIT_OK;
+}
+
+const struct cmd_entry cmd_sessions_entry = {
+    .name = "sessions",
+    .summary = "list, show, rm, rename, fork, export saved sessions; gc their KV segments",
+    .usage = sessions_usage,
+    .exec = sessions_exec,
+};

@@ -1,0 +1,167 @@
+/*
+ * tokenizer-spm.c - SentencePiece (BPE-by-score) tokenizing of one text
+ * fragment whose spaces are already escaped as U+2581.
+ *
+ * The text is cut into UTF-8 characters (a lead byte claims as many bytes as
+ * it announces, so invalid input still makes progress); then, repeatedly,
+ * the adjacent pair whose concatenation is a token with the highest score is
+ * merged (ties: the leftmost pair), as llama.cpp's llm_tokenizer_spm does.
+ * Symbols left that are not tokens are emitted as byte tokens <0xNN>.
+ * Every merged symbol is a token by construction, so llama.cpp's
+ * "resegment" step reduces to that byte fallback.
+ *
+ * Invariants: symbols form a doubly linked list over the text in order; a
+ * merged-away symbol has n == 0; a heap entry is stale (and skipped) unless
+ * both its symbols are alive and their lengths still add up to its size.
+ */
+#include "core/vocab.h"
+#include "core/unicode.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct spm_sym {
+    int32_t prev, next;
+    uint32_t off, n;
+};
+
+struct spm_bigram {
+    float score;
+    int32_t left, right;
+    uint32_t size;
+};
+
+/* a before b in the queue: higher score, then leftmost */
+static bool spm_before(const struct spm_bigram *a, const struct spm_bigram *b)
+{
+    return a->score > b->score || (a->score == b->score && a->left < b->left);
+}
+
+struct spm_heap {
+    struct spm_bigram *h;
+    size_t n, cap;
+};
+
+static bool spm_heap_push(struct spm_heap *q, struct spm_bigram x)
+{
+    if (q->n == q->cap) {
+        size_t cap = q->cap ? q->cap * 2 : 64;
+        struct spm_bigram *p = realloc(q->h, cap * sizeof *p);
+        if (!p)
+            return false;
+        q->h = p;
+        q->cap = cap;
+    }
+    size_t i = q->n++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!spm_before(&x, &q->h[parent]))
+            break;
+        q->h[i] = q->h[parent];
+        i = parent;
+    }
+    q->h[i] = x;
+    return true;
+}
+
+static struct spm_bigram spm_heap_pop(struct spm_heap *q)
+{
+    struct spm_bigram top = q->h[0], x = q->h[--q->n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= q->n)
+            break;
+        if (c + 1 < q->n && spm_before(&q->h[c + 1], &q->h[c]))
+            c++;
+        if (!spm_before(&q->h[c], &x))
+            break;
+        q->h[i] = q->h[c];
+        i = c;
+    }
+    if (q->n)
+        q->h[i] = x;
+    return top;
+}
+
+static bool try_bigram(const struct llm_vocab *v, const char *text, struct spm_sym *s,
+                       struct spm_heap *q, int32_t left, int32_t right)
+{
+    if (left < 0 || right < 0)
+        return true;
+    uint32_t size = s[left].n + s[right].n;
+    int32_t id = llm_token_find(v, text + s[left].off, size);
+    if (id < 0)
+        return true;
+    return spm_heap_push(q, (struct spm_bigram){v->tokens[id].score, left, right, size});
+}
+
+static void byte_token(const struct llm_vocab *v, unsigned char c, struct llm_tokbuf *out)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    char buf[6] = {'<', '0', 'x', hex[c >> 4], hex[c & 15], '>'};
+    int32_t id = llm_token_find(v, buf, 6);
+    if (id < 0)
+        id = llm_token_find(v, (const char *)&c, 1);
+    if (id < 0)
+        id = v->unk; /* llama.cpp would throw here; the unknown token is the honest answer */
+    if (id >= 0)
+        llm_tokbuf_push(out, id);
+}
+
+void llm_spm_tokenize(const struct llm_vocab *v, const char *text, size_t len,
+                      struct llm_tokbuf *out)
+{
+    if (len == 0)
+        return;
+    if (len > UINT32_MAX / 2) {
+        out->oom = true;
+        return;
+    }
+    struct spm_sym *s = malloc(len * sizeof *s);
+    struct spm_heap q = {0};
+    if (!s) {
+        out->oom = true;
+        return;
+    }
+    int32_t n = 0;
+    for (size_t off = 0; off < len;) {
+        size_t k = llm_utf8_len((unsigned char)text[off]);
+        if (k > len - off)
+            k = len - off;
+        s[n] = (struct spm_sym){n - 1, off + k == len ? -1 : n + 1, (uint32_t)off, (uint32_t)k};
+        off += k;
+        n++;
+    }
+    bool ok = true;
+    for (int32_t i = 1; i < n && ok; i++)
+        ok = try_bigram(v, text, s, &q, i - 1, i);
+    while (ok && q.n) {
+        struct spm_bigram b = spm_heap_pop(&q);
+        struct spm_sym *l = &s[b.left], *r = &s[b.right];
+        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
+            continue;
+        l->n += r->n;
+        r->n = 0;
+        l->next = r->next;
+        if (r->next >= 0)
+            s[r->next].prev = b.left;
+        ok = try_bigram(v, text, s, &q, l->prev, b.left) &&
+             try_bigram(v, text, s, &q, b.left, l->next);
+    }
+    if (!ok) {
+        out->oom = true;
+    } else {
+        for (int32_t i = 0; i != -1; i = s[i].next) {
+            int32_t id = llm_token_find(v, text + s[i].off, s[i].n);
+            if (id >= 0) {
+                llm_tokbuf_push(out, id);
+                continue;
+            }
+            for (uint32_t j = 0; j < s[i].n; j++)
+                byte_token(v, (unsigned char)text[s[i].off + j], out);
+        }
+    }
+    free(s);
+    free(q.h);
+}

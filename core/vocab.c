@@ -1,0 +1,1090 @@
+/*
+ * vocab.c - the vocabulary: loading tokenizer.* metadata from a GGUF, the
+ * special tokens (BOS/EOS/EOT/EOG, control and user-defined tokens), the
+ * split of text around special tokens, and detokenizing (whole sequences
+ * and a streaming, UTF-8-safe detokenizer).
+ *
+ * The rules follow llama.cpp's llama_vocab so that token ids agree exactly:
+ * the same defaults per tokenizer model, the same text-based detection of
+ * end-of-turn and fill-in-the-middle tokens (which also marks them CONTROL),
+ * the same longest-first matching of special tokens with their lstrip /
+ * rstrip attributes, and the same space handling when detokenizing. Where
+ * llama.cpp's choice depends on hash-map iteration order (which of several
+ * candidate EOT texts wins), the lowest id wins here.
+ *
+ * Invariants: every token text is NUL-terminated in v->arena; the hash
+ * tables are at most half full; v->special is ordered by text length,
+ * longest first, then by id; v->eog is sorted and free of duplicates.
+ */
+#include "core/vocab.h"
+#include "core/unicode.h"
+
+#include <ctype.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ==== small helpers ==== */
+
+uint32_t llm_hash_bytes(const char *s, size_t n, uint32_t h)
+{
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 16777619u;
+    }
+    return h;
+}
+
+void llm_tokbuf_push(struct llm_tokbuf *b, int32_t id)
+{
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 256;
+        int32_t *p = realloc(b->ids, cap * sizeof *p);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->ids = p;
+        b->cap = cap;
+    }
+    b->ids[b->n++] = id;
+}
+
+static void seterr(char *err, size_t size, const char *fmt, const char *arg)
+{
+    if (err && size)
+        snprintf(err, size, fmt, arg);
+}
+
+static uint32_t table_size(uint64_t n)
+{
+    uint32_t s = 16;
+    while (s < 2 * n)
+        s *= 2;
+    return s;
+}
+
+int32_t llm_token_find(const struct llm_vocab *v, const char *text, size_t len)
+{
+    uint32_t h = llm_hash_bytes(text, len, LLM_HASH_SEED) & v->tok_hash_mask;
+    for (;;) {
+        uint32_t e = v->tok_hash[h];
+        if (!e)
+            return LLM_TOKEN_NULL;
+        const struct llm_token_data *t = &v->tokens[e - 1];
+        if (t->len == len && !memcmp(t->text, text, len))
+            return (int32_t)(e - 1);
+        h = (h + 1) & v->tok_hash_mask;
+    }
+}
+
+static uint32_t merge_hash(const char *a, size_t na, const char *b, size_t nb)
+{
+    uint32_t h = llm_hash_bytes(a, na, LLM_HASH_SEED);
+    h = llm_hash_bytes(" ", 1, h);
+    return llm_hash_bytes(b, nb, h);
+}
+
+int32_t llm_vocab_merge_rank(const struct llm_vocab *v, const char *a, size_t na, const char *b,
+                             size_t nb)
+{
+    if (!v->merge_hash)
+        return -1;
+    uint32_t h = merge_hash(a, na, b, nb) & v->merge_hash_mask;
+    for (;;) {
+        uint32_t e = v->merge_hash[h];
+        if (!e)
+            return -1;
+        const struct llm_merge *m = &v->merges[e - 1];
+        if (m->split == na && m->len == na + 1 + nb && !memcmp(m->text, a, na) &&
+            !memcmp(m->text + na + 1, b, nb))
+            return (int32_t)(e - 1);
+        h = (h + 1) & v->merge_hash_mask;
+    }
+}
+
+/* ==== loading ==== */
+
+static const struct {
+    const char *name;
+    enum llm_pre pre;
+} pre_names[] = {
+    {"default", LLM_PRE_DEFAULT},
+    {"llama3", LLM_PRE_LLAMA3}, {"llama-v3", LLM_PRE_LLAMA3}, {"llama-bpe", LLM_PRE_LLAMA3},
+    {"falcon3", LLM_PRE_LLAMA3}, {"falcon-h1", LLM_PRE_LLAMA3}, {"pixtral", LLM_PRE_LLAMA3},
+    {"midm-2.0", LLM_PRE_LLAMA3}, {"lfm2", LLM_PRE_LLAMA3}, {"dbrx", LLM_PRE_LLAMA3},
+    {"smaug-bpe", LLM_PRE_LLAMA3},
+    {"deepseek-llm", LLM_PRE_DEEPSEEK_LLM},
+    {"deepseek-coder", LLM_PRE_DEEPSEEK_CODER},
+    {"falcon", LLM_PRE_FALCON},
+    {"mpt", LLM_PRE_GPT2}, {"gpt-2", LLM_PRE_GPT2}, {"phi-2", LLM_PRE_GPT2},
+    {"olmo", LLM_PRE_GPT2}, {"jais", LLM_PRE_GPT2}, {"trillion", LLM_PRE_GPT2},
+    {"starcoder", LLM_PRE_STARCODER}, {"refact", LLM_PRE_STARCODER},
+    {"command-r", LLM_PRE_STARCODER}, {"smollm", LLM_PRE_STARCODER},
+    {"codeshell", LLM_PRE_STARCODER}, {"exaone", LLM_PRE_STARCODER},
+    {"minerva-7b", LLM_PRE_STARCODER},
+    {"qwen2", LLM_PRE_QWEN2}, {"deepseek-r1-qwen", LLM_PRE_QWEN2}, {"stablelm2", LLM_PRE_QWEN2},
+    {"qwen35", LLM_PRE_QWEN35},
+    {"chatglm-bpe", LLM_PRE_CHATGLM4}, {"glm4", LLM_PRE_CHATGLM4},
+};
+
+static int64_t kv_int(const struct llm_gguf *g, const char *key, int64_t def)
+{
+    int64_t x = def;
+    llm_gguf_find_int(g, key, &x);
+    return x;
+}
+
+static void kv_id(const struct llm_gguf *g, const char *key, int32_t n, int32_t *id)
+{
+    int64_t x;
+    if (llm_gguf_find_int(g, key, &x) == 0 && x >= 0 && x < n)
+        *id = (int32_t)x;
+}
+
+static int cmp_id(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static const struct llm_vocab *sort_vocab; /* for qsort of v->special */
+static int cmp_special(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    uint32_t lx = sort_vocab->tokens[x].len, ly = sort_vocab->tokens[y].len;
+    if (lx != ly)
+        return lx > ly ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+static bool text_is(const struct llm_token_data *t, const char *s)
+{
+    return t->len == strlen(s) && !memcmp(t->text, s, t->len);
+}
+
+static bool text_in(const struct llm_token_data *t, const char *const *list)
+{
+    for (; *list; list++)
+        if (text_is(t, *list))
+            return true;
+    return false;
+}
+
+/* Tokens recognised by their text when the metadata does not name them
+ * (llama.cpp's lists). The first found becomes the id; every match is made
+ * CONTROL. */
+static const char *const eot_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
+    "<|endoftext|>", "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]",
+    "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>",
+    "<end_of_utterance>", NULL};
+static const char *const eom_texts[] = {"<|eom_id|>", NULL};
+static const char *const fim_pre_texts[] = {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
+    "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>", "<PRE>", "\xe2\x96\x81<PRE>",
+    "<|code_prefix|>", "<|prefix|>", NULL};
+static const char *const fim_suf_texts[] = {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
+    "<\xef\xbd\x9c" "fim\xe2\x96\x81" "hole\xef\xbd\x9c>", "<SUF>", "\xe2\x96\x81<SUF>",
+    "<|code_suffix|>", "<|suffix|>", NULL};
+static const char *const fim_mid_texts[] = {"<|fim_middle|>", "<fim-middle>", "<fim_middle>",
+    "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>", "<MID>", "\xe2\x96\x81<MID>",
+    "<|code_middle|>", "<|middle|>", NULL};
+static const char *const fim_pad_texts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>",
+    "[PAD]", NULL};
+static const char *const fim_rep_texts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
+    "<REPO>", "<reponame>", NULL};
+static const char *const fim_sep_texts[] = {"<|file_sep|>", NULL};
+static const char *const eog_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>",
+    "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>",
+    "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>", "<eos>",
+    "<turn|>", "<|tool_response>",
+    "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", "[e~[", NULL};
+
+/* find by text, unless already set; marks the token CONTROL */
+static void detect(struct llm_vocab *v, int32_t *id, const char *const *texts)
+{
+    if (*id != LLM_TOKEN_NULL)
+        return;
+    for (int32_t i = 0; i < v->n_tokens; i++)
+        if (text_in(&v->tokens[i], texts)) {
+            *id = i;
+            v->tokens[i].attr |= LLM_TOKEN_ATTR_CONTROL;
+            return;
+        }
+}
+
+static void eog_add(struct llm_vocab *v, int32_t id)
+{
+    if (id == LLM_TOKEN_NULL)
+        return;
+    for (int32_t i = 0; i < v->n_eog; i++)
+        if (v->eog[i] == id)
+            return;
+    v->eog[v->n_eog++] = id;
+}
+
+static void eog_remove(struct llm_vocab *v, int32_t id)
+{
+    for (int32_t i = 0; i < v->n_eog; i++)
+        if (v->eog[i] == id) {
+            v->eog[i] = v->eog[--v->n_eog];
+            return;
+        }
+}
+
+static int32_t eog_find_text(const struct llm_vocab *v, const char *s)
+{
+    for (int32_t i = 0; i < v->n_eog; i++)
+        if (text_is(&v->tokens[v->eog[i]], s))
+            return v->eog[i];
+    return LLM_TOKEN_NULL;
+}
+
+static int load_tokens(struct llm_vocab *v, const struct llm_gguf *g, char *err, size_t es)
+{
+    int64_t ti = llm_gguf_find_key(g, "tokenizer.ggml.tokens");
+    if (ti < 0 || llm_gguf_kv_type(g, ti) != LLM_GGUF_TYPE_ARRAY ||
+        llm_gguf_arr_type(g, ti) != LLM_GGUF_TYPE_STRING) {
+        seterr(err, es, "%s", "missing or invalid tokenizer.ggml.tokens");
+        return -1;
+    }
+    uint64_t n = llm_gguf_arr_n(g, ti);
+    if (n == 0 || n > (1u << 24)) {
+        seterr(err, es, "%s", "tokenizer.ggml.tokens has an unreasonable number of tokens");
+        return -1;
+    }
+    int64_t si = llm_gguf_find_key(g, "tokenizer.ggml.scores");
+    enum llm_gguf_type st = si >= 0 ? llm_gguf_arr_type(g, si) : LLM_GGUF_TYPE_COUNT;
+    if (si >= 0 && (llm_gguf_kv_type(g, si) != LLM_GGUF_TYPE_ARRAY ||
+                    (st != LLM_GGUF_TYPE_FLOAT32 && st != LLM_GGUF_TYPE_INT32) ||
+                    llm_gguf_arr_n(g, si) < n)) {
+        seterr(err, es, "%s", "invalid tokenizer.ggml.scores");
+        return -1;
+    }
+    int64_t yi = llm_gguf_find_key(g, "tokenizer.ggml.token_type");
+    if (yi >= 0 && (llm_gguf_kv_type(g, yi) != LLM_GGUF_TYPE_ARRAY ||
+                    llm_gguf_arr_type(g, yi) != LLM_GGUF_TYPE_INT32 || llm_gguf_arr_n(g, yi) < n)) {
+        seterr(err, es, "%s", "invalid tokenizer.ggml.token_type");
+        return -1;
+    }
+    int64_t mi = -1;
+    uint64_t nm = 0;
+    if (v->type == LLM_VOCAB_BPE) {
+        mi = llm_gguf_find_key(g, "tokenizer.ggml.merges");
+        if (mi < 0) {
+            seterr(err, es, "%s", "missing tokenizer.ggml.merges");
+            return -1;
+        }
+        if (llm_gguf_kv_type(g, mi) != LLM_GGUF_TYPE_ARRAY ||
+            llm_gguf_arr_type(g, mi) != LLM_GGUF_TYPE_STRING || llm_gguf_arr_n(g, mi) > (1u << 24)) {
+            seterr(err, es, "%s", "invalid tokenizer.ggml.merges");
+            return -1;
+        }
+        nm = llm_gguf_arr_n(g, mi);
+    }
+    /* one arena for all texts; empty tokens become "[EMPTY_<id>]" */
+    uint64_t bytes = 0;
+    struct llm_str s;
+    for (uint64_t i = 0; i < n; i++) {
+        if (llm_gguf_arr_get_str(g, ti, i, &s) < 0)
+            return seterr(err, es, "%s", "invalid tokenizer.ggml.tokens"), -1;
+        bytes += (s.len ? s.len : 24) + 1;
+    }
+    for (uint64_t i = 0; i < nm; i++) {
+        if (llm_gguf_arr_get_str(g, mi, i, &s) < 0)
+            return seterr(err, es, "%s", "invalid tokenizer.ggml.merges"), -1;
+        bytes += s.len + 1;
+    }
+    if (bytes > (uint64_t)UINT32_MAX * 4)
+        return seterr(err, es, "%s", "vocabulary too large"), -1;
+    v->arena = malloc(bytes ? bytes : 1);
+    v->tokens = calloc(n, sizeof *v->tokens);
+    v->merges = nm ? calloc(nm, sizeof *v->merges) : NULL;
+    v->tok_hash_mask = table_size(n) - 1;
+    v->tok_hash = calloc((size_t)v->tok_hash_mask + 1, sizeof *v->tok_hash);
+    if (!v->arena || !v->tokens || (nm && !v->merges) || !v->tok_hash)
+        return seterr(err, es, "%s", "out of memory"), -1;
+    v->n_tokens = (int32_t)n;
+    char *p = v->arena;
+    const void *scores = si >= 0 ? llm_gguf_arr_data(g, si) : NULL;
+    const void *types = yi >= 0 ? llm_gguf_arr_data(g, yi) : NULL;
+    for (uint64_t i = 0; i < n; i++) {
+        struct llm_token_data *t = &v->tokens[i];
+        llm_gguf_arr_get_str(g, ti, i, &s);
+        t->text = p;
+        if (s.len) {
+            memcpy(p, s.ptr, s.len);
+            t->len = (uint32_t)s.len;
+        } else {
+            t->len = (uint32_t)sprintf(p, "[EMPTY_%u]", (unsigned)i);
+        }
+        p[t->len] = 0;
+        p += t->len + 1;
+        if (scores) {
+            if (st == LLM_GGUF_TYPE_FLOAT32)
+                memcpy(&t->score, (const char *)scores + 4 * i, 4);
+            else {
+                int32_t x;
+                memcpy(&x, (const char *)scores + 4 * i, 4);
+                t->score = (float)x;
+            }
+        }
+        t->attr = LLM_TOKEN_ATTR_NORMAL;
+        if (types) {
+            int32_t ty;
+            memcpy(&ty, (const char *)types + 4 * i, 4);
+            static const uint32_t map[7] = {LLM_TOKEN_ATTR_UNDEFINED, LLM_TOKEN_ATTR_NORMAL,
+                LLM_TOKEN_ATTR_UNKNOWN, LLM_TOKEN_ATTR_CONTROL, LLM_TOKEN_ATTR_USER_DEFINED,
+                LLM_TOKEN_ATTR_UNUSED, LLM_TOKEN_ATTR_BYTE};
+            t->attr = ty >= 0 && ty < 7 ? map[ty] : LLM_TOKEN_ATTR_UNDEFINED;
+        }
+        /* insert, a later duplicate text taking the slot (as llama.cpp's map) */
+        uint32_t h = llm_hash_bytes(t->text, t->len, LLM_HASH_SEED) & v->tok_hash_mask;
+        for (;;) {
+            uint32_t e = v->tok_hash[h];
+            if (!e || (v->tokens[e - 1].len == t->len &&
+                       !memcmp(v->tokens[e - 1].text, t->text, t->len))) {
+                v->tok_hash[h] = (uint32_t)i + 1;
+                break;
+            }
+            h = (h + 1) & v->tok_hash_mask;
+        }
+    }
+    if (nm) {
+        v->merge_hash_mask = table_size(nm) - 1;
+        v->merge_hash = calloc((size_t)v->merge_hash_mask + 1, sizeof *v->merge_hash);
+        if (!v->merge_hash)
+            return seterr(err, es, "%s", "out of memory"), -1;
+        for (uint64_t i = 0; i < nm; i++) {
+            llm_gguf_arr_get_str(g, mi, i, &s);
+            memcpy(p, s.ptr, s.len);
+            p[s.len] = 0;
+            /* split at the first space after the first byte; a merge
+             * without one can never match (llama.cpp keys it "" + "") */
+            const char *sp = s.len > 1 ? memchr(p + 1, ' ', s.len - 1) : NULL;
+            if (sp) {
+                struct llm_merge *m = &v->merges[v->n_merges];
+                m->text = p;
+                m->len = (uint32_t)s.len;
+                m->split = (uint32_t)(sp - p);
+                uint32_t h = merge_hash(p, m->split, sp + 1, m->len - m->split - 1) &
+                             v->merge_hash_mask;
+                bool dup = false;
+                for (;;) {
+                    uint32_t e = v->merge_hash[h];
+                    if (!e)
+                        break;
+                    const struct llm_merge *o = &v->merges[e - 1];
+                    if (o->len == m->len && o->split == m->split && !memcmp(o->text, p, m->len)) {
+                        dup = true; /* the first rank stays */
+                        break;
+                    }
+                    h = (h + 1) & v->merge_hash_mask;
+                }
+                if (!dup) {
+                    v->merge_hash[h] = (uint32_t)v->n_merges + 1;
+                    v->n_merges++;
+                }
+            }
+            p += s.len + 1;
+        }
+    }
+    return 0;
+}
+
+int llm_vocab_load(const struct llm_gguf *g, struct llm_vocab **out, char *err, size_t es)
+{
+    struct llm_str s;
+    char model[32] = "";
+    *out = NULL;
+    if (llm_gguf_find_str(g, "tokenizer.ggml.model", &s) < 0) {
+        seterr(err, es, "%s", "no tokenizer in the file (tokenizer.ggml.model missing)");
+        return -1;
+    }
+    snprintf(model, sizeof model, "%.*s", (int)(s.len < 31 ? s.len : 31), s.ptr);
+    struct llm_vocab *v = calloc(1, sizeof *v);
+    if (!v) {
+        seterr(err, es, "%s", "out of memory");
+        return -1;
+    }
+    v->bos = v->eos = v->eot = v->eom = v->unk = v->sep = v->pad = v->nl = LLM_TOKEN_NULL;
+    int32_t fim_pre = LLM_TOKEN_NULL, fim_suf = LLM_TOKEN_NULL, fim_mid = LLM_TOKEN_NULL;
+    int32_t fim_pad = LLM_TOKEN_NULL, fim_rep = LLM_TOKEN_NULL, fim_sep = LLM_TOKEN_NULL;
+    snprintf(v->pre_name, sizeof v->pre_name, "default");
+    if (!strcmp(model, "llama")) {
+        v->type = LLM_VOCAB_SPM;
+        v->bos = 1, v->eos = 2, v->unk = 0;
+        v->add_space_prefix = true;
+        v->add_bos = true;
+    } else if (!strcmp(model, "gpt2")) {
+        v->type = LLM_VOCAB_BPE;
+        v->bos = 11, v->eos = 11;
+        v->clean_spaces = true;
+        if (llm_gguf_find_str(g, "tokenizer.ggml.pre", &s) == 0) {
+            snprintf(v->pre_name, sizeof v->pre_name, "%.*s", (int)(s.len < 31 ? s.len : 31),
+                     s.ptr);
+            size_t i, np = sizeof pre_names / sizeof pre_names[0];
+            for (i = 0; i < np; i++)
+                if (strlen(pre_names[i].name) == s.len && !memcmp(pre_names[i].name, s.ptr, s.len))
+                    break;
+            if (i == np) {
+                seterr(err, es, "unknown pre-tokenizer '%s'", v->pre_name);
+                llm_vocab_free(v);
+                return -1;
+            }
+            v->pre = pre_names[i].pre;
+        }
+        switch (v->pre) {
+        case LLM_PRE_LLAMA3:
+            v->ignore_merges = true;
+            v->add_bos = true;
+            break;
+        case LLM_PRE_DEEPSEEK_LLM: case LLM_PRE_DEEPSEEK_CODER: case LLM_PRE_QWEN2:
+        case LLM_PRE_QWEN35:
+            v->clean_spaces = false;
+            break;
+        case LLM_PRE_STARCODER:
+            if (!strcmp(v->pre_name, "command-r"))
+                v->clean_spaces = false;
+            break;
+        default:
+            break;
+        }
+    } else {
+        seterr(err, es, "unsupported tokenizer '%s' (kvchat reads 'llama' and 'gpt2')", model);
+        llm_vocab_free(v);
+        return -1;
+    }
+    v->add_space_prefix = kv_int(g, "tokenizer.ggml.add_space_prefix", v->add_space_prefix) != 0;
+
+    if (load_tokens(v, g, err, es) < 0) {
+        llm_vocab_free(v);
+        return -1;
+    }
+    int32_t n = v->n_tokens;
+    /* default ids beyond the vocabulary are dropped */
+    int32_t *ids[] = {&v->bos, &v->eos, &v->unk};
+    for (size_t i = 0; i < 3; i++)
+        if (*ids[i] >= n)
+            *ids[i] = LLM_TOKEN_NULL;
+    kv_id(g, "tokenizer.ggml.bos_token_id", n, &v->bos);
+    kv_id(g, "tokenizer.ggml.eos_token_id", n, &v->eos);
+    kv_id(g, "tokenizer.ggml.eot_token_id", n, &v->eot);
+    kv_id(g, "tokenizer.ggml.eom_token_id", n, &v->eom);
+    kv_id(g, "tokenizer.ggml.unknown_token_id", n, &v->unk);
+    kv_id(g, "tokenizer.ggml.seperator_token_id", n, &v->sep);
+    kv_id(g, "tokenizer.ggml.padding_token_id", n, &v->pad);
+    kv_id(g, "tokenizer.ggml.fim_pre_token_id", n, &fim_pre);
+    kv_id(g, "tokenizer.ggml.fim_suf_token_id", n, &fim_suf);
+    kv_id(g, "tokenizer.ggml.fim_mid_token_id", n, &fim_mid);
+    kv_id(g, "tokenizer.ggml.fim_pad_token_id", n, &fim_pad);
+    kv_id(g, "tokenizer.ggml.fim_rep_token_id", n, &fim_rep);
+    kv_id(g, "tokenizer.ggml.fim_sep_token_id", n, &fim_sep);
+    kv_id(g, "tokenizer.ggml.prefix_token_id", n, &fim_pre);
+    kv_id(g, "tokenizer.ggml.suffix_token_id", n, &fim_suf);
+    kv_id(g, "tokenizer.ggml.middle_token_id", n, &fim_mid);
+    v->add_bos = kv_int(g, "tokenizer.ggml.add_bos_token", v->add_bos) != 0;
+    v->add_eos = kv_int(g, "tokenizer.ggml.add_eos_token", v->add_eos) != 0;
+
+    detect(v, &v->eot, eot_texts);
+    detect(v, &v->eom, eom_texts);
+    detect(v, &fim_pre, fim_pre_texts);
+    detect(v, &fim_suf, fim_suf_texts);
+    detect(v, &fim_mid, fim_mid_texts);
+    detect(v, &fim_pad, fim_pad_texts);
+    detect(v, &fim_rep, fim_rep_texts);
+    detect(v, &fim_sep, fim_sep_texts);
+    /* control tokens named "unused" are unused */
+    for (int32_t i = 0; i < n; i++)
+        if ((v->tokens[i].attr & LLM_TOKEN_ATTR_CONTROL) && strstr(v->tokens[i].text, "unused"))
+            v->tokens[i].attr |= LLM_TOKEN_ATTR_UNUSED;
+
+    /* end-of-generation tokens */
+    v->eog = malloc((size_t)n * sizeof *v->eog);
+    if (!v->eog) {
+        seterr(err, es, "%s", "out of memory");
+        llm_vocab_free(v);
+        return -1;
+    }
+    eog_add(v, fim_pad);
+    eog_add(v, fim_rep);
+    eog_add(v, fim_sep);
+    for (int32_t i = 0; i < n; i++)
+        if (text_in(&v->tokens[i], eog_texts)) {
+            eog_add(v, i);
+            v->tokens[i].attr |= LLM_TOKEN_ATTR_CONTROL;
+        }
+    for (int32_t i = 0; i < n; i++) {
+        struct llm_token_data *t = &v->tokens[i];
+        if (text_is(t, "<|channel|>") || text_is(t, "<|message|>") || text_is(t, "<|start|>") ||
+            text_is(t, "<|constrain|>"))
+            t->attr = LLM_TOKEN_ATTR_USER_DEFINED;
+    }
+    eog_add(v, v->eos);
+    eog_add(v, v->eot);
+    eog_add(v, v->eom);
+    {   /* harmony-style vocabularies: <|end|> ends a message, not generation */
+        int32_t end = eog_find_text(v, "<|end|>");
+        bool ret = eog_find_text(v, "<|return|>") != LLM_TOKEN_NULL;
+        bool call = eog_find_text(v, "<|call|>") != LLM_TOKEN_NULL ||
+                    eog_find_text(v, "<|calls|>") != LLM_TOKEN_NULL;
+        bool flush = eog_find_text(v, "<|flush|>") != LLM_TOKEN_NULL;
+        if (end != LLM_TOKEN_NULL && ((ret && call) || (call && flush))) {
+            eog_remove(v, end);
+            v->tokens[end].attr = LLM_TOKEN_ATTR_USER_DEFINED;
+        }
+        int32_t s_id = eog_find_text(v, "</s>");
+        if (s_id != LLM_TOKEN_NULL && eog_find_text(v, "<|tool_response>") != LLM_TOKEN_NULL) {
+            eog_remove(v, s_id);
+            v->tokens[s_id].attr = LLM_TOKEN_ATTR_NORMAL;
+        }
+    }
+    qsort(v->eog, (size_t)v->n_eog, sizeof *v->eog, cmp_id);
+
+    /* the special tokens, longest first */
+    v->special = malloc((size_t)n * sizeof *v->special);
+    if (!v->special) {
+        seterr(err, es, "%s", "out of memory");
+        llm_vocab_free(v);
+        return -1;
+    }
+    for (int32_t i = 0; i < n; i++)
+        if (v->tokens[i].attr &
+            (LLM_TOKEN_ATTR_CONTROL | LLM_TOKEN_ATTR_USER_DEFINED | LLM_TOKEN_ATTR_UNKNOWN))
+            v->special[v->n_special++] = i;
+    sort_vocab = v;
+    qsort(v->special, (size_t)v->n_special, sizeof *v->special, cmp_special);
+    sort_vocab = NULL;
+
+    /* Phi-3 models: special tokens eat the white space to their right */
+    if (llm_gguf_find_str(g, "general.name", &s) == 0) {
+        char name[128];
+        size_t k = s.len < sizeof name - 1 ? s.len : sizeof name - 1;
+        for (size_t i = 0; i < k; i++)
+            name[i] = (char)tolower((unsigned char)s.ptr[i]);
+        name[k] = 0;
+        if (strstr(name, "phi-3") || strstr(name, "phi3")) {
+            for (int32_t i = 0; i < v->n_special; i++)
+                v->tokens[v->special[i]].attr |= LLM_TOKEN_ATTR_RSTRIP;
+            int32_t id;
+            if ((id = llm_token_find(v, "</s>", 4)) >= 0)
+                v->tokens[id].attr |= LLM_TOKEN_ATTR_RSTRIP;
+            const char *keep[] = {"<unk>", "<s>", "<|endoftext|>"};
+            for (size_t i = 0; i < 3; i++)
+                if ((id = llm_token_find(v, keep[i], strlen(keep[i]))) >= 0)
+                    v->tokens[id].attr &= ~(uint32_t)LLM_TOKEN_ATTR_RSTRIP;
+        }
+    }
+
+    /* the newline token */
+    if (v->type == LLM_VOCAB_SPM) {
+        v->nl = llm_token_find(v, "<0x0A>", 6);
+        if (v->nl < 0)
+            v->nl = llm_token_find(v, "\n", 1);
+        if (v->nl < 0)
+            v->nl = v->pad;
+    } else {
+        int32_t t[8];
+        int32_t k = llm_tokenize(v, "\n", 1, t, 8, false, false);
+        v->nl = k > 0 ? t[0] : v->pad;
+    }
+    *out = v;
+    return 0;
+}
+
+void llm_vocab_free(struct llm_vocab *v)
+{
+    if (!v)
+        return;
+    free(v->tokens);
+    free(v->arena);
+    free(v->tok_hash);
+    free(v->merges);
+    free(v->merge_hash);
+    free(v->special);
+    free(v->eog);
+    free(v);
+}
+
+enum llm_vocab_type llm_vocab_type(const struct llm_vocab *v) { return v->type; }
+const char *llm_vocab_pre(const struct llm_vocab *v) { return v->pre_name; }
+int32_t llm_vocab_n_tokens(const struct llm_vocab *v) { return v->n_tokens; }
+int32_t llm_vocab_bos(const struct llm_vocab *v) { return v->bos; }
+int32_t llm_vocab_eos(const struct llm_vocab *v) { return v->eos; }
+int32_t llm_vocab_eot(const struct llm_vocab *v) { return v->eot; }
+int32_t llm_vocab_unk(const struct llm_vocab *v) { return v->unk; }
+int32_t llm_vocab_pad(const struct llm_vocab *v) { return v->pad; }
+int32_t llm_vocab_nl(const struct llm_vocab *v) { return v->nl; }
+bool llm_vocab_add_bos(const struct llm_vocab *v) { return v->add_bos; }
+bool llm_vocab_add_eos(const struct llm_vocab *v) { return v->add_eos; }
+
+bool llm_vocab_is_eog(const struct llm_vocab *v, int32_t id)
+{
+    return id >= 0 && bsearch(&id, v->eog, (size_t)v->n_eog, sizeof id, cmp_id) != NULL;
+}
+
+int32_t llm_vocab_eog_ids(const struct llm_vocab *v, const int32_t **ids)
+{
+    *ids = v->eog;
+    return v->n_eog;
+}
+
+uint32_t llm_token_attr(const struct llm_vocab *v, int32_t id)
+{
+    return id >= 0 && id < v->n_tokens ? v->tokens[id].attr : 0;
+}
+
+const char *llm_token_text(const struct llm_vocab *v, int32_t id, size_t *len)
+{
+    if (id < 0 || id >= v->n_tokens)
+        return NULL;
+    if (len)
+        *len = v->tokens[id].len;
+    return v->tokens[id].text;
+}
+
+/* ==== tokenizing: the split around special tokens ==== */
+
+/* A fragment is raw text [off, off+len) or a special token id. */
+struct frag {
+    size_t off, len;
+    int32_t id; /* LLM_TOKEN_NULL for raw text */
+};
+
+struct fragbuf {
+    struct frag *f;
+    size_t n, cap;
+};
+
+static bool frag_push(struct fragbuf *b, size_t off, size_t len, int32_t id)
+{
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 16;
+        struct frag *p = realloc(b->f, cap * sizeof *p);
+        if (!p)
+            return false;
+        b->f = p;
+        b->cap = cap;
+    }
+    b->f[b->n++] = (struct frag){off, len, id};
+    return true;
+}
+
+static bool is_space(char c)
+{
+    return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
+/* Replace each occurrence of special token id in the raw fragments of *a,
+ * left to right, writing the result to *b (llama.cpp's
+ * tokenizer_st_partition, one token at a time, longest token first). */
+static bool split_special(const struct llm_vocab *v, const char *text, int32_t id,
+                          struct fragbuf *a, struct fragbuf *b)
+{
+    const struct llm_token_data *t = &v->tokens[id];
+    b->n = 0;
+    for (size_t i = 0; i < a->n; i++) {
+        struct frag f = a->f[i];
+        if (f.id != LLM_TOKEN_NULL || f.len < t->len) {
+            if (!frag_push(b, f.off, f.len, f.id))
+                return false;
+            continue;
+        }
+        size_t off = f.off, len = f.len;
+        for (;;) {
+            const char *m = len >= t->len ? memmem(text + off, len, t->text, t->len) : NULL;
+            if (!m) {
+                if (len > 0 && !frag_push(b, off, len, LLM_TOKEN_NULL))
+                    return false;
+                break;
+            }
+            size_t at = (size_t)(m - text);
+            size_t left = at - off;
+            if (t->attr & LLM_TOKEN_ATTR_LSTRIP)
+                while (left > 0 && is_space(text[off + left - 1]))
+                    left--;
+            if (left > 0 && !frag_push(b, off, left, LLM_TOKEN_NULL))
+                return false;
+            if (!frag_push(b, 0, 0, id))
+                return false;
+            size_t roff = at + t->len, rlen = off + len - roff;
+            if (t->attr & LLM_TOKEN_ATTR_RSTRIP)
+                while (rlen > 0 && is_space(text[roff]))
+                    roff++, rlen--;
+            off = roff;
+            len = rlen;
+            if (len == 0)
+                break;
+        }
+    }
+    return true;
+}
+
+int32_t llm_tokenize(const struct llm_vocab *v, const char *text, size_t len, int32_t *tokens,
+                     int32_t n_max, bool add_special, bool parse_special)
+{
+    struct fragbuf a = {0}, b = {0};
+    struct llm_tokbuf out = {0};
+    int32_t ret = INT32_MIN;
+    if (len > 0) {
+        if (!frag_push(&a, 0, len, LLM_TOKEN_NULL))
+            goto done;
+        for (int32_t i = 0; i < v->n_special; i++) {
+            int32_t id = v->special[i];
+            uint32_t attr = v->tokens[id].attr;
+            if (!parse_special && (attr & (LLM_TOKEN_ATTR_CONTROL | LLM_TOKEN_ATTR_UNKNOWN)))
+                continue;
+            if (!split_special(v, text, id, &a, &b))
+                goto done;
+            struct fragbuf t = a;
+            a = b;
+            b = t;
+        }
+    }
+    if (add_special && v->add_bos && v->bos != LLM_TOKEN_NULL)
+        llm_tokbuf_push(&out, v->bos);
+    if (v->type == LLM_VOCAB_SPM) {
+        /* a raw fragment at the start or after a special token gets the
+         * leading space SentencePiece expects */
+        bool prev_special = true;
+        char *tmp = NULL;
+        size_t tmp_cap = 0;
+        for (size_t i = 0; i < a.n; i++) {
+            struct frag f = a.f[i];
+            if (f.id != LLM_TOKEN_NULL) {
+                llm_tokbuf_push(&out, f.id);
+                prev_special = true;
+                continue;
+            }
+            /* escape spaces as U+2581 (3 bytes) */
+            size_t need = 3 * (f.len + 1);
+            if (need > tmp_cap) {
+                free(tmp);
+                tmp = malloc(need);
+                tmp_cap = tmp ? need : 0;
+                if (!tmp) {
+                    out.oom = true;
+                    break;
+                }
+            }
+            size_t k = 0;
+            if (v->add_space_prefix && prev_special)
+                memcpy(tmp + k, "\xe2\x96\x81", 3), k += 3;
+            for (size_t j = 0; j < f.len; j++) {
+                char c = text[f.off + j];
+                if (c == ' ')
+                    memcpy(tmp + k, "\xe2\x96\x81", 3), k += 3;
+                else
+                    tmp[k++] = c;
+            }
+            llm_spm_tokenize(v, tmp, k, &out);
+            prev_special = false;
+        }
+        free(tmp);
+    } else {
+        for (size_t i = 0; i < a.n; i++) {
+            struct frag f = a.f[i];
+            if (f.id != LLM_TOKEN_NULL)
+                llm_tokbuf_push(&out, f.id);
+            else
+                llm_bpe_tokenize(v, text + f.off, f.len, &out);
+        }
+    }
+    if (add_special && v->add_eos && v->eos != LLM_TOKEN_NULL)
+        llm_tokbuf_push(&out, v->eos);
+    if (out.oom || out.n > INT32_MAX)
+        goto done;
+    if (out.n > (size_t)(n_max < 0 ? 0 : n_max)) {
+        ret = -(int32_t)out.n;
+        goto done;
+    }
+    if (out.n)
+        memcpy(tokens, out.ids, out.n * sizeof *tokens);
+    ret = (int32_t)out.n;
+done:
+    free(a.f);
+    free(b.f);
+    free(out.ids);
+    return ret;
+}
+
+/* ==== detokenizing ==== */
+
+static int32_t copy_piece(const char *s, size_t n, char *buf, int32_t size, int32_t lstrip)
+{
+    for (int32_t i = 0; i < lstrip && n && *s == ' '; i++)
+        s++, n--;
+    if (n > (size_t)INT32_MAX)
+        return 0;
+    if ((size_t)size < n || size < 0)
+        return -(int32_t)n;
+    memcpy(buf, s, n);
+    return (int32_t)n;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int32_t llm_token_to_piece(const struct llm_vocab *v, int32_t id, char *buf, int32_t size,
+                           int32_t lstrip, bool special)
+{
+    if (id < 0 || id >= v->n_tokens)
+        return 0;
+    const struct llm_token_data *t = &v->tokens[id];
+    uint32_t attr = t->attr;
+    if (!special && (attr & (LLM_TOKEN_ATTR_UNKNOWN | LLM_TOKEN_ATTR_CONTROL)))
+        return 0;
+    if (attr & (LLM_TOKEN_ATTR_UNKNOWN | LLM_TOKEN_ATTR_CONTROL | LLM_TOKEN_ATTR_USER_DEFINED))
+        return copy_piece(t->text, t->len, buf, size, lstrip);
+    if (attr & LLM_TOKEN_ATTR_NORMAL) {
+        /* SPM: ▁ -> ' '; BPE: each code point stands for one byte */
+        char tmp[512];
+        char *o = t->len * 4 + 4 <= sizeof tmp ? tmp : malloc(t->len * 4 + 4);
+        if (!o)
+            return 0;
+        size_t k = 0;
+        if (v->type == LLM_VOCAB_SPM) {
+            for (size_t i = 0; i < t->len;) {
+                if (i + 3 <= t->len && !memcmp(t->text + i, "\xe2\x96\x81", 3))
+                    o[k++] = ' ', i += 3;
+                else
+                    o[k++] = t->text[i++];
+            }
+        } else {
+            for (size_t i = 0; i < t->len;) {
+                size_t at = i;
+                uint32_t cp = llm_utf8_decode(t->text, t->len, &i);
+                int byte = llm_cp_to_byte(cp);
+                if (byte >= 0) {
+                    o[k++] = (char)byte;
+                } else {
+                    /* llama.cpp writes "[UNK_BYTE_0x<hex>" + token + "]" */
+                    char enc[4];
+                    size_t ne = llm_utf8_encode(cp, enc);
+                    (void)at;
+                    k += (size_t)sprintf(o + k, "[UNK_BYTE_0x");
+                    for (size_t j = 0; j < ne; j++)
+                        k += (size_t)sprintf(o + k, "%02x", (unsigned char)enc[j]);
+                    if (o == tmp && k + t->len + 2 > sizeof tmp) {
+                        char *h = malloc(k + t->len * 40 + 64);
+                        if (!h)
+                            return 0;
+                        memcpy(h, tmp, k);
+                        o = h;
+                    }
+                    memcpy(o + k, t->text, t->len);
+                    k += t->len;
+                    o[k++] = ']';
+                }
+            }
+        }
+        int32_t r = copy_piece(o, k, buf, size, lstrip);
+        if (o != tmp)
+            free(o);
+        return r;
+    }
+    if (attr & LLM_TOKEN_ATTR_BYTE) {
+        char c = 0;
+        if (t->len >= 5) {
+            int hi = hexval(t->text[3]), lo = hexval(t->text[4]);
+            c = (char)((hi < 0 ? 0 : hi) << 4 | (lo < 0 ? 0 : lo));
+        }
+        return copy_piece(&c, 1, buf, size, lstrip);
+    }
+    return 0;
+}
+
+int32_t llm_detokenize(const struct llm_vocab *v, const int32_t *tokens, int32_t n, char *buf,
+                       int32_t size, bool remove_special, bool unparse_special)
+{
+    int32_t avail = size < 0 ? 0 : size, total = 0;
+    bool remove_space = v->add_space_prefix;
+    if (remove_special && v->add_bos && n > 0 && tokens[0] == v->bos) {
+        remove_space = false;
+        n--;
+        tokens++;
+    }
+    if (remove_special && v->add_eos && n > 0 && tokens[n - 1] == v->eos)
+        n--;
+    char *text = buf;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t k = llm_token_to_piece(v, tokens[i], text, avail, remove_space, unparse_special);
+        remove_space = false;
+        if (k < 0) {
+            avail = 0;
+            total -= k;
+        } else if (k > 0) {
+            avail -= k;
+            text += k;
+            total += k;
+        }
+    }
+    if (total > size)
+        return -total;
+    if (v->clean_spaces) {
+        /* llama.cpp's three passes: drop the space before ?!., ; around a
+         * lone apostrophe; before 's 'm 're 've */
+        char *t = buf;
+        int32_t n1 = total;
+        total = n1 ? 1 : 0;
+        for (int32_t i = 1; i < n1; i++) {
+            char x = t[i];
+            if (t[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ','))
+                total--;
+            t[total++] = x;
+        }
+        int32_t n2 = total;
+        total = n2 ? 1 : 0;
+        for (int32_t i = 1; i < n2; i++) {
+            char x = t[i];
+            if (x == '\'' && i + 1 < n2 && t[i - 1] == ' ' && t[i + 1] == ' ') {
+                total--;
+                t[++i] = 0;
+            }
+            t[total++] = x;
+        }
+        int32_t n3 = total;
+        total = n3 ? 1 : 0;
+        for (int32_t i = 1; i < n3; i++) {
+            char x = t[i];
+            if (t[i - 1] == ' ' && x == '\'' && i + 1 < n3) {
+                char x1 = t[i + 1];
+                if (x1 == 's' || x1 == 'm')
+                    total--;
+                else if (i + 2 < n3 && ((x1 == 'r' && t[i + 2] == 'e') || (x1 == 'v' && t[i + 2] == 'e')))
+                    total--;
+            }
+            t[total++] = x;
+        }
+    }
+    return total;
+}
+
+/* ==== streaming detokenizer ==== */
+
+struct llm_detok {
+    const struct llm_vocab *v;
+    struct llm_detok_params p;
+    bool first;
+    char *buf;      /* held bytes, then the new piece */
+    size_t n, cap;  /* bytes in buf */
+    char *ready;    /* what the last call returned */
+    size_t ready_cap;
+};
+
+struct llm_detok_params llm_detok_default_params(void)
+{
+    return (struct llm_detok_params){.special = false, .strip_space = false};
+}
+
+struct llm_detok *llm_detok_init(const struct llm_vocab *v, struct llm_detok_params p)
+{
+    struct llm_detok *d = calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    d->v = v;
+    d->p = p;
+    d->first = true;
+    return d;
+}
+
+void llm_detok_free(struct llm_detok *d)
+{
+    if (!d)
+        return;
+    free(d->buf);
+    free(d->ready);
+    free(d);
+}
+
+static bool grow(char **p, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return true;
+    size_t c = *cap ? *cap : 64;
+    while (c < need)
+        c *= 2;
+    char *q = realloc(*p, c);
+    if (!q)
+        return false;
+    *p = q;
+    *cap = c;
+    return true;
+}
+
+/* length of the prefix of s made of complete UTF-8 characters; a sequence
+ * that can never complete (a bad lead or continuation) counts as complete */
+static size_t complete_prefix(const char *s, size_t n)
+{
+    size_t i = n, back = 0;
+    while (i > 0 && back < 4) {
+        unsigned char c = (unsigned char)s[i - 1];
+        if ((c & 0xC0) != 0x80) { /* a lead or ASCII byte */
+            size_t want = c < 0x80 ? 1 : c >= 0xF0 && c < 0xF8 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+            if (c >= 0xF8)
+                want = 1;
+            return want > back + 1 ? i - 1 : n;
+        }
+        i--;
+        back++;
+    }
+    return n;
+}
+
+size_t llm_detok_push(struct llm_detok *d, int32_t id, const char **out)
+{
+    char piece[256];
+    int32_t k = llm_token_to_piece(d->v, id, piece, sizeof piece,
+                                   d->first && d->p.strip_space, d->p.special);
+    const char *src = piece;
+    char *heap = NULL;
+    if (k < 0) {
+        heap = malloc((size_t)-k);
+        if (heap)
+            k = llm_token_to_piece(d->v, id, heap, -k, d->first && d->p.strip_space, d->p.special);
+        else
+            k = 0;
+        src = heap;
+    }
+    if (k > 0)
+        d->first = false;
+    if (!grow(&d->buf, &d->cap, d->n + (size_t)k)) {
+        free(heap);
+        *out = "";
+        return 0;
+    }
+    memcpy(d->buf + d->n, src, (size_t)k);
+    d->n += (size_t)k;
+    free(heap);
+    size_t r = complete_prefix(d->buf, d->n);
+    if (!grow(&d->ready, &d->ready_cap, r + 1)) {
+        *out = "";
+        return 0;
+    }
+    memcpy(d->ready, d->buf, r);
+    memmove(d->buf, d->buf + r, d->n - r);
+    d->n -= r;
+    *out = d->ready;
+    return r;
+}
+
+size_t llm_detok_flush(struct llm_detok *d, const char **out)
+{
+    if (!grow(&d->ready, &d->ready_cap, d->n + 1)) {
+        *out = "";
+        return 0;
+    }
+    memcpy(d->ready, d->buf, d->n);
+    size_t r = d->n;
+    d->n = 0;
+    *out = d->ready;
+    return r;
+}

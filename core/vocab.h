@@ -1,0 +1,83 @@
+/*
+ * vocab.h - (internal to core/) the vocabulary's representation, shared by
+ * core/vocab.c (loading, special tokens, detokenizing) and the two
+ * tokenizers, core/tokenizer-spm.c and core/tokenizer-bpe.c.
+ */
+#ifndef KVCHAT_CORE_VOCAB_H
+#define KVCHAT_CORE_VOCAB_H
+
+#include "core/llm.h"
+
+/* pre-tokenizers (tokenizer.ggml.pre), grouped by the splitting they share */
+enum llm_pre {
+    LLM_PRE_DEFAULT = 0,    /* absent / "default": aquila, gpt-neox */
+    LLM_PRE_LLAMA3,         /* llama-bpe, llama3, smaug-bpe, dbrx ... */
+    LLM_PRE_DEEPSEEK_LLM,
+    LLM_PRE_DEEPSEEK_CODER,
+    LLM_PRE_FALCON,
+    LLM_PRE_STARCODER,      /* also refact, command-r, smollm, codeshell ... */
+    LLM_PRE_GPT2,           /* also mpt, phi-2, olmo, jais ... */
+    LLM_PRE_QWEN2,
+    LLM_PRE_QWEN35,
+    LLM_PRE_CHATGLM4,
+    LLM_PRE_COUNT
+};
+
+struct llm_token_data {
+    const char *text; /* in v->arena, NUL-terminated */
+    uint32_t len;
+    float score;
+    uint32_t attr;
+};
+
+struct llm_merge {
+    const char *text; /* "first second", in v->arena */
+    uint32_t len, split; /* first = text[0..split), second = text[split+1..len) */
+};
+
+struct llm_vocab {
+    enum llm_vocab_type type;
+    enum llm_pre pre;
+    char pre_name[32];
+    int32_t n_tokens;
+    struct llm_token_data *tokens;
+    char *arena;          /* every token and merge text */
+    uint32_t *tok_hash;   /* open addressing: id + 1, 0 empty */
+    uint32_t tok_hash_mask;
+    struct llm_merge *merges;
+    int32_t n_merges;
+    uint32_t *merge_hash; /* merge index + 1, 0 empty */
+    uint32_t merge_hash_mask;
+
+    int32_t bos, eos, eot, eom, unk, sep, pad, nl;
+    bool add_bos, add_eos, add_space_prefix, clean_spaces, ignore_merges;
+
+    int32_t *special;     /* CONTROL | USER_DEFINED | UNKNOWN ids, longest text first */
+    int32_t n_special;
+    int32_t *eog;         /* sorted */
+    int32_t n_eog;
+};
+
+/* FNV-1a over bytes */
+uint32_t llm_hash_bytes(const char *s, size_t n, uint32_t h);
+#define LLM_HASH_SEED 2166136261u
+
+/* rank of merging first+second, -1 if no such merge */
+int32_t llm_vocab_merge_rank(const struct llm_vocab *v, const char *a, size_t na, const char *b,
+                             size_t nb);
+
+/* A growable token list for the tokenizers: appends fail only for memory. */
+struct llm_tokbuf {
+    int32_t *ids;
+    size_t n, cap;
+    bool oom;
+};
+void llm_tokbuf_push(struct llm_tokbuf *b, int32_t id);
+
+/* Tokenize one fragment of text (no special tokens in it) onto out. */
+void llm_spm_tokenize(const struct llm_vocab *v, const char *text, size_t len,
+                      struct llm_tokbuf *out);
+void llm_bpe_tokenize(const struct llm_vocab *v, const char *text, size_t len,
+                      struct llm_tokbuf *out);
+
+#endif

@@ -1,0 +1,421 @@
+/*
+ * http.c - an HTTP/1.1 client for one job: GET a file over HTTPS, following
+ * redirects, through an HTTPS_PROXY if there is one, with Range for resume.
+ * Parsing is in http_parse.c; TLS in tls.c.
+ *
+ * The client sends one request per connection (Connection: close). The
+ * bearer token is sent only to its origin and never again after a redirect
+ * has left that origin; a redirect may not leave https. Every wait (DNS
+ * aside) is bounded by a timeout.
+ */
+#include "models/net.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static int64_t parse_port(const char *s, size_t n)
+{
+    int64_t v = 0;
+    if (n == 0 || n > 5)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v;
+}
+
+static void copy_str(char *dst, size_t size, const char *s, size_t n)
+{
+    if (n >= size)
+        n = size - 1;
+    memcpy(dst, s, n);
+    dst[n] = 0;
+}
+
+/* ==== connecting: TCP with a timeout, then a proxy tunnel, then TLS ==== */
+
+static int tcp_connect(const char *host, int port, int timeout_ms,
+                       const volatile sig_atomic_t *cancel, char *err, size_t err_size)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res, *a;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int rc = getaddrinfo(host, ps, &hints, &res);
+    if (rc) {
+        snprintf(err, err_size, "cannot resolve '%s': %s", host,
+                 rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+        return NET_ERR_TRANSIENT;
+    }
+    int fd = -1, last = ECONNREFUSED;
+    for (a = res; a; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+        if (fd < 0) {
+            last = errno;
+            continue;
+        }
+        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0)
+            break;
+        if (errno == EINPROGRESS) {
+            struct pollfd p = {.fd = fd, .events = POLLOUT};
+            int r;
+            while ((r = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR && !(cancel && *cancel))
+                ;
+            if (r < 0 && errno == EINTR) {
+                close(fd);
+                freeaddrinfo(res);
+                snprintf(err, err_size, "interrupted");
+                return NET_ERR_INTERRUPTED;
+            }
+            int so = 0;
+            socklen_t sl = sizeof so;
+            if (r == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &so, &sl) == 0 && so == 0)
+                break;
+            last = r == 0 ? ETIMEDOUT : so ? so : errno;
+        } else {
+            last = errno;
+        }
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0) {
+        snprintf(err, err_size, "cannot connect to %s port %d: %s", host, port,
+                 last == ETIMEDOUT ? "timed out" : strerror(last));
+        return NET_ERR_TRANSIENT;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
+/* plain-socket helpers for the proxy's CONNECT exchange */
+static int fd_wait(int fd, short ev, int timeout_ms, const volatile sig_atomic_t *cancel)
+{
+    struct pollfd p = {.fd = fd, .events = ev};
+    int r;
+    while ((r = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR && !(cancel && *cancel))
+        ;
+    return r;
+}
+
+static bool host_matches_no_proxy(const char *host, const char *no_proxy)
+{
+    if (!no_proxy)
+        return false;
+    size_t hl = strlen(host);
+    const char *p = no_proxy;
+    while (*p) {
+        size_t n = strcspn(p, ", ");
+        const char *e = p;
+        size_t en = n;
+        if (en && e[0] == '.') {
+            e++;
+            en--;
+        }
+        if (en == 1 && e[0] == '*')
+            return true;
+        if (en && hl >= en && !strncasecmp(host + hl - en, e, en) &&
+            (hl == en || host[hl - en - 1] == '.'))
+            return true;
+        p += n;
+        while (*p == ',' || *p == ' ')
+            p++;
+    }
+    return false;
+}
+
+/* open a tunnel through an HTTP proxy: returns the connected fd or <0 */
+static int proxy_connect(const struct http_params *p, const struct http_url *u, char *err,
+                         size_t err_size)
+{
+    const char *s = p->proxy;
+    if (!strncasecmp(s, "http://", 7))
+        s += 7;
+    else if (strstr(s, "://")) {
+        snprintf(err, err_size, "unsupported proxy '%s' (only http:// proxies, with CONNECT)", p->proxy);
+        return NET_ERR_FATAL;
+    }
+    if (strchr(s, '@')) {
+        snprintf(err, err_size, "proxy credentials are not supported");
+        return NET_ERR_FATAL;
+    }
+    char host[256];
+    size_t hn = strcspn(s, ":/");
+    if (hn == 0 || hn >= sizeof host) {
+        snprintf(err, err_size, "bad proxy '%s'", p->proxy);
+        return NET_ERR_FATAL;
+    }
+    copy_str(host, sizeof host, s, hn);
+    int port = 80;
+    if (s[hn] == ':') {
+        int64_t pn = parse_port(s + hn + 1, strcspn(s + hn + 1, "/"));
+        if (pn < 1 || pn > 65535) {
+            snprintf(err, err_size, "bad proxy port in '%s'", p->proxy);
+            return NET_ERR_FATAL;
+        }
+        port = (int)pn;
+    }
+    int fd = tcp_connect(host, port, p->connect_timeout_ms, p->cancel, err, err_size);
+    if (fd < 0)
+        return fd;
+    char req[600];
+    int n = snprintf(req, sizeof req, "CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n\r\n", u->host,
+                     u->port, u->host, u->port);
+    if (fd_wait(fd, POLLOUT, p->read_timeout_ms, p->cancel) != 1 ||
+        send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
+        close(fd);
+        snprintf(err, err_size, "cannot talk to proxy %s:%d", host, port);
+        return NET_ERR_TRANSIENT;
+    }
+    /* read the proxy's answer byte by byte so no tunnel byte is taken */
+    struct http_head *h = malloc(sizeof *h);
+    struct http_resp *r = malloc(sizeof *r);
+    int rc = 0;
+    if (!h || !r) {
+        snprintf(err, err_size, "out of memory");
+        rc = NET_ERR_FATAL;
+        goto out;
+    }
+    http_head_init(h);
+    for (;;) {
+        char c;
+        size_t used;
+        if (fd_wait(fd, POLLIN, p->read_timeout_ms, p->cancel) != 1 || recv(fd, &c, 1, 0) != 1) {
+            snprintf(err, err_size, "proxy %s:%d closed or timed out during CONNECT", host, port);
+            rc = NET_ERR_TRANSIENT;
+            goto out;
+        }
+        rc = http_head_feed(h, &c, 1, &used, r, err, err_size);
+        if (rc < 0)
+            goto out;
+        if (rc == 1)
+            break;
+    }
+    if (r->status / 100 != 2) {
+        snprintf(err, err_size, "proxy %s:%d refused CONNECT to %s:%d: HTTP %d %s", host, port,
+                 u->host, u->port, r->status, r->reason);
+        rc = r->status >= 500 ? NET_ERR_TRANSIENT : NET_ERR_FATAL;
+        goto out;
+    }
+    rc = 0;
+out:
+    free(h);
+    free(r);
+    if (rc) {
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
+/* ==== the client ==== */
+
+struct http_stream {
+    struct net_tls *tls;
+    struct http_body body;
+    char buf[16384];
+    size_t pos, len; /* unread bytes in buf */
+    bool eof;
+};
+
+void http_stream_close(struct http_stream *s)
+{
+    if (!s)
+        return;
+    net_tls_close(s->tls);
+    free(s);
+}
+
+/* one request on a new connection; the head is read into resp */
+static int request_once(const struct http_params *p, const char *url, const struct http_req *req,
+                        bool with_bearer, struct http_resp *resp, struct http_stream **out,
+                        char *err, size_t err_size)
+{
+    struct http_url u;
+    int rc = http_url_parse(url, &u, err, err_size), fd;
+    if (rc)
+        return rc;
+    bool proxied = p->proxy && *p->proxy && !host_matches_no_proxy(u.host, p->no_proxy);
+    fd = proxied ? proxy_connect(p, &u, err, err_size)
+                 : tcp_connect(u.host, u.port, p->connect_timeout_ms, p->cancel, err, err_size);
+    if (fd < 0)
+        return fd;
+    struct http_stream *s = calloc(1, sizeof *s);
+    if (!s) {
+        close(fd);
+        snprintf(err, err_size, "out of memory");
+        return NET_ERR_FATAL;
+    }
+    rc = net_tls_open(fd, u.host, p->ca_file, p->read_timeout_ms, p->cancel, &s->tls, err, err_size);
+    if (rc) {
+        close(fd);
+        free(s);
+        return rc;
+    }
+    /* the request */
+    char *rq = malloc(HTTP_MAX_URL + 4096);
+    if (!rq) {
+        http_stream_close(s);
+        snprintf(err, err_size, "out of memory");
+        return NET_ERR_FATAL;
+    }
+    size_t cap = HTTP_MAX_URL + 4096;
+    int n = snprintf(rq, cap, "GET %s HTTP/1.1\r\nHost: %s%s%s", u.path, strchr(u.host, ':') ? "[" : "",
+                     u.host, strchr(u.host, ':') ? "]" : "");
+    if (u.port != 443)
+        n += snprintf(rq + n, cap - (size_t)n, ":%d", u.port);
+    n += snprintf(rq + n, cap - (size_t)n, "\r\nUser-Agent: %s\r\nAccept: */*\r\nAccept-Encoding: identity\r\nConnection: close\r\n",
+                  p->user_agent ? p->user_agent : "kvchat");
+    if (with_bearer && req->bearer && *req->bearer)
+        n += snprintf(rq + n, cap - (size_t)n, "Authorization: Bearer %s\r\n", req->bearer);
+    if (req->range_from >= 0) {
+        n += snprintf(rq + n, cap - (size_t)n, "Range: bytes=%lld-\r\n", (long long)req->range_from);
+        if (req->if_range && *req->if_range)
+            n += snprintf(rq + n, cap - (size_t)n, "If-Range: %s\r\n", req->if_range);
+    }
+    n += snprintf(rq + n, cap - (size_t)n, "\r\n");
+    if ((size_t)n >= cap) {
+        free(rq);
+        http_stream_close(s);
+        snprintf(err, err_size, "request too long");
+        return NET_ERR_FATAL;
+    }
+    rc = net_tls_write(s->tls, rq, (size_t)n, err, err_size);
+    free(rq);
+    if (rc) {
+        http_stream_close(s);
+        return rc;
+    }
+    /* the head */
+    struct http_head *h = malloc(sizeof *h);
+    if (!h) {
+        http_stream_close(s);
+        snprintf(err, err_size, "out of memory");
+        return NET_ERR_FATAL;
+    }
+    http_head_init(h);
+    for (;;) {
+        ssize_t k = net_tls_read(s->tls, s->buf, sizeof s->buf, err, err_size);
+        if (k <= 0) {
+            if (k == 0)
+                snprintf(err, err_size, "connection closed before a complete HTTP response");
+            free(h);
+            http_stream_close(s);
+            return k == 0 ? NET_ERR_TRANSIENT : (int)k;
+        }
+        size_t used;
+        rc = http_head_feed(h, s->buf, (size_t)k, &used, resp, err, err_size);
+        if (rc < 0) {
+            free(h);
+            http_stream_close(s);
+            return rc;
+        }
+        if (rc == 1) {
+            s->pos = used;
+            s->len = (size_t)k;
+            break;
+        }
+    }
+    free(h);
+    http_body_init(&s->body, resp);
+    *out = s;
+    return 0;
+}
+
+int http_get(const struct http_params *p, const struct http_req *req, struct http_resp *resp,
+             char *final_url, char *linked_etag, size_t linked_etag_size, int64_t *linked_size,
+             struct http_stream **out, char *err, size_t err_size)
+{
+    char url[HTTP_MAX_URL], next[HTTP_MAX_URL];
+    bool bearer_ok = true; /* false once a redirect has left the token's origin */
+    linked_etag[0] = 0;
+    *linked_size = -1;
+    *out = NULL;
+    if (snprintf(url, sizeof url, "%s", req->url) >= (int)sizeof url) {
+        snprintf(err, err_size, "URL too long");
+        return NET_ERR_FATAL;
+    }
+    for (int hop = 0;; hop++) {
+        struct http_url u;
+        char origin[300];
+        int rc = http_url_parse(url, &u, err, err_size);
+        if (rc)
+            return rc;
+        http_url_origin(&u, origin, sizeof origin);
+        bool send_bearer = bearer_ok && req->bearer_origin && !strcmp(origin, req->bearer_origin);
+        if (req->bearer_origin && strcmp(origin, req->bearer_origin))
+            bearer_ok = false;
+        struct http_stream *s = NULL;
+        rc = request_once(p, url, req, send_bearer, resp, &s, err, err_size);
+        if (rc)
+            return rc;
+        if (!linked_etag[0] && resp->linked_etag[0])
+            snprintf(linked_etag, linked_etag_size, "%s", resp->linked_etag);
+        if (*linked_size < 0 && resp->linked_size >= 0)
+            *linked_size = resp->linked_size;
+        bool redirect = resp->status == 301 || resp->status == 302 || resp->status == 303 ||
+                        resp->status == 307 || resp->status == 308;
+        if (!redirect) {
+            snprintf(final_url, HTTP_MAX_URL, "%s", url);
+            *out = s;
+            return 0;
+        }
+        http_stream_close(s);
+        if (!resp->location[0]) {
+            snprintf(err, err_size, "HTTP %d redirect without a Location", resp->status);
+            return NET_ERR_FATAL;
+        }
+        if (hop >= req->max_redirects) {
+            snprintf(err, err_size, "too many redirects (more than %d)", req->max_redirects);
+            return NET_ERR_FATAL;
+        }
+        if ((rc = http_url_join(url, resp->location, next, sizeof next, err, err_size)))
+            return rc;
+        memcpy(url, next, sizeof url);
+    }
+}
+
+ssize_t http_stream_read(struct http_stream *s, char *buf, size_t n, char *err, size_t err_size)
+{
+    for (;;) {
+        if (s->body.done)
+            return 0;
+        while (s->pos < s->len) {
+            const char *d;
+            size_t dn;
+            size_t avail = s->len - s->pos;
+            if (avail > n)
+                avail = n; /* never hand back more than the caller's buffer */
+            ssize_t k = http_body_feed(&s->body, s->buf + s->pos, avail, &d, &dn, err, err_size);
+            if (k < 0)
+                return k;
+            s->pos += (size_t)k;
+            if (dn) {
+                memmove(buf, d, dn);
+                return (ssize_t)dn;
+            }
+            if (s->body.done)
+                return 0;
+        }
+        if (s->eof)
+            return http_body_eof(&s->body, err, err_size);
+        ssize_t k = net_tls_read(s->tls, s->buf, sizeof s->buf, err, err_size);
+        if (k < 0)
+            return k;
+        s->pos = 0;
+        s->len = (size_t)k;
+        if (k == 0)
+            s->eof = true;
+    }
+}

@@ -1,0 +1,19 @@
+/*
+ * kvfile.h - (internal to models/) "key = value" text files: the config
+ * file and the store's sidecars (models/config.c).
+ */
+#ifndef KVCHAT_MODELS_KVFILE_H
+#define KVCHAT_MODELS_KVFILE_H
+
+#include <stddef.h>
+
+/* the last value of key in the file into buf: 1 found, 0 not (or no file),
+ * -1 read error */
+int kvfile_get(const char *path, const char *key, char *buf, size_t size);
+/* set (value != NULL) or remove key, keeping every other line; writes a
+ * temporary file and renames it over path. 0 or -1 with err set */
+int kvfile_set(const char *path, const char *key, const char *value, char *err, size_t err_size);
+/* mkdir -p for the directory part of path: 0 or -1 */
+int mkdir_parents(const char *path);
+
+#endif

@@ -1,0 +1,301 @@
+/*
+ * tls.c - a TLS client connection (mbedTLS) over a socket the caller has
+ * connected. With sha256.c, the only files that include mbedTLS.
+ *
+ * Invariants: a handshake succeeds only with a certificate chain that
+ * verifies against the given CA bundle and names the host we asked for
+ * (MBEDTLS_SSL_VERIFY_REQUIRED plus mbedtls_ssl_set_hostname, which also
+ * sends SNI); TLS 1.2 is the floor. Every wait on the socket is a poll()
+ * bounded by the timeout, so a silent peer cannot hang us, and a signal
+ * that sets the cancel flag ends the wait. Builds with mbedTLS 2.28 and 3.x
+ * (the differences are guarded by MBEDTLS_VERSION_NUMBER).
+ */
+#include "models/net.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <mbedtls/version.h>
+#if MBEDTLS_VERSION_NUMBER < 0x03000000
+#include <mbedtls/config.h>
+#endif
+#include <mbedtls/ctr_drbg.h>
+#include <mbedtls/entropy.h>
+#include <mbedtls/error.h>
+#include <mbedtls/net_sockets.h>
+#include <mbedtls/ssl.h>
+#include <mbedtls/x509_crt.h>
+#if MBEDTLS_VERSION_NUMBER >= 0x03000000 && defined(MBEDTLS_PSA_CRYPTO_C)
+#include <psa/crypto.h>
+#endif
+
+/* ==== TLS ==== */
+
+struct net_tls {
+    int fd;
+    int timeout_ms;
+    const volatile sig_atomic_t *cancel;
+    int io_err;       /* why the last socket call failed: enum net_err */
+    char io_msg[128]; /* and in words */
+    mbedtls_entropy_context entropy;
+    mbedtls_ctr_drbg_context drbg;
+    mbedtls_x509_crt ca;
+    mbedtls_ssl_config conf;
+    mbedtls_ssl_context ssl;
+};
+
+const char *net_tls_version(void)
+{
+    return MBEDTLS_VERSION_STRING_FULL;
+}
+
+/* wait until fd is ready for ev: 0, or -1 with io_err/io_msg set */
+static int wait_fd(struct net_tls *t, short ev)
+{
+    for (;;) {
+        struct pollfd p = {.fd = t->fd, .events = ev};
+        int r = poll(&p, 1, t->timeout_ms);
+        if (r > 0)
+            return 0;
+        if (r == 0) {
+            t->io_err = NET_ERR_TRANSIENT;
+            snprintf(t->io_msg, sizeof t->io_msg, "timed out after %d s without data",
+                     t->timeout_ms / 1000);
+            return -1;
+        }
+        if (errno == EINTR && !(t->cancel && *t->cancel))
+            continue;
+        t->io_err = errno == EINTR ? NET_ERR_INTERRUPTED : NET_ERR_TRANSIENT;
+        snprintf(t->io_msg, sizeof t->io_msg, "%s", errno == EINTR ? "interrupted" : strerror(errno));
+        return -1;
+    }
+}
+
+static int bio_send(void *ctx, const unsigned char *buf, size_t len)
+{
+    struct net_tls *t = ctx;
+    for (;;) {
+        if (wait_fd(t, POLLOUT))
+            return MBEDTLS_ERR_NET_SEND_FAILED;
+        ssize_t n = send(t->fd, buf, len, MSG_NOSIGNAL);
+        if (n >= 0)
+            return (int)n;
+        if (errno == EINTR && !(t->cancel && *t->cancel))
+            continue;
+        t->io_err = errno == EINTR ? NET_ERR_INTERRUPTED : NET_ERR_TRANSIENT;
+        snprintf(t->io_msg, sizeof t->io_msg, "%s", errno == EINTR ? "interrupted" : strerror(errno));
+        return MBEDTLS_ERR_NET_SEND_FAILED;
+    }
+}
+
+static int bio_recv(void *ctx, unsigned char *buf, size_t len)
+{
+    struct net_tls *t = ctx;
+    for (;;) {
+        if (wait_fd(t, POLLIN))
+            return MBEDTLS_ERR_NET_RECV_FAILED;
+        ssize_t n = recv(t->fd, buf, len, 0);
+        if (n >= 0)
+            return (int)n;
+        if (errno == EINTR && !(t->cancel && *t->cancel))
+            continue;
+        t->io_err = errno == EINTR ? NET_ERR_INTERRUPTED : NET_ERR_TRANSIENT;
+        snprintf(t->io_msg, sizeof t->io_msg, "%s",
+                 errno == EINTR ? "interrupted" : errno == ECONNRESET ? "connection reset by peer"
+                                                                       : strerror(errno));
+        return MBEDTLS_ERR_NET_RECV_FAILED;
+    }
+}
+
+/* an mbedTLS error as a message and a kind */
+static int tls_error(struct net_tls *t, int ret, const char *what, char *err, size_t err_size)
+{
+    if ((ret == MBEDTLS_ERR_NET_RECV_FAILED || ret == MBEDTLS_ERR_NET_SEND_FAILED) && t->io_err) {
+        snprintf(err, err_size, "%s: %s", what, t->io_msg);
+        return t->io_err;
+    }
+    char m[160];
+    mbedtls_strerror(ret, m, sizeof m);
+    snprintf(err, err_size, "%s: %s", what, m);
+    return NET_ERR_FATAL;
+}
+
+static void free_parts(struct net_tls *t)
+{
+    mbedtls_ssl_free(&t->ssl);
+    mbedtls_ssl_config_free(&t->conf);
+    mbedtls_x509_crt_free(&t->ca);
+    mbedtls_ctr_drbg_free(&t->drbg);
+    mbedtls_entropy_free(&t->entropy);
+}
+
+/* the first reason a verification failed, in words */
+static void verify_reason(uint32_t flags, const char *host, char *out, size_t size)
+{
+    if (flags & MBEDTLS_X509_BADCERT_CN_MISMATCH)
+        snprintf(out, size, "the certificate is not valid for '%s' (hostname mismatch)", host);
+    else if (flags & MBEDTLS_X509_BADCERT_EXPIRED)
+        snprintf(out, size, "the certificate has expired");
+    else if (flags & MBEDTLS_X509_BADCERT_FUTURE)
+        snprintf(out, size, "the certificate is not valid yet");
+    else if (flags & MBEDTLS_X509_BADCERT_REVOKED)
+        snprintf(out, size, "the certificate was revoked");
+    else if (flags & MBEDTLS_X509_BADCERT_NOT_TRUSTED)
+        snprintf(out, size, "the certificate is not trusted (no trusted CA signed it; see --ca-file)");
+    else {
+        char m[256];
+        int n = mbedtls_x509_crt_verify_info(m, sizeof m, "", flags);
+        while (n > 0 && (m[n - 1] == '\n' || m[n - 1] == ' '))
+            m[--n] = 0;
+        snprintf(out, size, "the certificate failed verification (%s)", n > 0 ? m : "unknown reason");
+    }
+}
+
+int net_tls_open(int fd, const char *host, const char *ca_file, int timeout_ms,
+                 const volatile sig_atomic_t *cancel, struct net_tls **out, char *err,
+                 size_t err_size)
+{
+    static const char pers[] = "kvchat models pull";
+    struct net_tls *t = calloc(1, sizeof *t);
+    int ret;
+    *out = NULL;
+    if (!t) {
+        snprintf(err, err_size, "out of memory");
+        return NET_ERR_FATAL;
+    }
+    t->fd = fd;
+    t->timeout_ms = timeout_ms > 0 ? timeout_ms : 30000;
+    t->cancel = cancel;
+    mbedtls_entropy_init(&t->entropy);
+    mbedtls_ctr_drbg_init(&t->drbg);
+    mbedtls_x509_crt_init(&t->ca);
+    mbedtls_ssl_config_init(&t->conf);
+    mbedtls_ssl_init(&t->ssl);
+#if MBEDTLS_VERSION_NUMBER >= 0x03000000 && defined(MBEDTLS_PSA_CRYPTO_C)
+    if (psa_crypto_init() != PSA_SUCCESS) {
+        snprintf(err, err_size, "cannot initialise PSA crypto");
+        goto fail;
+    }
+#endif
+    if ((ret = mbedtls_ctr_drbg_seed(&t->drbg, mbedtls_entropy_func, &t->entropy,
+                                     (const unsigned char *)pers, sizeof pers - 1))) {
+        tls_error(t, ret, "cannot seed the random generator", err, err_size);
+        goto fail;
+    }
+    ret = mbedtls_x509_crt_parse_file(&t->ca, ca_file);
+    if (ret < 0 || t->ca.version == 0) {
+        char m[160];
+        mbedtls_strerror(ret, m, sizeof m);
+        snprintf(err, err_size, "cannot load CA certificates from '%s': %s", ca_file,
+                 ret < 0 ? m : "no certificate in it");
+        goto fail;
+    }
+    if ((ret = mbedtls_ssl_config_defaults(&t->conf, MBEDTLS_SSL_IS_CLIENT,
+                                           MBEDTLS_SSL_TRANSPORT_STREAM, MBEDTLS_SSL_PRESET_DEFAULT))) {
+        tls_error(t, ret, "cannot configure TLS", err, err_size);
+        goto fail;
+    }
+#if MBEDTLS_VERSION_NUMBER < 0x03000000
+    mbedtls_ssl_conf_min_version(&t->conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
+#endif
+    mbedtls_ssl_conf_authmode(&t->conf, MBEDTLS_SSL_VERIFY_REQUIRED);
+    mbedtls_ssl_conf_ca_chain(&t->conf, &t->ca, NULL);
+    mbedtls_ssl_conf_rng(&t->conf, mbedtls_ctr_drbg_random, &t->drbg);
+    if ((ret = mbedtls_ssl_setup(&t->ssl, &t->conf)) ||
+        (ret = mbedtls_ssl_set_hostname(&t->ssl, host))) {
+        tls_error(t, ret, "cannot set up TLS", err, err_size);
+        goto fail;
+    }
+    mbedtls_ssl_set_bio(&t->ssl, t, bio_send, bio_recv, NULL);
+    while ((ret = mbedtls_ssl_handshake(&t->ssl)) != 0) {
+        if (ret == MBEDTLS_ERR_SSL_WANT_READ || ret == MBEDTLS_ERR_SSL_WANT_WRITE)
+            continue;
+        uint32_t flags = mbedtls_ssl_get_verify_result(&t->ssl);
+        if (ret == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED && flags && flags != (uint32_t)-1) {
+            char why[300];
+            verify_reason(flags, host, why, sizeof why);
+            snprintf(err, err_size, "TLS handshake with '%s' failed: %s", host, why);
+            free_parts(t);
+            free(t);
+            return NET_ERR_FATAL;
+        }
+        char what[300];
+        snprintf(what, sizeof what, "TLS handshake with '%s' failed", host);
+        int kind = tls_error(t, ret, what, err, err_size);
+        free_parts(t);
+        free(t);
+        return kind;
+    }
+    *out = t;
+    return 0;
+fail:
+    free_parts(t);
+    free(t);
+    return NET_ERR_FATAL;
+}
+
+ssize_t net_tls_read(struct net_tls *t, void *buf, size_t n, char *err, size_t err_size)
+{
+    for (;;) {
+        t->io_err = 0;
+        int ret = mbedtls_ssl_read(&t->ssl, buf, n > 65536 ? 65536 : n);
+        if (ret > 0)
+            return ret;
+        if (ret == 0 || ret == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY)
+            return 0;
+        if (ret == MBEDTLS_ERR_SSL_WANT_READ || ret == MBEDTLS_ERR_SSL_WANT_WRITE)
+            continue;
+#if defined(MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET)
+        if (ret == MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET)
+            continue;
+#endif
+#if defined(MBEDTLS_ERR_SSL_CONN_EOF)
+        /* the peer closed the socket without close_notify: an end of
+         * stream; the HTTP layer decides whether the body was complete */
+        if (ret == MBEDTLS_ERR_SSL_CONN_EOF)
+            return 0;
+#endif
+        if (ret == MBEDTLS_ERR_NET_CONN_RESET) {
+            snprintf(err, err_size, "read failed: connection reset by peer");
+            return NET_ERR_TRANSIENT;
+        }
+        int kind = tls_error(t, ret, "read failed", err, err_size);
+        /* a broken record mid-stream is as likely a network fault */
+        return kind == NET_ERR_FATAL ? NET_ERR_TRANSIENT : kind;
+    }
+}
+
+int net_tls_write(struct net_tls *t, const void *buf, size_t n, char *err, size_t err_size)
+{
+    const unsigned char *p = buf;
+    while (n > 0) {
+        t->io_err = 0;
+        int ret = mbedtls_ssl_write(&t->ssl, p, n);
+        if (ret > 0) {
+            p += ret;
+            n -= (size_t)ret;
+            continue;
+        }
+        if (ret == MBEDTLS_ERR_SSL_WANT_READ || ret == MBEDTLS_ERR_SSL_WANT_WRITE)
+            continue;
+        int kind = tls_error(t, ret, "write failed", err, err_size);
+        return kind == NET_ERR_FATAL ? NET_ERR_TRANSIENT : kind;
+    }
+    return 0;
+}
+
+void net_tls_close(struct net_tls *t)
+{
+    if (!t)
+        return;
+    t->timeout_ms = 1000; /* do not linger over a goodbye */
+    mbedtls_ssl_close_notify(&t->ssl);
+    close(t->fd);
+    free_parts(t);
+    free(t);
+}

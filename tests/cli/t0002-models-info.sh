@@ -1,0 +1,96 @@
+#!/bin/sh
+# t0002: `kvchat models info` agrees with what llama.cpp reports for the same
+# files (tests/data/models-info/*.ref, made by tests/data/regen-models-info.sh),
+# and bad files are refused with exit 2.
+. "$TOP/tests/cli/lib.sh"
+d=$TOP/tests/data/models-info
+vocab=$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf
+
+# the generated models: same command lines as regen-models-info.sh
+"$MKMODEL" "$T/llama-f32.gguf" --dim 256 --layers 2 --heads 8 --kv-heads 2 --ff 512 --n-vocab 512 >/dev/null
+"$MKMODEL" "$T/qwen2-vocab.gguf" --arch qwen2 --vocab "$vocab" --dim 64 --layers 1 --heads 4 --kv-heads 2 \
+      --ff 128 --tied --rope-theta 1000000 --ctx 32768 >/dev/null
+"$MKMODEL" "$T/qwen3-f32.gguf" --arch qwen3 --dim 128 --layers 2 --heads 4 --kv-heads 2 --head-dim 64 \
+      --ff 256 --n-vocab 300 >/dev/null
+cp "$d"/llama-*.gguf "$T/"
+
+# compare one JSON field with llama.cpp's figure
+field() { # model json-key ref-key
+    want=$(sed -n "s/^$3=//p" "$d/$1.ref")
+    got=$(jq -r ".$2" "$T/out")
+    [ "$got" = "$want" ] && ok "$1 $2 = $want" || not_ok "$1 $2: kvchat says '$got', llama.cpp '$want'"
+}
+
+for m in llama-f32 llama-f16 llama-q8_0 llama-q4_k_m qwen2-vocab qwen3-f32; do
+    run "$KVCHAT" models info --json "$T/$m.gguf"
+    expect_rc 0
+    jq -e . "$T/out" >/dev/null && ok "$m: valid JSON" || not_ok "$m: invalid JSON"
+    for k in n_params weight_bytes context_length embedding_length block_count head_count \
+             head_count_kv vocab_size bos_token_id eos_token_id rope_type chat_template architecture; do
+        field "$m" "$k" "$k"
+    done
+    # llama.cpp's description ends with the file type's name
+    desc=$(sed -n 's/^desc=//p' "$d/$m.ref")
+    ft=$(jq -r .file_type "$T/out")
+    case "$desc" in *" $ft") ok "$m file type '$ft'" ;; *) not_ok "$m file type '$ft' vs '$desc'" ;; esac
+    # the type mix adds up to the tensor count
+    sum=$(jq '[.tensor_types[]] | add' "$T/out")
+    [ "$sum" = "$(jq .n_tensors "$T/out")" ] && ok "$m type mix sums to $sum" || not_ok "$m type mix $sum"
+done
+
+# the K-quant mix as llama.cpp's quantizer made it
+run "$KVCHAT" models info "$T/llama-q4_k_m.gguf"
+expect_rc 0
+expect_out 'file type:      Q4_K - Medium'
+expect_out 'tensors:        21 (Q4_K: [0-9]*, F32: 5, Q6_K: [0-9]*)'
+expect_out 'parameters:     1.38 M (1377536)'
+expect_out 'heads:          8 (kv heads 2, head dim 32)'
+
+# a real vocabulary: tokenizer, special tokens, chat template family
+run "$KVCHAT" models info "$T/qwen2-vocab.gguf"
+expect_rc 0
+expect_out 'vocabulary:     151936 tokens, gpt2 (pre-tokenizer qwen2)'
+expect_out "bos 151643 '<|endoftext|>'"
+expect_out 'chat template:  chatml'
+expect_out 'rope:           neox, freq base 1e+06, 16 dims'
+run "$KVCHAT" models info --json "$T/qwen2-vocab.gguf"
+[ "$(jq -r .chat_template_family "$T/out")" = chatml ] && ok "chatml family" || not_ok "family"
+[ "$(jq -r .tokenizer_pre "$T/out")" = qwen2 ] && ok "pre qwen2" || not_ok "pre"
+
+# qwen3 with head dim != n_embd / n_head
+run "$KVCHAT" models info --json "$T/qwen3-f32.gguf"
+[ "$(jq .key_length "$T/out")" = 64 ] && ok "qwen3 key_length 64" || not_ok "qwen3 key_length"
+
+# --all lists every key, abbreviating long arrays
+run "$KVCHAT" models info --all "$T/qwen2-vocab.gguf"
+expect_rc 0
+expect_out 'tokenizer.ggml.tokens (array) = \[151936 x string\] "!", "\\"", "#"'
+expect_out 'tokenizer.ggml.merges (array) = \[151387 x string\]'
+expect_out 'tokenizer.chat_template (string) = "'
+run "$KVCHAT" models info --all --json "$T/qwen2-vocab.gguf"
+[ "$(jq '.metadata["tokenizer.ggml.tokens"].n' "$T/out")" = 151936 ] && ok "json --all array n" || not_ok "json --all"
+
+# a model name from the store
+mkdir -p "$KVCHAT_HOME/models"
+cp "$T/llama-q8_0.gguf" "$KVCHAT_HOME/models/tiny.gguf"
+run "$KVCHAT" models info tiny
+expect_rc 0; expect_out 'file type:      Q8_0'
+
+# bad files: exit 2, the reason, nothing on stdout
+run "$KVCHAT" models info "$T/nonexistent.gguf"
+expect_rc 2; expect_out_empty
+expect_err "kvchat: cannot open model '$T/nonexistent.gguf': No such file or directory"
+printf 'GGML\3\0\0\0' > "$T/bad.gguf"; head -c 100 /dev/zero >> "$T/bad.gguf"
+run "$KVCHAT" models info "$T/bad.gguf"
+expect_rc 2; expect_out_empty
+expect_err "kvchat: cannot open model '$T/bad.gguf': not a GGUF file (bad magic)"
+head -c 100000 "$T/llama-q8_0.gguf" > "$T/truncated.gguf"
+run "$KVCHAT" models info "$T/truncated.gguf"
+expect_rc 2; expect_out_empty; expect_err "lies outside the file's data section"
+: > "$T/empty.gguf"
+run "$KVCHAT" models info "$T/empty.gguf"
+expect_rc 2; expect_err "file too small for a GGUF header (0 bytes)"
+run "$KVCHAT" models info "$T"
+expect_rc 2; expect_err "not a regular file"
+
+finish

@@ -1,0 +1,43 @@
+#!/bin/sh
+# regen-tokenizer.sh - regenerate the golden data of the tokenizer
+# differential test (tests/test_tokenizer_diff.c) with llama.cpp via llref:
+#   tests/data/tokenizer/diff-strings.hex.xz  the test strings (hex, one a line)
+#   tests/data/tokenizer/diff-NAME.ids.xz     llama.cpp's ids for each string
+# usage: tests/data/regen-tokenizer.sh [N_STRINGS]   (from the top directory)
+# Needs llref (../shared/peer/setup.sh) and python3; `make check` needs neither.
+set -eu
+n=${1:-3000}
+home=${LLREF_HOME:-$HOME/.cache/llref}
+lib=$home/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
+d=tests/data/tokenizer
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/regen-tok.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+cc -O2 -std=c11 -D_GNU_SOURCE -o "$tmp/tokbatch" tests/data/llref-tokbatch.c \
+    -I"$home/src/include" -I"$home/src/ggml/include" \
+    -L"$lib" -lllama -lggml -lggml-base -Wl,-rpath,"$lib"
+
+python3 tests/data/gen-tokstrings.py "$n" > "$tmp/strings.hex"
+xz -T1 -9 -c "$tmp/strings.hex" > "$d/diff-strings.hex.xz"
+
+for name in llama-spm llama-bpe qwen2 qwen35 phi-3 gpt-2 deepseek-llm deepseek-coder \
+            falcon starcoder refact command-r mpt gpt-neox baichuan aquila; do
+    xz -dc "$d/ggml-vocab-$name.gguf.xz" > "$tmp/v.gguf"
+    LLREF_LIBDIR=$lib "$tmp/tokbatch" "$tmp/v.gguf" < "$tmp/strings.hex" > "$tmp/ids"
+    [ "$(wc -l < "$tmp/ids")" -eq "$n" ] || { echo "oracle failed on $name" >&2; exit 1; }
+    # the batch oracle must agree with `llref tokenize` itself: check the
+    # first strings that can be passed as one argument (no NUL)
+    i=0
+    while [ $i -lt 40 ]; do
+        i=$((i + 1))
+        hex=$(sed -n "${i}p" "$tmp/strings.hex")
+        case $hex in *00*) python3 -c "import sys; sys.exit(b'\0' in bytes.fromhex('$hex'))" || continue ;; esac
+        [ -n "$hex" ] || continue
+        arg=$(python3 -c "import sys; sys.stdout.buffer.write(bytes.fromhex('$hex'))"; echo x)
+        want=$("$home/llref" tokenize "$tmp/v.gguf" "${arg%x}" 2>/dev/null || echo ERROR)
+        got=$(sed -n "${i}p" "$tmp/ids" | sed 's/ |.*//')
+        [ "$want" = "$got" ] || { echo "llref and the batch oracle disagree ($name, line $i)" >&2; exit 1; }
+    done
+    xz -T1 -9 -c "$tmp/ids" > "$d/diff-$name.ids.xz"
+    echo "$name: $n strings"
+done

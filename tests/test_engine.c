@@ -1,0 +1,473 @@
+/*
+ * test_engine.c - the engine against llama.cpp and against itself.
+ *
+ * Models are regenerated here by tests/mkmodel with the options that
+ * tests/data/regen-engine.sh used to make llama.cpp's goldens
+ * (tests/data/engine/): llama (GQA, untied, placeholder vocabulary), qwen2
+ * (biases, tied, the real Qwen2 vocabulary) and qwen3 (q/k norms, head
+ * size != dim / heads), each in F32, F16, BF16 and Q8_0. Checked:
+ *   - last-position logits after the 64-token prompt, in one batch (prefill
+ *     path) and token by token (decode path), within
+ *     max|ours - ref| / (max(ref) - min(ref)) <= 1e-4 (F32) or 1e-2;
+ *   - the first 16 greedy tokens of F32 models equal llama.cpp's;
+ *   - the same bits run after run; KV rows exported and imported give
+ *     bit-identical logits; truncation; context overflow;
+ *   - the sampler's state saved and restored continues identically;
+ *   - bad models (missing tensor, wrong shape, unsupported type) and ids
+ *     out of range are refused with a message naming what is wrong.
+ * Run from the top directory (make check does).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "core/llm.h"
+#include "tests/gguf-writer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char tmpdir[256];
+static int32_t prompt[64];
+static const char *const types[] = {"F32", "F16", "BF16", "Q8_0"};
+
+static const char *arch_opts(const char *arch)
+{
+    if (!strcmp(arch, "llama"))
+        return "--arch llama --dim 128 --layers 2 --heads 4 --kv-heads 2 --ff 256 --seed 3";
+    if (!strcmp(arch, "qwen2"))
+        return "--arch qwen2 --vocab tests/data/vocab/ggml-vocab-qwen2.gguf --dim 64 --layers 2 "
+               "--heads 4 --kv-heads 2 --ff 128 --tied --rope-theta 1000000 --seed 4";
+    return "--arch qwen3 --dim 128 --layers 2 --heads 4 --kv-heads 2 --head-dim 64 --ff 256 "
+           "--rope-theta 1000000 --seed 5";
+}
+
+/* path of the test model, made on first use */
+static const char *model_path(const char *arch, const char *type)
+{
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s-%s.gguf", tmpdir, arch, type);
+    if (access(path, R_OK) != 0) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "tests/mkmodel %s %s --type %s >/dev/null", path, arch_opts(arch), type);
+        assert_int_equal(system(cmd), 0);
+    }
+    return path;
+}
+
+static float *read_floats(const char *path, int64_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    float *x = malloc((size_t)size);
+    assert_non_null(x);
+    assert_int_equal(fread(x, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    *n = size / 4;
+    return x;
+}
+
+static struct llm_model *open_model(const char *path)
+{
+    struct llm_model *m;
+    char err[256];
+    if (llm_model_open(path, llm_model_default_params(), &m, err, sizeof err)) {
+        print_error("cannot open %s: %s\n", path, err);
+        fail();
+    }
+    return m;
+}
+
+static struct llm_ctx *new_ctx(struct llm_model *m, int n_ctx, int threads, uint32_t kv_type)
+{
+    struct llm_ctx_params p = llm_ctx_default_params();
+    p.n_ctx = n_ctx;
+    p.n_threads = threads;
+    p.kv_type = kv_type;
+    struct llm_ctx *c;
+    char err[256];
+    assert_int_equal(llm_ctx_init(m, p, &c, err, sizeof err), 0);
+    return c;
+}
+
+/* max |a - ref| / (max(ref) - min(ref)) over n */
+static double rel_err(const float *a, const float *ref, int64_t n)
+{
+    float lo = ref[0], hi = ref[0];
+    double d = 0;
+    for (int64_t i = 0; i < n; i++) {
+        lo = ref[i] < lo ? ref[i] : lo;
+        hi = ref[i] > hi ? ref[i] : hi;
+        double e = fabs((double)a[i] - ref[i]);
+        d = e > d ? e : d;
+    }
+    return d / (hi - lo);
+}
+
+/* ==== agreement with llama.cpp ==== */
+
+static void check_model(const char *arch, const char *type)
+{
+    char golden[256];
+    snprintf(golden, sizeof golden, "tests/data/engine/%s-%s.logits", arch, type);
+    int64_t n_ref;
+    float *ref = read_floats(golden, &n_ref);
+    struct llm_model *m = open_model(model_path(arch, type));
+    assert_true(n_ref <= llm_model_n_vocab(m));
+    double tol = !strcmp(type, "F32") ? 1e-4 : 1e-2;
+
+    for (int tbt = 0; tbt < 2; tbt++) {
+        struct llm_ctx *c = new_ctx(m, 128, 2, LLM_TYPE_F16);
+        if (tbt)
+            for (int i = 0; i < 64; i++)
+                assert_int_equal(llm_ctx_decode(c, prompt + i, 1), 0);
+        else
+            assert_int_equal(llm_ctx_decode(c, prompt, 64), 0);
+        double e = rel_err(llm_ctx_logits(c), ref, n_ref);
+        printf("%s %s %s: relative error %.3g (tolerance %g)\n", arch, type,
+               tbt ? "token by token" : "batch", e, tol);
+        assert_true(e <= tol);
+
+        if (!strcmp(type, "F32") && !tbt) {
+            snprintf(golden, sizeof golden, "tests/data/engine/%s-F32.greedy", arch);
+            FILE *f = fopen(golden, "r");
+            assert_non_null(f);
+            int64_t nv = llm_model_n_vocab(m);
+            for (int i = 0; i < 16; i++) {
+                int want;
+                assert_int_equal(fscanf(f, "%d", &want), 1);
+                const float *lg = llm_ctx_logits(c);
+                int32_t best = 0;
+                for (int64_t j = 1; j < nv; j++)
+                    if (lg[j] > lg[best])
+                        best = (int32_t)j;
+                assert_int_equal(best, want);
+                assert_int_equal(llm_ctx_decode(c, &best, 1), 0);
+            }
+            fclose(f);
+        }
+        llm_ctx_free(c);
+    }
+    llm_model_close(m);
+    free(ref);
+}
+
+static void test_llama(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < 4; i++)
+        check_model("llama", types[i]);
+}
+
+static void test_qwen2(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < 4; i++)
+        check_model("qwen2", types[i]);
+}
+
+static void test_qwen3(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < 4; i++)
+        check_model("qwen3", types[i]);
+}
+
+/* the f32 cache gives the same answer within the F32 tolerance */
+static void test_kv_f32(void **state)
+{
+    (void)state;
+    int64_t n_ref;
+    float *ref = read_floats("tests/data/engine/llama-F32.logits", &n_ref);
+    struct llm_model *m = open_model(model_path("llama", "F32"));
+    struct llm_ctx *c = new_ctx(m, 128, 2, LLM_TYPE_F32);
+    assert_int_equal(llm_ctx_decode(c, prompt, 64), 0);
+    assert_true(rel_err(llm_ctx_logits(c), ref, n_ref) <= 1e-4);
+    llm_ctx_free(c);
+    llm_model_close(m);
+    free(ref);
+}
+
+/* ==== the engine against itself ==== */
+
+static void test_deterministic(void **state)
+{
+    (void)state;
+    struct llm_model *m = open_model(model_path("qwen3", "Q8_0"));
+    int64_t nv = llm_model_n_vocab(m);
+    float *first = malloc((size_t)nv * sizeof *first);
+    for (int run = 0; run < 3; run++) {
+        struct llm_ctx *c = new_ctx(m, 128, 2, LLM_TYPE_F16);
+        assert_int_equal(llm_ctx_decode(c, prompt, 40), 0);
+        assert_int_equal(llm_ctx_decode(c, prompt + 40, 1), 0);
+        if (run == 0)
+            memcpy(first, llm_ctx_logits(c), (size_t)nv * sizeof *first);
+        else
+            assert_memory_equal(first, llm_ctx_logits(c), (size_t)nv * sizeof *first);
+        llm_ctx_free(c);
+    }
+    free(first);
+    llm_model_close(m);
+}
+
+static void test_kv_export_import(void **state)
+{
+    (void)state;
+    for (int kt = 0; kt < 2; kt++) {
+        uint32_t kv_type = kt ? LLM_TYPE_F32 : LLM_TYPE_F16;
+        struct llm_model *m = open_model(model_path("llama", "F16"));
+        int64_t nv = llm_model_n_vocab(m);
+        struct llm_ctx *a = new_ctx(m, 96, 2, kv_type), *b = new_ctx(m, 96, 1, kv_type);
+        assert_int_equal(llm_ctx_decode(a, prompt, 30), 0);
+        assert_int_equal(llm_ctx_decode(a, prompt + 30, 10), 0);
+        /* export in two pieces, import them in order into a fresh context */
+        uint64_t s1 = llm_ctx_kv_size(a, 0, 30), s2 = llm_ctx_kv_size(a, 30, 40);
+        assert_int_equal(s1 + s2, llm_ctx_kv_bytes(a, 40));
+        uint8_t *buf = malloc(s1 + s2);
+        assert_int_equal(llm_ctx_kv_export(a, 0, 30, buf, 10), -(int64_t)s1); /* too small */
+        assert_int_equal(llm_ctx_kv_export(a, 0, 41, buf, s1 + s2), LLM_ERR);  /* past n_past */
+        assert_int_equal(llm_ctx_kv_export(a, 0, 30, buf, s1), (int64_t)s1);
+        assert_int_equal(llm_ctx_kv_export(a, 30, 40, buf + s1, s2), (int64_t)s2);
+        assert_int_not_equal(llm_ctx_kv_import(b, 5, 30, buf, s1), 0); /* gap */
+        assert_int_not_equal(llm_ctx_kv_import(b, 0, 30, buf, s1 - 1), 0);
+        assert_int_equal(llm_ctx_kv_import(b, 0, 30, buf, s1), 0);
+        assert_int_equal(llm_ctx_kv_import(b, 30, 40, buf + s1, s2), 0);
+        assert_int_equal(llm_ctx_n_past(b), 40);
+        assert_null(llm_ctx_logits(b));
+        /* the next token's logits are bit-identical (b has another thread count) */
+        assert_int_equal(llm_ctx_decode(a, prompt + 40, 1), 0);
+        assert_int_equal(llm_ctx_decode(b, prompt + 40, 1), 0);
+        assert_memory_equal(llm_ctx_logits(a), llm_ctx_logits(b), (size_t)nv * sizeof(float));
+        /* re-exported rows are the same bytes (a range's rows are laid out
+         * by layer, so two ranges are two exports) */
+        uint8_t *again = malloc(s1 + s2);
+        assert_int_equal(llm_ctx_kv_export(b, 0, 30, again, s1), (int64_t)s1);
+        assert_int_equal(llm_ctx_kv_export(b, 30, 40, again + s1, s2), (int64_t)s2);
+        assert_memory_equal(buf, again, s1 + s2);
+        free(again);
+        free(buf);
+        llm_ctx_free(a);
+        llm_ctx_free(b);
+        llm_model_close(m);
+    }
+}
+
+static void test_truncate_and_overflow(void **state)
+{
+    (void)state;
+    struct llm_model *m = open_model(model_path("qwen2", "Q8_0"));
+    int64_t nv = llm_model_n_vocab(m);
+    struct llm_ctx *c = new_ctx(m, 48, 2, LLM_TYPE_F16);
+    assert_int_equal(llm_ctx_decode(c, prompt, 20), 0);
+    for (int i = 20; i < 25; i++)
+        assert_int_equal(llm_ctx_decode(c, prompt + i, 1), 0);
+    float *l1 = malloc((size_t)nv * sizeof *l1);
+    memcpy(l1, llm_ctx_logits(c), (size_t)nv * sizeof *l1);
+    assert_int_equal(llm_ctx_truncate(c, 20), 0);
+    assert_int_not_equal(llm_ctx_truncate(c, 21), 0);
+    for (int i = 20; i < 25; i++)
+        assert_int_equal(llm_ctx_decode(c, prompt + i, 1), 0);
+    assert_memory_equal(l1, llm_ctx_logits(c), (size_t)nv * sizeof *l1);
+    /* 25 + 24 > 48: refused, nothing changed */
+    assert_int_equal(llm_ctx_decode(c, prompt, 24), LLM_ERR_CTX_FULL);
+    assert_non_null(strstr(llm_ctx_errmsg(c), "context full"));
+    assert_int_equal(llm_ctx_n_past(c), 25);
+    assert_int_equal(llm_ctx_decode(c, prompt, 23), 0);
+    assert_int_equal(llm_ctx_n_past(c), 48);
+    assert_int_equal(llm_ctx_decode(c, prompt, 1), LLM_ERR_CTX_FULL);
+    free(l1);
+    llm_ctx_free(c);
+    llm_model_close(m);
+}
+
+static void test_bad_ids(void **state)
+{
+    (void)state;
+    struct llm_model *m = open_model(model_path("llama", "F32"));
+    struct llm_ctx *c = new_ctx(m, 32, 1, LLM_TYPE_F16);
+    int32_t bad[3] = {5, 512, 6}, neg = -1;
+    assert_int_equal(llm_ctx_decode(c, bad, 3), LLM_ERR);
+    assert_non_null(strstr(llm_ctx_errmsg(c), "token id 512 is out of range"));
+    assert_int_equal(llm_ctx_decode(c, &neg, 1), LLM_ERR);
+    assert_int_equal(llm_ctx_n_past(c), 0);
+    llm_ctx_free(c);
+    llm_model_close(m);
+}
+
+/* ==== bad models ==== */
+
+enum mutation { DROP, RESHAPE, RETYPE };
+
+/* copy the llama F32 model, changing tensor `name` */
+static void mutate(const char *name, enum mutation how, const char *out)
+{
+    struct llm_gguf *g;
+    char err[256];
+    assert_int_equal(llm_gguf_open(model_path("llama", "F32"), &g, err, sizeof err), 0);
+    struct gw *w = gw_init();
+    for (int64_t i = 0; i < llm_gguf_n_kv(g); i++)
+        gw_kv_copy(w, g, i);
+    for (int64_t i = 0; i < llm_gguf_n_tensors(g); i++) {
+        const struct llm_tensor_info *t = llm_gguf_tensor(g, i);
+        int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+        uint32_t type = t->type;
+        if (!strcmp(t->name, name)) {
+            if (how == DROP)
+                continue;
+            if (how == RESHAPE) { /* same bytes, other shape */
+                ne[0] *= 2;
+                ne[1] /= 2;
+            }
+            if (how == RETYPE)
+                type = LLM_TYPE_I32; /* same size as F32 */
+        }
+        gw_tensor(w, t->name, type, t->n_dims, ne, t->data, t->n_bytes);
+    }
+    assert_int_equal(gw_write_file(w, out), 0);
+    gw_free(w);
+    llm_gguf_close(g);
+}
+
+static void expect_refused(const char *name, enum mutation how, const char *want)
+{
+    char path[512], err[256];
+    snprintf(path, sizeof path, "%s/bad.gguf", tmpdir);
+    mutate(name, how, path);
+    struct llm_model *m = NULL;
+    assert_int_not_equal(llm_model_open(path, llm_model_default_params(), &m, err, sizeof err), 0);
+    assert_null(m);
+    printf("refused: %s\n", err);
+    if (!strstr(err, want)) {
+        print_error("expected '%s' in '%s'\n", want, err);
+        fail();
+    }
+}
+
+static void test_bad_models(void **state)
+{
+    (void)state;
+    expect_refused("blk.1.ffn_up.weight", DROP, "tensor 'blk.1.ffn_up.weight' is missing");
+    expect_refused("output_norm.weight", DROP, "tensor 'output_norm.weight' is missing");
+    expect_refused("blk.0.attn_k.weight", RESHAPE, "tensor 'blk.0.attn_k.weight' has shape [256 x 32]");
+    expect_refused("blk.0.attn_v.weight", RETYPE, "tensor 'blk.0.attn_v.weight' has type I32");
+}
+
+/* ==== sampler ==== */
+
+static void test_sampler(void **state)
+{
+    (void)state;
+    int64_t nv = 1000;
+    float *lg = malloc((size_t)nv * sizeof *lg);
+    for (int64_t i = 0; i < nv; i++)
+        lg[i] = (float)sin((double)i * 0.7) * 3.0f;
+    struct llm_sampler_params p = llm_sampler_default_params();
+    /* greedy is the argmax */
+    p.temp = 0;
+    struct llm_sampler *g = llm_sampler_init(p, nv);
+    int32_t best = 0;
+    for (int64_t i = 1; i < nv; i++)
+        if (lg[i] > lg[best])
+            best = (int32_t)i;
+    assert_int_equal(llm_sampler_sample(g, lg), best);
+    llm_sampler_free(g);
+
+    /* top_k = 1 is the argmax too, at any temperature */
+    p = llm_sampler_default_params();
+    p.top_k = 1;
+    p.temp = 5;
+    g = llm_sampler_init(p, nv);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(llm_sampler_sample(g, lg), best);
+    llm_sampler_free(g);
+
+    /* a saved state continues exactly; penalties see the window */
+    p = llm_sampler_default_params();
+    p.temp = 1.0f;
+    p.top_k = 50;
+    p.repeat_penalty = 1.3f;
+    p.presence_penalty = 0.2f;
+    p.seed = 42;
+    struct llm_sampler *a = llm_sampler_init(p, nv), *b = llm_sampler_init(p, nv);
+    int32_t seq[20];
+    uint8_t saved[1024];
+    int64_t n_saved = 0;
+    for (int i = 0; i < 20; i++) {
+        if (i == 10) {
+            n_saved = llm_sampler_state_save(a, saved, sizeof saved);
+            assert_true(n_saved > 0);
+            assert_int_equal(llm_sampler_state_save(a, saved, 8), -n_saved);
+        }
+        seq[i] = llm_sampler_sample(a, lg);
+        assert_true(seq[i] >= 0 && seq[i] < nv);
+    }
+    int distinct = 0;
+    for (int i = 0; i < 20; i++) {
+        int seen = 0;
+        for (int j = 0; j < i; j++)
+            seen |= seq[j] == seq[i];
+        distinct += !seen;
+    }
+    assert_true(distinct > 3); /* it does sample */
+    assert_int_not_equal(llm_sampler_state_load(b, saved, (size_t)n_saved - 1), 0);
+    assert_int_equal(llm_sampler_state_load(b, saved, (size_t)n_saved), 0);
+    for (int i = 10; i < 20; i++)
+        assert_int_equal(llm_sampler_sample(b, lg), seq[i]);
+    /* the same seed from scratch gives the same sequence */
+    struct llm_sampler *c = llm_sampler_init(p, nv);
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(llm_sampler_sample(c, lg), seq[i]);
+    llm_sampler_free(a);
+    llm_sampler_free(b);
+    llm_sampler_free(c);
+    free(lg);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "%s/kvchat-engine.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(tmpdir))
+        return -1;
+    FILE *f = fopen("tests/data/engine/prompt.txt", "r");
+    if (!f)
+        return -1;
+    for (int i = 0; i < 64; i++)
+        if (fscanf(f, "%d", &prompt[i]) != 1)
+            return -1;
+    fclose(f);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_llama),
+        cmocka_unit_test(test_qwen2),
+        cmocka_unit_test(test_qwen3),
+        cmocka_unit_test(test_kv_f32),
+        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_kv_export_import),
+        cmocka_unit_test(test_truncate_and_overflow),
+        cmocka_unit_test(test_bad_ids),
+        cmocka_unit_test(test_bad_models),
+        cmocka_unit_test(test_sampler),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,107 @@
+/*
+ * test_kernels.c - every type in the kernel table (llm_get_type_ops): the
+ * fast to_float equals the reference bit for bit, the fast vec_dot agrees
+ * with the reference within float rounding, and both agree with the
+ * dot product of the dequantized rows. The table is filled by cpuid, so the
+ * test runs itself again with KVCHAT_CPU=avx2 and KVCHAT_CPU=generic to
+ * cover the other paths on this machine.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "core/llm.h"
+#include "core/quant.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N 1024 /* a multiple of every block size (32, 256) */
+
+static uint64_t rng = 88172645463325252ULL;
+static float frand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+static void test_types(void **state)
+{
+    (void)state;
+    printf("kernel path: %s\n", llm_cpu_path());
+    int checked = 0;
+    float x[N], y[N], xr[N], yr[N], xf[N];
+    static uint8_t qx[N * 4 + 64], qy[N * 4 + 64];
+    for (uint32_t t = 0; t < LLM_TYPE_COUNT; t++) {
+        const struct llm_type_ops *ops = llm_get_type_ops(t);
+        if (!ops || !ops->from_float || !ops->to_float)
+            continue;
+        for (int rep = 0; rep < 20; rep++) {
+            float scale = rep % 2 ? 0.01f : 3.0f;
+            for (int i = 0; i < N; i++) {
+                x[i] = frand() * scale;
+                y[i] = frand();
+            }
+            if (rep == 3)
+                memset(x, 0, sizeof x); /* all-zero blocks */
+            ops->from_float(x, qx, N);
+            ops->to_float(qx, xf, N);
+            assert_non_null(ops->to_float_ref);
+            ops->to_float_ref(qx, xr, N);
+            assert_memory_equal(xf, xr, sizeof xf);
+            /* quantization error is bounded: tightly for the 8-bit and float
+             * types; the 2- to 6-bit types' own bounds are in test_quant */
+            bool basic = t == LLM_TYPE_F32 || t == LLM_TYPE_F16 || t == LLM_TYPE_BF16 ||
+                         t == LLM_TYPE_Q8_0 || t == LLM_TYPE_Q8_K;
+            float tol = basic ? 0.07f : 0.75f;
+            for (int i = 0; i < N; i++)
+                assert_true(fabsf(xr[i] - x[i]) <= tol * scale + 1e-6f);
+            if (!ops->vec_dot)
+                continue;
+            const struct llm_type_ops *vd = llm_get_type_ops(ops->vec_dot_type);
+            assert_non_null(vd);
+            vd->from_float(y, qy, N);
+            vd->to_float(qy, yr, N);
+            double exact = 0, mag = 0;
+            for (int i = 0; i < N; i++) {
+                exact += (double)xr[i] * yr[i];
+                mag += fabs((double)xr[i] * yr[i]);
+            }
+            float fast = ops->vec_dot(N, qx, qy), ref = ops->vec_dot_ref(N, qx, qy);
+            if (fabs(fast - exact) > 1e-5 * mag + 1e-30 || fabs(ref - exact) > 1e-5 * mag + 1e-30) {
+                print_error("%s: vec_dot %g, reference %g, exact %g\n", llm_type_name(t), fast, ref, exact);
+                fail();
+            }
+            /* deterministic */
+            float again = ops->vec_dot(N, qx, qy);
+            assert_memory_equal(&fast, &again, sizeof fast);
+        }
+        checked++;
+    }
+    assert_true(checked >= 4); /* at least F32, F16, BF16, Q8_0 */
+}
+
+static void test_other_paths(void **state)
+{
+    (void)state;
+    if (getenv("KVCHAT_CPU"))
+        skip();
+    assert_int_equal(system("KVCHAT_CPU=avx2 ./tests/test_kernels"), 0);
+    assert_int_equal(system("KVCHAT_CPU=generic ./tests/test_kernels"), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_types),
+        cmocka_unit_test(test_other_paths),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,389 @@
+/*
+ * test_kvseg.c - KV segment files: round trips in f16 and f32, content
+ * addresses, every kind of damage detected (truncation, a flipped byte in
+ * the header or the rows, another model, another parent, a renamed file),
+ * and failed writes (write, fsync, rename faults injected with
+ * -Wl,--wrap) leaving no file behind.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "sessions/kvseg.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ==== fault injection ==== */
+
+ssize_t __real_write(int fd, const void *p, size_t n);
+int __real_fsync(int fd);
+int __real_rename(const char *a, const char *b);
+static int fail_write_after = -1; /* fail the Nth write from now (0 = next); -1 never */
+static int fail_fsync, fail_rename, short_writes;
+
+ssize_t __wrap_write(int fd, const void *p, size_t n)
+{
+    if (fail_write_after == 0) {
+        fail_write_after = -1;
+        errno = ENOSPC;
+        return -1;
+    }
+    if (fail_write_after > 0)
+        fail_write_after--;
+    if (short_writes && n > 1)
+        n = n / 2; /* the writer must loop */
+    return __real_write(fd, p, n);
+}
+
+int __wrap_fsync(int fd)
+{
+    if (fail_fsync) {
+        errno = EIO;
+        return -1;
+    }
+    return __real_fsync(fd);
+}
+
+int __wrap_rename(const char *a, const char *b)
+{
+    if (fail_rename) {
+        errno = EXDEV;
+        return -1;
+    }
+    return __real_rename(a, b);
+}
+
+/* ==== a test segment ==== */
+
+#define N_LAYER 3
+#define N_TOK 5
+#define EMBD_K 16
+#define EMBD_V 8
+
+struct fixture {
+    char dir[64], path[128];
+    struct kv_seg_desc d;
+    int32_t tokens[N_TOK];
+    uint8_t id[32];
+    uint8_t *k[N_LAYER], *v[N_LAYER];
+    size_t kb, vb;
+};
+
+static int setup(void **state, uint32_t kv_type)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    snprintf(f->dir, sizeof f->dir, "/tmp/kvchat-kvseg-XXXXXX");
+    if (!mkdtemp(f->dir))
+        return -1;
+    snprintf(f->path, sizeof f->path, "%s/seg.kvseg", f->dir);
+    for (int i = 0; i < N_TOK; i++)
+        f->tokens[i] = 1000 + 7 * i;
+    memset(f->d.fingerprint, 0xab, 32);
+    f->d.kv_type = kv_type;
+    f->d.n_layer = N_LAYER;
+    f->d.n_embd_k = EMBD_K;
+    f->d.n_embd_v = EMBD_V;
+    f->d.pos0 = 42;
+    f->d.n_tokens = N_TOK;
+    f->d.tokens = f->tokens;
+    kv_seg_id(&f->d, f->id);
+    size_t es = kv_seg_elem_size(kv_type);
+    f->kb = N_TOK * EMBD_K * es;
+    f->vb = N_TOK * EMBD_V * es;
+    for (int l = 0; l < N_LAYER; l++) {
+        f->k[l] = malloc(f->kb);
+        f->v[l] = malloc(f->vb);
+        for (size_t i = 0; i < f->kb; i++)
+            f->k[l][i] = (uint8_t)(i * 31 + l);
+        for (size_t i = 0; i < f->vb; i++)
+            f->v[l][i] = (uint8_t)(i * 17 + l + 100);
+    }
+    *state = f;
+    return 0;
+}
+
+static int setup_f16(void **s) { return setup(s, 1); }
+static int setup_f32(void **s) { return setup(s, 0); }
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    for (int l = 0; l < N_LAYER; l++) {
+        free(f->k[l]);
+        free(f->v[l]);
+    }
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
+    if (system(cmd) != 0)
+        return -1;
+    free(f);
+    fail_write_after = -1;
+    fail_fsync = fail_rename = short_writes = 0;
+    return 0;
+}
+
+static void write_ok(struct fixture *f)
+{
+    char err[256];
+    int rc = kv_seg_write(f->path, &f->d, f->id, (const void *const *)f->k,
+                          (const void *const *)f->v, err, sizeof err);
+    if (rc)
+        fail_msg("write: %s", err);
+}
+
+/* read into fresh buffers; returns rc, err filled */
+static int read_back(struct fixture *f, const struct kv_seg_desc *want, const uint8_t *id, char *err,
+                     size_t n, int check_equal)
+{
+    uint8_t *k[N_LAYER], *v[N_LAYER];
+    int32_t toks[N_TOK];
+    for (int l = 0; l < N_LAYER; l++) {
+        k[l] = calloc(1, f->kb);
+        v[l] = calloc(1, f->vb);
+    }
+    int rc = kv_seg_read(f->path, want, id, toks, (void *const *)k, (void *const *)v, err, n);
+    if (rc == 0 && check_equal) {
+        assert_memory_equal(toks, f->tokens, sizeof toks);
+        for (int l = 0; l < N_LAYER; l++) {
+            assert_memory_equal(k[l], f->k[l], f->kb);
+            assert_memory_equal(v[l], f->v[l], f->vb);
+        }
+    }
+    for (int l = 0; l < N_LAYER; l++) {
+        free(k[l]);
+        free(v[l]);
+    }
+    return rc;
+}
+
+static void test_round_trip(void **state)
+{
+    struct fixture *f = *state;
+    char err[256];
+    write_ok(f);
+    struct stat st;
+    assert_int_equal(stat(f->path, &st), 0);
+    /* the size is the header plus the rows exactly: no bloat */
+    size_t rows = N_LAYER * (f->kb + f->vb);
+    assert_int_equal(st.st_size % 64, rows % 64);
+    assert_true((size_t)st.st_size - rows <= 256);
+    if (read_back(f, &f->d, f->id, err, sizeof err, 1))
+        fail_msg("read: %s", err);
+}
+
+static void test_ids(void **state)
+{
+    struct fixture *f = *state;
+    uint8_t id2[32];
+    struct kv_seg_desc d = f->d;
+    kv_seg_id(&d, id2);
+    assert_memory_equal(id2, f->id, 32); /* deterministic */
+    int32_t t2[N_TOK];
+    memcpy(t2, f->tokens, sizeof t2);
+    t2[N_TOK - 1]++;
+    d.tokens = t2;
+    kv_seg_id(&d, id2);
+    assert_memory_not_equal(id2, f->id, 32);
+    d = f->d;
+    d.parent[0] = 1;
+    kv_seg_id(&d, id2);
+    assert_memory_not_equal(id2, f->id, 32);
+    d = f->d;
+    d.kv_type ^= 1;
+    kv_seg_id(&d, id2);
+    assert_memory_not_equal(id2, f->id, 32);
+    d = f->d;
+    d.fingerprint[31] ^= 1;
+    kv_seg_id(&d, id2);
+    assert_memory_not_equal(id2, f->id, 32);
+}
+
+static void flip_byte(const char *path, long off)
+{
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    uint8_t b;
+    assert_int_equal(pread(fd, &b, 1, off), 1);
+    b ^= 0x40;
+    assert_int_equal(pwrite(fd, &b, 1, off), 1);
+    close(fd);
+}
+
+static void expect_read_error(struct fixture *f, const struct kv_seg_desc *want, const uint8_t *id,
+                              const char *reason)
+{
+    char err[256] = "";
+    assert_int_equal(read_back(f, want, id, err, sizeof err, 0), -1);
+    if (!strstr(err, reason))
+        fail_msg("error '%s' lacks '%s'", err, reason);
+    print_message("refused: %s\n", err);
+}
+
+static void test_damage(void **state)
+{
+    struct fixture *f = *state;
+    struct stat st;
+    write_ok(f);
+    assert_int_equal(stat(f->path, &st), 0);
+    long size = (long)st.st_size;
+
+    /* a flipped byte in each layer's K and V rows */
+    for (int l = 0; l < N_LAYER; l++) {
+        long hb = size - (long)(N_LAYER * (f->kb + f->vb));
+        long koff = hb + l * (long)(f->kb + f->vb) + 3, voff = koff - 3 + (long)f->kb + 1;
+        flip_byte(f->path, koff);
+        char want[64];
+        snprintf(want, sizeof want, "checksum mismatch in layer %d's K rows", l);
+        expect_read_error(f, &f->d, f->id, want);
+        flip_byte(f->path, koff);
+        flip_byte(f->path, voff);
+        snprintf(want, sizeof want, "checksum mismatch in layer %d's V rows", l);
+        expect_read_error(f, &f->d, f->id, want);
+        flip_byte(f->path, voff);
+    }
+    /* a flipped token id: the header checksum */
+    flip_byte(f->path, KV_SEG_FIXED_BYTES + 2);
+    expect_read_error(f, &f->d, f->id, "header checksum mismatch");
+    flip_byte(f->path, KV_SEG_FIXED_BYTES + 2);
+    /* magic */
+    flip_byte(f->path, 0);
+    expect_read_error(f, &f->d, f->id, "not a KV segment (bad magic)");
+    flip_byte(f->path, 0);
+    /* another model */
+    struct kv_seg_desc other = f->d;
+    other.fingerprint[0] ^= 1;
+    expect_read_error(f, &other, f->id, "made for another model");
+    /* another parent */
+    other = f->d;
+    other.parent[5] = 9;
+    expect_read_error(f, &other, f->id, "parent differs");
+    /* another position */
+    other = f->d;
+    other.pos0 = 7;
+    expect_read_error(f, &other, f->id, "starts at position 42, expected 7");
+    /* another kv type */
+    other = f->d;
+    other.kv_type ^= 1;
+    expect_read_error(f, &other, f->id, "kv type");
+    /* a file under the wrong name */
+    uint8_t wrong[32];
+    memset(wrong, 7, 32);
+    expect_read_error(f, &f->d, wrong, "segment id does not match its name");
+    /* truncated rows, truncated header, empty, missing */
+    assert_int_equal(truncate(f->path, size - 1), 0);
+    expect_read_error(f, &f->d, f->id, "expected");
+    assert_int_equal(truncate(f->path, 100), 0);
+    expect_read_error(f, &f->d, f->id, "too short for a segment header (100 bytes)");
+    assert_int_equal(truncate(f->path, 0), 0);
+    expect_read_error(f, &f->d, f->id, "too short");
+    unlink(f->path);
+    expect_read_error(f, &f->d, f->id, "No such file or directory");
+}
+
+static void test_header_forgery(void **state)
+{
+    /* a header whose fields are self-consistent (checksum fixed up) but whose
+     * id is not the hash of its content is refused */
+    struct fixture *f = *state;
+    uint8_t fake[32];
+    memset(fake, 0x5a, 32);
+    char err[256];
+    assert_int_equal(kv_seg_write(f->path, &f->d, fake, (const void *const *)f->k,
+                                  (const void *const *)f->v, err, sizeof err), 0);
+    expect_read_error(f, &f->d, fake, "content does not hash to the segment id");
+}
+
+static int dir_entries(const char *dir)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "ls -A '%s' | wc -l", dir);
+    FILE *p = popen(cmd, "r");
+    int n = -1;
+    if (p) {
+        if (fscanf(p, "%d", &n) != 1)
+            n = -1;
+        pclose(p);
+    }
+    return n;
+}
+
+static void test_write_faults(void **state)
+{
+    struct fixture *f = *state;
+    char err[256];
+    /* every write position fails once: no file, no temp file left */
+    for (int at = 0; at < 1 + 2 * N_LAYER; at++) {
+        fail_write_after = at;
+        assert_int_equal(kv_seg_write(f->path, &f->d, f->id, (const void *const *)f->k,
+                                      (const void *const *)f->v, err, sizeof err), -1);
+        assert_non_null(strstr(err, "No space left on device"));
+        assert_int_equal(dir_entries(f->dir), 0);
+    }
+    fail_write_after = -1;
+    fail_fsync = 1;
+    assert_int_equal(kv_seg_write(f->path, &f->d, f->id, (const void *const *)f->k,
+                                  (const void *const *)f->v, err, sizeof err), -1);
+    assert_non_null(strstr(err, "Input/output error"));
+    assert_int_equal(dir_entries(f->dir), 0);
+    fail_fsync = 0;
+    fail_rename = 1;
+    assert_int_equal(kv_seg_write(f->path, &f->d, f->id, (const void *const *)f->k,
+                                  (const void *const *)f->v, err, sizeof err), -1);
+    assert_int_equal(dir_entries(f->dir), 0);
+    fail_rename = 0;
+    /* short writes are resumed, not mistaken for failure */
+    short_writes = 1;
+    write_ok(f);
+    short_writes = 0;
+    if (read_back(f, &f->d, f->id, err, sizeof err, 1))
+        fail_msg("read after short writes: %s", err);
+    /* an existing good file survives a failed rewrite */
+    fail_write_after = 2;
+    assert_int_equal(kv_seg_write(f->path, &f->d, f->id, (const void *const *)f->k,
+                                  (const void *const *)f->v, err, sizeof err), -1);
+    if (read_back(f, &f->d, f->id, err, sizeof err, 1))
+        fail_msg("old file damaged: %s", err);
+}
+
+static void test_crc32c(void **state)
+{
+    (void)state;
+    /* RFC 3720 B.4 test vectors */
+    uint8_t z[32] = {0}, ones[32], inc[32];
+    memset(ones, 0xff, 32);
+    for (int i = 0; i < 32; i++)
+        inc[i] = (uint8_t)i;
+    assert_int_equal(kv_crc32c(0, z, 32), 0x8a9136aa);
+    assert_int_equal(kv_crc32c(0, ones, 32), 0x62a8ab43);
+    assert_int_equal(kv_crc32c(0, inc, 32), 0x46dd794e);
+    assert_int_equal(kv_crc32c(0, "123456789", 9), 0xe3069283);
+    /* chaining equals one pass, at every split and alignment */
+    uint8_t buf[200];
+    for (int i = 0; i < 200; i++)
+        buf[i] = (uint8_t)(i * 7 + 3);
+    uint32_t whole = kv_crc32c(0, buf + 1, 199);
+    for (int s = 0; s <= 199; s++)
+        assert_int_equal(kv_crc32c(kv_crc32c(0, buf + 1, (size_t)s), buf + 1 + s, (size_t)(199 - s)), whole);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_round_trip, setup_f16, teardown),
+        cmocka_unit_test_setup_teardown(test_round_trip, setup_f32, teardown),
+        cmocka_unit_test_setup_teardown(test_ids, setup_f16, teardown),
+        cmocka_unit_test_setup_teardown(test_damage, setup_f16, teardown),
+        cmocka_unit_test_setup_teardown(test_header_forgery, setup_f16, teardown),
+        cmocka_unit_test_setup_teardown(test_write_faults, setup_f32, teardown),
+        cmocka_unit_test(test_crc32c),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,257 @@
+/*
+ * test_models.c - the model store and the config file (models/store.c,
+ * models/config.c): store names, the config reader and writer (other lines
+ * kept; a failed fsync or rename leaves the old file whole and no temporary
+ * behind), the default model's precedence, listing, and `rm` with the
+ * sessions hook refusing and --force overriding it. fsync and rename are
+ * wrapped for fault injection.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "models/mdl.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int __real_fsync(int fd);
+int __real_rename(const char *a, const char *b);
+static int fail_fsync, fail_rename;
+
+int __wrap_fsync(int fd)
+{
+    if (fail_fsync) {
+        errno = EIO;
+        return -1;
+    }
+    return __real_fsync(fd);
+}
+
+int __wrap_rename(const char *a, const char *b)
+{
+    if (fail_rename) {
+        errno = EXDEV;
+        return -1;
+    }
+    return __real_rename(a, b);
+}
+
+static char dir[256];
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static char *read_file(const char *path)
+{
+    static char buf[4096];
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
+static int setup(void **state)
+{
+    snprintf(dir, sizeof dir, "%s/kvchat-test-models.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    assert_non_null(mkdtemp(dir));
+    char p[512];
+    snprintf(p, sizeof p, "%s/home", dir);
+    setenv("KVCHAT_HOME", p, 1);
+    snprintf(p, sizeof p, "%s/config", dir);
+    setenv("XDG_CONFIG_HOME", p, 1);
+    unsetenv("KVCHAT_MODEL");
+    fail_fsync = fail_rename = 0;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    return 0;
+}
+
+static void test_names(void **state)
+{
+    assert_true(mdl_name_valid("qwen2.5:0.5b"));
+    assert_true(mdl_name_valid("Llama-3.2-1B-Instruct-Q4_K_M"));
+    assert_true(mdl_name_valid("a+b"));
+    assert_false(mdl_name_valid(""));
+    assert_false(mdl_name_valid(".hidden"));
+    assert_false(mdl_name_valid("-opt"));
+    assert_false(mdl_name_valid("../x"));
+    assert_false(mdl_name_valid("a/b"));
+    assert_false(mdl_name_valid("a b"));
+    char big[200];
+    memset(big, 'a', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    assert_false(mdl_name_valid(big));
+    char p[4096];
+    assert_int_equal(mdl_store_path("m", p, sizeof p), 0);
+    assert_non_null(strstr(p, "/home/models/m.gguf"));
+    assert_int_equal(mdl_store_path("../m", p, sizeof p), MDL_ERR_USAGE);
+}
+
+static void test_config(void **state)
+{
+    char path[4096], v[256], e[256];
+    const char *what;
+    assert_int_equal(mdl_config_path(path, sizeof path), 0);
+    assert_int_equal(mdl_config_get("model", v, sizeof v), 0); /* no file */
+    assert_int_equal(mdl_default_model(v, sizeof v, &what), 0);
+    assert_int_equal(mdl_config_set("model", "a", e, sizeof e), 0);
+    assert_int_equal(mdl_config_get("model", v, sizeof v), 1);
+    assert_string_equal(v, "a");
+    /* other lines and comments are kept; the key is replaced in place */
+    write_file(path, "# comment\nthreads=4\n  model   =   old value  \ntemp = 0.7");
+    assert_int_equal(mdl_config_get("model", v, sizeof v), 1);
+    assert_string_equal(v, "old value");
+    assert_int_equal(mdl_config_set("model", "new", e, sizeof e), 0);
+    assert_string_equal(read_file(path), "# comment\nthreads=4\nmodel = new\ntemp = 0.7\n");
+    assert_int_equal(mdl_config_get("threads", v, sizeof v), 1);
+    assert_string_equal(v, "4");
+    /* later lines win */
+    write_file(path, "model = one\nmodel = two\n");
+    assert_int_equal(mdl_config_get("model", v, sizeof v), 1);
+    assert_string_equal(v, "two");
+    assert_int_equal(mdl_config_set("model", NULL, e, sizeof e), 0);
+    assert_string_equal(read_file(path), "");
+    /* KVCHAT_MODEL over the file */
+    assert_int_equal(mdl_config_set("model", "fromfile", e, sizeof e), 0);
+    assert_int_equal(mdl_default_model(v, sizeof v, &what), 1);
+    assert_string_equal(v, "fromfile");
+    setenv("KVCHAT_MODEL", "fromenv", 1);
+    assert_int_equal(mdl_default_model(v, sizeof v, &what), 1);
+    assert_string_equal(v, "fromenv");
+    assert_string_equal(what, "KVCHAT_MODEL");
+    unsetenv("KVCHAT_MODEL");
+}
+
+/* a failed write leaves the old config whole and no temporary file */
+static void test_config_faults(void **state)
+{
+    char path[4096], e[256], d[4096];
+    assert_int_equal(mdl_config_set("model", "keep", e, sizeof e), 0);
+    assert_int_equal(mdl_config_path(path, sizeof path), 0);
+    for (int which = 0; which < 2; which++) {
+        fail_fsync = which == 0;
+        fail_rename = which == 1;
+        assert_int_equal(mdl_config_set("model", "lost", e, sizeof e), MDL_ERR_FILE);
+        assert_non_null(strstr(e, which == 0 ? "Input/output error" : "cannot rename"));
+        fail_fsync = fail_rename = 0;
+        assert_string_equal(read_file(path), "model = keep\n");
+        snprintf(d, sizeof d, "%s", path);
+        *strrchr(d, '/') = 0;
+        DIR *dd = opendir(d);
+        struct dirent *de;
+        int n = 0;
+        while ((de = readdir(dd)))
+            n += de->d_name[0] != '.';
+        closedir(dd);
+        assert_int_equal(n, 1); /* only "config" */
+    }
+}
+
+static int in_use_calls;
+static int says_in_use(void *ctx, const char *name, const char *path, char *who, size_t who_size)
+{
+    in_use_calls++;
+    assert_string_equal(name, "m");
+    assert_non_null(strstr(path, "/models/m.gguf"));
+    snprintf(who, who_size, "session '%s'", (const char *)ctx);
+    return 1;
+}
+
+static void test_list_and_rm(void **state)
+{
+    struct mdl_entry *es, e;
+    size_t n;
+    char err[512], p[4200], home[4000];
+    assert_int_equal(mdl_list(&es, &n, err, sizeof err), 0); /* no store yet */
+    assert_int_equal(n, 0);
+    free(es);
+    assert_int_equal(mdl_home(home, sizeof home), 0);
+    snprintf(p, sizeof p, "%s", home);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/models", home);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/models/m.gguf", home);
+    write_file(p, "not a model");
+    snprintf(p, sizeof p, "%s/models/m.meta", home);
+    write_file(p, "source = hf:o/r/m.gguf\npulled = 1700000000\nsha256 = short\n");
+    snprintf(p, sizeof p, "%s/models/.hidden.gguf", home);
+    write_file(p, "x");
+    snprintf(p, sizeof p, "%s/models/b.part", home);
+    write_file(p, "partial");
+    assert_int_equal(mdl_list(&es, &n, err, sizeof err), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(es[0].name, "m");
+    assert_string_equal(es[0].source, "hf:o/r/m.gguf");
+    assert_int_equal(es[0].pulled, 1700000000);
+    assert_string_equal(es[0].sha256, ""); /* not 64 hex digits: ignored */
+    assert_true(es[0].error[0] != 0);      /* not a GGUF */
+    assert_int_equal(es[0].n_params, -1);
+    free(es);
+
+    /* the sessions hook refuses; --force overrides it */
+    in_use_calls = 0;
+    assert_int_equal(mdl_rm("m", false, says_in_use, "chat1", err, sizeof err), MDL_ERR_IN_USE);
+    assert_int_equal(in_use_calls, 1);
+    assert_non_null(strstr(err, "used by session 'chat1'"));
+    assert_int_equal(mdl_stat("m", &e, err, sizeof err), 0);
+    assert_int_equal(mdl_rm("m", true, says_in_use, "chat1", err, sizeof err), 0);
+    assert_int_equal(in_use_calls, 1); /* not even asked */
+    assert_int_equal(mdl_stat("m", &e, err, sizeof err), MDL_ERR_NOT_FOUND);
+    snprintf(p, sizeof p, "%s/models/m.meta", home);
+    assert_int_equal(access(p, F_OK), -1);
+    /* a partial download alone can be removed */
+    assert_int_equal(mdl_rm("b", false, NULL, NULL, err, sizeof err), 0);
+    snprintf(p, sizeof p, "%s/models/b.part", home);
+    assert_int_equal(access(p, F_OK), -1);
+    assert_int_equal(mdl_rm("b", false, NULL, NULL, err, sizeof err), MDL_ERR_NOT_FOUND);
+    assert_int_equal(mdl_rm("../etc", false, NULL, NULL, err, sizeof err), MDL_ERR_USAGE);
+}
+
+static void test_aliases(void **state)
+{
+    int n = 0;
+    for (const struct mdl_alias *a = mdl_aliases; a->name; a++, n++) {
+        assert_true(mdl_name_valid(a->name));
+        assert_non_null(strchr(a->repo, '/'));
+        assert_non_null(strstr(a->file, ".gguf"));
+        assert_true(a->size > 100000000ULL);
+        assert_ptr_equal(mdl_alias_find(a->name), a);
+    }
+    assert_int_equal(n, 12);
+    assert_non_null(mdl_alias_find(MDL_DEFAULT_ALIAS));
+    assert_null(mdl_alias_find("nope:1b"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_names, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_config, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_config_faults, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_list_and_rm, setup, teardown),
+        cmocka_unit_test(test_aliases),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

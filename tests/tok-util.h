@@ -1,0 +1,79 @@
+/*
+ * tok-util.h - helpers shared by the tokenizer tests: load a vocabulary
+ * from tests/data/tokenizer/ggml-vocab-NAME.gguf.xz (decompressed with xz
+ * into memory) and read whole files.
+ */
+#ifndef KVCHAT_TESTS_TOK_UTIL_H
+#define KVCHAT_TESTS_TOK_UTIL_H
+
+#include "core/llm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* whole file (or command output with popen) into a malloc'd buffer */
+static inline char *tu_read_stream(FILE *f, size_t *n)
+{
+    size_t cap = 1 << 16, len = 0;
+    char *b = malloc(cap + 1);
+    *n = 0;
+    size_t k;
+    while (b && (k = fread(b + len, 1, cap - len, f)) > 0) {
+        len += k;
+        if (len == cap) {
+            cap *= 2;
+            char *p = realloc(b, cap + 1);
+            if (!p) {
+                free(b);
+                return NULL;
+            }
+            b = p;
+        }
+    }
+    if (b)
+        b[len] = 0;
+    *n = len;
+    return b;
+}
+
+static inline char *tu_read_file(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    *n = 0;
+    if (!f)
+        return NULL;
+    char *b = tu_read_stream(f, n);
+    fclose(f);
+    return b;
+}
+
+/* The vocabulary NAME; *mem holds the GGUF bytes (free after closing). */
+static inline struct llm_vocab *tu_load_vocab(const char *name, char **mem)
+{
+    char cmd[512], err[256];
+    snprintf(cmd, sizeof cmd, "xz -dc tests/data/tokenizer/ggml-vocab-%s.gguf.xz", name);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return NULL;
+    size_t n;
+    *mem = tu_read_stream(p, &n);
+    if (pclose(p) != 0 || !*mem) {
+        fprintf(stderr, "cannot decompress vocabulary %s\n", name);
+        return NULL;
+    }
+    struct llm_gguf *g;
+    if (llm_gguf_open_memory(*mem, n, &g, err, sizeof err) < 0) {
+        fprintf(stderr, "vocabulary %s: %s\n", name, err);
+        return NULL;
+    }
+    struct llm_vocab *v;
+    if (llm_vocab_load(g, &v, err, sizeof err) < 0) {
+        fprintf(stderr, "vocabulary %s: %s\n", name, err);
+        v = NULL;
+    }
+    llm_gguf_close(g);
+    return v;
+}
+
+#endif
