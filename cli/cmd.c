@@ -142,10 +142,11 @@ static void main_usage(FILE *f)
 
 int cmd_main(int argc, char **argv)
 {
-    /* no command, or options first: the chat */
-    if (argc < 2 || (argv[1][0] == '-' && (!strcmp(argv[1], "-m") || !strncmp(argv[1], "--model", 7))))
+    const char *name = argc < 2 ? NULL : argv[1];
+    /* no command, or the chat's options first: the chat */
+    if (!name || (name[0] == '-' && strcmp(name, "--version") && strcmp(name, "-V") &&
+                  strcmp(name, "--help") && strcmp(name, "-h")))
         return cmd_chat_entry.exec(argc, argv);
-    const char *name = argv[1];
     if (!strcmp(name, "--version") || !strcmp(name, "-V")) {
         printf("kvchat %s\n", KVCHAT_VERSION);
         return CMD_EXIT_OK;
@@ -163,10 +164,10 @@ int cmd_main(int argc, char **argv)
     for (const struct cmd_entry *const *e = cmd_table; *e; e++)
         if (!strcmp((*e)->name, name))
             return (*e)->exec(argc - 1, argv + 1);
-    if (name[0] == '-')
-        fprintf(stderr, "kvchat: unknown option '%s'\n", name);
-    else
-        fprintf(stderr, "kvchat: unknown command '%s'\n", name);
-    fprintf(stderr, "see 'kvchat --help'\n");
+    /* `kvchat NAME` opens session NAME when there is one */
+    if (cmd_chat_session_exists(name))
+        return cmd_chat_entry.exec(argc, argv);
+    fprintf(stderr, "kvchat: unknown command '%s'\n", name);
+    fprintf(stderr, "see 'kvchat --help' (a new chat session: 'kvchat chat %s')\n", name);
     return CMD_EXIT_USAGE;
 }

@@ -57,6 +57,9 @@ int cmd_model_resolve(const char *m_arg, bool offer_pull, char *path, size_t siz
 int cmd_models_pull_ref(const char *ref, const struct mdl_pull_params *p, char *name_out,
                         size_t name_size);
 
+/* is there a saved session called name? (for `kvchat NAME`) */
+bool cmd_chat_session_exists(const char *name);
+
 /* dispatch argv to the table; returns the exit code */
 int cmd_main(int argc, char **argv);
 

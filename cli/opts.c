@@ -416,9 +416,7 @@ void cmd_llm_close(struct cmd_llm *l)
 
 struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, const struct cmd_llm *l)
 {
-    /* every field set here (sess_conv_default_params would do once conv.c is in) */
-    struct sess_conv_params p;
-    memset(&p, 0, sizeof p);
+    struct sess_conv_params p = sess_conv_default_params();
     p.system = o->system && o->system[0] ? o->system : NULL;
     p.tmpl = l->tmpl;
     p.model_path = l->path;
@@ -426,6 +424,7 @@ struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, const str
     p.n_predict = o->n_predict;
     p.parse_special = o->special;
     p.no_cache = o->no_cache;
+    p.model_path = l->path;
     return p;
 }
 

@@ -522,6 +522,11 @@ void sess_conv_set_sampling(struct sess_conv *c, struct llm_sampler_params p)
     }
 }
 
+void sess_conv_set_n_predict(struct sess_conv *c, int32_t n_predict)
+{
+    c->p.n_predict = n_predict;
+}
+
 /* ==== generating an answer ==== */
 
 struct gen {

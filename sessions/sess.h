@@ -280,6 +280,8 @@ int sess_conv_drop_oldest(struct sess_conv *c, int64_t n);
 /* Start again with another system prompt (NULL: none); exchanges are dropped. */
 int sess_conv_set_system(struct sess_conv *c, const char *system);
 void sess_conv_set_sampling(struct sess_conv *c, struct llm_sampler_params p);
+/* most tokens per answer from now on (<= 0: until the context is full) */
+void sess_conv_set_n_predict(struct sess_conv *c, int32_t n_predict);
 struct sess_conv_params sess_conv_get_params(const struct sess_conv *c);
 
 int64_t sess_conv_n_messages(const struct sess_conv *c);
