@@ -155,6 +155,7 @@ struct sess_restore_stats {
     int64_t prefilled_tokens; /* rows computed again */
     int64_t rewritten;        /* segments written again */
     int64_t damaged;          /* segments found missing, damaged or foreign */
+    double ms;                /* wall time of the restore */
     char first_problem[512];  /* the first problem, for one line on stderr */
 };
 
