@@ -65,6 +65,25 @@ int cmd_help(const struct cmd_entry *e)
     return CMD_EXIT_OK;
 }
 
+int64_t cmd_parse_size(const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || v < 0)
+        return -1;
+    double mul = 1;
+    switch (*end) {
+    case 'k': case 'K': mul = 1024.0; end++; break;
+    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
+    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: break;
+    }
+    if (*end == 'i' || *end == 'B')
+        end += *end == 'i' && end[1] == 'B' ? 2 : 1;
+    return *end ? -1 : (int64_t)(v * mul);
+}
+
 /* length of the valid UTF-8 sequence at p (n bytes left), or -k: the first
  * k bytes are a maximal invalid subpart (Unicode's "substitution of maximal
  * subparts", as Python's errors='replace' does) */

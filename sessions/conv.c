@@ -423,6 +423,10 @@ static int persist(struct sess_conv *c, int64_t from)
     free(bounds);
     if (rc == SESS_OK)
         rc = save_state(c);
+    if (rc == SESS_OK && c->p.cache_max > 0 && sess_store_bytes(c->st) > c->p.cache_max) {
+        int64_t n, freed;
+        sess_evict(c->st, c->p.cache_max, &n, &freed); /* best effort: the cache is only a cache */
+    }
     return rc;
 }
 

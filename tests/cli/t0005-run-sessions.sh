@@ -130,4 +130,14 @@ expect_rc 0
 run sh -c "$R -s k 'after gc' < /dev/null"
 expect_rc 0
 [ ! -s "$T/err" ] && ok "session k intact after gc" || { not_ok "session k after gc"; cat "$T/err"; }
+# ---- --cache-max: the store is trimmed to the sessions' latest segments
+heads=$(python3 -c "import sqlite3; print(sqlite3.connect('$H/kvchat.db').execute('select count(distinct segment) from chain c where idx = (select max(idx) from chain where session_id = c.session_id)').fetchone()[0])")
+run sh -c "$R -s a --cache-max 1 'Trim it' < /dev/null"
+expect_rc 0
+[ "$(nseg)" -le "$((heads + 1))" ] && ok "--cache-max 1 keeps only heads ($(nseg) files)" || not_ok "$(nseg) files after --cache-max 1 (heads $heads)"
+run sh -c "$R -s a 'After trim' < /dev/null"
+expect_rc 0
+[ "$(field cached_tokens)" -gt 0 ] && ok "evicted history recomputed, the head restored" || not_ok "after trim cached $(field cached_tokens)"
+run sh -c "$R -s a --cache-max lots 'x' < /dev/null"
+expect_rc 1; expect_err "expected a size like 4G"
 finish
