@@ -34,7 +34,10 @@ struct cmd_entry {
 
 extern const struct cmd_entry cmd_chat_entry;
 extern const struct cmd_entry cmd_models_entry;
+extern const struct cmd_entry cmd_tokenize_entry;
+extern const struct cmd_entry cmd_template_entry;
 extern const struct cmd_entry cmd_sessions_entry;
+extern const struct cmd_entry cmd_run_entry;
 extern const struct cmd_entry cmd_eval_entry;
 extern const struct cmd_entry cmd_generate_entry;
 extern const struct cmd_entry cmd_bench_entry;
@@ -73,6 +76,9 @@ bool cmd_wants_help(int argc, char **argv);
 /* print e's usage to stdout and return CMD_EXIT_OK */
 int cmd_help(const struct cmd_entry *e);
 
+/* "4G", "500M", "1.5GiB", "1024" -> bytes; -1 if malformed */
+int64_t cmd_parse_size(const char *s);
+
 /* JSON output: a string with escapes */
 void cmd_json_str(FILE *f, const char *s, size_t n);
 
@@ -96,7 +102,8 @@ enum cmd_opt {
     CMD_OPT_MODEL, CMD_OPT_THREADS, CMD_OPT_CTX_SIZE, CMD_OPT_TEMP, CMD_OPT_TOP_K, CMD_OPT_TOP_P,
     CMD_OPT_MIN_P, CMD_OPT_REPEAT_PENALTY, CMD_OPT_PRESENCE_PENALTY, CMD_OPT_REPEAT_LAST_N,
     CMD_OPT_SEED, CMD_OPT_N_PREDICT, CMD_OPT_KV_TYPE, CMD_OPT_TEMPLATE, CMD_OPT_SYSTEM,
-    CMD_OPT_SYSTEM_FILE, CMD_OPT_NO_CACHE, CMD_OPT_VERBOSE, CMD_OPT_SPECIAL, CMD_OPT_COUNT
+    CMD_OPT_SYSTEM_FILE, CMD_OPT_NO_CACHE, CMD_OPT_VERBOSE, CMD_OPT_SPECIAL, CMD_OPT_CACHE_MAX,
+    CMD_OPT_COUNT
 };
 
 #define CMD_OPTS_MAX_CONFIG 32
@@ -113,6 +120,7 @@ struct cmd_opts {
     const char *system;        /* --system TEXT or --system-file's text, or NULL */
     const char *system_file;   /* --system-file F ("-": stdin) */
     bool no_cache, verbose, special;
+    int64_t cache_max;         /* --cache-max: bytes of KV segments kept (default 4 GiB) */
     uint64_t given;            /* bit CMD_OPT_X: given on the command line */
     /* owned: strings from the config file, the system file's text */
     char *config_strs[CMD_OPTS_MAX_CONFIG];
@@ -140,6 +148,9 @@ struct cmd_opts {
     "      --special            special tokens written in messages are tokens\n" \
     "      --no-cache           recompute the whole conversation every turn; keep no\n" \
     "                           KV snapshots (for comparison)\n" \
+    "      --cache-max SIZE     keep at most SIZE of KV segments on disk (default 4G):\n" \
+    "                           least-recently-used ones that are not a session's\n" \
+    "                           latest are evicted (and recomputed if needed again)\n" \
     "  -v, --verbose            model details, and per-turn statistics on stderr\n"
 
 /* defaults; a random seed */

@@ -1,0 +1,104 @@
+#!/bin/sh
+# t0303: the model store without a network: models list/rm/default, -m
+# resolution of store names, KVCHAT_MODEL over the config file, the config
+# file kept intact when written, and the first run (no model: guidance,
+# exit 2; a model: the chat placeholder).
+. "$TOP/tests/cli/lib.sh"
+unset KVCHAT_MODEL
+M=$KVCHAT_HOME/models
+CONF=$XDG_CONFIG_HOME/kvchat/config
+
+# ---- empty store: first run ----
+run "$KVCHAT" models list
+expect_rc 0; expect_out_empty; expect_err "no models in .*try 'kvchat models pull qwen2.5:0.5b'"
+run "$KVCHAT" </dev/null
+expect_rc 2; expect_out_empty; expect_err "no model configured"; expect_err "    kvchat models pull qwen2.5:0.5b"
+run "$KVCHAT" models default
+expect_rc 2; expect_err "no default model"
+
+# ---- two models copied in by hand ----
+mkdir -p "$M"
+"$MKMODEL" "$M/tiny.gguf" --dim 64 --heads 4 --kv-heads 2 --layers 1 --ff 128 >/dev/null || exit 1
+"$MKMODEL" "$M/other.gguf" --arch qwen2 --dim 64 --heads 4 --kv-heads 2 --layers 1 --ff 128 --type Q8_0 >/dev/null || exit 1
+echo "not a gguf" >"$M/broken.gguf"
+run "$KVCHAT" models list
+expect_rc 0
+expect_out '^  other .*Q8_0 *qwen2'
+expect_out '^  tiny .*F32 *llama'
+expect_out '^  broken .*unreadable'
+run "$KVCHAT" models list --json
+expect_rc 0
+[ "$(wc -l <"$T/out")" = 3 ] && ok "one JSON line per model" || not_ok "wanted 3 JSON lines"
+expect_out '"name": "tiny", "size": [0-9]*, "quant": "F32", "arch": "llama", "n_params": [0-9]*, "path": ".*/tiny.gguf", "pulled": null, "source": null, "sha256": null, "default": false}'
+
+# models on the store with no default: say how to pick one
+run "$KVCHAT" </dev/null
+expect_rc 2; expect_err "no default model: choose one with 'kvchat models default NAME'"
+
+# a store name stands for its file (models path shows what -m would use)
+run "$KVCHAT" models path tiny
+expect_rc 0; expect_out "^$M/tiny.gguf\$"
+run "$KVCHAT" models path "$M/other.gguf"
+expect_rc 0; expect_out "^$M/other.gguf\$"
+run "$KVCHAT" models info tiny
+expect_rc 0; expect_out "architecture:   llama"
+run "$KVCHAT" models path nosuch
+expect_rc 2; expect_err "cannot find model 'nosuch'"
+run "$KVCHAT" models path
+expect_rc 2; expect_err "no default model"
+
+# ---- default ----
+mkdir -p "$(dirname "$CONF")"
+printf '# my settings\nthreads = 4\n' >"$CONF"
+run "$KVCHAT" models default tiny
+expect_rc 0; expect_err "default model is now 'tiny'"
+grep -q '^model = tiny$' "$CONF" && ok "config has model = tiny" || not_ok "config lacks model = tiny"
+grep -q '^# my settings$' "$CONF" && grep -q '^threads = 4$' "$CONF" && ok "other config lines kept" || not_ok "config lines lost"
+run "$KVCHAT" models default
+expect_rc 0; expect_out '^tiny$'
+run "$KVCHAT" models list
+expect_out '^\* tiny '
+run "$KVCHAT" models path
+expect_rc 0; expect_out "^$M/tiny.gguf\$"
+KVCHAT_MODEL=other run "$KVCHAT" models path
+expect_rc 0; expect_out "^$M/other.gguf\$"
+KVCHAT_MODEL=other run "$KVCHAT" models path tiny
+expect_rc 0; expect_out "^$M/tiny.gguf\$"
+run "$KVCHAT" models default nosuch
+expect_rc 2; expect_err "no model 'nosuch' in the store"
+run "$KVCHAT" models default qwen2.5:0.5b
+expect_rc 2; expect_err "pull it first: kvchat models pull qwen2.5:0.5b"
+run "$KVCHAT" models default other
+expect_rc 0
+[ "$(grep -c '^model = ' "$CONF")" = 1 ] && ok "one model line" || not_ok "model line duplicated"
+run "$KVCHAT" models default "$M/tiny.gguf"
+expect_rc 0; expect_err "default model is now '/"
+run "$KVCHAT" models default --unset
+expect_rc 0
+grep -q '^model' "$CONF" && not_ok "model still set" || ok "model unset"
+printf 'model = ghost\n' >>"$CONF"
+run "$KVCHAT" models path
+expect_rc 2; expect_err "cannot find the default model 'ghost' (from the config file)"
+
+# ---- rm ----
+run "$KVCHAT" models default tiny
+echo partial >"$M/tiny.part"
+echo "url = x" >"$M/tiny.part.meta"
+echo "source = x" >"$M/tiny.meta"
+run "$KVCHAT" models rm tiny
+expect_rc 0; expect_err "removed 'tiny'"; expect_err "'tiny' was the default model"
+ls "$M" | grep -q '^tiny' && not_ok "tiny files left" || ok "tiny and its sidecars gone"
+grep -q '^model' "$CONF" && not_ok "default still set" || ok "default unset"
+run "$KVCHAT" models rm tiny
+expect_rc 2; expect_err "no model 'tiny' in the store"
+run "$KVCHAT" models rm ../etc
+expect_rc 1; expect_err "not a valid model name"
+run "$KVCHAT" models rm
+expect_rc 1; expect_err "expected a NAME"
+run "$KVCHAT" models rm --force other broken
+expect_rc 0
+[ -z "$(ls "$M")" ] && ok "store empty" || not_ok "store not empty: $(ls "$M")"
+
+run "$KVCHAT" models aliases
+expect_rc 0; expect_out '^qwen2.5:0.5b .*hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF/'
+finish
