@@ -1,4 +1,4 @@
-# repl-lib.sh - shared by the REPL tests (tests/cli/t02*-repl-*.sh), after
+# repl-lib.sh - shared by the REPL tests (tests/cli/t05*-repl-*.sh), after
 # lib.sh: a synthetic Qwen2-shaped model with the real Qwen2 vocabulary and
 # ChatML template, and `drive`, which runs kvchat on a pseudo-terminal
 # (tests/cli/ptydrive.py) following a script on stdin.

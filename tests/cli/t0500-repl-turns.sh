@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0200: the REPL on a pseudo-terminal - the KV cache carried across turns
+# t0500: the REPL on a pseudo-terminal - the KV cache carried across turns
 # (turns 2 and 3 prefill only their new tokens), the same answers as a
 # --no-cache run that prefills the whole history each turn, Ctrl-C in the
 # middle of an answer then another turn, pipe input (answers alone on

@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0201: REPL slash commands and line editing on a pseudo-terminal - /undo
+# t0501: REPL slash commands and line editing on a pseudo-terminal - /undo
 # (the next answer is the one the conversation would give without the undone
 # exchange), /retry with a seed (reproducible, and a new answer), /system
 # asking before it restarts a conversation, Tab completion, multi-line input
