@@ -20,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 static int64_t parse_port(const char *s, size_t n)
@@ -45,18 +46,82 @@ static void copy_str(char *dst, size_t size, const char *s, size_t n)
 
 /* ==== connecting: TCP with a timeout, then a proxy tunnel, then TLS ==== */
 
-static int tcp_connect(const char *host, int port, int timeout_ms,
-                       const volatile sig_atomic_t *cancel, char *err, size_t err_size)
+/*
+ * getaddrinfo, but bounded by timeout_ms and ended by the cancel flag: the
+ * lookup runs in glibc's resolver thread (getaddrinfo_a). A lookup that
+ * cannot be cancelled is abandoned, its request block left allocated for
+ * the resolver thread to finish with (a small leak, only on a timeout).
+ */
+static int resolve(const char *host, int port, int timeout_ms, const volatile sig_atomic_t *cancel,
+                   struct addrinfo **res, char *err, size_t err_size)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res, *a;
-    char ps[16];
-    snprintf(ps, sizeof ps, "%d", port);
-    int rc = getaddrinfo(host, ps, &hints, &res);
+    struct lookup {
+        struct gaicb cb;
+        struct addrinfo hints;
+        char host[256], port[16];
+    } *l = calloc(1, sizeof *l);
+    if (!l) {
+        snprintf(err, err_size, "out of memory");
+        return NET_ERR_FATAL;
+    }
+    snprintf(l->host, sizeof l->host, "%s", host);
+    snprintf(l->port, sizeof l->port, "%d", port);
+    l->hints.ai_family = AF_UNSPEC;
+    l->hints.ai_socktype = SOCK_STREAM;
+    l->cb.ar_name = l->host;
+    l->cb.ar_service = l->port;
+    l->cb.ar_request = &l->hints;
+    struct gaicb *list[1] = {&l->cb};
+    int rc = getaddrinfo_a(GAI_NOWAIT, list, 1, NULL);
+    if (rc) {
+        snprintf(err, err_size, "cannot resolve '%s': %s", host, gai_strerror(rc));
+        free(l);
+        return NET_ERR_TRANSIENT;
+    }
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long left = timeout_ms - ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000);
+        if (left <= 0 || (cancel && *cancel)) {
+            bool cancelled = cancel && *cancel;
+            if (gai_cancel(&l->cb) == EAI_CANCELED || gai_error(&l->cb) != EAI_INPROGRESS) {
+                if (gai_error(&l->cb) == 0)
+                    freeaddrinfo(l->cb.ar_result);
+                free(l);
+            } /* else: still running; abandoned to the resolver thread */
+            if (cancelled) {
+                snprintf(err, err_size, "interrupted");
+                return NET_ERR_INTERRUPTED;
+            }
+            snprintf(err, err_size, "cannot resolve '%s': timed out after %d s", host, timeout_ms / 1000);
+            return NET_ERR_TRANSIENT;
+        }
+        struct timespec ts = {left / 1000, (left % 1000) * 1000000};
+        rc = gai_suspend((const struct gaicb *const *)list, 1, &ts);
+        if (rc == 0 || rc == EAI_ALLDONE || gai_error(&l->cb) != EAI_INPROGRESS)
+            break;
+        /* EAI_AGAIN (timeout) or EAI_INTR (a signal): check the clock and the flag */
+    }
+    rc = gai_error(&l->cb);
     if (rc) {
         snprintf(err, err_size, "cannot resolve '%s': %s", host,
                  rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+        free(l);
         return NET_ERR_TRANSIENT;
     }
+    *res = l->cb.ar_result;
+    free(l);
+    return 0;
+}
+
+static int tcp_connect(const char *host, int port, int timeout_ms,
+                       const volatile sig_atomic_t *cancel, char *err, size_t err_size)
+{
+    struct addrinfo *res, *a;
+    int rc = resolve(host, port, timeout_ms, cancel, &res, err, err_size);
+    if (rc)
+        return rc;
     int fd = -1, last = ECONNREFUSED;
     for (a = res; a; a = a->ai_next) {
         fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
