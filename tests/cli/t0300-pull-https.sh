@@ -32,6 +32,7 @@ server {
         default_type application/json;
         return 200 '{"id":"owner/repo","siblings":[{"rfilename":"README.md"},{"rfilename":"repo-F16.gguf"},{"rfilename":"repo-Q8_0.gguf"}]}';
     }
+    location = /api/models/owner/down { return 503; }
     location /owner/repo/resolve/main/ {
         add_header X-Linked-ETag '"$SHA"';
         add_header X-Linked-Size $SIZE;
@@ -108,6 +109,11 @@ expect_rc 0; expect_err "pulled 'repo-Q8_0'.*verified"
 log_has "$LOG" "^$P1 GET \"/api/models/owner/repo\" 200" && ok "asked the hub API" || not_ok "no hub API request"
 run "$KVCHAT" models pull --ca-file "$CA" hf:owner/repo:Q2_K
 expect_rc 1; expect_err "no Q2_K .gguf file in 'owner/repo'"
+
+# the hub API down: retried, then a clear error
+run "$KVCHAT" models pull --ca-file "$CA" --retries 1 hf:owner/down:Q8_0
+expect_rc 4; expect_err "HTTP 503 Service .*retrying in 1 s"; expect_err "cannot pull 'hf:owner/down:Q8_0': HTTP 503"
+[ "$(log_count "$LOG" 'GET "/api/models/owner/down" 503' 2)" = 2 ] && ok "the API call was retried once" || not_ok "API not retried once"
 
 # X-Linked-ETag that does not match: deleted, exit 4
 run "$KVCHAT" models pull --ca-file "$CA" hf:owner/badsum/model.gguf --name badsum
