@@ -33,6 +33,7 @@ static const char run_usage[] =
     "130 interrupted (the partial answer is kept in the session).\n";
 
 static volatile sig_atomic_t interrupted;
+static double last_restore_ms; /* of the session's KV cache, for --json */
 
 static void on_sigint(int sig)
 {
@@ -222,12 +223,13 @@ static int run_exec(int argc, char **argv)
             rc = cmd_fail(CMD_EXIT_SESSION, "%s", sess_conv_errmsg(conv));
             goto out;
         }
+        last_restore_ms = rs.ms;
         if (rs.damaged)
             fprintf(stderr, "kvchat: %s; recomputed %lld tokens\n", rs.first_problem,
                     (long long)rs.prefilled_tokens);
         if (o.verbose)
-            fprintf(stderr, "kvchat: session '%s': %lld tokens restored, %lld computed\n", session,
-                    (long long)rs.restored_tokens, (long long)rs.prefilled_tokens);
+            fprintf(stderr, "kvchat: session '%s': %lld tokens restored, %lld computed, in %.1f ms\n",
+                    session, (long long)rs.restored_tokens, (long long)rs.prefilled_tokens, rs.ms);
     } else if (session) {
         fprintf(stderr, "kvchat: --no-cache: session '%s' is neither read nor written\n", session);
     }
@@ -238,6 +240,7 @@ static int run_exec(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     struct sink sink = {json, false, NULL, 0, 0};
+    double restore_ms = session ? last_restore_ms : 0;
     struct sess_turn_stats ts;
     int r = sess_conv_say(conv, prompt, on_text, &sink, &interrupted, &ts);
     if (r == SESS_ERR_CTX_FULL) {
@@ -256,9 +259,10 @@ static int run_exec(int argc, char **argv)
         cmd_json_str(stdout, l.path, strlen(l.path));
         printf(", \"prompt_tokens\": %lld, \"cached_tokens\": %lld, \"prefilled_tokens\": %lld, "
                "\"generated_tokens\": %lld, \"ttft_ms\": %.3f, \"prefill_tok_s\": %.3f, "
-               "\"decode_tok_s\": %.3f, \"stop_reason\": \"%s\"}\n",
+               "\"decode_tok_s\": %.3f, \"stop_reason\": \"%s\", \"restore_ms\": %.3f}\n",
                (long long)ts.prompt_tokens, (long long)ts.cached_tokens, (long long)ts.prefilled_tokens,
-               (long long)ts.generated_tokens, ts.ttft_ms, ts.prefill_tok_s, ts.decode_tok_s, ts.stop_reason);
+               (long long)ts.generated_tokens, ts.ttft_ms, ts.prefill_tok_s, ts.decode_tok_s, ts.stop_reason,
+               restore_ms);
     } else if (!sink.broken && isatty(1)) {
         fputc('\n', stdout);
     }

@@ -115,26 +115,6 @@ static int parse_opts(int argc, char **argv, struct sub_opts *o, int *first_arg)
     return 0;
 }
 
-/* "4G", "500M", "1024" -> bytes; -1 if malformed */
-static int64_t parse_size(const char *s)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || v < 0)
-        return -1;
-    double mul = 1;
-    switch (*end) {
-    case 'k': case 'K': mul = 1024.0; end++; break;
-    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
-    default: break;
-    }
-    if (*end == 'i' || *end == 'B')
-        end += *end == 'i' && end[1] == 'B' ? 2 : 1;
-    return *end ? -1 : (int64_t)(v * mul);
-}
-
 /* ==== subcommands ==== */
 
 static int do_list(struct sess_store *st, const struct sub_opts *o)
@@ -273,7 +253,7 @@ static int sessions_exec(int argc, char **argv)
     if (strcmp(o.format, "json") && strcmp(o.format, "markdown"))
         return cmd_usage_error(&cmd_sessions_entry, "--format must be json or markdown");
     int64_t cache_max = -1;
-    if (o.cache_max && (cache_max = parse_size(o.cache_max)) < 0)
+    if (o.cache_max && (cache_max = cmd_parse_size(o.cache_max)) < 0)
         return cmd_usage_error(&cmd_sessions_entry, "--cache-max takes a size like 4G, not '%s'",
                                o.cache_max);
 

@@ -14,6 +14,8 @@ const struct cmd_entry *const cmd_table[] = {
     &cmd_models_entry,
     &cmd_run_entry,
     &cmd_sessions_entry,
+    &cmd_tokenize_entry,
+    &cmd_template_entry,
     &cmd_eval_entry,
     &cmd_generate_entry,
     &cmd_bench_entry,
@@ -61,6 +63,25 @@ int cmd_help(const struct cmd_entry *e)
 {
     fputs(e->usage, stdout);
     return CMD_EXIT_OK;
+}
+
+int64_t cmd_parse_size(const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || v < 0)
+        return -1;
+    double mul = 1;
+    switch (*end) {
+    case 'k': case 'K': mul = 1024.0; end++; break;
+    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
+    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: break;
+    }
+    if (*end == 'i' || *end == 'B')
+        end += *end == 'i' && end[1] == 'B' ? 2 : 1;
+    return *end ? -1 : (int64_t)(v * mul);
 }
 
 /* length of the valid UTF-8 sequence at p (n bytes left), or -k: the first
@@ -140,10 +161,11 @@ static void main_usage(FILE *f)
 
 int cmd_main(int argc, char **argv)
 {
-    /* no command, or options first: the chat */
-    if (argc < 2 || (argv[1][0] == '-' && (!strcmp(argv[1], "-m") || !strncmp(argv[1], "--model", 7))))
+    const char *name = argc < 2 ? NULL : argv[1];
+    /* no command, or the chat's options first: the chat */
+    if (!name || (name[0] == '-' && strcmp(name, "--version") && strcmp(name, "-V") &&
+                  strcmp(name, "--help") && strcmp(name, "-h")))
         return cmd_chat_entry.exec(argc, argv);
-    const char *name = argv[1];
     if (!strcmp(name, "--version") || !strcmp(name, "-V")) {
         printf("kvchat %s\n", KVCHAT_VERSION);
         return CMD_EXIT_OK;
@@ -161,10 +183,10 @@ int cmd_main(int argc, char **argv)
     for (const struct cmd_entry *const *e = cmd_table; *e; e++)
         if (!strcmp((*e)->name, name))
             return (*e)->exec(argc - 1, argv + 1);
-    if (name[0] == '-')
-        fprintf(stderr, "kvchat: unknown option '%s'\n", name);
-    else
-        fprintf(stderr, "kvchat: unknown command '%s'\n", name);
-    fprintf(stderr, "see 'kvchat --help'\n");
+    /* `kvchat NAME` opens session NAME when there is one */
+    if (cmd_chat_session_exists(name))
+        return cmd_chat_entry.exec(argc, argv);
+    fprintf(stderr, "kvchat: unknown command '%s'\n", name);
+    fprintf(stderr, "see 'kvchat --help' (a new chat session: 'kvchat chat %s')\n", name);
     return CMD_EXIT_USAGE;
 }

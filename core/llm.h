@@ -260,6 +260,29 @@ int32_t llm_token_find(const struct llm_vocab *v, const char *text, size_t len);
 int32_t llm_tokenize(const struct llm_vocab *v, const char *text, size_t len, int32_t *tokens,
                      int32_t n_max, bool add_special, bool parse_special);
 
+/* llm_tokenize with more control, for text that continues a token
+ * sequence (a new turn after the cache's last token) or mixes template
+ * text with user text: */
+struct llm_tokenize_params {
+    bool add_special;   /* BOS/EOS as the metadata asks (default true) */
+    bool parse_special; /* match control tokens in the text (default false) */
+    /* The token the text follows (LLM_TOKEN_NULL: the start). After a
+     * special token the text is tokenized exactly as it would be inside
+     * the whole sequence (the token's rstrip, SentencePiece's leading
+     * space); after an ordinary token, without SentencePiece's leading
+     * space (the whole sequence could still have merged across). */
+    int32_t prev;
+    /* Byte ranges [plain[2i], plain[2i+1]) of user text, where control
+     * tokens are not matched even with parse_special: a rendered prompt is
+     * tokenized as one text (so its tokens are those of the whole), while
+     * "<|im_start|>" typed by the user stays text. NULL/0: none. */
+    const size_t *plain;
+    size_t n_plain;
+};
+struct llm_tokenize_params llm_tokenize_default_params(void);
+int32_t llm_tokenize_ex(const struct llm_vocab *v, const char *text, size_t len, int32_t *tokens,
+                        int32_t n_max, const struct llm_tokenize_params *p);
+
 /* The text of one token: bytes for byte tokens, spaces for ▁/Ġ. Control
  * and unknown tokens give "" unless special. Skips up to lstrip leading
  * spaces. Returns the length written, or the length needed negated. */

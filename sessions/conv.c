@@ -55,6 +55,7 @@ struct sess_conv {
     struct sess_store *st;
     int64_t sid;
     struct sess_lock *lock;
+    int64_t recomputed; /* tokens restore had to compute, not yet reported by a turn */
     uint8_t fp[32];
     char err[1024];
 };
@@ -422,6 +423,10 @@ static int persist(struct sess_conv *c, int64_t from)
     free(bounds);
     if (rc == SESS_OK)
         rc = save_state(c);
+    if (rc == SESS_OK && c->p.cache_max > 0 && sess_store_bytes(c->st) > c->p.cache_max) {
+        int64_t n, freed;
+        sess_evict(c->st, c->p.cache_max, &n, &freed); /* best effort: the cache is only a cache */
+    }
     return rc;
 }
 
@@ -519,6 +524,11 @@ void sess_conv_set_sampling(struct sess_conv *c, struct llm_sampler_params p)
         llm_sampler_free(c->smp);
         c->smp = s;
     }
+}
+
+void sess_conv_set_n_predict(struct sess_conv *c, int32_t n_predict)
+{
+    c->p.n_predict = n_predict;
 }
 
 /* ==== generating an answer ==== */
@@ -739,7 +749,7 @@ int sess_conv_say(struct sess_conv *c, const char *user_text, sess_text_fn on_te
     int64_t start = c->n_tokens, user_idx = c->n_msgs;
     if (c->p.no_cache)
         truncate_to(c, c->n_tokens), llm_ctx_truncate(c->ctx, 0), c->n_kv = 0;
-    ts->cached_tokens = c->n_kv;
+    ts->cached_tokens = c->n_kv - c->recomputed;
     int64_t done;
     if (add_tokens(c, toks, n) || push_msg(c, SESS_ROLE_USER, user_text, strlen(user_text), toks, n, start) ||
         sync_kv(c, &done)) {
@@ -748,7 +758,8 @@ int sess_conv_say(struct sess_conv *c, const char *user_text, sess_text_fn on_te
     }
     free(toks);
     double t_pf = now_ms();
-    ts->prefilled_tokens = done;
+    ts->prefilled_tokens = done + c->recomputed;
+    c->recomputed = 0;
     ts->prompt_tokens = c->n_tokens;
     ts->prefill_tok_s = t_pf > t0 && done ? done * 1e3 / (t_pf - t0) : 0;
     int rc = generate(c, on_text, ud, interrupt, ts, t0);
@@ -909,8 +920,10 @@ static int restore_all(struct sess_conv *c, struct sess_restore_stats *rs)
     if (rc == SESS_OK && ns > 0 &&
         sess_kv_restore(c->st, c->sid, c->m, c->ctx, c->fp, c->tokens, bounds, last, ns, rs))
         rc = cfail(c, "cannot restore the session: %s", sess_errmsg(c->st));
-    if (rc == SESS_OK)
+    if (rc == SESS_OK) {
         c->n_kv = ns > 0 ? bounds[ns - 1] : 0;
+        c->recomputed = rs->prefilled_tokens;
+    }
     free(bounds);
     return rc;
 }

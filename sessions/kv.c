@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 int sess_kv_fail(struct sess_store *st, const char *fmt, ...); /* store.c */
@@ -167,6 +168,8 @@ int sess_kv_restore(struct sess_store *st, int64_t id, const struct llm_model *m
                     const int64_t *last_seq, int64_t n_spans, struct sess_restore_stats *stats)
 {
     memset(stats, 0, sizeof *stats);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     if (llm_ctx_n_past(ctx) != 0)
         return sess_kv_fail(st, "restoring into a context that is not empty");
     uint8_t parent[32] = {0};
@@ -260,5 +263,7 @@ int sess_kv_restore(struct sess_store *st, int64_t id, const struct llm_model *m
     free(tok_buf);
     free(k);
     free(v);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    stats->ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
     return rc;
 }

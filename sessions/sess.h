@@ -155,6 +155,7 @@ struct sess_restore_stats {
     int64_t prefilled_tokens; /* rows computed again */
     int64_t rewritten;        /* segments written again */
     int64_t damaged;          /* segments found missing, damaged or foreign */
+    double ms;                /* wall time of the restore */
     char first_problem[512];  /* the first problem, for one line on stderr */
 };
 
@@ -210,6 +211,7 @@ struct sess_conv_params {
     int32_t n_predict;           /* most tokens per answer; <= 0: until the context is full */
     bool parse_special;          /* special tokens in user text are tokens (--special) */
     bool no_cache;               /* recompute the whole conversation each turn (for comparison) */
+    int64_t cache_max;           /* bytes of segments the store keeps (LRU eviction); <= 0: no limit */
 };
 struct sess_conv_params sess_conv_default_params(void);
 
@@ -280,6 +282,8 @@ int sess_conv_drop_oldest(struct sess_conv *c, int64_t n);
 /* Start again with another system prompt (NULL: none); exchanges are dropped. */
 int sess_conv_set_system(struct sess_conv *c, const char *system);
 void sess_conv_set_sampling(struct sess_conv *c, struct llm_sampler_params p);
+/* most tokens per answer from now on (<= 0: until the context is full) */
+void sess_conv_set_n_predict(struct sess_conv *c, int32_t n_predict);
 struct sess_conv_params sess_conv_get_params(const struct sess_conv *c);
 
 int64_t sess_conv_n_messages(const struct sess_conv *c);
