@@ -169,7 +169,7 @@ run "$KVCHAT" models pull --ca-file "$CA" "nosuchalias:7b"
 expect_rc 1; expect_err "unknown model 'nosuchalias:7b'"
 
 # ---- on a terminal (script(1) gives a pty): a progress line, and the first run ----
-if command -v script >/dev/null 2>&1; then
+if command -v script >/dev/null 2>&1 && script -qec true /dev/null </dev/null >/dev/null 2>&1; then
     run timeout 60 script -qec "'$KVCHAT' models pull --ca-file '$CA' --name tty 'https://127.0.0.1:$P1/files/model.gguf'" "$T/typescript"
     expect_rc 0
     tr '\r' '\n' <"$T/typescript" | grep -q '^.*model.gguf \[#*\] 100%  1.90 MiB / 1.90 MiB' &&
@@ -193,7 +193,7 @@ if command -v script >/dev/null 2>&1; then
     cmp -s "$M/qwen2.5:0.5b.gguf" "$T/www/files/model.gguf" && ok "alias stored as qwen2.5:0.5b" || not_ok "alias not stored"
     grep -q '^model = qwen2.5:0.5b$' "$XDG_CONFIG_HOME/kvchat/config" && ok "and made the default" || not_ok "not the default"
 else
-    echo "(script(1) missing: terminal checks skipped)"
+    echo "(script(1) missing or no pty: terminal checks skipped)"
 fi
 
 echo "nginx access log:"; sed 's/^/  /' "$LOG"
