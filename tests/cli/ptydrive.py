@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """ptydrive.py - run a program on a pseudo-terminal and drive it by a script,
-for the REPL tests (tests/cli/t02*-repl*.sh).
+for the REPL tests (tests/cli/t05*-repl-*.sh).
 
 usage: ptydrive.py [--cols N] [--timeout S] [--log FILE] [--raw FILE] [--dir D] -- PROG ARGS... < SCRIPT
 
