@@ -7,14 +7,17 @@
 #include "cli/cmd.h"
 #include "core/llm.h"
 #include "models/mdl.h"
+#include "sessions/sess.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -709,15 +712,49 @@ static int models_list(int argc, char **argv)
 }
 
 /*
- * Does a session use the model? The sessions code (issue 7) answers this:
- * replace the body with a call into sessions/ (e.g. sess_model_in_use),
- * returning 1 and a description in who if a session uses it. Until then no
- * session exists, so nothing is in use.
+ * Does a named session use the model? A session records the path of its
+ * model (sessions/); the paths are compared after realpath. With no session
+ * index yet there is nothing to ask (and none is created).
  */
 static int model_in_use(void *ctx, const char *name, const char *path, char *who, size_t who_size)
 {
-    (void)ctx, (void)name, (void)path, (void)who, (void)who_size;
-    return 0;
+    (void)ctx, (void)name;
+    char home[4096], db[4200], want[PATH_MAX], got[PATH_MAX];
+    struct stat st;
+    if (mdl_home(home, sizeof home) || !realpath(path, want))
+        return 0;
+    snprintf(db, sizeof db, "%s/kvchat.db", home);
+    if (stat(db, &st))
+        return 0;
+    struct sess_store *store;
+    char err[256];
+    if (sess_store_open(home, &store, err, sizeof err)) {
+        snprintf(who, who_size, "%s", err);
+        return -1;
+    }
+    struct sess_info *list;
+    int64_t n;
+    if (sess_list(store, &list, &n)) {
+        snprintf(who, who_size, "%s", sess_errmsg(store));
+        sess_store_close(store);
+        return -1;
+    }
+    int64_t users = 0;
+    const char *first = NULL;
+    for (int64_t i = 0; i < n; i++) {
+        const char *mp = list[i].model_path;
+        if (mp && (realpath(mp, got) ? !strcmp(got, want) : !strcmp(mp, path))) {
+            if (!users++)
+                first = list[i].name;
+        }
+    }
+    if (users == 1)
+        snprintf(who, who_size, "session '%s'", first ? first : "?");
+    else if (users > 1)
+        snprintf(who, who_size, "%lld sessions ('%s', ...)", (long long)users, first ? first : "?");
+    sess_list_free(list, n);
+    sess_store_close(store);
+    return users > 0;
 }
 
 static int models_rm(int argc, char **argv)

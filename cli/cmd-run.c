@@ -23,6 +23,8 @@ static const char run_usage[] =
     "\n"
     "  -s, --session NAME       append the turn to session NAME (created if new),\n"
     "                           resuming its KV cache from disk with no re-prefill\n"
+    "                           (with --no-cache: the session is recomputed and\n"
+    "                           left unchanged, for comparison)\n"
     "      --json               print one JSON object: answer, session, model,\n"
     "                           prompt_tokens, cached_tokens, prefilled_tokens,\n"
     "                           generated_tokens, ttft_ms, prefill_tok_s,\n"
@@ -214,7 +216,7 @@ static int run_exec(int argc, char **argv)
         rc = cmd_fail(CMD_EXIT_MODEL, "cannot start the conversation: %s", err);
         goto out;
     }
-    if (session && !o.no_cache) {
+    if (session) {
         struct sess_restore_stats rs;
         if ((rc = cmd_store_open(&st)))
             goto out;
@@ -230,8 +232,9 @@ static int run_exec(int argc, char **argv)
         if (o.verbose)
             fprintf(stderr, "kvchat: session '%s': %lld tokens restored, %lld computed, in %.1f ms\n",
                     session, (long long)rs.restored_tokens, (long long)rs.prefilled_tokens, rs.ms);
-    } else if (session) {
-        fprintf(stderr, "kvchat: --no-cache: session '%s' is neither read nor written\n", session);
+        if (o.no_cache)
+            fprintf(stderr, "kvchat: --no-cache: session '%s' is read and computed again, not saved\n",
+                    session);
     }
 
     struct sigaction sa;

@@ -43,6 +43,8 @@ ssize_t net_tls_read(struct net_tls *t, void *buf, size_t n, char *err, size_t e
 /* writes all n bytes: 0 or enum net_err */
 int net_tls_write(struct net_tls *t, const void *buf, size_t n, char *err, size_t err_size);
 void net_tls_close(struct net_tls *t);
+/* base64 of n bytes into out (NUL-terminated): 0, or -1 if out is too small */
+int net_base64(const void *in, size_t n, char *out, size_t out_size);
 /* "mbed TLS 2.28.3" */
 const char *net_tls_version(void);
 

@@ -182,8 +182,9 @@ static bool file_has_quant(const char *file, const char *q)
     return false;
 }
 
-/* GET a small body (the hub's API) into a NUL-terminated malloc'd buffer */
-static int get_small(struct pull *c, const char *url, char **body, size_t *len)
+/* GET a small body (the hub's API) into a NUL-terminated malloc'd buffer:
+ * 0 or enum net_err */
+static int get_small_once(struct pull *c, const char *url, char **body, size_t *len)
 {
     struct http_req rq = {.url = url, .bearer = c->token, .bearer_origin = c->hub_origin,
                           .range_from = -1, .max_redirects = 10};
@@ -191,7 +192,7 @@ static int get_small(struct pull *c, const char *url, char **body, size_t *len)
     char *final = malloc(HTTP_MAX_URL), le[256];
     int64_t ls;
     struct http_stream *s = NULL;
-    int rc = MDL_ERR_NETWORK;
+    int rc = NET_ERR_FATAL;
     *body = NULL;
     if (!resp || !final) {
         snprintf(c->err, c->err_size, "out of memory");
@@ -199,12 +200,14 @@ static int get_small(struct pull *c, const char *url, char **body, size_t *len)
     }
     int nrc = http_get(&c->hp, &rq, resp, final, le, sizeof le, &ls, &s, c->err, c->err_size);
     if (nrc) {
-        rc = net_to_mdl(nrc);
+        rc = nrc;
         goto out;
     }
     if (resp->status != 200) {
         snprintf(c->err, c->err_size, "HTTP %d %s from '%s'%s", resp->status, resp->reason, url,
                  resp->status == 401 || resp->status == 403 ? " (a private or gated repo needs HF_TOKEN)" : "");
+        if (resp->status >= 500 || resp->status == 408 || resp->status == 429)
+            rc = NET_ERR_TRANSIENT;
         goto out;
     }
     size_t cap = 65536, n = 0;
@@ -230,7 +233,7 @@ static int get_small(struct pull *c, const char *url, char **body, size_t *len)
         ssize_t k = http_stream_read(s, b + n, cap - n, c->err, c->err_size);
         if (k < 0) {
             free(b);
-            rc = net_to_mdl((int)k);
+            rc = (int)k;
             goto out;
         }
         if (k == 0)
@@ -248,6 +251,25 @@ out:
     return rc;
 }
 
+static int backoff(struct pull *c, int s);
+
+/* get_small_once with the pull's retries: 0 or enum mdl_err */
+static int get_small(struct pull *c, const char *url, char **body, size_t *len)
+{
+    for (int attempt = 0;; attempt++) {
+        int rc = get_small_once(c, url, body, len);
+        if (rc == 0)
+            return 0;
+        if (rc != NET_ERR_TRANSIENT || attempt >= c->p->retries)
+            return net_to_mdl(rc);
+        note(c, "%s; retrying in %d s", c->err, 1 << attempt);
+        if (backoff(c, 1 << attempt)) {
+            snprintf(c->err, c->err_size, "interrupted");
+            return MDL_ERR_INTERRUPTED;
+        }
+    }
+}
+
 /* hf:OWNER/REPO:QUANT -> the file of that quantization, from the hub API */
 static int hub_pick_file(struct pull *c, const char *repo, const char *quant, char *file,
                          size_t size)
@@ -258,7 +280,7 @@ static int hub_pick_file(struct pull *c, const char *repo, const char *quant, ch
         return MDL_ERR_USAGE;
     }
     char *body;
-    size_t len;
+    size_t len = 0;
     int rc = get_small(c, url, &body, &len);
     if (rc)
         return rc;

@@ -27,6 +27,7 @@
 #if MBEDTLS_VERSION_NUMBER < 0x03000000
 #include <mbedtls/config.h>
 #endif
+#include <mbedtls/base64.h>
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
 #include <mbedtls/error.h>
@@ -94,6 +95,16 @@ void mdl_hex(const unsigned char *p, size_t n, char *out)
         out[2 * i + 1] = digits[p[i] & 15];
     }
     out[2 * n] = 0;
+}
+
+/* ==== base64 ==== */
+
+int net_base64(const void *in, size_t n, char *out, size_t out_size)
+{
+    size_t olen = 0;
+    if (mbedtls_base64_encode((unsigned char *)out, out_size, &olen, in, n))
+        return -1;
+    return 0;
 }
 
 /* ==== TLS ==== */

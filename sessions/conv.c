@@ -380,7 +380,7 @@ static int save_state(struct sess_conv *c)
  * last of them */
 static int persist(struct sess_conv *c, int64_t from)
 {
-    if (!c->st)
+    if (!c->st || c->p.no_cache) /* --no-cache: the session is only read */
         return SESS_OK;
     for (int64_t i = from; i < c->n_msgs; i++) {
         struct conv_msg *m = &c->msgs[i];
@@ -1001,8 +1001,13 @@ int sess_conv_attach(struct sess_conv *c, struct sess_store *st, const char *nam
     free(c->system);
     c->system = has_system(c) ? strdup(c->msgs[0].text) : NULL;
     c->p.system = c->system;
-    if (rc == SESS_OK)
+    if (rc == SESS_OK && c->p.no_cache) { /* recompute it all, at the first turn */
+        if (llm_ctx_truncate(c->ctx, 0) != LLM_OK)
+            rc = cfail(c, "%s", llm_ctx_errmsg(c->ctx));
+        c->n_kv = 0;
+    } else if (rc == SESS_OK) {
         rc = restore_all(c, rs);
+    }
     void *state;
     size_t sn;
     if (rc == SESS_OK && sess_load_state(st, sid, &state, &sn) == 0 && state) {

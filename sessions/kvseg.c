@@ -48,9 +48,77 @@ static uint32_t crc32c_sw(uint32_t crc, const uint8_t *p, size_t n)
     return crc;
 }
 
+/* GF(2) arithmetic modulo the (reflected) CRC-32C polynomial, to combine
+ * the CRCs of pieces computed independently: crc(A || B) is
+ * crc(A) * x^(8 |B|) + crc(B). */
+static uint32_t multmodp(uint32_t a, uint32_t b)
+{
+    uint32_t m = 1u << 31, p = 0;
+    for (;;) {
+        if (a & m) {
+            p ^= b;
+            if ((a & (m - 1)) == 0)
+                break;
+        }
+        m >>= 1;
+        b = b & 1 ? (b >> 1) ^ 0x82F63B78u : b >> 1;
+    }
+    return p;
+}
+
+/* x^(8 n) modulo the polynomial */
+static uint32_t x8nmodp(size_t n)
+{
+    static uint32_t x2n[64]; /* x^(2^k) */
+    static int ready;
+    if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
+        uint32_t p = 1u << 30; /* x^1 */
+        for (int k = 0; k < 64; k++) {
+            x2n[k] = p;
+            p = multmodp(p, p);
+        }
+        __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
+    }
+    uint32_t p = 1u << 31; /* x^0 */
+    for (int k = 3; n; n >>= 1, k++)
+        if (n & 1)
+            p = multmodp(x2n[k & 63], p);
+    return p;
+}
+
+static uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, size_t len_b)
+{
+    return multmodp(x8nmodp(len_b), crc_a) ^ crc_b;
+}
+
 #if defined(__x86_64__)
+/* three independent streams hide the crc32 instruction's latency */
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw3(uint32_t crc, const uint8_t *p, size_t lane)
+{
+    uint64_t c0 = crc, c1 = 0xffffffffu, c2 = 0xffffffffu;
+    const uint8_t *a = p, *b = p + lane, *c = p + 2 * lane;
+    for (size_t i = 0; i < lane; i += 8) {
+        uint64_t x, y, z;
+        memcpy(&x, a + i, 8);
+        memcpy(&y, b + i, 8);
+        memcpy(&z, c + i, 8);
+        c0 = __builtin_ia32_crc32di(c0, x);
+        c1 = __builtin_ia32_crc32di(c1, y);
+        c2 = __builtin_ia32_crc32di(c2, z);
+    }
+    /* final values (~state) combine; the result goes back to a state */
+    uint32_t ab = crc32c_combine(~(uint32_t)c0, ~(uint32_t)c1, lane);
+    return ~crc32c_combine(ab, ~(uint32_t)c2, lane);
+}
+
 __attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const uint8_t *p, size_t n)
 {
+    if (n >= 3 * 4096) {
+        size_t lane = n / 24 * 8;
+        crc = crc32c_hw3(crc, p, lane);
+        p += 3 * lane;
+        n -= 3 * lane;
+    }
     uint64_t c = crc;
     while (n && ((uintptr_t)p & 7)) {
         c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
@@ -290,9 +358,24 @@ int kv_seg_parse_header(const uint8_t *buf, size_t size, struct kv_seg_desc *d, 
     return 0;
 }
 
+/* pread exactly n bytes at off into p; 0, or an errno */
+static int pread_full(int fd, uint8_t *p, size_t n, uint64_t off)
+{
+    while (n) {
+        ssize_t r = pread(fd, p, n, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return r < 0 ? errno : EIO;
+        p += r;
+        off += (uint64_t)r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
 int kv_seg_read(const char *path, const struct kv_seg_desc *want, const uint8_t id[32],
-                int32_t *tokens_out, void *const *k_dst, void *const *v_dst, char *err,
-                size_t err_size)
+                int32_t *tokens_out, const struct kv_seg_dst *dst, char *err, size_t err_size)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -362,25 +445,23 @@ int kv_seg_read(const char *path, const struct kv_seg_desc *want, const uint8_t 
         bool is_v = b & 1;
         uint64_t n = is_v ? vb : kb;
         uint64_t off = hb + (kb + vb) * l + (is_v ? kb : 0);
-        uint8_t *dst = is_v ? v_dst[l] : k_dst[l];
-        uint64_t done = 0;
-        while (done < n) {
-            ssize_t r = pread(fd, dst + done, n - done, (off_t)(off + done));
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0) {
-#pragma omp critical
-                {
-                    io_errno = r < 0 ? errno : EIO;
-                    bad = (int)b;
-                }
-                break;
-            }
-            done += (uint64_t)r;
+        const struct kv_seg_dst *o = &dst[b];
+        int e = (uint64_t)o->n_chunks * o->chunk_bytes == n ? 0 : EINVAL;
+        uint32_t crc = 0;
+        /* each piece is checked right after it is read, while it is in cache */
+        for (int64_t g = 0; g < o->n_chunks && !e; g++) {
+            uint8_t *p = o->base + (size_t)g * o->stride;
+            e = pread_full(fd, p, o->chunk_bytes, off + (uint64_t)g * o->chunk_bytes);
+            if (!e)
+                crc = kv_crc32c(crc, p, o->chunk_bytes);
         }
-        if (done == n && kv_crc32c(0, dst, n) != get_u32(crcs + 4 * b)) {
+        if (e || crc != get_u32(crcs + 4 * b)) {
 #pragma omp critical
-            bad = (int)b;
+            {
+                if (e)
+                    io_errno = e;
+                bad = (int)b;
+            }
         }
     }
     free(h);

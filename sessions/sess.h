@@ -210,7 +210,9 @@ struct sess_conv_params {
     struct llm_sampler_params sampling;
     int32_t n_predict;           /* most tokens per answer; <= 0: until the context is full */
     bool parse_special;          /* special tokens in user text are tokens (--special) */
-    bool no_cache;               /* recompute the whole conversation each turn (for comparison) */
+    bool no_cache;               /* recompute the whole conversation each turn (for comparison);
+                                    an attached session is then only read: no KV restored,
+                                    nothing saved */
     int64_t cache_max;           /* bytes of segments the store keeps (LRU eviction); <= 0: no limit */
 };
 struct sess_conv_params sess_conv_default_params(void);

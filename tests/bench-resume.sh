@@ -30,11 +30,11 @@ for h in ${HISTORY:-1000 4000 16000}; do
     $base -s "h$h" --system "$sys" "first question" < /dev/null > "$home/first.json"
     hist=$(num prompt_tokens < "$home/first.json")
     $base -s "h$h" "second question" < /dev/null > "$home/resume.json"
-    $base --no-cache --system "$sys" "second question" < /dev/null > "$home/nocache.json"
+    $base --no-cache -s "h$h" "second question" < /dev/null > "$home/nocache.json"
     rms=$(num restore_ms < "$home/resume.json")
     rt=$(awk -v a="$rms" -v b="$(num ttft_ms < "$home/resume.json")" 'BEGIN { printf "%.1f", a + b }')
     nt=$(num ttft_ms < "$home/nocache.json")
-    bytes=$(find "$home/kv" -name '*.kvseg' -printf '%s\n' | sort -n | tail -1)
+    bytes=$(find "$home/kv" -name '*.kvseg' -printf '%s\n' | sort -n | tail -1)  # the system prompt's
     ref=-
     if [ -x "$LLREF" ]; then
         # llref prints restore_s in seconds
@@ -48,3 +48,24 @@ for h in ${HISTORY:-1000 4000 16000}; do
         "$(awk -v a="$bytes" -v b="$hist" 'BEGIN { printf "%.0f", a / b }')"
 done
 echo "KV f16 of this model: 24 layers x 2 (K, V) x 128 x 2 bytes = 12288 bytes per token"
+
+# a long chat: 20 exchanges of about 150 tokens, then turn 21 resumed vs
+# recomputed (the REPL carries the cache in memory: its turn-21 time to
+# first token is the resumed one without restore_ms)
+turns=${TURNS:-20}
+base="./kvchat run -m $model -t $threads -c 4096 --temp 0 -n 16 --json"
+i=1
+while [ $i -le "$turns" ]; do
+    msg=$(python3 -c "import random; r = random.Random($i); print(' '.join(r.choice(['how','why','when','trip','city','rain','food']) for _ in range(120)))")
+    $base -s chat "$msg" < /dev/null > /dev/null
+    i=$((i + 1))
+done
+$base -s chat "and one more thing" < /dev/null > "$home/resume.json"
+$base --no-cache -s chat "and one more thing" < /dev/null > "$home/nocache.json"
+hist=$(num cached_tokens < "$home/resume.json")
+carried=$(num ttft_ms < "$home/resume.json")
+rms=$(num restore_ms < "$home/resume.json")
+nt=$(num ttft_ms < "$home/nocache.json")
+printf 'turn %s of a chat with %s tokens of history: time to first token %s ms carried in memory, %s ms resumed (restore %s ms), %s ms recomputed (--no-cache): %sx\n' \
+    "$((turns + 1))" "$hist" "$carried" "$(awk -v a="$carried" -v b="$rms" 'BEGIN { printf "%.1f", a + b }')" "$rms" "$nt" \
+    "$(awk -v a="$nt" -v b="$carried" 'BEGIN { printf "%.0f", a / b }')"

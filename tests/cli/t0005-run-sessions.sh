@@ -31,6 +31,17 @@ run sh -c "$R -s nc 'Hello there' < /dev/null"
 run sh -c "$R -s nc 'Hello there' < /dev/null"
 [ "$(field answer)" = "$answer2" ] && ok "same turn-2 answer in another session" || not_ok "turn 2 differs"
 
+# ---- --no-cache reads the session, computes it all, changes nothing
+turns=$("$KVCHAT" sessions list --json | jq '.[] | select(.name == "a") | .turns')
+run sh -c "$R -s a --no-cache 'Once more' < /dev/null"
+expect_rc 0
+[ "$(field cached_tokens)" = 0 ] && ok "--no-cache reuses nothing" || not_ok "--no-cache cached $(field cached_tokens)"
+nc_answer=$(field answer); nc_prompt=$(field prompt_tokens)
+[ "$("$KVCHAT" sessions list --json | jq '.[] | select(.name == "a") | .turns')" = "$turns" ] && ok "--no-cache saved nothing" || not_ok "--no-cache changed the session"
+run sh -c "$R -s a 'Once more' < /dev/null"
+[ "$(field answer)" = "$nc_answer" ] && ok "cached and recomputed answers agree" || not_ok "cached answer differs from --no-cache"
+[ "$(field prompt_tokens)" = "$nc_prompt" ] && ok "same prompt tokens" || not_ok "prompt tokens differ"
+
 # ---- a 1,000-token system prompt is stored once
 sys=$(python3 -c "print(' '.join('word%d' % i for i in range(300)))")
 before=$(nseg)

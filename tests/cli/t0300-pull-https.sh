@@ -32,6 +32,7 @@ server {
         default_type application/json;
         return 200 '{"id":"owner/repo","siblings":[{"rfilename":"README.md"},{"rfilename":"repo-F16.gguf"},{"rfilename":"repo-Q8_0.gguf"}]}';
     }
+    location = /api/models/owner/down { return 503; }
     location /owner/repo/resolve/main/ {
         add_header X-Linked-ETag '"$SHA"';
         add_header X-Linked-Size $SIZE;
@@ -109,6 +110,11 @@ log_has "$LOG" "^$P1 GET \"/api/models/owner/repo\" 200" && ok "asked the hub AP
 run "$KVCHAT" models pull --ca-file "$CA" hf:owner/repo:Q2_K
 expect_rc 1; expect_err "no Q2_K .gguf file in 'owner/repo'"
 
+# the hub API down: retried, then a clear error
+run "$KVCHAT" models pull --ca-file "$CA" --retries 1 hf:owner/down:Q8_0
+expect_rc 4; expect_err "HTTP 503 Service .*retrying in 1 s"; expect_err "cannot pull 'hf:owner/down:Q8_0': HTTP 503"
+[ "$(log_count "$LOG" 'GET "/api/models/owner/down" 503' 2)" = 2 ] && ok "the API call was retried once" || not_ok "API not retried once"
+
 # X-Linked-ETag that does not match: deleted, exit 4
 run "$KVCHAT" models pull --ca-file "$CA" hf:owner/badsum/model.gguf --name badsum
 expect_rc 4; expect_err "sha256 mismatch for 'badsum'.*X-Linked-ETag.*deleted"
@@ -163,7 +169,7 @@ run "$KVCHAT" models pull --ca-file "$CA" "nosuchalias:7b"
 expect_rc 1; expect_err "unknown model 'nosuchalias:7b'"
 
 # ---- on a terminal (script(1) gives a pty): a progress line, and the first run ----
-if command -v script >/dev/null 2>&1; then
+if command -v script >/dev/null 2>&1 && script -qec true /dev/null </dev/null >/dev/null 2>&1; then
     run timeout 60 script -qec "'$KVCHAT' models pull --ca-file '$CA' --name tty 'https://127.0.0.1:$P1/files/model.gguf'" "$T/typescript"
     expect_rc 0
     tr '\r' '\n' <"$T/typescript" | grep -q '^.*model.gguf \[#*\] 100%  1.90 MiB / 1.90 MiB' &&
@@ -187,7 +193,7 @@ if command -v script >/dev/null 2>&1; then
     cmp -s "$M/qwen2.5:0.5b.gguf" "$T/www/files/model.gguf" && ok "alias stored as qwen2.5:0.5b" || not_ok "alias not stored"
     grep -q '^model = qwen2.5:0.5b$' "$XDG_CONFIG_HOME/kvchat/config" && ok "and made the default" || not_ok "not the default"
 else
-    echo "(script(1) missing: terminal checks skipped)"
+    echo "(script(1) missing or no pty: terminal checks skipped)"
 fi
 
 echo "nginx access log:"; sed 's/^/  /' "$LOG"

@@ -99,6 +99,21 @@ run "$KVCHAT" models rm --force other broken
 expect_rc 0
 [ -z "$(ls "$M")" ] && ok "store empty" || not_ok "store not empty: $(ls "$M")"
 
+# a model a session uses is kept unless --force
+"$MKMODEL" "$M/chatty.gguf" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 \
+    --layers 2 --heads 4 --kv-heads 2 --ff 128 --tied >/dev/null || exit 1
+run "$KVCHAT" run -s s1 -m chatty -t 1 --temp 0 -n 2 hello </dev/null
+expect_rc 0
+run "$KVCHAT" models rm chatty
+expect_rc 2; expect_err "model 'chatty' is used by session 's1' (use --force"
+[ -f "$M/chatty.gguf" ] && ok "kept while in use" || not_ok "removed while in use"
+run "$KVCHAT" sessions fork s1 s2
+run "$KVCHAT" models rm chatty
+expect_rc 2; expect_err "used by 2 sessions"
+run "$KVCHAT" models rm --force chatty
+expect_rc 0
+[ ! -e "$M/chatty.gguf" ] && ok "--force removes it" || not_ok "--force did not remove it"
+
 run "$KVCHAT" models aliases
 expect_rc 0; expect_out '^qwen2.5:0.5b .*hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF/'
 finish
