@@ -1083,6 +1083,9 @@ static int chat_exec(int argc, char **argv)
     }
     signals_install();
     if (session) {
+        if (ch.o.no_cache)
+            fprintf(stderr, "kvchat: --no-cache: session '%s' is read, computed again, and not written\n",
+                    session);
         rc = conv_attach(&ch, session, true, ch.o.system);
         if (!rc && ch.o.system) {
             const char *s = conv_system(&ch);
