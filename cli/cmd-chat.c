@@ -894,8 +894,9 @@ static bool is_fence(const char *s)
 
 /*
  * Read one input: a line; lines joined while one ends in a backslash; or a
- * """ block. *text gets it (malloc'd). Returns REPL_LINE, or another
- * status (nothing in *text).
+ * """ block (the end of input also ends these two). *text gets it
+ * (malloc'd). Returns REPL_LINE, or another status (nothing in *text):
+ * Ctrl-C drops everything typed for this input.
  */
 static enum repl_status read_input(struct chat *ch, const char *prompt, char **text)
 {
@@ -911,9 +912,13 @@ static enum repl_status read_input(struct chat *ch, const char *prompt, char **t
         bool first = true;
         for (;;) {
             st = repl_read(ch->repl, cont, &line);
+            if (st == REPL_EOF && acc) { /* the end of input ends the block too */
+                *text = acc;
+                return REPL_LINE;
+            }
             if (st != REPL_LINE) {
                 free(acc);
-                return st == REPL_EOF && acc ? REPL_INTERRUPT : st;
+                return st;
             }
             if (is_fence(line)) {
                 free(line);
@@ -946,6 +951,10 @@ static enum repl_status read_input(struct chat *ch, const char *prompt, char **t
         if (!acc)
             return REPL_EOF;
         st = repl_read(ch->repl, cont, &line);
+        if (st == REPL_EOF) { /* the end of input ends the message too */
+            *text = acc;
+            return REPL_LINE;
+        }
         if (st != REPL_LINE) {
             free(acc);
             return st;
