@@ -57,7 +57,7 @@ struct llm_ctx {
     float *q, *k, *v;        /* (q_dim), (kv_dim), (kv_dim) */
     float *att;              /* (q_dim) attention output */
     float *hb, *hb2;         /* (n_ff) */
-    uint8_t *xq[3];          /* (SMALL_BATCH, max_vd_bytes) activations as vec_dot types */
+    uint8_t *xq[3];          /* (n_batch, max_vd_bytes) activations as vec_dot types */
     float *att_tmp;          /* per thread: K (n_ctx*head_dim), V (same), scores (n_ctx) */
     size_t att_tmp_stride;   /* floats per thread, padded to 64 bytes */
     float *rope_cs;          /* (n_batch, rope_dim) cos, sin pairs */
@@ -75,6 +75,7 @@ struct llm_ctx {
 };
 
 static int64_t gemm_chunk_rows(int64_t total, int64_t n_in, int nt);
+static int64_t mm_chunk_rows(int64_t total, int64_t n_in, int nt);
 
 static void *alloc(size_t n_bytes, bool *ok)
 {
@@ -159,7 +160,7 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
     c->hb = alloc((size_t)m->n_ff * f, &ok);
     c->hb2 = alloc((size_t)m->n_ff * f, &ok);
     for (int i = 0; i < 3; i++)
-        c->xq[i] = alloc((size_t)m->max_vd_bytes * SMALL_BATCH, &ok);
+        c->xq[i] = alloc((size_t)m->max_vd_bytes * (size_t)B, &ok);
     c->att_tmp_stride = ((size_t)(2 * n_ctx * hd + n_ctx) + 15) / 16 * 16;
     c->att_tmp = alloc(c->att_tmp_stride * (size_t)c->n_threads * f, &ok);
     c->rope_cs = alloc((size_t)(B * m->rope_dim) * f, &ok);
@@ -182,7 +183,15 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
         int64_t rows = gemm_chunk_rows(total_rows[i], ws[i]->n_in, c->n_threads);
         if (rows * ws[i]->n_in > c->panel_elems)
             c->panel_elems = rows * ws[i]->n_in;
+        const struct llm_mm_ops *mm = llm_get_mm_ops(ws[i]->type);
+        if (mm) {
+            rows = mm_chunk_rows(total_rows[i], ws[i]->n_in, c->n_threads);
+            int64_t need = (int64_t)(mm->scratch_bytes(ws[i]->n_in, rows) / f) + 16;
+            if (need > c->panel_elems)
+                c->panel_elems = need;
+        }
     }
+    c->panel_elems = (c->panel_elems + 15) / 16 * 16; /* each thread's part 64-byte aligned */
     c->panel = alloc((size_t)c->panel_elems * f * (size_t)c->n_threads, &ok);
     if (!ok) {
         llm_ctx_free(c);
@@ -528,6 +537,56 @@ static void gemm_weights_small(struct llm_ctx *c, int nw, const struct llm_weigh
     }
 }
 
+/* rows per work item of a type's blocked product: as gemm_chunk_rows, and
+ * few enough that the rows, repacked, stay in a core's L2 cache */
+static int64_t mm_chunk_rows(int64_t total, int64_t n_in, int nt)
+{
+    int64_t r = gemm_chunk_rows(total, n_in, nt), l2 = (384 << 10) / (2 * n_in) / ROW_CHUNK * ROW_CHUNK;
+    if (l2 < 64)
+        l2 = 64;
+    return r < l2 ? r : l2;
+}
+
+/* the product on the types' own blocked kernels (llm_get_mm_ops): the T rows
+ * of x are converted to the vec_dot types once, then work items of rows go
+ * to the threads as in gemm_weights */
+static void gemm_weights_blocked(struct llm_ctx *c, int nw, const struct llm_weight *const *w,
+                                 const float *x, float *y, int64_t ldy, int64_t T)
+{
+    int64_t total = 0, n_in = w[0]->n_in, chunks[3], n_chunks = 0;
+    for (int i = 0; i < nw; i++)
+        total += w[i]->n_out;
+    int64_t cr = mm_chunk_rows(total, n_in, c->n_threads);
+    for (int i = 0; i < nw; i++) {
+        chunks[i] = (w[i]->n_out + cr - 1) / cr;
+        n_chunks += chunks[i];
+    }
+    size_t stride = (size_t)c->m->max_vd_bytes;
+#pragma omp parallel num_threads(c->n_threads)
+    {
+#pragma omp for schedule(static)
+        for (int64_t it = 0; it < nw * T; it++) {
+            int i = (int)(it / T);
+            int64_t t = it % T;
+            w[i]->vd_ops->from_float(x + t * n_in, c->xq[i] + (size_t)t * stride, n_in);
+        }
+        void *scratch = c->panel + (size_t)omp_get_thread_num() * (size_t)c->panel_elems;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t ci = 0; ci < n_chunks; ci++) {
+            int i = 0;
+            int64_t cj = ci, base = 0;
+            while (cj >= chunks[i]) {
+                cj -= chunks[i];
+                base += w[i++]->n_out;
+            }
+            const struct llm_weight *W = w[i];
+            int64_t a = cj * cr, e = a + cr < W->n_out ? a + cr : W->n_out;
+            llm_get_mm_ops(W->type)->mul_mat(n_in, e - a, T, W->data + (size_t)a * W->row_bytes,
+                                             W->row_bytes, c->xq[i], stride, y + base + a, ldy, scratch);
+        }
+    }
+}
+
 static void gemm_weights(struct llm_ctx *c, int nw, const struct llm_weight *const *w, const float *x,
                          float *y, int64_t ldy, int64_t T)
 {
@@ -539,6 +598,13 @@ static void gemm_weights(struct llm_ctx *c, int nw, const struct llm_weight *con
     }
     if (small) {
         gemm_weights_small(c, nw, w, x, y, ldy, T);
+        return;
+    }
+    bool blocked = true;
+    for (int i = 0; i < nw; i++)
+        blocked = blocked && llm_get_mm_ops(w[i]->type);
+    if (blocked) {
+        gemm_weights_blocked(c, nw, w, x, y, ldy, T);
         return;
     }
     int64_t cr = gemm_chunk_rows(total, n_in, c->n_threads), chunks[3], n_chunks = 0;
