@@ -413,11 +413,11 @@ T_VNNI static float q8_0_dot_vnni(int64_t n, const void *x, const void *y)
 /* ==== Q8_0 x Q8_0 products for prefill (AVX-512 VNNI) ====
  *
  * The rows of W are repacked into scratch: per block pair (64 values) the
- * int8 values, 16 floats holding the two block scales (8 lanes each,
- * matching the lanes vpdpbusd fills) and 16 int32 of -128 times the sum of
- * the four values each lane multiplies. Activations go to u8 as a + 128
- * (a XOR 0x80), four tokens at a time, with their scales in the same
- * pattern. vpdpbusd, started from those int32, then gives sum(a * w) for
+ * values as u8 (w + 128, that is w XOR 0x80) and 16 floats holding the two
+ * block scales (8 lanes each, matching the lanes vpdpbusd fills).
+ * Activations, four tokens at a time, keep their int8 values, the scales in
+ * the same pattern, and 16 int32 of -128 times the sum of the four values
+ * each lane multiplies. vpdpbusd started from those gives sum(w * a) for
  * each lane with no sign tricks; the lanes are scaled and accumulated in
  * f32. Tiles of 4 rows x 4 tokens keep 16 accumulators in registers. Each
  * result is computed in the same order whatever tile it falls in.
@@ -428,8 +428,8 @@ T_VNNI static float q8_0_dot_vnni(int64_t n, const void *x, const void *y)
 #if X86
 struct mm_layout {
     int64_t nb, np;  /* blocks, block pairs (the last one padded) */
-    size_t row;      /* bytes of a packed weight row: np * (64 + 64 + 64) */
-    size_t arow;     /* bytes of a packed activation row: np * (64 + 64) */
+    size_t row;      /* bytes of a packed weight row: np * (64 + 64) */
+    size_t arow;     /* bytes of a packed activation row: np * (64 + 64 + 64) */
 };
 
 static struct mm_layout mm_layout(int64_t n)
@@ -437,8 +437,8 @@ static struct mm_layout mm_layout(int64_t n)
     struct mm_layout L;
     L.nb = n / QK8_0;
     L.np = (L.nb + 1) / 2;
-    L.row = (size_t)L.np * 192;
-    L.arow = (size_t)L.np * 128;
+    L.row = (size_t)L.np * 128;
+    L.arow = (size_t)L.np * 192;
     return L;
 }
 
@@ -448,12 +448,12 @@ static size_t q8_0_mul_mat_scratch(int64_t n, int64_t nr)
     return (size_t)((nr + MM_R - 1) / MM_R * MM_R) * L.row + MM_T * L.arow + 64;
 }
 
-/* one Q8_0 row packed: per pair q[64] then scales[16] then (weights only)
- * -128 * lane sums[16]; act: values XOR 0x80, no lane sums */
+/* one Q8_0 row packed: per pair q[64] then scales[16] then (activations
+ * only) -128 * lane sums[16]; weights: values XOR 0x80, no lane sums */
 T_VNNI static void mm_pack_row(const uint8_t *src, const struct mm_layout *L, uint8_t *dst, bool act)
 {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
-    for (int64_t p = 0; p < L->np; p++, dst += act ? 128 : 192) {
+    for (int64_t p = 0; p < L->np; p++, dst += act ? 192 : 128) {
         const uint8_t *b0 = src + 2 * p * 34, *b1 = b0 + 34;
         bool two = 2 * p + 1 < L->nb;
         __m256i q0 = _mm256_loadu_si256((const __m256i *)(b0 + 2));
@@ -462,7 +462,7 @@ T_VNNI static void mm_pack_row(const uint8_t *src, const struct mm_layout *L, ui
         float d0 = _cvtsh_ss(ld16(b0)), d1 = two ? _cvtsh_ss(ld16(b1)) : 0.0f;
         __m512 d = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(d0)), _mm256_set1_ps(d1), 1);
         _mm512_store_ps((float *)(dst + 64), d);
-        if (act) {
+        if (!act) {
             _mm512_store_si512(dst, _mm512_xor_si512(q, flip));
         } else {
             _mm512_store_si512(dst, q);
@@ -483,7 +483,7 @@ T_VNNI static void q8_0_mul_mat_vnni(int64_t n, int64_t nr, int64_t nt, const vo
         if (r < nr)
             mm_pack_row((const uint8_t *)w + r * w_stride, &L, wp + r * L.row, false);
         else
-            memset(wp + r * L.row, 0, L.row);
+            memset(wp + r * L.row, 0, L.row); /* scales 0: contributes nothing */
     }
     for (int64_t t0 = 0; t0 < nt; t0 += MM_T) {
         int64_t tn = nt - t0 < MM_T ? nt - t0 : MM_T;
@@ -504,18 +504,17 @@ T_VNNI static void q8_0_mul_mat_vnni(int64_t n, int64_t nr, int64_t nt, const vo
                 __m512 D[MM_R];
 #pragma GCC unroll 4
                 for (int i = 0; i < MM_R; i++) {
-                    W[i] = _mm512_load_si512(wr + i * L.row + p * 192);
-                    D[i] = _mm512_load_ps((const float *)(wr + i * L.row + p * 192 + 64));
+                    W[i] = _mm512_load_si512(wr + i * L.row + p * 128);
+                    D[i] = _mm512_load_ps((const float *)(wr + i * L.row + p * 128 + 64));
                 }
 #pragma GCC unroll 4
                 for (int j = 0; j < MM_T; j++) {
-                    const uint8_t *aj = ap + j * L.arow + p * 128;
-                    __m512i A = _mm512_load_si512(aj);
+                    const uint8_t *aj = ap + j * L.arow + p * 192;
+                    __m512i A = _mm512_load_si512(aj), C = _mm512_load_si512(aj + 128);
                     __m512 DA = _mm512_load_ps((const float *)(aj + 64));
 #pragma GCC unroll 4
                     for (int i = 0; i < MM_R; i++) {
-                        __m512i c = _mm512_load_si512(wr + i * L.row + p * 192 + 128);
-                        __m512i d = _mm512_dpbusd_epi32(c, A, W[i]);
+                        __m512i d = _mm512_dpbusd_epi32(C, W[i], A);
                         acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(D[i], DA), acc[i][j]);
                     }
                 }
