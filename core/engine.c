@@ -71,6 +71,7 @@ struct llm_ctx {
     float *scores;           /* per thread (ATT_ROWS, n_ctx) */
     float *kf, *vf;          /* (n_head_kv, n_ctx, head_dim) K and V in f32 */
     float *panel;            /* per thread (panel_elems): weight rows in f32 */
+    uint8_t *act;            /* (n_batch, act_bytes) activations prepared for llm_mm_ops */
     int64_t panel_elems;
 };
 
@@ -160,7 +161,7 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
     c->hb = alloc((size_t)m->n_ff * f, &ok);
     c->hb2 = alloc((size_t)m->n_ff * f, &ok);
     for (int i = 0; i < 3; i++)
-        c->xq[i] = alloc((size_t)m->max_vd_bytes * (size_t)B, &ok);
+        c->xq[i] = alloc((size_t)m->max_vd_bytes * (size_t)(B > c->n_threads ? B : c->n_threads), &ok);
     c->att_tmp_stride = ((size_t)(2 * n_ctx * hd + n_ctx) + 15) / 16 * 16;
     c->att_tmp = alloc(c->att_tmp_stride * (size_t)c->n_threads * f, &ok);
     c->rope_cs = alloc((size_t)(B * m->rope_dim) * f, &ok);
@@ -174,25 +175,33 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
     c->scores = alloc((size_t)(ATT_ROWS * n_ctx) * f * (size_t)c->n_threads, &ok);
     c->kf = alloc((size_t)(m->kv_dim * n_ctx) * f, &ok);
     c->vf = alloc((size_t)(m->kv_dim * n_ctx) * f, &ok);
-    /* the largest chunk any product converts at once */
-    const struct llm_weight *ws[] = {&m->layers[0].wq, &m->layers[0].wo, &m->layers[0].w_gate,
-                                     &m->layers[0].w_down};
-    int64_t total_rows[] = {qkv_dim, m->n_embd, 2 * m->n_ff, m->n_embd};
+    /* the largest chunk any product converts or repacks at once, and the
+     * largest prepared activation row (types may differ by layer) */
     c->panel_elems = 16;
-    for (int i = 0; i < 4; i++) {
-        int64_t rows = gemm_chunk_rows(total_rows[i], ws[i]->n_in, c->n_threads);
-        if (rows * ws[i]->n_in > c->panel_elems)
-            c->panel_elems = rows * ws[i]->n_in;
-        const struct llm_mm_ops *mm = llm_get_mm_ops(ws[i]->type);
-        if (mm) {
-            rows = mm_chunk_rows(total_rows[i], ws[i]->n_in, c->n_threads);
-            int64_t need = (int64_t)(mm->scratch_bytes(ws[i]->n_in, rows) / f) + 16;
-            if (need > c->panel_elems)
-                c->panel_elems = need;
+    size_t act_bytes = 64;
+    for (int64_t l = 0; l < m->n_layer; l++) {
+        const struct llm_layer *Ly = &m->layers[l];
+        const struct llm_weight *ws[] = {&Ly->wq, &Ly->wk, &Ly->wv, &Ly->wo, &Ly->w_gate, &Ly->w_up,
+                                         &Ly->w_down};
+        int64_t total_rows[] = {qkv_dim, qkv_dim, qkv_dim, m->n_embd, 2 * m->n_ff, 2 * m->n_ff, m->n_embd};
+        for (int i = 0; i < 7; i++) {
+            int64_t rows = gemm_chunk_rows(total_rows[i], ws[i]->n_in, c->n_threads);
+            if (rows * ws[i]->n_in > c->panel_elems)
+                c->panel_elems = rows * ws[i]->n_in;
+            const struct llm_mm_ops *mm = llm_get_mm_ops(ws[i]->type);
+            if (mm) {
+                rows = mm_chunk_rows(total_rows[i], ws[i]->n_in, c->n_threads);
+                int64_t need = (int64_t)(mm->scratch_bytes(ws[i]->n_in, rows) / f) + 16;
+                if (need > c->panel_elems)
+                    c->panel_elems = need;
+                size_t ab = (mm->prepared_bytes(ws[i]->n_in) + 63) / 64 * 64;
+                act_bytes = ab > act_bytes ? ab : act_bytes;
+            }
         }
     }
     c->panel_elems = (c->panel_elems + 15) / 16 * 16; /* each thread's part 64-byte aligned */
     c->panel = alloc((size_t)c->panel_elems * f * (size_t)c->n_threads, &ok);
+    c->act = alloc(act_bytes * (size_t)B, &ok);
     if (!ok) {
         llm_ctx_free(c);
         snprintf(err, err_size, "out of memory for a context of %" PRId64 " positions", n_ctx);
@@ -220,6 +229,7 @@ void llm_ctx_free(struct llm_ctx *c)
         free(bufs[i]);
     for (int i = 0; i < 3; i++)
         free(c->xq[i]);
+    free(c->act);
     free(c);
 }
 
@@ -561,14 +571,15 @@ static void gemm_weights_blocked(struct llm_ctx *c, int nw, const struct llm_wei
         chunks[i] = (w[i]->n_out + cr - 1) / cr;
         n_chunks += chunks[i];
     }
-    size_t stride = (size_t)c->m->max_vd_bytes;
+    const struct llm_mm_ops *mm = llm_get_mm_ops(w[0]->type);
+    size_t stride = (mm->prepared_bytes(n_in) + 63) / 64 * 64;
 #pragma omp parallel num_threads(c->n_threads)
     {
+        uint8_t *tmp = c->xq[0] + (size_t)omp_get_thread_num() * (size_t)c->m->max_vd_bytes;
 #pragma omp for schedule(static)
-        for (int64_t it = 0; it < nw * T; it++) {
-            int i = (int)(it / T);
-            int64_t t = it % T;
-            w[i]->vd_ops->from_float(x + t * n_in, c->xq[i] + (size_t)t * stride, n_in);
+        for (int64_t t = 0; t < T; t++) {
+            w[0]->vd_ops->from_float(x + t * n_in, tmp, n_in);
+            mm->prepare(tmp, c->act + (size_t)t * stride, n_in);
         }
         void *scratch = c->panel + (size_t)omp_get_thread_num() * (size_t)c->panel_elems;
 #pragma omp for schedule(dynamic, 1)
@@ -581,8 +592,8 @@ static void gemm_weights_blocked(struct llm_ctx *c, int nw, const struct llm_wei
             }
             const struct llm_weight *W = w[i];
             int64_t a = cj * cr, e = a + cr < W->n_out ? a + cr : W->n_out;
-            llm_get_mm_ops(W->type)->mul_mat(n_in, e - a, T, W->data + (size_t)a * W->row_bytes,
-                                             W->row_bytes, c->xq[i], stride, y + base + a, ldy, scratch);
+            mm->mul_mat(n_in, e - a, T, W->data + (size_t)a * W->row_bytes, W->row_bytes, c->act,
+                        stride, y + base + a, ldy, scratch);
         }
     }
 }
@@ -600,11 +611,17 @@ static void gemm_weights(struct llm_ctx *c, int nw, const struct llm_weight *con
         gemm_weights_small(c, nw, w, x, y, ldy, T);
         return;
     }
-    bool blocked = true;
-    for (int i = 0; i < nw; i++)
-        blocked = blocked && llm_get_mm_ops(w[i]->type);
-    if (blocked) {
-        gemm_weights_blocked(c, nw, w, x, y, ldy, T);
+    if (llm_get_mm_ops(w[0]->type)) {
+        /* weights of one type share the prepared activations */
+        int same = 1;
+        while (same < nw && w[same]->type == w[0]->type)
+            same++;
+        gemm_weights_blocked(c, same, w, x, y, ldy, T);
+        int64_t off = 0;
+        for (int i = 0; i < same; i++)
+            off += w[i]->n_out;
+        if (same < nw)
+            gemm_weights(c, nw - same, w + same, x, y + off, ldy, T);
         return;
     }
     int64_t cr = gemm_chunk_rows(total, n_in, c->n_threads), chunks[3], n_chunks = 0;

@@ -445,7 +445,7 @@ static struct mm_layout mm_layout(int64_t n)
 static size_t q8_0_mul_mat_scratch(int64_t n, int64_t nr)
 {
     struct mm_layout L = mm_layout(n);
-    return (size_t)((nr + MM_R - 1) / MM_R * MM_R) * L.row + MM_T * L.arow + 64;
+    return (size_t)((nr + MM_R - 1) / MM_R * MM_R) * L.row + L.arow + 64;
 }
 
 /* one Q8_0 row packed: per pair q[64] then scales[16] then (activations
@@ -472,27 +472,36 @@ T_VNNI static void mm_pack_row(const uint8_t *src, const struct mm_layout *L, ui
     }
 }
 
+T_VNNI static size_t q8_0_prepared_bytes(int64_t n)
+{
+    return mm_layout(n).arow;
+}
+
+T_VNNI static void q8_0_prepare_vnni(const void *a, void *dst, int64_t n)
+{
+    struct mm_layout L = mm_layout(n);
+    mm_pack_row(a, &L, dst, true);
+}
+
 T_VNNI static void q8_0_mul_mat_vnni(int64_t n, int64_t nr, int64_t nt, const void *w, size_t w_stride,
                                      const void *a, size_t a_stride, float *y, int64_t ldy,
                                      void *scratch)
 {
     struct mm_layout L = mm_layout(n);
     int64_t nr_pad = (nr + MM_R - 1) / MM_R * MM_R;
-    uint8_t *wp = scratch, *ap = wp + (size_t)nr_pad * L.row;
+    uint8_t *wp = scratch, *zero = wp + (size_t)nr_pad * L.row;
     for (int64_t r = 0; r < nr_pad; r++) {
         if (r < nr)
             mm_pack_row((const uint8_t *)w + r * w_stride, &L, wp + r * L.row, false);
         else
             memset(wp + r * L.row, 0, L.row); /* scales 0: contributes nothing */
     }
+    memset(zero, 0, L.arow); /* stands in for missing tokens of the last group */
     for (int64_t t0 = 0; t0 < nt; t0 += MM_T) {
         int64_t tn = nt - t0 < MM_T ? nt - t0 : MM_T;
-        for (int64_t t = 0; t < MM_T; t++) {
-            if (t < tn)
-                mm_pack_row((const uint8_t *)a + (t0 + t) * a_stride, &L, ap + t * L.arow, true);
-            else
-                memset(ap + t * L.arow, 0, L.arow);
-        }
+        const uint8_t *ap[MM_T];
+        for (int64_t t = 0; t < MM_T; t++)
+            ap[t] = t < tn ? (const uint8_t *)a + (t0 + t) * a_stride : zero;
         for (int64_t r0 = 0; r0 < nr; r0 += MM_R) {
             __m512 acc[MM_R][MM_T];
             for (int i = 0; i < MM_R; i++)
@@ -509,7 +518,7 @@ T_VNNI static void q8_0_mul_mat_vnni(int64_t n, int64_t nr, int64_t nt, const vo
                 }
 #pragma GCC unroll 4
                 for (int j = 0; j < MM_T; j++) {
-                    const uint8_t *aj = ap + j * L.arow + p * 192;
+                    const uint8_t *aj = ap[j] + p * 192;
                     __m512i A = _mm512_load_si512(aj), C = _mm512_load_si512(aj + 128);
                     __m512 DA = _mm512_load_ps((const float *)(aj + 64));
 #pragma GCC unroll 4
@@ -569,7 +578,8 @@ void llm_quant_basic_mm_init(struct llm_mm_ops *t, unsigned cpu)
 {
 #if X86
     if (cpu & LLM_CPU_AVX512_VNNI)
-        t[LLM_TYPE_Q8_0] = (struct llm_mm_ops){q8_0_mul_mat_vnni, q8_0_mul_mat_scratch};
+        t[LLM_TYPE_Q8_0] = (struct llm_mm_ops){q8_0_mul_mat_vnni, q8_0_mul_mat_scratch,
+                                               q8_0_prepare_vnni, q8_0_prepared_bytes};
 #else
     (void)t;
     (void)cpu;

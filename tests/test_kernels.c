@@ -121,7 +121,11 @@ static void test_mul_mat(void **state)
                 vd->from_float(x, a + (size_t)j * arow, n);
             }
             void *scratch = aligned_alloc(64, (mm->scratch_bytes(n, nr) + 63) / 64 * 64);
-            mm->mul_mat(n, nr, nt, w, wrow, a, arow, y, nr, scratch);
+            size_t prow = (mm->prepared_bytes(n) + 63) / 64 * 64;
+            uint8_t *prep = aligned_alloc(64, prow * (size_t)nt);
+            for (int64_t j = 0; j < nt; j++)
+                mm->prepare(a + (size_t)j * arow, prep + (size_t)j * prow, n);
+            mm->mul_mat(n, nr, nt, w, wrow, prep, prow, y, nr, scratch);
             for (int64_t j = 0; j < nt; j++)
                 for (int64_t r = 0; r < nr; r++) {
                     float want = ops->vec_dot(n, w + (size_t)r * wrow, a + (size_t)j * arow);
@@ -134,8 +138,9 @@ static void test_mul_mat(void **state)
                 }
             /* one row and one token alone give the same bits */
             float y1;
-            mm->mul_mat(n, 1, 1, w + 3 * wrow, wrow, a + 2 * arow, arow, &y1, 1, scratch);
+            mm->mul_mat(n, 1, 1, w + 3 * wrow, wrow, prep + 2 * prow, prow, &y1, 1, scratch);
             assert_memory_equal(&y1, &y[2 * nr + 3], sizeof y1);
+            free(prep);
             free(scratch);
             free(w);
             free(a);
