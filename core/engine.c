@@ -840,6 +840,30 @@ int64_t llm_ctx_kv_export(const struct llm_ctx *c, int64_t a, int64_t b, void *b
     return (int64_t)need;
 }
 
+int llm_ctx_kv_rows(struct llm_ctx *c, int64_t l, int kv, int64_t a, int64_t b, uint8_t **base,
+                    size_t *stride, int64_t *n_chunks, size_t *chunk_bytes)
+{
+    const struct llm_model *m = c->m;
+    if (l < 0 || l >= m->n_layer || kv < 0 || kv > 1 || a < 0 || a > c->n_past || b < a || b > c->n_ctx)
+        return set_err(c, LLM_ERR, "no KV rows for layer %" PRId64 " positions [%" PRId64 ", %" PRId64 ")",
+                       l, a, b);
+    size_t row = (size_t)m->head_dim * c->kv_elt;
+    *base = (kv ? c->v_cache[l] : c->k_cache[l]) + (size_t)a * row;
+    *stride = (size_t)c->n_ctx * row;
+    *n_chunks = m->n_head_kv;
+    *chunk_bytes = (size_t)(b - a) * row;
+    return LLM_OK;
+}
+
+int llm_ctx_kv_commit(struct llm_ctx *c, int64_t b)
+{
+    if (b < 0 || b > c->n_ctx)
+        return set_err(c, LLM_ERR, "cannot commit %" PRId64 " positions of %" PRId64, b, c->n_ctx);
+    c->n_past = b;
+    c->logits_valid = false;
+    return LLM_OK;
+}
+
 int llm_ctx_kv_import(struct llm_ctx *c, int64_t a, int64_t b, const void *buf, size_t size)
 {
     if (a < 0 || a > c->n_past || b < a || b > c->n_ctx)
