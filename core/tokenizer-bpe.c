@@ -470,7 +470,7 @@ static const struct step *steps_for(enum llm_pre pre, size_t *n)
 #define RET(a) return (*n = sizeof a / sizeof a[0], a)
     switch (pre) {
     case LLM_PRE_GPT2: RET(gpt2);
-    case LLM_PRE_LLAMA3: case LLM_PRE_CHATGLM4: RET(llama3);
+    case LLM_PRE_LLAMA3: RET(llama3);
     case LLM_PRE_QWEN2: RET(qwen2);
     case LLM_PRE_QWEN35: RET(qwen35);
     case LLM_PRE_STARCODER: RET(starcoder);

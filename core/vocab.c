@@ -106,27 +106,61 @@ int32_t llm_vocab_merge_rank(const struct llm_vocab *v, const char *a, size_t na
 
 /* ==== loading ==== */
 
+/* tokenizer.ggml.pre names as llama.cpp maps them: the splitting, and the
+ * flags its branch sets (clean_spaces off; ignore_merges and add_bos on;
+ * no default BOS) */
+enum { KEEP_SPACES = 1, IGNORE_MERGES = 2, ADD_BOS = 4, NO_BOS = 8 };
 static const struct {
     const char *name;
     enum llm_pre pre;
+    unsigned flags;
 } pre_names[] = {
-    {"default", LLM_PRE_DEFAULT},
-    {"llama3", LLM_PRE_LLAMA3}, {"llama-v3", LLM_PRE_LLAMA3}, {"llama-bpe", LLM_PRE_LLAMA3},
-    {"falcon3", LLM_PRE_LLAMA3}, {"falcon-h1", LLM_PRE_LLAMA3}, {"pixtral", LLM_PRE_LLAMA3},
-    {"midm-2.0", LLM_PRE_LLAMA3}, {"lfm2", LLM_PRE_LLAMA3}, {"dbrx", LLM_PRE_LLAMA3},
-    {"smaug-bpe", LLM_PRE_LLAMA3},
-    {"deepseek-llm", LLM_PRE_DEEPSEEK_LLM},
-    {"deepseek-coder", LLM_PRE_DEEPSEEK_CODER},
-    {"falcon", LLM_PRE_FALCON},
-    {"mpt", LLM_PRE_GPT2}, {"gpt-2", LLM_PRE_GPT2}, {"phi-2", LLM_PRE_GPT2},
-    {"olmo", LLM_PRE_GPT2}, {"jais", LLM_PRE_GPT2}, {"trillion", LLM_PRE_GPT2},
-    {"starcoder", LLM_PRE_STARCODER}, {"refact", LLM_PRE_STARCODER},
-    {"command-r", LLM_PRE_STARCODER}, {"smollm", LLM_PRE_STARCODER},
-    {"codeshell", LLM_PRE_STARCODER}, {"exaone", LLM_PRE_STARCODER},
-    {"minerva-7b", LLM_PRE_STARCODER},
-    {"qwen2", LLM_PRE_QWEN2}, {"deepseek-r1-qwen", LLM_PRE_QWEN2}, {"stablelm2", LLM_PRE_QWEN2},
-    {"qwen35", LLM_PRE_QWEN35},
-    {"chatglm-bpe", LLM_PRE_CHATGLM4}, {"glm4", LLM_PRE_CHATGLM4},
+    {"default", LLM_PRE_DEFAULT, 0},
+    {"llama3", LLM_PRE_LLAMA3, IGNORE_MERGES | ADD_BOS},
+    {"llama-v3", LLM_PRE_LLAMA3, IGNORE_MERGES | ADD_BOS},
+    {"llama-bpe", LLM_PRE_LLAMA3, IGNORE_MERGES | ADD_BOS},
+    {"falcon3", LLM_PRE_LLAMA3, IGNORE_MERGES | ADD_BOS},
+    {"falcon-h1", LLM_PRE_LLAMA3, IGNORE_MERGES | ADD_BOS},
+    {"pixtral", LLM_PRE_LLAMA3, IGNORE_MERGES | ADD_BOS},
+    {"midm-2.0", LLM_PRE_LLAMA3, IGNORE_MERGES | ADD_BOS},
+    {"lfm2", LLM_PRE_LLAMA3, IGNORE_MERGES | ADD_BOS},
+    {"jina-v5-nano", LLM_PRE_LLAMA3, IGNORE_MERGES | ADD_BOS},
+    {"dbrx", LLM_PRE_LLAMA3, 0},
+    {"smaug-bpe", LLM_PRE_LLAMA3, 0},
+    {"glm4", LLM_PRE_LLAMA3, NO_BOS},
+    {"chatglm-bpe", LLM_PRE_LLAMA3, NO_BOS},
+    {"deepseek-llm", LLM_PRE_DEEPSEEK_LLM, KEEP_SPACES},
+    {"deepseek-coder", LLM_PRE_DEEPSEEK_CODER, KEEP_SPACES},
+    {"falcon", LLM_PRE_FALCON, 0},
+    {"mpt", LLM_PRE_GPT2, 0},
+    {"gpt-2", LLM_PRE_GPT2, 0},
+    {"phi-2", LLM_PRE_GPT2, 0},
+    {"olmo", LLM_PRE_GPT2, 0},
+    {"jais", LLM_PRE_GPT2, 0},
+    {"exaone4", LLM_PRE_GPT2, 0},
+    {"gigachat", LLM_PRE_GPT2, 0},
+    {"a.x-4.0", LLM_PRE_GPT2, 0},
+    {"mellum", LLM_PRE_GPT2, 0},
+    {"trillion", LLM_PRE_GPT2, KEEP_SPACES},
+    {"granite-docling", LLM_PRE_GPT2, KEEP_SPACES},
+    {"starcoder", LLM_PRE_STARCODER, 0},
+    {"refact", LLM_PRE_STARCODER, 0},
+    {"codeshell", LLM_PRE_STARCODER, 0},
+    {"exaone", LLM_PRE_STARCODER, 0},
+    {"minerva-7b", LLM_PRE_STARCODER, 0},
+    {"mellum2", LLM_PRE_STARCODER, 0},
+    {"command-r", LLM_PRE_STARCODER, KEEP_SPACES},
+    {"smollm", LLM_PRE_STARCODER, KEEP_SPACES},
+    {"qwen2", LLM_PRE_QWEN2, KEEP_SPACES},
+    {"deepseek-r1-qwen", LLM_PRE_QWEN2, KEEP_SPACES},
+    {"kormo", LLM_PRE_QWEN2, KEEP_SPACES},
+    {"f2llmv2", LLM_PRE_QWEN2, KEEP_SPACES},
+    {"hunyuan", LLM_PRE_QWEN2, KEEP_SPACES},
+    {"solar-open", LLM_PRE_QWEN2, KEEP_SPACES},
+    {"grok-2", LLM_PRE_QWEN2, KEEP_SPACES},
+    {"stablelm2", LLM_PRE_QWEN2, 0},
+    {"megrez", LLM_PRE_QWEN2, 0},
+    {"qwen35", LLM_PRE_QWEN35, KEEP_SPACES},
 };
 
 static int64_t kv_int(const struct llm_gguf *g, const char *key, int64_t def)
@@ -439,22 +473,15 @@ int llm_vocab_load(const struct llm_gguf *g, struct llm_vocab **out, char *err, 
                 return -1;
             }
             v->pre = pre_names[i].pre;
-        }
-        switch (v->pre) {
-        case LLM_PRE_LLAMA3:
-            v->ignore_merges = true;
-            v->add_bos = true;
-            break;
-        case LLM_PRE_DEEPSEEK_LLM: case LLM_PRE_DEEPSEEK_CODER: case LLM_PRE_QWEN2:
-        case LLM_PRE_QWEN35:
-            v->clean_spaces = false;
-            break;
-        case LLM_PRE_STARCODER:
-            if (!strcmp(v->pre_name, "command-r"))
+            unsigned fl = pre_names[i].flags;
+            if (fl & KEEP_SPACES)
                 v->clean_spaces = false;
-            break;
-        default:
-            break;
+            if (fl & IGNORE_MERGES)
+                v->ignore_merges = true;
+            if (fl & ADD_BOS)
+                v->add_bos = true;
+            if (fl & NO_BOS)
+                v->bos = LLM_TOKEN_NULL;
         }
     } else {
         seterr(err, es, "unsupported tokenizer '%s' (kvchat reads 'llama' and 'gpt2')", model);
