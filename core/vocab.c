@@ -183,14 +183,18 @@ static int cmp_id(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static const struct llm_vocab *sort_vocab; /* for qsort of v->special */
+/* special tokens by text length, longest first, then by id */
+struct len_id {
+    uint32_t len;
+    int32_t id;
+};
+
 static int cmp_special(const void *a, const void *b)
 {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    uint32_t lx = sort_vocab->tokens[x].len, ly = sort_vocab->tokens[y].len;
-    if (lx != ly)
-        return lx > ly ? -1 : 1;
-    return (x > y) - (x < y);
+    const struct len_id *x = a, *y = b;
+    if (x->len != y->len)
+        return x->len > y->len ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
 }
 
 static bool text_is(const struct llm_token_data *t, const char *s)
@@ -581,13 +585,20 @@ int llm_vocab_load(const struct llm_gguf *g, struct llm_vocab **out, char *err, 
         llm_vocab_free(v);
         return -1;
     }
+    struct len_id *order = malloc((size_t)n * sizeof *order);
+    if (!order) {
+        seterr(err, es, "%s", "out of memory");
+        llm_vocab_free(v);
+        return -1;
+    }
     for (int32_t i = 0; i < n; i++)
         if (v->tokens[i].attr &
             (LLM_TOKEN_ATTR_CONTROL | LLM_TOKEN_ATTR_USER_DEFINED | LLM_TOKEN_ATTR_UNKNOWN))
-            v->special[v->n_special++] = i;
-    sort_vocab = v;
-    qsort(v->special, (size_t)v->n_special, sizeof *v->special, cmp_special);
-    sort_vocab = NULL;
+            order[v->n_special++] = (struct len_id){v->tokens[i].len, i};
+    qsort(order, (size_t)v->n_special, sizeof *order, cmp_special);
+    for (int32_t i = 0; i < v->n_special; i++)
+        v->special[i] = order[i].id;
+    free(order);
 
     /* Phi-3 models: special tokens eat the white space to their right */
     if (llm_gguf_find_str(g, "general.name", &s) == 0) {
