@@ -816,19 +816,50 @@ int32_t llm_tokenize_ex(const struct llm_vocab *v, const char *text, size_t len,
     if (len > start) {
         if (!frag_push(&a, start, len - start, LLM_TOKEN_NULL))
             goto done;
-        for (int32_t i = 0; i < v->n_special; i++) {
+        /* which bytes and byte pairs the text has: a special token with a
+         * byte or pair the text lacks cannot occur in it (this keeps the
+         * one-token-at-a-time split below fast with hundreds of special
+         * tokens and long texts) */
+        uint64_t *pairs = calloc(1024, sizeof *pairs);
+        uint64_t bytes[4] = {0};
+        if (!pairs)
+            goto done;
+        for (size_t j = start; j < len; j++) {
+            unsigned c0 = (unsigned char)text[j];
+            bytes[c0 >> 6] |= 1ull << (c0 & 63);
+            if (j + 1 < len) {
+                unsigned pr = c0 << 8 | (unsigned char)text[j + 1];
+                pairs[pr >> 6] |= 1ull << (pr & 63);
+            }
+        }
+        bool ok = true;
+        for (int32_t i = 0; i < v->n_special && ok; i++) {
             int32_t id = v->special[i];
             uint32_t attr = v->tokens[id].attr;
             bool control = attr & (LLM_TOKEN_ATTR_CONTROL | LLM_TOKEN_ATTR_UNKNOWN);
             if (!parse_special && control)
                 continue;
+            const unsigned char *tt = (const unsigned char *)v->tokens[id].text;
+            uint32_t tl = v->tokens[id].len;
+            bool maybe = tl <= len - start && (bytes[tt[0] >> 6] >> (tt[0] & 63) & 1);
+            for (uint32_t j = 0; maybe && j + 1 < tl; j++) {
+                unsigned pr = (unsigned)tt[j] << 8 | tt[j + 1];
+                maybe = pairs[pr >> 6] >> (pr & 63) & 1;
+            }
+            if (!maybe)
+                continue;
             if (!split_special(v, text, id, &a, &b, control ? p->plain : NULL,
-                               control ? p->n_plain : 0))
-                goto done;
+                               control ? p->n_plain : 0)) {
+                ok = false;
+                break;
+            }
             struct fragbuf t = a;
             a = b;
             b = t;
         }
+        free(pairs);
+        if (!ok)
+            goto done;
     }
     if (add_special && v->add_bos && v->bos != LLM_TOKEN_NULL)
         llm_tokbuf_push(&out, v->bos);
