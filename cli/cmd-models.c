@@ -27,6 +27,7 @@ static const char models_usage[] =
     "       kvchat models default [NAME | --unset]\n"
     "       kvchat models info [--json] [--all] MODEL\n"
     "       kvchat models aliases\n"
+    "       kvchat models path [MODEL]\n"
     "\n"
     "  list          the models in the store: name, size, quantization, architecture,\n"
     "                parameters, when pulled, path ('*' marks the default)\n"
@@ -57,6 +58,8 @@ static const char models_usage[] =
     "      --json    print one JSON object instead\n"
     "      --all     also every metadata key (long arrays and strings abbreviated)\n"
     "  aliases       the built-in table of model aliases\n"
+    "  path [MODEL]  the file MODEL (a path or store name) stands for; without MODEL,\n"
+    "                the default model's (KVCHAT_MODEL, else the config file)\n"
     "\n"
     "MODEL is a file path or the name of a model in the store ($KVCHAT_HOME/models).\n"
     "Environment: HF_TOKEN (sent only to the hub), KVCHAT_HF_ENDPOINT or HF_ENDPOINT\n"
@@ -776,8 +779,12 @@ static int models_default(int argc, char **argv)
     const char *name = argv[1];
     if (name[0] == '-')
         return cmd_usage_error(&cmd_models_entry, "models default: unknown option '%s'", name);
-    if (mdl_resolve(name, path, sizeof path))
+    if (mdl_resolve(name, path, sizeof path)) {
+        if (mdl_alias_find(name))
+            return cmd_fail(CMD_EXIT_MODEL, "no model '%s' in the store; pull it first: kvchat models pull %s",
+                            name, name);
         return cmd_fail(CMD_EXIT_MODEL, "no model '%s' in the store (see 'kvchat models list')", name);
+    }
     /* a file given by path is remembered by its absolute path */
     char abs[4096];
     const char *value = name;
@@ -793,6 +800,22 @@ static int models_default(int argc, char **argv)
     if (getenv("KVCHAT_MODEL") && *getenv("KVCHAT_MODEL"))
         fprintf(stderr, "kvchat: note: KVCHAT_MODEL=%s overrides it in this environment\n",
                 getenv("KVCHAT_MODEL"));
+    return CMD_EXIT_OK;
+}
+
+static int models_path(int argc, char **argv)
+{
+    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")))
+        return cmd_help(&cmd_models_entry);
+    if (argc > 2)
+        return cmd_usage_error(&cmd_models_entry, "models path: expected at most one MODEL");
+    if (argc == 2 && argv[1][0] == '-')
+        return cmd_usage_error(&cmd_models_entry, "models path: unknown option '%s'", argv[1]);
+    char path[4096];
+    int rc = cmd_model_resolve(argc == 2 ? argv[1] : NULL, false, path, sizeof path);
+    if (rc)
+        return rc;
+    printf("%s\n", path);
     return CMD_EXIT_OK;
 }
 
@@ -884,6 +907,8 @@ static int models_exec(int argc, char **argv)
         return models_default(argc - 1, argv + 1);
     if (!strcmp(argv[1], "aliases"))
         return models_aliases(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "path"))
+        return models_path(argc - 1, argv + 1);
     return cmd_usage_error(&cmd_models_entry, "models: unknown subcommand '%s'", argv[1]);
 }
 

@@ -37,6 +37,7 @@ extern const struct cmd_entry cmd_models_entry;
 extern const struct cmd_entry cmd_tokenize_entry;
 extern const struct cmd_entry cmd_template_entry;
 extern const struct cmd_entry cmd_sessions_entry;
+extern const struct cmd_entry cmd_run_entry;
 extern const struct cmd_entry cmd_eval_entry;
 extern const struct cmd_entry cmd_generate_entry;
 extern const struct cmd_entry cmd_bench_entry;
@@ -56,6 +57,9 @@ int cmd_model_resolve(const char *m_arg, bool offer_pull, char *path, size_t siz
 int cmd_models_pull_ref(const char *ref, const struct mdl_pull_params *p, char *name_out,
                         size_t name_size);
 
+/* is there a saved session called name? (for `kvchat NAME`) */
+bool cmd_chat_session_exists(const char *name);
+
 /* dispatch argv to the table; returns the exit code */
 int cmd_main(int argc, char **argv);
 
@@ -71,6 +75,9 @@ int cmd_usage_error(const struct cmd_entry *e, const char *fmt, ...)
 bool cmd_wants_help(int argc, char **argv);
 /* print e's usage to stdout and return CMD_EXIT_OK */
 int cmd_help(const struct cmd_entry *e);
+
+/* "4G", "500M", "1.5GiB", "1024" -> bytes; -1 if malformed */
+int64_t cmd_parse_size(const char *s);
 
 /* JSON output: a string with escapes */
 void cmd_json_str(FILE *f, const char *s, size_t n);
@@ -95,7 +102,8 @@ enum cmd_opt {
     CMD_OPT_MODEL, CMD_OPT_THREADS, CMD_OPT_CTX_SIZE, CMD_OPT_TEMP, CMD_OPT_TOP_K, CMD_OPT_TOP_P,
     CMD_OPT_MIN_P, CMD_OPT_REPEAT_PENALTY, CMD_OPT_PRESENCE_PENALTY, CMD_OPT_REPEAT_LAST_N,
     CMD_OPT_SEED, CMD_OPT_N_PREDICT, CMD_OPT_KV_TYPE, CMD_OPT_TEMPLATE, CMD_OPT_SYSTEM,
-    CMD_OPT_SYSTEM_FILE, CMD_OPT_NO_CACHE, CMD_OPT_VERBOSE, CMD_OPT_SPECIAL, CMD_OPT_COUNT
+    CMD_OPT_SYSTEM_FILE, CMD_OPT_NO_CACHE, CMD_OPT_VERBOSE, CMD_OPT_SPECIAL, CMD_OPT_CACHE_MAX,
+    CMD_OPT_COUNT
 };
 
 #define CMD_OPTS_MAX_CONFIG 32
@@ -112,6 +120,7 @@ struct cmd_opts {
     const char *system;        /* --system TEXT or --system-file's text, or NULL */
     const char *system_file;   /* --system-file F ("-": stdin) */
     bool no_cache, verbose, special;
+    int64_t cache_max;         /* --cache-max: bytes of KV segments kept (default 4 GiB) */
     uint64_t given;            /* bit CMD_OPT_X: given on the command line */
     /* owned: strings from the config file, the system file's text */
     char *config_strs[CMD_OPTS_MAX_CONFIG];
@@ -139,6 +148,9 @@ struct cmd_opts {
     "      --special            special tokens written in messages are tokens\n" \
     "      --no-cache           recompute the whole conversation every turn; keep no\n" \
     "                           KV snapshots (for comparison)\n" \
+    "      --cache-max SIZE     keep at most SIZE of KV segments on disk (default 4G):\n" \
+    "                           least-recently-used ones that are not a session's\n" \
+    "                           latest are evicted (and recomputed if needed again)\n" \
     "  -v, --verbose            model details, and per-turn statistics on stderr\n"
 
 /* defaults; a random seed */

@@ -62,6 +62,7 @@ static const struct opt_def opt_table[] = {
     {CMD_OPT_NO_CACHE, "no_cache", "no-cache", 0, OPT_KIND_FLAG, 0, 0, 0},
     {CMD_OPT_VERBOSE, "verbose", "verbose", 'v', OPT_KIND_FLAG, 0, 0, 0},
     {CMD_OPT_SPECIAL, "special", "special", 0, OPT_KIND_FLAG, 0, 0, 0},
+    {CMD_OPT_CACHE_MAX, "cache_max", "cache-max", 0, OPT_KIND_STR, 0, 0, OPT_IN_CONFIG},
 };
 #define N_OPTS (sizeof opt_table / sizeof opt_table[0])
 
@@ -81,6 +82,7 @@ void cmd_opts_init(struct cmd_opts *o)
     o->sampling = llm_sampler_default_params();
     o->n_predict = -1;
     o->kv_type = LLM_TYPE_F16;
+    o->cache_max = 4ll << 30;
     /* a fresh seed per process unless one is given: chats differ from run
      * to run as users of llama.cpp and ollama expect; --seed fixes it */
     uint64_t seed;
@@ -142,6 +144,10 @@ static int opt_apply(struct cmd_opts *o, const struct opt_def *d, const char *v,
         break;
     }
     bool flag = !strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on");
+    if (d->id == CMD_OPT_CACHE_MAX && cmd_parse_size(v) < 0) {
+        snprintf(err, n, "bad value '%s' for %s: expected a size like 4G or 500M", v, d->key);
+        return -1;
+    }
     switch (d->id) {
     case CMD_OPT_MODEL: o->model = v; break;
     case CMD_OPT_THREADS: o->n_threads = (int32_t)iv; break;
@@ -165,6 +171,7 @@ static int opt_apply(struct cmd_opts *o, const struct opt_def *d, const char *v,
     case CMD_OPT_NO_CACHE: o->no_cache = flag; break;
     case CMD_OPT_VERBOSE: o->verbose = flag; break;
     case CMD_OPT_SPECIAL: o->special = flag; break;
+    case CMD_OPT_CACHE_MAX: o->cache_max = cmd_parse_size(v); break;
     case CMD_OPT_COUNT: break;
     }
     o->given |= 1ull << d->id;
@@ -416,15 +423,16 @@ void cmd_llm_close(struct cmd_llm *l)
 
 struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, const struct cmd_llm *l)
 {
-    /* every field set here (sess_conv_default_params would do once conv.c is in) */
-    struct sess_conv_params p;
-    memset(&p, 0, sizeof p);
+    struct sess_conv_params p = sess_conv_default_params();
     p.system = o->system && o->system[0] ? o->system : NULL;
     p.tmpl = l->tmpl;
+    p.model_path = l->path;
     p.sampling = o->sampling;
     p.n_predict = o->n_predict;
     p.parse_special = o->special;
     p.no_cache = o->no_cache;
+    p.cache_max = o->cache_max;
+    p.model_path = l->path;
     return p;
 }
 

@@ -537,6 +537,17 @@ int64_t llm_ctx_kv_export(const struct llm_ctx *c, int64_t a, int64_t b, void *b
  * exported by a context of the same model and kv type; n_past becomes b;
  * the logits are invalid after (decode the next token to get them) */
 int llm_ctx_kv_import(struct llm_ctx *c, int64_t a, int64_t b, const void *buf, size_t size);
+/* Where positions [a, b) of layer l's K (kv = 0) or V (kv = 1) rows live in
+ * the cache, for reading them straight from a file: *n_chunks chunks (one per
+ * KV head) of *chunk_bytes bytes, chunk g at *base + g * *stride; together
+ * they are, in order, what llm_ctx_kv_export writes for that layer and kv.
+ * Borrowed until the next call. After filling every layer's chunks, call
+ * llm_ctx_kv_commit(c, b). LLM_ERR for a bad range (a > n_past, b > n_ctx). */
+int llm_ctx_kv_rows(struct llm_ctx *c, int64_t l, int kv, int64_t a, int64_t b, uint8_t **base,
+                    size_t *stride, int64_t *n_chunks, size_t *chunk_bytes);
+/* positions [0, b) now hold rows written through llm_ctx_kv_rows: n_past
+ * becomes b; the logits are invalid (decode the next token to get them) */
+int llm_ctx_kv_commit(struct llm_ctx *c, int64_t b);
 
 /* ==== the sampler ==== */
 

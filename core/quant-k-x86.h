@@ -18,6 +18,16 @@ static inline __m256i SFX(dot16)(__m256i acc, __m256i a, __m256i b)
 #endif
 }
 
+/* the lane sums of a and b at once */
+static inline void SFX(hsum2_i32)(__m256i a, __m256i b, int *sa, int *sb)
+{
+    __m256i t = _mm256_hadd_epi32(a, b);
+    __m128i u = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+    u = _mm_hadd_epi32(u, u);
+    *sa = _mm_cvtsi128_si32(u);
+    *sb = _mm_extract_epi32(u, 1);
+}
+
 static inline int SFX(hsum_i32)(__m256i v)
 {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -97,20 +107,26 @@ static float SFX(q2_K_vec_dot)(int64_t n, const void *vx, const void *vy)
         __m128i sv = _mm_loadu_si128((const __m128i *)x[b].scales);
         __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sv, m4));
         __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sv, 4), m4));
-        int msum = SFX(hsum_i32)(_mm256_madd_epi16(m16, SFX(load)(y[b].bsums)));
-        __m256i acc = _mm256_setzero_si256();
+        __m256i mv = _mm256_madd_epi16(m16, SFX(load)(y[b].bsums));
+        __m256i acc = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
+#pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             __m256i sch = (h ? _mm256_permute2x128_si256(sc16, sc16, 0x11)
                                : _mm256_permute2x128_si256(sc16, sc16, 0x00));
             __m256i qv = SFX(load)(x[b].qs + 32 * h);
+#pragma GCC unroll 4
             for (int j = 0; j < 4; j++) {
                 __m256i q = _mm256_and_si256(qv, m3);
                 qv = _mm256_srli_epi16(qv, 2);
                 __m256i p = _mm256_maddubs_epi16(q, SFX(load)(y[b].qs + 128 * h + 32 * j));
-                acc = SFX(dot16)(acc, p, SFX(shuf)(sch, k_pair_shuf[j]));
+                if (j % 2)
+                    acc1 = SFX(dot16)(acc1, p, SFX(shuf)(sch, k_pair_shuf[j]));
+                else
+                    acc = SFX(dot16)(acc, p, SFX(shuf)(sch, k_pair_shuf[j]));
             }
         }
-        int isum = SFX(hsum_i32)(acc);
+        int isum, msum;
+        SFX(hsum2_i32)(_mm256_add_epi32(acc, acc1), mv, &isum, &msum);
         float d = _cvtsh_ss(x[b].d) * y[b].d, dmin = _cvtsh_ss(x[b].dmin) * y[b].d;
         sumf = sumf + (d * (float)isum - dmin * (float)msum);
     }
@@ -130,20 +146,26 @@ static float SFX(q3_K_vec_dot)(int64_t n, const void *vx, const void *vy)
         __m256i acc = _mm256_slli_epi32(_mm256_madd_epi16(sc16, SFX(load)(y[b].bsums)), 2);
         acc = _mm256_sub_epi32(_mm256_setzero_si256(), acc);
         __m256i hv = SFX(load)(x[b].hmask);
+        __m256i acc1 = _mm256_setzero_si256();
+#pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             __m256i sch = (h ? _mm256_permute2x128_si256(sc16, sc16, 0x11)
                                : _mm256_permute2x128_si256(sc16, sc16, 0x00));
             __m256i qv = SFX(load)(x[b].qs + 32 * h);
+#pragma GCC unroll 4
             for (int j = 0; j < 4; j++) {
                 __m256i q = _mm256_and_si256(qv, m3);
                 q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(hv, m1), 2));
                 qv = _mm256_srli_epi16(qv, 2);
                 hv = _mm256_srli_epi16(hv, 1);
                 __m256i p = _mm256_maddubs_epi16(q, SFX(load)(y[b].qs + 128 * h + 32 * j));
-                acc = SFX(dot16)(acc, p, SFX(shuf)(sch, k_pair_shuf[j]));
+                if (j % 2)
+                    acc1 = SFX(dot16)(acc1, p, SFX(shuf)(sch, k_pair_shuf[j]));
+                else
+                    acc = SFX(dot16)(acc, p, SFX(shuf)(sch, k_pair_shuf[j]));
             }
         }
-        int isum = SFX(hsum_i32)(acc);
+        int isum = SFX(hsum_i32)(_mm256_add_epi32(acc, acc1));
         float d = _cvtsh_ss(x[b].d) * y[b].d;
         sumf = sumf + d * (float)isum;
     }
@@ -167,9 +189,10 @@ static inline float SFX(q45_K_vec_dot)(int64_t n, const void *vx, const void *vy
         sc = _mm256_permute2x128_si256(sc, sc, 0x00);
         /* sum of m_s * (bsums[2s] + bsums[2s+1]) */
         __m256i mdup = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));
-        int msum = SFX(hsum_i32)(_mm256_madd_epi16(mdup, SFX(load)(y[b].bsums)));
+        __m256i mv = _mm256_madd_epi16(mdup, SFX(load)(y[b].bsums));
         __m256i hv = five ? SFX(load)(x5->qh) : _mm256_setzero_si256();
-        __m256i acc = _mm256_setzero_si256();
+        __m256i acc = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
+#pragma GCC unroll 4
         for (int g = 0; g < 4; g++) {
             __m256i qv = SFX(load)(qs + 32 * g);
             __m256i lo = _mm256_and_si256(qv, m4);
@@ -182,9 +205,10 @@ static inline float SFX(q45_K_vec_dot)(int64_t n, const void *vx, const void *vy
             __m256i p0 = _mm256_maddubs_epi16(lo, SFX(load)(y[b].qs + 64 * g));
             __m256i p1 = _mm256_maddubs_epi16(hi, SFX(load)(y[b].qs + 64 * g + 32));
             acc = SFX(dot16)(acc, p0, SFX(shuf)(sc, k_single_shuf[2 * g]));
-            acc = SFX(dot16)(acc, p1, SFX(shuf)(sc, k_single_shuf[2 * g + 1]));
+            acc1 = SFX(dot16)(acc1, p1, SFX(shuf)(sc, k_single_shuf[2 * g + 1]));
         }
-        int isum = SFX(hsum_i32)(acc);
+        int isum, msum;
+        SFX(hsum2_i32)(_mm256_add_epi32(acc, acc1), mv, &isum, &msum);
         float d = _cvtsh_ss(x4->d) * y[b].d, dmin = _cvtsh_ss(x4->dmin) * y[b].d;
         sumf = sumf + (d * (float)isum - dmin * (float)msum);
     }
@@ -226,17 +250,23 @@ static float SFX(q6_K_vec_dot)(int64_t n, const void *vx, const void *vy)
         /* q - 32: the -32 is taken out through the block sums */
         __m256i acc = _mm256_slli_epi32(_mm256_madd_epi16(sc16, SFX(load)(y[b].bsums)), 5);
         acc = _mm256_sub_epi32(_mm256_setzero_si256(), acc);
+        __m256i acc1 = _mm256_setzero_si256();
+#pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             __m256i sch = (h ? _mm256_permute2x128_si256(sc16, sc16, 0x11)
                                : _mm256_permute2x128_si256(sc16, sc16, 0x00));
             __m256i q[4];
             SFX(q6_half)(x[b].ql + 64 * h, x[b].qh + 32 * h, q);
+#pragma GCC unroll 4
             for (int g = 0; g < 4; g++) {
                 __m256i p = _mm256_maddubs_epi16(q[g], SFX(load)(y[b].qs + 128 * h + 32 * g));
-                acc = SFX(dot16)(acc, p, SFX(shuf)(sch, k_pair_shuf[g]));
+                if (g % 2)
+                    acc1 = SFX(dot16)(acc1, p, SFX(shuf)(sch, k_pair_shuf[g]));
+                else
+                    acc = SFX(dot16)(acc, p, SFX(shuf)(sch, k_pair_shuf[g]));
             }
         }
-        int isum = SFX(hsum_i32)(acc);
+        int isum = SFX(hsum_i32)(_mm256_add_epi32(acc, acc1));
         float d = _cvtsh_ss(x[b].d) * y[b].d;
         sumf = sumf + d * (float)isum;
     }

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 int sess_kv_fail(struct sess_store *st, const char *fmt, ...); /* store.c */
@@ -54,6 +55,7 @@ struct sess_conv {
     struct sess_store *st;
     int64_t sid;
     struct sess_lock *lock;
+    int64_t recomputed; /* tokens restore had to compute, not yet reported by a turn */
     uint8_t fp[32];
     char err[1024];
 };
@@ -396,25 +398,35 @@ static int persist(struct sess_conv *c, int64_t from)
         ns = 0; /* --no-cache writes no snapshots */
     for (int64_t k = 0; k < ns && rc == SESS_OK; k++) {
         int64_t a = k ? bounds[k - 1] : 0, b = bounds[k];
-        if (last[k] < from) { /* already saved: only its id is needed as the parent */
-            struct sess_chain_link *links;
-            int64_t nl;
-            if (sess_chain(c->st, c->sid, &links, &nl) == 0) {
-                for (int64_t j = 0; j < nl; j++)
-                    if (links[j].pos0 == a && links[j].pos0 + links[j].n_tokens == b)
-                        memcpy(parent, links[j].segment, 32);
-                free(links);
-            }
-            continue;
-        }
-        if (b > a && b <= c->n_kv && sess_kv_snapshot(c->st, c->sid, c->m, c->ctx, c->fp, parent, c->tokens, a, b, last[k],
-                                      seg))
+        if (b <= a || b > c->n_kv)
+            break;
+        /* a span saved before (or shared with another chat) is not written again */
+        int have = sess_kv_have(c->st, c->m, c->ctx, c->fp, parent, c->tokens, a, b, seg);
+        if (have < 0)
             rc = cfail(c, "cannot save the KV cache: %s", sess_errmsg(c->st));
+        else if (have == 0 || last[k] >= from) {
+            if (have == 1) { /* known: only put it in this session's chain */
+                char path[4200];
+                struct stat sb;
+                if (sess_segment_path(c->st, seg, path, sizeof path) || stat(path, &sb) ||
+                    sess_chain_append(c->st, c->sid, seg, parent, c->fp,
+                                      llm_ctx_kv_type(c->ctx) == LLM_TYPE_F32 ? 0 : 1, a, b - a,
+                                      sb.st_size, last[k]))
+                    rc = cfail(c, "cannot save the KV cache: %s", sess_errmsg(c->st));
+            } else if (sess_kv_snapshot(c->st, c->sid, c->m, c->ctx, c->fp, parent, c->tokens, a, b,
+                                        last[k], seg)) {
+                rc = cfail(c, "cannot save the KV cache: %s", sess_errmsg(c->st));
+            }
+        }
         memcpy(parent, seg, 32);
     }
     free(bounds);
     if (rc == SESS_OK)
         rc = save_state(c);
+    if (rc == SESS_OK && c->p.cache_max > 0 && sess_store_bytes(c->st) > c->p.cache_max) {
+        int64_t n, freed;
+        sess_evict(c->st, c->p.cache_max, &n, &freed); /* best effort: the cache is only a cache */
+    }
     return rc;
 }
 
@@ -487,6 +499,7 @@ void sess_conv_free(struct sess_conv *c)
 int64_t sess_conv_session(const struct sess_conv *c) { return c->st ? c->sid : -1; }
 int64_t sess_conv_n_messages(const struct sess_conv *c) { return c->n_msgs; }
 int64_t sess_conv_n_tokens(const struct sess_conv *c) { return c->n_tokens; }
+const int32_t *sess_conv_tokens(const struct sess_conv *c) { return c->tokens; }
 struct sess_conv_params sess_conv_get_params(const struct sess_conv *c) { return c->p; }
 
 enum sess_role sess_conv_message(const struct sess_conv *c, int64_t i, const char **text)
@@ -511,6 +524,11 @@ void sess_conv_set_sampling(struct sess_conv *c, struct llm_sampler_params p)
         llm_sampler_free(c->smp);
         c->smp = s;
     }
+}
+
+void sess_conv_set_n_predict(struct sess_conv *c, int32_t n_predict)
+{
+    c->p.n_predict = n_predict;
 }
 
 /* ==== generating an answer ==== */
@@ -731,7 +749,7 @@ int sess_conv_say(struct sess_conv *c, const char *user_text, sess_text_fn on_te
     int64_t start = c->n_tokens, user_idx = c->n_msgs;
     if (c->p.no_cache)
         truncate_to(c, c->n_tokens), llm_ctx_truncate(c->ctx, 0), c->n_kv = 0;
-    ts->cached_tokens = c->n_kv;
+    ts->cached_tokens = c->n_kv - c->recomputed;
     int64_t done;
     if (add_tokens(c, toks, n) || push_msg(c, SESS_ROLE_USER, user_text, strlen(user_text), toks, n, start) ||
         sync_kv(c, &done)) {
@@ -740,7 +758,8 @@ int sess_conv_say(struct sess_conv *c, const char *user_text, sess_text_fn on_te
     }
     free(toks);
     double t_pf = now_ms();
-    ts->prefilled_tokens = done;
+    ts->prefilled_tokens = done + c->recomputed;
+    c->recomputed = 0;
     ts->prompt_tokens = c->n_tokens;
     ts->prefill_tok_s = t_pf > t0 && done ? done * 1e3 / (t_pf - t0) : 0;
     int rc = generate(c, on_text, ud, interrupt, ts, t0);
@@ -901,8 +920,10 @@ static int restore_all(struct sess_conv *c, struct sess_restore_stats *rs)
     if (rc == SESS_OK && ns > 0 &&
         sess_kv_restore(c->st, c->sid, c->m, c->ctx, c->fp, c->tokens, bounds, last, ns, rs))
         rc = cfail(c, "cannot restore the session: %s", sess_errmsg(c->st));
-    if (rc == SESS_OK)
+    if (rc == SESS_OK) {
         c->n_kv = ns > 0 ? bounds[ns - 1] : 0;
+        c->recomputed = rs->prefilled_tokens;
+    }
     free(bounds);
     return rc;
 }
@@ -939,7 +960,7 @@ int sess_conv_attach(struct sess_conv *c, struct sess_store *st, const char *nam
              * as damage, so it is simply computed */
             int64_t b = c->msgs[0].n_tokens, l = 0;
             struct sess_restore_stats tmp;
-            if (sess_kv_have(st, c->m, c->ctx, c->fp, NULL, c->tokens, 0, b) == 1 &&
+            if (sess_kv_have(st, c->m, c->ctx, c->fp, NULL, c->tokens, 0, b, NULL) == 1 &&
                 sess_kv_restore(st, sid, c->m, c->ctx, c->fp, c->tokens, &b, &l, 1, &tmp) == 0 &&
                 tmp.damaged == 0) {
                 c->n_kv = b;
@@ -948,8 +969,7 @@ int sess_conv_attach(struct sess_conv *c, struct sess_store *st, const char *nam
                 llm_ctx_truncate(c->ctx, 0);
             }
         }
-        if (c->n_kv < c->n_tokens)
-            rc = sync_kv(c, &rs->prefilled_tokens);
+        /* what is not restored is computed by the first turn (and counted there) */
         if (rc == SESS_OK)
             rc = persist(c, 0);
         return rc;

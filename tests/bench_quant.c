@@ -166,6 +166,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_quant: -t, -r and -l take positive numbers\n");
         return 1;
     }
+    /* measured again at the end: on a shared machine the larger is nearer
+     * the truth */
     double membw = llm_measure_membw(threads, 512LL << 20, 5);
     printf("kernel path: %s; %d threads; %d layers of Qwen2.5-0.5B-shaped matrices\n",
            llm_cpu_path(), threads, layers);
@@ -210,6 +212,8 @@ int main(int argc, char **argv)
             free_set(&s);
         }
     }
+    double membw2 = llm_measure_membw(threads, 512LL << 20, 5);
+    printf("\nDRAM read bandwidth measured again at the end: %.1f GB/s\n", membw2 / 1e9);
     free(x);
     free(out);
     free(xq);

@@ -10,6 +10,10 @@
 # 0x632BE59BD9B4E019) | 1) mod 2^64 over the f32 bit patterns in file order
 # (any single changed bit changes it) and SUM is the float64 sum of x_i.
 # tests/test_quant.c recomputes both with kvchat's reference dequantizers.
+# Also llama.cpp's last-position logits of each file (`llref logits`), for
+# tests/cli/t0400-quant-logits.sh: logits-TYPE-prefill.f32 for a 16-token
+# prompt (kvchat's batch path: dequantize + sgemm) and logits-TYPE-decode.f32
+# for 3 tokens (kvchat's one-token path: vec_dot against Q8_0/Q8_K).
 #   usage: tests/data/regen-quant.sh   (needs llref and python3-numpy)
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -26,6 +30,13 @@ mkdir -p "$out"
 rm -f "$out"/m-*.gguf
 for t in Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K; do
     "$LLREF" quantize "$tmp/m.gguf" "$out/m-$t.gguf" "$t" >/dev/null 2>&1
+done
+
+PROMPT_PREFILL="1 5 9 33 100 200 7 8 9 10 11 12 13 14 15 16"
+PROMPT_DECODE="42 7 99"
+for t in Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K; do
+    "$LLREF" logits "$out/m-$t.gguf" -p "$PROMPT_PREFILL" -o "$out/logits-$t-prefill.f32" >/dev/null 2>&1
+    "$LLREF" logits "$out/m-$t.gguf" -p "$PROMPT_DECODE" -o "$out/logits-$t-decode.f32" >/dev/null 2>&1
 done
 
 cd "$out"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0102: models pull against a misbehaving HTTPS server (tests/cli/badserver.py):
+# t0302: models pull against a misbehaving HTTPS server (tests/cli/badserver.py):
 # a connection dropped mid-body (kept .part, exit 4; with a retry it resumes
 # with Range and completes), a truncated chunked body, a proper chunked body
 # with extensions and a trailer, a stalled server (read timeout), a
