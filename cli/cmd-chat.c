@@ -1,39 +1,1151 @@
 /*
- * cmd-chat.c - `kvchat [chat]`: PLACEHOLDER until the REPL lands (the REPL
- * engineer replaces this file). What it does now is the first-run path:
- * find the model (-m, KVCHAT_MODEL, the config file), and with none say how
- * to get one (exit 2), or on a terminal offer to pull the default alias.
- * With a model it says that the chat REPL is not built yet (exit 1).
+ * cmd-chat.c - `kvchat [chat] [SESSION]`: the interactive chat (SPEC §3
+ * "The REPL").
+ *
+ * One conversation (sessions/ sess_conv) lives on one context for the whole
+ * process, so each turn prefills only its own new tokens; /undo and /retry
+ * cut the KV cache back instead of recomputing. Lines come from cli/repl.c
+ * (readline on a terminal). Slash commands are entries of slash_table.
+ *
+ * Invariants:
+ *  - stdout carries the answers and nothing else when it is not a terminal;
+ *    prompts, notes, /help and statistics then go to stderr (ui);
+ *  - colours only when ui is a terminal, TERM is not "dumb" and NO_COLOR is
+ *    unset;
+ *  - SIGINT while answering stops the answer (the partial answer is kept,
+ *    and the KV cache matches it); SIGINT at the prompt drops the line;
+ *    SIGTERM/SIGHUP stop the answer and end the chat cleanly (exit 130);
+ *  - a named session is saved by sess_conv after every exchange, so leaving
+ *    (Ctrl-D, /exit, a signal) never loses a finished turn; an unnamed chat
+ *    lives only in memory until /save NAME.
+ *
+ * Context-window policy: nothing is dropped behind the user's back. When a
+ * message does not fit, the chat says so and (on a terminal) asks whether
+ * to drop the oldest exchanges; yes drops them one at a time, oldest first,
+ * until the message fits (the system prompt is always kept; the remaining
+ * exchanges are computed again). /clear drops them all.
  */
 #include "cli/cmd.h"
+#include "cli/repl.h"
+#include "models/mdl.h"
+#include "sessions/sess.h"
 
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 static const char chat_usage[] =
-    "usage: kvchat [chat] [-m MODEL]\n"
+    "usage: kvchat [chat] [SESSION] [-m MODEL] [--system TEXT|--system-file F] [options]\n"
     "\n"
-    "  The interactive chat. MODEL is a file path or a store name; the default\n"
-    "  comes from KVCHAT_MODEL or 'model = NAME' in the config file\n"
-    "  ('kvchat models default NAME' sets it).\n";
+    "  The interactive chat. With SESSION, the chat is saved under that name\n"
+    "  after every exchange and resumes from its KV snapshots next time (it is\n"
+    "  created if new); without, it is discarded at exit unless you /save it.\n"
+    "  MODEL is a file path or a store name; the default comes from\n"
+    "  KVCHAT_MODEL or 'model = NAME' in the config file.\n"
+    "\n" CMD_OPTS_HELP
+    "\n"
+    "Keys: Enter sends; a line ending in \\ continues on the next line; a line\n"
+    "\"\"\" starts a block that a line \"\"\" ends; Ctrl-C stops an answer or clears\n"
+    "the line; Ctrl-D (on an empty line) leaves; Tab completes /commands and\n"
+    "session names; Up/Down recall earlier inputs (kept in\n"
+    "$XDG_STATE_HOME/kvchat/history).\n"
+    "\n"
+    "Commands inside the chat (/help lists them): /help /sessions /load /save\n"
+    "/new /fork /system /undo /retry /set /show /stats /clear /exit\n"
+    "\n"
+    "Exit status: 0 ok, 1 usage error, 2 model error, 3 session error\n"
+    "(e.g. the session is open in another kvchat), 130 ended by a signal.\n";
+
+/* ==== signals ==== */
+
+static volatile sig_atomic_t g_interrupt, g_quit;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    g_interrupt = 1;
+}
+
+static void on_sigterm(int sig)
+{
+    (void)sig;
+    g_quit = 1;
+    g_interrupt = 1; /* stop an answer in flight */
+}
+
+static void signals_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0; /* no SA_RESTART: a blocked read returns EINTR */
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, NULL);
+    sa.sa_handler = on_sigterm;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* ==== the chat's state ==== */
+
+struct chat {
+    struct cmd_opts o;
+    struct cmd_llm l;
+    struct sess_conv *conv;
+    struct sess_store *st; /* opened when sessions are first needed */
+    char *name;            /* the session's name; NULL for an unnamed chat */
+    struct repl *repl;
+    FILE *ui;              /* stdout on a terminal, else stderr */
+    bool color;
+    bool interactive;      /* stdin is a terminal */
+    bool out_broken;       /* stdout went away */
+    char last_char;        /* of the answer being streamed */
+    struct sess_turn_stats last;
+    bool have_last;
+    int64_t turns;          /* answers in this process */
+    int64_t total_prefilled, total_cached, total_generated;
+};
+
+enum color { C_RESET, C_DIM, C_BOLD, C_PROMPT, C_WARN, C_ERR };
+static const char *const color_seq[] = {"\033[0m", "\033[2m", "\033[1m", "\033[1;32m", "\033[33m",
+                                        "\033[31m"};
+
+static const char *col(const struct chat *ch, enum color c)
+{
+    return ch->color ? color_seq[c] : "";
+}
+
+/* a note to the user: one line on ui */
+static void note(struct chat *ch, enum color c, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void note(struct chat *ch, enum color c, const char *fmt, ...)
+{
+    va_list ap;
+    fflush(stdout);
+    fputs(col(ch, c), ch->ui);
+    va_start(ap, fmt);
+    vfprintf(ch->ui, fmt, ap);
+    va_end(ap);
+    fprintf(ch->ui, "%s\n", col(ch, C_RESET));
+    fflush(ch->ui);
+}
+
+/* an error inside the chat: to stderr in kvchat's form */
+static void chat_err(struct chat *ch, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void chat_err(struct chat *ch, const char *fmt, ...)
+{
+    va_list ap;
+    fflush(stdout);
+    fflush(ch->ui);
+    bool c = ch->color && isatty(2);
+    fprintf(stderr, "%skvchat: ", c ? color_seq[C_ERR] : "");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s\n", c ? color_seq[C_RESET] : "");
+}
+
+static void fmt_bytes(char *buf, size_t n, double v)
+{
+    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, n, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
+}
+
+/* print one line cut to the terminal's width (ui) */
+static void print_fit(struct chat *ch, enum color c, const char *line)
+{
+    int w = isatty(fileno(ch->ui)) ? repl_width(fileno(ch->ui)) : 0;
+    size_t len = strlen(line), max = w > 1 ? (size_t)w - 1 : SIZE_MAX;
+    /* count characters, not bytes (UTF-8 continuation bytes are free) */
+    size_t cut = len, chars = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (((unsigned char)line[i] & 0xC0) == 0x80)
+            continue;
+        if (chars == max) {
+            cut = i;
+            break;
+        }
+        chars++;
+    }
+    fflush(stdout);
+    fprintf(ch->ui, "%s%.*s%s\n", col(ch, c), (int)cut, line, col(ch, C_RESET));
+    fflush(ch->ui);
+}
+
+static int store_need(struct chat *ch)
+{
+    if (ch->st)
+        return 0;
+    char home[4096], err[1024];
+    if (mdl_home(home, sizeof home)) {
+        chat_err(ch, "cannot find the kvchat home: set KVCHAT_HOME or HOME");
+        return -1;
+    }
+    if (sess_store_open(home, &ch->st, err, sizeof err)) {
+        chat_err(ch, "cannot open the session index: %s", err);
+        ch->st = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* ==== turns ==== */
+
+static int on_text(void *ud, const char *text, size_t n)
+{
+    struct chat *ch = ud;
+    if (!n)
+        return 0;
+    if (fwrite(text, 1, n, stdout) != n || fflush(stdout) != 0) {
+        ch->out_broken = true;
+        return 1;
+    }
+    ch->last_char = text[n - 1];
+    return 0;
+}
+
+static void stats_line(struct chat *ch, const struct sess_turn_stats *ts)
+{
+    char mem[32], disk[32], line[512];
+    fmt_bytes(mem, sizeof mem, (double)ts->kv_bytes_mem);
+    fmt_bytes(disk, sizeof disk, (double)ts->kv_bytes_disk);
+    snprintf(line, sizeof line,
+             "[prefilled %" PRId64 " · reused %" PRId64 " · generated %" PRId64
+             " · first token %.0f ms · %.1f tok/s · KV %s in memory, %s on disk]",
+             ts->prefilled_tokens, ts->cached_tokens, ts->generated_tokens, ts->ttft_ms,
+             ts->decode_tok_s, mem, disk);
+    print_fit(ch, C_DIM, line);
+}
+
+static void turn_done(struct chat *ch, int rc, const struct sess_turn_stats *ts)
+{
+    if (ch->last_char != '\n' && ch->last_char != 0) {
+        fputc('\n', stdout);
+        fflush(stdout);
+    }
+    if (rc != SESS_OK)
+        return;
+    ch->last = *ts;
+    ch->have_last = true;
+    ch->turns++;
+    ch->total_prefilled += ts->prefilled_tokens;
+    ch->total_cached += ts->cached_tokens;
+    ch->total_generated += ts->generated_tokens;
+    const char *why = ts->stop_reason ? ts->stop_reason : "";
+    if (!strcmp(why, "interrupted") && !g_quit)
+        note(ch, C_DIM, "[stopped; the partial answer is kept: /retry answers again, /undo drops it]");
+    else if (!strcmp(why, "context_full"))
+        note(ch, C_WARN, "[the context window is full: the answer stops here; /clear starts "
+                         "afresh, /undo drops the last exchange]");
+    else if (!strcmp(why, "length") && ch->o.verbose)
+        note(ch, C_DIM, "[stopped at %" PRId32 " tokens (-n)]", ch->o.n_predict);
+    if (ch->o.verbose)
+        stats_line(ch, ts);
+}
+
+/* the message does not fit: say so, and offer to drop the oldest exchanges */
+static int make_room(struct chat *ch, const char *text)
+{
+    int64_t used = sess_conv_n_tokens(ch->conv), n_ctx = llm_ctx_n_ctx(ch->l.ctx);
+    int64_t ex = sess_conv_n_exchanges(ch->conv);
+    chat_err(ch, "the message does not fit in the context window (%" PRId64 " of %" PRId64
+                 " tokens used, %" PRId64 " exchanges)", used, n_ctx, ex);
+    if (ex == 0) {
+        note(ch, C_WARN, "it is longer than the context itself; -c N sets a larger context");
+        return SESS_ERR_CTX_FULL;
+    }
+    if (!ch->interactive ||
+        !repl_ask(ch->repl, "Drop the oldest exchanges until it fits? (/clear drops all) [y/N] ")) {
+        note(ch, C_DIM, "nothing dropped: /clear starts afresh, /undo drops the last exchange");
+        return SESS_ERR_CTX_FULL;
+    }
+    int64_t dropped = 0;
+    int rc = SESS_ERR_CTX_FULL;
+    struct sess_turn_stats ts;
+    while (sess_conv_n_exchanges(ch->conv) > 0) {
+        if (sess_conv_drop_oldest(ch->conv, 1) != SESS_OK) {
+            chat_err(ch, "cannot drop the oldest exchange: %s", sess_conv_errmsg(ch->conv));
+            return SESS_ERR;
+        }
+        dropped++;
+        /* try again: nothing changes when it still does not fit */
+        ch->last_char = 0;
+        g_interrupt = 0;
+        memset(&ts, 0, sizeof ts);
+        rc = sess_conv_say(ch->conv, text, on_text, ch, &g_interrupt, &ts);
+        if (rc != SESS_ERR_CTX_FULL)
+            break;
+    }
+    if (rc == SESS_ERR_CTX_FULL) {
+        note(ch, C_WARN, "dropped all %" PRId64 " exchanges and it still does not fit", dropped);
+        return rc;
+    }
+    turn_done(ch, rc, &ts);
+    if (rc == SESS_OK)
+        note(ch, C_DIM, "[dropped the %" PRId64 " oldest exchange%s to make room]", dropped,
+             dropped == 1 ? "" : "s");
+    else
+        chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
+    return rc;
+}
+
+static void say(struct chat *ch, const char *text)
+{
+    struct sess_turn_stats ts;
+    memset(&ts, 0, sizeof ts);
+    ch->last_char = 0;
+    g_interrupt = 0;
+    int rc = sess_conv_say(ch->conv, text, on_text, ch, &g_interrupt, &ts);
+    if (rc == SESS_ERR_CTX_FULL) {
+        make_room(ch, text);
+        return;
+    }
+    turn_done(ch, rc, &ts);
+    if (rc != SESS_OK)
+        chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
+}
+
+/* ==== conversations ==== */
+
+static int conv_new(struct chat *ch, const char *system)
+{
+    char err[1024];
+    if (ch->conv) {
+        sess_conv_free(ch->conv);
+        ch->conv = NULL;
+    }
+    free(ch->name);
+    ch->name = NULL;
+    ch->have_last = false;
+    llm_ctx_truncate(ch->l.ctx, 0);
+    struct sess_conv_params p = cmd_opts_conv_params(&ch->o, &ch->l);
+    p.system = system && *system ? system : NULL;
+    if (sess_conv_init(ch->l.model, ch->l.vocab, ch->l.ctx, p, &ch->conv, err, sizeof err) != 0) {
+        chat_err(ch, "cannot start a conversation: %s", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* the conversation's system prompt, or NULL */
+static const char *conv_system(const struct chat *ch)
+{
+    const char *text = NULL;
+    if (sess_conv_n_messages(ch->conv) > 0 && sess_conv_message(ch->conv, 0, &text) == SESS_ROLE_SYSTEM)
+        return text;
+    return NULL;
+}
+
+static void restore_report(struct chat *ch, const char *name, const struct sess_restore_stats *rs)
+{
+    if (rs->damaged && rs->first_problem[0])
+        chat_err(ch, "session '%s': %s", name, rs->first_problem);
+    if (ch->o.verbose || rs->prefilled_tokens > 0 || rs->damaged)
+        fprintf(stderr,
+                "kvchat: session '%s': %" PRId64 " tokens restored from snapshots, %" PRId64
+                " recomputed%s\n",
+                name, rs->restored_tokens, rs->prefilled_tokens,
+                rs->rewritten ? " (snapshots rewritten)" : "");
+}
+
+/*
+ * Open session name (create: make it if absent) as the conversation. The
+ * old conversation is freed first (its session unlocked). Returns 0, or an
+ * exit code after printing the error, leaving a fresh unnamed chat.
+ */
+static int conv_attach(struct chat *ch, const char *name, bool create, const char *system)
+{
+    if (store_need(ch))
+        return CMD_EXIT_SESSION;
+    if (conv_new(ch, system))
+        return CMD_EXIT_MODEL;
+    struct sess_restore_stats rs;
+    memset(&rs, 0, sizeof rs);
+    int rc = sess_conv_attach(ch->conv, ch->st, name, create, &rs);
+    if (rc != SESS_OK) {
+        chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
+        conv_new(ch, system);
+        return rc == SESS_ERR_BUSY ? CMD_EXIT_SESSION : CMD_EXIT_SESSION;
+    }
+    ch->name = strdup(name);
+    restore_report(ch, name, &rs);
+    /* the session's sampling (restored) is the chat's from now on */
+    ch->o.sampling = sess_conv_get_params(ch->conv).sampling;
+    return 0;
+}
+
+/* true if the user agrees to lose an unsaved chat (or there is nothing to lose) */
+static bool may_discard(struct chat *ch, const char *what)
+{
+    if (ch->name || sess_conv_n_exchanges(ch->conv) == 0)
+        return true;
+    if (!ch->interactive) {
+        chat_err(ch, "%s would discard this unsaved chat; /save NAME it first", what);
+        return false;
+    }
+    char q[256];
+    snprintf(q, sizeof q, "This chat is not saved (/save NAME keeps it). Discard it? [y/N] ");
+    return repl_ask(ch->repl, q);
+}
+
+/* 0 if session name exists and no other process has it open; prints why not */
+static int session_available(struct chat *ch, const char *name)
+{
+    int64_t id;
+    if (store_need(ch))
+        return -1;
+    if (sess_find(ch->st, name, &id)) {
+        chat_err(ch, "no session '%s' (/sessions lists them)", name);
+        return -1;
+    }
+    struct sess_lock *lk;
+    if (sess_lock(ch->st, id, &lk)) {
+        chat_err(ch, "%s", sess_errmsg(ch->st));
+        return -1;
+    }
+    sess_unlock(lk);
+    return 0;
+}
+
+static bool name_ok(struct chat *ch, const char *name)
+{
+    if (!*name) {
+        chat_err(ch, "expected a session name");
+        return false;
+    }
+    for (const char *s = name; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == ' ' || *s == '/') {
+            chat_err(ch, "bad session name '%s': no spaces, slashes or control characters", name);
+            return false;
+        }
+    return true;
+}
+
+/* ==== slash commands ==== */
+
+enum slash_arg { SLASH_ARG_NONE, SLASH_ARG_SESSION, SLASH_ARG_SET_KEY, SLASH_ARG_COMMAND };
+
+struct slash_cmd {
+    const char *name; /* with its slash */
+    const char *args;
+    const char *help;
+    enum slash_arg complete;
+    int (*exec)(struct chat *ch, char *arg); /* 1: leave the chat */
+};
+
+static const struct slash_cmd slash_table[];
+
+static int slash_help(struct chat *ch, char *arg)
+{
+    (void)arg;
+    for (const struct slash_cmd *s = slash_table; s->name; s++) {
+        char left[64];
+        snprintf(left, sizeof left, "%s%s%s", s->name, s->args ? " " : "", s->args ? s->args : "");
+        fprintf(ch->ui, "  %s%-16s%s %s\n", col(ch, C_BOLD), left, col(ch, C_RESET), s->help);
+    }
+    fprintf(ch->ui,
+            "\nEnter sends. End a line with \\ to go on with the next one, or put \"\"\" alone\n"
+            "on a line to start a block and again to end it. A line starting with // sends\n"
+            "a message that starts with /. Ctrl-C stops an answer or clears the line;\n"
+            "Ctrl-D leaves; Tab completes; Up/Down recall earlier inputs.\n");
+    fflush(ch->ui);
+    return 0;
+}
+
+static int slash_exit(struct chat *ch, char *arg)
+{
+    (void)ch;
+    (void)arg;
+    return 1;
+}
+
+static int slash_sessions(struct chat *ch, char *arg)
+{
+    (void)arg;
+    if (store_need(ch))
+        return 0;
+    struct sess_info *list;
+    int64_t n;
+    if (sess_list(ch->st, &list, &n)) {
+        chat_err(ch, "%s", sess_errmsg(ch->st));
+        return 0;
+    }
+    if (n == 0)
+        note(ch, C_DIM, "no saved sessions yet: /save NAME saves this chat");
+    for (int64_t i = 0; i < n; i++) {
+        char when[32], line[512], kv[32];
+        time_t t = (time_t)list[i].updated;
+        struct tm tm;
+        localtime_r(&t, &tm);
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tm);
+        fmt_bytes(kv, sizeof kv, (double)list[i].kv_bytes);
+        bool cur = ch->name && !strcmp(ch->name, list[i].name);
+        snprintf(line, sizeof line, "%c %-20s %4" PRId64 " turns %7" PRId64 " tokens %10s  %s",
+                 cur ? '*' : ' ', list[i].name, list[i].n_turns, list[i].n_tokens, kv, when);
+        print_fit(ch, cur ? C_BOLD : C_RESET, line);
+    }
+    sess_list_free(list, n);
+    return 0;
+}
+
+static int slash_load(struct chat *ch, char *arg)
+{
+    if (!name_ok(ch, arg))
+        return 0;
+    if (ch->name && !strcmp(ch->name, arg)) {
+        note(ch, C_DIM, "session '%s' is already open", arg);
+        return 0;
+    }
+    if (session_available(ch, arg) || !may_discard(ch, "/load"))
+        return 0;
+    char *sys = conv_system(ch) ? strdup(conv_system(ch)) : NULL;
+    if (conv_attach(ch, arg, false, sys) == 0)
+        note(ch, C_DIM, "session '%s': %" PRId64 " exchanges, %" PRId64 " tokens", arg,
+             sess_conv_n_exchanges(ch->conv), sess_conv_n_tokens(ch->conv));
+    free(sys);
+    return 0;
+}
+
+static int slash_save(struct chat *ch, char *arg)
+{
+    if (!name_ok(ch, arg))
+        return 0;
+    if (store_need(ch))
+        return 0;
+    int64_t id;
+    if (ch->name && !strcmp(ch->name, arg)) {
+        note(ch, C_DIM, "this chat is session '%s': it is saved after every exchange", arg);
+        return 0;
+    }
+    if (sess_find(ch->st, arg, &id) == 0) {
+        chat_err(ch, "session '%s' exists: /load %s opens it; choose another name", arg, arg);
+        return 0;
+    }
+    if (ch->name) {
+        /* a named chat: rename it (we hold its lock) */
+        if (sess_rename(ch->st, ch->name, arg)) {
+            chat_err(ch, "%s", sess_errmsg(ch->st));
+            return 0;
+        }
+        note(ch, C_DIM, "session '%s' is now '%s'", ch->name, arg);
+        free(ch->name);
+        ch->name = strdup(arg);
+        return 0;
+    }
+    struct sess_restore_stats rs;
+    memset(&rs, 0, sizeof rs);
+    if (sess_conv_attach(ch->conv, ch->st, arg, true, &rs) != SESS_OK) {
+        chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
+        return 0;
+    }
+    ch->name = strdup(arg);
+    note(ch, C_DIM, "saved as session '%s' (and after every exchange from now on)", arg);
+    return 0;
+}
+
+static int slash_fork(struct chat *ch, char *arg)
+{
+    if (!ch->name)
+        return slash_save(ch, arg);
+    if (!name_ok(ch, arg) || store_need(ch))
+        return 0;
+    if (sess_fork(ch->st, ch->name, arg, -1)) {
+        chat_err(ch, "%s", sess_errmsg(ch->st));
+        return 0;
+    }
+    char *old = strdup(ch->name);
+    if (conv_attach(ch, arg, false, NULL) == 0)
+        note(ch, C_DIM, "forked '%s' as '%s'; you are now in '%s' ('%s' stays as it was)", old, arg,
+             arg, old);
+    free(old);
+    return 0;
+}
+
+static int slash_new(struct chat *ch, char *arg)
+{
+    (void)arg;
+    if (!may_discard(ch, "/new"))
+        return 0;
+    const char *was = ch->name;
+    if (was)
+        note(ch, C_DIM, "session '%s' is saved; a new unnamed chat begins", was);
+    conv_new(ch, ch->o.system);
+    return 0;
+}
+
+static int slash_system(struct chat *ch, char *arg)
+{
+    if (!*arg) {
+        const char *s = conv_system(ch);
+        note(ch, C_RESET, s ? "system prompt: %s" : "no system prompt%s", s ? s : "");
+        return 0;
+    }
+    int64_t ex = sess_conv_n_exchanges(ch->conv);
+    if (ex > 0) {
+        char q[256];
+        snprintf(q, sizeof q,
+                 "A new system prompt restarts the conversation: its %" PRId64
+                 " exchange%s will be dropped%s. Go on? [y/N] ",
+                 ex, ex == 1 ? "" : "s", ch->name ? " from the session" : "");
+        if (!ch->interactive || !repl_ask(ch->repl, q)) {
+            note(ch, C_DIM, "the system prompt is unchanged");
+            return 0;
+        }
+    }
+    if (sess_conv_set_system(ch->conv, arg) != SESS_OK) {
+        chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
+        return 0;
+    }
+    note(ch, C_DIM, "new system prompt set%s", ex ? "; the conversation starts again" : "");
+    return 0;
+}
+
+static int slash_undo(struct chat *ch, char *arg)
+{
+    (void)arg;
+    if (sess_conv_n_exchanges(ch->conv) == 0) {
+        note(ch, C_DIM, "nothing to undo");
+        return 0;
+    }
+    if (sess_conv_undo(ch->conv) != SESS_OK) {
+        chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
+        return 0;
+    }
+    note(ch, C_DIM, "dropped the last exchange (%" PRId64 " left)", sess_conv_n_exchanges(ch->conv));
+    return 0;
+}
+
+static int slash_retry(struct chat *ch, char *arg)
+{
+    (void)arg;
+    if (sess_conv_n_exchanges(ch->conv) == 0) {
+        note(ch, C_DIM, "nothing to retry");
+        return 0;
+    }
+    struct sess_turn_stats ts;
+    memset(&ts, 0, sizeof ts);
+    ch->last_char = 0;
+    g_interrupt = 0;
+    int rc = sess_conv_retry(ch->conv, on_text, ch, &g_interrupt, &ts);
+    turn_done(ch, rc, &ts);
+    if (rc != SESS_OK)
+        chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
+    return 0;
+}
+
+static void show_settings(struct chat *ch)
+{
+    fprintf(ch->ui, "sampling   ");
+    cmd_opts_describe(&ch->o, ch->ui);
+    fputc('\n', ch->ui);
+    fflush(ch->ui);
+}
+
+static int slash_set(struct chat *ch, char *arg)
+{
+    if (!*arg) {
+        show_settings(ch);
+        return 0;
+    }
+    char *key = arg, *value = arg;
+    while (*value && *value != ' ' && *value != '\t' && *value != '=')
+        value++;
+    if (*value)
+        *value++ = 0;
+    while (*value == ' ' || *value == '\t' || *value == '=')
+        value++;
+    if (!*value) {
+        chat_err(ch, "usage: /set KEY VALUE (keys: temp, top_k, top_p, min_p, repeat_penalty, "
+                     "presence_penalty, seed, n_predict)");
+        return 0;
+    }
+    char err[512];
+    struct cmd_opts next = ch->o;
+    if (cmd_opts_set(&next, key, value, err, sizeof err)) {
+        chat_err(ch, "%s", err);
+        return 0;
+    }
+    ch->o.sampling = next.sampling;
+    ch->o.n_predict = next.n_predict;
+    ch->o.seed_set = next.seed_set;
+    sess_conv_set_sampling(ch->conv, ch->o.sampling);
+    sess_conv_set_n_predict(ch->conv, ch->o.n_predict);
+    show_settings(ch);
+    return 0;
+}
+
+static int slash_show(struct chat *ch, char *arg)
+{
+    (void)arg;
+    const struct llm_model_meta *m = llm_model_get_meta(ch->l.model);
+    char mem[32], line[8192];
+    fmt_bytes(mem, sizeof mem, (double)llm_ctx_kv_bytes(ch->l.ctx, llm_ctx_n_past(ch->l.ctx)));
+    snprintf(line, sizeof line, "model      %s (%s%s%s, template %s)", ch->l.path, m->arch,
+             m->name[0] ? ", " : "", m->name, llm_template_name(ch->l.tmpl));
+    print_fit(ch, C_RESET, line);
+    if (ch->name)
+        snprintf(line, sizeof line, "session    '%s' (saved after every exchange)", ch->name);
+    else
+        snprintf(line, sizeof line, "session    unnamed (discarded at exit; /save NAME keeps it)");
+    print_fit(ch, C_RESET, line);
+    const char *sys = conv_system(ch);
+    snprintf(line, sizeof line, "system     %s", sys ? sys : "(none)");
+    for (char *s = line; *s; s++)
+        if (*s == '\n')
+            *s = ' ';
+    print_fit(ch, C_RESET, line);
+    snprintf(line, sizeof line,
+             "context    %" PRId64 " of %" PRId64 " tokens, %" PRId64 " exchanges, KV %s in memory",
+             sess_conv_n_tokens(ch->conv), llm_ctx_n_ctx(ch->l.ctx), sess_conv_n_exchanges(ch->conv),
+             mem);
+    print_fit(ch, C_RESET, line);
+    snprintf(line, sizeof line, "engine     %d threads, KV %s%s", llm_ctx_n_threads(ch->l.ctx),
+             llm_type_name(llm_ctx_kv_type(ch->l.ctx)), ch->o.no_cache ? ", --no-cache" : "");
+    print_fit(ch, C_RESET, line);
+    show_settings(ch);
+    return 0;
+}
+
+static int slash_stats(struct chat *ch, char *arg)
+{
+    (void)arg;
+    if (ch->have_last)
+        stats_line(ch, &ch->last);
+    else
+        note(ch, C_DIM, "no answer yet");
+    char line[512];
+    snprintf(line, sizeof line,
+             "conversation: %" PRId64 " of %" PRId64 " tokens, %" PRId64 " exchanges; this process: %" PRId64
+             " answers, %" PRId64 " tokens prefilled, %" PRId64 " reused, %" PRId64 " generated",
+             sess_conv_n_tokens(ch->conv), llm_ctx_n_ctx(ch->l.ctx), sess_conv_n_exchanges(ch->conv),
+             ch->turns, ch->total_prefilled, ch->total_cached, ch->total_generated);
+    print_fit(ch, C_DIM, line);
+    return 0;
+}
+
+static int slash_clear(struct chat *ch, char *arg)
+{
+    (void)arg;
+    int64_t ex = sess_conv_n_exchanges(ch->conv);
+    if (sess_conv_clear(ch->conv) != SESS_OK) {
+        chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
+        return 0;
+    }
+    note(ch, C_DIM, "cleared %" PRId64 " exchange%s; the system prompt stays", ex, ex == 1 ? "" : "s");
+    return 0;
+}
+
+static const struct slash_cmd slash_table[] = {
+    {"/help", NULL, "this list", SLASH_ARG_COMMAND, slash_help},
+    {"/sessions", NULL, "list saved sessions", SLASH_ARG_NONE, slash_sessions},
+    {"/load", "NAME", "open a saved session (this chat is left)", SLASH_ARG_SESSION, slash_load},
+    {"/save", "NAME", "save this chat as session NAME", SLASH_ARG_NONE, slash_save},
+    {"/new", NULL, "start a new unnamed chat", SLASH_ARG_NONE, slash_new},
+    {"/fork", "NAME", "copy this session as NAME and go on in the copy", SLASH_ARG_NONE, slash_fork},
+    {"/system", "TEXT", "set the system prompt (restarts the conversation)", SLASH_ARG_NONE,
+     slash_system},
+    {"/undo", NULL, "drop the last exchange", SLASH_ARG_NONE, slash_undo},
+    {"/retry", NULL, "answer the last message again", SLASH_ARG_NONE, slash_retry},
+    {"/set", "KEY VALUE", "change sampling: temp top_k top_p min_p repeat_penalty seed n_predict",
+     SLASH_ARG_SET_KEY, slash_set},
+    {"/show", NULL, "model, session, system prompt, parameters", SLASH_ARG_NONE, slash_show},
+    {"/stats", NULL, "tokens prefilled and reused, speed, KV bytes", SLASH_ARG_NONE, slash_stats},
+    {"/clear", NULL, "drop every exchange, keep the system prompt", SLASH_ARG_NONE, slash_clear},
+    {"/exit", NULL, "leave (also /quit, Ctrl-D)", SLASH_ARG_NONE, slash_exit},
+    {"/quit", NULL, NULL, SLASH_ARG_NONE, slash_exit},
+    {NULL, NULL, NULL, SLASH_ARG_NONE, NULL},
+};
+
+/* returns 1 to leave the chat */
+static int run_slash(struct chat *ch, char *line)
+{
+    char *arg = line;
+    while (*arg && *arg != ' ' && *arg != '\t')
+        arg++;
+    if (*arg)
+        *arg++ = 0;
+    while (*arg == ' ' || *arg == '\t')
+        arg++;
+    size_t n = strlen(arg);
+    while (n && (arg[n - 1] == ' ' || arg[n - 1] == '\t'))
+        arg[--n] = 0;
+    const struct slash_cmd *hit = NULL;
+    int n_hits = 0;
+    for (const struct slash_cmd *s = slash_table; s->name; s++) {
+        if (!strcmp(s->name, line)) {
+            hit = s;
+            n_hits = 1;
+            break;
+        }
+        if (!strncmp(s->name, line, strlen(line)) && s->help) {
+            hit = s;
+            n_hits++;
+        }
+    }
+    if (n_hits != 1) {
+        chat_err(ch, "%s command '%s' (/help lists them; // starts a message with /)",
+                 n_hits ? "ambiguous" : "unknown", line);
+        return 0;
+    }
+    if (hit->args && !*arg && hit->exec != slash_set && hit->exec != slash_system) {
+        chat_err(ch, "usage: %s %s", hit->name, hit->args);
+        return 0;
+    }
+    return hit->exec(ch, arg);
+}
+
+/* ==== completion ==== */
+
+static void complete(void *ud, const char *line, int start, repl_add_fn add, void *acc)
+{
+    struct chat *ch = ud;
+    /* the words before the one being completed */
+    const char *p = line;
+    while (*p == ' ')
+        p++;
+    if (p - line >= start) {
+        if (*p == '/' || start == (int)(p - line))
+            for (const struct slash_cmd *s = slash_table; s->name; s++)
+                add(acc, s->name);
+        return;
+    }
+    if (*p != '/')
+        return;
+    size_t len = strcspn(p, " \t");
+    const struct slash_cmd *cmd = NULL;
+    for (const struct slash_cmd *s = slash_table; s->name; s++)
+        if (strlen(s->name) == len && !strncmp(s->name, p, len))
+            cmd = s;
+    if (!cmd)
+        return;
+    /* only the first argument completes */
+    const char *q = p + len;
+    while (*q == ' ' || *q == '\t')
+        q++;
+    if (q - line != start)
+        return;
+    switch (cmd->complete) {
+    case SLASH_ARG_SESSION: {
+        if (store_need(ch))
+            return;
+        struct sess_info *list;
+        int64_t n;
+        if (sess_list(ch->st, &list, &n))
+            return;
+        for (int64_t i = 0; i < n; i++)
+            add(acc, list[i].name);
+        sess_list_free(list, n);
+        break;
+    }
+    case SLASH_ARG_SET_KEY:
+        for (const char *const *k = cmd_opts_set_keys(); *k; k++)
+            add(acc, *k);
+        break;
+    case SLASH_ARG_COMMAND:
+        for (const struct slash_cmd *s = slash_table; s->name; s++)
+            add(acc, s->name);
+        break;
+    case SLASH_ARG_NONE:
+        break;
+    }
+}
+
+/* ==== input: one message, maybe of several lines ==== */
+
+static char *xstrcat(char *a, const char *b)
+{
+    size_t la = a ? strlen(a) : 0, lb = strlen(b);
+    char *s = realloc(a, la + lb + 1);
+    if (!s) {
+        free(a);
+        return NULL;
+    }
+    memcpy(s + la, b, lb + 1);
+    return s;
+}
+
+static bool is_fence(const char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    if (strncmp(s, "\"\"\"", 3))
+        return false;
+    s += 3;
+    while (*s == ' ' || *s == '\t')
+        s++;
+    return *s == 0;
+}
+
+/*
+ * Read one input: a line; lines joined while one ends in a backslash; or a
+ * """ block. *text gets it (malloc'd). Returns REPL_LINE, or another
+ * status (nothing in *text).
+ */
+static enum repl_status read_input(struct chat *ch, const char *prompt, char **text)
+{
+    char *line;
+    *text = NULL;
+    enum repl_status st = repl_read(ch->repl, prompt, &line);
+    if (st != REPL_LINE)
+        return st;
+    const char *cont = ch->interactive ? "... " : "";
+    if (is_fence(line)) {
+        free(line);
+        char *acc = NULL;
+        bool first = true;
+        for (;;) {
+            st = repl_read(ch->repl, cont, &line);
+            if (st != REPL_LINE) {
+                free(acc);
+                return st == REPL_EOF && acc ? REPL_INTERRUPT : st;
+            }
+            if (is_fence(line)) {
+                free(line);
+                break;
+            }
+            if (!first)
+                acc = xstrcat(acc, "\n");
+            acc = xstrcat(acc, line);
+            free(line);
+            first = false;
+            if (!acc)
+                return REPL_EOF;
+        }
+        *text = acc ? acc : strdup("");
+        return REPL_LINE;
+    }
+    char *acc = NULL;
+    for (;;) {
+        size_t n = strlen(line);
+        bool more = n > 0 && line[n - 1] == '\\';
+        if (more)
+            line[n - 1] = 0;
+        acc = xstrcat(acc, line);
+        free(line);
+        if (!acc)
+            return REPL_EOF;
+        if (!more)
+            break;
+        acc = xstrcat(acc, "\n");
+        if (!acc)
+            return REPL_EOF;
+        st = repl_read(ch->repl, cont, &line);
+        if (st != REPL_LINE) {
+            free(acc);
+            return st;
+        }
+    }
+    *text = acc;
+    return REPL_LINE;
+}
+
+static void make_prompt(struct chat *ch, char *buf, size_t n)
+{
+    if (!ch->interactive) {
+        buf[0] = 0;
+        return;
+    }
+    /* \001 \002 tell readline the colour codes take no room */
+    const char *on = ch->color ? "\001\033[1;32m\002" : "";
+    const char *off = ch->color ? "\001\033[0m\002" : "";
+    snprintf(buf, n, "%s%s> %s", on, ch->name ? ch->name : "", off);
+}
+
+static int chat_loop(struct chat *ch)
+{
+    char prompt[512];
+    for (;;) {
+        if (g_quit || ch->out_broken)
+            return g_quit ? CMD_EXIT_INTERRUPTED : CMD_EXIT_OK;
+        make_prompt(ch, prompt, sizeof prompt);
+        char *text;
+        enum repl_status st = read_input(ch, prompt, &text);
+        if (st == REPL_EOF)
+            return CMD_EXIT_OK;
+        if (st == REPL_QUIT)
+            return CMD_EXIT_INTERRUPTED;
+        if (st == REPL_INTERRUPT)
+            continue;
+        const char *t = text;
+        while (*t == ' ' || *t == '\t' || *t == '\n')
+            t++;
+        if (!*t) {
+            free(text);
+            continue;
+        }
+        repl_history_add(ch->repl, text);
+        if (t[0] == '/' && t[1] != '/') {
+            char *cmd = strdup(t);
+            int leave = cmd ? run_slash(ch, cmd) : 0;
+            free(cmd);
+            free(text);
+            if (leave)
+                return CMD_EXIT_OK;
+            continue;
+        }
+        say(ch, t[0] == '/' ? t + 1 : text);
+        free(text);
+    }
+}
+
+/* ==== the command ==== */
+
+static bool want_color(FILE *f)
+{
+    const char *nc = getenv("NO_COLOR");
+    const char *term = getenv("TERM");
+    if (nc && *nc)
+        return false;
+    if (term && !strcmp(term, "dumb"))
+        return false;
+    return isatty(fileno(f));
+}
+
+static void history_path(char *buf, size_t n)
+{
+    const char *state = getenv("XDG_STATE_HOME");
+    const char *home = getenv("HOME");
+    if (state && *state)
+        snprintf(buf, n, "%s/kvchat/history", state);
+    else if (home && *home)
+        snprintf(buf, n, "%s/.local/state/kvchat/history", home);
+    else
+        buf[0] = 0;
+}
 
 static int chat_exec(int argc, char **argv)
 {
-    const char *m = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
-            return cmd_help(&cmd_chat_entry);
-        if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc)
-            m = argv[++i];
-        else if (!strncmp(argv[i], "--model=", 8))
-            m = argv[i] + 8;
+    struct chat ch;
+    memset(&ch, 0, sizeof ch);
+    const char *session = NULL;
+    cmd_opts_init(&ch.o);
+    int rc = cmd_opts_config(&ch.o);
+    bool dashdash = false;
+    for (int i = 1; !rc && i < argc;) {
+        int r = dashdash ? 0 : cmd_opts_take(&cmd_chat_entry, &ch.o, argc, argv, &i);
+        if (r < 0) {
+            rc = CMD_EXIT_USAGE;
+        } else if (r == 0) {
+            const char *a = argv[i++];
+            if (!dashdash && (!strcmp(a, "-h") || !strcmp(a, "--help"))) {
+                cmd_opts_free(&ch.o);
+                return cmd_help(&cmd_chat_entry);
+            } else if (!dashdash && !strcmp(a, "--")) {
+                dashdash = true;
+            } else if (!dashdash && a[0] == '-' && a[1]) {
+                rc = cmd_usage_error(&cmd_chat_entry, "unknown option '%s'", a);
+            } else if (session) {
+                rc = cmd_usage_error(&cmd_chat_entry, "expected one SESSION name, got '%s' and '%s'",
+                                     session, a);
+            } else {
+                session = a;
+            }
+        }
     }
-    char path[4096];
-    int rc = cmd_model_resolve(m, true, path, sizeof path);
-    if (rc)
+    if (!rc)
+        rc = cmd_opts_finish(&cmd_chat_entry, &ch.o);
+    if (rc) {
+        cmd_opts_free(&ch.o);
         return rc;
-    /* TODO(REPL issue): start the chat with the model at path */
-    return cmd_fail(CMD_EXIT_USAGE, "the chat REPL is not built yet (model: %s)", path);
+    }
+    ch.ui = isatty(1) ? stdout : stderr;
+    ch.color = want_color(ch.ui);
+    ch.interactive = isatty(0);
+    if (session && !name_ok(&ch, session)) {
+        cmd_opts_free(&ch.o);
+        return CMD_EXIT_USAGE;
+    }
+    rc = cmd_llm_open(&ch.o, true, &ch.l);
+    if (rc) {
+        cmd_opts_free(&ch.o);
+        return rc;
+    }
+    signals_install();
+    if (session) {
+        rc = conv_attach(&ch, session, true, ch.o.system);
+        if (!rc && ch.o.system) {
+            const char *s = conv_system(&ch);
+            if (!s || strcmp(s, ch.o.system))
+                note(&ch, C_WARN, "session '%s' keeps its own system prompt; /system TEXT changes it",
+                     session);
+        }
+    } else if (conv_new(&ch, ch.o.system)) {
+        rc = CMD_EXIT_MODEL;
+    }
+    if (!rc) {
+        char hist[4096];
+        history_path(hist, sizeof hist);
+        struct repl_params rp = {
+            .history_path = hist[0] ? hist : NULL,
+            .complete = complete,
+            .ud = &ch,
+            .interrupt = &g_interrupt,
+            .quit = &g_quit,
+            .prompt_out = ch.ui,
+        };
+        const char *warning = NULL;
+        ch.repl = repl_open(&rp, &warning);
+        if (!ch.repl) {
+            rc = cmd_fail(CMD_EXIT_MODEL, "out of memory");
+        } else {
+            if (warning)
+                chat_err(&ch, "%s", warning);
+            if (ch.interactive) {
+                const struct llm_model_meta *m = llm_model_get_meta(ch.l.model);
+                const char *base = strrchr(ch.l.path, '/');
+                char head[5200];
+                snprintf(head, sizeof head, "kvchat %s · %s (%s) · %s · /help for commands, Ctrl-D to leave",
+                         KVCHAT_VERSION, base ? base + 1 : ch.l.path, m->arch,
+                         ch.name ? "session" : "unnamed chat");
+                print_fit(&ch, C_DIM, head);
+                if (ch.name && sess_conv_n_exchanges(ch.conv) > 0)
+                    note(&ch, C_DIM, "session '%s': %" PRId64 " exchanges so far", ch.name,
+                         sess_conv_n_exchanges(ch.conv));
+            }
+            rc = chat_loop(&ch);
+        }
+    }
+    repl_close(ch.repl);
+    if (ch.conv)
+        sess_conv_free(ch.conv);
+    if (ch.st)
+        sess_store_close(ch.st);
+    free(ch.name);
+    cmd_llm_close(&ch.l);
+    cmd_opts_free(&ch.o);
+    return rc;
+}
+
+bool cmd_chat_session_exists(const char *name)
+{
+    char home[4096], path[4200], err[256];
+    struct stat sb;
+    if (mdl_home(home, sizeof home))
+        return false;
+    snprintf(path, sizeof path, "%s/kvchat.db", home);
+    if (stat(path, &sb))
+        return false;
+    struct sess_store *st;
+    if (sess_store_open(home, &st, err, sizeof err))
+        return false;
+    int64_t id;
+    bool found = sess_find(st, name, &id) == 0;
+    sess_store_close(st);
+    return found;
 }
 
 const struct cmd_entry cmd_chat_entry = {

@@ -7,14 +7,17 @@
 #include "cli/cmd.h"
 #include "core/llm.h"
 #include "models/mdl.h"
+#include "sessions/sess.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +30,7 @@ static const char models_usage[] =
     "       kvchat models default [NAME | --unset]\n"
     "       kvchat models info [--json] [--all] MODEL\n"
     "       kvchat models aliases\n"
+    "       kvchat models path [MODEL]\n"
     "\n"
     "  list          the models in the store: name, size, quantization, architecture,\n"
     "                parameters, when pulled, path ('*' marks the default)\n"
@@ -57,6 +61,8 @@ static const char models_usage[] =
     "      --json    print one JSON object instead\n"
     "      --all     also every metadata key (long arrays and strings abbreviated)\n"
     "  aliases       the built-in table of model aliases\n"
+    "  path [MODEL]  the file MODEL (a path or store name) stands for; without MODEL,\n"
+    "                the default model's (KVCHAT_MODEL, else the config file)\n"
     "\n"
     "MODEL is a file path or the name of a model in the store ($KVCHAT_HOME/models).\n"
     "Environment: HF_TOKEN (sent only to the hub), KVCHAT_HF_ENDPOINT or HF_ENDPOINT\n"
@@ -706,15 +712,49 @@ static int models_list(int argc, char **argv)
 }
 
 /*
- * Does a session use the model? The sessions code (issue 7) answers this:
- * replace the body with a call into sessions/ (e.g. sess_model_in_use),
- * returning 1 and a description in who if a session uses it. Until then no
- * session exists, so nothing is in use.
+ * Does a named session use the model? A session records the path of its
+ * model (sessions/); the paths are compared after realpath. With no session
+ * index yet there is nothing to ask (and none is created).
  */
 static int model_in_use(void *ctx, const char *name, const char *path, char *who, size_t who_size)
 {
-    (void)ctx, (void)name, (void)path, (void)who, (void)who_size;
-    return 0;
+    (void)ctx, (void)name;
+    char home[4096], db[4200], want[PATH_MAX], got[PATH_MAX];
+    struct stat st;
+    if (mdl_home(home, sizeof home) || !realpath(path, want))
+        return 0;
+    snprintf(db, sizeof db, "%s/kvchat.db", home);
+    if (stat(db, &st))
+        return 0;
+    struct sess_store *store;
+    char err[256];
+    if (sess_store_open(home, &store, err, sizeof err)) {
+        snprintf(who, who_size, "%s", err);
+        return -1;
+    }
+    struct sess_info *list;
+    int64_t n;
+    if (sess_list(store, &list, &n)) {
+        snprintf(who, who_size, "%s", sess_errmsg(store));
+        sess_store_close(store);
+        return -1;
+    }
+    int64_t users = 0;
+    const char *first = NULL;
+    for (int64_t i = 0; i < n; i++) {
+        const char *mp = list[i].model_path;
+        if (mp && (realpath(mp, got) ? !strcmp(got, want) : !strcmp(mp, path))) {
+            if (!users++)
+                first = list[i].name;
+        }
+    }
+    if (users == 1)
+        snprintf(who, who_size, "session '%s'", first ? first : "?");
+    else if (users > 1)
+        snprintf(who, who_size, "%lld sessions ('%s', ...)", (long long)users, first ? first : "?");
+    sess_list_free(list, n);
+    sess_store_close(store);
+    return users > 0;
 }
 
 static int models_rm(int argc, char **argv)
@@ -776,8 +816,12 @@ static int models_default(int argc, char **argv)
     const char *name = argv[1];
     if (name[0] == '-')
         return cmd_usage_error(&cmd_models_entry, "models default: unknown option '%s'", name);
-    if (mdl_resolve(name, path, sizeof path))
+    if (mdl_resolve(name, path, sizeof path)) {
+        if (mdl_alias_find(name))
+            return cmd_fail(CMD_EXIT_MODEL, "no model '%s' in the store; pull it first: kvchat models pull %s",
+                            name, name);
         return cmd_fail(CMD_EXIT_MODEL, "no model '%s' in the store (see 'kvchat models list')", name);
+    }
     /* a file given by path is remembered by its absolute path */
     char abs[4096];
     const char *value = name;
@@ -793,6 +837,22 @@ static int models_default(int argc, char **argv)
     if (getenv("KVCHAT_MODEL") && *getenv("KVCHAT_MODEL"))
         fprintf(stderr, "kvchat: note: KVCHAT_MODEL=%s overrides it in this environment\n",
                 getenv("KVCHAT_MODEL"));
+    return CMD_EXIT_OK;
+}
+
+static int models_path(int argc, char **argv)
+{
+    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")))
+        return cmd_help(&cmd_models_entry);
+    if (argc > 2)
+        return cmd_usage_error(&cmd_models_entry, "models path: expected at most one MODEL");
+    if (argc == 2 && argv[1][0] == '-')
+        return cmd_usage_error(&cmd_models_entry, "models path: unknown option '%s'", argv[1]);
+    char path[4096];
+    int rc = cmd_model_resolve(argc == 2 ? argv[1] : NULL, false, path, sizeof path);
+    if (rc)
+        return rc;
+    printf("%s\n", path);
     return CMD_EXIT_OK;
 }
 
@@ -884,6 +944,8 @@ static int models_exec(int argc, char **argv)
         return models_default(argc - 1, argv + 1);
     if (!strcmp(argv[1], "aliases"))
         return models_aliases(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "path"))
+        return models_path(argc - 1, argv + 1);
     return cmd_usage_error(&cmd_models_entry, "models: unknown subcommand '%s'", argv[1]);
 }
 

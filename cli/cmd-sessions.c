@@ -38,16 +38,6 @@ static const char sessions_usage[] =
     "Sessions live in $KVCHAT_HOME/kvchat.db, KV segments in $KVCHAT_HOME/kv/.\n"
     "Exit status: 0 ok, 1 usage error, 3 session error.\n";
 
-static int open_store(struct sess_store **st)
-{
-    char home[4096], err[1024];
-    if (mdl_home(home, sizeof home))
-        return cmd_fail(CMD_EXIT_SESSION, "cannot find the kvchat home: set KVCHAT_HOME or HOME");
-    if (sess_store_open(home, st, err, sizeof err))
-        return cmd_fail(CMD_EXIT_SESSION, "cannot open the session index: %s", err);
-    return 0;
-}
-
 static int store_fail(struct sess_store *st)
 {
     int rc = cmd_fail(CMD_EXIT_SESSION, "%s", sess_errmsg(st));
@@ -123,26 +113,6 @@ static int parse_opts(int argc, char **argv, struct sub_opts *o, int *first_arg)
     }
     *first_arg = optind;
     return 0;
-}
-
-/* "4G", "500M", "1024" -> bytes; -1 if malformed */
-static int64_t parse_size(const char *s)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || v < 0)
-        return -1;
-    double mul = 1;
-    switch (*end) {
-    case 'k': case 'K': mul = 1024.0; end++; break;
-    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
-    default: break;
-    }
-    if (*end == 'i' || *end == 'B')
-        end += *end == 'i' && end[1] == 'B' ? 2 : 1;
-    return *end ? -1 : (int64_t)(v * mul);
 }
 
 /* ==== subcommands ==== */
@@ -283,12 +253,12 @@ static int sessions_exec(int argc, char **argv)
     if (strcmp(o.format, "json") && strcmp(o.format, "markdown"))
         return cmd_usage_error(&cmd_sessions_entry, "--format must be json or markdown");
     int64_t cache_max = -1;
-    if (o.cache_max && (cache_max = parse_size(o.cache_max)) < 0)
+    if (o.cache_max && (cache_max = cmd_parse_size(o.cache_max)) < 0)
         return cmd_usage_error(&cmd_sessions_entry, "--cache-max takes a size like 4G, not '%s'",
                                o.cache_max);
 
     struct sess_store *st;
-    if ((rc = open_store(&st)))
+    if ((rc = cmd_store_open(&st)))
         return rc;
     switch (which) {
     case 0:

@@ -12,7 +12,10 @@
 const struct cmd_entry *const cmd_table[] = {
     &cmd_chat_entry,
     &cmd_models_entry,
+    &cmd_run_entry,
     &cmd_sessions_entry,
+    &cmd_tokenize_entry,
+    &cmd_template_entry,
     &cmd_eval_entry,
     &cmd_generate_entry,
     &cmd_bench_entry,
@@ -62,11 +65,73 @@ int cmd_help(const struct cmd_entry *e)
     return CMD_EXIT_OK;
 }
 
+int64_t cmd_parse_size(const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || v < 0)
+        return -1;
+    double mul = 1;
+    switch (*end) {
+    case 'k': case 'K': mul = 1024.0; end++; break;
+    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
+    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: break;
+    }
+    if (*end == 'i' || *end == 'B')
+        end += *end == 'i' && end[1] == 'B' ? 2 : 1;
+    return *end ? -1 : (int64_t)(v * mul);
+}
+
+/* length of the valid UTF-8 sequence at p (n bytes left), or -k: the first
+ * k bytes are a maximal invalid subpart (Unicode's "substitution of maximal
+ * subparts", as Python's errors='replace' does) */
+static int utf8_seq(const unsigned char *p, size_t n)
+{
+    unsigned char c = p[0];
+    int len;
+    unsigned char lo = 0x80, hi = 0xbf;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        len = 2;
+    else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        if (c == 0xe0) lo = 0xa0;
+        if (c == 0xed) hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        if (c == 0xf0) lo = 0x90;
+        if (c == 0xf4) hi = 0x8f;
+    } else
+        return -1;
+    for (int i = 1; i < len; i++) {
+        if ((size_t)i >= n || p[i] < lo || p[i] > hi)
+            return -i;
+        lo = 0x80;
+        hi = 0xbf;
+    }
+    return len;
+}
+
 void cmd_json_str(FILE *f, const char *s, size_t n)
 {
+    const unsigned char *p = (const unsigned char *)s;
     fputc('"', f);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
+    for (size_t i = 0; i < n;) {
+        unsigned char c = p[i];
+        int len = utf8_seq(p + i, n - i);
+        if (len < 0) { /* not UTF-8: JSON text must be, so U+FFFD */
+            fputs("\\ufffd", f);
+            i += (size_t)-len;
+            continue;
+        }
+        if (len > 1) {
+            fwrite(p + i, 1, (size_t)len, f);
+            i += (size_t)len;
+            continue;
+        }
         switch (c) {
         case '"': fputs("\\\"", f); break;
         case '\\': fputs("\\\\", f); break;
@@ -74,11 +139,12 @@ void cmd_json_str(FILE *f, const char *s, size_t n)
         case '\r': fputs("\\r", f); break;
         case '\t': fputs("\\t", f); break;
         default:
-            if (c < 0x20)
+            if (c < 0x20 || c == 0x7f)
                 fprintf(f, "\\u%04x", c);
             else
                 fputc(c, f);
         }
+        i++;
     }
     fputc('"', f);
 }
@@ -95,10 +161,11 @@ static void main_usage(FILE *f)
 
 int cmd_main(int argc, char **argv)
 {
-    /* no command, or options first: the chat */
-    if (argc < 2 || (argv[1][0] == '-' && (!strcmp(argv[1], "-m") || !strncmp(argv[1], "--model", 7))))
+    const char *name = argc < 2 ? NULL : argv[1];
+    /* no command, or the chat's options first: the chat */
+    if (!name || (name[0] == '-' && strcmp(name, "--version") && strcmp(name, "-V") &&
+                  strcmp(name, "--help") && strcmp(name, "-h")))
         return cmd_chat_entry.exec(argc, argv);
-    const char *name = argv[1];
     if (!strcmp(name, "--version") || !strcmp(name, "-V")) {
         printf("kvchat %s\n", KVCHAT_VERSION);
         return CMD_EXIT_OK;
@@ -116,10 +183,10 @@ int cmd_main(int argc, char **argv)
     for (const struct cmd_entry *const *e = cmd_table; *e; e++)
         if (!strcmp((*e)->name, name))
             return (*e)->exec(argc - 1, argv + 1);
-    if (name[0] == '-')
-        fprintf(stderr, "kvchat: unknown option '%s'\n", name);
-    else
-        fprintf(stderr, "kvchat: unknown command '%s'\n", name);
-    fprintf(stderr, "see 'kvchat --help'\n");
+    /* `kvchat NAME` opens session NAME when there is one */
+    if (cmd_chat_session_exists(name))
+        return cmd_chat_entry.exec(argc, argv);
+    fprintf(stderr, "kvchat: unknown command '%s'\n", name);
+    fprintf(stderr, "see 'kvchat --help' (a new chat session: 'kvchat chat %s')\n", name);
     return CMD_EXIT_USAGE;
 }

@@ -9,6 +9,8 @@
 #define KVCHAT_CLI_CMD_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #define KVCHAT_VERSION "0.1.0"
@@ -32,7 +34,10 @@ struct cmd_entry {
 
 extern const struct cmd_entry cmd_chat_entry;
 extern const struct cmd_entry cmd_models_entry;
+extern const struct cmd_entry cmd_tokenize_entry;
+extern const struct cmd_entry cmd_template_entry;
 extern const struct cmd_entry cmd_sessions_entry;
+extern const struct cmd_entry cmd_run_entry;
 extern const struct cmd_entry cmd_eval_entry;
 extern const struct cmd_entry cmd_generate_entry;
 extern const struct cmd_entry cmd_bench_entry;
@@ -52,6 +57,9 @@ int cmd_model_resolve(const char *m_arg, bool offer_pull, char *path, size_t siz
 int cmd_models_pull_ref(const char *ref, const struct mdl_pull_params *p, char *name_out,
                         size_t name_size);
 
+/* is there a saved session called name? (for `kvchat NAME`) */
+bool cmd_chat_session_exists(const char *name);
+
 /* dispatch argv to the table; returns the exit code */
 int cmd_main(int argc, char **argv);
 
@@ -68,7 +76,117 @@ bool cmd_wants_help(int argc, char **argv);
 /* print e's usage to stdout and return CMD_EXIT_OK */
 int cmd_help(const struct cmd_entry *e);
 
+/* "4G", "500M", "1.5GiB", "1024" -> bytes; -1 if malformed */
+int64_t cmd_parse_size(const char *s);
+
 /* JSON output: a string with escapes */
 void cmd_json_str(FILE *f, const char *s, size_t n);
+
+/* ==== options that chat and run share (cli/opts.c) ====
+ * Each is also a config-file key (`temp = 0.7`) and, for the sampling ones,
+ * a REPL /set key. Usage:
+ *     struct cmd_opts o; cmd_opts_init(&o);
+ *     if ((rc = cmd_opts_config(&o))) return rc;          // config file
+ *     for (int i = 1; i < argc;) {
+ *         int r = cmd_opts_take(e, &o, argc, argv, &i);   // 1 taken, 0 not ours, -1 error
+ *         if (r < 0) { cmd_opts_free(&o); return CMD_EXIT_USAGE; }
+ *         if (r == 0) { ...the command's own options and operands...; i++; }
+ *     }
+ *     if ((rc = cmd_opts_finish(e, &o))) ...               // reads --system-file
+ *     struct cmd_llm l; if ((rc = cmd_llm_open(&o, offer_pull, &l))) ...
+ *     sess_conv_init(l.model, l.vocab, l.ctx, cmd_opts_conv_params(&o, &l), ...)
+ */
+#include "core/llm.h"
+
+enum cmd_opt {
+    CMD_OPT_MODEL, CMD_OPT_THREADS, CMD_OPT_CTX_SIZE, CMD_OPT_TEMP, CMD_OPT_TOP_K, CMD_OPT_TOP_P,
+    CMD_OPT_MIN_P, CMD_OPT_REPEAT_PENALTY, CMD_OPT_PRESENCE_PENALTY, CMD_OPT_REPEAT_LAST_N,
+    CMD_OPT_SEED, CMD_OPT_N_PREDICT, CMD_OPT_KV_TYPE, CMD_OPT_TEMPLATE, CMD_OPT_SYSTEM,
+    CMD_OPT_SYSTEM_FILE, CMD_OPT_NO_CACHE, CMD_OPT_VERBOSE, CMD_OPT_SPECIAL, CMD_OPT_CACHE_MAX,
+    CMD_OPT_COUNT
+};
+
+#define CMD_OPTS_MAX_CONFIG 32
+
+struct cmd_opts {
+    const char *model;         /* -m: NULL for the default model */
+    int32_t n_threads;         /* -t: 0 for the default */
+    int32_t n_ctx;             /* -c: 0 for the model's (at most 4096) */
+    struct llm_sampler_params sampling; /* seed: random unless --seed/config */
+    bool seed_set;             /* --seed or `seed =` was given */
+    int32_t n_predict;         /* -n: <= 0 until the context is full */
+    uint32_t kv_type;          /* LLM_TYPE_F16 or LLM_TYPE_F32 */
+    const char *template_name; /* --template, or NULL for the model's */
+    const char *system;        /* --system TEXT or --system-file's text, or NULL */
+    const char *system_file;   /* --system-file F ("-": stdin) */
+    bool no_cache, verbose, special;
+    int64_t cache_max;         /* --cache-max: bytes of KV segments kept (default 4 GiB) */
+    uint64_t given;            /* bit CMD_OPT_X: given on the command line */
+    /* owned: strings from the config file, the system file's text */
+    char *config_strs[CMD_OPTS_MAX_CONFIG];
+    int n_config_strs;
+    char *system_buf;
+};
+
+/* the common options' lines for a command's --help text */
+#define CMD_OPTS_HELP \
+    "  -m, --model MODEL        a GGUF file or a model name in the store\n" \
+    "      --system TEXT        the system prompt\n" \
+    "      --system-file FILE   the system prompt from a file ('-': stdin)\n" \
+    "      --template NAME      chat template (chatml, llama3, ...; default: the model's)\n" \
+    "  -n, --max-tokens N       most tokens per answer (default: until the context is full)\n" \
+    "      --temp T             temperature; 0 is greedy (default 0.8)\n" \
+    "      --top-k K            keep the K most likely tokens (default 40; 0 off)\n" \
+    "      --top-p P            nucleus sampling (default 0.95; 1 off)\n" \
+    "      --min-p P            drop tokens below P x the best (default 0.05; 0 off)\n" \
+    "      --repeat-penalty R   penalise recent tokens (default 1, off)\n" \
+    "      --presence-penalty P subtract P from recent tokens' logits (default 0)\n" \
+    "      --seed N             sampler seed (default: random each run)\n" \
+    "  -t, --threads N          threads (default: physical cores)\n" \
+    "  -c, --ctx-size N         context window in tokens (default: model's, at most 4096)\n" \
+    "      --kv-type f16|f32    KV cache element type (default f16)\n" \
+    "      --special            special tokens written in messages are tokens\n" \
+    "      --no-cache           recompute the whole conversation every turn; keep no\n" \
+    "                           KV snapshots (for comparison)\n" \
+    "      --cache-max SIZE     keep at most SIZE of KV segments on disk (default 4G):\n" \
+    "                           least-recently-used ones that are not a session's\n" \
+    "                           latest are evicted (and recomputed if needed again)\n" \
+    "  -v, --verbose            model details, and per-turn statistics on stderr\n"
+
+/* defaults; a random seed */
+void cmd_opts_init(struct cmd_opts *o);
+/* apply the config file's keys; an exit code (printed) or 0 */
+int cmd_opts_config(struct cmd_opts *o);
+/* Take argv[*i] if it is a common option (with its value), advancing *i
+ * past it: 1; 0 if it is not one (*i unchanged); -1 after printing a usage
+ * error. Values are borrowed from argv. */
+int cmd_opts_take(const struct cmd_entry *e, struct cmd_opts *o, int argc, char **argv, int *i);
+/* after parsing: read --system-file, check --template; an exit code or 0 */
+int cmd_opts_finish(const struct cmd_entry *e, struct cmd_opts *o);
+void cmd_opts_free(struct cmd_opts *o);
+/* /set KEY VALUE: 0, or -1 with a reason in err */
+int cmd_opts_set(struct cmd_opts *o, const char *key, const char *value, char *err, size_t n);
+/* the /set keys, NULL-terminated, static */
+const char *const *cmd_opts_set_keys(void);
+/* "temp 0.8, top_k 40, ..." on one line (no newline) */
+void cmd_opts_describe(const struct cmd_opts *o, FILE *f);
+
+/* what a chat or run computes with; cmd_llm_close frees it */
+struct cmd_llm {
+    char path[4096];
+    struct llm_model *model;
+    struct llm_vocab *vocab;
+    struct llm_ctx *ctx;
+    enum llm_template tmpl;
+};
+/* resolve and open the model, its vocabulary and template, make a context;
+ * an exit code (printed) or 0 */
+int cmd_llm_open(const struct cmd_opts *o, bool offer_pull, struct cmd_llm *l);
+void cmd_llm_close(struct cmd_llm *l);
+struct sess_conv_params;
+struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, const struct cmd_llm *l);
+struct sess_store;
+/* open $KVCHAT_HOME's session store: 0, or CMD_EXIT_SESSION (printed) */
+int cmd_store_open(struct sess_store **st);
 
 #endif

@@ -31,8 +31,13 @@
 #include <string.h>
 
 #define ROW_CHUNK 16      /* rows per work item of a GEMV: 64 bytes of f32 output */
-#define PANEL_BYTES (4u << 20) /* f32 weight panel of the prefill path */
+#define PANEL_BYTES (16u << 20) /* most f32 weight panel per thread (prefill) */
+#define ATT_ROWS 128          /* query rows per block of causal attention (prefill) */
 #define MIN_PREFILL 4     /* fewer tokens than this go through the decode path */
+/* Up to this many tokens, quantized weights are multiplied with the decode
+ * kernels (each row read once for all tokens) rather than converted to f32
+ * for sgemm, which only pays off for larger batches. */
+#define SMALL_BATCH 32
 
 struct llm_ctx {
     struct llm_model *m;
@@ -51,19 +56,20 @@ struct llm_ctx {
     float *q, *k, *v;        /* (q_dim), (kv_dim), (kv_dim) */
     float *att;              /* (q_dim) attention output */
     float *hb, *hb2;         /* (n_ff) */
-    uint8_t *xq[3];          /* (max_vd_bytes) activations as vec_dot types */
+    uint8_t *xq[3];          /* (SMALL_BATCH, max_vd_bytes) activations as vec_dot types */
     float *att_tmp;          /* per thread: K (n_ctx*head_dim), V (same), scores (n_ctx) */
     size_t att_tmp_stride;   /* floats per thread, padded to 64 bytes */
     float *rope_cs;          /* (n_batch, rope_dim) cos, sin pairs */
 
     /* prefill scratch */
     float *bx, *bxb;         /* (n_batch, n_embd) */
-    float *bq, *bk, *bv;     /* (n_batch, q_dim), (n_batch, kv_dim) x 2 */
+    float *bqkv;             /* (n_batch, q_dim + 2 kv_dim): q | k | v of each token */
     float *batt;             /* (n_batch, q_dim) */
-    float *bh, *bh2;         /* (n_batch, n_ff) */
-    float *scores;           /* (n_batch, n_ctx) */
-    float *kf, *vf;          /* (n_ctx, head_dim) one head's K and V in f32 */
-    float *panel;            /* (panel_rows, largest n_in) */
+    float *bgu;              /* (n_batch, 2 n_ff): gate | up of each token */
+    float *bh;               /* (n_batch, n_ff) */
+    float *scores;           /* per thread (ATT_ROWS, n_ctx) */
+    float *kf, *vf;          /* (n_head_kv, n_ctx, head_dim) K and V in f32 */
+    float *panel;            /* per thread (panel_elems): weight rows in f32 */
     int64_t panel_elems;
 };
 
@@ -150,34 +156,39 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
     c->hb = alloc((size_t)m->n_ff * f, &ok);
     c->hb2 = alloc((size_t)m->n_ff * f, &ok);
     for (int i = 0; i < 3; i++)
-        c->xq[i] = alloc((size_t)m->max_vd_bytes, &ok);
+        c->xq[i] = alloc((size_t)m->max_vd_bytes * SMALL_BATCH, &ok);
     c->att_tmp_stride = ((size_t)(2 * n_ctx * hd + n_ctx) + 15) / 16 * 16;
     c->att_tmp = alloc(c->att_tmp_stride * (size_t)c->n_threads * f, &ok);
     c->rope_cs = alloc((size_t)(B * m->rope_dim) * f, &ok);
+    int64_t qkv_dim = m->q_dim + 2 * m->kv_dim;
     c->bx = alloc((size_t)(B * m->n_embd) * f, &ok);
     c->bxb = alloc((size_t)(B * m->n_embd) * f, &ok);
-    c->bq = alloc((size_t)(B * m->q_dim) * f, &ok);
-    c->bk = alloc((size_t)(B * m->kv_dim) * f, &ok);
-    c->bv = alloc((size_t)(B * m->kv_dim) * f, &ok);
+    c->bqkv = alloc((size_t)(B * qkv_dim) * f, &ok);
     c->batt = alloc((size_t)(B * m->q_dim) * f, &ok);
+    c->bgu = alloc((size_t)(B * 2 * m->n_ff) * f, &ok);
     c->bh = alloc((size_t)(B * m->n_ff) * f, &ok);
-    c->bh2 = alloc((size_t)(B * m->n_ff) * f, &ok);
-    c->scores = alloc((size_t)(B * n_ctx) * f, &ok);
-    c->kf = alloc((size_t)(n_ctx * hd) * f, &ok);
-    c->vf = alloc((size_t)(n_ctx * hd) * f, &ok);
-    int64_t max_in = m->n_embd > m->n_ff ? m->n_embd : m->n_ff;
-    if (m->q_dim > max_in)
-        max_in = m->q_dim;
-    int64_t rows = PANEL_BYTES / (int64_t)f / max_in;
-    rows = rows < ROW_CHUNK ? ROW_CHUNK : rows / ROW_CHUNK * ROW_CHUNK;
-    c->panel_elems = rows * max_in;
-    c->panel = alloc((size_t)c->panel_elems * f, &ok);
+    c->scores = alloc((size_t)(ATT_ROWS * n_ctx) * f * (size_t)c->n_threads, &ok);
+    c->kf = alloc((size_t)(m->kv_dim * n_ctx) * f, &ok);
+    c->vf = alloc((size_t)(m->kv_dim * n_ctx) * f, &ok);
+    /* each thread converts at most its share of a matrix's rows at once */
+    const struct llm_weight *ws[] = {&m->layers[0].wq, &m->layers[0].wo, &m->layers[0].w_gate,
+                                     &m->layers[0].w_down};
+    int64_t total_rows[] = {qkv_dim, m->n_embd, 2 * m->n_ff, m->n_embd};
+    c->panel_elems = 16;
+    for (int i = 0; i < 4; i++) {
+        int64_t share = (total_rows[i] + c->n_threads - 1) / c->n_threads + ROW_CHUNK;
+        int64_t cap = PANEL_BYTES / (int64_t)f / ws[i]->n_in;
+        int64_t rows = share < cap ? share : cap;
+        if (rows * ws[i]->n_in > c->panel_elems)
+            c->panel_elems = rows * ws[i]->n_in;
+    }
+    c->panel = alloc((size_t)c->panel_elems * f * (size_t)c->n_threads, &ok);
     if (!ok) {
         llm_ctx_free(c);
         snprintf(err, err_size, "out of memory for a context of %" PRId64 " positions", n_ctx);
         return -1;
     }
-    llm_gemm_set_threads(c->n_threads);
+    llm_gemm_setup();
     *out = c;
     return 0;
 }
@@ -193,8 +204,8 @@ void llm_ctx_free(struct llm_ctx *c)
     free(c->k_cache);
     free(c->v_cache);
     float *bufs[] = {c->logits, c->x, c->xb, c->q, c->k, c->v, c->att, c->hb, c->hb2,
-                     c->att_tmp, c->rope_cs, c->bx, c->bxb, c->bq, c->bk, c->bv, c->batt,
-                     c->bh, c->bh2, c->scores, c->kf, c->vf, c->panel};
+                     c->att_tmp, c->rope_cs, c->bx, c->bxb, c->bqkv, c->batt,
+                     c->bgu, c->bh, c->scores, c->kf, c->vf, c->panel};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         free(bufs[i]);
     for (int i = 0; i < 3; i++)
@@ -395,6 +406,9 @@ static void forward_one(struct llm_ctx *c, int32_t tok, bool want_logits)
             float *const qkv_out[3] = {c->q, c->k, c->v};
 #pragma omp single
             {
+                if (l > 0) /* the previous layer's feed-forward output */
+                    for (int64_t i = 0; i < m->n_embd; i++)
+                        c->x[i] += c->xb[i];
                 rmsnorm(c->xb, c->x, L->attn_norm, m->n_embd, m->rms_eps);
                 quantize_for(3, qkv, c->xb, c->xq);
             }
@@ -429,42 +443,112 @@ static void forward_one(struct llm_ctx *c, int32_t tok, bool want_logits)
                 quantize_for(1, wd, c->hb, c->xq);
             }
             gemv_team(1, wd, c->xq, wd_out);
+        }
+        const struct llm_weight *wout[1] = {&m->output};
+        float *const lo[1] = {c->logits};
 #pragma omp single
+        {
             for (int64_t i = 0; i < m->n_embd; i++)
                 c->x[i] += c->xb[i];
-        }
-        if (want_logits) {
-            const struct llm_weight *wout[1] = {&m->output};
-            float *const lo[1] = {c->logits};
-#pragma omp single
-            {
+            if (want_logits) {
                 rmsnorm(c->xb, c->x, m->output_norm, m->n_embd, m->rms_eps);
                 quantize_for(1, wout, c->xb, c->xq);
             }
-            gemv_team(1, wout, c->xq, lo);
         }
+        if (want_logits)
+            gemv_team(1, wout, c->xq, lo);
     }
     c->n_past++;
 }
 
 /* ==== prefill: a batch of tokens on BLIS ==== */
 
-/* Y (T x n_out) = X (T x n_in) W^T */
-static void gemm_weight(struct llm_ctx *c, const struct llm_weight *w, const float *x, float *y, int64_t T)
+/*
+ * Y (T x sum of n_out, row stride ldy) = X (T x n_in) [W_0; W_1; ...]^T for
+ * up to three weights of the same n_in, as if their rows were stacked. Each
+ * thread of the team takes a contiguous share of the stacked rows, converts
+ * them to f32 in its own panel (F32 rows are used in place) and multiplies
+ * them with single-threaded BLIS: no barrier until the end, and each output
+ * element's sum is BLIS's for that K, whatever the share.
+ */
+/* the same product for small batches of quantized weights: the T rows of x
+ * are converted to each weight's vec_dot type once, then every weight row
+ * meets all T of them while it is in cache */
+static void gemm_weights_small(struct llm_ctx *c, int nw, const struct llm_weight *const *w,
+                               const float *x, float *y, int64_t ldy, int64_t T)
 {
-    if (w->type == LLM_TYPE_F32 && (uintptr_t)w->data % 4 == 0) {
-        llm_sgemm_nt(T, w->n_out, w->n_in, 1.0f, x, w->n_in, (const float *)w->data, w->n_in, 0.0f,
-                     y, w->n_out);
+    int64_t chunks[3], total = 0, n_in = w[0]->n_in;
+    for (int i = 0; i < nw; i++) {
+        chunks[i] = (w[i]->n_out + ROW_CHUNK - 1) / ROW_CHUNK;
+        total += chunks[i];
+    }
+    size_t stride = (size_t)c->m->max_vd_bytes;
+#pragma omp parallel num_threads(c->n_threads)
+    {
+#pragma omp for schedule(static)
+        for (int64_t it = 0; it < nw * T; it++) {
+            int i = (int)(it / T);
+            int64_t t = it % T;
+            w[i]->vd_ops->from_float(x + t * n_in, c->xq[i] + (size_t)t * stride, n_in);
+        }
+#pragma omp for schedule(static)
+        for (int64_t ci = 0; ci < total; ci++) {
+            int i = 0;
+            int64_t cj = ci, base = 0;
+            while (cj >= chunks[i]) {
+                cj -= chunks[i];
+                base += w[i++]->n_out;
+            }
+            const struct llm_weight *W = w[i];
+            int64_t r0 = cj * ROW_CHUNK, r1 = r0 + ROW_CHUNK < W->n_out ? r0 + ROW_CHUNK : W->n_out;
+            for (int64_t r = r0; r < r1; r++) {
+                const uint8_t *row = W->data + (size_t)r * W->row_bytes;
+                for (int64_t t = 0; t < T; t++)
+                    y[t * ldy + base + r] = W->ops->vec_dot(n_in, row, c->xq[i] + (size_t)t * stride);
+            }
+        }
+    }
+}
+
+static void gemm_weights(struct llm_ctx *c, int nw, const struct llm_weight *const *w, const float *x,
+                         float *y, int64_t ldy, int64_t T)
+{
+    int64_t total = 0, n_in = w[0]->n_in;
+    bool small = T <= SMALL_BATCH;
+    for (int i = 0; i < nw; i++) {
+        total += w[i]->n_out;
+        small = small && w[i]->type != LLM_TYPE_F32;
+    }
+    if (small) {
+        gemm_weights_small(c, nw, w, x, y, ldy, T);
         return;
     }
-    int64_t rows = c->panel_elems / w->n_in;
-    for (int64_t r0 = 0; r0 < w->n_out; r0 += rows) {
-        int64_t nr = r0 + rows < w->n_out ? rows : w->n_out - r0;
-        float *panel = c->panel;
-#pragma omp parallel for num_threads(c->n_threads) schedule(static)
-        for (int64_t r = 0; r < nr; r++)
-            w->ops->to_float(w->data + (size_t)(r0 + r) * w->row_bytes, panel + r * w->n_in, w->n_in);
-        llm_sgemm_nt(T, nr, w->n_in, 1.0f, x, w->n_in, panel, w->n_in, 0.0f, y + r0, w->n_out);
+#pragma omp parallel num_threads(c->n_threads)
+    {
+        int tid = omp_get_thread_num(), nt = omp_get_num_threads();
+        int64_t per = ((total + nt - 1) / nt + ROW_CHUNK - 1) / ROW_CHUNK * ROW_CHUNK;
+        int64_t g0 = tid * per, g1 = g0 + per < total ? g0 + per : total;
+        float *panel = c->panel + (size_t)tid * (size_t)c->panel_elems;
+        int64_t cap = c->panel_elems / n_in, base = 0;
+        for (int i = 0; i < nw; i++) {
+            const struct llm_weight *W = w[i];
+            int64_t a = g0 > base ? g0 - base : 0, b = g1 - base < W->n_out ? g1 - base : W->n_out;
+            for (; a < b;) {
+                bool direct = W->type == LLM_TYPE_F32 && (uintptr_t)W->data % sizeof(float) == 0;
+                int64_t e = direct || a + cap > b ? b : a + cap;
+                const float *rows;
+                if (direct) { /* f32 rows are used where they lie */
+                    rows = (const float *)(W->data + (size_t)a * W->row_bytes);
+                } else {
+                    for (int64_t r = a; r < e; r++)
+                        W->ops->to_float(W->data + (size_t)r * W->row_bytes, panel + (r - a) * n_in, n_in);
+                    rows = panel;
+                }
+                llm_sgemm_nt(1, T, e - a, n_in, 1.0f, x, n_in, rows, n_in, 0.0f, y + base + a, ldy);
+                a = e;
+            }
+            base += W->n_out;
+        }
     }
 }
 
@@ -476,30 +560,43 @@ static void rmsnorm_rows(struct llm_ctx *c, float *y, const float *x, const floa
         rmsnorm(y + t * n, x + t * n, w, n, c->m->rms_eps);
 }
 
-/* causal attention of T new tokens (positions n_past..) over [0, n_past+T) */
+/* causal attention of T new tokens (positions n_past..) over [0, n_past+T):
+ * K and V of every head to f32, then per query head and block of rows
+ * S = Q K^T (only the columns the block can see), softmax, O = S V */
 static void attend_prefill(struct llm_ctx *c, int64_t l, int64_t T)
 {
     const struct llm_model *m = c->m;
     int64_t hd = m->head_dim, group = m->n_head / m->n_head_kv, n_kv = c->n_past + T;
+    int64_t ld = m->q_dim + 2 * m->kv_dim;
     float scale = 1.0f / sqrtf((float)hd);
-    for (int64_t g = 0; g < m->n_head_kv; g++) {
-        size_t off = (size_t)(g * c->n_ctx * hd) * c->kv_elt;
-        int64_t per = (n_kv + c->n_threads - 1) / c->n_threads;
-#pragma omp parallel for num_threads(c->n_threads) schedule(static)
-        for (int64_t part = 0; part < c->n_threads; part++) {
-            int64_t j0 = part * per, j1 = j0 + per < n_kv ? j0 + per : n_kv;
+#pragma omp parallel num_threads(c->n_threads)
+    {
+        int64_t nparts = m->n_head_kv * 2 * (int64_t)omp_get_num_threads();
+#pragma omp for schedule(static)
+        for (int64_t part = 0; part < nparts; part++) {
+            int64_t g = part % m->n_head_kv, kv = (part / m->n_head_kv) % 2, slice = part / (2 * m->n_head_kv);
+            int64_t ns = nparts / (2 * m->n_head_kv), per = (n_kv + ns - 1) / ns;
+            int64_t j0 = slice * per, j1 = j0 + per < n_kv ? j0 + per : n_kv;
             if (j0 < j1) {
-                size_t o = off + (size_t)(j0 * hd) * c->kv_elt;
-                c->kv_ops->to_float(c->k_cache[l] + o, c->kf + j0 * hd, (j1 - j0) * hd);
-                c->kv_ops->to_float(c->v_cache[l] + o, c->vf + j0 * hd, (j1 - j0) * hd);
+                size_t off = (size_t)((g * c->n_ctx + j0) * hd);
+                const uint8_t *src = (kv ? c->v_cache[l] : c->k_cache[l]) + off * c->kv_elt;
+                c->kv_ops->to_float(src, (kv ? c->vf : c->kf) + off, (j1 - j0) * hd);
             }
         }
-        for (int64_t h = g * group; h < (g + 1) * group; h++) {
-            llm_sgemm_nt(T, n_kv, hd, scale, c->bq + h * hd, m->q_dim, c->kf, hd, 0.0f, c->scores, n_kv);
-#pragma omp parallel for num_threads(c->n_threads) schedule(static)
-            for (int64_t t = 0; t < T; t++)
-                softmax(c->scores + t * n_kv, c->n_past + t + 1, n_kv);
-            llm_sgemm_nn(T, hd, n_kv, 1.0f, c->scores, n_kv, c->vf, hd, 0.0f, c->batt + h * hd, m->q_dim);
+        float *sc = c->scores + (size_t)omp_get_thread_num() * (size_t)(ATT_ROWS * c->n_ctx);
+#pragma omp for schedule(static)
+        for (int64_t h = 0; h < m->n_head; h++) {
+            int64_t g = h / group;
+            const float *kf = c->kf + g * c->n_ctx * hd, *vf = c->vf + g * c->n_ctx * hd;
+            for (int64_t t0 = 0; t0 < T; t0 += ATT_ROWS) {
+                int64_t t1 = t0 + ATT_ROWS < T ? t0 + ATT_ROWS : T, cols = c->n_past + t1;
+                llm_sgemm_nt(1, t1 - t0, cols, hd, scale, c->bqkv + t0 * ld + h * hd, ld, kf, hd, 0.0f, sc,
+                             cols);
+                for (int64_t t = t0; t < t1; t++)
+                    softmax(sc + (t - t0) * cols, c->n_past + t + 1, cols);
+                llm_sgemm_nn(1, t1 - t0, hd, cols, 1.0f, sc, cols, vf, hd, 0.0f,
+                             c->batt + t0 * m->q_dim + h * hd, m->q_dim);
+            }
         }
     }
 }
@@ -507,7 +604,7 @@ static void attend_prefill(struct llm_ctx *c, int64_t l, int64_t T)
 static void forward_batch(struct llm_ctx *c, const int32_t *tok, int64_t T, bool want_logits)
 {
     const struct llm_model *m = c->m;
-    int64_t E = m->n_embd, F = m->n_ff;
+    int64_t E = m->n_embd, F = m->n_ff, ld = m->q_dim + 2 * m->kv_dim;
     for (int64_t t = 0; t < T; t++) {
         m->tok_embd.ops->to_float(m->tok_embd.data + (size_t)tok[t] * m->tok_embd.row_bytes,
                                   c->bx + t * E, E);
@@ -517,26 +614,33 @@ static void forward_batch(struct llm_ctx *c, const int32_t *tok, int64_t T, bool
         const struct llm_layer *L = &m->layers[l];
         /* attention block */
         rmsnorm_rows(c, c->bxb, c->bx, L->attn_norm, T);
-        gemm_weight(c, &L->wq, c->bxb, c->bq, T);
-        gemm_weight(c, &L->wk, c->bxb, c->bk, T);
-        gemm_weight(c, &L->wv, c->bxb, c->bv, T);
+        const struct llm_weight *qkv[3] = {&L->wq, &L->wk, &L->wv};
+        gemm_weights(c, 3, qkv, c->bxb, c->bqkv, ld, T);
 #pragma omp parallel for num_threads(c->n_threads) schedule(static)
-        for (int64_t t = 0; t < T; t++)
-            qkv_finish(c, L, l, c->bq + t * m->q_dim, c->bk + t * m->kv_dim, c->bv + t * m->kv_dim,
-                       c->n_past + t, c->rope_cs + t * m->rope_dim);
+        for (int64_t t = 0; t < T; t++) {
+            float *q = c->bqkv + t * ld;
+            qkv_finish(c, L, l, q, q + m->q_dim, q + m->q_dim + m->kv_dim, c->n_past + t,
+                       c->rope_cs + t * m->rope_dim);
+        }
         attend_prefill(c, l, T);
-        gemm_weight(c, &L->wo, c->batt, c->bxb, T);
+        const struct llm_weight *wo[1] = {&L->wo};
+        gemm_weights(c, 1, wo, c->batt, c->bxb, E, T);
 #pragma omp parallel for num_threads(c->n_threads) schedule(static)
         for (int64_t i = 0; i < T * E; i++)
             c->bx[i] += c->bxb[i];
         /* feed-forward block */
         rmsnorm_rows(c, c->bxb, c->bx, L->ffn_norm, T);
-        gemm_weight(c, &L->w_gate, c->bxb, c->bh, T);
-        gemm_weight(c, &L->w_up, c->bxb, c->bh2, T);
+        const struct llm_weight *gu[2] = {&L->w_gate, &L->w_up};
+        gemm_weights(c, 2, gu, c->bxb, c->bgu, 2 * F, T);
 #pragma omp parallel for num_threads(c->n_threads) schedule(static)
-        for (int64_t i = 0; i < T * F; i++)
-            c->bh[i] = c->bh[i] / (1.0f + expf(-c->bh[i])) * c->bh2[i];
-        gemm_weight(c, &L->w_down, c->bh, c->bxb, T);
+        for (int64_t t = 0; t < T; t++) {
+            const float *g = c->bgu + t * 2 * F, *u = g + F;
+            float *h = c->bh + t * F;
+            for (int64_t i = 0; i < F; i++)
+                h[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+        }
+        const struct llm_weight *wd[1] = {&L->w_down};
+        gemm_weights(c, 1, wd, c->bh, c->bxb, E, T);
 #pragma omp parallel for num_threads(c->n_threads) schedule(static)
         for (int64_t i = 0; i < T * E; i++)
             c->bx[i] += c->bxb[i];
@@ -631,6 +735,30 @@ int64_t llm_ctx_kv_export(const struct llm_ctx *c, int64_t a, int64_t b, void *b
         return -(int64_t)need;
     kv_copy(c, a, b, buf, false);
     return (int64_t)need;
+}
+
+int llm_ctx_kv_rows(struct llm_ctx *c, int64_t l, int kv, int64_t a, int64_t b, uint8_t **base,
+                    size_t *stride, int64_t *n_chunks, size_t *chunk_bytes)
+{
+    const struct llm_model *m = c->m;
+    if (l < 0 || l >= m->n_layer || kv < 0 || kv > 1 || a < 0 || a > c->n_past || b < a || b > c->n_ctx)
+        return set_err(c, LLM_ERR, "no KV rows for layer %" PRId64 " positions [%" PRId64 ", %" PRId64 ")",
+                       l, a, b);
+    size_t row = (size_t)m->head_dim * c->kv_elt;
+    *base = (kv ? c->v_cache[l] : c->k_cache[l]) + (size_t)a * row;
+    *stride = (size_t)c->n_ctx * row;
+    *n_chunks = m->n_head_kv;
+    *chunk_bytes = (size_t)(b - a) * row;
+    return LLM_OK;
+}
+
+int llm_ctx_kv_commit(struct llm_ctx *c, int64_t b)
+{
+    if (b < 0 || b > c->n_ctx)
+        return set_err(c, LLM_ERR, "cannot commit %" PRId64 " positions of %" PRId64, b, c->n_ctx);
+    c->n_past = b;
+    c->logits_valid = false;
+    return LLM_OK;
 }
 
 int llm_ctx_kv_import(struct llm_ctx *c, int64_t a, int64_t b, const void *buf, size_t size)

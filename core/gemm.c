@@ -64,26 +64,31 @@ const char *llm_gemm_arch(bool *user_set)
     return bli_arch_string(bli_arch_query_id());
 }
 
-void llm_gemm_set_threads(int n)
+/* threads <= 1: on the calling thread only (the caller may be one thread of
+ * an OpenMP team); otherwise BLIS's own threads */
+static rntm_t rntm_for(int threads)
 {
-    llm_gemm_setup();
-    bli_thread_set_num_threads(n > 0 ? n : 1);
+    rntm_t r = BLIS_RNTM_INITIALIZER;
+    bli_rntm_set_num_threads(threads > 1 ? threads : 1, &r);
+    return r;
 }
 
-void llm_sgemm_nt(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
-                  const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
+void llm_sgemm_nt(int threads, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                  int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
 {
     float al = alpha, be = beta;
+    rntm_t r = rntm_for(threads);
     /* row-major: A (m x k, row stride lda), B (n x k, row stride ldb) used
      * transposed, C (m x n, row stride ldc) */
-    bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_TRANSPOSE, (dim_t)m, (dim_t)n, (dim_t)k, &al, (float *)a,
-              (inc_t)lda, 1, (float *)b, (inc_t)ldb, 1, &be, c, (inc_t)ldc, 1);
+    bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_TRANSPOSE, (dim_t)m, (dim_t)n, (dim_t)k, &al, (float *)a,
+                 (inc_t)lda, 1, (float *)b, (inc_t)ldb, 1, &be, c, (inc_t)ldc, 1, NULL, &r);
 }
 
-void llm_sgemm_nn(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
-                  const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
+void llm_sgemm_nn(int threads, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                  int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
 {
     float al = alpha, be = beta;
-    bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, (dim_t)m, (dim_t)n, (dim_t)k, &al, (float *)a,
-              (inc_t)lda, 1, (float *)b, (inc_t)ldb, 1, &be, c, (inc_t)ldc, 1);
+    rntm_t r = rntm_for(threads);
+    bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, (dim_t)m, (dim_t)n, (dim_t)k, &al, (float *)a,
+                 (inc_t)lda, 1, (float *)b, (inc_t)ldb, 1, &be, c, (inc_t)ldc, 1, NULL, &r);
 }

@@ -260,6 +260,29 @@ int32_t llm_token_find(const struct llm_vocab *v, const char *text, size_t len);
 int32_t llm_tokenize(const struct llm_vocab *v, const char *text, size_t len, int32_t *tokens,
                      int32_t n_max, bool add_special, bool parse_special);
 
+/* llm_tokenize with more control, for text that continues a token
+ * sequence (a new turn after the cache's last token) or mixes template
+ * text with user text: */
+struct llm_tokenize_params {
+    bool add_special;   /* BOS/EOS as the metadata asks (default true) */
+    bool parse_special; /* match control tokens in the text (default false) */
+    /* The token the text follows (LLM_TOKEN_NULL: the start). After a
+     * special token the text is tokenized exactly as it would be inside
+     * the whole sequence (the token's rstrip, SentencePiece's leading
+     * space); after an ordinary token, without SentencePiece's leading
+     * space (the whole sequence could still have merged across). */
+    int32_t prev;
+    /* Byte ranges [plain[2i], plain[2i+1]) of user text, where control
+     * tokens are not matched even with parse_special: a rendered prompt is
+     * tokenized as one text (so its tokens are those of the whole), while
+     * "<|im_start|>" typed by the user stays text. NULL/0: none. */
+    const size_t *plain;
+    size_t n_plain;
+};
+struct llm_tokenize_params llm_tokenize_default_params(void);
+int32_t llm_tokenize_ex(const struct llm_vocab *v, const char *text, size_t len, int32_t *tokens,
+                        int32_t n_max, const struct llm_tokenize_params *p);
+
 /* The text of one token: bytes for byte tokens, spaces for ▁/Ġ. Control
  * and unknown tokens give "" unless special. Skips up to lstrip leading
  * spaces. Returns the length written, or the length needed negated. */
@@ -514,6 +537,17 @@ int64_t llm_ctx_kv_export(const struct llm_ctx *c, int64_t a, int64_t b, void *b
  * exported by a context of the same model and kv type; n_past becomes b;
  * the logits are invalid after (decode the next token to get them) */
 int llm_ctx_kv_import(struct llm_ctx *c, int64_t a, int64_t b, const void *buf, size_t size);
+/* Where positions [a, b) of layer l's K (kv = 0) or V (kv = 1) rows live in
+ * the cache, for reading them straight from a file: *n_chunks chunks (one per
+ * KV head) of *chunk_bytes bytes, chunk g at *base + g * *stride; together
+ * they are, in order, what llm_ctx_kv_export writes for that layer and kv.
+ * Borrowed until the next call. After filling every layer's chunks, call
+ * llm_ctx_kv_commit(c, b). LLM_ERR for a bad range (a > n_past, b > n_ctx). */
+int llm_ctx_kv_rows(struct llm_ctx *c, int64_t l, int kv, int64_t a, int64_t b, uint8_t **base,
+                    size_t *stride, int64_t *n_chunks, size_t *chunk_bytes);
+/* positions [0, b) now hold rows written through llm_ctx_kv_rows: n_past
+ * becomes b; the logits are invalid (decode the next token to get them) */
+int llm_ctx_kv_commit(struct llm_ctx *c, int64_t b);
 
 /* ==== the sampler ==== */
 

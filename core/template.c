@@ -84,7 +84,7 @@ enum llm_template llm_template_from_name(const char *name)
 enum llm_template llm_template_detect(const char *t, size_t n)
 {
     /* llama.cpp first takes the text as a template name */
-    if (n < 32) {
+    if (n > 0 && n < 32) {
         char name[32];
         memcpy(name, t, n);
         name[n] = 0;

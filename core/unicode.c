@@ -5,7 +5,7 @@
  * a tokenizer that decodes invalid input differently produces different
  * tokens: a bad sequence becomes U+FFFD and consumes exactly one byte.
  * Categories come from the generated range table (core/unicode-data.c); a
- * lookup is a binary search, with a 128-entry fast path for ASCII.
+ * lookup is a binary search, with a 128-entry table for ASCII.
  */
 #include "core/unicode.h"
 
@@ -81,10 +81,8 @@ size_t llm_utf8_encode(uint32_t cp, char *out)
 
 uint16_t llm_ucd_get(uint32_t cp)
 {
-    static uint16_t ascii[128];
-    static int ascii_ready;
-    if (cp < 128 && ascii_ready)
-        return ascii[cp];
+    if (cp < 128)
+        return llm_ucd_ascii[cp];
     if (cp >= 0x110000)
         return LLM_UCD_UNDEFINED;
     uint32_t lo = 0, hi = llm_ucd_n_ranges; /* find the last start <= cp */
@@ -95,23 +93,7 @@ uint16_t llm_ucd_get(uint32_t cp)
         else
             hi = mid;
     }
-    uint16_t f = llm_ucd_flags[lo];
-    if (cp < 128 && !ascii_ready) {
-        /* fill the fast path once (idempotent, so racing threads agree) */
-        for (uint32_t c = 0; c < 128; c++) {
-            uint32_t l = 0, h = llm_ucd_n_ranges;
-            while (h - l > 1) {
-                uint32_t m = l + (h - l) / 2;
-                if (llm_ucd_start[m] <= c)
-                    l = m;
-                else
-                    h = m;
-            }
-            ascii[c] = llm_ucd_flags[l];
-        }
-        __atomic_store_n(&ascii_ready, 1, __ATOMIC_RELEASE);
-    }
-    return f;
+    return llm_ucd_flags[lo];
 }
 
 /* GPT-2 maps the printable bytes ! .. ~, ¡ .. ¬, ® .. ÿ to themselves and the

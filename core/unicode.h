@@ -26,6 +26,7 @@ enum {
 extern const uint32_t llm_ucd_n_ranges;
 extern const uint32_t llm_ucd_start[];
 extern const uint16_t llm_ucd_flags[];
+extern const uint16_t llm_ucd_ascii[128];
 
 /* flags of a code point; LLM_UCD_UNDEFINED beyond U+10FFFF */
 uint16_t llm_ucd_get(uint32_t cp);

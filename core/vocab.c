@@ -10,7 +10,7 @@
  * the same longest-first matching of special tokens with their lstrip /
  * rstrip attributes, and the same space handling when detokenizing. Where
  * llama.cpp's choice depends on hash-map iteration order (which of several
- * candidate EOT texts wins), the lowest id wins here.
+ * candidate EOT texts wins), the most specific text wins here.
  *
  * Invariants: every token text is NUL-terminated in v->arena; the hash
  * tables are at most half full; v->special is ordered by text length,
@@ -200,17 +200,23 @@ static const char *const eog_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "
     "<turn|>", "<|tool_response>",
     "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", "[e~[", NULL};
 
-/* find by text, unless already set; marks the token CONTROL */
+/* find by text, unless already set; marks the token CONTROL. Where several
+ * of the texts are in the vocabulary, the earliest in the list wins (the
+ * lists run from the most to the least specific; llama.cpp's choice there
+ * follows its hash map's order, which agrees with this on the llama-bpe,
+ * qwen2 and phi-3 vocabularies). */
 static void detect(struct llm_vocab *v, int32_t *id, const char *const *texts)
 {
     if (*id != LLM_TOKEN_NULL)
         return;
-    for (int32_t i = 0; i < v->n_tokens; i++)
-        if (text_in(&v->tokens[i], texts)) {
+    for (; *texts; texts++) {
+        int32_t i = llm_token_find(v, *texts, strlen(*texts));
+        if (i >= 0) {
             *id = i;
             v->tokens[i].attr |= LLM_TOKEN_ATTR_CONTROL;
             return;
         }
+    }
 }
 
 static void eog_add(struct llm_vocab *v, int32_t id)
@@ -678,8 +684,18 @@ static bool is_space(char c)
 /* Replace each occurrence of special token id in the raw fragments of *a,
  * left to right, writing the result to *b (llama.cpp's
  * tokenizer_st_partition, one token at a time, longest token first). */
+/* does [at, at+n) touch one of the plain (user text) ranges? */
+static bool in_plain(size_t at, size_t n, const size_t *plain, size_t n_plain)
+{
+    for (size_t i = 0; i < n_plain; i++)
+        if (at < plain[2 * i + 1] && plain[2 * i] < at + n)
+            return true;
+    return false;
+}
+
 static bool split_special(const struct llm_vocab *v, const char *text, int32_t id,
-                          struct fragbuf *a, struct fragbuf *b)
+                          struct fragbuf *a, struct fragbuf *b, const size_t *plain,
+                          size_t n_plain)
 {
     const struct llm_token_data *t = &v->tokens[id];
     b->n = 0;
@@ -690,15 +706,20 @@ static bool split_special(const struct llm_vocab *v, const char *text, int32_t i
                 return false;
             continue;
         }
-        size_t off = f.off, len = f.len;
+        size_t off = f.off, len = f.len, from = f.off;
         for (;;) {
-            const char *m = len >= t->len ? memmem(text + off, len, t->text, t->len) : NULL;
+            size_t rest = off + len - from;
+            const char *m = rest >= t->len ? memmem(text + from, rest, t->text, t->len) : NULL;
             if (!m) {
                 if (len > 0 && !frag_push(b, off, len, LLM_TOKEN_NULL))
                     return false;
                 break;
             }
             size_t at = (size_t)(m - text);
+            if (n_plain && in_plain(at, t->len, plain, n_plain)) {
+                from = at + 1; /* user text: not this occurrence */
+                continue;
+            }
             size_t left = at - off;
             if (t->attr & LLM_TOKEN_ATTR_LSTRIP)
                 while (left > 0 && is_space(text[off + left - 1]))
@@ -711,7 +732,7 @@ static bool split_special(const struct llm_vocab *v, const char *text, int32_t i
             if (t->attr & LLM_TOKEN_ATTR_RSTRIP)
                 while (rlen > 0 && is_space(text[roff]))
                     roff++, rlen--;
-            off = roff;
+            off = from = roff;
             len = rlen;
             if (len == 0)
                 break;
@@ -720,21 +741,51 @@ static bool split_special(const struct llm_vocab *v, const char *text, int32_t i
     return true;
 }
 
+struct llm_tokenize_params llm_tokenize_default_params(void)
+{
+    return (struct llm_tokenize_params){.add_special = true, .parse_special = false,
+                                        .prev = LLM_TOKEN_NULL, .plain = NULL, .n_plain = 0};
+}
+
 int32_t llm_tokenize(const struct llm_vocab *v, const char *text, size_t len, int32_t *tokens,
                      int32_t n_max, bool add_special, bool parse_special)
+{
+    struct llm_tokenize_params p = llm_tokenize_default_params();
+    p.add_special = add_special;
+    p.parse_special = parse_special;
+    return llm_tokenize_ex(v, text, len, tokens, n_max, &p);
+}
+
+int32_t llm_tokenize_ex(const struct llm_vocab *v, const char *text, size_t len, int32_t *tokens,
+                        int32_t n_max, const struct llm_tokenize_params *p)
 {
     struct fragbuf a = {0}, b = {0};
     struct llm_tokbuf out = {0};
     int32_t ret = INT32_MIN;
-    if (len > 0) {
-        if (!frag_push(&a, 0, len, LLM_TOKEN_NULL))
+    bool add_special = p->add_special, parse_special = p->parse_special;
+    /* after a special token: the white space it eats, and SentencePiece's
+     * leading space; after an ordinary token: no leading space */
+    bool prev_special = true;
+    size_t start = 0;
+    if (p->prev >= 0 && p->prev < v->n_tokens) {
+        uint32_t pa = v->tokens[p->prev].attr;
+        prev_special = (pa & (LLM_TOKEN_ATTR_CONTROL | LLM_TOKEN_ATTR_USER_DEFINED |
+                              LLM_TOKEN_ATTR_UNKNOWN)) != 0;
+        if (prev_special && (pa & LLM_TOKEN_ATTR_RSTRIP))
+            while (start < len && is_space(text[start]))
+                start++;
+    }
+    if (len > start) {
+        if (!frag_push(&a, start, len - start, LLM_TOKEN_NULL))
             goto done;
         for (int32_t i = 0; i < v->n_special; i++) {
             int32_t id = v->special[i];
             uint32_t attr = v->tokens[id].attr;
-            if (!parse_special && (attr & (LLM_TOKEN_ATTR_CONTROL | LLM_TOKEN_ATTR_UNKNOWN)))
+            bool control = attr & (LLM_TOKEN_ATTR_CONTROL | LLM_TOKEN_ATTR_UNKNOWN);
+            if (!parse_special && control)
                 continue;
-            if (!split_special(v, text, id, &a, &b))
+            if (!split_special(v, text, id, &a, &b, control ? p->plain : NULL,
+                               control ? p->n_plain : 0))
                 goto done;
             struct fragbuf t = a;
             a = b;
@@ -746,7 +797,6 @@ int32_t llm_tokenize(const struct llm_vocab *v, const char *text, size_t len, in
     if (v->type == LLM_VOCAB_SPM) {
         /* a raw fragment at the start or after a special token gets the
          * leading space SentencePiece expects */
-        bool prev_special = true;
         char *tmp = NULL;
         size_t tmp_cap = 0;
         for (size_t i = 0; i < a.n; i++) {
@@ -816,7 +866,9 @@ static int32_t copy_piece(const char *s, size_t n, char *buf, int32_t size, int3
         s++, n--;
     if (n > (size_t)INT32_MAX)
         return 0;
-    if ((size_t)size < n || size < 0)
+    if (n == 0)
+        return 0;
+    if (size < 0 || (size_t)size < n)
         return -(int32_t)n;
     memcpy(buf, s, n);
     return (int32_t)n;
@@ -845,9 +897,21 @@ int32_t llm_token_to_piece(const struct llm_vocab *v, int32_t id, char *buf, int
     if (attr & (LLM_TOKEN_ATTR_UNKNOWN | LLM_TOKEN_ATTR_CONTROL | LLM_TOKEN_ATTR_USER_DEFINED))
         return copy_piece(t->text, t->len, buf, size, lstrip);
     if (attr & LLM_TOKEN_ATTR_NORMAL) {
-        /* SPM: ▁ -> ' '; BPE: each code point stands for one byte */
-        char tmp[512];
-        char *o = t->len * 4 + 4 <= sizeof tmp ? tmp : malloc(t->len * 4 + 4);
+        /* SPM: ▁ -> ' '; BPE: each code point stands for one byte, and one
+         * that stands for none becomes "[UNK_BYTE_0x<utf-8 hex>" + the
+         * token's text + "]", as llama.cpp writes it. First the size, then
+         * the text. */
+        size_t need = 0;
+        if (v->type == LLM_VOCAB_SPM) {
+            need = t->len;
+        } else {
+            for (size_t i = 0; i < t->len;) {
+                uint32_t cp = llm_utf8_decode(t->text, t->len, &i);
+                need += llm_cp_to_byte(cp) >= 0 ? 1 : 12 + 8 + t->len + 1;
+            }
+        }
+        char tmp[512] = {0};
+        char *o = need <= sizeof tmp ? tmp : malloc(need);
         if (!o)
             return 0;
         size_t k = 0;
@@ -860,30 +924,24 @@ int32_t llm_token_to_piece(const struct llm_vocab *v, int32_t id, char *buf, int
             }
         } else {
             for (size_t i = 0; i < t->len;) {
-                size_t at = i;
                 uint32_t cp = llm_utf8_decode(t->text, t->len, &i);
                 int byte = llm_cp_to_byte(cp);
                 if (byte >= 0) {
                     o[k++] = (char)byte;
-                } else {
-                    /* llama.cpp writes "[UNK_BYTE_0x<hex>" + token + "]" */
-                    char enc[4];
-                    size_t ne = llm_utf8_encode(cp, enc);
-                    (void)at;
-                    k += (size_t)sprintf(o + k, "[UNK_BYTE_0x");
-                    for (size_t j = 0; j < ne; j++)
-                        k += (size_t)sprintf(o + k, "%02x", (unsigned char)enc[j]);
-                    if (o == tmp && k + t->len + 2 > sizeof tmp) {
-                        char *h = malloc(k + t->len * 40 + 64);
-                        if (!h)
-                            return 0;
-                        memcpy(h, tmp, k);
-                        o = h;
-                    }
-                    memcpy(o + k, t->text, t->len);
-                    k += t->len;
-                    o[k++] = ']';
+                    continue;
                 }
+                char enc[4];
+                size_t ne = llm_utf8_encode(cp, enc);
+                memcpy(o + k, "[UNK_BYTE_0x", 12);
+                k += 12;
+                for (size_t j = 0; j < ne; j++) {
+                    static const char hex[] = "0123456789abcdef";
+                    o[k++] = hex[(unsigned char)enc[j] >> 4];
+                    o[k++] = hex[(unsigned char)enc[j] & 15];
+                }
+                memcpy(o + k, t->text, t->len);
+                k += t->len;
+                o[k++] = ']';
             }
         }
         int32_t r = copy_piece(o, k, buf, size, lstrip);
@@ -1056,7 +1114,7 @@ size_t llm_detok_push(struct llm_detok *d, int32_t id, const char **out)
     }
     if (k > 0)
         d->first = false;
-    if (!grow(&d->buf, &d->cap, d->n + (size_t)k)) {
+    if (!grow(&d->buf, &d->cap, d->n + (size_t)k + 1)) {
         free(heap);
         *out = "";
         return 0;
@@ -1082,7 +1140,8 @@ size_t llm_detok_flush(struct llm_detok *d, const char **out)
         *out = "";
         return 0;
     }
-    memcpy(d->ready, d->buf, d->n);
+    if (d->n)
+        memcpy(d->ready, d->buf, d->n);
     size_t r = d->n;
     d->n = 0;
     *out = d->ready;

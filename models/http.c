@@ -20,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 static int64_t parse_port(const char *s, size_t n)
@@ -35,6 +36,12 @@ static int64_t parse_port(const char *s, size_t n)
     return v;
 }
 
+static int hexdig(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                          : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
 static void copy_str(char *dst, size_t size, const char *s, size_t n)
 {
     if (n >= size)
@@ -45,18 +52,82 @@ static void copy_str(char *dst, size_t size, const char *s, size_t n)
 
 /* ==== connecting: TCP with a timeout, then a proxy tunnel, then TLS ==== */
 
-static int tcp_connect(const char *host, int port, int timeout_ms,
-                       const volatile sig_atomic_t *cancel, char *err, size_t err_size)
+/*
+ * getaddrinfo, but bounded by timeout_ms and ended by the cancel flag: the
+ * lookup runs in glibc's resolver thread (getaddrinfo_a). A lookup that
+ * cannot be cancelled is abandoned, its request block left allocated for
+ * the resolver thread to finish with (a small leak, only on a timeout).
+ */
+static int resolve(const char *host, int port, int timeout_ms, const volatile sig_atomic_t *cancel,
+                   struct addrinfo **res, char *err, size_t err_size)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res, *a;
-    char ps[16];
-    snprintf(ps, sizeof ps, "%d", port);
-    int rc = getaddrinfo(host, ps, &hints, &res);
+    struct lookup {
+        struct gaicb cb;
+        struct addrinfo hints;
+        char host[256], port[16];
+    } *l = calloc(1, sizeof *l);
+    if (!l) {
+        snprintf(err, err_size, "out of memory");
+        return NET_ERR_FATAL;
+    }
+    snprintf(l->host, sizeof l->host, "%s", host);
+    snprintf(l->port, sizeof l->port, "%d", port);
+    l->hints.ai_family = AF_UNSPEC;
+    l->hints.ai_socktype = SOCK_STREAM;
+    l->cb.ar_name = l->host;
+    l->cb.ar_service = l->port;
+    l->cb.ar_request = &l->hints;
+    struct gaicb *list[1] = {&l->cb};
+    int rc = getaddrinfo_a(GAI_NOWAIT, list, 1, NULL);
+    if (rc) {
+        snprintf(err, err_size, "cannot resolve '%s': %s", host, gai_strerror(rc));
+        free(l);
+        return NET_ERR_TRANSIENT;
+    }
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long left = timeout_ms - ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000);
+        if (left <= 0 || (cancel && *cancel)) {
+            bool cancelled = cancel && *cancel;
+            if (gai_cancel(&l->cb) == EAI_CANCELED || gai_error(&l->cb) != EAI_INPROGRESS) {
+                if (gai_error(&l->cb) == 0)
+                    freeaddrinfo(l->cb.ar_result);
+                free(l);
+            } /* else: still running; abandoned to the resolver thread */
+            if (cancelled) {
+                snprintf(err, err_size, "interrupted");
+                return NET_ERR_INTERRUPTED;
+            }
+            snprintf(err, err_size, "cannot resolve '%s': timed out after %d s", host, timeout_ms / 1000);
+            return NET_ERR_TRANSIENT;
+        }
+        struct timespec ts = {left / 1000, (left % 1000) * 1000000};
+        rc = gai_suspend((const struct gaicb *const *)list, 1, &ts);
+        if (rc == 0 || rc == EAI_ALLDONE || gai_error(&l->cb) != EAI_INPROGRESS)
+            break;
+        /* EAI_AGAIN (timeout) or EAI_INTR (a signal): check the clock and the flag */
+    }
+    rc = gai_error(&l->cb);
     if (rc) {
         snprintf(err, err_size, "cannot resolve '%s': %s", host,
                  rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+        free(l);
         return NET_ERR_TRANSIENT;
     }
+    *res = l->cb.ar_result;
+    free(l);
+    return 0;
+}
+
+static int tcp_connect(const char *host, int port, int timeout_ms,
+                       const volatile sig_atomic_t *cancel, char *err, size_t err_size)
+{
+    struct addrinfo *res, *a;
+    int rc = resolve(host, port, timeout_ms, cancel, &res, err, err_size);
+    if (rc)
+        return rc;
     int fd = -1, last = ECONNREFUSED;
     for (a = res; a; a = a->ai_next) {
         fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
@@ -143,17 +214,46 @@ static int proxy_connect(const struct http_params *p, const struct http_url *u, 
     if (!strncasecmp(s, "http://", 7))
         s += 7;
     else if (strstr(s, "://")) {
-        snprintf(err, err_size, "unsupported proxy '%s' (only http:// proxies, with CONNECT)", p->proxy);
+        snprintf(err, err_size, "unsupported HTTPS_PROXY (only http:// proxies, with CONNECT)");
         return NET_ERR_FATAL;
     }
-    if (strchr(s, '@')) {
-        snprintf(err, err_size, "proxy credentials are not supported");
-        return NET_ERR_FATAL;
+    /* [USER[:PASSWORD]@]HOST[:PORT][/]: credentials (percent-encoded) go
+     * in Proxy-Authorization: Basic, and never into a message */
+    char auth[600] = "";
+    size_t authority = strcspn(s, "/");
+    const char *at = NULL;
+    for (const char *q = s; q < s + authority; q++)
+        if (*q == '@')
+            at = q;
+    if (at) {
+        char cred[400], b64[560];
+        size_t cn = 0;
+        for (const char *q = s; q < at && cn + 1 < sizeof cred; q++) {
+            int hi, lo;
+            if (*q == '%' && q + 2 < at && (hi = hexdig(q[1])) >= 0 && (lo = hexdig(q[2])) >= 0) {
+                cred[cn++] = (char)(hi * 16 + lo);
+                q += 2;
+            } else {
+                cred[cn++] = *q;
+            }
+        }
+        bool bad = (size_t)(at - s) >= sizeof cred;
+        for (size_t i = 0; i < cn; i++)
+            bad |= (unsigned char)cred[i] < 0x20 || cred[i] == 0x7f;
+        bad = bad || net_base64(cred, cn, b64, sizeof b64) != 0;
+        memset(cred, 0, sizeof cred);
+        if (bad) {
+            snprintf(err, err_size, "bad credentials in HTTPS_PROXY");
+            return NET_ERR_FATAL;
+        }
+        snprintf(auth, sizeof auth, "Proxy-Authorization: Basic %s\r\n", b64);
+        memset(b64, 0, sizeof b64);
+        s = at + 1;
     }
     char host[256];
     size_t hn = strcspn(s, ":/");
     if (hn == 0 || hn >= sizeof host) {
-        snprintf(err, err_size, "bad proxy '%s'", p->proxy);
+        snprintf(err, err_size, "bad HTTPS_PROXY: no host");
         return NET_ERR_FATAL;
     }
     copy_str(host, sizeof host, s, hn);
@@ -161,7 +261,7 @@ static int proxy_connect(const struct http_params *p, const struct http_url *u, 
     if (s[hn] == ':') {
         int64_t pn = parse_port(s + hn + 1, strcspn(s + hn + 1, "/"));
         if (pn < 1 || pn > 65535) {
-            snprintf(err, err_size, "bad proxy port in '%s'", p->proxy);
+            snprintf(err, err_size, "bad HTTPS_PROXY: bad port for '%s'", host);
             return NET_ERR_FATAL;
         }
         port = (int)pn;
@@ -169,11 +269,14 @@ static int proxy_connect(const struct http_params *p, const struct http_url *u, 
     int fd = tcp_connect(host, port, p->connect_timeout_ms, p->cancel, err, err_size);
     if (fd < 0)
         return fd;
-    char req[600];
-    int n = snprintf(req, sizeof req, "CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n\r\n", u->host,
-                     u->port, u->host, u->port);
-    if (fd_wait(fd, POLLOUT, p->read_timeout_ms, p->cancel) != 1 ||
-        send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
+    char req[1200];
+    int n = snprintf(req, sizeof req, "CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n%s\r\n", u->host,
+                     u->port, u->host, u->port, auth);
+    memset(auth, 0, sizeof auth);
+    bool sent = fd_wait(fd, POLLOUT, p->read_timeout_ms, p->cancel) == 1 &&
+                send(fd, req, (size_t)n, MSG_NOSIGNAL) == n;
+    memset(req, 0, sizeof req);
+    if (!sent) {
         close(fd);
         snprintf(err, err_size, "cannot talk to proxy %s:%d", host, port);
         return NET_ERR_TRANSIENT;

@@ -112,8 +112,8 @@ int mdl_config_set(const char *key, const char *value, char *err, size_t err_siz
 
 /*
  * The default model, in order: KVCHAT_MODEL, then `model` in the config
- * file. Returns 1 with the setting in buf (what == "KVCHAT_MODEL" or the
- * config path's description), 0 if none is set.
+ * file. Returns 1 with the setting in buf and *what naming its source
+ * ("KVCHAT_MODEL" or "the config file", static strings), 0 if none is set.
  */
 int mdl_default_model(char *buf, size_t size, const char **what);
 

@@ -1,7 +1,7 @@
 /*
  * net.h - (internal to models/) the network layers under `models pull`: a
- * TLS connection over a connected socket (models/tls.c, which with
- * sha256.c are the only files that include mbedTLS), HTTP/1.1 response
+ * TLS connection over a connected socket (models/tls.c, the only file that
+ * includes mbedTLS), HTTP/1.1 response
  * parsing (models/http_parse.c) and the client (models/http.c).
  *
  * Errors: functions return 0 (or a byte count) on success and a negative
@@ -36,11 +36,15 @@ struct net_tls;
 int net_tls_open(int fd, const char *host, const char *ca_file, int timeout_ms,
                  const volatile sig_atomic_t *cancel, struct net_tls **out, char *err,
                  size_t err_size);
+/* can ca_file (a bundle or a directory) be loaded? 0 or NET_ERR_FATAL */
+int net_tls_check_ca(const char *ca_file, char *err, size_t err_size);
 /* bytes read (>0), 0 at the end of the stream, or enum net_err */
 ssize_t net_tls_read(struct net_tls *t, void *buf, size_t n, char *err, size_t err_size);
 /* writes all n bytes: 0 or enum net_err */
 int net_tls_write(struct net_tls *t, const void *buf, size_t n, char *err, size_t err_size);
 void net_tls_close(struct net_tls *t);
+/* base64 of n bytes into out (NUL-terminated): 0, or -1 if out is too small */
+int net_base64(const void *in, size_t n, char *out, size_t out_size);
 /* "mbed TLS 2.28.3" */
 const char *net_tls_version(void);
 

@@ -20,6 +20,8 @@
 #include <stdarg.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,8 +182,9 @@ static bool file_has_quant(const char *file, const char *q)
     return false;
 }
 
-/* GET a small body (the hub's API) into a NUL-terminated malloc'd buffer */
-static int get_small(struct pull *c, const char *url, char **body, size_t *len)
+/* GET a small body (the hub's API) into a NUL-terminated malloc'd buffer:
+ * 0 or enum net_err */
+static int get_small_once(struct pull *c, const char *url, char **body, size_t *len)
 {
     struct http_req rq = {.url = url, .bearer = c->token, .bearer_origin = c->hub_origin,
                           .range_from = -1, .max_redirects = 10};
@@ -189,7 +192,7 @@ static int get_small(struct pull *c, const char *url, char **body, size_t *len)
     char *final = malloc(HTTP_MAX_URL), le[256];
     int64_t ls;
     struct http_stream *s = NULL;
-    int rc = MDL_ERR_NETWORK;
+    int rc = NET_ERR_FATAL;
     *body = NULL;
     if (!resp || !final) {
         snprintf(c->err, c->err_size, "out of memory");
@@ -197,12 +200,14 @@ static int get_small(struct pull *c, const char *url, char **body, size_t *len)
     }
     int nrc = http_get(&c->hp, &rq, resp, final, le, sizeof le, &ls, &s, c->err, c->err_size);
     if (nrc) {
-        rc = net_to_mdl(nrc);
+        rc = nrc;
         goto out;
     }
     if (resp->status != 200) {
         snprintf(c->err, c->err_size, "HTTP %d %s from '%s'%s", resp->status, resp->reason, url,
                  resp->status == 401 || resp->status == 403 ? " (a private or gated repo needs HF_TOKEN)" : "");
+        if (resp->status >= 500 || resp->status == 408 || resp->status == 429)
+            rc = NET_ERR_TRANSIENT;
         goto out;
     }
     size_t cap = 65536, n = 0;
@@ -228,7 +233,7 @@ static int get_small(struct pull *c, const char *url, char **body, size_t *len)
         ssize_t k = http_stream_read(s, b + n, cap - n, c->err, c->err_size);
         if (k < 0) {
             free(b);
-            rc = net_to_mdl((int)k);
+            rc = (int)k;
             goto out;
         }
         if (k == 0)
@@ -246,6 +251,25 @@ out:
     return rc;
 }
 
+static int backoff(struct pull *c, int s);
+
+/* get_small_once with the pull's retries: 0 or enum mdl_err */
+static int get_small(struct pull *c, const char *url, char **body, size_t *len)
+{
+    for (int attempt = 0;; attempt++) {
+        int rc = get_small_once(c, url, body, len);
+        if (rc == 0)
+            return 0;
+        if (rc != NET_ERR_TRANSIENT || attempt >= c->p->retries)
+            return net_to_mdl(rc);
+        note(c, "%s; retrying in %d s", c->err, 1 << attempt);
+        if (backoff(c, 1 << attempt)) {
+            snprintf(c->err, c->err_size, "interrupted");
+            return MDL_ERR_INTERRUPTED;
+        }
+    }
+}
+
 /* hf:OWNER/REPO:QUANT -> the file of that quantization, from the hub API */
 static int hub_pick_file(struct pull *c, const char *repo, const char *quant, char *file,
                          size_t size)
@@ -256,7 +280,7 @@ static int hub_pick_file(struct pull *c, const char *repo, const char *quant, ch
         return MDL_ERR_USAGE;
     }
     char *body;
-    size_t len;
+    size_t len = 0;
     int rc = get_small(c, url, &body, &len);
     if (rc)
         return rc;
@@ -366,6 +390,7 @@ struct part {
     int fd;
     char path[4200], meta[4300];
     uint64_t size;
+    struct hasher *hs;      /* SHA-256 of the file, kept in step by a thread */
 };
 
 /* the sha256 a response vouches for: 64 hex digits in X-Linked-ETag */
@@ -387,6 +412,155 @@ static bool etag_sha256(const char *etag, char out[65])
     return true;
 }
 
+/*
+ * The hasher: a thread that keeps a SHA-256 of the .part in step with the
+ * download, reading back (pread, from the page cache) the bytes the
+ * downloader has written, so hashing overlaps the network and TLS work
+ * instead of following it. It starts with the bytes an earlier run left.
+ * Shared fields are under mu; the thread blocks every signal, so Ctrl-C
+ * still interrupts the downloader's waits.
+ */
+struct hasher {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int fd;
+    struct mdl_sha256 *sha;
+    uint64_t hashed;  /* bytes hashed (the thread's) */
+    uint64_t written; /* bytes that may be hashed (the downloader's) */
+    bool done;        /* no more bytes will come: hash up to written, stop */
+    bool abort;       /* stop now */
+    int read_errno;   /* pread failed (0 if not); the file shrank: -1 */
+};
+
+static void *hasher_main(void *arg)
+{
+    struct hasher *h = arg;
+    char *buf = malloc(1 << 20);
+    pthread_mutex_lock(&h->mu);
+    if (!buf)
+        h->read_errno = ENOMEM;
+    while (buf && !h->abort && !h->read_errno) {
+        if (h->hashed == h->written) {
+            if (h->done)
+                break;
+            pthread_cond_wait(&h->cv, &h->mu);
+            continue;
+        }
+        uint64_t at = h->hashed, left = h->written - h->hashed;
+        pthread_mutex_unlock(&h->mu);
+        size_t want = left < (1 << 20) ? (size_t)left : (1 << 20);
+        ssize_t k = pread(h->fd, buf, want, (off_t)at);
+        int e = k < 0 ? errno : k == 0 ? -1 : 0;
+        if (k > 0)
+            mdl_sha256_update(h->sha, buf, (size_t)k);
+        pthread_mutex_lock(&h->mu);
+        if (k > 0)
+            h->hashed += (uint64_t)k;
+        else if (e != EINTR)
+            h->read_errno = e;
+    }
+    pthread_mutex_unlock(&h->mu);
+    free(buf);
+    return NULL;
+}
+
+/* a hasher of fd from byte 0, knowing that `written` bytes are there */
+static struct hasher *hasher_start(int fd, uint64_t written)
+{
+    struct hasher *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->fd = fd;
+    h->written = written;
+    h->sha = mdl_sha256_init();
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->cv, NULL);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = h->sha ? pthread_create(&h->th, NULL, hasher_main, h) : -1;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc) {
+        if (h->sha) {
+            unsigned char d[32];
+            mdl_sha256_final(h->sha, d);
+        }
+        pthread_mutex_destroy(&h->mu);
+        pthread_cond_destroy(&h->cv);
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* more bytes are in the file */
+static void hasher_feed(struct hasher *h, uint64_t written)
+{
+    pthread_mutex_lock(&h->mu);
+    h->written = written;
+    pthread_cond_signal(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+}
+
+/*
+ * Stop the thread and free the hasher. With hex, first let it hash every
+ * written byte and give the digest: 0, or -1 with the read error in err.
+ */
+static int hasher_end(struct hasher *h, char hex[65], char *err, size_t err_size)
+{
+    if (!h)
+        return -1;
+    pthread_mutex_lock(&h->mu);
+    if (hex)
+        h->done = true;
+    else
+        h->abort = true;
+    pthread_cond_signal(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    pthread_join(h->th, NULL);
+    unsigned char d[32];
+    mdl_sha256_final(h->sha, d);
+    int rc = 0;
+    if (hex) {
+        if (h->read_errno || h->hashed != h->written) {
+            snprintf(err, err_size, "cannot read back the download: %s",
+                     h->read_errno > 0 ? strerror(h->read_errno) : "the file shrank");
+            rc = -1;
+        } else {
+            mdl_hex(d, 32, hex);
+        }
+    }
+    pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->cv);
+    free(h);
+    return rc;
+}
+
+/* start the hash of the .part over (it was truncated) */
+static int sha_reset(struct pull *c, struct part *pt)
+{
+    if (pt->hs)
+        hasher_end(pt->hs, NULL, NULL, 0);
+    pt->hs = hasher_start(pt->fd, pt->size);
+    if (!pt->hs) {
+        snprintf(c->err, c->err_size, "cannot start the hashing thread");
+        return FETCH_FILE_ERR;
+    }
+    return 0;
+}
+
+static void part_close(struct part *pt)
+{
+    if (pt->hs) {
+        hasher_end(pt->hs, NULL, NULL, 0);
+        pt->hs = NULL;
+    }
+    if (pt->fd >= 0)
+        close(pt->fd);
+    pt->fd = -1;
+}
+
 static int truncate_part(struct pull *c, struct part *pt)
 {
     if (ftruncate(pt->fd, 0) || lseek(pt->fd, 0, SEEK_SET) < 0) {
@@ -395,7 +569,7 @@ static int truncate_part(struct pull *c, struct part *pt)
     }
     pt->size = 0;
     unlink(pt->meta);
-    return 0;
+    return sha_reset(c, pt);
 }
 
 /*
@@ -511,6 +685,7 @@ static int fetch_once(struct pull *c, struct part *pt, char *linked, size_t link
             off += w;
         }
         pt->size += (uint64_t)k;
+        hasher_feed(pt->hs, pt->size);
         *fetched += (uint64_t)k;
         if (total >= 0 && pt->size > (uint64_t)total) {
             snprintf(c->err, c->err_size, "the server sent more bytes than announced");
@@ -557,48 +732,6 @@ static int backoff(struct pull *c, int s)
         nanosleep(&ts, NULL);
     }
     return c->p->cancel && *c->p->cancel ? -1 : 0;
-}
-
-static int hash_file(struct pull *c, const char *path, char hex[65])
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(c->err, c->err_size, "cannot read '%s': %s", path, strerror(errno));
-        return MDL_ERR_FILE;
-    }
-    struct mdl_sha256 *h = mdl_sha256_init();
-    char *buf = malloc(1 << 20);
-    int rc = 0;
-    if (!h || !buf) {
-        snprintf(c->err, c->err_size, "out of memory");
-        rc = MDL_ERR_FILE;
-        goto out;
-    }
-    for (;;) {
-        ssize_t k = read(fd, buf, 1 << 20);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0) {
-            snprintf(c->err, c->err_size, "cannot read '%s': %s", path, strerror(errno));
-            rc = MDL_ERR_FILE;
-            goto out;
-        }
-        if (k == 0)
-            break;
-        mdl_sha256_update(h, buf, (size_t)k);
-    }
-    unsigned char d[32];
-    mdl_sha256_final(h, d);
-    h = NULL;
-    mdl_hex(d, 32, hex);
-out:
-    if (h) {
-        unsigned char d2[32];
-        mdl_sha256_final(h, d2); /* frees it */
-    }
-    free(buf);
-    close(fd);
-    return rc;
 }
 
 static void hub_setup(struct pull *c)
@@ -671,6 +804,8 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
             return 0;
         }
     }
+    if (net_tls_check_ca(c.hp.ca_file, err, err_size))
+        return MDL_ERR_FILE;
     int rc = resolve_ref(&c, ref);
     if (rc)
         return rc;
@@ -716,12 +851,16 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
         return MDL_ERR_FILE;
     }
     if (flock(pt.fd, LOCK_EX | LOCK_NB)) {
-        close(pt.fd);
+        part_close(&pt);
         snprintf(err, err_size, "another 'models pull' is downloading '%s'", c.name);
         return MDL_ERR_FILE;
     }
     off_t end = lseek(pt.fd, 0, SEEK_END);
     pt.size = end > 0 ? (uint64_t)end : 0;
+    if (sha_reset(&c, &pt)) {
+        part_close(&pt);
+        return MDL_ERR_FILE;
+    }
 
     /* download, retrying transient failures with backoff */
     char linked[256] = "", final_url[HTTP_MAX_URL] = "";
@@ -735,17 +874,17 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
         if (rc == NET_ERR_INTERRUPTED || (p->cancel && *p->cancel)) {
             snprintf(err, err_size, "interrupted; %llu bytes kept in '%s': pull again to resume",
                      (unsigned long long)pt.size, pt.path);
-            close(pt.fd);
+            part_close(&pt);
             return MDL_ERR_INTERRUPTED;
         }
         if (rc == FETCH_FILE_ERR || rc == NET_ERR_FATAL) {
-            close(pt.fd);
+            part_close(&pt);
             return rc == FETCH_FILE_ERR ? MDL_ERR_FILE : MDL_ERR_NETWORK;
         }
         if (pt.size > before)
             attempt = 0; /* progress was made: the budget starts again */
         if (attempt >= p->retries) {
-            close(pt.fd);
+            part_close(&pt);
             if (pt.size > 0) {
                 size_t L = strlen(err);
                 snprintf(err + L, err_size - L, " (%llu bytes kept: pull again to resume)",
@@ -759,21 +898,23 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
         if (backoff(&c, wait)) {
             snprintf(err, err_size, "interrupted; %llu bytes kept in '%s': pull again to resume",
                      (unsigned long long)pt.size, pt.path);
-            close(pt.fd);
+            part_close(&pt);
             return MDL_ERR_INTERRUPTED;
         }
     }
     if (fsync(pt.fd)) {
         snprintf(err, err_size, "cannot write '%s': %s", pt.path, strerror(errno));
-        close(pt.fd);
+        part_close(&pt);
         return MDL_ERR_FILE;
     }
 
     /* verify: the checksum, then the GGUF header */
     char got[65];
-    if ((rc = hash_file(&c, pt.path, got))) {
-        close(pt.fd);
-        return rc;
+    rc = hasher_end(pt.hs, got, err, err_size);
+    pt.hs = NULL;
+    if (rc) {
+        part_close(&pt);
+        return MDL_ERR_FILE;
     }
     char published[65] = "";
     bool have_pub = etag_sha256(linked, published);
@@ -781,7 +922,7 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
     if (expect && strcmp(expect, got)) {
         unlink(pt.path);
         unlink(pt.meta);
-        close(pt.fd);
+        part_close(&pt);
         snprintf(err, err_size, "sha256 mismatch for '%s': expected %s (%s), got %s; the download was deleted",
                  c.name, expect, want[0] ? "--sha256" : "the hub's X-Linked-ETag", got);
         return MDL_ERR_VERIFY;
@@ -791,7 +932,7 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
     if (llm_gguf_open(pt.path, &g, gerr, sizeof gerr)) {
         unlink(pt.path);
         unlink(pt.meta);
-        close(pt.fd);
+        part_close(&pt);
         snprintf(err, err_size, "the download from '%s' is not a GGUF model (%s); it was deleted", c.url, gerr);
         return MDL_ERR_FILE;
     }
@@ -800,10 +941,10 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
     /* into place */
     if (rename(pt.path, dest)) {
         snprintf(err, err_size, "cannot rename '%s' to '%s': %s", pt.path, dest, strerror(errno));
-        close(pt.fd);
+        part_close(&pt);
         return MDL_ERR_FILE;
     }
-    close(pt.fd);
+    part_close(&pt);
     unlink(pt.meta);
     char dir[4200];
     snprintf(dir, sizeof dir, "%s", dest);

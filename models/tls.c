@@ -1,6 +1,7 @@
 /*
- * tls.c - a TLS client connection (mbedTLS) over a socket the caller has
- * connected. With sha256.c, the only files that include mbedTLS.
+ * tls.c - the one file that includes mbedTLS: a TLS client connection over
+ * a socket the caller has connected (for models/http.c), and SHA-256 (the
+ * mdl_sha256 functions of mdl.h, for downloads and content addresses).
  *
  * Invariants: a handshake succeeds only with a certificate chain that
  * verifies against the given CA bundle and names the host we asked for
@@ -10,6 +11,7 @@
  * that sets the cancel flag ends the wait. Builds with mbedTLS 2.28 and 3.x
  * (the differences are guarded by MBEDTLS_VERSION_NUMBER).
  */
+#include "models/mdl.h"
 #include "models/net.h"
 
 #include <errno.h>
@@ -18,21 +20,92 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <mbedtls/version.h>
 #if MBEDTLS_VERSION_NUMBER < 0x03000000
 #include <mbedtls/config.h>
 #endif
+#include <mbedtls/base64.h>
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
 #include <mbedtls/error.h>
 #include <mbedtls/net_sockets.h>
+#include <mbedtls/sha256.h>
 #include <mbedtls/ssl.h>
 #include <mbedtls/x509_crt.h>
 #if MBEDTLS_VERSION_NUMBER >= 0x03000000 && defined(MBEDTLS_PSA_CRYPTO_C)
 #include <psa/crypto.h>
 #endif
+
+/* ==== SHA-256 (mbedTLS 2.28 has the _ret names, 3.x the plain ones) ==== */
+
+#if MBEDTLS_VERSION_NUMBER >= 0x03000000
+#define sha256_starts mbedtls_sha256_starts
+#define sha256_update mbedtls_sha256_update
+#define sha256_finish mbedtls_sha256_finish
+#else
+#define sha256_starts mbedtls_sha256_starts_ret
+#define sha256_update mbedtls_sha256_update_ret
+#define sha256_finish mbedtls_sha256_finish_ret
+#endif
+
+struct mdl_sha256 {
+    mbedtls_sha256_context ctx;
+};
+
+struct mdl_sha256 *mdl_sha256_init(void)
+{
+    struct mdl_sha256 *h = malloc(sizeof *h);
+    if (!h)
+        return NULL;
+    mbedtls_sha256_init(&h->ctx);
+    sha256_starts(&h->ctx, 0);
+    return h;
+}
+
+void mdl_sha256_update(struct mdl_sha256 *h, const void *p, size_t n)
+{
+    sha256_update(&h->ctx, p, n);
+}
+
+void mdl_sha256_final(struct mdl_sha256 *h, unsigned char out[32])
+{
+    sha256_finish(&h->ctx, out);
+    mbedtls_sha256_free(&h->ctx);
+    free(h);
+}
+
+void mdl_sha256(const void *p, size_t n, unsigned char out[32])
+{
+    mbedtls_sha256_context ctx;
+    mbedtls_sha256_init(&ctx);
+    sha256_starts(&ctx, 0);
+    sha256_update(&ctx, p, n);
+    sha256_finish(&ctx, out);
+    mbedtls_sha256_free(&ctx);
+}
+
+void mdl_hex(const unsigned char *p, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[p[i] >> 4];
+        out[2 * i + 1] = digits[p[i] & 15];
+    }
+    out[2 * n] = 0;
+}
+
+/* ==== base64 ==== */
+
+int net_base64(const void *in, size_t n, char *out, size_t out_size)
+{
+    size_t olen = 0;
+    if (mbedtls_base64_encode((unsigned char *)out, out_size, &olen, in, n))
+        return -1;
+    return 0;
+}
 
 /* ==== TLS ==== */
 
@@ -125,6 +198,31 @@ static int tls_error(struct net_tls *t, int ret, const char *what, char *err, si
     return NET_ERR_FATAL;
 }
 
+/* load ca_file (a bundle, or a directory of certificates) into ca */
+static int load_ca(mbedtls_x509_crt *ca, const char *ca_file, char *err, size_t err_size)
+{
+    /* a negative result means not one certificate could be loaded */
+    struct stat st;
+    bool is_dir = stat(ca_file, &st) == 0 && S_ISDIR(st.st_mode);
+    int ret = is_dir ? mbedtls_x509_crt_parse_path(ca, ca_file) : mbedtls_x509_crt_parse_file(ca, ca_file);
+    if (ret < 0) {
+        char m[160];
+        mbedtls_strerror(ret, m, sizeof m);
+        snprintf(err, err_size, "cannot load CA certificates from '%s': %s", ca_file, m);
+        return NET_ERR_FATAL;
+    }
+    return 0;
+}
+
+int net_tls_check_ca(const char *ca_file, char *err, size_t err_size)
+{
+    mbedtls_x509_crt ca;
+    mbedtls_x509_crt_init(&ca);
+    int rc = load_ca(&ca, ca_file, err, err_size);
+    mbedtls_x509_crt_free(&ca);
+    return rc;
+}
+
 static void free_parts(struct net_tls *t)
 {
     mbedtls_ssl_free(&t->ssl);
@@ -187,14 +285,8 @@ int net_tls_open(int fd, const char *host, const char *ca_file, int timeout_ms,
         tls_error(t, ret, "cannot seed the random generator", err, err_size);
         goto fail;
     }
-    ret = mbedtls_x509_crt_parse_file(&t->ca, ca_file);
-    if (ret < 0 || t->ca.version == 0) {
-        char m[160];
-        mbedtls_strerror(ret, m, sizeof m);
-        snprintf(err, err_size, "cannot load CA certificates from '%s': %s", ca_file,
-                 ret < 0 ? m : "no certificate in it");
+    if (load_ca(&t->ca, ca_file, err, err_size))
         goto fail;
-    }
     if ((ret = mbedtls_ssl_config_defaults(&t->conf, MBEDTLS_SSL_IS_CLIENT,
                                            MBEDTLS_SSL_TRANSPORT_STREAM, MBEDTLS_SSL_PRESET_DEFAULT))) {
         tls_error(t, ret, "cannot configure TLS", err, err_size);

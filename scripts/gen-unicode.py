@@ -83,6 +83,10 @@ def main():
     out.write("};\n\nconst uint16_t llm_ucd_flags[%d] = {\n" % len(vals))
     for i in range(0, len(vals), 12):
         out.write("    " + ", ".join("0x%03X" % v for v in vals[i:i + 12]) + ",\n")
+    out.write("};\n\n/* the flags of U+0000..U+007F, for the common case */\n")
+    out.write("const uint16_t llm_ucd_ascii[128] = {\n")
+    for i in range(0, 128, 12):
+        out.write("    " + ", ".join("0x%03X" % flags[c] for c in range(i, min(i + 12, 128))) + ",\n")
     out.write("};\n")
 
 

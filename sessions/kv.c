@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 int sess_kv_fail(struct sess_store *st, const char *fmt, ...); /* store.c */
@@ -129,6 +130,26 @@ int sess_kv_snapshot(struct sess_store *st, int64_t id, const struct llm_model *
     return rc;
 }
 
+int sess_kv_have(struct sess_store *st, const struct llm_model *m, struct llm_ctx *ctx,
+                 const uint8_t fp[32], const uint8_t *parent, const int32_t *tokens, int64_t a,
+                 int64_t b, uint8_t id[32])
+{
+    static const uint8_t root[32];
+    struct kv_seg_desc d;
+    uint64_t block;
+    uint8_t seg[32];
+    char path[4200];
+    if (describe(st, m, ctx, fp, parent ? parent : root, tokens, a, b, &d, &block))
+        return -1;
+    kv_seg_id(&d, seg);
+    if (id)
+        memcpy(id, seg, 32);
+    int known = sess_segment_known(st, seg);
+    if (known <= 0)
+        return known;
+    return sess_segment_path(st, seg, path, sizeof path) == 0 && access(path, F_OK) == 0;
+}
+
 /* ==== restoring ==== */
 
 static void problem(struct sess_restore_stats *s, const char *fmt, ...)
@@ -147,14 +168,18 @@ int sess_kv_restore(struct sess_store *st, int64_t id, const struct llm_model *m
                     const int64_t *last_seq, int64_t n_spans, struct sess_restore_stats *stats)
 {
     memset(stats, 0, sizeof *stats);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     if (llm_ctx_n_past(ctx) != 0)
         return sess_kv_fail(st, "restoring into a context that is not empty");
     uint8_t parent[32] = {0};
     uint8_t *rows = NULL;
     uint64_t cap = 0;
     int32_t *tok_buf = NULL;
-    void **k = NULL, **v = NULL;
-    int rc = 0;
+    struct kv_seg_dst *dst = malloc(2 * (size_t)llm_model_n_layer(m) * sizeof *dst);
+    struct sess_chain_link *used = malloc((size_t)(n_spans ? n_spans : 1) * sizeof *used);
+    int64_t n_used = 0;
+    int rc = dst && used ? 0 : sess_kv_fail(st, "out of memory");
     int64_t a = 0;
     for (int64_t i = 0; i < n_spans && rc == 0; a = bounds[i], i++) {
         int64_t b = bounds[i];
@@ -167,25 +192,26 @@ int sess_kv_restore(struct sess_store *st, int64_t id, const struct llm_model *m
         }
         kv_seg_id(&d, seg);
         uint64_t size = 2 * block * d.n_layer;
-        if (size > cap) {
+        if (size > cap) { /* rows: only for rewriting a span computed again */
             free(rows);
             free(tok_buf);
             rows = malloc(size);
             tok_buf = malloc((size_t)(b - a) * sizeof *tok_buf + 4);
-            free(k);
-            free(v);
-            k = malloc(d.n_layer * sizeof *k);
-            v = malloc(d.n_layer * sizeof *v);
             cap = size;
-            if (!rows || !tok_buf || !k || !v) {
+            if (!rows || !tok_buf) {
                 rc = sess_kv_fail(st, "out of memory");
                 break;
             }
         }
-        for (uint32_t l = 0; l < d.n_layer; l++) {
-            k[l] = rows + 2 * block * l;
-            v[l] = rows + 2 * block * l + block;
-        }
+        /* the blocks go straight to where the cache keeps them */
+        for (uint32_t l = 0; l < d.n_layer && rc == 0; l++)
+            for (int kv = 0; kv < 2; kv++) {
+                struct kv_seg_dst *o = &dst[2 * l + kv];
+                if (llm_ctx_kv_rows(ctx, l, kv, a, b, &o->base, &o->stride, &o->n_chunks, &o->chunk_bytes))
+                    rc = sess_kv_fail(st, "%s", llm_ctx_errmsg(ctx));
+            }
+        if (rc)
+            break;
         char path[4200], err[512];
         int known = sess_segment_known(st, seg);
         int ok = 0;
@@ -202,27 +228,26 @@ int sess_kv_restore(struct sess_store *st, int64_t id, const struct llm_model *m
                     (long long)b);
             if (known)
                 sess_forget_segment(st, seg);
-        } else if (kv_seg_read(path, &d, seg, tok_buf, k, v, err, sizeof err)) {
+        } else if (kv_seg_read(path, &d, seg, tok_buf, dst, err, sizeof err)) {
             problem(stats, "KV segment '%s' is unusable (%s)", path, err);
             sess_forget_segment(st, seg);
         } else if (memcmp(tok_buf, tokens + a, (size_t)(b - a) * 4)) {
             problem(stats, "KV segment '%s' holds other tokens", path);
             sess_forget_segment(st, seg);
-        } else if (llm_ctx_kv_import(ctx, a, b, rows, size) != 0) {
+        } else if (llm_ctx_kv_commit(ctx, b) != 0) {
             rc = sess_kv_fail(st, "cannot load the KV cache: %s", llm_ctx_errmsg(ctx));
             break;
         } else {
-            struct stat sb;
             ok = 1;
             stats->restored_tokens += b - a;
-            if (stat(path, &sb) == 0 &&
-                sess_chain_append(st, id, seg, parent, fp, d.kv_type, a, b - a, sb.st_size, last_seq[i])) {
-                rc = -1;
-                break;
-            }
+            memcpy(used[n_used].segment, seg, 32);
+            used[n_used].pos0 = a;
+            used[n_used].n_tokens = b - a;
+            used[n_used].last_seq = last_seq[i];
+            n_used++;
         }
         if (!ok) { /* compute the span again and rewrite its segment */
-            if (llm_ctx_decode(ctx, tokens + a, b - a) != LLM_OK) {
+            if (llm_ctx_truncate(ctx, a) != LLM_OK || llm_ctx_decode(ctx, tokens + a, b - a) != LLM_OK) {
                 rc = sess_kv_fail(st, "cannot compute the KV cache again: %s", llm_ctx_errmsg(ctx));
                 break;
             }
@@ -236,9 +261,14 @@ int sess_kv_restore(struct sess_store *st, int64_t id, const struct llm_model *m
         }
         memcpy(parent, seg, 32);
     }
+    /* the segments read are this session's and were used now (one transaction) */
+    if (rc == 0 && n_used && sess_touch_segments(st, used, n_used))
+        rc = -1;
     free(rows);
     free(tok_buf);
-    free(k);
-    free(v);
+    free(dst);
+    free(used);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    stats->ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
     return rc;
 }

@@ -290,9 +290,24 @@ int kv_seg_parse_header(const uint8_t *buf, size_t size, struct kv_seg_desc *d, 
     return 0;
 }
 
+/* pread exactly n bytes at off into p; 0, or an errno */
+static int pread_full(int fd, uint8_t *p, size_t n, uint64_t off)
+{
+    while (n) {
+        ssize_t r = pread(fd, p, n, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return r < 0 ? errno : EIO;
+        p += r;
+        off += (uint64_t)r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
 int kv_seg_read(const char *path, const struct kv_seg_desc *want, const uint8_t id[32],
-                int32_t *tokens_out, void *const *k_dst, void *const *v_dst, char *err,
-                size_t err_size)
+                int32_t *tokens_out, const struct kv_seg_dst *dst, char *err, size_t err_size)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -362,25 +377,23 @@ int kv_seg_read(const char *path, const struct kv_seg_desc *want, const uint8_t 
         bool is_v = b & 1;
         uint64_t n = is_v ? vb : kb;
         uint64_t off = hb + (kb + vb) * l + (is_v ? kb : 0);
-        uint8_t *dst = is_v ? v_dst[l] : k_dst[l];
-        uint64_t done = 0;
-        while (done < n) {
-            ssize_t r = pread(fd, dst + done, n - done, (off_t)(off + done));
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0) {
-#pragma omp critical
-                {
-                    io_errno = r < 0 ? errno : EIO;
-                    bad = (int)b;
-                }
-                break;
-            }
-            done += (uint64_t)r;
+        const struct kv_seg_dst *o = &dst[b];
+        int e = (uint64_t)o->n_chunks * o->chunk_bytes == n ? 0 : EINVAL;
+        uint32_t crc = 0;
+        /* each piece is checked right after it is read, while it is in cache */
+        for (int64_t g = 0; g < o->n_chunks && !e; g++) {
+            uint8_t *p = o->base + (size_t)g * o->stride;
+            e = pread_full(fd, p, o->chunk_bytes, off + (uint64_t)g * o->chunk_bytes);
+            if (!e)
+                crc = kv_crc32c(crc, p, o->chunk_bytes);
         }
-        if (done == n && kv_crc32c(0, dst, n) != get_u32(crcs + 4 * b)) {
+        if (e || crc != get_u32(crcs + 4 * b)) {
 #pragma omp critical
-            bad = (int)b;
+            {
+                if (e)
+                    io_errno = e;
+                bad = (int)b;
+            }
         }
     }
     free(h);

@@ -77,16 +77,27 @@ size_t kv_seg_elem_size(uint32_t kv_type);
 int kv_seg_write(const char *path, const struct kv_seg_desc *d, const uint8_t id[32],
                  const void *const *k_rows, const void *const *v_rows, char *err, size_t err_size);
 
+/* Where one block (a layer's K or V rows) goes: n_chunks pieces of
+ * chunk_bytes, piece g at base + g * stride, which together are the block
+ * in file order (a contiguous buffer: {p, 0, 1, block bytes}). */
+struct kv_seg_dst {
+    uint8_t *base;
+    size_t stride;
+    int64_t n_chunks;
+    size_t chunk_bytes;
+};
+
 /*
  * Read and verify a segment file against what the caller expects (id,
- * fingerprint, parent, kv type, shape, pos0; tokens are returned). Rows are
- * copied to k_dst[l] / v_dst[l] (n_tokens rows each) and verified as they
- * are copied; nothing is trusted before its check. tokens_out must hold
- * want->n_tokens ids. Returns 0, or -1 with a reason in err.
+ * fingerprint, parent, kv type, shape, pos0; tokens are returned). Block b
+ * (layer b/2's K when b is even, V when odd) is read into dst[b], straight
+ * where the caller wants it (a KV cache), and verified there; nothing is
+ * trusted before its check. tokens_out must hold want->n_tokens ids.
+ * Returns 0, or -1 with a reason in err (the destinations may then hold
+ * part of the file).
  */
 int kv_seg_read(const char *path, const struct kv_seg_desc *want, const uint8_t id[32],
-                int32_t *tokens_out, void *const *k_dst, void *const *v_dst, char *err,
-                size_t err_size);
+                int32_t *tokens_out, const struct kv_seg_dst *dst, char *err, size_t err_size);
 
 /*
  * Parse and check just the header of a segment held in memory (the fuzz

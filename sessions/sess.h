@@ -155,6 +155,7 @@ struct sess_restore_stats {
     int64_t prefilled_tokens; /* rows computed again */
     int64_t rewritten;        /* segments written again */
     int64_t damaged;          /* segments found missing, damaged or foreign */
+    double ms;                /* wall time of the restore */
     char first_problem[512];  /* the first problem, for one line on stderr */
 };
 
@@ -181,6 +182,13 @@ int sess_kv_snapshot(struct sess_store *st, int64_t id, const struct llm_model *
                      const uint8_t parent[32], const int32_t *tokens, int64_t a, int64_t b,
                      int64_t last_seq, uint8_t seg_id[32]);
 
+/* 1 if the segment of tokens [a, b) after parent (NULL: the root) is
+ * recorded and its file present, 0 if not, -1 on error; id (may be NULL)
+ * gets the segment's id either way */
+int sess_kv_have(struct sess_store *st, const struct llm_model *m, struct llm_ctx *ctx,
+                 const uint8_t fp[32], const uint8_t *parent, const int32_t *tokens, int64_t a,
+                 int64_t b, uint8_t id[32]);
+
 /* ==== a conversation: messages, their tokens in a KV cache, answers ====
  *
  * The KV cache of ctx always holds exactly the conversation's tokens: the
@@ -197,11 +205,15 @@ struct sess_conv;
 
 struct sess_conv_params {
     const char *system;          /* system prompt, or NULL */
+    const char *model_path;      /* recorded with a new session */
     enum llm_template tmpl;      /* how messages become text */
     struct llm_sampler_params sampling;
     int32_t n_predict;           /* most tokens per answer; <= 0: until the context is full */
     bool parse_special;          /* special tokens in user text are tokens (--special) */
-    bool no_cache;               /* recompute the whole conversation each turn (for comparison) */
+    bool no_cache;               /* recompute the whole conversation each turn (for comparison);
+                                    an attached session is then only read: no KV restored,
+                                    nothing saved */
+    int64_t cache_max;           /* bytes of segments the store keeps (LRU eviction); <= 0: no limit */
 };
 struct sess_conv_params sess_conv_default_params(void);
 
@@ -272,12 +284,16 @@ int sess_conv_drop_oldest(struct sess_conv *c, int64_t n);
 /* Start again with another system prompt (NULL: none); exchanges are dropped. */
 int sess_conv_set_system(struct sess_conv *c, const char *system);
 void sess_conv_set_sampling(struct sess_conv *c, struct llm_sampler_params p);
+/* most tokens per answer from now on (<= 0: until the context is full) */
+void sess_conv_set_n_predict(struct sess_conv *c, int32_t n_predict);
 struct sess_conv_params sess_conv_get_params(const struct sess_conv *c);
 
 int64_t sess_conv_n_messages(const struct sess_conv *c);
 /* message i's role and text, borrowed until the next change */
 enum sess_role sess_conv_message(const struct sess_conv *c, int64_t i, const char **text);
 int64_t sess_conv_n_tokens(const struct sess_conv *c);
+/* the conversation's token ids (what the KV cache holds), borrowed until the next change */
+const int32_t *sess_conv_tokens(const struct sess_conv *c);
 int64_t sess_conv_n_exchanges(const struct sess_conv *c);
 
 /* ==== housekeeping ==== */

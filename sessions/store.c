@@ -119,6 +119,22 @@ static int mkdirs(const char *path)
     return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
+/* Make room for one more element in a growing array (*p of *n used, *cap
+ * allocated, elements of size bytes): 0, or -1 when out of memory (*p is
+ * left as it was). */
+static int grow(void *p, int64_t n, int64_t *cap, size_t size)
+{
+    if (n < *cap)
+        return 0;
+    int64_t c = *cap ? 2 * *cap : 16;
+    void *q = realloc(*(void **)p, (size_t)c * size);
+    if (!q)
+        return -1;
+    *(void **)p = q;
+    *cap = c;
+    return 0;
+}
+
 /* ==== schema ==== */
 
 /* Forward migrations: migrations[i] takes the schema from version i to i+1. */
@@ -404,17 +420,12 @@ int sess_list(struct sess_store *st, struct sess_info **out, int64_t *n)
     int64_t cap = 0;
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 16;
-            struct sess_info *p = realloc(*out, (size_t)cap * sizeof *p);
-            if (!p) {
-                sqlite3_finalize(s);
-                sess_list_free(*out, *n);
-                *out = NULL;
-                *n = 0;
-                return fail(st, "out of memory");
-            }
-            *out = p;
+        if (grow(out, *n, &cap, sizeof **out)) {
+            sqlite3_finalize(s);
+            sess_list_free(*out, *n);
+            *out = NULL;
+            *n = 0;
+            return fail(st, "out of memory");
         }
         info_row(s, &(*out)[(*n)++]);
     }
@@ -627,14 +638,9 @@ int sess_messages(struct sess_store *st, int64_t id, struct sess_message **out, 
     int64_t cap = 0;
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 16;
-            struct sess_message *p = realloc(*out, (size_t)cap * sizeof *p);
-            if (!p) {
-                rc = SQLITE_NOMEM;
-                break;
-            }
-            *out = p;
+        if (grow(out, *n, &cap, sizeof **out)) {
+            rc = SQLITE_NOMEM;
+            break;
         }
         struct sess_message *m = &(*out)[(*n)++];
         m->seq = sqlite3_column_int64(s, 0);
@@ -777,14 +783,9 @@ int sess_chain(struct sess_store *st, int64_t id, struct sess_chain_link **out, 
     int64_t cap = 0;
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 16;
-            struct sess_chain_link *p = realloc(*out, (size_t)cap * sizeof *p);
-            if (!p) {
-                rc = SQLITE_NOMEM;
-                break;
-            }
-            *out = p;
+        if (grow(out, *n, &cap, sizeof **out)) {
+            rc = SQLITE_NOMEM;
+            break;
         }
         struct sess_chain_link *c = &(*out)[(*n)++];
         memset(c->segment, 0, 32);
@@ -916,14 +917,9 @@ static int delete_selected(struct sess_store *st, const char *sql, int64_t budge
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         if (budget >= 0 && total <= budget)
             break;
-        if (nv == cap) {
-            cap = cap ? 2 * cap : 64;
-            struct victim *p = realloc(v, (size_t)cap * sizeof *p);
-            if (!p) {
-                rc = SQLITE_NOMEM;
-                break;
-            }
-            v = p;
+        if (grow(&v, nv, &cap, sizeof *v)) {
+            rc = SQLITE_NOMEM;
+            break;
         }
         memset(v[nv].id, 0, 32);
         if (sqlite3_column_bytes(s, 0) == 32)

@@ -124,16 +124,16 @@ static void check_model(const char *arch, const char *type)
     assert_true(n_ref <= llm_model_n_vocab(m));
     double tol = !strcmp(type, "F32") ? 1e-4 : 1e-2;
 
-    for (int tbt = 0; tbt < 2; tbt++) {
+    /* one batch (sgemm); token by token (decode); batches of 16 (for
+     * quantized weights the decode kernels on several tokens) */
+    static const char *const how[] = {"batch", "token by token", "batches of 16"};
+    static const int step[] = {64, 1, 16};
+    for (int tbt = 0; tbt < 3; tbt++) {
         struct llm_ctx *c = new_ctx(m, 128, 2, LLM_TYPE_F16);
-        if (tbt)
-            for (int i = 0; i < 64; i++)
-                assert_int_equal(llm_ctx_decode(c, prompt + i, 1), 0);
-        else
-            assert_int_equal(llm_ctx_decode(c, prompt, 64), 0);
+        for (int i = 0; i < 64; i += step[tbt])
+            assert_int_equal(llm_ctx_decode(c, prompt + i, step[tbt]), 0);
         double e = rel_err(llm_ctx_logits(c), ref, n_ref);
-        printf("%s %s %s: relative error %.3g (tolerance %g)\n", arch, type,
-               tbt ? "token by token" : "batch", e, tol);
+        printf("%s %s %s: relative error %.3g (tolerance %g)\n", arch, type, how[tbt], e, tol);
         assert_true(e <= tol);
 
         if (!strcmp(type, "F32") && !tbt) {
@@ -197,6 +197,25 @@ static void test_kv_f32(void **state)
 }
 
 /* ==== the engine against itself ==== */
+
+/* a prompt prefilled in pieces (a later turn) gives the same answer */
+static void test_split_prefill(void **state)
+{
+    (void)state;
+    int64_t n_ref;
+    float *ref = read_floats("tests/data/engine/qwen3-F32.logits", &n_ref);
+    struct llm_model *m = open_model(model_path("qwen3", "F32"));
+    struct llm_ctx *c = new_ctx(m, 128, 2, LLM_TYPE_F16);
+    assert_int_equal(llm_ctx_decode(c, prompt, 30), 0);
+    assert_int_equal(llm_ctx_decode(c, prompt + 30, 2), 0);
+    assert_int_equal(llm_ctx_decode(c, prompt + 32, 32), 0);
+    double e = rel_err(llm_ctx_logits(c), ref, n_ref);
+    printf("qwen3 F32 in pieces 30+2+32: relative error %.3g\n", e);
+    assert_true(e <= 1e-4);
+    llm_ctx_free(c);
+    llm_model_close(m);
+    free(ref);
+}
 
 static void test_deterministic(void **state)
 {
@@ -462,6 +481,7 @@ int main(void)
         cmocka_unit_test(test_qwen2),
         cmocka_unit_test(test_qwen3),
         cmocka_unit_test(test_kv_f32),
+        cmocka_unit_test(test_split_prefill),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_kv_export_import),
         cmocka_unit_test(test_truncate_and_overflow),

@@ -149,7 +149,13 @@ static int read_back(struct fixture *f, const struct kv_seg_desc *want, const ui
         k[l] = calloc(1, f->kb);
         v[l] = calloc(1, f->vb);
     }
-    int rc = kv_seg_read(f->path, want, id, toks, (void *const *)k, (void *const *)v, err, n);
+    struct kv_seg_dst dst[2 * N_LAYER];
+    for (int l = 0; l < N_LAYER; l++) {
+        /* K blocks contiguous; V blocks scattered in pieces, as in a KV cache */
+        dst[2 * l] = (struct kv_seg_dst){k[l], 0, 1, f->kb};
+        dst[2 * l + 1] = (struct kv_seg_dst){v[l], f->vb / 4, 4, f->vb / 4};
+    }
+    int rc = kv_seg_read(f->path, want, id, toks, dst, err, n);
     if (rc == 0 && check_equal) {
         assert_memory_equal(toks, f->tokens, sizeof toks);
         for (int l = 0; l < N_LAYER; l++) {

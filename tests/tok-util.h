@@ -8,6 +8,7 @@
 
 #include "core/llm.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,11 +49,35 @@ static inline char *tu_read_file(const char *path, size_t *n)
     return b;
 }
 
+/* The qwen35 vocabulary is the qwen2 one with tokenizer.ggml.pre "qwen35"
+ * instead of "qwen2", byte for byte (checked against llama.cpp's file when
+ * this was written), so it is made here rather than committed twice. */
+static inline char *tu_qwen35_from_qwen2(char *g, size_t *n)
+{
+    static const char key[] = "\x12\0\0\0\0\0\0\0tokenizer.ggml.pre\x08\0\0\0"
+                              "\x05\0\0\0\0\0\0\0qwen2";
+    char *at = memmem(g, *n, key, sizeof key - 1);
+    char *p = at ? malloc(*n + 2) : NULL;
+    if (!p) {
+        free(g);
+        return NULL;
+    }
+    size_t head = (size_t)(at - g) + 30; /* up to the value's length */
+    memcpy(p, g, head);
+    memcpy(p + head, "\x06\0\0\0\0\0\0\0qwen35", 14);
+    memcpy(p + head + 14, g + head + 13, *n - head - 13);
+    *n += 1;
+    free(g);
+    return p;
+}
+
 /* The vocabulary NAME; *mem holds the GGUF bytes (free after closing). */
 static inline struct llm_vocab *tu_load_vocab(const char *name, char **mem)
 {
     char cmd[512], err[256];
-    snprintf(cmd, sizeof cmd, "xz -dc tests/data/tokenizer/ggml-vocab-%s.gguf.xz", name);
+    bool q35 = !strcmp(name, "qwen35");
+    snprintf(cmd, sizeof cmd, "xz -dc tests/data/tokenizer/ggml-vocab-%s.gguf.xz",
+             q35 ? "qwen2" : name);
     FILE *p = popen(cmd, "r");
     if (!p)
         return NULL;
@@ -62,6 +87,8 @@ static inline struct llm_vocab *tu_load_vocab(const char *name, char **mem)
         fprintf(stderr, "cannot decompress vocabulary %s\n", name);
         return NULL;
     }
+    if (q35 && !(*mem = tu_qwen35_from_qwen2(*mem, &n)))
+        return NULL;
     struct llm_gguf *g;
     if (llm_gguf_open_memory(*mem, n, &g, err, sizeof err) < 0) {
         fprintf(stderr, "vocabulary %s: %s\n", name, err);

@@ -13,7 +13,7 @@ Paths (the body is FILE's bytes):
   /garbage/NAME     a malformed status line
 Each request is logged to LOG as: PATH range=RANGE auth=AUTH
 The proxy (if PROXY-PORT) tunnels CONNECT 127.0.0.1:PORT only and logs
-"CONNECT HOST:PORT" to LOG.
+"CONNECT HOST:PORT auth=PROXY-AUTHORIZATION" to LOG.
 """
 import os, socket, ssl, sys, threading, time
 
@@ -138,7 +138,7 @@ def proxy_conn(c):
         c.close()
         return
     hostport = req.split(" ")[1]
-    log("CONNECT " + hostport)
+    log("CONNECT " + hostport + " auth=" + h.get("proxy-authorization", "-"))
     host, _, p = hostport.rpartition(":")
     if host != "127.0.0.1":
         c.sendall(b"HTTP/1.1 403 Forbidden\r\n\r\n")

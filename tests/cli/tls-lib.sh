@@ -89,3 +89,18 @@ CONF
     "$NGINX" -p "$N" -c "$N/nginx.conf" -e "$N/error.log" &
     PIDS="$PIDS $!"
 }
+
+# log_count FILE PATTERN N: wait (2 s at most) until FILE has N lines matching
+# PATTERN (a server logs a request when it has finished it, which can be a
+# moment after the client has gone); prints the count
+log_count() {
+    i=0
+    while [ "$(grep -c -e "$2" "$1")" -lt "$3" ] && [ $i -lt 20 ]; do sleep 0.1; i=$((i + 1)); done
+    grep -c -e "$2" "$1"
+}
+# log_has FILE PATTERN: wait (2 s at most) until FILE has a line matching PATTERN
+log_has() {
+    i=0
+    while ! grep -q -e "$2" "$1" && [ $i -lt 20 ]; do sleep 0.1; i=$((i + 1)); done
+    grep -q -e "$2" "$1"
+}

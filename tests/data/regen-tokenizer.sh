@@ -1,8 +1,17 @@
 #!/bin/sh
-# regen-tokenizer.sh - regenerate the golden data of the tokenizer
-# differential test (tests/test_tokenizer_diff.c) with llama.cpp via llref:
+# regen-tokenizer.sh - regenerate the tokenizer tests' data from llama.cpp's
+# source tree and library (via llref):
+#   tests/data/tokenizer/ggml-vocab-NAME.gguf.xz  llama.cpp's vocabulary files
+#                                             (qwen35 is not stored: the tests
+#                                             make it from qwen2, see
+#                                             tests/tok-util.h)
+#   tests/data/tokenizer/ggml-vocab-NAME.gguf.inp/.out  llama.cpp's test vectors
+# and the golden data of the differential test (tests/test_tokenizer_diff.c):
 #   tests/data/tokenizer/diff-strings.hex.xz  the test strings (hex, one a line)
-#   tests/data/tokenizer/diff-NAME.ids.xz     llama.cpp's ids for each string
+#   tests/data/tokenizer/diff-NAME.ids.xz     llama.cpp's ids for each string (and
+#                                             its detokenization of them)
+#   tests/data/tokenizer/vocab-info.txt       special ids, EOG set, hashes of
+#                                             every token's attributes and pieces
 # usage: tests/data/regen-tokenizer.sh [N_STRINGS]   (from the top directory)
 # Needs llref (../shared/peer/setup.sh) and python3; `make check` needs neither.
 set -eu
@@ -20,14 +29,20 @@ cc -O2 -std=c11 -D_GNU_SOURCE -o "$tmp/tokbatch" tests/data/llref-tokbatch.c \
 python3 tests/data/gen-tokstrings.py "$n" > "$tmp/strings.hex"
 xz -T1 -9 -c "$tmp/strings.hex" > "$d/diff-strings.hex.xz"
 
+: > "$d/vocab-info.txt"
 for name in llama-spm llama-bpe qwen2 qwen35 phi-3 gpt-2 deepseek-llm deepseek-coder \
             falcon starcoder refact command-r mpt gpt-neox baichuan aquila; do
-    xz -dc "$d/ggml-vocab-$name.gguf.xz" > "$tmp/v.gguf"
+    src=$home/src/models/ggml-vocab-$name.gguf
+    cp "$src" "$tmp/v.gguf"
+    [ "$name" = qwen35 ] || xz -T1 -6 -c "$src" > "$d/ggml-vocab-$name.gguf.xz"
+    [ -f "$src.inp" ] && cp "$src.inp" "$src.out" "$d/"
     LLREF_LIBDIR=$lib "$tmp/tokbatch" "$tmp/v.gguf" < "$tmp/strings.hex" > "$tmp/ids"
+    echo "$name $(LLREF_LIBDIR=$lib "$tmp/tokbatch" "$tmp/v.gguf" --info)" >> "$d/vocab-info.txt"
     [ "$(wc -l < "$tmp/ids")" -eq "$n" ] || { echo "oracle failed on $name" >&2; exit 1; }
     # the batch oracle must agree with `llref tokenize` itself: check the
     # first strings that can be passed as one argument (no NUL)
     i=0
+    [ "${QUICK:-}" ] && i=40
     while [ $i -lt 40 ]; do
         i=$((i + 1))
         hex=$(sed -n "${i}p" "$tmp/strings.hex")
@@ -35,7 +50,7 @@ for name in llama-spm llama-bpe qwen2 qwen35 phi-3 gpt-2 deepseek-llm deepseek-c
         [ -n "$hex" ] || continue
         arg=$(python3 -c "import sys; sys.stdout.buffer.write(bytes.fromhex('$hex'))"; echo x)
         want=$("$home/llref" tokenize "$tmp/v.gguf" "${arg%x}" 2>/dev/null || echo ERROR)
-        got=$(sed -n "${i}p" "$tmp/ids" | sed 's/ |.*//')
+        got=$(sed -n "${i}p" "$tmp/ids" | sed 's/ | .*//')
         [ "$want" = "$got" ] || { echo "llref and the batch oracle disagree ($name, line $i)" >&2; exit 1; }
     done
     xz -T1 -9 -c "$tmp/ids" > "$d/diff-$name.ids.xz"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0103: the model store without a network: models list/rm/default, -m
+# t0303: the model store without a network: models list/rm/default, -m
 # resolution of store names, KVCHAT_MODEL over the config file, the config
 # file kept intact when written, and the first run (no model: guidance,
 # exit 2; a model: the chat placeholder).
@@ -35,13 +35,17 @@ expect_out '"name": "tiny", "size": [0-9]*, "quant": "F32", "arch": "llama", "n_
 run "$KVCHAT" </dev/null
 expect_rc 2; expect_err "no default model: choose one with 'kvchat models default NAME'"
 
-# -m takes a store name (the chat placeholder proves it resolved)
-run "$KVCHAT" -m tiny </dev/null
-expect_rc 1; expect_err "chat REPL is not built yet (model: .*/models/tiny.gguf)"
+# a store name stands for its file (models path shows what -m would use)
+run "$KVCHAT" models path tiny
+expect_rc 0; expect_out "^$M/tiny.gguf\$"
+run "$KVCHAT" models path "$M/other.gguf"
+expect_rc 0; expect_out "^$M/other.gguf\$"
 run "$KVCHAT" models info tiny
 expect_rc 0; expect_out "architecture:   llama"
-run "$KVCHAT" -m nosuch </dev/null
+run "$KVCHAT" models path nosuch
 expect_rc 2; expect_err "cannot find model 'nosuch'"
+run "$KVCHAT" models path
+expect_rc 2; expect_err "no default model"
 
 # ---- default ----
 mkdir -p "$(dirname "$CONF")"
@@ -54,14 +58,16 @@ run "$KVCHAT" models default
 expect_rc 0; expect_out '^tiny$'
 run "$KVCHAT" models list
 expect_out '^\* tiny '
-run "$KVCHAT" </dev/null
-expect_rc 1; expect_err "model: .*/models/tiny.gguf"
-KVCHAT_MODEL=other run "$KVCHAT" </dev/null
-expect_rc 1; expect_err "model: .*/models/other.gguf"
-KVCHAT_MODEL=other run "$KVCHAT" -m tiny </dev/null
-expect_rc 1; expect_err "model: .*/models/tiny.gguf"
+run "$KVCHAT" models path
+expect_rc 0; expect_out "^$M/tiny.gguf\$"
+KVCHAT_MODEL=other run "$KVCHAT" models path
+expect_rc 0; expect_out "^$M/other.gguf\$"
+KVCHAT_MODEL=other run "$KVCHAT" models path tiny
+expect_rc 0; expect_out "^$M/tiny.gguf\$"
 run "$KVCHAT" models default nosuch
 expect_rc 2; expect_err "no model 'nosuch' in the store"
+run "$KVCHAT" models default qwen2.5:0.5b
+expect_rc 2; expect_err "pull it first: kvchat models pull qwen2.5:0.5b"
 run "$KVCHAT" models default other
 expect_rc 0
 [ "$(grep -c '^model = ' "$CONF")" = 1 ] && ok "one model line" || not_ok "model line duplicated"
@@ -71,7 +77,7 @@ run "$KVCHAT" models default --unset
 expect_rc 0
 grep -q '^model' "$CONF" && not_ok "model still set" || ok "model unset"
 printf 'model = ghost\n' >>"$CONF"
-run "$KVCHAT" </dev/null
+run "$KVCHAT" models path
 expect_rc 2; expect_err "cannot find the default model 'ghost' (from the config file)"
 
 # ---- rm ----
@@ -92,6 +98,21 @@ expect_rc 1; expect_err "expected a NAME"
 run "$KVCHAT" models rm --force other broken
 expect_rc 0
 [ -z "$(ls "$M")" ] && ok "store empty" || not_ok "store not empty: $(ls "$M")"
+
+# a model a session uses is kept unless --force
+"$MKMODEL" "$M/chatty.gguf" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 \
+    --layers 2 --heads 4 --kv-heads 2 --ff 128 --tied >/dev/null || exit 1
+run "$KVCHAT" run -s s1 -m chatty -t 1 --temp 0 -n 2 hello </dev/null
+expect_rc 0
+run "$KVCHAT" models rm chatty
+expect_rc 2; expect_err "model 'chatty' is used by session 's1' (use --force"
+[ -f "$M/chatty.gguf" ] && ok "kept while in use" || not_ok "removed while in use"
+run "$KVCHAT" sessions fork s1 s2
+run "$KVCHAT" models rm chatty
+expect_rc 2; expect_err "used by 2 sessions"
+run "$KVCHAT" models rm --force chatty
+expect_rc 0
+[ ! -e "$M/chatty.gguf" ] && ok "--force removes it" || not_ok "--force did not remove it"
 
 run "$KVCHAT" models aliases
 expect_rc 0; expect_out '^qwen2.5:0.5b .*hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF/'

@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0100: models pull over HTTPS from nginx on 127.0.0.1 with a test CA:
+# t0300: models pull over HTTPS from nginx on 127.0.0.1 with a test CA:
 # a plain pull, the hub's 302 to a CDN on another port (X-Linked-ETag
 # checked, HF_TOKEN only to the hub), hf:OWNER/REPO:QUANT via the hub API,
 # --sha256, and the failures: checksum mismatch, untrusted certificate,
@@ -32,6 +32,7 @@ server {
         default_type application/json;
         return 200 '{"id":"owner/repo","siblings":[{"rfilename":"README.md"},{"rfilename":"repo-F16.gguf"},{"rfilename":"repo-Q8_0.gguf"}]}';
     }
+    location = /api/models/owner/down { return 503; }
     location /owner/repo/resolve/main/ {
         add_header X-Linked-ETag '"$SHA"';
         add_header X-Linked-Size $SIZE;
@@ -79,6 +80,7 @@ run "$KVCHAT" models list --json
 expect_rc 0; expect_out "\"name\": \"model\", .*\"arch\": \"llama\".*\"sha256\": \"$SHA\", \"default\": true"
 
 # again: already there, no request
+log_has "$LOG" "GET \"/files/model.gguf\" 200" || true; sleep 0.3
 n0=$(wc -l <"$LOG")
 run "$KVCHAT" models pull --ca-file "$CA" --name model "https://127.0.0.1:$P1/files/model.gguf"
 expect_rc 0; expect_err "already in the store"
@@ -95,18 +97,23 @@ expect_rc 0; expect_err "already in the store"
 HF_TOKEN=hf_secret_test_token run "$KVCHAT" models pull --ca-file "$CA" --name hubmodel hf:owner/repo/model.gguf
 expect_rc 0; expect_err "pulled 'hubmodel'.*verified"
 cmp -s "$M/hubmodel.gguf" "$T/www/files/model.gguf" && ok "hub file is identical" || not_ok "hub file differs"
-grep -q "^$P1 GET \"/owner/repo/resolve/main/model.gguf\" 302 .*auth=\"Bearer hf_secret_test_token\"" "$LOG" &&
+log_has "$LOG" "^$P1 GET \"/owner/repo/resolve/main/model.gguf\" 302 .*auth=\"Bearer hf_secret_test_token\"" &&
     ok "the token went to the hub" || not_ok "the token did not reach the hub"
-grep -q "^$P2 GET \"/cdn/model.gguf\" 200 .*auth=\"-\"" "$LOG" && ok "the CDN got no Authorization" ||
+log_has "$LOG" "^$P2 GET \"/cdn/model.gguf\" 200 .*auth=\"-\"" && ok "the CDN got no Authorization" ||
     not_ok "CDN request missing or had Authorization"
 grep "^$P2 " "$LOG" | grep -q "hf_secret" && not_ok "the token reached the CDN" || ok "the token never reached the CDN"
 
 # hf:OWNER/REPO:QUANT picks the file from the hub API
 run "$KVCHAT" models pull --ca-file "$CA" hf:owner/repo:q8_0
 expect_rc 0; expect_err "pulled 'repo-Q8_0'.*verified"
-grep -q "^$P1 GET \"/api/models/owner/repo\" 200" "$LOG" && ok "asked the hub API" || not_ok "no hub API request"
+log_has "$LOG" "^$P1 GET \"/api/models/owner/repo\" 200" && ok "asked the hub API" || not_ok "no hub API request"
 run "$KVCHAT" models pull --ca-file "$CA" hf:owner/repo:Q2_K
 expect_rc 1; expect_err "no Q2_K .gguf file in 'owner/repo'"
+
+# the hub API down: retried, then a clear error
+run "$KVCHAT" models pull --ca-file "$CA" --retries 1 hf:owner/down:Q8_0
+expect_rc 4; expect_err "HTTP 503 Service .*retrying in 1 s"; expect_err "cannot pull 'hf:owner/down:Q8_0': HTTP 503"
+[ "$(log_count "$LOG" 'GET "/api/models/owner/down" 503' 2)" = 2 ] && ok "the API call was retried once" || not_ok "API not retried once"
 
 # X-Linked-ETag that does not match: deleted, exit 4
 run "$KVCHAT" models pull --ca-file "$CA" hf:owner/badsum/model.gguf --name badsum
@@ -124,6 +131,19 @@ run "$KVCHAT" models pull --retries 0 "https://127.0.0.1:$P1/files/model.gguf" -
 expect_rc 4; expect_err "certificate is not trusted"
 [ ! -e "$M/untrusted.gguf" ] && ok "nothing stored" || not_ok "stored from an untrusted server"
 
+echo "not a certificate" >"$T/junk.pem"
+run "$KVCHAT" models pull --ca-file "$T/junk.pem" "https://127.0.0.1:$P1/files/model.gguf" --name junkca
+expect_rc 2; expect_err "cannot load CA certificates from '$T/junk.pem'"
+
+# a certificate from another CA is as untrusted as none
+mk_ca2() {
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj "/CN=other CA" \
+        -keyout "$T/pki/ca2.key" -out "$T/pki/ca2.crt" 2>>"$T/pki/log"
+}
+mk_ca2
+run "$KVCHAT" models pull --ca-file "$T/pki/ca2.crt" --retries 0 "https://127.0.0.1:$P1/files/model.gguf" --name otherca
+expect_rc 4; expect_err "certificate is not trusted"
+
 run "$KVCHAT" models pull --ca-file "$CA" --retries 0 "https://127.0.0.1:$P3/files/model.gguf" --name wronghost
 expect_rc 4; expect_err "not valid for '127.0.0.1' (hostname mismatch)"
 
@@ -132,14 +152,15 @@ expect_rc 4; expect_err "HTTP 404 Not Found from 'https://127.0.0.1:$P1/files/no
 
 run "$KVCHAT" models pull --ca-file "$CA" --retries 1 "https://127.0.0.1:$P1/err500" --name e500
 expect_rc 4; expect_err "HTTP 500 Internal Server Error"; expect_err "retrying in 1 s"
-[ "$(grep -c "GET \"/err500\" 500" "$LOG")" = 2 ] && ok "a 500 was retried once" || not_ok "500 not retried exactly once"
+[ "$(log_count "$LOG" "GET \"/err500\" 500" 2)" = 2 ] && ok "a 500 was retried once" || not_ok "500 not retried exactly once"
 
 run "$KVCHAT" models pull --ca-file "$CA" "https://127.0.0.1:$P1/to-http" --name tohttp
 expect_rc 4; expect_err "refusing a redirect away from https"
 
 run "$KVCHAT" models pull --ca-file "$CA" "https://127.0.0.1:$P1/loop" --name loop
 expect_rc 4; expect_err "too many redirects"
-[ "$(grep -c 'GET "/loop"' "$LOG")" = 11 ] && ok "stopped after 10 redirects" || not_ok "$(grep -c 'GET "/loop"' "$LOG") requests for /loop"
+n=$(log_count "$LOG" 'GET "/loop"' 11)
+[ "$n" = 11 ] && ok "stopped after 10 redirects" || not_ok "$n requests for /loop"
 
 run "$KVCHAT" models pull --ca-file "$CA" "http://127.0.0.1:$P1/files/model.gguf"
 expect_rc 1; expect_err "refusing plain http://"
@@ -148,30 +169,31 @@ run "$KVCHAT" models pull --ca-file "$CA" "nosuchalias:7b"
 expect_rc 1; expect_err "unknown model 'nosuchalias:7b'"
 
 # ---- on a terminal (script(1) gives a pty): a progress line, and the first run ----
-if command -v script >/dev/null 2>&1; then
-    run script -qec "'$KVCHAT' models pull --ca-file '$CA' --name tty 'https://127.0.0.1:$P1/files/model.gguf'" "$T/typescript"
+if command -v script >/dev/null 2>&1 && script -qec true /dev/null </dev/null >/dev/null 2>&1; then
+    run timeout 60 script -qec "'$KVCHAT' models pull --ca-file '$CA' --name tty 'https://127.0.0.1:$P1/files/model.gguf'" "$T/typescript"
     expect_rc 0
     tr '\r' '\n' <"$T/typescript" | grep -q '^.*model.gguf \[#*\] 100%  1.90 MiB / 1.90 MiB' &&
         ok "a progress line at 100%" || { not_ok "no progress line"; cat -v "$T/typescript"; }
     # the first run offers the default alias; "n" declines
     rm -rf "$KVCHAT_HOME" "$XDG_CONFIG_HOME"
-    printf 'n\n' | script -qec "'$KVCHAT'" "$T/typescript" >/dev/null 2>&1
+    printf 'n\n' | timeout 60 script -qec "'$KVCHAT'" "$T/typescript" >/dev/null 2>&1
     rc=$?
     expect_rc 2
     grep -q "Download qwen2.5:0.5b (Qwen2.5 0.5B Instruct, Q4_K_M, about .*) now? \[Y/n\]" "$T/typescript" &&
         grep -q "kvchat models pull qwen2.5:0.5b" "$T/typescript" && ok "offered, declined, guided" ||
         { not_ok "no offer or guidance"; cat -v "$T/typescript"; }
-    # "y" pulls the alias (from the hub on loopback), makes it the default, then starts the chat
-    printf 'y\n' | KVCHAT_HF_ENDPOINT="https://127.0.0.1:$P1" KVCHAT_CA_FILE="$CA" \
-        script -qec "'$KVCHAT'" "$T/typescript" >/dev/null 2>&1
+    # "y" pulls the alias (from the hub on loopback), makes it the default, then
+    # starts the chat, which "/exit" (or the end of input) leaves
+    printf 'y\n/exit\n' | KVCHAT_HF_ENDPOINT="https://127.0.0.1:$P1" KVCHAT_CA_FILE="$CA" \
+        timeout 60 script -qec "'$KVCHAT'" "$T/typescript" >/dev/null 2>&1
     rc=$?
-    expect_rc 1
-    grep -q "pulled 'qwen2.5:0.5b'.*verified" "$T/typescript" && grep -q "chat REPL is not built yet" "$T/typescript" &&
-        ok "first run pulled the default alias and went on to the chat" || { not_ok "first run pull"; cat -v "$T/typescript"; }
+    [ "$rc" != 124 ] && ok "the first run ended (exit $rc)" || not_ok "the first run hung"
+    grep -q "pulled 'qwen2.5:0.5b'.*verified" "$T/typescript" &&
+        ok "first run pulled the default alias" || { not_ok "first run pull"; cat -v "$T/typescript"; }
     cmp -s "$M/qwen2.5:0.5b.gguf" "$T/www/files/model.gguf" && ok "alias stored as qwen2.5:0.5b" || not_ok "alias not stored"
     grep -q '^model = qwen2.5:0.5b$' "$XDG_CONFIG_HOME/kvchat/config" && ok "and made the default" || not_ok "not the default"
 else
-    echo "(script(1) missing: terminal checks skipped)"
+    echo "(script(1) missing or no pty: terminal checks skipped)"
 fi
 
 echo "nginx access log:"; sed 's/^/  /' "$LOG"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0102: models pull against a misbehaving HTTPS server (tests/cli/badserver.py):
+# t0302: models pull against a misbehaving HTTPS server (tests/cli/badserver.py):
 # a connection dropped mid-body (kept .part, exit 4; with a retry it resumes
 # with Range and completes), a truncated chunked body, a proper chunked body
 # with extensions and a trailer, a stalled server (read timeout), a
@@ -47,8 +47,16 @@ expect_rc 4; expect_err "malformed HTTP status line"
 # through a CONNECT proxy
 HTTPS_PROXY=http://127.0.0.1:$PP run "$KVCHAT" models pull --sha256 "$SHA" "$U/chunked/model.gguf" --name proxied
 expect_rc 0
-grep -q "^CONNECT 127.0.0.1:$P\$" "$LOG" && ok "went through the proxy" || not_ok "did not use the proxy"
+grep -q "^CONNECT 127.0.0.1:$P auth=-\$" "$LOG" && ok "went through the proxy" || not_ok "did not use the proxy"
 cmp -s "$M/proxied.gguf" "$T/model.gguf" && ok "proxied file identical" || not_ok "proxied file differs"
+# credentials in HTTPS_PROXY (percent-encoded) become Proxy-Authorization: Basic
+HTTPS_PROXY="http://user:p%40ss:w@127.0.0.1:$PP/" run "$KVCHAT" models pull --sha256 "$SHA" "$U/chunked/model.gguf" --name proxied2
+expect_rc 0
+grep -q "^CONNECT 127.0.0.1:$P auth=Basic $(printf 'user:p@ss:w' | base64)\$" "$LOG" && ok "proxy credentials sent" ||
+    not_ok "no Proxy-Authorization"
+HTTPS_PROXY="http://user:secret@127.0.0.1:1" run "$KVCHAT" models pull --retries 0 "$U/chunked/model.gguf" --name noproxy
+expect_rc 4
+grep -q secret "$T/err" && not_ok "the proxy password was printed" || ok "the proxy password is not printed"
 n=$(grep -c '^CONNECT' "$LOG")
 HTTPS_PROXY=http://127.0.0.1:$PP NO_PROXY=localhost,127.0.0.1 run "$KVCHAT" models pull "$U/chunked/model.gguf" --name direct
 expect_rc 0

@@ -1,0 +1,295 @@
+/*
+ * cmd-run.c - `kvchat run`: one turn for a script. The prompt comes from the
+ * arguments and/or stdin (stdin first, as llm does); only the answer goes to
+ * stdout, streamed as it is generated (or one JSON object with --json);
+ * diagnostics go to stderr. With -s NAME the turn is appended to a named
+ * session, resuming its KV cache from the snapshots.
+ */
+#include "cli/cmd.h"
+#include "sessions/sess.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char run_usage[] =
+    "usage: kvchat run [-s SESSION] [-m MODEL] [--json] [options] [PROMPT...]\n"
+    "\n"
+    "One turn: the answer to PROMPT (or to all of stdin when no PROMPT is given;\n"
+    "with both, stdin comes first, then PROMPT) goes to stdout, nothing else.\n"
+    "\n"
+    "  -s, --session NAME       append the turn to session NAME (created if new),\n"
+    "                           resuming its KV cache from disk with no re-prefill\n"
+    "                           (with --no-cache: the session is recomputed and\n"
+    "                           left unchanged, for comparison)\n"
+    "      --json               print one JSON object: answer, session, model,\n"
+    "                           prompt_tokens, cached_tokens, prefilled_tokens,\n"
+    "                           generated_tokens, ttft_ms, prefill_tok_s,\n"
+    "                           decode_tok_s, stop_reason\n"
+    CMD_OPTS_HELP
+    "\n"
+    "Exit status: 0 ok, 1 usage, 2 model or file error, 3 session error,\n"
+    "130 interrupted (the partial answer is kept in the session).\n";
+
+static volatile sig_atomic_t interrupted;
+static double last_restore_ms; /* of the session's KV cache, for --json */
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+struct sink {
+    bool json, broken;
+    char *buf;
+    size_t len, cap;
+};
+
+static int on_text(void *ud, const char *text, size_t n)
+{
+    struct sink *s = ud;
+    if (s->json) {
+        if (s->len + n + 1 > s->cap) {
+            size_t cap = s->cap ? 2 * s->cap : 4096;
+            while (cap < s->len + n + 1)
+                cap *= 2;
+            char *p = realloc(s->buf, cap);
+            if (!p)
+                return 1;
+            s->buf = p;
+            s->cap = cap;
+        }
+        memcpy(s->buf + s->len, text, n);
+        s->len += n;
+        s->buf[s->len] = 0;
+        return 0;
+    }
+    if (fwrite(text, 1, n, stdout) != n || fflush(stdout) != 0) {
+        s->broken = true; /* the reader went away (| head): stop quietly */
+        return 1;
+    }
+    return 0;
+}
+
+/* all of a stream into a malloc'd string */
+static char *slurp(FILE *f, size_t *len)
+{
+    size_t cap = 4096, n = 0;
+    char *b = malloc(cap);
+    while (b) {
+        size_t r = fread(b + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0)
+            break;
+        if (n + 1 == cap) {
+            char *p = realloc(b, cap * 2);
+            if (!p) {
+                free(b);
+                return NULL;
+            }
+            b = p;
+            cap *= 2;
+        }
+    }
+    if (b)
+        b[n] = 0;
+    *len = n;
+    return b;
+}
+
+static int run_exec(int argc, char **argv)
+{
+    struct cmd_opts o;
+    cmd_opts_init(&o);
+    int rc = cmd_opts_config(&o);
+    if (rc)
+        return rc;
+    const char *session = NULL;
+    bool json = false;
+    char **words = calloc((size_t)argc + 1, sizeof *words);
+    int n_words = 0;
+    if (!words)
+        return cmd_fail(CMD_EXIT_MODEL, "out of memory");
+    for (int i = 1; i < argc;) {
+        int r = cmd_opts_take(&cmd_run_entry, &o, argc, argv, &i);
+        if (r < 0) {
+            free(words);
+            cmd_opts_free(&o);
+            return CMD_EXIT_USAGE;
+        }
+        if (r > 0)
+            continue;
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            free(words);
+            cmd_opts_free(&o);
+            return cmd_help(&cmd_run_entry);
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+        } else if (!strcmp(a, "-s") || !strcmp(a, "--session")) {
+            if (i + 1 >= argc) {
+                free(words);
+                cmd_opts_free(&o);
+                return cmd_usage_error(&cmd_run_entry, "%s needs a session name", a);
+            }
+            session = argv[++i];
+        } else if (!strncmp(a, "--session=", 10)) {
+            session = a + 10;
+        } else if (!strcmp(a, "--")) {
+            while (++i < argc)
+                words[n_words++] = argv[i];
+            break;
+        } else if (a[0] == '-' && a[1]) {
+            free(words);
+            cmd_opts_free(&o);
+            return cmd_usage_error(&cmd_run_entry, "run: unknown option '%s'", a);
+        } else {
+            words[n_words++] = argv[i];
+        }
+        i++;
+    }
+    if ((rc = cmd_opts_finish(&cmd_run_entry, &o))) {
+        free(words);
+        cmd_opts_free(&o);
+        return rc;
+    }
+
+    /* the prompt: stdin (unless it is a terminal and PROMPT was given), then PROMPT */
+    size_t in_len = 0, cap = 1;
+    char *in = NULL;
+    if (n_words == 0 || !isatty(0)) {
+        if (n_words == 0 && isatty(0))
+            fprintf(stderr, "kvchat: reading the prompt from stdin (end with Ctrl-D)\n");
+        in = slurp(stdin, &in_len);
+        /* `echo hi | kvchat run` asks the same as `kvchat run hi` */
+        while (in && in_len && (in[in_len - 1] == '\n' || in[in_len - 1] == '\r'))
+            in[--in_len] = 0;
+        if (!in) {
+            free(words);
+            cmd_opts_free(&o);
+            return cmd_fail(CMD_EXIT_MODEL, "cannot read stdin: %s", strerror(errno));
+        }
+    }
+    for (int i = 0; i < n_words; i++)
+        cap += strlen(words[i]) + 1;
+    char *prompt = malloc(in_len + cap + 1);
+    size_t pl = 0;
+    if (prompt) {
+        if (in_len) {
+            memcpy(prompt, in, in_len);
+            pl = in_len;
+        }
+        for (int i = 0; i < n_words; i++) {
+            if (pl && !(i == 0 && prompt[pl - 1] == '\n'))
+                prompt[pl++] = i == 0 ? '\n' : ' ';
+            memcpy(prompt + pl, words[i], strlen(words[i]));
+            pl += strlen(words[i]);
+        }
+        prompt[pl] = 0;
+    }
+    free(in);
+    free(words);
+    if (!prompt) {
+        cmd_opts_free(&o);
+        return cmd_fail(CMD_EXIT_MODEL, "out of memory");
+    }
+    if (pl == 0) {
+        free(prompt);
+        cmd_opts_free(&o);
+        return cmd_usage_error(&cmd_run_entry, "run: the prompt is empty");
+    }
+
+    struct cmd_llm l;
+    struct sess_store *st = NULL;
+    struct sess_conv *conv = NULL;
+    char err[1024];
+    if ((rc = cmd_llm_open(&o, false, &l))) {
+        free(prompt);
+        cmd_opts_free(&o);
+        return rc;
+    }
+    if (sess_conv_init(l.model, l.vocab, l.ctx, cmd_opts_conv_params(&o, &l), &conv, err, sizeof err)) {
+        rc = cmd_fail(CMD_EXIT_MODEL, "cannot start the conversation: %s", err);
+        goto out;
+    }
+    if (session) {
+        struct sess_restore_stats rs;
+        if ((rc = cmd_store_open(&st)))
+            goto out;
+        int r = sess_conv_attach(conv, st, session, true, &rs);
+        if (r) {
+            rc = cmd_fail(CMD_EXIT_SESSION, "%s", sess_conv_errmsg(conv));
+            goto out;
+        }
+        last_restore_ms = rs.ms;
+        if (rs.damaged)
+            fprintf(stderr, "kvchat: %s; recomputed %lld tokens\n", rs.first_problem,
+                    (long long)rs.prefilled_tokens);
+        if (o.verbose)
+            fprintf(stderr, "kvchat: session '%s': %lld tokens restored, %lld computed, in %.1f ms\n",
+                    session, (long long)rs.restored_tokens, (long long)rs.prefilled_tokens, rs.ms);
+        if (o.no_cache)
+            fprintf(stderr, "kvchat: --no-cache: session '%s' is read and computed again, not saved\n",
+                    session);
+    }
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    struct sink sink = {json, false, NULL, 0, 0};
+    double restore_ms = session ? last_restore_ms : 0;
+    struct sess_turn_stats ts;
+    int r = sess_conv_say(conv, prompt, on_text, &sink, &interrupted, &ts);
+    if (r == SESS_ERR_CTX_FULL) {
+        rc = cmd_fail(CMD_EXIT_MODEL, "the prompt does not fit: %s (a larger -c helps)", sess_conv_errmsg(conv));
+    } else if (r) {
+        rc = cmd_fail(CMD_EXIT_MODEL, "%s", sess_conv_errmsg(conv));
+    } else if (json) {
+        printf("{\"answer\": ");
+        cmd_json_str(stdout, sink.buf ? sink.buf : "", sink.len);
+        printf(", \"session\": ");
+        if (session)
+            cmd_json_str(stdout, session, strlen(session));
+        else
+            printf("null");
+        printf(", \"model\": ");
+        cmd_json_str(stdout, l.path, strlen(l.path));
+        printf(", \"prompt_tokens\": %lld, \"cached_tokens\": %lld, \"prefilled_tokens\": %lld, "
+               "\"generated_tokens\": %lld, \"ttft_ms\": %.3f, \"prefill_tok_s\": %.3f, "
+               "\"decode_tok_s\": %.3f, \"stop_reason\": \"%s\", \"restore_ms\": %.3f}\n",
+               (long long)ts.prompt_tokens, (long long)ts.cached_tokens, (long long)ts.prefilled_tokens,
+               (long long)ts.generated_tokens, ts.ttft_ms, ts.prefill_tok_s, ts.decode_tok_s, ts.stop_reason,
+               restore_ms);
+    } else if (!sink.broken && isatty(1)) {
+        fputc('\n', stdout);
+    }
+    if (r == 0 && o.verbose)
+        fprintf(stderr, "kvchat: %lld prompt tokens (%lld cached, %lld prefilled), %lld generated; "
+                        "ttft %.1f ms, prefill %.1f tok/s, decode %.1f tok/s; stop: %s\n",
+                (long long)ts.prompt_tokens, (long long)ts.cached_tokens, (long long)ts.prefilled_tokens,
+                (long long)ts.generated_tokens, ts.ttft_ms, ts.prefill_tok_s, ts.decode_tok_s,
+                ts.stop_reason);
+    if (r == 0 && interrupted)
+        rc = CMD_EXIT_INTERRUPTED;
+    free(sink.buf);
+out:
+    sess_conv_free(conv);
+    sess_store_close(st);
+    cmd_llm_close(&l);
+    free(prompt);
+    cmd_opts_free(&o);
+    return rc;
+}
+
+const struct cmd_entry cmd_run_entry = {
+    .name = "run",
+    .summary = "answer one prompt (from arguments or stdin) for a script",
+    .usage = run_usage,
+    .exec = run_exec,
+};

@@ -1,0 +1,447 @@
+/*
+ * opts.c - the options that `chat` and `run` share (SPEC §3 "Common
+ * options"), and what they set up together: the model, its vocabulary and
+ * chat template, a context, the conversation parameters.
+ *
+ * One table (opt_table) names every setting three ways: its config-file key
+ * (`temp = 0.7`), its command-line option (`--temp 0.7`) and its /set key in
+ * the REPL (`/set temp 0.7`), so the three always accept the same values
+ * with the same checks. Precedence: built-in defaults, then the config file,
+ * then the command line (then /set, for the rest of a chat).
+ */
+#include "cli/cmd.h"
+#include "models/mdl.h"
+#include "sessions/sess.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+enum opt_kind { OPT_KIND_INT, OPT_KIND_FLOAT, OPT_KIND_U64, OPT_KIND_STR, OPT_KIND_FLAG, OPT_KIND_KV };
+
+/* where a setting may be given */
+#define OPT_IN_CONFIG 1u
+#define OPT_IN_SET 2u
+
+struct opt_def {
+    enum cmd_opt id;
+    const char *key;  /* config file and /set */
+    const char *lng;  /* --long */
+    char shrt;        /* -s, or 0 */
+    enum opt_kind kind;
+    double lo, hi;    /* for numbers */
+    unsigned where;
+};
+
+static const struct opt_def opt_table[] = {
+    {CMD_OPT_MODEL, "model", "model", 'm', OPT_KIND_STR, 0, 0, 0},
+    {CMD_OPT_THREADS, "threads", "threads", 't', OPT_KIND_INT, 1, 1024, OPT_IN_CONFIG},
+    {CMD_OPT_CTX_SIZE, "ctx_size", "ctx-size", 'c', OPT_KIND_INT, 16, 1 << 24, OPT_IN_CONFIG},
+    {CMD_OPT_TEMP, "temp", "temp", 0, OPT_KIND_FLOAT, 0, 100, OPT_IN_CONFIG | OPT_IN_SET},
+    {CMD_OPT_TOP_K, "top_k", "top-k", 0, OPT_KIND_INT, 0, 1 << 24, OPT_IN_CONFIG | OPT_IN_SET},
+    {CMD_OPT_TOP_P, "top_p", "top-p", 0, OPT_KIND_FLOAT, 0, 1, OPT_IN_CONFIG | OPT_IN_SET},
+    {CMD_OPT_MIN_P, "min_p", "min-p", 0, OPT_KIND_FLOAT, 0, 1, OPT_IN_CONFIG | OPT_IN_SET},
+    {CMD_OPT_REPEAT_PENALTY, "repeat_penalty", "repeat-penalty", 0, OPT_KIND_FLOAT, 0.01, 100,
+     OPT_IN_CONFIG | OPT_IN_SET},
+    {CMD_OPT_PRESENCE_PENALTY, "presence_penalty", "presence-penalty", 0, OPT_KIND_FLOAT, -100, 100,
+     OPT_IN_CONFIG | OPT_IN_SET},
+    {CMD_OPT_REPEAT_LAST_N, "repeat_last_n", "repeat-last-n", 0, OPT_KIND_INT, 0, 1 << 20,
+     OPT_IN_CONFIG},
+    {CMD_OPT_SEED, "seed", "seed", 0, OPT_KIND_U64, 0, 0, OPT_IN_CONFIG | OPT_IN_SET},
+    {CMD_OPT_N_PREDICT, "n_predict", "max-tokens", 'n', OPT_KIND_INT, -1, 1 << 24,
+     OPT_IN_CONFIG | OPT_IN_SET},
+    {CMD_OPT_KV_TYPE, "kv_type", "kv-type", 0, OPT_KIND_KV, 0, 0, OPT_IN_CONFIG},
+    {CMD_OPT_TEMPLATE, "template", "template", 0, OPT_KIND_STR, 0, 0, OPT_IN_CONFIG},
+    {CMD_OPT_SYSTEM, "system", "system", 0, OPT_KIND_STR, 0, 0, 0},
+    {CMD_OPT_SYSTEM_FILE, "system_file", "system-file", 0, OPT_KIND_STR, 0, 0, 0},
+    {CMD_OPT_NO_CACHE, "no_cache", "no-cache", 0, OPT_KIND_FLAG, 0, 0, 0},
+    {CMD_OPT_VERBOSE, "verbose", "verbose", 'v', OPT_KIND_FLAG, 0, 0, 0},
+    {CMD_OPT_SPECIAL, "special", "special", 0, OPT_KIND_FLAG, 0, 0, 0},
+    {CMD_OPT_CACHE_MAX, "cache_max", "cache-max", 0, OPT_KIND_STR, 0, 0, OPT_IN_CONFIG},
+};
+#define N_OPTS (sizeof opt_table / sizeof opt_table[0])
+
+static const struct opt_def *opt_by_key(const char *key)
+{
+    for (size_t i = 0; i < N_OPTS; i++)
+        if (!strcmp(opt_table[i].key, key))
+            return &opt_table[i];
+    if (!strcmp(key, "max_tokens"))
+        return opt_by_key("n_predict");
+    return NULL;
+}
+
+void cmd_opts_init(struct cmd_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->sampling = llm_sampler_default_params();
+    o->n_predict = -1;
+    o->kv_type = LLM_TYPE_F16;
+    o->cache_max = 4ll << 30;
+    /* a fresh seed per process unless one is given: chats differ from run
+     * to run as users of llama.cpp and ollama expect; --seed fixes it */
+    uint64_t seed;
+    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed)
+        seed = (uint64_t)time(NULL) * 6364136223846793005ull;
+    o->sampling.seed = seed;
+}
+
+/* Parse a value for def into o; 0, or -1 with a reason in err. */
+static int opt_apply(struct cmd_opts *o, const struct opt_def *d, const char *v, char *err, size_t n)
+{
+    char *end;
+    long long iv = 0;
+    double fv = 0;
+    uint64_t uv = 0;
+    errno = 0;
+    switch (d->kind) {
+    case OPT_KIND_INT:
+        iv = strtoll(v, &end, 10);
+        if (errno || end == v || *end || iv < (long long)d->lo || iv > (long long)d->hi) {
+            snprintf(err, n, "bad value '%s' for %s: expected a whole number from %.0f to %.0f", v,
+                     d->key, d->lo, d->hi);
+            return -1;
+        }
+        break;
+    case OPT_KIND_FLOAT:
+        fv = strtod(v, &end);
+        if (errno || end == v || *end || !isfinite(fv) || fv < d->lo || fv > d->hi) {
+            snprintf(err, n, "bad value '%s' for %s: expected a number from %g to %g", v, d->key,
+                     d->lo, d->hi);
+            return -1;
+        }
+        break;
+    case OPT_KIND_U64:
+        if (v[0] == '-') {
+            snprintf(err, n, "bad value '%s' for %s: expected a whole number from 0", v, d->key);
+            return -1;
+        }
+        uv = strtoull(v, &end, 10);
+        if (errno || end == v || *end) {
+            snprintf(err, n, "bad value '%s' for %s: expected a whole number from 0", v, d->key);
+            return -1;
+        }
+        break;
+    case OPT_KIND_KV:
+        if (strcmp(v, "f16") && strcmp(v, "f32")) {
+            snprintf(err, n, "bad value '%s' for %s: expected f16 or f32", v, d->key);
+            return -1;
+        }
+        break;
+    case OPT_KIND_FLAG:
+        if (strcmp(v, "1") && strcmp(v, "0") && strcmp(v, "true") && strcmp(v, "false") &&
+            strcmp(v, "yes") && strcmp(v, "no") && strcmp(v, "on") && strcmp(v, "off")) {
+            snprintf(err, n, "bad value '%s' for %s: expected on or off", v, d->key);
+            return -1;
+        }
+        break;
+    case OPT_KIND_STR:
+        break;
+    }
+    bool flag = !strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on");
+    if (d->id == CMD_OPT_CACHE_MAX && cmd_parse_size(v) < 0) {
+        snprintf(err, n, "bad value '%s' for %s: expected a size like 4G or 500M", v, d->key);
+        return -1;
+    }
+    switch (d->id) {
+    case CMD_OPT_MODEL: o->model = v; break;
+    case CMD_OPT_THREADS: o->n_threads = (int32_t)iv; break;
+    case CMD_OPT_CTX_SIZE: o->n_ctx = (int32_t)iv; break;
+    case CMD_OPT_TEMP: o->sampling.temp = (float)fv; break;
+    case CMD_OPT_TOP_K: o->sampling.top_k = (int32_t)iv; break;
+    case CMD_OPT_TOP_P: o->sampling.top_p = (float)fv; break;
+    case CMD_OPT_MIN_P: o->sampling.min_p = (float)fv; break;
+    case CMD_OPT_REPEAT_PENALTY: o->sampling.repeat_penalty = (float)fv; break;
+    case CMD_OPT_PRESENCE_PENALTY: o->sampling.presence_penalty = (float)fv; break;
+    case CMD_OPT_REPEAT_LAST_N: o->sampling.penalty_last_n = (int32_t)iv; break;
+    case CMD_OPT_SEED:
+        o->sampling.seed = uv;
+        o->seed_set = true;
+        break;
+    case CMD_OPT_N_PREDICT: o->n_predict = (int32_t)iv; break;
+    case CMD_OPT_KV_TYPE: o->kv_type = !strcmp(v, "f32") ? LLM_TYPE_F32 : LLM_TYPE_F16; break;
+    case CMD_OPT_TEMPLATE: o->template_name = v; break;
+    case CMD_OPT_SYSTEM: o->system = v; o->system_file = NULL; break;
+    case CMD_OPT_SYSTEM_FILE: o->system_file = v; o->system = NULL; break;
+    case CMD_OPT_NO_CACHE: o->no_cache = flag; break;
+    case CMD_OPT_VERBOSE: o->verbose = flag; break;
+    case CMD_OPT_SPECIAL: o->special = flag; break;
+    case CMD_OPT_CACHE_MAX: o->cache_max = cmd_parse_size(v); break;
+    case CMD_OPT_COUNT: break;
+    }
+    o->given |= 1ull << d->id;
+    return 0;
+}
+
+int cmd_opts_config(struct cmd_opts *o)
+{
+    /* config values must outlive o: they are copied into o->config_strs */
+    for (size_t i = 0; i < N_OPTS; i++) {
+        const struct opt_def *d = &opt_table[i];
+        if (!(d->where & OPT_IN_CONFIG))
+            continue;
+        char buf[1024], err[512];
+        int r = mdl_config_get(d->key, buf, sizeof buf);
+        if (r < 0) {
+            char path[4096] = "the config file";
+            mdl_config_path(path, sizeof path);
+            return cmd_fail(CMD_EXIT_USAGE, "cannot read the config file '%s'", path);
+        }
+        if (r == 0 || !buf[0])
+            continue;
+        char *copy = strdup(buf);
+        if (!copy)
+            return cmd_fail(CMD_EXIT_USAGE, "out of memory");
+        if (opt_apply(o, d, copy, err, sizeof err)) {
+            free(copy);
+            char path[4096] = "the config file";
+            mdl_config_path(path, sizeof path);
+            return cmd_fail(CMD_EXIT_USAGE, "%s (in '%s')", err, path);
+        }
+        if (o->n_config_strs < CMD_OPTS_MAX_CONFIG)
+            o->config_strs[o->n_config_strs++] = copy;
+        else
+            free(copy);
+    }
+    o->given = 0; /* "given" means on the command line */
+    return 0;
+}
+
+int cmd_opts_take(const struct cmd_entry *e, struct cmd_opts *o, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    const struct opt_def *d = NULL;
+    const char *val = NULL;
+    if (a[0] != '-' || !a[1])
+        return 0;
+    if (a[1] == '-') {
+        const char *name = a + 2;
+        const char *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        for (size_t k = 0; k < N_OPTS; k++)
+            if (strlen(opt_table[k].lng) == len && !strncmp(opt_table[k].lng, name, len))
+                d = &opt_table[k];
+        if (!d && len == 9 && !strncmp(name, "n-predict", 9))
+            d = opt_by_key("n_predict");
+        if (!d)
+            return 0;
+        if (eq) {
+            if (d->kind == OPT_KIND_FLAG) {
+                cmd_usage_error(e, "option '--%s' takes no value", d->lng);
+                return -1;
+            }
+            val = eq + 1;
+        }
+    } else {
+        for (size_t k = 0; k < N_OPTS; k++)
+            if (opt_table[k].shrt && opt_table[k].shrt == a[1])
+                d = &opt_table[k];
+        if (!d)
+            return 0;
+        if (a[2]) {
+            if (d->kind == OPT_KIND_FLAG)
+                return 0; /* bundled flags are not ours to split */
+            val = a + 2;
+        }
+    }
+    if (d->kind == OPT_KIND_FLAG) {
+        val = "1";
+    } else if (!val) {
+        if (*i + 1 >= argc) {
+            cmd_usage_error(e, "option '%s' needs a value", a);
+            return -1;
+        }
+        val = argv[++*i];
+    }
+    char err[512];
+    if (opt_apply(o, d, val, err, sizeof err)) {
+        cmd_usage_error(e, "%s", err);
+        return -1;
+    }
+    (*i)++;
+    return 1;
+}
+
+int cmd_opts_finish(const struct cmd_entry *e, struct cmd_opts *o)
+{
+    (void)e;
+    if (o->system_file) {
+        FILE *f = !strcmp(o->system_file, "-") ? stdin : fopen(o->system_file, "rb");
+        if (!f)
+            return cmd_fail(CMD_EXIT_MODEL, "cannot read system prompt file '%s': %s", o->system_file,
+                            strerror(errno));
+        size_t cap = 4096, len = 0;
+        char *buf = malloc(cap);
+        for (;;) {
+            if (!buf)
+                break;
+            if (len + 1 >= cap) {
+                char *nb = cap > (64u << 20) ? NULL : realloc(buf, cap * 2);
+                if (!nb) {
+                    free(buf);
+                    buf = NULL;
+                    break;
+                }
+                buf = nb;
+                cap *= 2;
+            }
+            size_t got = fread(buf + len, 1, cap - 1 - len, f);
+            len += got;
+            if (got == 0)
+                break;
+        }
+        bool bad = ferror(f);
+        if (f != stdin)
+            fclose(f);
+        if (!buf || bad) {
+            free(buf);
+            return cmd_fail(CMD_EXIT_MODEL, "cannot read system prompt file '%s'%s", o->system_file,
+                            buf ? "" : ": too large");
+        }
+        buf[len] = 0;
+        /* one trailing newline is the file's, not the prompt's */
+        if (len && buf[len - 1] == '\n')
+            buf[--len] = 0;
+        if (strlen(buf) != len) {
+            free(buf);
+            return cmd_fail(CMD_EXIT_MODEL, "cannot use system prompt file '%s': it holds a NUL byte",
+                            o->system_file);
+        }
+        free(o->system_buf);
+        o->system_buf = buf;
+        o->system = buf;
+    }
+    if (o->template_name && llm_template_from_name(o->template_name) == LLM_TEMPLATE_UNKNOWN &&
+        strcmp(o->template_name, "unknown"))
+        return cmd_usage_error(e, "unknown chat template '%s' (known: chatml, llama2, llama3, "
+                                  "mistral-v7, phi3, gemma, zephyr, ...)",
+                               o->template_name);
+    return 0;
+}
+
+void cmd_opts_free(struct cmd_opts *o)
+{
+    for (int i = 0; i < o->n_config_strs; i++)
+        free(o->config_strs[i]);
+    o->n_config_strs = 0;
+    free(o->system_buf);
+    o->system_buf = NULL;
+}
+
+int cmd_opts_set(struct cmd_opts *o, const char *key, const char *value, char *err, size_t n)
+{
+    const struct opt_def *d = opt_by_key(key);
+    if (!d || !(d->where & OPT_IN_SET)) {
+        snprintf(err, n, "unknown setting '%s' (try: temp, top_k, top_p, min_p, repeat_penalty, "
+                         "presence_penalty, seed, n_predict)", key);
+        return -1;
+    }
+    return opt_apply(o, d, value, err, n);
+}
+
+const char *const *cmd_opts_set_keys(void)
+{
+    static const char *keys[N_OPTS + 1];
+    if (!keys[0]) {
+        size_t k = 0;
+        for (size_t i = 0; i < N_OPTS; i++)
+            if (opt_table[i].where & OPT_IN_SET)
+                keys[k++] = opt_table[i].key;
+        keys[k] = NULL;
+    }
+    return keys;
+}
+
+void cmd_opts_describe(const struct cmd_opts *o, FILE *f)
+{
+    const struct llm_sampler_params *s = &o->sampling;
+    fprintf(f, "temp %g, top_k %" PRId32 ", top_p %g, min_p %g, repeat_penalty %g, presence_penalty %g, "
+               "seed %" PRIu64 ", n_predict %" PRId32 "%s",
+            s->temp, s->top_k, s->top_p, s->min_p, s->repeat_penalty, s->presence_penalty, s->seed,
+            o->n_predict, o->n_predict <= 0 ? " (until the context is full)" : "");
+}
+
+/* ==== the model, its vocabulary and template, a context ==== */
+
+int cmd_llm_open(const struct cmd_opts *o, bool offer_pull, struct cmd_llm *l)
+{
+    memset(l, 0, sizeof *l);
+    int rc = cmd_model_resolve(o->model, offer_pull, l->path, sizeof l->path);
+    if (rc)
+        return rc;
+    char err[1024];
+    if (llm_model_open(l->path, llm_model_default_params(), &l->model, err, sizeof err) < 0)
+        return cmd_fail(CMD_EXIT_MODEL, "cannot open model '%s': %s", l->path, err);
+    const struct llm_gguf *g = llm_model_gguf(l->model);
+    if (llm_vocab_load(g, &l->vocab, err, sizeof err) < 0) {
+        cmd_llm_close(l);
+        return cmd_fail(CMD_EXIT_MODEL, "cannot read the vocabulary of '%s': %s", l->path, err);
+    }
+    struct llm_str jinja = {0};
+    bool has = llm_gguf_find_str(g, "tokenizer.chat_template", &jinja) == 0;
+    bool fell_back = false;
+    l->tmpl = llm_template_choose(o->template_name, has ? jinja.ptr : NULL, has ? (size_t)jinja.len : 0,
+                                  &fell_back);
+    if (fell_back && !o->template_name)
+        fprintf(stderr, "kvchat: warning: %s; using chatml (choose one with --template NAME)\n",
+                has ? "the model's chat template is not one kvchat knows" : "the model has no chat template");
+    struct llm_ctx_params cp = llm_ctx_default_params();
+    cp.n_ctx = o->n_ctx;
+    cp.n_threads = o->n_threads;
+    cp.kv_type = o->kv_type;
+    if (llm_ctx_init(l->model, cp, &l->ctx, err, sizeof err) < 0) {
+        cmd_llm_close(l);
+        return cmd_fail(CMD_EXIT_MODEL, "cannot make a context for '%s': %s", l->path, err);
+    }
+    if (o->verbose) {
+        bool user_set = false;
+        const char *arch = llm_blis_arch(&user_set);
+        fprintf(stderr, "kvchat: model %s (%s, template %s), context %" PRId64 ", %d threads, kv %s, "
+                        "kernels %s, BLIS %s%s\n",
+                l->path, llm_model_get_meta(l->model)->arch, llm_template_name(l->tmpl),
+                llm_ctx_n_ctx(l->ctx), llm_ctx_n_threads(l->ctx), llm_type_name(o->kv_type),
+                llm_kernel_path(), arch, user_set ? " (BLIS_ARCH_TYPE)" : "");
+    }
+    return 0;
+}
+
+void cmd_llm_close(struct cmd_llm *l)
+{
+    if (l->ctx)
+        llm_ctx_free(l->ctx);
+    if (l->vocab)
+        llm_vocab_free(l->vocab);
+    if (l->model)
+        llm_model_close(l->model);
+    memset(l, 0, sizeof *l);
+}
+
+struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, const struct cmd_llm *l)
+{
+    struct sess_conv_params p = sess_conv_default_params();
+    p.system = o->system && o->system[0] ? o->system : NULL;
+    p.tmpl = l->tmpl;
+    p.model_path = l->path;
+    p.sampling = o->sampling;
+    p.n_predict = o->n_predict;
+    p.parse_special = o->special;
+    p.no_cache = o->no_cache;
+    p.cache_max = o->cache_max;
+    p.model_path = l->path;
+    return p;
+}
+
+int cmd_store_open(struct sess_store **st)
+{
+    char home[4096], err[1024];
+    if (mdl_home(home, sizeof home))
+        return cmd_fail(CMD_EXIT_SESSION, "cannot find the kvchat home: set KVCHAT_HOME or HOME");
+    if (sess_store_open(home, st, err, sizeof err))
+        return cmd_fail(CMD_EXIT_SESSION, "cannot open the session index: %s", err);
+    return 0;
+}

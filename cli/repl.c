@@ -1,0 +1,333 @@
+/*
+ * repl.c - line input for the chat: GNU readline on a terminal, plain
+ * lines from a pipe. The only file that includes readline.
+ *
+ * Readline runs through its callback interface (rl_callback_read_char) in
+ * a pselect loop, with its own signal handlers off (rl_catch_signals = 0):
+ * SIGINT, SIGTERM and SIGHUP are blocked except inside pselect, so a signal
+ * can never slip in between checking the caller's flags and waiting for a
+ * key. Ctrl-C therefore drops the line being edited and shows a fresh
+ * prompt; SIGTERM/SIGHUP end reading with the terminal restored.
+ *
+ * History: $XDG_STATE_HOME/kvchat/history (the caller gives the path),
+ * created with mode 0600 in a 0700 directory. Entries are written with
+ * timestamps and read with history_multiline_entries, so an input of
+ * several lines comes back as one entry after a restart. At most
+ * REPL_HISTORY_MAX entries are kept.
+ */
+#include "cli/repl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <readline/history.h>
+#include <readline/readline.h>
+
+#define REPL_HISTORY_MAX 2000
+
+struct repl {
+    struct repl_params p;
+    bool tty;
+    char *history_path;
+    /* the callback interface hands the line to on_line */
+    char *got;
+    bool got_line, got_eof;
+};
+
+/* readline's callbacks take no user data: the one open repl */
+static struct repl *the_repl;
+
+/* ==== completion ==== */
+
+struct acc {
+    char **v;
+    size_t n, cap;
+    const char *word;
+    size_t word_len;
+};
+
+static void acc_add(void *accp, const char *cand)
+{
+    struct acc *a = accp;
+    if (strncmp(cand, a->word, a->word_len))
+        return;
+    for (size_t i = 0; i < a->n; i++)
+        if (!strcmp(a->v[i], cand))
+            return;
+    if (a->n + 1 >= a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 16;
+        char **nv = realloc(a->v, cap * sizeof *nv);
+        if (!nv)
+            return;
+        a->v = nv;
+        a->cap = cap;
+    }
+    char *s = strdup(cand);
+    if (s)
+        a->v[a->n++] = s;
+}
+
+static struct acc completions;
+static size_t completion_next;
+
+static char *completion_gen(const char *text, int state)
+{
+    (void)text;
+    if (state == 0)
+        completion_next = 0;
+    if (completion_next < completions.n) {
+        char *s = completions.v[completion_next];
+        completions.v[completion_next++] = NULL; /* readline frees it */
+        return s;
+    }
+    return NULL;
+}
+
+static char **complete(const char *text, int start, int end)
+{
+    (void)end;
+    rl_attempted_completion_over = 1; /* never file names */
+    struct repl *r = the_repl;
+    for (size_t i = 0; i < completions.n; i++)
+        free(completions.v[i]);
+    completions.n = 0;
+    if (!r || !r->p.complete)
+        return NULL;
+    completions.word = text;
+    completions.word_len = strlen(text);
+    r->p.complete(r->p.ud, rl_line_buffer, start, acc_add, &completions);
+    if (completions.n == 0)
+        return NULL;
+    return rl_completion_matches(text, completion_gen);
+}
+
+/* ==== history ==== */
+
+static void history_open(struct repl *r, const char **warning)
+{
+    const char *path = r->p.history_path;
+    if (!path || !*path)
+        return;
+    /* make the directories (0700), then the file (0600) */
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    for (char *s = dir + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = 0;
+        if (mkdir(dir, 0700) && errno != EEXIST) {
+            *warning = "cannot create the history directory; history is not saved";
+            return;
+        }
+        *s = '/';
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        *warning = "cannot open the history file; history is not saved";
+        return;
+    }
+    close(fd);
+    r->history_path = strdup(path);
+    history_comment_char = '#'; /* timestamps are written as #<seconds> lines */
+    history_write_timestamps = 1;
+    history_multiline_entries = 1;
+    read_history(path);
+    stifle_history(REPL_HISTORY_MAX);
+}
+
+void repl_history_add(struct repl *r, const char *entry)
+{
+    if (!r->tty || !entry[0])
+        return;
+    /* no immediate duplicates */
+    HIST_ENTRY *last = history_length > 0 ? history_get(history_base + history_length - 1) : NULL;
+    if (last && !strcmp(last->line, entry))
+        return;
+    add_history(entry);
+    if (r->history_path)
+        append_history(1, r->history_path);
+}
+
+/* ==== reading ==== */
+
+static void on_line(char *line)
+{
+    struct repl *r = the_repl;
+    if (!line) {
+        r->got_eof = true;
+    } else {
+        r->got = line;
+        r->got_line = true;
+    }
+    /* take the handler away so readline does not print the next prompt */
+    rl_callback_handler_remove();
+}
+
+struct repl *repl_open(const struct repl_params *p, const char **warning)
+{
+    *warning = NULL;
+    struct repl *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->p = *p;
+    r->tty = isatty(0);
+    if (!r->tty)
+        return r;
+    the_repl = r;
+    rl_readline_name = "kvchat";
+    rl_instream = stdin;
+    rl_outstream = p->prompt_out ? p->prompt_out : stdout;
+    rl_catch_signals = 0;
+    rl_catch_sigwinch = 1;
+    rl_attempted_completion_function = complete;
+    rl_basic_word_break_characters = " \t\n";
+    rl_completer_word_break_characters = (char *)" \t\n";
+    history_open(r, warning);
+    return r;
+}
+
+bool repl_interactive(const struct repl *r)
+{
+    return r->tty;
+}
+
+void repl_close(struct repl *r)
+{
+    if (!r)
+        return;
+    if (r->tty) {
+        rl_callback_handler_remove();
+        if (r->history_path)
+            history_truncate_file(r->history_path, REPL_HISTORY_MAX);
+        for (size_t i = 0; i < completions.n; i++)
+            free(completions.v[i]);
+        free(completions.v);
+        completions = (struct acc){0};
+        the_repl = NULL;
+    }
+    free(r->history_path);
+    free(r);
+}
+
+static enum repl_status read_pipe(struct repl *r, char **line)
+{
+    char *buf = NULL;
+    size_t cap = 0;
+    errno = 0;
+    ssize_t n = getline(&buf, &cap, stdin);
+    if (n < 0) {
+        free(buf);
+        if (r->p.quit && *r->p.quit)
+            return REPL_QUIT;
+        return REPL_EOF;
+    }
+    if (n > 0 && buf[n - 1] == '\n')
+        buf[--n] = 0;
+    if (n > 0 && buf[n - 1] == '\r')
+        buf[--n] = 0;
+    *line = buf;
+    return REPL_LINE;
+}
+
+enum repl_status repl_read(struct repl *r, const char *prompt, char **line)
+{
+    *line = NULL;
+    if (!r->tty)
+        return read_pipe(r, line);
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGHUP);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    r->got_line = r->got_eof = false;
+    r->got = NULL;
+    if (r->p.interrupt)
+        *r->p.interrupt = 0;
+    rl_callback_handler_install(prompt, on_line);
+    enum repl_status st = REPL_LINE;
+    for (;;) {
+        if (r->p.quit && *r->p.quit) {
+            st = REPL_QUIT;
+            break;
+        }
+        if (r->p.interrupt && *r->p.interrupt) {
+            /* Ctrl-C: drop what was typed, show a fresh prompt */
+            *r->p.interrupt = 0;
+            rl_callback_sigcleanup();
+            rl_replace_line("", 0);
+            rl_point = rl_end = 0;
+            fputs("^C", rl_outstream);
+            rl_crlf();
+            rl_callback_handler_remove();
+            st = REPL_INTERRUPT;
+            break;
+        }
+        fd_set fds;
+        FD_ZERO(&fds);
+        FD_SET(fileno(rl_instream), &fds);
+        int n = pselect(fileno(rl_instream) + 1, &fds, NULL, NULL, NULL, &old);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            st = REPL_EOF;
+            break;
+        }
+        rl_callback_read_char();
+        if (r->got_eof) {
+            st = REPL_EOF;
+            break;
+        }
+        if (r->got_line) {
+            *line = r->got;
+            st = REPL_LINE;
+            break;
+        }
+    }
+    if (st != REPL_LINE) {
+        rl_callback_handler_remove();
+        if (st != REPL_INTERRUPT && st != REPL_QUIT)
+            fputc('\n', rl_outstream);
+        else if (st == REPL_QUIT)
+            rl_crlf();
+        fflush(rl_outstream);
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return st;
+}
+
+bool repl_ask(struct repl *r, const char *question)
+{
+    if (!r->tty)
+        return false;
+    for (;;) {
+        char *line = NULL;
+        enum repl_status st = repl_read(r, question, &line);
+        if (st != REPL_LINE)
+            return false;
+        const char *s = line;
+        while (*s == ' ')
+            s++;
+        bool yes = !strcasecmp(s, "y") || !strcasecmp(s, "yes");
+        bool no = !*s || !strcasecmp(s, "n") || !strcasecmp(s, "no");
+        free(line);
+        if (yes || no)
+            return yes;
+    }
+}
+
+int repl_width(int fd)
+{
+    struct winsize ws;
+    if (isatty(fd) && ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
+    const char *c = getenv("COLUMNS");
+    int n = c ? atoi(c) : 0;
+    return n > 0 ? n : 80;
+}

@@ -1,0 +1,27 @@
+#!/bin/sh
+# regen-templates.sh - regenerate the golden chat-template renderings of
+# tests/cli/t0201-template.sh with llama.cpp via llref:
+#   tests/data/templates/NAME.txt        `llref template NAME` for each template
+#                                        name kvchat renders
+#   tests/data/templates/jinja/X.jinja   llama.cpp's copies of real models'
+#                                        templates that kvchat recognises
+#   tests/data/templates/jinja/X.txt     `llref template "$(cat X.jinja)"`
+# usage: tests/data/regen-templates.sh   (from the top directory, after make)
+set -eu
+home=${LLREF_HOME:-$HOME/.cache/llref}
+llref=$home/llref
+d=tests/data/templates
+mkdir -p "$d/jinja"
+rm -f "$d"/*.txt "$d"/jinja/*
+for name in $(./kvchat template --list | awk '{print $1}'); do
+    "$llref" template "$name" > "$d/$name.txt"
+done
+for f in "$home"/src/models/templates/*.jinja; do
+    b=$(basename "$f" .jinja)
+    # keep the templates kvchat recognises (no fallback warning) and
+    # llama.cpp renders with its built-in formats
+    ./kvchat template --template-file "$f" 2>&1 >/dev/null | grep -q warning && continue
+    "$llref" template "$(cat "$f")" > "$d/jinja/$b.txt" 2>/dev/null || { rm -f "$d/jinja/$b.txt"; continue; }
+    cp "$f" "$d/jinja/$b.jinja"
+done
+ls "$d"/*.txt "$d"/jinja/*.txt | wc -l

@@ -1,0 +1,321 @@
+/*
+ * test_conv.c - conversations (sessions/conv.c) over the real engine with a
+ * real vocabulary and chat template: only new tokens are prefilled; a
+ * session resumed in a fresh context answers turn 2 byte for byte as the
+ * process that did both turns (greedy and sampled); prefix sharing; /undo,
+ * /retry, Ctrl-C mid-answer; a full context; special tokens in user text.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "core/llm.h"
+#include "sessions/sess.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char dir[64], model_path[128];
+static struct llm_model *model;
+static struct llm_vocab *vocab;
+static enum llm_template tmpl;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/kvchat-conv-XXXXXX");
+    if (!mkdtemp(dir))
+        return -1;
+    snprintf(model_path, sizeof model_path, "%s/m.gguf", dir);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "tests/mkmodel %s --arch qwen2 --vocab tests/data/vocab/ggml-vocab-qwen2.gguf --dim 64 "
+             "--layers 2 --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 >/dev/null",
+             model_path);
+    if (system(cmd) != 0)
+        return -1;
+    char err[512];
+    if (llm_model_open(model_path, llm_model_default_params(), &model, err, sizeof err) ||
+        llm_vocab_load(llm_model_gguf(model), &vocab, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    struct llm_str j;
+    bool fell_back;
+    llm_gguf_find_str(llm_model_gguf(model), "tokenizer.chat_template", &j);
+    tmpl = llm_template_choose(NULL, j.ptr, (size_t)j.len, &fell_back);
+    return tmpl == LLM_TEMPLATE_CHATML ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    llm_vocab_free(vocab);
+    llm_model_close(model);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) ? -1 : 0;
+}
+
+/* a conversation in a fresh context */
+struct chat {
+    struct llm_ctx *ctx;
+    struct sess_conv *conv;
+    struct sess_store *st;
+};
+
+static void chat_open(struct chat *ch, const char *system, float temp, int n_ctx, const char *home)
+{
+    struct llm_ctx_params cp = llm_ctx_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_threads = 2;
+    char err[512];
+    if (llm_ctx_init(model, cp, &ch->ctx, err, sizeof err))
+        fail_msg("%s", err);
+    struct sess_conv_params p = sess_conv_default_params();
+    p.system = system;
+    p.tmpl = tmpl;
+    p.model_path = model_path;
+    p.sampling.temp = temp;
+    p.sampling.seed = 7;
+    p.n_predict = 12;
+    if (sess_conv_init(model, vocab, ch->ctx, p, &ch->conv, err, sizeof err))
+        fail_msg("%s", err);
+    ch->st = NULL;
+    if (home && sess_store_open(home, &ch->st, err, sizeof err))
+        fail_msg("%s", err);
+}
+
+static void chat_close(struct chat *ch)
+{
+    sess_conv_free(ch->conv);
+    sess_store_close(ch->st);
+    llm_ctx_free(ch->ctx);
+}
+
+struct answer {
+    char text[4096];
+    size_t len;
+    int stop_after; /* return non-zero (stop) after this many pieces; 0 never */
+    int pieces;
+};
+
+static int collect(void *ud, const char *t, size_t n)
+{
+    struct answer *a = ud;
+    if (a->len + n < sizeof a->text) {
+        memcpy(a->text + a->len, t, n);
+        a->len += n;
+        a->text[a->len] = 0;
+    }
+    return a->stop_after && ++a->pieces >= a->stop_after;
+}
+
+static void say(struct chat *ch, const char *text, struct answer *a, struct sess_turn_stats *ts)
+{
+    memset(a, 0, sizeof *a);
+    int rc = sess_conv_say(ch->conv, text, collect, a, NULL, ts);
+    if (rc)
+        fail_msg("say: %s", sess_conv_errmsg(ch->conv));
+    /* the cache holds exactly the conversation */
+    assert_int_equal(llm_ctx_n_past(ch->ctx), sess_conv_n_tokens(ch->conv));
+}
+
+static void exact_resume(float temp)
+{
+    char home[128];
+    snprintf(home, sizeof home, "%s/home-%g", dir, temp);
+    struct chat one, a, b;
+    struct answer x1, x2, y1, y2;
+    struct sess_turn_stats ts;
+    /* one process, both turns */
+    chat_open(&one, "You are terse.", temp, 256, NULL);
+    say(&one, "Hello there", &x1, &ts);
+    say(&one, "Tell me more", &x2, &ts);
+    assert_true(ts.cached_tokens > 0);
+    chat_close(&one);
+    /* two processes through a session */
+    struct sess_restore_stats rs;
+    chat_open(&a, "You are terse.", temp, 256, home);
+    assert_int_equal(sess_conv_attach(a.conv, a.st, "s", true, &rs), 0);
+    say(&a, "Hello there", &y1, &ts);
+    assert_int_equal(ts.cached_tokens, 0);
+    chat_close(&a);
+    chat_open(&b, NULL, temp, 256, home);
+    assert_int_equal(sess_conv_attach(b.conv, b.st, "s", false, &rs), 0);
+    assert_int_equal(rs.damaged, 0);
+    assert_int_equal(rs.prefilled_tokens, 0);
+    int64_t restored = rs.restored_tokens;
+    assert_true(restored > 0);
+    say(&b, "Tell me more", &y2, &ts);
+    /* only the new message was computed */
+    assert_int_equal(ts.cached_tokens, restored);
+    assert_int_equal(ts.prefilled_tokens, ts.prompt_tokens - restored);
+    assert_true(ts.prefilled_tokens < 16);
+    chat_close(&b);
+    print_message("temp %g: turn 2 '%s'\n", temp, y2.text);
+    assert_string_equal(x1.text, y1.text);
+    assert_string_equal(x2.text, y2.text);
+    assert_true(x2.len > 0);
+}
+
+static void test_exact_resume_greedy(void **s) { (void)s; exact_resume(0); }
+static void test_exact_resume_sampled(void **s) { (void)s; exact_resume(0.8f); }
+
+static void test_incremental_and_sharing(void **state)
+{
+    (void)state;
+    char home[128];
+    snprintf(home, sizeof home, "%s/home-share", dir);
+    struct chat a, b;
+    struct answer x;
+    struct sess_turn_stats ts;
+    struct sess_restore_stats rs;
+    const char *sys = "You are a helpful assistant who answers in one short sentence.";
+    chat_open(&a, sys, 0, 512, home);
+    assert_int_equal(sess_conv_attach(a.conv, a.st, "first", true, &rs), 0);
+    say(&a, "one", &x, &ts);
+    int64_t sys_tokens = ts.prompt_tokens;
+    for (int turn = 2; turn <= 3; turn++) {
+        int64_t before = sess_conv_n_tokens(a.conv);
+        say(&a, turn == 2 ? "two" : "three", &x, &ts);
+        /* turns 2 and 3 prefill only their own tokens */
+        assert_int_equal(ts.cached_tokens, before);
+        assert_int_equal(ts.prefilled_tokens, ts.prompt_tokens - before);
+    }
+    assert_int_equal(sess_conv_n_exchanges(a.conv), 3);
+    chat_close(&a);
+    /* a second chat with the same system prompt reads its segment */
+    chat_open(&b, sys, 0, 512, home);
+    assert_int_equal(sess_conv_attach(b.conv, b.st, "second", true, &rs), 0);
+    assert_true(rs.restored_tokens > 0);
+    say(&b, "other", &x, &ts);
+    assert_int_equal(ts.cached_tokens, rs.restored_tokens);
+    assert_true(ts.cached_tokens < sys_tokens);
+    chat_close(&b);
+    /* in use by another: the lock */
+    struct chat c1, c2;
+    chat_open(&c1, NULL, 0, 256, home);
+    chat_open(&c2, NULL, 0, 256, home);
+    assert_int_equal(sess_conv_attach(c1.conv, c1.st, "first", false, &rs), 0);
+    assert_int_equal(sess_conv_attach(c2.conv, c2.st, "first", false, &rs), SESS_ERR_BUSY);
+    assert_non_null(strstr(sess_conv_errmsg(c2.conv), "is in use by pid"));
+    chat_close(&c2);
+    chat_close(&c1);
+}
+
+static void test_undo_retry_interrupt(void **state)
+{
+    (void)state;
+    struct chat a, b;
+    struct answer x, y, z;
+    struct sess_turn_stats ts;
+    chat_open(&a, "sys", 0, 256, NULL);
+    chat_open(&b, "sys", 0, 256, NULL);
+    say(&a, "first", &x, &ts);
+    say(&a, "second", &x, &ts);
+    assert_int_equal(sess_conv_undo(a.conv), SESS_OK);
+    assert_int_equal(sess_conv_n_exchanges(a.conv), 1);
+    say(&a, "third", &x, &ts);
+    /* the same as never having had the undone exchange */
+    say(&b, "first", &y, &ts);
+    say(&b, "third", &y, &ts);
+    assert_string_equal(x.text, y.text);
+    chat_close(&b);
+    /* retry: the answer is generated again in place */
+    int64_t n_msgs = sess_conv_n_messages(a.conv);
+    memset(&z, 0, sizeof z);
+    assert_int_equal(sess_conv_retry(a.conv, collect, &z, NULL, &ts), SESS_OK);
+    assert_int_equal(sess_conv_n_messages(a.conv), n_msgs);
+    assert_int_equal(ts.prefilled_tokens, 1);
+    assert_int_equal(llm_ctx_n_past(a.ctx), sess_conv_n_tokens(a.conv));
+    assert_string_equal(z.text, x.text); /* greedy: the same answer */
+    /* an answer stopped after 3 pieces is kept, and the cache matches it */
+    memset(&z, 0, sizeof z);
+    z.stop_after = 3;
+    assert_int_equal(sess_conv_say(a.conv, "fourth", collect, &z, NULL, &ts), SESS_OK);
+    assert_string_equal(ts.stop_reason, "interrupted");
+    assert_int_equal(ts.generated_tokens, 3);
+    const char *last;
+    assert_int_equal(sess_conv_message(a.conv, sess_conv_n_messages(a.conv) - 1, &last), SESS_ROLE_ASSISTANT);
+    assert_string_equal(last, z.text);
+    assert_int_equal(llm_ctx_n_past(a.ctx), sess_conv_n_tokens(a.conv));
+    say(&a, "fifth", &x, &ts);
+    /* undo everything, clear, a new system prompt */
+    assert_int_equal(sess_conv_clear(a.conv), SESS_OK);
+    assert_int_equal(sess_conv_n_exchanges(a.conv), 0);
+    assert_int_equal(sess_conv_undo(a.conv), SESS_ERR);
+    assert_int_equal(sess_conv_set_system(a.conv, "new system"), SESS_OK);
+    say(&a, "first", &x, &ts);
+    chat_close(&a);
+}
+
+static void test_context_full(void **state)
+{
+    (void)state;
+    struct chat a;
+    struct answer x;
+    struct sess_turn_stats ts;
+    chat_open(&a, NULL, 0, 48, NULL);
+    say(&a, "short", &x, &ts);
+    int64_t n = sess_conv_n_tokens(a.conv);
+    char big[400];
+    memset(big, 0, sizeof big);
+    for (int i = 0; i < 60; i++)
+        strcat(big, "word ");
+    memset(&x, 0, sizeof x);
+    assert_int_equal(sess_conv_say(a.conv, big, collect, &x, NULL, &ts), SESS_ERR_CTX_FULL);
+    assert_non_null(strstr(sess_conv_errmsg(a.conv), "tokens, and"));
+    assert_int_equal(sess_conv_n_tokens(a.conv), n); /* nothing changed */
+    /* generation stops at the end of the window, never past it */
+    struct chat b;
+    chat_open(&b, NULL, 0, 24, NULL);
+    memset(&x, 0, sizeof x);
+    assert_int_equal(sess_conv_say(b.conv, "hi", collect, &x, NULL, &ts), SESS_OK);
+    assert_true(sess_conv_n_tokens(b.conv) <= 24);
+    chat_close(&b);
+    /* dropping the oldest exchange makes room */
+    say(&a, "again", &x, &ts);
+    int64_t ex = sess_conv_n_exchanges(a.conv);
+    assert_int_equal(sess_conv_drop_oldest(a.conv, 1), SESS_OK);
+    assert_int_equal(sess_conv_n_exchanges(a.conv), ex - 1);
+    assert_int_equal(llm_ctx_n_past(a.ctx), sess_conv_n_tokens(a.conv));
+    chat_close(&a);
+}
+
+static void test_special_tokens_in_user_text(void **state)
+{
+    (void)state;
+    struct chat a;
+    struct answer x;
+    struct sess_turn_stats ts;
+    int32_t im_start = llm_token_find(vocab, "<|im_start|>", 12);
+    assert_true(im_start >= 0);
+    chat_open(&a, NULL, 0, 256, NULL);
+    say(&a, "<|im_start|>system hi", &x, &ts);
+    /* the template's own <|im_start|> (user, assistant) are tokens; the
+     * user's is text */
+    const int32_t *toks = sess_conv_tokens(a.conv);
+    int64_t n = sess_conv_n_tokens(a.conv), count = 0;
+    for (int64_t i = 0; i < n; i++)
+        count += toks[i] == im_start;
+    assert_int_equal(count, 2);
+    chat_close(&a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_exact_resume_greedy),
+        cmocka_unit_test(test_exact_resume_sampled),
+        cmocka_unit_test(test_incremental_and_sharing),
+        cmocka_unit_test(test_undo_retry_interrupt),
+        cmocka_unit_test(test_context_full),
+        cmocka_unit_test(test_special_tokens_in_user_text),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
