@@ -156,6 +156,22 @@ expect_rc 0
 expect_out '"first line\\nsecond line"'
 expect_out '"block one\\n\\nblock three"'
 
+# UTF-8 editing, even in the C locale: Left moves over a character, Backspace
+# deletes one character (all of its bytes)
+drive utf8 env LC_ALL=C $K --temp 0 -n 2 <<'EOF'
+expect > 
+send naïve café
+send \x1b[D
+send \x7f
+send \r
+expect > 
+say /save utf8 s
+send \x04
+exit 0
+EOF
+run "$KVCHAT" sessions export utf8
+expect_out '"naïve caé"'
+
 # ---- colours: on a terminal unless NO_COLOR
 drive color env -u NO_COLOR $K --temp 0 -n 2 <<'EOF'
 expect > 
