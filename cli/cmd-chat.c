@@ -357,9 +357,9 @@ static void restore_report(struct chat *ch, const char *name, const struct sess_
     if (ch->o.verbose || rs->prefilled_tokens > 0 || rs->damaged)
         fprintf(stderr,
                 "kvchat: session '%s': %" PRId64 " tokens restored from snapshots, %" PRId64
-                " recomputed%s\n",
+                " recomputed%s, in %.1f ms\n",
                 name, rs->restored_tokens, rs->prefilled_tokens,
-                rs->rewritten ? " (snapshots rewritten)" : "");
+                rs->rewritten ? " (snapshots rewritten)" : "", rs->ms);
 }
 
 /*

@@ -15,9 +15,15 @@ say Hello there! a1
 say Tell me about cats. a2
 say /undo u
 say What is the capital of France? a3
+say /clear c
+say /undo u2
+say /retry r
 send \x04
 exit 0
 EOF
+grep -q 'cleared 2 exchanges; the system prompt stays' "$T/undo/c" && ok "/clear" || not_ok "/clear: $(cat "$T/undo/c")"
+grep -q 'nothing to undo' "$T/undo/u2" && grep -q 'nothing to retry' "$T/undo/r" && ok "/undo, /retry on nothing" ||
+    not_ok "/undo, /retry on nothing"
 grep -q 'dropped the last exchange (1 left)' "$T/undo/u" && ok "/undo says what it dropped" || not_ok "/undo: $(cat "$T/undo/u")"
 drive plain $K --temp 0 -n 8 <<'EOF'
 expect > 
