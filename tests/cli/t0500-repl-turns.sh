@@ -43,15 +43,16 @@ for a in a1 a2 a3; do
 done
 
 # ---- Ctrl-C in the middle of an answer, then another turn
-drive ctrlc $K -v --temp 0 -n 0 -c 2048 <<'EOF'
-expect > 
+drive ctrlc $K -v --temp 0 -n 0 -c 2048 chat cc <<'EOF'
+expect cc> 
 line Tell me a very long story.
 # wait for some of the answer, then Ctrl-C
 expect story\.\n(?s:.{40})
 send \x03
 expect \[stopped; the partial answer is kept
-expect > 
+expect cc> 
 say /stats st
+say /set n_predict 8 s
 say Go on. a2
 send \x04
 exit 0
@@ -62,6 +63,15 @@ g=$(stat_of "$T/ctrlc/st" generated)
     not_ok "the interrupted answer has $g tokens"
 expect_eq "the next turn reuses the whole cache, partial answer included" \
     "$(stat_of "$T/ctrlc/a2" reused)" "$total"
+# the cache after Ctrl-C held exactly the partial answer: recomputing the
+# conversation up to it from its tokens (--no-cache) answers the same
+run "$KVCHAT" sessions fork cc cc1 --at 1
+expect_rc 0
+printf 'Go on.\n' | $K --temp 0 -n 8 --no-cache chat cc1 >"$T/cc1.out" 2>"$T/cc1.err"
+grep -v '^\[' "$T/ctrlc/a2" >"$T/cc.a2"
+python3 -c 'import sys; sys.stdout.write(open(sys.argv[1], "rb").read().decode("utf-8", "replace"))' \
+    "$T/cc1.out" >"$T/cc1.txt"
+expect_same_file "after Ctrl-C the next answer is the one a full recomputation gives" "$T/cc.a2" "$T/cc1.txt"
 
 # ---- pipe: the answers alone on stdout, everything else on stderr
 printf 'Hello there!\n/stats\nWhat is the capital of France?\n' >"$T/in"
