@@ -85,6 +85,19 @@ python3 -c 'import sys; sys.stdout.write(open(sys.argv[1], "rb").read().decode("
     "$T/out" >"$T/out.txt"
 expect_same_file "stdout holds the two answers and nothing else" "$T/out.txt" "$T/want"
 
+# ---- a terminal for input, a file for output: the file gets the answers only
+drive redirect sh -c "$K --temp 0 -n 8 -v >'$T/redir.out'" <<'EOF'
+expect > 
+say Hello there! a1
+send \x04
+exit 0
+EOF
+python3 -c 'import sys; sys.stdout.write(open(sys.argv[1], "rb").read().decode("utf-8", "replace"))' \
+    "$T/redir.out" >"$T/redir.txt"
+expect_same_file "stdout redirected: the answer and nothing else" "$T/redir.txt" "$T/cached.a1.txt"
+grep -q '^\[prefilled' "$T/redirect/a1" && ok "...while statistics stay on the terminal" ||
+    not_ok "no statistics on the terminal"
+
 # ---- a full context window: say so, offer to drop the oldest exchanges
 drive full $K --temp 0 -n 0 -c 64 <<'EOF'
 expect > 
