@@ -461,7 +461,7 @@ int sess_conv_init(const struct llm_model *m, const struct llm_vocab *v, struct 
     c->model_path = strdup(p.model_path ? p.model_path : "");
     c->p.system = c->system;
     c->p.model_path = c->model_path;
-    sess_model_fingerprint(llm_model_gguf(m), c->fp);
+    /* the model fingerprint is needed only with a store: see attach */
     if (!c->tokens || !c->smp || !c->model_path || (p.system && *p.system && !c->system)) {
         sess_conv_free(c);
         snprintf(err, err_size, "out of memory");
@@ -939,6 +939,7 @@ int sess_conv_attach(struct sess_conv *c, struct sess_store *st, const char *nam
     int64_t sid;
     if (c->st)
         return cfail(c, "the conversation is already in a session");
+    sess_model_fingerprint_cached(st, c->model_path, llm_model_gguf(c->m), c->fp);
     bool exists = name && sess_find(st, name, &sid) == 0;
     if (!exists && !create)
         return cfail(c, "no session '%s'", name);

@@ -178,6 +178,11 @@ static const char *const migrations[] = {
     "  fingerprint BLOB NOT NULL UNIQUE,"
     "  path TEXT NOT NULL,"
     "  name TEXT);"
+    /* fingerprints by file identity, so an unchanged file is not hashed again */
+    "CREATE TABLE fingerprints("
+    "  path TEXT PRIMARY KEY,"
+    "  dev INTEGER NOT NULL, ino INTEGER NOT NULL, size INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,"
+    "  fingerprint BLOB NOT NULL) WITHOUT ROWID;"
     "CREATE TABLE sessions("
     "  id INTEGER PRIMARY KEY,"
     "  name TEXT UNIQUE,"
@@ -699,6 +704,44 @@ int sess_truncate_messages(struct sess_store *st, int64_t id, int64_t from_seq)
         }
     }
     return commit(st);
+}
+
+/* ==== model fingerprints, remembered by file identity ==== */
+
+int sess_fingerprint_lookup(struct sess_store *st, const char *path, const struct stat *sb, uint8_t fp[32])
+{
+    sqlite3_stmt *s = prep(st, "SELECT fingerprint FROM fingerprints WHERE path = ?1 AND dev = ?2 AND "
+                               "ino = ?3 AND size = ?4 AND ctime_ns = ?5");
+    if (!s)
+        return -1;
+    sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, (int64_t)sb->st_dev);
+    sqlite3_bind_int64(s, 3, (int64_t)sb->st_ino);
+    sqlite3_bind_int64(s, 4, (int64_t)sb->st_size);
+    sqlite3_bind_int64(s, 5, (int64_t)sb->st_ctim.tv_sec * 1000000000 + sb->st_ctim.tv_nsec);
+    int found = sqlite3_step(s) == SQLITE_ROW && sqlite3_column_bytes(s, 0) == 32;
+    if (found)
+        memcpy(fp, sqlite3_column_blob(s, 0), 32);
+    sqlite3_finalize(s);
+    return found;
+}
+
+int sess_fingerprint_remember(struct sess_store *st, const char *path, const struct stat *sb,
+                              const uint8_t fp[32])
+{
+    sqlite3_stmt *s = prep(st, "INSERT OR REPLACE INTO fingerprints(path, dev, ino, size, ctime_ns, "
+                               "fingerprint) VALUES(?1, ?2, ?3, ?4, ?5, ?6)");
+    if (!s)
+        return -1;
+    sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, (int64_t)sb->st_dev);
+    sqlite3_bind_int64(s, 3, (int64_t)sb->st_ino);
+    sqlite3_bind_int64(s, 4, (int64_t)sb->st_size);
+    sqlite3_bind_int64(s, 5, (int64_t)sb->st_ctim.tv_sec * 1000000000 + sb->st_ctim.tv_nsec);
+    sqlite3_bind_blob(s, 6, fp, 32, SQLITE_STATIC);
+    int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : db_fail(st, "cannot remember the fingerprint");
+    sqlite3_finalize(s);
+    return rc;
 }
 
 /* ==== segments and chains ==== */
