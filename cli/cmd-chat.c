@@ -286,7 +286,9 @@ static int make_room(struct chat *ch, const char *text)
         ch->last_char = 0;
         g_interrupt = 0;
         memset(&ts, 0, sizeof ts);
+        repl_quiet(ch->repl, true);
         rc = sess_conv_say(ch->conv, text, on_text, ch, &g_interrupt, &ts);
+        repl_quiet(ch->repl, false);
         if (rc != SESS_ERR_CTX_FULL)
             break;
     }
@@ -309,7 +311,9 @@ static void say(struct chat *ch, const char *text)
     memset(&ts, 0, sizeof ts);
     ch->last_char = 0;
     g_interrupt = 0;
+    repl_quiet(ch->repl, true);
     int rc = sess_conv_say(ch->conv, text, on_text, ch, &g_interrupt, &ts);
+    repl_quiet(ch->repl, false);
     if (rc == SESS_ERR_CTX_FULL) {
         make_room(ch, text);
         return;
@@ -642,7 +646,9 @@ static int slash_retry(struct chat *ch, char *arg)
     memset(&ts, 0, sizeof ts);
     ch->last_char = 0;
     g_interrupt = 0;
+    repl_quiet(ch->repl, true);
     int rc = sess_conv_retry(ch->conv, on_text, ch, &g_interrupt, &ts);
+    repl_quiet(ch->repl, false);
     turn_done(ch, rc, &ts);
     if (rc != SESS_OK)
         chat_err(ch, "%s", sess_conv_errmsg(ch->conv));

@@ -28,6 +28,7 @@
 #include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/stat.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <readline/history.h>
@@ -42,6 +43,8 @@ struct repl {
     /* the callback interface hands the line to on_line */
     char *got;
     bool got_line, got_eof;
+    bool quiet;             /* echo is off (repl_quiet) */
+    struct termios saved;   /* the terminal before repl_quiet */
 };
 
 /* readline's callbacks take no user data: the one open repl */
@@ -218,10 +221,29 @@ bool repl_interactive(const struct repl *r)
     return r->tty;
 }
 
+void repl_quiet(struct repl *r, bool on)
+{
+    if (!r || !r->tty || r->quiet == on)
+        return;
+    if (on) {
+        if (tcgetattr(0, &r->saved))
+            return;
+        struct termios t = r->saved;
+        t.c_lflag &= ~(tcflag_t)(ECHO | ECHOCTL);
+        if (tcsetattr(0, TCSANOW, &t))
+            return;
+        r->quiet = true;
+    } else {
+        tcsetattr(0, TCSANOW, &r->saved);
+        r->quiet = false;
+    }
+}
+
 void repl_close(struct repl *r)
 {
     if (!r)
         return;
+    repl_quiet(r, false);
     if (r->tty) {
         rl_callback_handler_remove();
         if (r->history_path)

@@ -178,6 +178,21 @@ EOF
 run "$KVCHAT" sessions export utf8
 expect_out '"naïve caé"'
 
+# keys typed while an answer streams are not echoed into it: they wait for
+# the next prompt
+drive ahead $K --temp 0 -n 300 <<'EOF'
+expect > 
+line Tell me a very long story.
+expect story\.\n(?s:.{20})
+send typed ahead
+expect \n> typed ahead
+send \x03
+expect \^C\n> 
+send \x04
+exit 0
+EOF
+expect_eq "typed-ahead text shows once, at the prompt" "$(grep -o 'typed ahead' "$T/ahead.log" | wc -l)" 1
+
 # ---- colours: on a terminal unless NO_COLOR
 drive color env -u NO_COLOR $K --temp 0 -n 2 <<'EOF'
 expect > 
