@@ -318,6 +318,10 @@ static void say(struct chat *ch, const char *text)
         make_room(ch, text);
         return;
     }
+    if (rc == SESS_ERR_INTERRUPTED) { /* Ctrl-C while the message was being read */
+        chat_err(ch, "interrupted: the message was not sent");
+        return;
+    }
     turn_done(ch, rc, &ts);
     if (rc != SESS_OK)
         chat_err(ch, "%s", sess_conv_errmsg(ch->conv));

@@ -246,7 +246,9 @@ static int run_exec(int argc, char **argv)
     double restore_ms = session ? last_restore_ms : 0;
     struct sess_turn_stats ts;
     int r = sess_conv_say(conv, prompt, on_text, &sink, &interrupted, &ts);
-    if (r == SESS_ERR_CTX_FULL) {
+    if (r == SESS_ERR_INTERRUPTED) {
+        rc = CMD_EXIT_INTERRUPTED;
+    } else if (r == SESS_ERR_CTX_FULL) {
         rc = cmd_fail(CMD_EXIT_MODEL, "the prompt does not fit: %s (a larger -c helps)", sess_conv_errmsg(conv));
     } else if (r) {
         rc = cmd_fail(CMD_EXIT_MODEL, "%s", sess_conv_errmsg(conv));

@@ -319,6 +319,29 @@ static int sync_kv(struct sess_conv *c, int64_t *n_done)
     return SESS_OK;
 }
 
+/* sync_kv in passes, so a long prompt can be interrupted between them */
+#define PREFILL_PASS 256
+static int sync_kv_interruptible(struct sess_conv *c, int64_t *n_done, volatile sig_atomic_t *interrupt)
+{
+    int64_t done = 0;
+    *n_done = 0;
+    while (c->n_kv < c->n_tokens) {
+        int64_t end = c->n_tokens, n = end - c->n_kv;
+        if (n > PREFILL_PASS && interrupt)
+            c->n_tokens = c->n_kv + PREFILL_PASS; /* one pass; the rest stays in tokens[] */
+        int64_t k;
+        int rc = sync_kv(c, &k);
+        c->n_tokens = end;
+        if (rc)
+            return rc;
+        done += k;
+        *n_done = done;
+        if (interrupt && *interrupt && c->n_kv < c->n_tokens)
+            return SESS_ERR_INTERRUPTED;
+    }
+    return SESS_OK;
+}
+
 static int truncate_to(struct sess_conv *c, int64_t n)
 {
     if (n < c->n_kv) {
@@ -755,12 +778,19 @@ int sess_conv_say(struct sess_conv *c, const char *user_text, sess_text_fn on_te
         truncate_to(c, c->n_tokens), llm_ctx_truncate(c->ctx, 0), c->n_kv = 0;
     ts->cached_tokens = c->n_kv - c->recomputed;
     int64_t done;
-    if (add_tokens(c, toks, n) || push_msg(c, SESS_ROLE_USER, user_text, strlen(user_text), toks, n, start) ||
-        sync_kv(c, &done)) {
+    if (add_tokens(c, toks, n) || push_msg(c, SESS_ROLE_USER, user_text, strlen(user_text), toks, n, start)) {
         free(toks);
         return SESS_ERR;
     }
     free(toks);
+    int src = sync_kv_interruptible(c, &done, interrupt);
+    if (src) { /* take the message back: the conversation is as it was */
+        msg_free(&c->msgs[--c->n_msgs]);
+        truncate_to(c, start);
+        if (src == SESS_ERR_INTERRUPTED)
+            cfail(c, "interrupted");
+        return src;
+    }
     double t_pf = now_ms();
     ts->prefilled_tokens = done + c->recomputed;
     c->recomputed = 0;

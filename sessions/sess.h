@@ -235,6 +235,7 @@ enum sess_status {
     SESS_ERR = -1,          /* see sess_conv_errmsg */
     SESS_ERR_CTX_FULL = -2, /* the message does not fit in the context window */
     SESS_ERR_BUSY = -3,     /* the session is open in another process */
+    SESS_ERR_INTERRUPTED = -4, /* interrupted before the answer began: nothing changed */
 };
 
 /*
@@ -272,7 +273,9 @@ typedef int (*sess_text_fn)(void *ud, const char *text, size_t n);
  * n_predict tokens, a full context, or when *interrupt becomes non-zero
  * (checked between tokens); the partial answer is kept either way, and the
  * KV cache matches it. SESS_ERR_CTX_FULL, with nothing changed, when the
- * message itself does not fit.
+ * message itself does not fit; SESS_ERR_INTERRUPTED, with nothing changed,
+ * when *interrupt is set while the message is being prefilled (checked
+ * between passes of 256 tokens).
  */
 int sess_conv_say(struct sess_conv *c, const char *user_text, sess_text_fn on_text, void *ud,
                   volatile sig_atomic_t *interrupt, struct sess_turn_stats *ts);

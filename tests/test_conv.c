@@ -254,6 +254,39 @@ static void test_undo_retry_interrupt(void **state)
     chat_close(&a);
 }
 
+static void test_interrupted_prefill(void **state)
+{
+    (void)state;
+    struct chat a;
+    struct answer x;
+    struct sess_turn_stats ts;
+    chat_open(&a, "sys", 0, 2048, NULL);
+    say(&a, "first", &x, &ts);
+    int64_t n_tok = sess_conv_n_tokens(a.conv), n_msg = sess_conv_n_messages(a.conv);
+    char *big = malloc(6000);
+    big[0] = 0;
+    for (int i = 0; i < 700; i++)
+        strcat(big, "word ");
+    volatile sig_atomic_t stop = 1; /* Ctrl-C already pressed: stops after the first pass */
+    memset(&x, 0, sizeof x);
+    assert_int_equal(sess_conv_say(a.conv, big, collect, &x, &stop, &ts), SESS_ERR_INTERRUPTED);
+    assert_int_equal(x.len, 0);
+    assert_int_equal(sess_conv_n_tokens(a.conv), n_tok);
+    assert_int_equal(sess_conv_n_messages(a.conv), n_msg);
+    assert_int_equal(llm_ctx_n_past(a.ctx), n_tok);
+    /* the conversation goes on as if the message had never been typed */
+    struct chat b;
+    struct answer y;
+    chat_open(&b, "sys", 0, 2048, NULL);
+    say(&b, "first", &y, &ts);
+    say(&b, "second", &y, &ts);
+    say(&a, "second", &x, &ts);
+    assert_string_equal(x.text, y.text);
+    chat_close(&b);
+    free(big);
+    chat_close(&a);
+}
+
 static void test_context_full(void **state)
 {
     (void)state;
@@ -314,6 +347,7 @@ int main(void)
         cmocka_unit_test(test_exact_resume_sampled),
         cmocka_unit_test(test_incremental_and_sharing),
         cmocka_unit_test(test_undo_retry_interrupt),
+        cmocka_unit_test(test_interrupted_prefill),
         cmocka_unit_test(test_context_full),
         cmocka_unit_test(test_special_tokens_in_user_text),
     };
