@@ -286,7 +286,9 @@ static int make_room(struct chat *ch, const char *text)
         ch->last_char = 0;
         g_interrupt = 0;
         memset(&ts, 0, sizeof ts);
+        repl_quiet(ch->repl, true);
         rc = sess_conv_say(ch->conv, text, on_text, ch, &g_interrupt, &ts);
+        repl_quiet(ch->repl, false);
         if (rc != SESS_ERR_CTX_FULL)
             break;
     }
@@ -309,7 +311,9 @@ static void say(struct chat *ch, const char *text)
     memset(&ts, 0, sizeof ts);
     ch->last_char = 0;
     g_interrupt = 0;
+    repl_quiet(ch->repl, true);
     int rc = sess_conv_say(ch->conv, text, on_text, ch, &g_interrupt, &ts);
+    repl_quiet(ch->repl, false);
     if (rc == SESS_ERR_CTX_FULL) {
         make_room(ch, text);
         return;
@@ -357,9 +361,9 @@ static void restore_report(struct chat *ch, const char *name, const struct sess_
     if (ch->o.verbose || rs->prefilled_tokens > 0 || rs->damaged)
         fprintf(stderr,
                 "kvchat: session '%s': %" PRId64 " tokens restored from snapshots, %" PRId64
-                " recomputed%s\n",
+                " recomputed%s, in %.1f ms\n",
                 name, rs->restored_tokens, rs->prefilled_tokens,
-                rs->rewritten ? " (snapshots rewritten)" : "");
+                rs->rewritten ? " (snapshots rewritten)" : "", rs->ms);
 }
 
 /*
@@ -453,6 +457,8 @@ static int slash_help(struct chat *ch, char *arg)
 {
     (void)arg;
     for (const struct slash_cmd *s = slash_table; s->name; s++) {
+        if (!s->help)
+            continue;
         char left[64];
         snprintf(left, sizeof left, "%s%s%s", s->name, s->args ? " " : "", s->args ? s->args : "");
         fprintf(ch->ui, "  %s%-16s%s %s\n", col(ch, C_BOLD), left, col(ch, C_RESET), s->help);
@@ -640,7 +646,9 @@ static int slash_retry(struct chat *ch, char *arg)
     memset(&ts, 0, sizeof ts);
     ch->last_char = 0;
     g_interrupt = 0;
+    repl_quiet(ch->repl, true);
     int rc = sess_conv_retry(ch->conv, on_text, ch, &g_interrupt, &ts);
+    repl_quiet(ch->repl, false);
     turn_done(ch, rc, &ts);
     if (rc != SESS_OK)
         chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
@@ -892,8 +900,9 @@ static bool is_fence(const char *s)
 
 /*
  * Read one input: a line; lines joined while one ends in a backslash; or a
- * """ block. *text gets it (malloc'd). Returns REPL_LINE, or another
- * status (nothing in *text).
+ * """ block (the end of input also ends these two). *text gets it
+ * (malloc'd). Returns REPL_LINE, or another status (nothing in *text):
+ * Ctrl-C drops everything typed for this input.
  */
 static enum repl_status read_input(struct chat *ch, const char *prompt, char **text)
 {
@@ -909,9 +918,13 @@ static enum repl_status read_input(struct chat *ch, const char *prompt, char **t
         bool first = true;
         for (;;) {
             st = repl_read(ch->repl, cont, &line);
+            if (st == REPL_EOF && acc) { /* the end of input ends the block too */
+                *text = acc;
+                return REPL_LINE;
+            }
             if (st != REPL_LINE) {
                 free(acc);
-                return st == REPL_EOF && acc ? REPL_INTERRUPT : st;
+                return st;
             }
             if (is_fence(line)) {
                 free(line);
@@ -944,6 +957,10 @@ static enum repl_status read_input(struct chat *ch, const char *prompt, char **t
         if (!acc)
             return REPL_EOF;
         st = repl_read(ch->repl, cont, &line);
+        if (st == REPL_EOF) { /* the end of input ends the message too */
+            *text = acc;
+            return REPL_LINE;
+        }
         if (st != REPL_LINE) {
             free(acc);
             return st;
@@ -1034,7 +1051,9 @@ static int chat_exec(int argc, char **argv)
     const char *session = NULL;
     cmd_opts_init(&ch.o);
     int rc = cmd_opts_config(&ch.o);
-    bool dashdash = false;
+    bool dashdash = false, saw_chat = false;
+    /* from the table argv[0] is "chat"; when options came first, the program */
+    bool routed = !strcmp(argv[0], "chat");
     for (int i = 1; !rc && i < argc;) {
         int r = dashdash ? 0 : cmd_opts_take(&cmd_chat_entry, &ch.o, argc, argv, &i);
         if (r < 0) {
@@ -1048,6 +1067,9 @@ static int chat_exec(int argc, char **argv)
                 dashdash = true;
             } else if (!dashdash && a[0] == '-' && a[1]) {
                 rc = cmd_usage_error(&cmd_chat_entry, "unknown option '%s'", a);
+            } else if (!session && !saw_chat && !routed && !strcmp(a, "chat")) {
+                /* `kvchat -m M chat NAME`: options came before the command */
+                saw_chat = true;
             } else if (session) {
                 rc = cmd_usage_error(&cmd_chat_entry, "expected one SESSION name, got '%s' and '%s'",
                                      session, a);
@@ -1076,6 +1098,9 @@ static int chat_exec(int argc, char **argv)
     }
     signals_install();
     if (session) {
+        if (ch.o.no_cache)
+            fprintf(stderr, "kvchat: --no-cache: session '%s' is read, computed again, and not written\n",
+                    session);
         rc = conv_attach(&ch, session, true, ch.o.system);
         if (!rc && ch.o.system) {
             const char *s = conv_system(&ch);

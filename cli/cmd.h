@@ -140,6 +140,7 @@ struct cmd_opts {
     "      --top-p P            nucleus sampling (default 0.95; 1 off)\n" \
     "      --min-p P            drop tokens below P x the best (default 0.05; 0 off)\n" \
     "      --repeat-penalty R   penalise recent tokens (default 1, off)\n" \
+    "      --repeat-last-n N    how many recent tokens the penalties see (default 64)\n" \
     "      --presence-penalty P subtract P from recent tokens' logits (default 0)\n" \
     "      --seed N             sampler seed (default: random each run)\n" \
     "  -t, --threads N          threads (default: physical cores)\n" \

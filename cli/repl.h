@@ -53,6 +53,10 @@ void repl_history_add(struct repl *r, const char *entry);
 /* Ask a yes/no question (default no): true for y/yes. Without a terminal
  * the answer is no. */
 bool repl_ask(struct repl *r, const char *question);
+/* While an answer streams (on true): keys typed are not echoed into it
+ * (they wait, unseen, for the next prompt) and Ctrl-C prints no ^C. Off
+ * again on false and at repl_close. Nothing without a terminal. */
+void repl_quiet(struct repl *r, bool on);
 /* columns of the terminal on fd (80 when it is not one) */
 int repl_width(int fd);
 

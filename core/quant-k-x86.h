@@ -138,6 +138,7 @@ static float SFX(q3_K_vec_dot)(int64_t n, const void *vx, const void *vy)
     const struct block_q3_K *x = vx;
     const struct block_q8_K *y = vy;
     const __m256i m3 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
+    (void)m1; /* unused by the VNNI copy */
     float sumf = 0;
     for (int64_t b = 0; b < n / QK_K; b++) {
         __m128i su = _mm_sub_epi8(SFX(q3_scales_u)(x[b].scales), _mm_set1_epi8(32));
@@ -155,9 +156,14 @@ static float SFX(q3_K_vec_dot)(int64_t n, const void *vx, const void *vy)
 #pragma GCC unroll 4
             for (int j = 0; j < 4; j++) {
                 __m256i q = _mm256_and_si256(qv, m3);
-                q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(hv, m1), 2));
                 qv = _mm256_srli_epi16(qv, 2);
+#if USE_VNNI /* add 4 where bit 4h+j of the hmask byte is set */
+                __mmask32 hk = _mm256_test_epi8_mask(hv, _mm256_set1_epi8((char)(1 << (4 * h + j))));
+                q = _mm256_mask_add_epi8(q, hk, q, _mm256_set1_epi8(4));
+#else
+                q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(hv, m1), 2));
                 hv = _mm256_srli_epi16(hv, 1);
+#endif
                 __m256i p = _mm256_maddubs_epi16(q, SFX(load)(y[b].qs + 128 * h + 32 * j));
                 if (j % 2)
                     acc1 = SFX(dot16)(acc1, p, SFX(shuf)(sch, k_pair_shuf[j]));
@@ -179,6 +185,8 @@ static inline float SFX(q45_K_vec_dot)(int64_t n, const void *vx, const void *vy
     const uint8_t *xb = vx;
     const size_t bytes = five ? sizeof(struct block_q5_K) : sizeof(struct block_q4_K);
     const __m256i m4 = _mm256_set1_epi8(0x0f), m1 = _mm256_set1_epi8(1), m2 = _mm256_set1_epi8(2);
+    (void)m1; /* unused by the VNNI copy */
+    (void)m2;
     float sumf = 0;
     for (int64_t b = 0; b < n / QK_K; b++, xb += bytes) {
         const struct block_q4_K *x4 = (const struct block_q4_K *)xb;
@@ -198,9 +206,17 @@ static inline float SFX(q45_K_vec_dot)(int64_t n, const void *vx, const void *vy
             __m256i lo = _mm256_and_si256(qv, m4);
             __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
             if (five) {
+#if USE_VNNI /* add 16 where bits 2g, 2g+1 of the qh byte are set */
+                const __m256i b16 = _mm256_set1_epi8(16);
+                __mmask32 k0 = _mm256_test_epi8_mask(hv, _mm256_set1_epi8((char)(1 << (2 * g))));
+                __mmask32 k1 = _mm256_test_epi8_mask(hv, _mm256_set1_epi8((char)(2 << (2 * g))));
+                lo = _mm256_mask_add_epi8(lo, k0, lo, b16);
+                hi = _mm256_mask_add_epi8(hi, k1, hi, b16);
+#else
                 lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(hv, m1), 4));
                 hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(hv, m2), 3));
                 hv = _mm256_srli_epi16(hv, 2);
+#endif
             }
             __m256i p0 = _mm256_maddubs_epi16(lo, SFX(load)(y[b].qs + 64 * g));
             __m256i p1 = _mm256_maddubs_epi16(hi, SFX(load)(y[b].qs + 64 * g + 32));

@@ -4,15 +4,17 @@
  * products against Q8_K activations; and Q8_K itself.
  *
  * Invariants:
- * - to_float at every level is bit-identical to the reference: per
- *   sub-block a scale dl = d * sc (and ml = dmin * m) in f32, then each
- *   element dl * q (- ml); no fused multiply-add. gguf-py's numpy
- *   dequantizers compute the same expressions (tests check goldens).
- * - vec_dot at every level is bit-identical to vec_dot_ref: per super-block
+ * - to_float on every path (portable, AVX2, AVX-512 VNNI) is bit-identical
+ *   to the reference: per sub-block a scale dl = d * sc (and ml = dmin * m)
+ *   in f32, then each element dl * q (- ml); no fused multiply-add.
+ *   gguf-py's numpy dequantizers compute the same expressions (tests check
+ *   goldens).
+ * - vec_dot on every path is bit-identical to vec_dot_ref: per super-block
  *   the integer sums isum = sum_s sc_s * sum_{i in s} q_i y_i and
  *   msum = sum_s m_s * sum_{i in s} y_i are exact (they fit in int32 for
  *   every input), and the float result is accumulated super-block by
  *   super-block in the one order the reference spells out.
+ * - Q8_K's SIMD quantizer writes the same bytes as llm_quantize_row_q8_K.
  * - Nothing here allocates or keeps state.
  */
 #include "core/llm.h"

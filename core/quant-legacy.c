@@ -4,22 +4,23 @@
  * dequantizers, and dot products against Q8_0 activations.
  *
  * Invariants:
- * - to_float at every level is bit-identical to the reference: the same
- *   f32 operations in the same order, element by element (an int quant is
- *   converted to float exactly, then d * q, then + m for the _1 types; no
- *   fused multiply-add anywhere). gguf-py's numpy dequantizers compute the
- *   same expressions, which tests/test_quant.c checks against goldens.
- * - vec_dot at every level is bit-identical to vec_dot_ref. The reference
+ * - to_float on every path (portable, AVX2, AVX-512 VNNI) is bit-identical
+ *   to the reference: the same f32 operations in the same order, element by
+ *   element (an int quant is converted to float exactly, then d * q, then
+ *   + m for the _1 types; no fused multiply-add here). gguf-py's numpy
+ *   dequantizers compute the same expressions, which tests/test_quant.c
+ *   checks against goldens.
+ * - vec_dot on every path is bit-identical to vec_dot_ref. The reference
  *   defines the float order the SIMD kernels use naturally: a block's 32
  *   products are summed exactly as integers in 8 "lanes" of 4 consecutive
- *   elements; each lane's integer sum is scaled and added to lane
- *   accumulator acc[b % 2][j] with one fused multiply-add (fmaf: a single
- *   rounding, so the SIMD FMA matches it exactly) (two accumulator sets,
- *   even and odd blocks, so that two dependency chains run in parallel);
- *   at the end a[j] = acc[0][j] +
- *   acc[1][j] and the 8 lanes are added as ((a0+a4)+(a2+a6)) +
- *   ((a1+a5)+(a3+a7)), the tree of a 256-bit horizontal sum. Integer sums
- *   are exact, so only this float order matters.
+ *   elements; each lane's integer sum is scaled and added to the lane's
+ *   accumulator with one fused multiply-add (fmaf: a single rounding, as
+ *   the SIMD FMA). There are two accumulator sets, acc[b % 2][j] for even
+ *   and odd blocks, so that two dependency chains run in parallel; at the
+ *   end a[j] = acc[0][j] + acc[1][j] and the 8 lanes are added as
+ *   ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)), the tree of a 256-bit
+ *   horizontal sum. Integer sums are exact, so only this float order
+ *   matters.
  * - Nothing here allocates or keeps state.
  */
 #include "core/llm.h"
