@@ -522,7 +522,7 @@ static void gemm_weights_small(struct llm_ctx *c, int nw, const struct llm_weigh
     size_t stride = (size_t)c->m->max_vd_bytes;
 #pragma omp parallel num_threads(c->n_threads)
     {
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 4)
         for (int64_t it = 0; it < nw * T; it++) {
             int i = (int)(it / T);
             int64_t t = it % T;
@@ -576,7 +576,7 @@ static void gemm_weights_blocked(struct llm_ctx *c, int nw, const struct llm_wei
 #pragma omp parallel num_threads(c->n_threads)
     {
         uint8_t *tmp = c->xq[0] + (size_t)omp_get_thread_num() * (size_t)c->m->max_vd_bytes;
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 4)
         for (int64_t t = 0; t < T; t++) {
             w[0]->vd_ops->from_float(x + t * n_in, tmp, n_in);
             mm->prepare(tmp, c->act + (size_t)t * stride, n_in);
@@ -658,7 +658,7 @@ static void gemm_weights(struct llm_ctx *c, int nw, const struct llm_weight *con
 static void rmsnorm_rows(struct llm_ctx *c, float *y, const float *x, const float *w, int64_t T)
 {
     int64_t n = c->m->n_embd;
-#pragma omp parallel for num_threads(c->n_threads) schedule(static)
+#pragma omp parallel for num_threads(c->n_threads) schedule(dynamic, 4)
     for (int64_t t = 0; t < T; t++)
         rmsnorm(y + t * n, x + t * n, w, n, c->m->rms_eps);
 }
@@ -675,7 +675,7 @@ static void attend_prefill(struct llm_ctx *c, int64_t l, int64_t T)
 #pragma omp parallel num_threads(c->n_threads)
     {
         int64_t nparts = m->n_head_kv * 2 * (int64_t)omp_get_num_threads();
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
         for (int64_t part = 0; part < nparts; part++) {
             int64_t g = part % m->n_head_kv, kv = (part / m->n_head_kv) % 2, slice = part / (2 * m->n_head_kv);
             int64_t ns = nparts / (2 * m->n_head_kv), per = (n_kv + ns - 1) / ns;
@@ -719,7 +719,7 @@ static void forward_batch(struct llm_ctx *c, const int32_t *tok, int64_t T, bool
         rmsnorm_rows(c, c->bxb, c->bx, L->attn_norm, T);
         const struct llm_weight *qkv[3] = {&L->wq, &L->wk, &L->wv};
         gemm_weights(c, 3, qkv, c->bxb, c->bqkv, ld, T);
-#pragma omp parallel for num_threads(c->n_threads) schedule(static)
+#pragma omp parallel for num_threads(c->n_threads) schedule(dynamic, 4)
         for (int64_t t = 0; t < T; t++) {
             float *q = c->bqkv + t * ld;
             qkv_finish(c, L, l, q, q + m->q_dim, q + m->q_dim + m->kv_dim, c->n_past + t,
@@ -728,14 +728,14 @@ static void forward_batch(struct llm_ctx *c, const int32_t *tok, int64_t T, bool
         attend_prefill(c, l, T);
         const struct llm_weight *wo[1] = {&L->wo};
         gemm_weights(c, 1, wo, c->batt, c->bxb, E, T);
-#pragma omp parallel for num_threads(c->n_threads) schedule(static)
+#pragma omp parallel for num_threads(c->n_threads) schedule(dynamic, 4096)
         for (int64_t i = 0; i < T * E; i++)
             c->bx[i] += c->bxb[i];
         /* feed-forward block */
         rmsnorm_rows(c, c->bxb, c->bx, L->ffn_norm, T);
         const struct llm_weight *gu[2] = {&L->w_gate, &L->w_up};
         gemm_weights(c, 2, gu, c->bxb, c->bgu, 2 * F, T);
-#pragma omp parallel for num_threads(c->n_threads) schedule(static)
+#pragma omp parallel for num_threads(c->n_threads) schedule(dynamic, 4)
         for (int64_t t = 0; t < T; t++) {
             const float *g = c->bgu + t * 2 * F, *u = g + F;
             float *h = c->bh + t * F;
@@ -744,7 +744,7 @@ static void forward_batch(struct llm_ctx *c, const int32_t *tok, int64_t T, bool
         }
         const struct llm_weight *wd[1] = {&L->w_down};
         gemm_weights(c, 1, wd, c->bh, c->bxb, E, T);
-#pragma omp parallel for num_threads(c->n_threads) schedule(static)
+#pragma omp parallel for num_threads(c->n_threads) schedule(dynamic, 4096)
         for (int64_t i = 0; i < T * E; i++)
             c->bx[i] += c->bxb[i];
     }

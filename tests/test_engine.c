@@ -196,6 +196,31 @@ static void test_kv_f32(void **state)
     free(ref);
 }
 
+/* 600 tokens: two prefill passes (n_batch 512), as llama.cpp's ubatches */
+static void test_long_prompt(void **state)
+{
+    (void)state;
+    static const char *const am[][2] = {{"llama", "F32"}, {"qwen3", "Q8_0"}};
+    int32_t ids[600];
+    for (int i = 0; i < 600; i++)
+        ids[i] = (i * 37 + 11) % 500 + 3;
+    for (int k = 0; k < 2; k++) {
+        char golden[256];
+        snprintf(golden, sizeof golden, "tests/data/engine/%s-%s-600.logits", am[k][0], am[k][1]);
+        int64_t n_ref;
+        float *ref = read_floats(golden, &n_ref);
+        struct llm_model *m = open_model(model_path(am[k][0], am[k][1]));
+        struct llm_ctx *c = new_ctx(m, 1024, 2, LLM_TYPE_F16);
+        assert_int_equal(llm_ctx_decode(c, ids, 600), 0);
+        double e = rel_err(llm_ctx_logits(c), ref, n_ref), tol = k == 0 ? 1e-4 : 1e-2;
+        printf("%s %s 600 tokens: relative error %.3g (tolerance %g)\n", am[k][0], am[k][1], e, tol);
+        assert_true(e <= tol);
+        llm_ctx_free(c);
+        llm_model_close(m);
+        free(ref);
+    }
+}
+
 /* ==== the engine against itself ==== */
 
 /* a prompt prefilled in pieces (a later turn) gives the same answer */
@@ -481,6 +506,7 @@ int main(void)
         cmocka_unit_test(test_qwen2),
         cmocka_unit_test(test_qwen3),
         cmocka_unit_test(test_kv_f32),
+        cmocka_unit_test(test_long_prompt),
         cmocka_unit_test(test_split_prefill),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_kv_export_import),

@@ -45,4 +45,14 @@ for arch in llama qwen2 qwen3; do
         rm -f "$m"
     done
 done
+# a 600-token prompt: two prefill passes of n_batch 512 (as llama.cpp's ubatch)
+i=0 long=
+while [ $i -lt 600 ]; do long="$long $(( (i * 37 + 11) % 500 + 3 ))"; i=$((i + 1)); done
+for am in "llama F32" "qwen3 Q8_0"; do
+    set -- $am
+    m=$tmp/$1-$2.gguf
+    tests/mkmodel "$m" $(opts $1) --type $2 >/dev/null
+    "$LLREF" logits "$m" -p "$long" -o "$out/$1-$2-600.logits" >/dev/null 2>&1
+    rm -f "$m"
+done
 echo "wrote $out"
