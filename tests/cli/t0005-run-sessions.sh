@@ -125,7 +125,7 @@ run sh -c "$R -s k 'start' < /dev/null"
 i=0
 while [ $i -lt 50 ]; do
     turns=$("$KVCHAT" sessions list --json | jq '.[] | select(.name == "k") | .turns')
-    $KVCHAT run -m "$M" -t 2 --temp 0.9 --seed $i -n 40 -s k "turn $i" < /dev/null > /dev/null 2>&1 &
+    $KVCHAT run -m "$M" -t 2 -c 4096 --temp 0.9 --seed $i -n 16 -s k "turn $i" < /dev/null > /dev/null 2>&1 &
     p=$!
     sleep "0.$(( (i * 37) % 10 ))$(( (i * 53) % 10 ))"
     kill -9 $p 2>/dev/null; wait $p 2>/dev/null
@@ -134,11 +134,11 @@ while [ $i -lt 50 ]; do
     i=$((i + 1))
 done
 ok "50 kill -9s: no completed turn lost"
-run sh -c "$R -s k 'after the kills' < /dev/null"
+run sh -c "$R -c 4096 -s k 'after the kills' < /dev/null"
 expect_rc 0
 run "$KVCHAT" sessions gc
 expect_rc 0
-run sh -c "$R -s k 'after gc' < /dev/null"
+run sh -c "$R -c 4096 -s k 'after gc' < /dev/null"
 expect_rc 0
 [ ! -s "$T/err" ] && ok "session k intact after gc" || { not_ok "session k after gc"; cat "$T/err"; }
 # ---- --cache-max: the store is trimmed to the sessions' latest segments
