@@ -448,6 +448,10 @@ static void SFX(q8_K_from_float)(const float *x, void *vy, int64_t k)
             }
         }
         float iscale = -127.0f / x[first];
+        if (!(iscale >= -3.4028235e38f && iscale <= 3.4028235e38f)) { /* as the reference */
+            llm_quantize_row_q8_K(x, &y[b], QK_K);
+            continue;
+        }
         __m256 vs = _mm256_set1_ps(iscale);
         const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
         const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
