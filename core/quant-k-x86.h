@@ -2,7 +2,8 @@
  * quant-k-x86.h - (included only by core/quant-k.c) the x86 kernels of the
  * K-quants, written once and compiled twice under different target
  * pragmas: SFX(name) gives each copy its suffix; USE_VNNI replaces
- * vpmaddwd + vpaddd by AVX-512 VNNI's vpdpwssd. Both compute the exact
+ * vpmaddwd + vpaddd by AVX-512 VNNI's vpdpwssd and sets the Q3_K/Q5_K high
+ * bits with AVX-512BW mask tests and masked adds. Both compute the exact
  * integer sums of the reference, then the same scalar float expression per
  * super-block, so both match the *_vec_dot_ref functions bit for bit.
  * Blocks are read in place; nothing is allocated.
