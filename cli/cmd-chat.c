@@ -453,6 +453,8 @@ static int slash_help(struct chat *ch, char *arg)
 {
     (void)arg;
     for (const struct slash_cmd *s = slash_table; s->name; s++) {
+        if (!s->help)
+            continue;
         char left[64];
         snprintf(left, sizeof left, "%s%s%s", s->name, s->args ? " " : "", s->args ? s->args : "");
         fprintf(ch->ui, "  %s%-16s%s %s\n", col(ch, C_BOLD), left, col(ch, C_RESET), s->help);
@@ -1034,7 +1036,9 @@ static int chat_exec(int argc, char **argv)
     const char *session = NULL;
     cmd_opts_init(&ch.o);
     int rc = cmd_opts_config(&ch.o);
-    bool dashdash = false;
+    bool dashdash = false, saw_chat = false;
+    /* from the table argv[0] is "chat"; when options came first, the program */
+    bool routed = !strcmp(argv[0], "chat");
     for (int i = 1; !rc && i < argc;) {
         int r = dashdash ? 0 : cmd_opts_take(&cmd_chat_entry, &ch.o, argc, argv, &i);
         if (r < 0) {
@@ -1048,6 +1052,9 @@ static int chat_exec(int argc, char **argv)
                 dashdash = true;
             } else if (!dashdash && a[0] == '-' && a[1]) {
                 rc = cmd_usage_error(&cmd_chat_entry, "unknown option '%s'", a);
+            } else if (!session && !saw_chat && !routed && !strcmp(a, "chat")) {
+                /* `kvchat -m M chat NAME`: options came before the command */
+                saw_chat = true;
             } else if (session) {
                 rc = cmd_usage_error(&cmd_chat_entry, "expected one SESSION name, got '%s' and '%s'",
                                      session, a);

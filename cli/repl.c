@@ -14,11 +14,15 @@
  * timestamps and read with history_multiline_entries, so an input of
  * several lines comes back as one entry after a restart. At most
  * REPL_HISTORY_MAX entries are kept.
+ *
+ * Input is UTF-8: in a locale of one-byte characters the chat switches
+ * LC_CTYPE to C.UTF-8 so that readline edits characters, not bytes.
  */
 #include "cli/repl.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <locale.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -156,6 +160,14 @@ void repl_history_add(struct repl *r, const char *entry)
 
 /* ==== reading ==== */
 
+static volatile sig_atomic_t resized;
+
+static void on_sigwinch(int sig)
+{
+    (void)sig;
+    resized = 1;
+}
+
 static void on_line(char *line)
 {
     struct repl *r = the_repl;
@@ -180,11 +192,20 @@ struct repl *repl_open(const struct repl_params *p, const char **warning)
     if (!r->tty)
         return r;
     the_repl = r;
+    /* kvchat's text is UTF-8 whatever the locale says: in a one-byte locale
+     * (C, POSIX) readline would take the bytes of é for meta keys */
+    if (MB_CUR_MAX == 1 && setlocale(LC_CTYPE, "C.UTF-8"))
+        setenv("LC_ALL", "C.UTF-8", 1); /* readline sets LC_CTYPE again from the environment */
     rl_readline_name = "kvchat";
     rl_instream = stdin;
     rl_outstream = p->prompt_out ? p->prompt_out : stdout;
     rl_catch_signals = 0;
-    rl_catch_sigwinch = 1;
+    rl_catch_sigwinch = 0; /* ours below: readline resizes when we ask */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_sigwinch;
+    sigaction(SIGWINCH, &sa, NULL);
     rl_attempted_completion_function = complete;
     rl_basic_word_break_characters = " \t\n";
     rl_completer_word_break_characters = (char *)" \t\n";
@@ -268,6 +289,10 @@ enum repl_status repl_read(struct repl *r, const char *prompt, char **line)
             rl_callback_handler_remove();
             st = REPL_INTERRUPT;
             break;
+        }
+        if (resized) {
+            resized = 0;
+            rl_resize_terminal();
         }
         fd_set fds;
         FD_ZERO(&fds);

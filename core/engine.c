@@ -32,6 +32,7 @@
 
 #define ROW_CHUNK 16      /* rows per work item of a GEMV: 64 bytes of f32 output */
 #define PANEL_BYTES (16u << 20) /* most f32 weight panel per thread (prefill) */
+#define CHUNKS_PER_THREAD 4   /* work items per thread of a prefill product */
 #define ATT_ROWS 128          /* query rows per block of causal attention (prefill) */
 #define MIN_PREFILL 4     /* fewer tokens than this go through the decode path */
 /* Up to this many tokens, quantized weights are multiplied with the decode
@@ -56,7 +57,7 @@ struct llm_ctx {
     float *q, *k, *v;        /* (q_dim), (kv_dim), (kv_dim) */
     float *att;              /* (q_dim) attention output */
     float *hb, *hb2;         /* (n_ff) */
-    uint8_t *xq[3];          /* (SMALL_BATCH, max_vd_bytes) activations as vec_dot types */
+    uint8_t *xq[3];          /* (n_batch, max_vd_bytes) activations as vec_dot types */
     float *att_tmp;          /* per thread: K (n_ctx*head_dim), V (same), scores (n_ctx) */
     size_t att_tmp_stride;   /* floats per thread, padded to 64 bytes */
     float *rope_cs;          /* (n_batch, rope_dim) cos, sin pairs */
@@ -70,8 +71,12 @@ struct llm_ctx {
     float *scores;           /* per thread (ATT_ROWS, n_ctx) */
     float *kf, *vf;          /* (n_head_kv, n_ctx, head_dim) K and V in f32 */
     float *panel;            /* per thread (panel_elems): weight rows in f32 */
+    uint8_t *act;            /* (n_batch, act_bytes) activations prepared for llm_mm_ops */
     int64_t panel_elems;
 };
+
+static int64_t gemm_chunk_rows(int64_t total, int64_t n_in, int nt);
+static int64_t mm_chunk_rows(int64_t total, int64_t n_in, int nt);
 
 static void *alloc(size_t n_bytes, bool *ok)
 {
@@ -156,7 +161,7 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
     c->hb = alloc((size_t)m->n_ff * f, &ok);
     c->hb2 = alloc((size_t)m->n_ff * f, &ok);
     for (int i = 0; i < 3; i++)
-        c->xq[i] = alloc((size_t)m->max_vd_bytes * SMALL_BATCH, &ok);
+        c->xq[i] = alloc((size_t)m->max_vd_bytes * (size_t)(B > c->n_threads ? B : c->n_threads), &ok);
     c->att_tmp_stride = ((size_t)(2 * n_ctx * hd + n_ctx) + 15) / 16 * 16;
     c->att_tmp = alloc(c->att_tmp_stride * (size_t)c->n_threads * f, &ok);
     c->rope_cs = alloc((size_t)(B * m->rope_dim) * f, &ok);
@@ -170,19 +175,33 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
     c->scores = alloc((size_t)(ATT_ROWS * n_ctx) * f * (size_t)c->n_threads, &ok);
     c->kf = alloc((size_t)(m->kv_dim * n_ctx) * f, &ok);
     c->vf = alloc((size_t)(m->kv_dim * n_ctx) * f, &ok);
-    /* each thread converts at most its share of a matrix's rows at once */
-    const struct llm_weight *ws[] = {&m->layers[0].wq, &m->layers[0].wo, &m->layers[0].w_gate,
-                                     &m->layers[0].w_down};
-    int64_t total_rows[] = {qkv_dim, m->n_embd, 2 * m->n_ff, m->n_embd};
+    /* the largest chunk any product converts or repacks at once, and the
+     * largest prepared activation row (types may differ by layer) */
     c->panel_elems = 16;
-    for (int i = 0; i < 4; i++) {
-        int64_t share = (total_rows[i] + c->n_threads - 1) / c->n_threads + ROW_CHUNK;
-        int64_t cap = PANEL_BYTES / (int64_t)f / ws[i]->n_in;
-        int64_t rows = share < cap ? share : cap;
-        if (rows * ws[i]->n_in > c->panel_elems)
-            c->panel_elems = rows * ws[i]->n_in;
+    size_t act_bytes = 64;
+    for (int64_t l = 0; l < m->n_layer; l++) {
+        const struct llm_layer *Ly = &m->layers[l];
+        const struct llm_weight *ws[] = {&Ly->wq, &Ly->wk, &Ly->wv, &Ly->wo, &Ly->w_gate, &Ly->w_up,
+                                         &Ly->w_down};
+        int64_t total_rows[] = {qkv_dim, qkv_dim, qkv_dim, m->n_embd, 2 * m->n_ff, 2 * m->n_ff, m->n_embd};
+        for (int i = 0; i < 7; i++) {
+            int64_t rows = gemm_chunk_rows(total_rows[i], ws[i]->n_in, c->n_threads);
+            if (rows * ws[i]->n_in > c->panel_elems)
+                c->panel_elems = rows * ws[i]->n_in;
+            const struct llm_mm_ops *mm = llm_get_mm_ops(ws[i]->type);
+            if (mm) {
+                rows = mm_chunk_rows(total_rows[i], ws[i]->n_in, c->n_threads);
+                int64_t need = (int64_t)(mm->scratch_bytes(ws[i]->n_in, rows) / f) + 16;
+                if (need > c->panel_elems)
+                    c->panel_elems = need;
+                size_t ab = (mm->prepared_bytes(ws[i]->n_in) + 63) / 64 * 64;
+                act_bytes = ab > act_bytes ? ab : act_bytes;
+            }
+        }
     }
+    c->panel_elems = (c->panel_elems + 15) / 16 * 16; /* each thread's part 64-byte aligned */
     c->panel = alloc((size_t)c->panel_elems * f * (size_t)c->n_threads, &ok);
+    c->act = alloc(act_bytes * (size_t)B, &ok);
     if (!ok) {
         llm_ctx_free(c);
         snprintf(err, err_size, "out of memory for a context of %" PRId64 " positions", n_ctx);
@@ -210,6 +229,7 @@ void llm_ctx_free(struct llm_ctx *c)
         free(bufs[i]);
     for (int i = 0; i < 3; i++)
         free(c->xq[i]);
+    free(c->act);
     free(c);
 }
 
@@ -332,7 +352,7 @@ static void gemv_team(int nw, const struct llm_weight *const *w, uint8_t *const 
         chunks[i] = (w[i]->n_out + ROW_CHUNK - 1) / ROW_CHUNK;
         total += chunks[i];
     }
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 4)
     for (int64_t ci = 0; ci < total; ci++) {
         int i = 0;
         int64_t cj = ci;
@@ -416,7 +436,7 @@ static void forward_one(struct llm_ctx *c, int32_t tok, bool want_logits)
 #pragma omp single
             qkv_finish(c, L, l, c->q, c->k, c->v, pos, c->rope_cs);
             int64_t last_g = -1;
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
             for (int64_t h = 0; h < m->n_head; h++)
                 attend_decode(c, l, h, n_kv, &last_g);
             const struct llm_weight *wo[1] = {&L->wo};
@@ -465,12 +485,29 @@ static void forward_one(struct llm_ctx *c, int32_t tok, bool want_logits)
 
 /*
  * Y (T x sum of n_out, row stride ldy) = X (T x n_in) [W_0; W_1; ...]^T for
- * up to three weights of the same n_in, as if their rows were stacked. Each
- * thread of the team takes a contiguous share of the stacked rows, converts
- * them to f32 in its own panel (F32 rows are used in place) and multiplies
- * them with single-threaded BLIS: no barrier until the end, and each output
- * element's sum is BLIS's for that K, whatever the share.
+ * up to three weights of the same n_in, as if their rows were stacked. The
+ * rows are cut into chunks that the threads of the team take one at a time
+ * (so one preempted thread on a shared machine does not stall the others);
+ * a thread converts its chunk to f32 in its own panel (F32 rows are used in
+ * place) and multiplies it with single-threaded BLIS. No barrier until the
+ * end, and each output element's sum is BLIS's for that K, whichever thread
+ * computes it.
  */
+/* rows per work item of a prefill product: about CHUNKS_PER_THREAD items per
+ * thread, at least 64 rows (each item packs the activations again), a
+ * multiple of ROW_CHUNK, at most PANEL_BYTES of f32 */
+static int64_t gemm_chunk_rows(int64_t total, int64_t n_in, int nt)
+{
+    int64_t r = (total + (int64_t)nt * CHUNKS_PER_THREAD - 1) / ((int64_t)nt * CHUNKS_PER_THREAD);
+    r = (r + ROW_CHUNK - 1) / ROW_CHUNK * ROW_CHUNK;
+    if (r < 64)
+        r = 64;
+    int64_t cap = PANEL_BYTES / (int64_t)sizeof(float) / n_in / ROW_CHUNK * ROW_CHUNK;
+    if (cap < ROW_CHUNK)
+        cap = ROW_CHUNK;
+    return r < cap ? r : cap;
+}
+
 /* the same product for small batches of quantized weights: the T rows of x
  * are converted to each weight's vec_dot type once, then every weight row
  * meets all T of them while it is in cache */
@@ -491,7 +528,7 @@ static void gemm_weights_small(struct llm_ctx *c, int nw, const struct llm_weigh
             int64_t t = it % T;
             w[i]->vd_ops->from_float(x + t * n_in, c->xq[i] + (size_t)t * stride, n_in);
         }
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 4)
         for (int64_t ci = 0; ci < total; ci++) {
             int i = 0;
             int64_t cj = ci, base = 0;
@@ -510,6 +547,57 @@ static void gemm_weights_small(struct llm_ctx *c, int nw, const struct llm_weigh
     }
 }
 
+/* rows per work item of a type's blocked product: as gemm_chunk_rows, and
+ * few enough that the rows, repacked, stay in a core's L2 cache */
+static int64_t mm_chunk_rows(int64_t total, int64_t n_in, int nt)
+{
+    int64_t r = gemm_chunk_rows(total, n_in, nt), l2 = (384 << 10) / (2 * n_in) / ROW_CHUNK * ROW_CHUNK;
+    if (l2 < 64)
+        l2 = 64;
+    return r < l2 ? r : l2;
+}
+
+/* the product on the types' own blocked kernels (llm_get_mm_ops): the T rows
+ * of x are converted to the vec_dot types once, then work items of rows go
+ * to the threads as in gemm_weights */
+static void gemm_weights_blocked(struct llm_ctx *c, int nw, const struct llm_weight *const *w,
+                                 const float *x, float *y, int64_t ldy, int64_t T)
+{
+    int64_t total = 0, n_in = w[0]->n_in, chunks[3], n_chunks = 0;
+    for (int i = 0; i < nw; i++)
+        total += w[i]->n_out;
+    int64_t cr = mm_chunk_rows(total, n_in, c->n_threads);
+    for (int i = 0; i < nw; i++) {
+        chunks[i] = (w[i]->n_out + cr - 1) / cr;
+        n_chunks += chunks[i];
+    }
+    const struct llm_mm_ops *mm = llm_get_mm_ops(w[0]->type);
+    size_t stride = (mm->prepared_bytes(n_in) + 63) / 64 * 64;
+#pragma omp parallel num_threads(c->n_threads)
+    {
+        uint8_t *tmp = c->xq[0] + (size_t)omp_get_thread_num() * (size_t)c->m->max_vd_bytes;
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < T; t++) {
+            w[0]->vd_ops->from_float(x + t * n_in, tmp, n_in);
+            mm->prepare(tmp, c->act + (size_t)t * stride, n_in);
+        }
+        void *scratch = c->panel + (size_t)omp_get_thread_num() * (size_t)c->panel_elems;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t ci = 0; ci < n_chunks; ci++) {
+            int i = 0;
+            int64_t cj = ci, base = 0;
+            while (cj >= chunks[i]) {
+                cj -= chunks[i];
+                base += w[i++]->n_out;
+            }
+            const struct llm_weight *W = w[i];
+            int64_t a = cj * cr, e = a + cr < W->n_out ? a + cr : W->n_out;
+            mm->mul_mat(n_in, e - a, T, W->data + (size_t)a * W->row_bytes, W->row_bytes, c->act,
+                        stride, y + base + a, ldy, scratch);
+        }
+    }
+}
+
 static void gemm_weights(struct llm_ctx *c, int nw, const struct llm_weight *const *w, const float *x,
                          float *y, int64_t ldy, int64_t T)
 {
@@ -523,31 +611,46 @@ static void gemm_weights(struct llm_ctx *c, int nw, const struct llm_weight *con
         gemm_weights_small(c, nw, w, x, y, ldy, T);
         return;
     }
+    if (llm_get_mm_ops(w[0]->type)) {
+        /* weights of one type share the prepared activations */
+        int same = 1;
+        while (same < nw && w[same]->type == w[0]->type)
+            same++;
+        gemm_weights_blocked(c, same, w, x, y, ldy, T);
+        int64_t off = 0;
+        for (int i = 0; i < same; i++)
+            off += w[i]->n_out;
+        if (same < nw)
+            gemm_weights(c, nw - same, w + same, x, y + off, ldy, T);
+        return;
+    }
+    int64_t cr = gemm_chunk_rows(total, n_in, c->n_threads), chunks[3], n_chunks = 0;
+    for (int i = 0; i < nw; i++) {
+        chunks[i] = (w[i]->n_out + cr - 1) / cr;
+        n_chunks += chunks[i];
+    }
 #pragma omp parallel num_threads(c->n_threads)
     {
-        int tid = omp_get_thread_num(), nt = omp_get_num_threads();
-        int64_t per = ((total + nt - 1) / nt + ROW_CHUNK - 1) / ROW_CHUNK * ROW_CHUNK;
-        int64_t g0 = tid * per, g1 = g0 + per < total ? g0 + per : total;
-        float *panel = c->panel + (size_t)tid * (size_t)c->panel_elems;
-        int64_t cap = c->panel_elems / n_in, base = 0;
-        for (int i = 0; i < nw; i++) {
-            const struct llm_weight *W = w[i];
-            int64_t a = g0 > base ? g0 - base : 0, b = g1 - base < W->n_out ? g1 - base : W->n_out;
-            for (; a < b;) {
-                bool direct = W->type == LLM_TYPE_F32 && (uintptr_t)W->data % sizeof(float) == 0;
-                int64_t e = direct || a + cap > b ? b : a + cap;
-                const float *rows;
-                if (direct) { /* f32 rows are used where they lie */
-                    rows = (const float *)(W->data + (size_t)a * W->row_bytes);
-                } else {
-                    for (int64_t r = a; r < e; r++)
-                        W->ops->to_float(W->data + (size_t)r * W->row_bytes, panel + (r - a) * n_in, n_in);
-                    rows = panel;
-                }
-                llm_sgemm_nt(1, T, e - a, n_in, 1.0f, x, n_in, rows, n_in, 0.0f, y + base + a, ldy);
-                a = e;
+        float *panel = c->panel + (size_t)omp_get_thread_num() * (size_t)c->panel_elems;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t ci = 0; ci < n_chunks; ci++) {
+            int i = 0;
+            int64_t cj = ci, base = 0;
+            while (cj >= chunks[i]) {
+                cj -= chunks[i];
+                base += w[i++]->n_out;
             }
-            base += W->n_out;
+            const struct llm_weight *W = w[i];
+            int64_t a = cj * cr, e = a + cr < W->n_out ? a + cr : W->n_out;
+            const float *rows;
+            if (W->type == LLM_TYPE_F32 && (uintptr_t)W->data % sizeof(float) == 0) {
+                rows = (const float *)(W->data + (size_t)a * W->row_bytes); /* in place */
+            } else {
+                for (int64_t r = a; r < e; r++)
+                    W->ops->to_float(W->data + (size_t)r * W->row_bytes, panel + (r - a) * n_in, n_in);
+                rows = panel;
+            }
+            llm_sgemm_nt(1, T, e - a, n_in, 1.0f, x, n_in, rows, n_in, 0.0f, y + base + a, ldy);
         }
     }
 }
@@ -584,7 +687,7 @@ static void attend_prefill(struct llm_ctx *c, int64_t l, int64_t T)
             }
         }
         float *sc = c->scores + (size_t)omp_get_thread_num() * (size_t)(ATT_ROWS * c->n_ctx);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
         for (int64_t h = 0; h < m->n_head; h++) {
             int64_t g = h / group;
             const float *kf = c->kf + g * c->n_ctx * hd, *vf = c->vf + g * c->n_ctx * hd;

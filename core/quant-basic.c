@@ -409,6 +409,133 @@ T_VNNI static float q8_0_dot_vnni(int64_t n, const void *x, const void *y)
 }
 #endif
 
+
+/* ==== Q8_0 x Q8_0 products for prefill (AVX-512 VNNI) ====
+ *
+ * The rows of W are repacked into scratch: per block pair (64 values) the
+ * values as u8 (w + 128, that is w XOR 0x80) and 16 floats holding the two
+ * block scales (8 lanes each, matching the lanes vpdpbusd fills).
+ * Activations, four tokens at a time, keep their int8 values, the scales in
+ * the same pattern, and 16 int32 of -128 times the sum of the four values
+ * each lane multiplies. vpdpbusd started from those gives sum(w * a) for
+ * each lane with no sign tricks; the lanes are scaled and accumulated in
+ * f32. Tiles of 4 rows x 4 tokens keep 16 accumulators in registers. Each
+ * result is computed in the same order whatever tile it falls in.
+ */
+#define MM_R 4 /* rows per tile */
+#define MM_T 4 /* tokens per tile */
+
+#if X86
+struct mm_layout {
+    int64_t nb, np;  /* blocks, block pairs (the last one padded) */
+    size_t row;      /* bytes of a packed weight row: np * (64 + 64) */
+    size_t arow;     /* bytes of a packed activation row: np * (64 + 64 + 64) */
+};
+
+static struct mm_layout mm_layout(int64_t n)
+{
+    struct mm_layout L;
+    L.nb = n / QK8_0;
+    L.np = (L.nb + 1) / 2;
+    L.row = (size_t)L.np * 128;
+    L.arow = (size_t)L.np * 192;
+    return L;
+}
+
+static size_t q8_0_mul_mat_scratch(int64_t n, int64_t nr)
+{
+    struct mm_layout L = mm_layout(n);
+    return (size_t)((nr + MM_R - 1) / MM_R * MM_R) * L.row + L.arow + 64;
+}
+
+/* one Q8_0 row packed: per pair q[64] then scales[16] then (activations
+ * only) -128 * lane sums[16]; weights: values XOR 0x80, no lane sums */
+T_VNNI static void mm_pack_row(const uint8_t *src, const struct mm_layout *L, uint8_t *dst, bool act)
+{
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    for (int64_t p = 0; p < L->np; p++, dst += act ? 192 : 128) {
+        const uint8_t *b0 = src + 2 * p * 34, *b1 = b0 + 34;
+        bool two = 2 * p + 1 < L->nb;
+        __m256i q0 = _mm256_loadu_si256((const __m256i *)(b0 + 2));
+        __m256i q1 = two ? _mm256_loadu_si256((const __m256i *)(b1 + 2)) : _mm256_setzero_si256();
+        __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
+        float d0 = _cvtsh_ss(ld16(b0)), d1 = two ? _cvtsh_ss(ld16(b1)) : 0.0f;
+        __m512 d = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(d0)), _mm256_set1_ps(d1), 1);
+        _mm512_store_ps((float *)(dst + 64), d);
+        if (!act) {
+            _mm512_store_si512(dst, _mm512_xor_si512(q, flip));
+        } else {
+            _mm512_store_si512(dst, q);
+            __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, q);
+            _mm512_store_si512(dst + 128, _mm512_sub_epi32(_mm512_setzero_si512(), sums));
+        }
+    }
+}
+
+T_VNNI static size_t q8_0_prepared_bytes(int64_t n)
+{
+    return mm_layout(n).arow;
+}
+
+T_VNNI static void q8_0_prepare_vnni(const void *a, void *dst, int64_t n)
+{
+    struct mm_layout L = mm_layout(n);
+    mm_pack_row(a, &L, dst, true);
+}
+
+T_VNNI static void q8_0_mul_mat_vnni(int64_t n, int64_t nr, int64_t nt, const void *w, size_t w_stride,
+                                     const void *a, size_t a_stride, float *y, int64_t ldy,
+                                     void *scratch)
+{
+    struct mm_layout L = mm_layout(n);
+    int64_t nr_pad = (nr + MM_R - 1) / MM_R * MM_R;
+    uint8_t *wp = scratch, *zero = wp + (size_t)nr_pad * L.row;
+    for (int64_t r = 0; r < nr_pad; r++) {
+        if (r < nr)
+            mm_pack_row((const uint8_t *)w + r * w_stride, &L, wp + r * L.row, false);
+        else
+            memset(wp + r * L.row, 0, L.row); /* scales 0: contributes nothing */
+    }
+    memset(zero, 0, L.arow); /* stands in for missing tokens of the last group */
+    for (int64_t t0 = 0; t0 < nt; t0 += MM_T) {
+        int64_t tn = nt - t0 < MM_T ? nt - t0 : MM_T;
+        const uint8_t *ap[MM_T];
+        for (int64_t t = 0; t < MM_T; t++)
+            ap[t] = t < tn ? (const uint8_t *)a + (t0 + t) * a_stride : zero;
+        for (int64_t r0 = 0; r0 < nr; r0 += MM_R) {
+            __m512 acc[MM_R][MM_T];
+            for (int i = 0; i < MM_R; i++)
+                for (int j = 0; j < MM_T; j++)
+                    acc[i][j] = _mm512_setzero_ps();
+            const uint8_t *wr = wp + r0 * L.row;
+            for (int64_t p = 0; p < L.np; p++) {
+                __m512i W[MM_R];
+                __m512 D[MM_R];
+#pragma GCC unroll 4
+                for (int i = 0; i < MM_R; i++) {
+                    W[i] = _mm512_load_si512(wr + i * L.row + p * 128);
+                    D[i] = _mm512_load_ps((const float *)(wr + i * L.row + p * 128 + 64));
+                }
+#pragma GCC unroll 4
+                for (int j = 0; j < MM_T; j++) {
+                    const uint8_t *aj = ap[j] + p * 192;
+                    __m512i A = _mm512_load_si512(aj), C = _mm512_load_si512(aj + 128);
+                    __m512 DA = _mm512_load_ps((const float *)(aj + 64));
+#pragma GCC unroll 4
+                    for (int i = 0; i < MM_R; i++) {
+                        __m512i d = _mm512_dpbusd_epi32(C, W[i], A);
+                        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(D[i], DA), acc[i][j]);
+                    }
+                }
+            }
+            for (int i = 0; i < MM_R && r0 + i < nr; i++)
+                for (int j = 0; j < tn; j++)
+                    y[(t0 + j) * ldy + r0 + i] = _mm512_reduce_add_ps(acc[i][j]);
+        }
+    }
+}
+#endif
+
 void llm_quant_basic_init(struct llm_type_ops *t, unsigned cpu)
 {
     t[LLM_TYPE_F32] = (struct llm_type_ops){LLM_TYPE_F32, f32_to_float, f32_to_float,
@@ -443,6 +570,18 @@ void llm_quant_basic_init(struct llm_type_ops *t, unsigned cpu)
     if (cpu & LLM_CPU_AVX512_BF16)
         t[LLM_TYPE_BF16].vec_dot = bf16_dot_avx512bf16;
 #else
+    (void)cpu;
+#endif
+}
+
+void llm_quant_basic_mm_init(struct llm_mm_ops *t, unsigned cpu)
+{
+#if X86
+    if (cpu & LLM_CPU_AVX512_VNNI)
+        t[LLM_TYPE_Q8_0] = (struct llm_mm_ops){q8_0_mul_mat_vnni, q8_0_mul_mat_scratch,
+                                               q8_0_prepare_vnni, q8_0_prepared_bytes};
+#else
+    (void)t;
     (void)cpu;
 #endif
 }

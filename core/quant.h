@@ -97,6 +97,29 @@ struct llm_type_ops {
 /* The table entry for a type, or NULL where kvchat has no kernels for it. */
 const struct llm_type_ops *llm_get_type_ops(uint32_t type);
 
+/* Optional blocked products for prefill, for types that have them (a table
+ * beside llm_type_ops so that struct stays as it is). Activations are
+ * first converted to vec_dot_type (from_float), then to the kernel's own
+ * form: prepare(row, dst, n) writes prepared_bytes(n) bytes (dst 64-byte
+ * aligned). Then
+ *   y[t * ldy + r] = sum over i < n of W_r[i] * A_t[i]
+ * for nr rows of the type (row r at w + r * w_stride) and nt prepared rows
+ * (row t at a + t * a_stride, a multiple of 64), using scratch of
+ * scratch_bytes(n, nr) bytes (64-byte aligned) for this call alone. Where
+ * present the engine uses it instead of to_float + sgemm. Each result
+ * depends only on its row and activation row, not on nr or nt. */
+struct llm_mm_ops {
+    void (*mul_mat)(int64_t n, int64_t nr, int64_t nt, const void *w, size_t w_stride,
+                    const void *a, size_t a_stride, float *y, int64_t ldy, void *scratch);
+    size_t (*scratch_bytes)(int64_t n, int64_t nr);
+    void (*prepare)(const void *a, void *dst, int64_t n);
+    size_t (*prepared_bytes)(int64_t n);
+};
+/* NULL where the type has none on this CPU */
+const struct llm_mm_ops *llm_get_mm_ops(uint32_t type);
+/* quant-basic.c: Q8_0 x Q8_0 with AVX-512 VNNI */
+void llm_quant_basic_mm_init(struct llm_mm_ops *table, unsigned cpu);
+
 /* CPU features the kernels choose by (bits of llm_cpu_features()). Setting
  * KVCHAT_CPU=generic|avx2 in the environment caps them (for testing). */
 enum llm_cpu_feature {

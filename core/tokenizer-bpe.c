@@ -287,7 +287,7 @@ static bool ascii_punct(uint32_t c) /* what \p{P} covers below 128 */
            c == 0x5F || c == 0x7B || c == 0x7D;
 }
 
-/* deepseek-llm's letter class from its tokenizer.json, as ranges */
+/* deepseek-llm's letter class from its tokenizer.json, as sorted ranges */
 static const uint32_t ds_letter[][2] = {
     {'A', 'Z'}, {'a', 'z'}, {0xB5, 0xB5}, {0xC0, 0xD6}, {0xD8, 0xF6}, {0xF8, 0x1BA},
     {0x1BC, 0x1BF}, {0x1C4, 0x293}, {0x295, 0x2AF}, {0x370, 0x373}, {0x376, 0x377},
@@ -308,11 +308,19 @@ static const uint32_t ds_letter[][2] = {
     {0x10C80, 0x10CB2}, {0x10CC0, 0x10CF2}, {0x118A0, 0x118DF}, {0x1E900, 0x1E943},
 };
 
+/* c in one of n sorted, disjoint ranges (binary search) */
 static bool in_ranges(uint32_t c, const uint32_t (*r)[2], size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        if (c >= r[i][0] && c <= r[i][1])
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c < r[mid][0])
+            hi = mid;
+        else if (c > r[mid][1])
+            lo = mid + 1;
+        else
             return true;
+    }
     return false;
 }
 
@@ -470,7 +478,7 @@ static const struct step *steps_for(enum llm_pre pre, size_t *n)
 #define RET(a) return (*n = sizeof a / sizeof a[0], a)
     switch (pre) {
     case LLM_PRE_GPT2: RET(gpt2);
-    case LLM_PRE_LLAMA3: case LLM_PRE_CHATGLM4: RET(llama3);
+    case LLM_PRE_LLAMA3: RET(llama3);
     case LLM_PRE_QWEN2: RET(qwen2);
     case LLM_PRE_QWEN35: RET(qwen35);
     case LLM_PRE_STARCODER: RET(starcoder);

@@ -106,27 +106,61 @@ int32_t llm_vocab_merge_rank(const struct llm_vocab *v, const char *a, size_t na
 
 /* ==== loading ==== */
 
+/* tokenizer.ggml.pre names as llama.cpp maps them: the splitting, and the
+ * flags its branch sets (clean_spaces off; ignore_merges and add_bos on;
+ * no default BOS) */
+enum { KEEP_SPACES = 1, IGNORE_MERGES = 2, ADD_BOS = 4, NO_BOS = 8 };
 static const struct {
     const char *name;
     enum llm_pre pre;
+    unsigned flags;
 } pre_names[] = {
-    {"default", LLM_PRE_DEFAULT},
-    {"llama3", LLM_PRE_LLAMA3}, {"llama-v3", LLM_PRE_LLAMA3}, {"llama-bpe", LLM_PRE_LLAMA3},
-    {"falcon3", LLM_PRE_LLAMA3}, {"falcon-h1", LLM_PRE_LLAMA3}, {"pixtral", LLM_PRE_LLAMA3},
-    {"midm-2.0", LLM_PRE_LLAMA3}, {"lfm2", LLM_PRE_LLAMA3}, {"dbrx", LLM_PRE_LLAMA3},
-    {"smaug-bpe", LLM_PRE_LLAMA3},
-    {"deepseek-llm", LLM_PRE_DEEPSEEK_LLM},
-    {"deepseek-coder", LLM_PRE_DEEPSEEK_CODER},
-    {"falcon", LLM_PRE_FALCON},
-    {"mpt", LLM_PRE_GPT2}, {"gpt-2", LLM_PRE_GPT2}, {"phi-2", LLM_PRE_GPT2},
-    {"olmo", LLM_PRE_GPT2}, {"jais", LLM_PRE_GPT2}, {"trillion", LLM_PRE_GPT2},
-    {"starcoder", LLM_PRE_STARCODER}, {"refact", LLM_PRE_STARCODER},
-    {"command-r", LLM_PRE_STARCODER}, {"smollm", LLM_PRE_STARCODER},
-    {"codeshell", LLM_PRE_STARCODER}, {"exaone", LLM_PRE_STARCODER},
-    {"minerva-7b", LLM_PRE_STARCODER},
-    {"qwen2", LLM_PRE_QWEN2}, {"deepseek-r1-qwen", LLM_PRE_QWEN2}, {"stablelm2", LLM_PRE_QWEN2},
-    {"qwen35", LLM_PRE_QWEN35},
-    {"chatglm-bpe", LLM_PRE_CHATGLM4}, {"glm4", LLM_PRE_CHATGLM4},
+    {"default", LLM_PRE_DEFAULT, 0},
+    {"llama3", LLM_PRE_LLAMA3, IGNORE_MERGES | ADD_BOS},
+    {"llama-v3", LLM_PRE_LLAMA3, IGNORE_MERGES | ADD_BOS},
+    {"llama-bpe", LLM_PRE_LLAMA3, IGNORE_MERGES | ADD_BOS},
+    {"falcon3", LLM_PRE_LLAMA3, IGNORE_MERGES | ADD_BOS},
+    {"falcon-h1", LLM_PRE_LLAMA3, IGNORE_MERGES | ADD_BOS},
+    {"pixtral", LLM_PRE_LLAMA3, IGNORE_MERGES | ADD_BOS},
+    {"midm-2.0", LLM_PRE_LLAMA3, IGNORE_MERGES | ADD_BOS},
+    {"lfm2", LLM_PRE_LLAMA3, IGNORE_MERGES | ADD_BOS},
+    {"jina-v5-nano", LLM_PRE_LLAMA3, IGNORE_MERGES | ADD_BOS},
+    {"dbrx", LLM_PRE_LLAMA3, 0},
+    {"smaug-bpe", LLM_PRE_LLAMA3, 0},
+    {"glm4", LLM_PRE_LLAMA3, NO_BOS},
+    {"chatglm-bpe", LLM_PRE_LLAMA3, NO_BOS},
+    {"deepseek-llm", LLM_PRE_DEEPSEEK_LLM, KEEP_SPACES},
+    {"deepseek-coder", LLM_PRE_DEEPSEEK_CODER, KEEP_SPACES},
+    {"falcon", LLM_PRE_FALCON, 0},
+    {"mpt", LLM_PRE_GPT2, 0},
+    {"gpt-2", LLM_PRE_GPT2, 0},
+    {"phi-2", LLM_PRE_GPT2, 0},
+    {"olmo", LLM_PRE_GPT2, 0},
+    {"jais", LLM_PRE_GPT2, 0},
+    {"exaone4", LLM_PRE_GPT2, 0},
+    {"gigachat", LLM_PRE_GPT2, 0},
+    {"a.x-4.0", LLM_PRE_GPT2, 0},
+    {"mellum", LLM_PRE_GPT2, 0},
+    {"trillion", LLM_PRE_GPT2, KEEP_SPACES},
+    {"granite-docling", LLM_PRE_GPT2, KEEP_SPACES},
+    {"starcoder", LLM_PRE_STARCODER, 0},
+    {"refact", LLM_PRE_STARCODER, 0},
+    {"codeshell", LLM_PRE_STARCODER, 0},
+    {"exaone", LLM_PRE_STARCODER, 0},
+    {"minerva-7b", LLM_PRE_STARCODER, 0},
+    {"mellum2", LLM_PRE_STARCODER, 0},
+    {"command-r", LLM_PRE_STARCODER, KEEP_SPACES},
+    {"smollm", LLM_PRE_STARCODER, KEEP_SPACES},
+    {"qwen2", LLM_PRE_QWEN2, KEEP_SPACES},
+    {"deepseek-r1-qwen", LLM_PRE_QWEN2, KEEP_SPACES},
+    {"kormo", LLM_PRE_QWEN2, KEEP_SPACES},
+    {"f2llmv2", LLM_PRE_QWEN2, KEEP_SPACES},
+    {"hunyuan", LLM_PRE_QWEN2, KEEP_SPACES},
+    {"solar-open", LLM_PRE_QWEN2, KEEP_SPACES},
+    {"grok-2", LLM_PRE_QWEN2, KEEP_SPACES},
+    {"stablelm2", LLM_PRE_QWEN2, 0},
+    {"megrez", LLM_PRE_QWEN2, 0},
+    {"qwen35", LLM_PRE_QWEN35, KEEP_SPACES},
 };
 
 static int64_t kv_int(const struct llm_gguf *g, const char *key, int64_t def)
@@ -149,14 +183,18 @@ static int cmp_id(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static const struct llm_vocab *sort_vocab; /* for qsort of v->special */
+/* special tokens by text length, longest first, then by id */
+struct len_id {
+    uint32_t len;
+    int32_t id;
+};
+
 static int cmp_special(const void *a, const void *b)
 {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    uint32_t lx = sort_vocab->tokens[x].len, ly = sort_vocab->tokens[y].len;
-    if (lx != ly)
-        return lx > ly ? -1 : 1;
-    return (x > y) - (x < y);
+    const struct len_id *x = a, *y = b;
+    if (x->len != y->len)
+        return x->len > y->len ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
 }
 
 static bool text_is(const struct llm_token_data *t, const char *s)
@@ -439,22 +477,15 @@ int llm_vocab_load(const struct llm_gguf *g, struct llm_vocab **out, char *err, 
                 return -1;
             }
             v->pre = pre_names[i].pre;
-        }
-        switch (v->pre) {
-        case LLM_PRE_LLAMA3:
-            v->ignore_merges = true;
-            v->add_bos = true;
-            break;
-        case LLM_PRE_DEEPSEEK_LLM: case LLM_PRE_DEEPSEEK_CODER: case LLM_PRE_QWEN2:
-        case LLM_PRE_QWEN35:
-            v->clean_spaces = false;
-            break;
-        case LLM_PRE_STARCODER:
-            if (!strcmp(v->pre_name, "command-r"))
+            unsigned fl = pre_names[i].flags;
+            if (fl & KEEP_SPACES)
                 v->clean_spaces = false;
-            break;
-        default:
-            break;
+            if (fl & IGNORE_MERGES)
+                v->ignore_merges = true;
+            if (fl & ADD_BOS)
+                v->add_bos = true;
+            if (fl & NO_BOS)
+                v->bos = LLM_TOKEN_NULL;
         }
     } else {
         seterr(err, es, "unsupported tokenizer '%s' (kvchat reads 'llama' and 'gpt2')", model);
@@ -554,13 +585,20 @@ int llm_vocab_load(const struct llm_gguf *g, struct llm_vocab **out, char *err, 
         llm_vocab_free(v);
         return -1;
     }
+    struct len_id *order = malloc((size_t)n * sizeof *order);
+    if (!order) {
+        seterr(err, es, "%s", "out of memory");
+        llm_vocab_free(v);
+        return -1;
+    }
     for (int32_t i = 0; i < n; i++)
         if (v->tokens[i].attr &
             (LLM_TOKEN_ATTR_CONTROL | LLM_TOKEN_ATTR_USER_DEFINED | LLM_TOKEN_ATTR_UNKNOWN))
-            v->special[v->n_special++] = i;
-    sort_vocab = v;
-    qsort(v->special, (size_t)v->n_special, sizeof *v->special, cmp_special);
-    sort_vocab = NULL;
+            order[v->n_special++] = (struct len_id){v->tokens[i].len, i};
+    qsort(order, (size_t)v->n_special, sizeof *order, cmp_special);
+    for (int32_t i = 0; i < v->n_special; i++)
+        v->special[i] = order[i].id;
+    free(order);
 
     /* Phi-3 models: special tokens eat the white space to their right */
     if (llm_gguf_find_str(g, "general.name", &s) == 0) {
@@ -778,19 +816,50 @@ int32_t llm_tokenize_ex(const struct llm_vocab *v, const char *text, size_t len,
     if (len > start) {
         if (!frag_push(&a, start, len - start, LLM_TOKEN_NULL))
             goto done;
-        for (int32_t i = 0; i < v->n_special; i++) {
+        /* which bytes and byte pairs the text has: a special token with a
+         * byte or pair the text lacks cannot occur in it (this keeps the
+         * one-token-at-a-time split below fast with hundreds of special
+         * tokens and long texts) */
+        uint64_t *pairs = calloc(1024, sizeof *pairs);
+        uint64_t bytes[4] = {0};
+        if (!pairs)
+            goto done;
+        for (size_t j = start; j < len; j++) {
+            unsigned c0 = (unsigned char)text[j];
+            bytes[c0 >> 6] |= 1ull << (c0 & 63);
+            if (j + 1 < len) {
+                unsigned pr = c0 << 8 | (unsigned char)text[j + 1];
+                pairs[pr >> 6] |= 1ull << (pr & 63);
+            }
+        }
+        bool ok = true;
+        for (int32_t i = 0; i < v->n_special && ok; i++) {
             int32_t id = v->special[i];
             uint32_t attr = v->tokens[id].attr;
             bool control = attr & (LLM_TOKEN_ATTR_CONTROL | LLM_TOKEN_ATTR_UNKNOWN);
             if (!parse_special && control)
                 continue;
+            const unsigned char *tt = (const unsigned char *)v->tokens[id].text;
+            uint32_t tl = v->tokens[id].len;
+            bool maybe = tl <= len - start && (bytes[tt[0] >> 6] >> (tt[0] & 63) & 1);
+            for (uint32_t j = 0; maybe && j + 1 < tl; j++) {
+                unsigned pr = (unsigned)tt[j] << 8 | tt[j + 1];
+                maybe = pairs[pr >> 6] >> (pr & 63) & 1;
+            }
+            if (!maybe)
+                continue;
             if (!split_special(v, text, id, &a, &b, control ? p->plain : NULL,
-                               control ? p->n_plain : 0))
-                goto done;
+                               control ? p->n_plain : 0)) {
+                ok = false;
+                break;
+            }
             struct fragbuf t = a;
             a = b;
             b = t;
         }
+        free(pairs);
+        if (!ok)
+            goto done;
     }
     if (add_special && v->add_bos && v->bos != LLM_TOKEN_NULL)
         llm_tokbuf_push(&out, v->bos);

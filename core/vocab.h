@@ -11,15 +11,14 @@
 /* pre-tokenizers (tokenizer.ggml.pre), grouped by the splitting they share */
 enum llm_pre {
     LLM_PRE_DEFAULT = 0,    /* absent / "default": aquila, gpt-neox */
-    LLM_PRE_LLAMA3,         /* llama-bpe, llama3, smaug-bpe, dbrx ... */
+    LLM_PRE_LLAMA3,         /* llama-bpe, llama3, smaug-bpe, dbrx, glm4 ... */
     LLM_PRE_DEEPSEEK_LLM,
     LLM_PRE_DEEPSEEK_CODER,
     LLM_PRE_FALCON,
     LLM_PRE_STARCODER,      /* also refact, command-r, smollm, codeshell ... */
     LLM_PRE_GPT2,           /* also mpt, phi-2, olmo, jais ... */
-    LLM_PRE_QWEN2,
+    LLM_PRE_QWEN2,          /* also stablelm2, hunyuan, grok-2 ... */
     LLM_PRE_QWEN35,
-    LLM_PRE_CHATGLM4,
     LLM_PRE_COUNT
 };
 

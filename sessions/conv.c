@@ -198,12 +198,12 @@ static char *append_text(struct sess_conv *c, const struct llm_chat_msg *cm, siz
 }
 
 /* append the tokens of text[0..len) to *out (growing it) */
-static int tokenize_into(struct sess_conv *c, const char *text, size_t len, bool add_special,
-                         bool parse_special, int32_t **out, int64_t *n, int64_t *cap)
+static int tokenize_into(struct sess_conv *c, const char *text, size_t len,
+                         const struct llm_tokenize_params *tp, int32_t **out, int64_t *n, int64_t *cap)
 {
-    if (len == 0 && !add_special)
+    if (len == 0 && !tp->add_special)
         return SESS_OK;
-    int32_t k = llm_tokenize(c->v, text, len, NULL, 0, add_special, parse_special);
+    int32_t k = llm_tokenize_ex(c->v, text, len, NULL, 0, tp);
     if (k == INT32_MIN)
         return cfail(c, "out of memory");
     int64_t need = k < 0 ? -(int64_t)k : k;
@@ -217,7 +217,7 @@ static int tokenize_into(struct sess_conv *c, const char *text, size_t len, bool
         *out = p;
         *cap = nc;
     }
-    k = llm_tokenize(c->v, text, len, *out + *n, (int32_t)(*cap - *n), add_special, parse_special);
+    k = llm_tokenize_ex(c->v, text, len, *out + *n, (int32_t)(*cap - *n), tp);
     if (k < 0)
         return cfail(c, "cannot tokenize");
     *n += k;
@@ -244,6 +244,9 @@ static int message_tokens(struct sess_conv *c, const struct llm_chat_msg *cm, si
     bool first = n_old == 0;
     int rc = SESS_OK;
     char *sent = NULL;
+    struct llm_tokenize_params tp = llm_tokenize_default_params();
+    tp.add_special = first;
+    tp.parse_special = true;
     if (skip > (size_t)len) {
         free(text);
         return cfail(c, "the chat template renders the answer differently");
@@ -264,16 +267,17 @@ static int message_tokens(struct sess_conv *c, const struct llm_chat_msg *cm, si
         size_t plen = (size_t)(at - sent) - skip, slen2 = strlen(at + strlen(SENTINEL));
         const char *suffix = at + strlen(SENTINEL);
         if (plen + slen2 <= tl && !memcmp(t, sent + skip, plen) && !memcmp(t + tl - slen2, suffix, slen2)) {
-            rc = tokenize_into(c, t, plen, first, true, out, n_out, &cap);
-            if (!rc)
-                rc = tokenize_into(c, t + plen, tl - plen - slen2, false, false, out, n_out, &cap);
-            if (!rc)
-                rc = tokenize_into(c, t + tl - slen2, slen2, false, true, out, n_out, &cap);
+            /* one text, so its tokens are those of the whole; the user's
+             * content is plain text (no control tokens matched in it) */
+            size_t plain[2] = {plen, tl - slen2};
+            tp.plain = plain;
+            tp.n_plain = 1;
+            rc = tokenize_into(c, t, tl, &tp, out, n_out, &cap);
             goto done;
         }
     }
     /* no separable content (or --special): the whole text, template style */
-    rc = tokenize_into(c, t, tl, first, true, out, n_out, &cap);
+    rc = tokenize_into(c, t, tl, &tp, out, n_out, &cap);
 done:
     free(text);
     free(sent);
@@ -457,7 +461,7 @@ int sess_conv_init(const struct llm_model *m, const struct llm_vocab *v, struct 
     c->model_path = strdup(p.model_path ? p.model_path : "");
     c->p.system = c->system;
     c->p.model_path = c->model_path;
-    sess_model_fingerprint(llm_model_gguf(m), c->fp);
+    /* the model fingerprint is needed only with a store: see attach */
     if (!c->tokens || !c->smp || !c->model_path || (p.system && *p.system && !c->system)) {
         sess_conv_free(c);
         snprintf(err, err_size, "out of memory");
@@ -935,6 +939,7 @@ int sess_conv_attach(struct sess_conv *c, struct sess_store *st, const char *nam
     int64_t sid;
     if (c->st)
         return cfail(c, "the conversation is already in a session");
+    sess_model_fingerprint_cached(st, c->model_path, llm_model_gguf(c->m), c->fp);
     bool exists = name && sess_find(st, name, &sid) == 0;
     if (!exists && !create)
         return cfail(c, "no session '%s'", name);

@@ -49,6 +49,27 @@ void sess_model_fingerprint(const struct llm_gguf *g, uint8_t out[32])
     mdl_sha256_final(h, out);
 }
 
+int sess_fingerprint_lookup(struct sess_store *st, const char *path, const struct stat *sb, uint8_t fp[32]);
+int sess_fingerprint_remember(struct sess_store *st, const char *path, const struct stat *sb,
+                              const uint8_t fp[32]);
+
+int sess_model_fingerprint_cached(struct sess_store *st, const char *path, const struct llm_gguf *g,
+                                  uint8_t out[32])
+{
+    struct stat sb;
+    /* the mapping is of the file as it was opened: trust the record only if
+     * the file still has that size (and identity, and time) */
+    if (!path || !*path || stat(path, &sb) != 0 || (uint64_t)sb.st_size != llm_gguf_file_size(g)) {
+        sess_model_fingerprint(g, out);
+        return 0;
+    }
+    if (sess_fingerprint_lookup(st, path, &sb, out) == 1)
+        return 1;
+    sess_model_fingerprint(g, out);
+    sess_fingerprint_remember(st, path, &sb, out); /* best effort */
+    return 0;
+}
+
 /* ==== a span as a segment ==== */
 
 /* the segment description of tokens [a, b) of ctx; -1 if the layout is not

@@ -143,6 +143,11 @@ struct llm_ctx;
  * files with the same shapes but other weights never share a snapshot.
  */
 void sess_model_fingerprint(const struct llm_gguf *g, uint8_t out[32]);
+/* The same, remembered in st by the file's identity (path, device, inode,
+ * size, status-change time: any write, and cp --preserve, changes it) so an unchanged file is hashed once: 1 if it was
+ * remembered, 0 if computed. */
+int sess_model_fingerprint_cached(struct sess_store *st, const char *path, const struct llm_gguf *g,
+                                  uint8_t out[32]);
 
 /*
  * A conversation's tokens split into spans: span i covers tokens

@@ -135,6 +135,39 @@ static int grow(void *p, int64_t n, int64_t *cap, size_t size)
     return 0;
 }
 
+/* Run sql (binding ?1, if it has one, to id) and decode each row into a growing array of
+ * elements of elt bytes. 0, or -1 (the array freed with free_fn). */
+typedef void (*row_fn)(sqlite3_stmt *s, void *elt);
+static int select_rows(struct sess_store *st, const char *sql, int64_t id, void *out, int64_t *n,
+                       size_t elt, row_fn decode, void (*free_fn)(void *, int64_t), const char *what)
+{
+    void **arr = out;
+    *arr = NULL;
+    *n = 0;
+    sqlite3_stmt *s = prep(st, sql);
+    if (!s)
+        return -1;
+    if (sqlite3_bind_parameter_count(s) > 0)
+        sqlite3_bind_int64(s, 1, id);
+    int64_t cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (grow(arr, *n, &cap, elt)) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        decode(s, (uint8_t *)*arr + (size_t)(*n)++ * elt);
+    }
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE) {
+        free_fn(*arr, *n);
+        *arr = NULL;
+        *n = 0;
+        return fail(st, "%s", what);
+    }
+    return 0;
+}
+
 /* ==== schema ==== */
 
 /* Forward migrations: migrations[i] takes the schema from version i to i+1. */
@@ -145,6 +178,11 @@ static const char *const migrations[] = {
     "  fingerprint BLOB NOT NULL UNIQUE,"
     "  path TEXT NOT NULL,"
     "  name TEXT);"
+    /* fingerprints by file identity, so an unchanged file is not hashed again */
+    "CREATE TABLE fingerprints("
+    "  path TEXT PRIMARY KEY,"
+    "  dev INTEGER NOT NULL, ino INTEGER NOT NULL, size INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,"
+    "  fingerprint BLOB NOT NULL) WITHOUT ROWID;"
     "CREATE TABLE sessions("
     "  id INTEGER PRIMARY KEY,"
     "  name TEXT UNIQUE,"
@@ -410,33 +448,13 @@ void sess_info_free(struct sess_info *o)
     memset(o, 0, sizeof *o);
 }
 
+static void info_row_fn(sqlite3_stmt *s, void *elt) { info_row(s, elt); }
+static void list_free(void *p, int64_t n) { sess_list_free(p, n); }
+
 int sess_list(struct sess_store *st, struct sess_info **out, int64_t *n)
 {
-    *out = NULL;
-    *n = 0;
-    sqlite3_stmt *s = prep(st, INFO_SELECT "WHERE s.name IS NOT NULL ORDER BY s.updated DESC, s.id DESC");
-    if (!s)
-        return -1;
-    int64_t cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (grow(out, *n, &cap, sizeof **out)) {
-            sqlite3_finalize(s);
-            sess_list_free(*out, *n);
-            *out = NULL;
-            *n = 0;
-            return fail(st, "out of memory");
-        }
-        info_row(s, &(*out)[(*n)++]);
-    }
-    sqlite3_finalize(s);
-    if (rc != SQLITE_DONE) {
-        sess_list_free(*out, *n);
-        *out = NULL;
-        *n = 0;
-        return db_fail(st, "cannot list sessions");
-    }
-    return 0;
+    return select_rows(st, INFO_SELECT "WHERE s.name IS NOT NULL ORDER BY s.updated DESC, s.id DESC",
+                       0, out, n, sizeof **out, info_row_fn, list_free, "cannot list sessions");
 }
 
 void sess_list_free(struct sess_info *list, int64_t n)
@@ -626,40 +644,26 @@ int sess_append_message(struct sess_store *st, int64_t id, enum sess_role role, 
     return commit(st);
 }
 
+static void message_row(sqlite3_stmt *s, void *elt)
+{
+    struct sess_message *m = elt;
+    m->seq = sqlite3_column_int64(s, 0);
+    m->role = (enum sess_role)sqlite3_column_int(s, 1);
+    m->text = dup_col(s, 2);
+    m->n_tokens = sqlite3_column_int64(s, 3);
+    m->tokens = NULL;
+    int nb = sqlite3_column_bytes(s, 4);
+    if (nb > 0 && nb == m->n_tokens * 4 && (m->tokens = malloc((size_t)nb)))
+        memcpy(m->tokens, sqlite3_column_blob(s, 4), (size_t)nb);
+}
+
+static void messages_free(void *m, int64_t n) { sess_messages_free(m, n); }
+
 int sess_messages(struct sess_store *st, int64_t id, struct sess_message **out, int64_t *n)
 {
-    *out = NULL;
-    *n = 0;
-    sqlite3_stmt *s = prep(st, "SELECT seq, role, text, n_tokens, tokens FROM messages WHERE "
-                               "session_id = ?1 ORDER BY seq");
-    if (!s)
-        return -1;
-    sqlite3_bind_int64(s, 1, id);
-    int64_t cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (grow(out, *n, &cap, sizeof **out)) {
-            rc = SQLITE_NOMEM;
-            break;
-        }
-        struct sess_message *m = &(*out)[(*n)++];
-        m->seq = sqlite3_column_int64(s, 0);
-        m->role = (enum sess_role)sqlite3_column_int(s, 1);
-        m->text = dup_col(s, 2);
-        m->n_tokens = sqlite3_column_int64(s, 3);
-        m->tokens = NULL;
-        int nb = sqlite3_column_bytes(s, 4);
-        if (nb > 0 && nb == m->n_tokens * 4 && (m->tokens = malloc((size_t)nb)))
-            memcpy(m->tokens, sqlite3_column_blob(s, 4), (size_t)nb);
-    }
-    sqlite3_finalize(s);
-    if (rc != SQLITE_DONE) {
-        sess_messages_free(*out, *n);
-        *out = NULL;
-        *n = 0;
-        return fail(st, "cannot read the messages");
-    }
-    return 0;
+    return select_rows(st, "SELECT seq, role, text, n_tokens, tokens FROM messages WHERE session_id = ?1 "
+                           "ORDER BY seq",
+                       id, out, n, sizeof **out, message_row, messages_free, "cannot read the messages");
 }
 
 void sess_messages_free(struct sess_message *m, int64_t n)
@@ -700,6 +704,44 @@ int sess_truncate_messages(struct sess_store *st, int64_t id, int64_t from_seq)
         }
     }
     return commit(st);
+}
+
+/* ==== model fingerprints, remembered by file identity ==== */
+
+int sess_fingerprint_lookup(struct sess_store *st, const char *path, const struct stat *sb, uint8_t fp[32])
+{
+    sqlite3_stmt *s = prep(st, "SELECT fingerprint FROM fingerprints WHERE path = ?1 AND dev = ?2 AND "
+                               "ino = ?3 AND size = ?4 AND ctime_ns = ?5");
+    if (!s)
+        return -1;
+    sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, (int64_t)sb->st_dev);
+    sqlite3_bind_int64(s, 3, (int64_t)sb->st_ino);
+    sqlite3_bind_int64(s, 4, (int64_t)sb->st_size);
+    sqlite3_bind_int64(s, 5, (int64_t)sb->st_ctim.tv_sec * 1000000000 + sb->st_ctim.tv_nsec);
+    int found = sqlite3_step(s) == SQLITE_ROW && sqlite3_column_bytes(s, 0) == 32;
+    if (found)
+        memcpy(fp, sqlite3_column_blob(s, 0), 32);
+    sqlite3_finalize(s);
+    return found;
+}
+
+int sess_fingerprint_remember(struct sess_store *st, const char *path, const struct stat *sb,
+                              const uint8_t fp[32])
+{
+    sqlite3_stmt *s = prep(st, "INSERT OR REPLACE INTO fingerprints(path, dev, ino, size, ctime_ns, "
+                               "fingerprint) VALUES(?1, ?2, ?3, ?4, ?5, ?6)");
+    if (!s)
+        return -1;
+    sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, (int64_t)sb->st_dev);
+    sqlite3_bind_int64(s, 3, (int64_t)sb->st_ino);
+    sqlite3_bind_int64(s, 4, (int64_t)sb->st_size);
+    sqlite3_bind_int64(s, 5, (int64_t)sb->st_ctim.tv_sec * 1000000000 + sb->st_ctim.tv_nsec);
+    sqlite3_bind_blob(s, 6, fp, 32, SQLITE_STATIC);
+    int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : db_fail(st, "cannot remember the fingerprint");
+    sqlite3_finalize(s);
+    return rc;
 }
 
 /* ==== segments and chains ==== */
@@ -771,38 +813,28 @@ int sess_chain_append(struct sess_store *st, int64_t id, const uint8_t segment[3
     return commit(st);
 }
 
+static void link_row(sqlite3_stmt *s, void *elt)
+{
+    struct sess_chain_link *c = elt;
+    memset(c->segment, 0, 32);
+    if (sqlite3_column_bytes(s, 0) == 32)
+        memcpy(c->segment, sqlite3_column_blob(s, 0), 32);
+    c->pos0 = sqlite3_column_int64(s, 1);
+    c->n_tokens = sqlite3_column_int64(s, 2);
+    c->last_seq = sqlite3_column_int64(s, 3);
+}
+
+static void links_free(void *p, int64_t n)
+{
+    (void)n;
+    free(p);
+}
+
 int sess_chain(struct sess_store *st, int64_t id, struct sess_chain_link **out, int64_t *n)
 {
-    *out = NULL;
-    *n = 0;
-    sqlite3_stmt *s = prep(st, "SELECT segment, pos0, n_tokens, last_seq FROM chain WHERE session_id = ?1 "
-                               "ORDER BY idx");
-    if (!s)
-        return -1;
-    sqlite3_bind_int64(s, 1, id);
-    int64_t cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (grow(out, *n, &cap, sizeof **out)) {
-            rc = SQLITE_NOMEM;
-            break;
-        }
-        struct sess_chain_link *c = &(*out)[(*n)++];
-        memset(c->segment, 0, 32);
-        if (sqlite3_column_bytes(s, 0) == 32)
-            memcpy(c->segment, sqlite3_column_blob(s, 0), 32);
-        c->pos0 = sqlite3_column_int64(s, 1);
-        c->n_tokens = sqlite3_column_int64(s, 2);
-        c->last_seq = sqlite3_column_int64(s, 3);
-    }
-    sqlite3_finalize(s);
-    if (rc != SQLITE_DONE) {
-        free(*out);
-        *out = NULL;
-        *n = 0;
-        return fail(st, "cannot read the chain");
-    }
-    return 0;
+    return select_rows(st, "SELECT segment, pos0, n_tokens, last_seq FROM chain WHERE session_id = ?1 "
+                           "ORDER BY idx",
+                       id, out, n, sizeof **out, link_row, links_free, "cannot read the chain");
 }
 
 int sess_touch_segments(struct sess_store *st, const struct sess_chain_link *links, int64_t n)

@@ -23,9 +23,9 @@ echo "bench-resume: $threads threads; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%8s %12s %12s %9s %12s %12s %7s %10s\n' history "resume ttft" "no-cache ttft" speedup \
     "restore ms" "llama.cpp ms" ratio "bytes/tok"
 for h in ${HISTORY:-1000 4000 16000}; do
-    ctx=$((h + 512))
-    # a system prompt of about h tokens (the Qwen2 vocabulary: ~1 token a word)
-    sys=$(python3 -c "import random; r = random.Random($h); print(' '.join(r.choice(['alpha','beta','gamma','delta','kappa','sigma']) + str(r.randrange(100)) for _ in range($h // 2)))")
+    ctx=$((h + h / 4 + 512))
+    # a system prompt of about h tokens (one token a word in the Qwen2 vocabulary)
+    sys=$(python3 -c "import random; r = random.Random($h); print(' '.join(r.choice(['alpha','beta','gamma','delta','kappa','sigma','river','stone']) for _ in range($h)))")
     base="./kvchat run -m $model -t $threads -c $ctx --temp 0 -n 8 --json"
     $base -s "h$h" --system "$sys" "first question" < /dev/null > "$home/first.json"
     hist=$(num prompt_tokens < "$home/first.json")

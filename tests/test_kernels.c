@@ -88,6 +88,69 @@ static void test_types(void **state)
     assert_true(checked >= 4); /* at least F32, F16, BF16, Q8_0 */
 }
 
+/* blocked products (llm_get_mm_ops) agree with vec_dot for every result,
+ * with odd block counts and row/token counts that are not whole tiles */
+static void test_mul_mat(void **state)
+{
+    (void)state;
+    static const int64_t ns[] = {96, 256, 896};
+    int checked = 0;
+    for (uint32_t t = 0; t < LLM_TYPE_COUNT; t++) {
+        const struct llm_mm_ops *mm = llm_get_mm_ops(t);
+        const struct llm_type_ops *ops = llm_get_type_ops(t);
+        if (!mm)
+            continue;
+        const struct llm_type_ops *vd = llm_get_type_ops(ops->vec_dot_type);
+        for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+            int64_t n = ns[k], nr = 7, nt = 5;
+            if (n % llm_type_block_size(t) || n % llm_type_block_size(ops->vec_dot_type))
+                continue;
+            size_t wrow = (size_t)(n / llm_type_block_size(t) * llm_type_block_bytes(t));
+            size_t arow = (size_t)(n / llm_type_block_size(ops->vec_dot_type) *
+                                   llm_type_block_bytes(ops->vec_dot_type));
+            uint8_t *w = malloc(wrow * (size_t)nr), *a = malloc(arow * (size_t)nt);
+            float *x = malloc((size_t)n * sizeof *x), y[7 * 5];
+            for (int64_t r = 0; r < nr; r++) {
+                for (int64_t i = 0; i < n; i++)
+                    x[i] = frand() * (r + 1);
+                ops->from_float(x, w + (size_t)r * wrow, n);
+            }
+            for (int64_t j = 0; j < nt; j++) {
+                for (int64_t i = 0; i < n; i++)
+                    x[i] = frand();
+                vd->from_float(x, a + (size_t)j * arow, n);
+            }
+            void *scratch = aligned_alloc(64, (mm->scratch_bytes(n, nr) + 63) / 64 * 64);
+            size_t prow = (mm->prepared_bytes(n) + 63) / 64 * 64;
+            uint8_t *prep = aligned_alloc(64, prow * (size_t)nt);
+            for (int64_t j = 0; j < nt; j++)
+                mm->prepare(a + (size_t)j * arow, prep + (size_t)j * prow, n);
+            mm->mul_mat(n, nr, nt, w, wrow, prep, prow, y, nr, scratch);
+            for (int64_t j = 0; j < nt; j++)
+                for (int64_t r = 0; r < nr; r++) {
+                    float want = ops->vec_dot(n, w + (size_t)r * wrow, a + (size_t)j * arow);
+                    float got = y[j * nr + r];
+                    if (fabsf(got - want) > 1e-5f * (fabsf(want) + 1.0f) * (r + 1)) {
+                        print_error("%s n=%lld: row %lld token %lld: mul_mat %g, vec_dot %g\n",
+                                    llm_type_name(t), (long long)n, (long long)r, (long long)j, got, want);
+                        fail();
+                    }
+                }
+            /* one row and one token alone give the same bits */
+            float y1;
+            mm->mul_mat(n, 1, 1, w + 3 * wrow, wrow, prep + 2 * prow, prow, &y1, 1, scratch);
+            assert_memory_equal(&y1, &y[2 * nr + 3], sizeof y1);
+            free(prep);
+            free(scratch);
+            free(w);
+            free(a);
+            free(x);
+            checked++;
+        }
+    }
+    printf("mul_mat: %d cases\n", checked);
+}
+
 static void test_other_paths(void **state)
 {
     (void)state;
@@ -101,6 +164,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_types),
+        cmocka_unit_test(test_mul_mat),
         cmocka_unit_test(test_other_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

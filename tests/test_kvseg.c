@@ -378,6 +378,20 @@ static void test_crc32c(void **state)
     uint32_t whole = kv_crc32c(0, buf + 1, 199);
     for (int s = 0; s <= 199; s++)
         assert_int_equal(kv_crc32c(kv_crc32c(0, buf + 1, (size_t)s), buf + 1 + s, (size_t)(199 - s)), whole);
+    /* large buffers take three interleaved streams, combined: the same CRC
+     * as feeding it in small pieces (one stream) */
+    size_t big = 300007;
+    uint8_t *p = malloc(big);
+    for (size_t i = 0; i < big; i++)
+        p[i] = (uint8_t)(i * 2654435761u >> 13);
+    for (size_t n = 3 * 4096 - 1; n < big; n = n * 3 / 2 + 17) {
+        uint32_t pieces = 0;
+        for (size_t off = 0; off < n; off += 1000)
+            pieces = kv_crc32c(pieces, p + off, n - off < 1000 ? n - off : 1000);
+        assert_int_equal(kv_crc32c(0, p, n), pieces);
+        assert_int_equal(kv_crc32c(kv_crc32c(0, p, 5), p + 5, n - 5), pieces);
+    }
+    free(p);
 }
 
 int main(void)

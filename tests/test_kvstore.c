@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -217,6 +218,17 @@ static void test_other_model(void **state)
     assert_memory_not_equal(ofp, f->fp, 32);
     uint8_t again[32];
     sess_model_fingerprint(llm_model_gguf(f->m), again);
+    assert_memory_equal(again, f->fp, 32);
+    /* remembered by file identity: computed once, then looked up, and
+     * computed again once the file's status changes */
+    assert_int_equal(sess_model_fingerprint_cached(f->st, f->model_path, llm_model_gguf(f->m), again), 0);
+    assert_memory_equal(again, f->fp, 32);
+    memset(again, 0, 32);
+    assert_int_equal(sess_model_fingerprint_cached(f->st, f->model_path, llm_model_gguf(f->m), again), 1);
+    assert_memory_equal(again, f->fp, 32);
+    usleep(10000);
+    assert_int_equal(utimensat(AT_FDCWD, f->model_path, NULL, 0), 0); /* a touch changes ctime */
+    assert_int_equal(sess_model_fingerprint_cached(f->st, f->model_path, llm_model_gguf(f->m), again), 0);
     assert_memory_equal(again, f->fp, 32);
     /* the other model finds none of this model's segments */
     struct llm_ctx *c;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """ptydrive.py - run a program on a pseudo-terminal and drive it by a script,
-for the REPL tests (tests/cli/t02*-repl*.sh).
+for the REPL tests (tests/cli/t05*-repl-*.sh).
 
 usage: ptydrive.py [--cols N] [--timeout S] [--log FILE] [--raw FILE] [--dir D] -- PROG ARGS... < SCRIPT
 
@@ -126,7 +126,8 @@ def main():
                 fail("the program ended (status %s) before /%s/" % (state["status"], rx.pattern))
 
     def unescape(s):
-        return codecs.decode(s, "unicode_escape").encode("latin-1").decode("utf-8").encode("utf-8")
+        # Python escapes; other characters stay as their UTF-8 bytes
+        return codecs.escape_decode(s.encode("utf-8"))[0]
 
     for n, line in enumerate(script, 1):
         if not line.strip() or line.lstrip().startswith("#"):
