@@ -2,7 +2,8 @@
  * quant-k-x86.h - (included only by core/quant-k.c) the x86 kernels of the
  * K-quants, written once and compiled twice under different target
  * pragmas: SFX(name) gives each copy its suffix; USE_VNNI replaces
- * vpmaddwd + vpaddd by AVX-512 VNNI's vpdpwssd. Both compute the exact
+ * vpmaddwd + vpaddd by AVX-512 VNNI's vpdpwssd and sets the Q3_K/Q5_K high
+ * bits with AVX-512BW mask tests and masked adds. Both compute the exact
  * integer sums of the reference, then the same scalar float expression per
  * super-block, so both match the *_vec_dot_ref functions bit for bit.
  * Blocks are read in place; nothing is allocated.
@@ -448,6 +449,10 @@ static void SFX(q8_K_from_float)(const float *x, void *vy, int64_t k)
             }
         }
         float iscale = -127.0f / x[first];
+        if (!(iscale >= -3.4028235e38f && iscale <= 3.4028235e38f)) { /* as the reference */
+            llm_quantize_row_q8_K(x, &y[b], QK_K);
+            continue;
+        }
         __m256 vs = _mm256_set1_ps(iscale);
         const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
         const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);

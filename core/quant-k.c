@@ -214,6 +214,10 @@ void llm_quantize_row_q8_K(const float *x, struct block_q8_K *y, int64_t k)
         }
         /* scaled by -127 / max so that the extreme value is exactly -127 */
         float iscale = -127.0f / max;
+        if (!isfinite(iscale)) { /* max subnormal: the block is zero for our purposes */
+            memset(&y[b], 0, sizeof y[b]);
+            continue;
+        }
         for (int i = 0; i < QK_K; i++) {
             int v = nearest_int(iscale * x[i]);
             y[b].qs[i] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);

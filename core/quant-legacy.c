@@ -149,6 +149,8 @@ static void q4_0_from_float(const float *x, void *vy, int64_t k)
         float max;
         block_amax(xb, &max);
         float d = max / -8, id = d ? 1.0f / d : 0.0f;
+        if (!isfinite(id)) /* d subnormal: stored as f16 zero */
+            id = 0;
         y[b].d = llm_fp32_to_fp16(d);
         memset(y[b].qs, 0, sizeof y[b].qs);
         for (int i = 0; i < QK; i++) {
@@ -166,6 +168,8 @@ static void q4_1_from_float(const float *x, void *vy, int64_t k)
         float min, max;
         block_minmax(xb, &min, &max);
         float d = (max - min) / 15, id = d ? 1.0f / d : 0.0f;
+        if (!isfinite(id)) /* d subnormal: stored as f16 zero */
+            id = 0;
         y[b].d = llm_fp32_to_fp16(d);
         y[b].m = llm_fp32_to_fp16(min);
         memset(y[b].qs, 0, sizeof y[b].qs);
@@ -184,6 +188,8 @@ static void q5_0_from_float(const float *x, void *vy, int64_t k)
         float max;
         block_amax(xb, &max);
         float d = max / -16, id = d ? 1.0f / d : 0.0f;
+        if (!isfinite(id)) /* d subnormal: stored as f16 zero */
+            id = 0;
         y[b].d = llm_fp32_to_fp16(d);
         memset(y[b].qs, 0, sizeof y[b].qs);
         memset(y[b].qh, 0, sizeof y[b].qh);
@@ -203,6 +209,8 @@ static void q5_1_from_float(const float *x, void *vy, int64_t k)
         float min, max;
         block_minmax(xb, &min, &max);
         float d = (max - min) / 31, id = d ? 1.0f / d : 0.0f;
+        if (!isfinite(id)) /* d subnormal: stored as f16 zero */
+            id = 0;
         y[b].d = llm_fp32_to_fp16(d);
         y[b].m = llm_fp32_to_fp16(min);
         memset(y[b].qs, 0, sizeof y[b].qs);

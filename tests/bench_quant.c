@@ -18,7 +18,8 @@
  * once per matrix (inside the timed region, as decode does) and computes
  * every row's vec_dot, rows split over THREADS OpenMP threads (static
  * schedule, one parallel region per pass). The figure is weight bytes read
- * per second, best of REPS passes.
+ * per second, best of REPS passes; and the dequantizer (to_float, the
+ * prefill panel path) in elements per second over the same rows.
  */
 #include "core/llm.h"
 #include "core/quant.h"
@@ -135,6 +136,22 @@ static double run_pass(const struct set *s, const struct llm_type_ops *ops,
     return omp_get_wtime() - t0;
 }
 
+/* to_float of every row (each thread into its own row buffer); seconds */
+static double run_deq(const struct set *s, const struct llm_type_ops *ops, float *rowbuf,
+                      int threads)
+{
+    double t0 = omp_get_wtime();
+#pragma omp parallel num_threads(threads)
+    for (int i = 0; i < s->n; i++) {
+        const struct mat *m = &s->m[i];
+        float *row = rowbuf + (size_t)omp_get_thread_num() * 4864;
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < m->n_out; r++)
+            ops->to_float(m->w + (size_t)r * m->row_bytes, row, m->n_in);
+    }
+    return omp_get_wtime() - t0;
+}
+
 static int parse_type(const char *name)
 {
     for (uint32_t t = 0; t < LLM_TYPE_COUNT; t++)
@@ -173,10 +190,11 @@ int main(int argc, char **argv)
            llm_cpu_path(), threads, layers);
     printf("DRAM read bandwidth (llm_measure_membw, 512 MiB, best of 5): %.1f GB/s\n\n",
            membw / 1e9);
-    printf("%-6s %-6s %9s %9s %10s %9s %8s\n", "type", "set", "bytes/w", "MB", "ms/pass", "GB/s",
-           "of DRAM");
+    printf("%-6s %-6s %9s %9s %10s %9s %8s %12s\n", "type", "set", "bytes/w", "MB", "ms/pass",
+           "GB/s", "of DRAM", "to_float G/s");
 
     float *x = malloc(4864 * sizeof *x), *out = malloc(4864 * sizeof *out);
+    float *rowbuf = malloc((size_t)threads * 4864 * sizeof *rowbuf);
     void *xq = malloc(4864 * 4 + 1024);
     for (int i = 0; i < 4864; i++)
         x[i] = (float)((double)(rnd64() >> 11) / 9007199254740992.0 - 0.5);
@@ -206,8 +224,15 @@ int main(int argc, char **argv)
                 if (t < best)
                     best = t;
             }
-            printf("%-6s %-6s %9.4f %9.1f %10.3f %9.1f %7.0f%%\n", tok, s.name, bpw, s.bytes / 1e6,
-                   best * 1e3, s.bytes / best / 1e9, 100 * s.bytes / best / membw);
+            double best_deq = 1e30, elems = s.bytes / bpw;
+            for (int r = 0; r < reps; r++) {
+                double t = run_deq(&s, ops, rowbuf, threads);
+                if (t < best_deq)
+                    best_deq = t;
+            }
+            printf("%-6s %-6s %9.4f %9.1f %10.3f %9.1f %7.0f%% %12.2f\n", tok, s.name, bpw,
+                   s.bytes / 1e6, best * 1e3, s.bytes / best / 1e9, 100 * s.bytes / best / membw,
+                   elems / best_deq / 1e9);
             fflush(stdout);
             free_set(&s);
         }
@@ -216,6 +241,7 @@ int main(int argc, char **argv)
     printf("\nDRAM read bandwidth measured again at the end: %.1f GB/s\n", membw2 / 1e9);
     free(x);
     free(out);
+    free(rowbuf);
     free(xq);
     return 0;
 }

@@ -432,6 +432,8 @@ static void test_q8_K_paths(void **state)
                 v *= 1e30f;
             if (blk == 3)
                 v *= 1e-30f;
+            if (blk == 5) /* subnormal: -127 / max overflows */
+                v *= 1e-40f;
             if (blk == 4) /* ties of magnitude, and halves after scaling by 127/127 */
                 v = (float)((int)(rnd() % 255) - 127) + ((rnd() & 1) ? 0.5f : 0.0f);
             x[i] = v;
