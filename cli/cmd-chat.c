@@ -154,17 +154,6 @@ static void chat_err(struct chat *ch, const char *fmt, ...)
     fprintf(stderr, "%s\n", c ? color_seq[C_RESET] : "");
 }
 
-static void fmt_bytes(char *buf, size_t n, double v)
-{
-    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (v >= 1024 && u < 4) {
-        v /= 1024;
-        u++;
-    }
-    snprintf(buf, n, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
-}
-
 /* print one line cut to the terminal's width (ui) */
 static void print_fit(struct chat *ch, enum color c, const char *line)
 {
@@ -221,8 +210,8 @@ static int on_text(void *ud, const char *text, size_t n)
 static void stats_line(struct chat *ch, const struct sess_turn_stats *ts)
 {
     char mem[32], disk[32], line[512];
-    fmt_bytes(mem, sizeof mem, (double)ts->kv_bytes_mem);
-    fmt_bytes(disk, sizeof disk, (double)ts->kv_bytes_disk);
+    cmd_fmt_bytes(mem, sizeof mem, (double)ts->kv_bytes_mem);
+    cmd_fmt_bytes(disk, sizeof disk, (double)ts->kv_bytes_disk);
     snprintf(line, sizeof line,
              "[prefilled %" PRId64 " · reused %" PRId64 " · generated %" PRId64
              " · first token %.0f ms · %.1f tok/s · KV %s in memory, %s on disk]",
@@ -502,7 +491,7 @@ static int slash_sessions(struct chat *ch, char *arg)
         struct tm tm;
         localtime_r(&t, &tm);
         strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tm);
-        fmt_bytes(kv, sizeof kv, (double)list[i].kv_bytes);
+        cmd_fmt_bytes(kv, sizeof kv, (double)list[i].kv_bytes);
         bool cur = ch->name && !strcmp(ch->name, list[i].name);
         snprintf(line, sizeof line, "%c %-20s %4" PRId64 " turns %7" PRId64 " tokens %10s  %s",
                  cur ? '*' : ' ', list[i].name, list[i].n_turns, list[i].n_tokens, kv, when);
@@ -705,7 +694,7 @@ static int slash_show(struct chat *ch, char *arg)
     (void)arg;
     const struct llm_model_meta *m = llm_model_get_meta(ch->l.model);
     char mem[32], line[8192];
-    fmt_bytes(mem, sizeof mem, (double)llm_ctx_kv_bytes(ch->l.ctx, llm_ctx_n_past(ch->l.ctx)));
+    cmd_fmt_bytes(mem, sizeof mem, (double)llm_ctx_kv_bytes(ch->l.ctx, llm_ctx_n_past(ch->l.ctx)));
     snprintf(line, sizeof line, "model      %s (%s%s%s, template %s)", ch->l.path, m->arch,
              m->name[0] ? ", " : "", m->name, llm_template_name(ch->l.tmpl));
     print_fit(ch, C_RESET, line);

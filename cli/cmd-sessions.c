@@ -45,17 +45,6 @@ static int store_fail(struct sess_store *st)
     return rc;
 }
 
-static void fmt_bytes(char *buf, size_t n, double v)
-{
-    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (v >= 1024 && u < 4) {
-        v /= 1024;
-        u++;
-    }
-    snprintf(buf, n, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
-}
-
 static void fmt_time(char *buf, size_t n, int64_t t)
 {
     time_t tt = (time_t)t;
@@ -142,7 +131,7 @@ static int do_list(struct sess_store *st, const struct sub_opts *o)
         printf("%-24s %-28s %6s %8s %10s  %s\n", "NAME", "MODEL", "TURNS", "TOKENS", "KV", "UPDATED");
         for (int64_t i = 0; i < n; i++) {
             char b[32], t[32];
-            fmt_bytes(b, sizeof b, (double)list[i].kv_bytes);
+            cmd_fmt_bytes(b, sizeof b, (double)list[i].kv_bytes);
             fmt_time(t, sizeof t, list[i].updated);
             printf("%-24s %-28s %6" PRId64 " %8" PRId64 " %10s  %s\n", list[i].name,
                    base_name(list[i].model_path), list[i].n_turns, list[i].n_tokens, b, t);
@@ -287,8 +276,8 @@ static int sessions_exec(int argc, char **argv)
         if (cache_max >= 0 && sess_evict(st, cache_max, &n2, &freed2))
             return store_fail(st);
         char b[32], t[32];
-        fmt_bytes(b, sizeof b, (double)(freed + freed2));
-        fmt_bytes(t, sizeof t, (double)sess_store_bytes(st));
+        cmd_fmt_bytes(b, sizeof b, (double)(freed + freed2));
+        cmd_fmt_bytes(t, sizeof t, (double)sess_store_bytes(st));
         fprintf(stderr, "gc: removed %" PRId64 " segment file%s, %s freed; %s of KV segments kept\n",
                 n + n2, n + n2 == 1 ? "" : "s", b, t);
         break;

@@ -65,6 +65,17 @@ int cmd_help(const struct cmd_entry *e)
     return CMD_EXIT_OK;
 }
 
+void cmd_fmt_bytes(char *buf, size_t n, double v)
+{
+    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, n, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
+}
+
 int64_t cmd_parse_size(const char *s)
 {
     char *end;

@@ -78,6 +78,8 @@ int cmd_help(const struct cmd_entry *e);
 
 /* "4G", "500M", "1.5GiB", "1024" -> bytes; -1 if malformed */
 int64_t cmd_parse_size(const char *s);
+/* "512 B", "12.2 KiB", "3.4 GiB" */
+void cmd_fmt_bytes(char *buf, size_t n, double v);
 
 /* JSON output: a string with escapes */
 void cmd_json_str(FILE *f, const char *s, size_t n);
