@@ -45,6 +45,7 @@ done
 # ---- Ctrl-C in the middle of an answer, then another turn
 drive ctrlc $K -v --temp 0 -n 0 -c 2048 chat cc <<'EOF'
 expect cc> 
+sleep 0.5
 line Tell me a very long story.
 # wait for some of the answer, then Ctrl-C
 expect story\.\n(?s:.{40})
@@ -88,6 +89,7 @@ expect_same_file "stdout holds the two answers and nothing else" "$T/out.txt" "$
 # ---- a terminal for input, a file for output: the file gets the answers only
 drive redirect sh -c "$K --temp 0 -n 8 -v >'$T/redir.out'" <<'EOF'
 expect > 
+sleep 0.5
 say Hello there! a1
 send \x04
 exit 0
@@ -101,6 +103,7 @@ grep -q '^\[prefilled' "$T/redirect/a1" && ok "...while statistics stay on the t
 # ---- a full context window: say so, offer to drop the oldest exchanges
 drive full $K --temp 0 -n 0 -c 64 <<'EOF'
 expect > 
+sleep 0.5
 line Hello there!
 expect the context window is full
 expect > 

@@ -11,6 +11,7 @@
 # ---- /undo: m1, m2, /undo, m3 answers m3 as m1, m3 would
 drive undo $K --temp 0 -n 8 <<'EOF'
 expect > 
+sleep 0.5
 say Hello there! a1
 say Tell me about cats. a2
 say /undo u
@@ -27,6 +28,7 @@ grep -q 'nothing to undo' "$T/undo/u2" && grep -q 'nothing to retry' "$T/undo/r"
 grep -q 'dropped the last exchange (1 left)' "$T/undo/u" && ok "/undo says what it dropped" || not_ok "/undo: $(cat "$T/undo/u")"
 drive plain $K --temp 0 -n 8 <<'EOF'
 expect > 
+sleep 0.5
 say Hello there! a1
 say What is the capital of France? a3
 send \x04
@@ -54,6 +56,7 @@ if cmp -s "$T/r1/a1" "$T/r1/a2"; then not_ok "/retry gives a new answer"; else o
 # ---- /system on a conversation with turns asks first; /set; /show; Tab
 drive system $K --temp 0 -n 4 --system "You are terse." <<'EOF'
 expect > 
+sleep 0.5
 say Hello there! a1
 line /system You are verbose.
 expect restarts the conversation: its 1 exchange will be dropped\. Go on\? \[y/N\] 
@@ -101,6 +104,7 @@ grep -q "unknown command '/bogus'" "$T/system/bogus" && ok "an unknown command i
 # ---- multi-line input, Ctrl-C at the prompt, history across restarts
 drive hist1 $K --temp 0 -n 2 <<'EOF'
 expect > 
+sleep 0.5
 line a line that is thrown away
 send \x03
 expect \^C\n> 
@@ -125,6 +129,7 @@ mode=$(stat -c %a "$XDG_STATE_HOME/kvchat/history" 2>/dev/null)
 expect_eq "the history file is private" "$mode" 600
 drive hist2 $K --temp 0 -n 2 <<'EOF'
 expect > 
+sleep 0.5
 send \x1b[A
 expect remember the milk
 send \x1b[A
@@ -144,6 +149,7 @@ grep -q 'thrown away' "$XDG_STATE_HOME/kvchat/history" && not_ok "a line dropped
 # the messages as the model got them: a session keeps them
 drive multi $K --temp 0 -n 2 <<'EOF'
 expect > 
+sleep 0.5
 line first line\\
 expect \.\.\. 
 say second line a1
@@ -166,6 +172,7 @@ expect_out '"block one\\n\\nblock three"'
 # deletes one character (all of its bytes)
 drive utf8 env LC_ALL=C $K --temp 0 -n 2 <<'EOF'
 expect > 
+sleep 0.5
 send naïve café
 send \x1b[D
 send \x7f
@@ -182,6 +189,7 @@ expect_out '"naïve caé"'
 # the next prompt
 drive ahead $K --temp 0 -n 300 <<'EOF'
 expect > 
+sleep 0.5
 line Tell me a very long story.
 expect story\.\n(?s:.{20})
 send typed ahead
@@ -196,12 +204,14 @@ expect_eq "typed-ahead text shows once, at the prompt" "$(grep -o 'typed ahead' 
 # ---- colours: on a terminal unless NO_COLOR
 drive color env -u NO_COLOR $K --temp 0 -n 2 <<'EOF'
 expect > 
+sleep 0.5
 say hi a
 send \x04
 exit 0
 EOF
 drive nocolor env NO_COLOR=1 $K --temp 0 -n 2 <<'EOF'
 expect > 
+sleep 0.5
 say hi a
 send \x04
 exit 0

@@ -10,6 +10,7 @@
 # ---- one process, three turns (the reference)
 drive one $K --temp 0 -n 8 <<'EOF'
 expect > 
+sleep 0.5
 say Hello there! a1
 say What is the capital of France? a2
 say And of Italy? a3
@@ -20,6 +21,7 @@ EOF
 # ---- the same in two processes on session 'work'
 drive work1 $K --temp 0 -n 8 chat work <<'EOF'
 expect work> 
+sleep 0.5
 say Hello there! a1
 say What is the capital of France? a2
 send \x04
@@ -64,6 +66,7 @@ expect_eq "the holder ends when its input does" "$?" 0
 # ---- an unnamed chat: /save names it; otherwise it is gone at exit
 drive unnamed $K --temp 0 -n 4 <<'EOF'
 expect > 
+sleep 0.5
 say Hello there! a1
 say /save kept s
 say Tell me more. a2
@@ -73,6 +76,7 @@ EOF
 grep -q "saved as session 'kept'" "$T/unnamed/s" && ok "/save says so" || not_ok "/save: $(cat "$T/unnamed/s")"
 drive gone $K --temp 0 -n 4 <<'EOF'
 expect > 
+sleep 0.5
 say Not kept. a1
 send \x04
 exit 0
@@ -85,6 +89,7 @@ expect_eq "sessions: work and kept, nothing unnamed" "$(grep -o '"name"' "$T/out
 # ---- /load (asking before an unsaved chat is dropped), /fork, /sessions, Tab
 drive switch $K --temp 0 -n 4 <<'EOF'
 expect > 
+sleep 0.5
 say Hi. a0
 line /load work
 expect This chat is not saved .* Discard it\? \[y/N\] 
@@ -116,6 +121,7 @@ expect_out '"name": "work2", [^}]*"turns": 5'
 # ---- SIGTERM while answering, SIGHUP at the prompt: clean exits, turns kept
 drive term $K --temp 0 -n 4 chat termed <<'EOF'
 expect termed> 
+sleep 0.5
 say Hello there! a1
 say /set n_predict 0 s
 line Tell me a very long story.
@@ -129,11 +135,13 @@ expect_out '"Hello there!"'
 expect_out '"Tell me a very long story."'
 drive hup $K --temp 0 -n 4 chat termed <<'EOF'
 expect termed> 
+sleep 0.5
 signal HUP
 exit 130
 EOF
 drive again $K --temp 0 -n 4 chat termed <<'EOF'
 expect session 'termed': 2 exchanges so far
+sleep 0.5
 expect termed> 
 send \x04
 exit 0
