@@ -94,6 +94,15 @@ static sqlite3_stmt *prep(struct sess_store *st, const char *sql)
     return s;
 }
 
+/* step a statement that returns no rows and finalize it: 0, or -1 with
+ * "what: <SQLite's reason>" */
+static int step_done(struct sess_store *st, sqlite3_stmt *s, const char *what)
+{
+    int rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    return rc == SQLITE_DONE ? 0 : db_fail(st, what);
+}
+
 static int begin(struct sess_store *st) { return exec(st, "BEGIN IMMEDIATE"); }
 static int commit(struct sess_store *st) { return exec(st, "COMMIT"); }
 static void rollback(struct sess_store *st) { sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL); }
@@ -620,10 +629,7 @@ int sess_append_message(struct sess_store *st, int64_t id, enum sess_role role, 
     sqlite3_bind_int64(s, 5, now());
     if (tokens && n_tokens > 0)
         sqlite3_bind_blob64(s, 6, tokens, (sqlite3_uint64)n_tokens * 4, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    sqlite3_finalize(s);
-    if (rc != SQLITE_DONE) {
-        db_fail(st, "cannot save the message");
+    if (step_done(st, s, "cannot save the message")) {
         rollback(st);
         return -1;
     }
@@ -634,10 +640,7 @@ int sess_append_message(struct sess_store *st, int64_t id, enum sess_role role, 
     }
     sqlite3_bind_int64(s, 1, id);
     sqlite3_bind_int64(s, 2, now());
-    rc = sqlite3_step(s);
-    sqlite3_finalize(s);
-    if (rc != SQLITE_DONE) {
-        db_fail(st, "cannot save the message");
+    if (step_done(st, s, "cannot save the message")) {
         rollback(st);
         return -1;
     }
@@ -782,10 +785,7 @@ int sess_chain_append(struct sess_store *st, int64_t id, const uint8_t segment[3
     sqlite3_bind_int64(s, 6, n_tokens);
     sqlite3_bind_int64(s, 7, bytes);
     sqlite3_bind_int64(s, 8, now());
-    int rc = sqlite3_step(s);
-    sqlite3_finalize(s);
-    if (rc != SQLITE_DONE) {
-        db_fail(st, "cannot record the segment");
+    if (step_done(st, s, "cannot record the segment")) {
         rollback(st);
         return -1;
     }
@@ -803,10 +803,7 @@ int sess_chain_append(struct sess_store *st, int64_t id, const uint8_t segment[3
     sqlite3_bind_int64(s, 3, pos0);
     sqlite3_bind_int64(s, 4, n_tokens);
     sqlite3_bind_int64(s, 5, last_seq);
-    rc = sqlite3_step(s);
-    sqlite3_finalize(s);
-    if (rc != SQLITE_DONE) {
-        db_fail(st, "cannot extend the chain");
+    if (step_done(st, s, "cannot extend the chain")) {
         rollback(st);
         return -1;
     }
