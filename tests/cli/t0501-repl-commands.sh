@@ -104,7 +104,7 @@ grep -q "unknown command '/bogus'" "$T/system/bogus" && ok "an unknown command i
 # ---- multi-line input, Ctrl-C at the prompt, history across restarts
 drive hist1 $K --temp 0 -n 2 <<'EOF'
 expect > 
-sleep 0.5
+sleep 2
 line a line that is thrown away
 send \x03
 expect \^C\n> 
