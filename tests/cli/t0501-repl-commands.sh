@@ -104,11 +104,13 @@ grep -q "unknown command '/bogus'" "$T/system/bogus" && ok "an unknown command i
 # ---- multi-line input, Ctrl-C at the prompt, history across restarts
 drive hist1 $K --temp 0 -n 2 <<'EOF'
 expect > 
-sleep 2
-line a line that is thrown away
+sleep 0.5
+send a line that is thrown away
+expect thrown away
 send \x03
 expect \^C\n> 
 send half typed
+expect half typed
 send \x03
 expect \^C\n> 
 line first line\\
