@@ -1,7 +1,9 @@
 /*
  * cmd-engine.c - the commands that drive the engine on raw token ids:
  * `kvchat eval` (prefill, top-5 logits), `kvchat generate` (greedy ids) and
- * `kvchat bench` (prefill and decode speed, peak RSS). They share option
+ * `kvchat bench` (prefill and decode speed, optionally at a depth of
+ * context; weight bandwidth of decode against measured DRAM bandwidth;
+ * peak RSS). They share option
  * parsing and model/context set-up; their output is made for scripts and
  * for comparison with llama.cpp (`llref logits`, `llref greedy`, `llref
  * bench`), so it is plain and stable.
@@ -56,29 +58,49 @@ static const char generate_usage[] =
     "out of range.\n";
 
 static const char bench_usage[] =
-    "usage: kvchat bench -m MODEL [-p 512] [-n 128] [-t N] [-r R] [--json]\n"
+    "usage: kvchat bench -m MODEL [-p 512] [-n 128] [-d D] [-t N] [-r R] [--membw] [--json]\n"
+    "       kvchat bench --membw [-t N] [--json]\n"
     "\n"
     "Measure prefill of P random tokens in one batch and decode of N tokens\n"
-    "after them, best of R runs, and the peak resident memory.\n"
+    "after them (so decode starts at depth P, as llref bench does), best of R\n"
+    "runs, and the peak resident memory. Also prints the effective weight\n"
+    "bandwidth of decode: the bytes of weights read per decoded token times\n"
+    "decode tokens per second.\n"
+    "\n"
+    "With --depth D, as llama-bench's -d: D tokens are prefilled first (in\n"
+    "batches, once, not timed); then prefill of P tokens and decode of N\n"
+    "tokens are each timed starting at depth D (the cache is cut back to D\n"
+    "tokens between them). The rows read e.g. 'pp512 @ d4096'.\n"
+    "\n"
+    "With --membw, DRAM read bandwidth is measured too (a 256 MiB buffer, best\n"
+    "of 5 passes, after the model runs) and decode's weight bandwidth is given\n"
+    "as a fraction of it: how close decode comes to its memory-bandwidth bound.\n"
+    "Without -m, --membw only measures the bandwidth.\n"
     "\n"
     "  -m, --model MODEL      a GGUF file or a model name in the store\n"
     "  -p, --n-prompt P       prompt tokens (default 512)\n"
     "  -n, --n-gen N          generated tokens (default 128)\n"
+    "  -d, --depth D          tokens already in the KV cache (default 0)\n"
     "  -r, --repetitions R    runs (default 3)\n"
     "  -t, --threads N        threads (default: physical cores)\n"
+    "  -c, --ctx-size N       KV cache positions; must hold D + P + N (default:\n"
+    "                         the model's, at most 4096, or D + P + N if more)\n"
     "      --kv-type f16|f32  KV cache element type (default f16)\n"
+    "      --membw            measure DRAM read bandwidth\n"
     "      --json             print one JSON object\n"
     "  -v, --verbose          say which kernels and BLIS configuration run\n"
     "\n"
-    "Exit status: 0 ok, 1 usage error, 2 the model cannot be used.\n";
+    "Exit status: 0 ok, 1 usage error (also a -c too small for D + P + N),\n"
+    "2 the model cannot be used.\n";
 
-enum { OPT_LOGITS_OUT = 256, OPT_KV_TYPE, OPT_JSON, OPT_TBT };
+enum { OPT_LOGITS_OUT = 256, OPT_KV_TYPE, OPT_JSON, OPT_TBT, OPT_MEMBW };
 
 struct opts {
     const char *model, *prompt, *logits_out;
-    long n, n_prompt, reps, threads, n_ctx;
+    long n, n_prompt, reps, threads, n_ctx, depth;
     uint32_t kv_type;
     bool json, verbose, token_by_token;
+    bool has_depth, membw; /* bench: --depth given; --membw */
 };
 
 static bool parse_long(const char *s, long lo, long hi, long *out)
@@ -102,6 +124,7 @@ static int parse_opts(const struct cmd_entry *e, int argc, char **argv, struct o
         {"logits-out", required_argument, 0, OPT_LOGITS_OUT},
         {"kv-type", required_argument, 0, OPT_KV_TYPE},
         {"json", no_argument, 0, OPT_JSON},       {"token-by-token", no_argument, 0, OPT_TBT},
+        {"depth", required_argument, 0, 'd'},     {"membw", no_argument, 0, OPT_MEMBW},
         {"verbose", no_argument, 0, 'v'},         {0, 0, 0, 0},
     };
     bool is_bench = !strcmp(e->name, "bench");
@@ -109,7 +132,8 @@ static int parse_opts(const struct cmd_entry *e, int argc, char **argv, struct o
     optind = 1;
     opterr = 0;
     int ch;
-    while ((ch = getopt_long(argc, argv, ":m:p:n:r:t:c:v", longs, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, is_bench ? ":m:p:n:r:t:c:d:v" : ":m:p:n:r:t:c:v", longs,
+                             NULL)) != -1) {
         switch (ch) {
         case 'm': o->model = optarg; break;
         case 'p':
@@ -136,6 +160,18 @@ static int parse_opts(const struct cmd_entry *e, int argc, char **argv, struct o
             if (!parse_long(optarg, 1, 1 << 24, &o->n_ctx))
                 return cmd_usage_error(e, "bad context size '%s'", optarg);
             break;
+        case 'd':
+            if (!is_bench)
+                return cmd_usage_error(e, "option '--depth' is for kvchat bench only");
+            if (!parse_long(optarg, 0, 1 << 24, &o->depth))
+                return cmd_usage_error(e, "bad depth '%s'", optarg);
+            o->has_depth = true;
+            break;
+        case OPT_MEMBW:
+            if (!is_bench)
+                return cmd_usage_error(e, "option '--membw' is for kvchat bench only");
+            o->membw = true;
+            break;
         case OPT_LOGITS_OUT: o->logits_out = optarg; break;
         case OPT_KV_TYPE:
             if (!strcmp(optarg, "f16"))
@@ -154,9 +190,9 @@ static int parse_opts(const struct cmd_entry *e, int argc, char **argv, struct o
     }
     if (optind < argc)
         return cmd_usage_error(e, "unexpected argument '%s'", argv[optind]);
-    if (!o->model)
+    if (!o->model && !(is_bench && o->membw)) /* --membw alone: no model */
         o->model = getenv("KVCHAT_MODEL");
-    if (!o->model)
+    if (!o->model && !(is_bench && o->membw))
         return cmd_usage_error(e, "no model given (-m MODEL)");
     if (!is_bench && !o->prompt)
         return cmd_usage_error(e, "no token ids given (-p \"IDS\")");
@@ -382,6 +418,34 @@ static int bench_exec(int argc, char **argv);
 const struct cmd_entry cmd_bench_entry = {"bench", "measure prefill and decode speed",
                                           bench_usage, bench_exec};
 
+/* DRAM read bandwidth in bytes/s (llm_measure_membw), or -1 (printed) */
+#define MEMBW_BYTES (256LL << 20)
+#define MEMBW_REPS 5
+static double membw_or_fail(int threads, int *rc)
+{
+    double bw = llm_measure_membw(threads, MEMBW_BYTES, MEMBW_REPS);
+    if (bw <= 0)
+        *rc = cmd_fail(CMD_EXIT_MODEL, "cannot measure memory bandwidth: out of memory");
+    return bw;
+}
+
+/* `kvchat bench --membw` without a model */
+static int bench_membw_only(const struct opts *o)
+{
+    int threads = o->threads ? (int)o->threads : llm_default_threads(), rc = CMD_EXIT_OK;
+    double bw = membw_or_fail(threads, &rc);
+    if (bw <= 0)
+        return rc;
+    if (o->json)
+        printf("{\"threads\": %d, \"membw_gb_s\": %.2f, \"membw_buffer_bytes\": %lld, "
+               "\"membw_repetitions\": %d}\n",
+               threads, bw / 1e9, MEMBW_BYTES, MEMBW_REPS);
+    else
+        printf("DRAM read bandwidth %.2f GB/s (%d threads, %lld MiB buffer, best of %d)\n", bw / 1e9,
+               threads, MEMBW_BYTES >> 20, MEMBW_REPS);
+    return CMD_EXIT_OK;
+}
+
 static int bench_exec(int argc, char **argv)
 {
     if (cmd_wants_help(argc, argv))
@@ -390,68 +454,114 @@ static int bench_exec(int argc, char **argv)
     int rc = parse_opts(&cmd_bench_entry, argc, argv, &o);
     if (rc >= 0)
         return rc;
+    if (!o.model)
+        return bench_membw_only(&o);
+    int64_t np = o.n_prompt, ng = o.n, nd = o.depth;
+    int64_t need = nd + np + ng;
+    if (o.n_ctx && o.n_ctx < need) {
+        char d[48] = "";
+        if (nd)
+            snprintf(d, sizeof d, "depth %" PRId64 " + ", nd);
+        return cmd_usage_error(&cmd_bench_entry,
+                               "context size %ld is too small for %s%" PRId64 " prompt + %" PRId64
+                               " generated tokens (needs %" PRId64 ")",
+                               o.n_ctx, d, np, ng, need);
+    }
     struct engine en;
-    if ((rc = engine_open(&o, o.n_prompt + o.n + 1, &en)) >= 0)
+    if ((rc = engine_open(&o, need, &en)) >= 0)
         return rc;
-    int64_t nv = llm_model_n_vocab(en.model), np = o.n_prompt, ng = o.n;
-    int32_t *t = malloc((size_t)(np + ng + 1) * sizeof *t);
+    int64_t nv = llm_model_n_vocab(en.model);
+    int32_t *t = malloc((size_t)(need + 1) * sizeof *t);
     if (!t) {
         engine_close(&en);
         return cmd_fail(CMD_EXIT_MODEL, "out of memory");
     }
-    uint64_t s = 7; /* random ids in [3, n_vocab), like llref bench */
-    for (int64_t i = 0; i < np + ng; i++) {
+    /* random ids in [3, n_vocab), like llref bench: the depth's, then the
+     * prompt's, then the generated ones (without --depth, the same ids as
+     * before --depth existed) */
+    uint64_t s = 7;
+    for (int64_t i = 0; i < need; i++) {
         s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
         t[i] = (int32_t)(3 + ((uint32_t)((s * 0x2545F4914F6CDD1DULL) >> 32)) % (uint32_t)(nv > 3 ? nv - 3 : 1));
         if (t[i] >= nv)
             t[i] = 0;
     }
-    double best_p = 1e30, best_g = 1e30;
     rc = -1;
-    for (long r = 0; r < o.reps && rc < 0; r++) {
-        llm_ctx_truncate(en.ctx, 0);
+    if (nd > 0) {
+        /* the depth, once: llm_ctx_decode runs it in passes of n_batch */
         double t0 = now();
-        rc = decode_or_fail(&en, t, np);
+        rc = decode_or_fail(&en, t, nd);
+        if (rc < 0 && o.verbose)
+            fprintf(stderr, "kvchat: depth of %" PRId64 " tokens prefilled in %.2f s\n", nd, now() - t0);
+    }
+    double best_p = 1e30, best_g = 1e30;
+    for (long r = 0; r < o.reps && rc < 0; r++) {
+        llm_ctx_truncate(en.ctx, nd);
+        double t0 = now();
+        rc = decode_or_fail(&en, t + nd, np);
         double t1 = now();
-        for (int64_t i = 0; i < ng && rc < 0; i++)
-            rc = decode_or_fail(&en, t + np + i, 1);
+        if (o.has_depth) /* llama-bench: decode also starts at the depth */
+            llm_ctx_truncate(en.ctx, nd);
         double t2 = now();
+        for (int64_t i = 0; i < ng && rc < 0; i++)
+            rc = decode_or_fail(&en, t + nd + np + i, 1);
+        double t3 = now();
         if (t1 - t0 < best_p)
             best_p = t1 - t0;
-        if (t2 - t1 < best_g)
-            best_g = t2 - t1;
+        if (t3 - t2 < best_g)
+            best_g = t3 - t2;
     }
     if (rc < 0) {
         struct rusage ru;
-        getrusage(RUSAGE_SELF, &ru);
+        getrusage(RUSAGE_SELF, &ru); /* before --membw's buffer */
         uint64_t rss = (uint64_t)ru.ru_maxrss * 1024;
+        int threads = llm_ctx_n_threads(en.ctx);
+        double bw = o.membw ? membw_or_fail(threads, &rc) : 0;
+        if (o.membw && bw <= 0)
+            goto out;
         double pp = np / best_p, tg = ng > 0 ? ng / best_g : 0;
+        int64_t decode_depth = o.has_depth ? nd : np;
+        uint64_t wbytes = llm_model_decode_bytes(en.model);
+        double wbw = (double)wbytes * tg; /* bytes/s of weights decode reads */
         const char *name = strrchr(o.model, '/') ? strrchr(o.model, '/') + 1 : o.model;
         bool user;
         const char *arch = llm_blis_arch(&user);
         if (o.json) {
             printf("{\"model\": ");
             cmd_json_str(stdout, name, strlen(name));
-            printf(", \"threads\": %d, \"prefill_tokens\": %" PRId64 ", \"prefill_tok_s\": %.2f, "
-                   "\"decode_tokens\": %" PRId64 ", \"decode_tok_s\": %.2f, \"rss_bytes\": %" PRIu64
-                   ", \"kv_type\": \"%s\", \"blis_arch\": \"%s\", \"kernels\": \"%s\", "
+            printf(", \"threads\": %d, \"depth\": %" PRId64 ", \"prefill_tokens\": %" PRId64
+                   ", \"prefill_tok_s\": %.2f, \"decode_tokens\": %" PRId64 ", \"decode_tok_s\": %.2f"
+                   ", \"decode_depth\": %" PRId64 ", \"rss_bytes\": %" PRIu64
+                   ", \"decode_weight_bytes\": %" PRIu64 ", \"decode_weight_gb_s\": %.2f",
+                   threads, nd, np, pp, ng, tg, decode_depth, rss, wbytes, wbw / 1e9);
+            if (o.membw)
+                printf(", \"membw_gb_s\": %.2f, \"membw_fraction\": %.3f", bw / 1e9, wbw / bw);
+            printf(", \"kv_type\": \"%s\", \"blis_arch\": \"%s\", \"kernels\": \"%s\", "
                    "\"repetitions\": %ld}\n",
-                   llm_ctx_n_threads(en.ctx), np, pp, ng, tg, rss,
                    o.kv_type == LLM_TYPE_F16 ? "f16" : "f32", arch, llm_kernel_path(), o.reps);
         } else {
-            printf("| %-30s | %7s | %-10s | %12s |\n", "model", "threads", "test", "t/s");
-            printf("| %-30s | %7s | %-10s | %12s |\n", "------------------------------", "------:",
-                   "----------", "-----------:");
-            char test[32];
-            snprintf(test, sizeof test, "pp%" PRId64, np);
-            printf("| %-30.30s | %7d | %-10s | %12.2f |\n", name, llm_ctx_n_threads(en.ctx), test, pp);
-            snprintf(test, sizeof test, "tg%" PRId64, ng);
-            printf("| %-30.30s | %7d | %-10s | %12.2f |\n", name, llm_ctx_n_threads(en.ctx), test, tg);
-            printf("\npeak RSS %.1f MiB; best of %ld; BLIS %s; kernels %s\n", rss / 1048576.0, o.reps,
+            printf("| %-30s | %7s | %-15s | %12s |\n", "model", "threads", "test", "t/s");
+            printf("| %-30s | %7s | %-15s | %12s |\n", "------------------------------", "------:",
+                   "---------------", "-----------:");
+            char test[64], at[32] = "";
+            if (o.has_depth)
+                snprintf(at, sizeof at, " @ d%" PRId64, nd);
+            snprintf(test, sizeof test, "pp%" PRId64 "%s", np, at);
+            printf("| %-30.30s | %7d | %-15s | %12.2f |\n", name, threads, test, pp);
+            snprintf(test, sizeof test, "tg%" PRId64 "%s", ng, at);
+            printf("| %-30.30s | %7d | %-15s | %12.2f |\n", name, threads, test, tg);
+            printf("\ndecode reads %.1f MB of weights per token: %.2f GB/s at %.2f tok/s\n",
+                   wbytes / 1e6, wbw / 1e9, tg);
+            if (o.membw)
+                printf("DRAM read bandwidth %.2f GB/s (%d threads): decode reaches %.0f%% of the "
+                       "bandwidth bound (%.2f tok/s)\n",
+                       bw / 1e9, threads, 100 * wbw / bw, bw / (double)wbytes);
+            printf("peak RSS %.1f MiB; best of %ld; BLIS %s; kernels %s\n", rss / 1048576.0, o.reps,
                    arch, llm_kernel_path());
         }
         rc = CMD_EXIT_OK;
     }
+out:
     free(t);
     engine_close(&en);
     return rc;

@@ -469,6 +469,12 @@ int64_t llm_model_n_vocab(const struct llm_model *m);
 int64_t llm_model_n_layer(const struct llm_model *m);
 /* elements of one token's K (and of its V) row summed over the KV heads */
 int64_t llm_model_n_embd_kv(const struct llm_model *m);
+/* Bytes of weights one decoded token reads: every layer's matrices, norms
+ * and biases, the output norm and the LM head matrix in full, and one row of
+ * the token embedding (a tied LM head counts as the full matrix plus that
+ * row). The numerator of decode's memory-bandwidth bound. 0 for a model
+ * opened vocab_only. */
+uint64_t llm_model_decode_bytes(const struct llm_model *m);
 
 /* physical cores of this machine (at least 1): the default thread count */
 int llm_default_threads(void);

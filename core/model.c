@@ -236,6 +236,35 @@ int64_t llm_model_n_vocab(const struct llm_model *m) { return m->n_vocab; }
 int64_t llm_model_n_layer(const struct llm_model *m) { return m->n_layer; }
 int64_t llm_model_n_embd_kv(const struct llm_model *m) { return m->kv_dim; }
 
+static uint64_t weight_bytes(const struct llm_weight *w) { return (uint64_t)w->row_bytes * (uint64_t)w->n_out; }
+
+uint64_t llm_model_decode_bytes(const struct llm_model *m)
+{
+    if (!m->layers)
+        return 0; /* vocab_only */
+    uint64_t f = sizeof(float);
+    uint64_t n = m->tok_embd.row_bytes + weight_bytes(&m->output) + (uint64_t)m->n_embd * f;
+    if (m->rope_freqs)
+        n += (uint64_t)m->rope_dim / 2 * f;
+    for (int64_t l = 0; l < m->n_layer; l++) {
+        const struct llm_layer *L = &m->layers[l];
+        n += weight_bytes(&L->wq) + weight_bytes(&L->wk) + weight_bytes(&L->wv) + weight_bytes(&L->wo) +
+             weight_bytes(&L->w_gate) + weight_bytes(&L->w_up) + weight_bytes(&L->w_down);
+        n += 2 * (uint64_t)m->n_embd * f; /* attn_norm, ffn_norm */
+        if (L->bq)
+            n += (uint64_t)m->q_dim * f;
+        if (L->bk)
+            n += (uint64_t)m->kv_dim * f;
+        if (L->bv)
+            n += (uint64_t)m->kv_dim * f;
+        if (L->q_norm)
+            n += (uint64_t)m->head_dim * f;
+        if (L->k_norm)
+            n += (uint64_t)m->head_dim * f;
+    }
+    return n;
+}
+
 int llm_default_threads(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);

@@ -13,6 +13,7 @@
  *   - the same bits run after run; KV rows exported and imported give
  *     bit-identical logits; truncation; context overflow;
  *   - the sampler's state saved and restored continues identically;
+ *   - llm_model_decode_bytes agrees with the file's tensor sizes;
  *   - bad models (missing tensor, wrong shape, unsupported type) and ids
  *     out of range are refused with a message naming what is wrong.
  * Run from the top directory (make check does).
@@ -179,6 +180,32 @@ static void test_qwen3(void **state)
     (void)state;
     for (size_t i = 0; i < 4; i++)
         check_model("qwen3", types[i]);
+}
+
+/* llm_model_decode_bytes against the file's tensor list: every tensor the
+ * test models hold is read once per decoded token, except the token
+ * embedding (one row), which a tied LM head reads in full as well */
+static void test_decode_bytes(void **state)
+{
+    (void)state;
+    static const char *const archs[] = {"llama", "qwen2", "qwen3"};
+    for (size_t a = 0; a < 3; a++) {
+        for (size_t i = 0; i < 4; i++) {
+            struct llm_model *m = open_model(model_path(archs[a], types[i]));
+            const struct llm_gguf *g = llm_model_gguf(m);
+            uint64_t want = 0;
+            for (int64_t j = 0; j < llm_gguf_n_tensors(g); j++)
+                want += llm_gguf_tensor(g, j)->n_bytes;
+            const struct llm_tensor_info *te =
+                llm_gguf_tensor(g, llm_gguf_find_tensor(g, "token_embd.weight"));
+            uint64_t row = te->n_bytes / (uint64_t)te->ne[1];
+            want = want - te->n_bytes + row;
+            if (llm_gguf_find_tensor(g, "output.weight") < 0)
+                want += te->n_bytes; /* tied */
+            assert_int_equal(llm_model_decode_bytes(m), want);
+            llm_model_close(m);
+        }
+    }
 }
 
 /* the f32 cache gives the same answer within the F32 tolerance */
@@ -505,6 +532,7 @@ int main(void)
         cmocka_unit_test(test_llama),
         cmocka_unit_test(test_qwen2),
         cmocka_unit_test(test_qwen3),
+        cmocka_unit_test(test_decode_bytes),
         cmocka_unit_test(test_kv_f32),
         cmocka_unit_test(test_long_prompt),
         cmocka_unit_test(test_split_prefill),
