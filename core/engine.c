@@ -19,6 +19,7 @@
  * [n_head_kv][n_ctx][head_dim] elements of the cache type, so the rows of
  * one head are contiguous for attention and for export.
  */
+#include "core/attn.h"
 #include "core/gemm.h"
 #include "core/model.h"
 
@@ -31,6 +32,7 @@
 #include <string.h>
 
 #define ROW_CHUNK 16      /* rows per work item of a GEMV: 64 bytes of f32 output */
+#define PREFETCH_BYTES 2048 /* how far ahead a GEMV prefetches its weights */
 #define PANEL_BYTES (16u << 20) /* most f32 weight panel per thread (prefill) */
 #define CHUNKS_PER_THREAD 4   /* work items per thread of a prefill product */
 #define ATT_ROWS 128          /* query rows per block of causal attention (prefill) */
@@ -45,7 +47,7 @@ struct llm_ctx {
     int64_t n_ctx, n_batch, n_past;
     int n_threads;
     uint32_t kv_type;
-    const struct llm_type_ops *kv_ops, *f32_ops;
+    const struct llm_type_ops *kv_ops;
     size_t kv_elt;           /* bytes per cache element */
     uint8_t **k_cache, **v_cache; /* (n_layer) of [n_head_kv][n_ctx][head_dim] */
     float *logits;           /* (n_vocab) */
@@ -58,8 +60,10 @@ struct llm_ctx {
     float *att;              /* (q_dim) attention output */
     float *hb, *hb2;         /* (n_ff) */
     uint8_t *xq[3];          /* (n_batch, max_vd_bytes) activations as vec_dot types */
-    float *att_tmp;          /* per thread: K (n_ctx*head_dim), V (same), scores (n_ctx) */
+    float *att_tmp;          /* per thread: the scratch of llm_attn_decode */
     size_t att_tmp_stride;   /* floats per thread, padded to 64 bytes */
+    int64_t att_split, att_per; /* decode attention: each KV head's query heads in att_split
+                                 * work items of at most att_per heads */
     float *rope_cs;          /* (n_batch, rope_dim) cos, sin pairs */
 
     /* prefill scratch */
@@ -136,7 +140,6 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
     c->n_threads = p.n_threads > 0 ? p.n_threads : llm_default_threads();
     c->kv_type = p.kv_type;
     c->kv_ops = llm_get_type_ops(p.kv_type);
-    c->f32_ops = llm_get_type_ops(LLM_TYPE_F32);
     c->kv_elt = p.kv_type == LLM_TYPE_F16 ? 2 : 4;
 
     bool ok = true;
@@ -162,7 +165,14 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
     c->hb2 = alloc((size_t)m->n_ff * f, &ok);
     for (int i = 0; i < 3; i++)
         c->xq[i] = alloc((size_t)m->max_vd_bytes * (size_t)(B > c->n_threads ? B : c->n_threads), &ok);
-    c->att_tmp_stride = ((size_t)(2 * n_ctx * hd + n_ctx) + 15) / 16 * 16;
+    /* enough work items for every thread, each KV head's rows converted as few times as that allows */
+    int64_t gqa = m->n_head / m->n_head_kv;
+    c->att_split = 1;
+    while (c->att_split < gqa && (m->n_head_kv * c->att_split < c->n_threads ||
+                                  (gqa + c->att_split - 1) / c->att_split > LLM_ATTN_MAX_Q))
+        c->att_split++;
+    c->att_per = (gqa + c->att_split - 1) / c->att_split;
+    c->att_tmp_stride = (llm_attn_scratch_floats(c->att_per, hd, n_ctx) + 15) / 16 * 16;
     c->att_tmp = alloc(c->att_tmp_stride * (size_t)c->n_threads * f, &ok);
     c->rope_cs = alloc((size_t)(B * m->rope_dim) * f, &ok);
     int64_t qkv_dim = m->q_dim + 2 * m->kv_dim;
@@ -326,17 +336,7 @@ static void qkv_finish(struct llm_ctx *c, const struct llm_layer *L, int64_t l, 
 /* softmax of the first n scores in place, zero after them up to n_total */
 static void softmax(float *s, int64_t n, int64_t n_total)
 {
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < n; j++)
-        mx = s[j] > mx ? s[j] : mx;
-    float sum = 0;
-    for (int64_t j = 0; j < n; j++) {
-        s[j] = expf(s[j] - mx);
-        sum += s[j];
-    }
-    float inv = 1.0f / sum;
-    for (int64_t j = 0; j < n; j++)
-        s[j] *= inv;
+    llm_softmax(s, n);
     for (int64_t j = n; j < n_total; j++)
         s[j] = 0;
 }
@@ -361,8 +361,16 @@ static void gemv_team(int nw, const struct llm_weight *const *w, uint8_t *const 
         const struct llm_weight *W = w[i];
         int64_t r0 = cj * ROW_CHUNK, r1 = r0 + ROW_CHUNK < W->n_out ? r0 + ROW_CHUNK : W->n_out;
         float (*dot)(int64_t, const void *, const void *) = W->ops->vec_dot;
-        for (int64_t r = r0; r < r1; r++)
-            y[i][r] = dot(W->n_in, W->data + (size_t)r * W->row_bytes, xq[i]);
+        /* software prefetch of the row PREFETCH_BYTES ahead: the hardware
+         * prefetchers alone leave a core short of DRAM bandwidth */
+        const uint8_t *end = W->data + (size_t)W->n_out * W->row_bytes;
+        for (int64_t r = r0; r < r1; r++) {
+            const uint8_t *row = W->data + (size_t)r * W->row_bytes;
+            const uint8_t *pf = row + PREFETCH_BYTES;
+            for (size_t o = 0; o < W->row_bytes && pf + o < end; o += 64)
+                __builtin_prefetch(pf + o, 0, 3);
+            y[i][r] = dot(W->n_in, row, xq[i]);
+        }
     }
 }
 
@@ -381,41 +389,33 @@ static void quantize_for(int nw, const struct llm_weight *const *w, const float 
     }
 }
 
-/* one query head against positions [0, n_kv) of its KV head; K and V of
- * that head are converted to f32 into this thread's buffer when the head
- * changes (*last_g) */
-static void attend_decode(struct llm_ctx *c, int64_t l, int64_t h, int64_t n_kv, int64_t *last_g)
+/* attention of query heads [h0, h1), which share KV head g, over positions
+ * [0, n_kv) of the cache; scratch is this thread's */
+static void attend_decode(struct llm_ctx *c, int64_t l, int64_t g, int64_t h0, int64_t h1, int64_t n_kv)
 {
     const struct llm_model *m = c->m;
-    int64_t hd = m->head_dim, g = h / (m->n_head / m->n_head_kv);
-    float *kf = c->att_tmp + c->att_tmp_stride * (size_t)omp_get_thread_num();
-    float *vf = kf + c->n_ctx * hd, *sc = vf + c->n_ctx * hd;
-    if (*last_g != g) {
-        size_t off = (size_t)(g * c->n_ctx * hd) * c->kv_elt;
-        c->kv_ops->to_float(c->k_cache[l] + off, kf, n_kv * hd);
-        c->kv_ops->to_float(c->v_cache[l] + off, vf, n_kv * hd);
-        *last_g = g;
-    }
-    const float *q = c->q + h * hd;
-    float scale = 1.0f / sqrtf((float)hd);
-    for (int64_t j = 0; j < n_kv; j++)
-        sc[j] = c->f32_ops->vec_dot(hd, q, kf + j * hd) * scale;
-    softmax(sc, n_kv, n_kv);
-    float *o = c->att + h * hd;
-    for (int64_t d = 0; d < hd; d++)
-        o[d] = 0;
-    for (int64_t j = 0; j < n_kv; j++) {
-        const float *vr = vf + j * hd;
-        float p = sc[j];
-        for (int64_t d = 0; d < hd; d++)
-            o[d] += p * vr[d];
-    }
+    int64_t hd = m->head_dim;
+    size_t off = (size_t)(g * c->n_ctx * hd) * c->kv_elt;
+    struct llm_attn_job job = {
+        .q = c->q + h0 * hd,
+        .out = c->att + h0 * hd,
+        .nq = h1 - h0,
+        .hd = hd,
+        .n_kv = n_kv,
+        .k = c->k_cache[l] + off,
+        .v = c->v_cache[l] + off,
+        .kv_type = c->kv_type,
+        .f16_to_float = c->kv_ops->to_float,
+        .scale = 1.0f / sqrtf((float)hd),
+        .scratch = c->att_tmp + c->att_tmp_stride * (size_t)omp_get_thread_num(),
+    };
+    llm_attn_decode(&job);
 }
 
 static void forward_one(struct llm_ctx *c, int32_t tok, bool want_logits)
 {
     const struct llm_model *m = c->m;
-    int64_t pos = c->n_past, n_kv = pos + 1;
+    int64_t pos = c->n_past, n_kv = pos + 1, gqa = m->n_head / m->n_head_kv;
     m->tok_embd.ops->to_float(m->tok_embd.data + (size_t)tok * m->tok_embd.row_bytes, c->x, m->n_embd);
     rope_cache(m, pos, c->rope_cs);
 #pragma omp parallel num_threads(c->n_threads)
@@ -435,10 +435,13 @@ static void forward_one(struct llm_ctx *c, int32_t tok, bool want_logits)
             gemv_team(3, qkv, c->xq, qkv_out);
 #pragma omp single
             qkv_finish(c, L, l, c->q, c->k, c->v, pos, c->rope_cs);
-            int64_t last_g = -1;
 #pragma omp for schedule(dynamic, 1)
-            for (int64_t h = 0; h < m->n_head; h++)
-                attend_decode(c, l, h, n_kv, &last_g);
+            for (int64_t it = 0; it < m->n_head_kv * c->att_split; it++) {
+                int64_t g = it / c->att_split, per = c->att_per;
+                int64_t h0 = g * gqa + it % c->att_split * per, h1 = h0 + per < (g + 1) * gqa ? h0 + per : (g + 1) * gqa;
+                if (h0 < h1)
+                    attend_decode(c, l, g, h0, h1, n_kv);
+            }
             const struct llm_weight *wo[1] = {&L->wo};
             float *const wo_out[1] = {c->xb};
 #pragma omp single

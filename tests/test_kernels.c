@@ -4,7 +4,8 @@
  * with the reference within float rounding, and both agree with the
  * dot product of the dequantized rows. The table is filled by cpuid, so the
  * test runs itself again with KVCHAT_CPU=avx2 and KVCHAT_CPU=generic to
- * cover the other paths on this machine.
+ * cover the other paths on this machine. Decode attention (core/attn.h)
+ * and softmax are checked against double-precision loops written here.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "core/attn.h"
 #include "core/llm.h"
 #include "core/quant.h"
 
@@ -151,6 +153,99 @@ static void test_mul_mat(void **state)
     printf("mul_mat: %d cases\n", checked);
 }
 
+/* softmax(scale q.K^T) V in double, from the f32 values of K and V */
+static void attn_ref(const float *q, const float *k, const float *v, int64_t nq, int64_t hd, int64_t n,
+                     float scale, double *out)
+{
+    double *s = malloc((size_t)n * sizeof *s);
+    for (int64_t h = 0; h < nq; h++) {
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < n; j++) {
+            double d = 0;
+            for (int64_t i = 0; i < hd; i++)
+                d += (double)q[h * hd + i] * k[j * hd + i];
+            s[j] = d * scale;
+            mx = s[j] > mx ? s[j] : mx;
+        }
+        for (int64_t j = 0; j < n; j++)
+            sum += s[j] = exp(s[j] - mx);
+        for (int64_t i = 0; i < hd; i++) {
+            double o = 0;
+            for (int64_t j = 0; j < n; j++)
+                o += s[j] * v[j * hd + i];
+            out[h * hd + i] = o / sum;
+        }
+    }
+    free(s);
+}
+
+static void test_attention(void **state)
+{
+    (void)state;
+    static const int64_t hds[] = {64, 128, 40, 36}, ns[] = {1, 7, 8, 9, 63, 64, 65, 200, 1000};
+    static const int64_t nqs[] = {1, 7};
+    const struct llm_type_ops *f16 = llm_get_type_ops(LLM_TYPE_F16);
+    int checked = 0;
+    for (size_t a = 0; a < 4; a++)
+        for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++)
+            for (size_t c = 0; c < 2; c++)
+                for (uint32_t kt = 0; kt < 2; kt++) {
+                    int64_t hd = hds[a], n = ns[b], nq = nqs[c];
+                    float *q = malloc((size_t)(nq * hd) * sizeof *q);
+                    float *k = malloc((size_t)(n * hd) * sizeof *k), *v = malloc((size_t)(n * hd) * sizeof *v);
+                    uint16_t *kh = malloc((size_t)(n * hd) * 2), *vh = malloc((size_t)(n * hd) * 2);
+                    float *out = malloc((size_t)(nq * hd) * sizeof *out);
+                    double *want = malloc((size_t)(nq * hd) * sizeof *want);
+                    float *scratch = aligned_alloc(64, (llm_attn_scratch_floats(nq, hd, n) * 4 + 63) / 64 * 64);
+                    for (int64_t i = 0; i < nq * hd; i++)
+                        q[i] = 3 * frand();
+                    for (int64_t i = 0; i < n * hd; i++) {
+                        k[i] = frand(), v[i] = frand();
+                        if (kt == LLM_TYPE_F16) { /* the reference sees the f16 values */
+                            kh[i] = llm_fp32_to_fp16(k[i]), vh[i] = llm_fp32_to_fp16(v[i]);
+                            k[i] = llm_fp16_to_fp32(kh[i]), v[i] = llm_fp16_to_fp32(vh[i]);
+                        }
+                    }
+                    float scale = 1.0f / sqrtf((float)hd);
+                    struct llm_attn_job job = {
+                        .q = q, .out = out, .nq = nq, .hd = hd, .n_kv = n,
+                        .k = kt == LLM_TYPE_F16 ? (const void *)kh : k,
+                        .v = kt == LLM_TYPE_F16 ? (const void *)vh : v,
+                        .kv_type = kt, .f16_to_float = f16->to_float, .scale = scale, .scratch = scratch,
+                    };
+                    llm_attn_decode(&job);
+                    attn_ref(q, k, v, nq, hd, n, scale, want);
+                    for (int64_t i = 0; i < nq * hd; i++)
+                        if (!(fabs(out[i] - want[i]) <= 2e-6 + 2e-5 * fabs(want[i]))) {
+                            print_error("attention hd %lld n %lld nq %lld kv %u [%lld]: %.9g, want %.9g\n",
+                                        (long long)hd, (long long)n, (long long)nq, kt, (long long)i, out[i],
+                                        want[i]);
+                            fail();
+                        }
+                    checked++;
+                    free(q), free(k), free(v), free(kh), free(vh), free(out), free(want), free(scratch);
+                }
+    printf("attention: %d cases\n", checked);
+    /* softmax, including scores far below the maximum (exp underflows to 0) */
+    for (int64_t n = 1; n < 300; n += 13) {
+        float s[300];
+        double e[300], sum = 0, mx = -INFINITY;
+        for (int64_t j = 0; j < n; j++) {
+            s[j] = j % 5 == 4 ? -200 + 10 * frand() : 20 * frand();
+            mx = s[j] > mx ? s[j] : mx;
+        }
+        for (int64_t j = 0; j < n; j++)
+            sum += e[j] = exp(s[j] - mx);
+        llm_softmax(s, n);
+        for (int64_t j = 0; j < n; j++)
+            if (!(fabs(s[j] - e[j] / sum) <= 1e-7 + 1e-6 * e[j] / sum)) {
+                print_error("softmax n %lld [%lld]: %.9g, want %.9g\n", (long long)n, (long long)j, s[j],
+                            e[j] / sum);
+                fail();
+            }
+    }
+}
+
 static void test_other_paths(void **state)
 {
     (void)state;
@@ -165,6 +260,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_types),
         cmocka_unit_test(test_mul_mat),
+        cmocka_unit_test(test_attention),
         cmocka_unit_test(test_other_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,332 @@
+/*
+ * attn.c - the attention kernels of decode, and softmax: one query token
+ * against the KV cache, read in place.
+ *
+ * Why a kernel of its own: at depth the KV cache, not the weights, is what
+ * decode reads most per layer, and the obvious loop (one function-call dot
+ * product per position and head, the whole head converted to f32 first,
+ * libm's expf per score) costs more than the matrix products it sits
+ * between. Here the query heads that share a KV head (GQA) are done
+ * together: each K and V row is converted from f16 once into a small
+ * L1-resident chunk and used by every one of those heads; eight scores are
+ * computed at a time and reduced together; exp is a polynomial on eight
+ * lanes. Results depend only on the inputs (fixed order, no threads here),
+ * not on how the engine spreads heads over threads.
+ */
+#include "core/attn.h"
+#include "core/llm.h"
+#include "core/quant.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define X86 1
+#define T_AVX2 __attribute__((target("avx2,fma,f16c")))
+#else
+#define X86 0
+#endif
+
+#define CHUNK 64 /* K or V rows converted to f32 at a time */
+
+size_t llm_attn_scratch_floats(int64_t nq, int64_t hd, int64_t n_ctx)
+{
+    size_t scores = ((size_t)(nq * n_ctx) + 15) / 16 * 16;
+    return scores + (size_t)(CHUNK * hd);
+}
+
+/* rows [j0, j0 + n) of K or V as f32 */
+static void rows_f32(const struct llm_attn_job *a, const void *src, int64_t j0, int64_t n, float *dst)
+{
+    if (a->kv_type == LLM_TYPE_F32) {
+        memcpy(dst, (const float *)src + j0 * a->hd, (size_t)(n * a->hd) * sizeof(float));
+    } else {
+        const uint16_t *p = (const uint16_t *)src + j0 * a->hd;
+        a->f16_to_float(p, dst, n * a->hd);
+    }
+}
+
+/* ==== portable ==== */
+
+static void softmax_generic(float *s, int64_t n, float *sum_out)
+{
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n; j++)
+        mx = s[j] > mx ? s[j] : mx;
+    float sum = 0;
+    for (int64_t j = 0; j < n; j++) {
+        s[j] = expf(s[j] - mx);
+        sum += s[j];
+    }
+    *sum_out = sum;
+}
+
+static void decode_generic(const struct llm_attn_job *a)
+{
+    int64_t hd = a->hd, n = a->n_kv;
+    float *sc = a->scratch, *buf = sc + (llm_attn_scratch_floats(a->nq, hd, n) - (size_t)(CHUNK * hd));
+    for (int64_t j0 = 0; j0 < n; j0 += CHUNK) {
+        int64_t nr = n - j0 < CHUNK ? n - j0 : CHUNK;
+        rows_f32(a, a->k, j0, nr, buf);
+        for (int64_t h = 0; h < a->nq; h++)
+            for (int64_t r = 0; r < nr; r++) {
+                float s = 0;
+                for (int64_t d = 0; d < hd; d++)
+                    s += a->q[h * hd + d] * buf[r * hd + d];
+                sc[h * n + j0 + r] = s * a->scale;
+            }
+    }
+    float sum[LLM_ATTN_MAX_Q];
+    for (int64_t h = 0; h < a->nq; h++) {
+        softmax_generic(sc + h * n, n, &sum[h]);
+        memset(a->out + h * hd, 0, (size_t)hd * sizeof(float));
+    }
+    for (int64_t j0 = 0; j0 < n; j0 += CHUNK) {
+        int64_t nr = n - j0 < CHUNK ? n - j0 : CHUNK;
+        rows_f32(a, a->v, j0, nr, buf);
+        for (int64_t h = 0; h < a->nq; h++)
+            for (int64_t r = 0; r < nr; r++) {
+                float p = sc[h * n + j0 + r];
+                for (int64_t d = 0; d < hd; d++)
+                    a->out[h * hd + d] += p * buf[r * hd + d];
+            }
+    }
+    for (int64_t h = 0; h < a->nq; h++)
+        for (int64_t d = 0; d < hd; d++)
+            a->out[h * hd + d] /= sum[h];
+}
+
+static void softmax_norm_generic(float *s, int64_t n)
+{
+    float sum;
+    softmax_generic(s, n, &sum);
+    float inv = 1.0f / sum;
+    for (int64_t j = 0; j < n; j++)
+        s[j] *= inv;
+}
+
+/* ==== AVX2 ==== */
+#if X86
+
+/* e^x on eight lanes: Cody-Waite reduction by ln 2 and a degree-6
+ * polynomial (relative error about 2e-7); x below -87.3 gives ~1e-38, above
+ * 88 is clamped (softmax arguments are <= 0) */
+T_AVX2 static __m256 exp_avx2(__m256 x)
+{
+    x = _mm256_min_ps(x, _mm256_set1_ps(88.0f));
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+    __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+T_AVX2 static float hsum_avx2(__m256 v)
+{
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    a = _mm_add_ss(a, _mm_movehdup_ps(a));
+    return _mm_cvtss_f32(a);
+}
+
+T_AVX2 static float hmax_avx2(__m256 v)
+{
+    __m128 a = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a = _mm_max_ps(a, _mm_movehl_ps(a, a));
+    a = _mm_max_ss(a, _mm_movehdup_ps(a));
+    return _mm_cvtss_f32(a);
+}
+
+/* exponentiate s[0..n) against its maximum in place; the sum of the
+ * results in *sum_out. Lanes are summed in a fixed order. */
+T_AVX2 static void softmax_avx2(float *s, int64_t n, float *sum_out)
+{
+    __m256 vmx = _mm256_set1_ps(-INFINITY);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        vmx = _mm256_max_ps(vmx, _mm256_loadu_ps(s + j));
+    float mx = hmax_avx2(vmx);
+    for (; j < n; j++)
+        mx = s[j] > mx ? s[j] : mx;
+    __m256 m = _mm256_set1_ps(mx), vs = _mm256_setzero_ps();
+    for (j = 0; j + 8 <= n; j += 8) {
+        __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + j), m));
+        _mm256_storeu_ps(s + j, e);
+        vs = _mm256_add_ps(vs, e);
+    }
+    float sum = hsum_avx2(vs);
+    if (j < n) { /* the tail through the same polynomial */
+        float t[8] = {0};
+        int64_t k = n - j;
+        for (int64_t i = 0; i < k; i++)
+            t[i] = s[j + i] - mx;
+        for (int64_t i = k; i < 8; i++)
+            t[i] = -INFINITY;
+        __m256 e = exp_avx2(_mm256_loadu_ps(t));
+        _mm256_storeu_ps(t, e);
+        for (int64_t i = 0; i < k; i++) {
+            s[j + i] = t[i];
+            sum += t[i];
+        }
+    }
+    *sum_out = sum;
+}
+
+T_AVX2 static void softmax_norm_avx2(float *s, int64_t n)
+{
+    float sum;
+    softmax_avx2(s, n, &sum);
+    __m256 inv = _mm256_set1_ps(1.0f / sum);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(s + j, _mm256_mul_ps(_mm256_loadu_ps(s + j), inv));
+    for (; j < n; j++)
+        s[j] *= 1.0f / sum;
+}
+
+/* q . k_i for the eight rows k + i * hd, as one vector */
+T_AVX2 static __m256 dot8_avx2(const float *q, const float *k, int64_t hd)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    for (int64_t d = 0; d < hd; d += 8) {
+        __m256 qv = _mm256_loadu_ps(q + d);
+        a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + d), a0);
+        a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + hd + d), a1);
+        a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 2 * hd + d), a2);
+        a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 3 * hd + d), a3);
+        a4 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 4 * hd + d), a4);
+        a5 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 5 * hd + d), a5);
+        a6 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 6 * hd + d), a6);
+        a7 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 7 * hd + d), a7);
+    }
+    __m256 s0123 = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    __m256 s4567 = _mm256_hadd_ps(_mm256_hadd_ps(a4, a5), _mm256_hadd_ps(a6, a7));
+    return _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20),
+                         _mm256_permute2f128_ps(s0123, s4567, 0x31));
+}
+
+/* out[0..64) += sum over r < nr of p[r] * v[r * hd .. + 64) */
+T_AVX2 static void axpy64_avx2(float *out, const float *p, const float *v, int64_t nr, int64_t hd)
+{
+    __m256 o0 = _mm256_loadu_ps(out), o1 = _mm256_loadu_ps(out + 8), o2 = _mm256_loadu_ps(out + 16),
+           o3 = _mm256_loadu_ps(out + 24), o4 = _mm256_loadu_ps(out + 32), o5 = _mm256_loadu_ps(out + 40),
+           o6 = _mm256_loadu_ps(out + 48), o7 = _mm256_loadu_ps(out + 56);
+    for (int64_t r = 0; r < nr; r++, v += hd) {
+        __m256 pr = _mm256_broadcast_ss(p + r);
+        o0 = _mm256_fmadd_ps(pr, _mm256_loadu_ps(v), o0);
+        o1 = _mm256_fmadd_ps(pr, _mm256_loadu_ps(v + 8), o1);
+        o2 = _mm256_fmadd_ps(pr, _mm256_loadu_ps(v + 16), o2);
+        o3 = _mm256_fmadd_ps(pr, _mm256_loadu_ps(v + 24), o3);
+        o4 = _mm256_fmadd_ps(pr, _mm256_loadu_ps(v + 32), o4);
+        o5 = _mm256_fmadd_ps(pr, _mm256_loadu_ps(v + 40), o5);
+        o6 = _mm256_fmadd_ps(pr, _mm256_loadu_ps(v + 48), o6);
+        o7 = _mm256_fmadd_ps(pr, _mm256_loadu_ps(v + 56), o7);
+    }
+    _mm256_storeu_ps(out, o0);
+    _mm256_storeu_ps(out + 8, o1);
+    _mm256_storeu_ps(out + 16, o2);
+    _mm256_storeu_ps(out + 24, o3);
+    _mm256_storeu_ps(out + 32, o4);
+    _mm256_storeu_ps(out + 40, o5);
+    _mm256_storeu_ps(out + 48, o6);
+    _mm256_storeu_ps(out + 56, o7);
+}
+
+/* out[0..8) += sum over r < nr of p[r] * v[r * hd .. + 8) */
+T_AVX2 static void axpy8_avx2(float *out, const float *p, const float *v, int64_t nr, int64_t hd)
+{
+    __m256 o0 = _mm256_loadu_ps(out), o1 = _mm256_setzero_ps();
+    int64_t r = 0;
+    for (; r + 2 <= nr; r += 2, v += 2 * hd) {
+        o0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + r), _mm256_loadu_ps(v), o0);
+        o1 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + r + 1), _mm256_loadu_ps(v + hd), o1);
+    }
+    if (r < nr)
+        o0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + r), _mm256_loadu_ps(v), o0);
+    _mm256_storeu_ps(out, _mm256_add_ps(o0, o1));
+}
+
+/* head_dim a multiple of 8 */
+T_AVX2 static void decode_avx2(const struct llm_attn_job *a)
+{
+    int64_t hd = a->hd, n = a->n_kv;
+    float *sc = a->scratch, *buf = sc + (llm_attn_scratch_floats(a->nq, hd, n) - (size_t)(CHUNK * hd));
+    __m256 scale = _mm256_set1_ps(a->scale);
+    for (int64_t j0 = 0; j0 < n; j0 += CHUNK) {
+        int64_t nr = n - j0 < CHUNK ? n - j0 : CHUNK;
+        int64_t n8 = (nr + 7) / 8 * 8;
+        rows_f32(a, a->k, j0, nr, buf);
+        if (n8 > nr) /* the rows after the last are read and their scores dropped */
+            memset(buf + nr * hd, 0, (size_t)((n8 - nr) * hd) * sizeof(float));
+        for (int64_t h = 0; h < a->nq; h++) {
+            float *s = sc + h * n + j0;
+            int64_t r = 0;
+            for (; r + 8 <= nr; r += 8)
+                _mm256_storeu_ps(s + r, _mm256_mul_ps(dot8_avx2(a->q + h * hd, buf + r * hd, hd), scale));
+            if (r < nr) {
+                float t[8];
+                _mm256_storeu_ps(t, _mm256_mul_ps(dot8_avx2(a->q + h * hd, buf + r * hd, hd), scale));
+                memcpy(s + r, t, (size_t)(nr - r) * sizeof(float));
+            }
+        }
+    }
+    float sum[LLM_ATTN_MAX_Q];
+    for (int64_t h = 0; h < a->nq; h++) {
+        softmax_avx2(sc + h * n, n, &sum[h]);
+        memset(a->out + h * hd, 0, (size_t)hd * sizeof(float));
+    }
+    for (int64_t j0 = 0; j0 < n; j0 += CHUNK) {
+        int64_t nr = n - j0 < CHUNK ? n - j0 : CHUNK;
+        rows_f32(a, a->v, j0, nr, buf);
+        for (int64_t h = 0; h < a->nq; h++) {
+            const float *p = sc + h * n + j0;
+            int64_t d = 0;
+            for (; d + 64 <= hd; d += 64)
+                axpy64_avx2(a->out + h * hd + d, p, buf + d, nr, hd);
+            for (; d < hd; d += 8)
+                axpy8_avx2(a->out + h * hd + d, p, buf + d, nr, hd);
+        }
+    }
+    for (int64_t h = 0; h < a->nq; h++) {
+        __m256 inv = _mm256_set1_ps(1.0f / sum[h]);
+        for (int64_t d = 0; d < hd; d += 8)
+            _mm256_storeu_ps(a->out + h * hd + d, _mm256_mul_ps(_mm256_loadu_ps(a->out + h * hd + d), inv));
+    }
+}
+#endif
+
+static void decode_dispatch(const struct llm_attn_job *a)
+{
+#if X86
+    if ((llm_cpu_features() & LLM_CPU_AVX2) && a->hd % 8 == 0) {
+        decode_avx2(a);
+        return;
+    }
+#endif
+    decode_generic(a);
+}
+
+static void softmax_dispatch(float *s, int64_t n)
+{
+#if X86
+    if (llm_cpu_features() & LLM_CPU_AVX2) {
+        softmax_norm_avx2(s, n);
+        return;
+    }
+#endif
+    softmax_norm_generic(s, n);
+}
+
+void llm_attn_decode(const struct llm_attn_job *a) { decode_dispatch(a); }
+
+void llm_softmax(float *s, int64_t n) { softmax_dispatch(s, n); }
