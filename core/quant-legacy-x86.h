@@ -108,7 +108,17 @@ static inline __m256i SFX(q4_0_lanes)(const struct block_q4_0 *x, __m256i yv)
 
 static inline __m256i SFX(q5_0_lanes)(const struct block_q5_0 *x, __m256i yv)
 {
+#if USE_VNNI
     return SFX(lanes_off)(SFX(q5_quants_u)(x->qs, x->qh), 16, yv);
+#else
+    /* (n + 16 h - 16) y = n y - 16 (1 - h) y: the nibbles need no sign trick
+     * and the fifth bits select which y take the -16 (two instructions
+     * fewer than forming q - 16 and multiplying signed by signed) */
+    __m256i p = _mm256_sub_epi16(
+        _mm256_maddubs_epi16(SFX(nibbles32)(x->qs), yv),
+        _mm256_maddubs_epi16(_mm256_set1_epi8(16), _mm256_andnot_si256(SFX(hmask32)(x->qh), yv)));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+#endif
 }
 
 static inline __m256i SFX(q4_1_quants)(const struct block_q4_1 *x)
