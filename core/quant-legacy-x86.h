@@ -103,7 +103,14 @@ static inline __m256i SFX(lanes_off)(__m256i q, int off, __m256i yv)
 
 static inline __m256i SFX(q4_0_lanes)(const struct block_q4_0 *x, __m256i yv)
 {
+#if USE_VNNI
     return SFX(lanes_off)(SFX(nibbles32)(x->qs), 8, yv);
+#else
+    /* (n - 8) y = n y - 8 y: unsigned nibbles, no sign trick (as Q5_0) */
+    __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(SFX(nibbles32)(x->qs), yv),
+                                 _mm256_maddubs_epi16(_mm256_set1_epi8(8), yv));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+#endif
 }
 
 static inline __m256i SFX(q5_0_lanes)(const struct block_q5_0 *x, __m256i yv)
