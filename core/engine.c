@@ -173,11 +173,13 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
         madvise(base, n, MADV_HUGEPAGE);
 #endif
         /* fault it in now, as llama.cpp clears its cache at creation, so that
-         * restoring a session is a copy rather than page faults */
+         * restoring a session is a copy rather than page faults. Where the
+         * kernel cannot (too old, or not enough memory for all of it now) the
+         * pages come on first use as before: never a memset that the OOM
+         * killer would answer. */
 #ifdef MADV_POPULATE_WRITE
-        if (madvise(base, n, MADV_POPULATE_WRITE) != 0)
+        (void)madvise(base, n, MADV_POPULATE_WRITE);
 #endif
-            memset(base, 0, n);
         for (int64_t l = 0; l < m->n_layer; l++) {
             c->k_cache[l] = base + (size_t)(2 * l) * layer_kv;
             c->v_cache[l] = base + (size_t)(2 * l + 1) * layer_kv;
