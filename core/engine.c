@@ -372,23 +372,52 @@ static void softmax(float *s, int64_t n, int64_t n_total)
 
 /* ==== decode: one token, one OpenMP team ==== */
 
+/*
+ * The output rows of up to three weights, stacked as one matrix and cut into
+ * work items of `rows` rows that never straddle two weights: how many items
+ * there are, and which weight, rows and output offset an item covers.
+ */
+struct row_items {
+    int64_t rows, n[3], total;
+};
+
+static struct row_items row_items(int nw, const struct llm_weight *const *w, int64_t rows)
+{
+    struct row_items it = {.rows = rows};
+    for (int i = 0; i < nw; i++) {
+        it.n[i] = (w[i]->n_out + rows - 1) / rows;
+        it.total += it.n[i];
+    }
+    return it;
+}
+
+/* item k: weight *wi, its rows [*r0, *r1), the stacked offset of its row 0 in *base */
+static void row_item(const struct row_items *it, const struct llm_weight *const *w, int64_t k, int *wi,
+                     int64_t *r0, int64_t *r1, int64_t *base)
+{
+    int i = 0;
+    int64_t b = 0;
+    while (k >= it->n[i]) {
+        k -= it->n[i];
+        b += w[i++]->n_out;
+    }
+    *wi = i;
+    *base = b;
+    *r0 = k * it->rows;
+    *r1 = *r0 + it->rows < w[i]->n_out ? *r0 + it->rows : w[i]->n_out;
+}
+
 /* y_i = W_i x_i for up to three weights sharing a loop; called by every
  * thread of the team (ends with the loop's barrier) */
 static void gemv_team(int nw, const struct llm_weight *const *w, uint8_t *const *xq, float *const *y)
 {
-    int64_t chunks[3], total = 0;
-    for (int i = 0; i < nw; i++) {
-        chunks[i] = (w[i]->n_out + ROW_CHUNK - 1) / ROW_CHUNK;
-        total += chunks[i];
-    }
+    struct row_items items = row_items(nw, w, ROW_CHUNK);
 #pragma omp for schedule(dynamic, 4)
-    for (int64_t ci = 0; ci < total; ci++) {
-        int i = 0;
-        int64_t cj = ci;
-        while (cj >= chunks[i])
-            cj -= chunks[i++];
+    for (int64_t k = 0; k < items.total; k++) {
+        int i;
+        int64_t r0, r1, base;
+        row_item(&items, w, k, &i, &r0, &r1, &base);
         const struct llm_weight *W = w[i];
-        int64_t r0 = cj * ROW_CHUNK, r1 = r0 + ROW_CHUNK < W->n_out ? r0 + ROW_CHUNK : W->n_out;
         float (*dot)(int64_t, const void *, const void *) = W->ops->vec_dot;
         /* software prefetch of the row PREFETCH_BYTES ahead: the hardware
          * prefetchers alone leave a core short of DRAM bandwidth while it
@@ -548,11 +577,8 @@ static int64_t gemm_chunk_rows(int64_t total, int64_t n_in, int nt)
 static void gemm_weights_small(struct llm_ctx *c, int nw, const struct llm_weight *const *w,
                                const float *x, float *y, int64_t ldy, int64_t T)
 {
-    int64_t chunks[3], total = 0, n_in = w[0]->n_in;
-    for (int i = 0; i < nw; i++) {
-        chunks[i] = (w[i]->n_out + ROW_CHUNK - 1) / ROW_CHUNK;
-        total += chunks[i];
-    }
+    int64_t n_in = w[0]->n_in;
+    struct row_items items = row_items(nw, w, ROW_CHUNK);
     size_t stride = (size_t)c->m->max_vd_bytes;
 #pragma omp parallel num_threads(c->n_threads)
     {
@@ -563,15 +589,11 @@ static void gemm_weights_small(struct llm_ctx *c, int nw, const struct llm_weigh
             w[i]->vd_ops->from_float(x + t * n_in, c->xq[i] + (size_t)t * stride, n_in);
         }
 #pragma omp for schedule(dynamic, 4)
-        for (int64_t ci = 0; ci < total; ci++) {
-            int i = 0;
-            int64_t cj = ci, base = 0;
-            while (cj >= chunks[i]) {
-                cj -= chunks[i];
-                base += w[i++]->n_out;
-            }
+        for (int64_t k = 0; k < items.total; k++) {
+            int i;
+            int64_t r0, r1, base;
+            row_item(&items, w, k, &i, &r0, &r1, &base);
             const struct llm_weight *W = w[i];
-            int64_t r0 = cj * ROW_CHUNK, r1 = r0 + ROW_CHUNK < W->n_out ? r0 + ROW_CHUNK : W->n_out;
             for (int64_t r = r0; r < r1; r++) {
                 const uint8_t *row = W->data + (size_t)r * W->row_bytes;
                 for (int64_t t = 0; t < T; t++)
@@ -597,14 +619,10 @@ static int64_t mm_chunk_rows(int64_t total, int64_t n_in, int nt)
 static void gemm_weights_blocked(struct llm_ctx *c, int nw, const struct llm_weight *const *w,
                                  const float *x, float *y, int64_t ldy, int64_t T)
 {
-    int64_t total = 0, n_in = w[0]->n_in, chunks[3], n_chunks = 0;
+    int64_t total = 0, n_in = w[0]->n_in;
     for (int i = 0; i < nw; i++)
         total += w[i]->n_out;
-    int64_t cr = mm_chunk_rows(total, n_in, c->n_threads);
-    for (int i = 0; i < nw; i++) {
-        chunks[i] = (w[i]->n_out + cr - 1) / cr;
-        n_chunks += chunks[i];
-    }
+    struct row_items items = row_items(nw, w, mm_chunk_rows(total, n_in, c->n_threads));
     const struct llm_mm_ops *mm = llm_get_mm_ops(w[0]->type);
     size_t stride = (mm->prepared_bytes(n_in) + 63) / 64 * 64;
 #pragma omp parallel num_threads(c->n_threads)
@@ -617,15 +635,11 @@ static void gemm_weights_blocked(struct llm_ctx *c, int nw, const struct llm_wei
         }
         void *scratch = c->panel + (size_t)omp_get_thread_num() * (size_t)c->panel_elems;
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t ci = 0; ci < n_chunks; ci++) {
-            int i = 0;
-            int64_t cj = ci, base = 0;
-            while (cj >= chunks[i]) {
-                cj -= chunks[i];
-                base += w[i++]->n_out;
-            }
+        for (int64_t k = 0; k < items.total; k++) {
+            int i;
+            int64_t a, e, base;
+            row_item(&items, w, k, &i, &a, &e, &base);
             const struct llm_weight *W = w[i];
-            int64_t a = cj * cr, e = a + cr < W->n_out ? a + cr : W->n_out;
             mm->mul_mat(n_in, e - a, T, W->data + (size_t)a * W->row_bytes, W->row_bytes, c->act,
                         stride, y + base + a, ldy, scratch);
         }
@@ -658,24 +672,16 @@ static void gemm_weights(struct llm_ctx *c, int nw, const struct llm_weight *con
             gemm_weights(c, nw - same, w + same, x, y + off, ldy, T);
         return;
     }
-    int64_t cr = gemm_chunk_rows(total, n_in, c->n_threads), chunks[3], n_chunks = 0;
-    for (int i = 0; i < nw; i++) {
-        chunks[i] = (w[i]->n_out + cr - 1) / cr;
-        n_chunks += chunks[i];
-    }
+    struct row_items items = row_items(nw, w, gemm_chunk_rows(total, n_in, c->n_threads));
 #pragma omp parallel num_threads(c->n_threads)
     {
         float *panel = c->panel + (size_t)omp_get_thread_num() * (size_t)c->panel_elems;
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t ci = 0; ci < n_chunks; ci++) {
-            int i = 0;
-            int64_t cj = ci, base = 0;
-            while (cj >= chunks[i]) {
-                cj -= chunks[i];
-                base += w[i++]->n_out;
-            }
+        for (int64_t k = 0; k < items.total; k++) {
+            int i;
+            int64_t a, e, base;
+            row_item(&items, w, k, &i, &a, &e, &base);
             const struct llm_weight *W = w[i];
-            int64_t a = cj * cr, e = a + cr < W->n_out ? a + cr : W->n_out;
             const float *rows;
             if (W->type == LLM_TYPE_F32 && (uintptr_t)W->data % sizeof(float) == 0) {
                 rows = (const float *)(W->data + (size_t)a * W->row_bytes); /* in place */
