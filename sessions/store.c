@@ -711,17 +711,23 @@ int sess_truncate_messages(struct sess_store *st, int64_t id, int64_t from_seq)
 
 /* ==== model fingerprints, remembered by file identity ==== */
 
+/* ?1..?5: path, device, inode, size, ctime in ns: what says the file is unchanged */
+static void bind_file_identity(sqlite3_stmt *s, const char *path, const struct stat *sb)
+{
+    sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, (int64_t)sb->st_dev);
+    sqlite3_bind_int64(s, 3, (int64_t)sb->st_ino);
+    sqlite3_bind_int64(s, 4, (int64_t)sb->st_size);
+    sqlite3_bind_int64(s, 5, (int64_t)sb->st_ctim.tv_sec * 1000000000 + sb->st_ctim.tv_nsec);
+}
+
 int sess_fingerprint_lookup(struct sess_store *st, const char *path, const struct stat *sb, uint8_t fp[32])
 {
     sqlite3_stmt *s = prep(st, "SELECT fingerprint FROM fingerprints WHERE path = ?1 AND dev = ?2 AND "
                                "ino = ?3 AND size = ?4 AND ctime_ns = ?5");
     if (!s)
         return -1;
-    sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, (int64_t)sb->st_dev);
-    sqlite3_bind_int64(s, 3, (int64_t)sb->st_ino);
-    sqlite3_bind_int64(s, 4, (int64_t)sb->st_size);
-    sqlite3_bind_int64(s, 5, (int64_t)sb->st_ctim.tv_sec * 1000000000 + sb->st_ctim.tv_nsec);
+    bind_file_identity(s, path, sb);
     int found = sqlite3_step(s) == SQLITE_ROW && sqlite3_column_bytes(s, 0) == 32;
     if (found)
         memcpy(fp, sqlite3_column_blob(s, 0), 32);
@@ -736,11 +742,7 @@ int sess_fingerprint_remember(struct sess_store *st, const char *path, const str
                                "fingerprint) VALUES(?1, ?2, ?3, ?4, ?5, ?6)");
     if (!s)
         return -1;
-    sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, (int64_t)sb->st_dev);
-    sqlite3_bind_int64(s, 3, (int64_t)sb->st_ino);
-    sqlite3_bind_int64(s, 4, (int64_t)sb->st_size);
-    sqlite3_bind_int64(s, 5, (int64_t)sb->st_ctim.tv_sec * 1000000000 + sb->st_ctim.tv_nsec);
+    bind_file_identity(s, path, sb);
     sqlite3_bind_blob(s, 6, fp, 32, SQLITE_STATIC);
     int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : db_fail(st, "cannot remember the fingerprint");
     sqlite3_finalize(s);
