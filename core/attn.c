@@ -62,39 +62,23 @@ static void softmax_generic(float *s, int64_t n, float *sum_out)
     *sum_out = sum;
 }
 
-static void decode_generic(const struct llm_attn_job *a)
+/* s[r] = scale * q . k_r for the nr rows k + r * hd */
+static void scores_generic(const float *q, const float *k, int64_t hd, int64_t nr, float scale, float *s)
 {
-    int64_t hd = a->hd, n = a->n_kv;
-    float *sc = a->scratch, *buf = sc + (llm_attn_scratch_floats(a->nq, hd, n) - (size_t)(CHUNK * hd));
-    for (int64_t j0 = 0; j0 < n; j0 += CHUNK) {
-        int64_t nr = n - j0 < CHUNK ? n - j0 : CHUNK;
-        rows_f32(a, a->k, j0, nr, buf);
-        for (int64_t h = 0; h < a->nq; h++)
-            for (int64_t r = 0; r < nr; r++) {
-                float s = 0;
-                for (int64_t d = 0; d < hd; d++)
-                    s += a->q[h * hd + d] * buf[r * hd + d];
-                sc[h * n + j0 + r] = s * a->scale;
-            }
+    for (int64_t r = 0; r < nr; r++) {
+        float d = 0;
+        for (int64_t i = 0; i < hd; i++)
+            d += q[i] * k[r * hd + i];
+        s[r] = d * scale;
     }
-    float sum[LLM_ATTN_MAX_Q];
-    for (int64_t h = 0; h < a->nq; h++) {
-        softmax_generic(sc + h * n, n, &sum[h]);
-        memset(a->out + h * hd, 0, (size_t)hd * sizeof(float));
-    }
-    for (int64_t j0 = 0; j0 < n; j0 += CHUNK) {
-        int64_t nr = n - j0 < CHUNK ? n - j0 : CHUNK;
-        rows_f32(a, a->v, j0, nr, buf);
-        for (int64_t h = 0; h < a->nq; h++)
-            for (int64_t r = 0; r < nr; r++) {
-                float p = sc[h * n + j0 + r];
-                for (int64_t d = 0; d < hd; d++)
-                    a->out[h * hd + d] += p * buf[r * hd + d];
-            }
-    }
-    for (int64_t h = 0; h < a->nq; h++)
-        for (int64_t d = 0; d < hd; d++)
-            a->out[h * hd + d] /= sum[h];
+}
+
+/* out[0..hd) += sum over r < nr of p[r] * v[r * hd ..] */
+static void accumulate_generic(float *out, const float *p, const float *v, int64_t nr, int64_t hd)
+{
+    for (int64_t r = 0; r < nr; r++)
+        for (int64_t i = 0; i < hd; i++)
+            out[i] += p[r] * v[r * hd + i];
 }
 
 static void softmax_norm_generic(float *s, int64_t n)
@@ -256,64 +240,82 @@ T_AVX2 static void axpy8_avx2(float *out, const float *p, const float *v, int64_
     _mm256_storeu_ps(out, _mm256_add_ps(o0, o1));
 }
 
-/* head_dim a multiple of 8 */
-T_AVX2 static void decode_avx2(const struct llm_attn_job *a)
+/* as scores_generic, eight rows at a time; head_dim a multiple of 8, and k
+ * readable up to a multiple of 8 rows (the driver pads the chunk) */
+T_AVX2 static void scores_avx2(const float *q, const float *k, int64_t hd, int64_t nr, float scale, float *s)
+{
+    __m256 sv = _mm256_set1_ps(scale);
+    int64_t r = 0;
+    for (; r + 8 <= nr; r += 8)
+        _mm256_storeu_ps(s + r, _mm256_mul_ps(dot8_avx2(q, k + r * hd, hd), sv));
+    if (r < nr) {
+        float t[8];
+        _mm256_storeu_ps(t, _mm256_mul_ps(dot8_avx2(q, k + r * hd, hd), sv));
+        memcpy(s + r, t, (size_t)(nr - r) * sizeof(float));
+    }
+}
+
+/* as accumulate_generic; head_dim a multiple of 8 */
+T_AVX2 static void accumulate_avx2(float *out, const float *p, const float *v, int64_t nr, int64_t hd)
+{
+    int64_t d = 0;
+    for (; d + 64 <= hd; d += 64)
+        axpy64_avx2(out + d, p, v + d, nr, hd);
+    for (; d < hd; d += 8)
+        axpy8_avx2(out + d, p, v + d, nr, hd);
+}
+#endif
+
+/* one path's pieces of decode attention */
+struct attn_kernels {
+    void (*scores)(const float *q, const float *k, int64_t hd, int64_t nr, float scale, float *s);
+    void (*softmax)(float *s, int64_t n, float *sum_out);
+    void (*accumulate)(float *out, const float *p, const float *v, int64_t nr, int64_t hd);
+};
+
+/* scores chunk by chunk, softmax per head, then P V chunk by chunk: every K
+ * and V row converted once into the chunk buffer, for all nq heads */
+static void decode_with(const struct llm_attn_job *a, const struct attn_kernels *kn)
 {
     int64_t hd = a->hd, n = a->n_kv;
     float *sc = a->scratch, *buf = sc + (llm_attn_scratch_floats(a->nq, hd, n) - (size_t)(CHUNK * hd));
-    __m256 scale = _mm256_set1_ps(a->scale);
     for (int64_t j0 = 0; j0 < n; j0 += CHUNK) {
-        int64_t nr = n - j0 < CHUNK ? n - j0 : CHUNK;
-        int64_t n8 = (nr + 7) / 8 * 8;
+        int64_t nr = n - j0 < CHUNK ? n - j0 : CHUNK, n8 = (nr + 7) / 8 * 8;
         rows_f32(a, a->k, j0, nr, buf);
-        if (n8 > nr) /* the rows after the last are read and their scores dropped */
+        if (n8 > nr) /* rows a kernel may read past the last; their scores are dropped */
             memset(buf + nr * hd, 0, (size_t)((n8 - nr) * hd) * sizeof(float));
-        for (int64_t h = 0; h < a->nq; h++) {
-            float *s = sc + h * n + j0;
-            int64_t r = 0;
-            for (; r + 8 <= nr; r += 8)
-                _mm256_storeu_ps(s + r, _mm256_mul_ps(dot8_avx2(a->q + h * hd, buf + r * hd, hd), scale));
-            if (r < nr) {
-                float t[8];
-                _mm256_storeu_ps(t, _mm256_mul_ps(dot8_avx2(a->q + h * hd, buf + r * hd, hd), scale));
-                memcpy(s + r, t, (size_t)(nr - r) * sizeof(float));
-            }
-        }
+        for (int64_t h = 0; h < a->nq; h++)
+            kn->scores(a->q + h * hd, buf, hd, nr, a->scale, sc + h * n + j0);
     }
     float sum[LLM_ATTN_MAX_Q];
     for (int64_t h = 0; h < a->nq; h++) {
-        softmax_avx2(sc + h * n, n, &sum[h]);
+        kn->softmax(sc + h * n, n, &sum[h]);
         memset(a->out + h * hd, 0, (size_t)hd * sizeof(float));
     }
     for (int64_t j0 = 0; j0 < n; j0 += CHUNK) {
         int64_t nr = n - j0 < CHUNK ? n - j0 : CHUNK;
         rows_f32(a, a->v, j0, nr, buf);
-        for (int64_t h = 0; h < a->nq; h++) {
-            const float *p = sc + h * n + j0;
-            int64_t d = 0;
-            for (; d + 64 <= hd; d += 64)
-                axpy64_avx2(a->out + h * hd + d, p, buf + d, nr, hd);
-            for (; d < hd; d += 8)
-                axpy8_avx2(a->out + h * hd + d, p, buf + d, nr, hd);
-        }
+        for (int64_t h = 0; h < a->nq; h++)
+            kn->accumulate(a->out + h * hd, sc + h * n + j0, buf, nr, hd);
     }
     for (int64_t h = 0; h < a->nq; h++) {
-        __m256 inv = _mm256_set1_ps(1.0f / sum[h]);
-        for (int64_t d = 0; d < hd; d += 8)
-            _mm256_storeu_ps(a->out + h * hd + d, _mm256_mul_ps(_mm256_loadu_ps(a->out + h * hd + d), inv));
+        float inv = 1.0f / sum[h];
+        for (int64_t d = 0; d < hd; d++)
+            a->out[h * hd + d] *= inv;
     }
 }
-#endif
 
 static void decode_dispatch(const struct llm_attn_job *a)
 {
+    static const struct attn_kernels generic = {scores_generic, softmax_generic, accumulate_generic};
 #if X86
+    static const struct attn_kernels avx2 = {scores_avx2, softmax_avx2, accumulate_avx2};
     if ((llm_cpu_features() & LLM_CPU_AVX2) && a->hd % 8 == 0) {
-        decode_avx2(a);
+        decode_with(a, &avx2);
         return;
     }
 #endif
-    decode_generic(a);
+    decode_with(a, &generic);
 }
 
 static void softmax_dispatch(float *s, int64_t n)
