@@ -418,6 +418,13 @@ static void gemv_team(int nw, const struct llm_weight *const *w, uint8_t *const 
         int64_t r0, r1, base;
         row_item(&items, w, k, &i, &r0, &r1, &base);
         const struct llm_weight *W = w[i];
+        if (W->pack) {
+            /* groups of 8 rows (r0 and r1 are multiples of 8) in huge pages:
+             * here software prefetch cost 10% (hardware prefetch suffices) */
+            for (int64_t r = r0; r < r1; r += LLM_PACK_ROWS)
+                W->pack->dot(W->n_in, W->data + (size_t)r * W->row_bytes, xq[i], y[i] + r);
+            continue;
+        }
         float (*dot)(int64_t, const void *, const void *) = W->ops->vec_dot;
         /* software prefetch of the row PREFETCH_BYTES ahead: the hardware
          * prefetchers alone leave a core short of DRAM bandwidth while it
@@ -594,6 +601,17 @@ static void gemm_weights_small(struct llm_ctx *c, int nw, const struct llm_weigh
             int64_t r0, r1, base;
             row_item(&items, w, k, &i, &r0, &r1, &base);
             const struct llm_weight *W = w[i];
+            if (W->pack) {
+                for (int64_t r = r0; r < r1; r += LLM_PACK_ROWS) {
+                    const uint8_t *grp = W->data + (size_t)r * W->row_bytes;
+                    for (int64_t t = 0; t < T; t++) {
+                        float out[LLM_PACK_ROWS];
+                        W->pack->dot(n_in, grp, c->xq[i] + (size_t)t * stride, out);
+                        memcpy(y + t * ldy + base + r, out, sizeof out);
+                    }
+                }
+                continue;
+            }
             for (int64_t r = r0; r < r1; r++) {
                 const uint8_t *row = W->data + (size_t)r * W->row_bytes;
                 for (int64_t t = 0; t < T; t++)
@@ -659,10 +677,10 @@ static void gemm_weights(struct llm_ctx *c, int nw, const struct llm_weight *con
         gemm_weights_small(c, nw, w, x, y, ldy, T);
         return;
     }
-    if (llm_get_mm_ops(w[0]->type)) {
+    if (llm_get_mm_ops(w[0]->type) && !w[0]->pack) {
         /* weights of one type share the prepared activations */
         int same = 1;
-        while (same < nw && w[same]->type == w[0]->type)
+        while (same < nw && w[same]->type == w[0]->type && !w[same]->pack)
             same++;
         gemm_weights_blocked(c, same, w, x, y, ldy, T);
         int64_t off = 0;
@@ -685,6 +703,10 @@ static void gemm_weights(struct llm_ctx *c, int nw, const struct llm_weight *con
             const float *rows;
             if (W->type == LLM_TYPE_F32 && (uintptr_t)W->data % sizeof(float) == 0) {
                 rows = (const float *)(W->data + (size_t)a * W->row_bytes); /* in place */
+            } else if (W->pack) {
+                for (int64_t r = a; r < e; r += LLM_PACK_ROWS)
+                    W->pack->to_float(W->data + (size_t)r * W->row_bytes, panel + (r - a) * n_in, n_in, n_in);
+                rows = panel;
             } else {
                 for (int64_t r = a; r < e; r++)
                     W->ops->to_float(W->data + (size_t)r * W->row_bytes, panel + (r - a) * n_in, n_in);

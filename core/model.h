@@ -1,6 +1,7 @@
 /*
  * model.h - (internal to core/) a bound model: hyperparameters and pointers
- * to each tensor where it lies in the GGUF mapping. Shared by model.c (which
+ * to each tensor where it lies in the GGUF mapping (or, for weights packed
+ * at load, in the model's own packed copy). Shared by model.c (which
  * binds and checks) and engine.c (which computes).
  */
 #ifndef KVCHAT_CORE_MODEL_H
@@ -21,6 +22,7 @@ struct llm_weight {
     const struct llm_type_ops *ops;    /* of type */
     const struct llm_type_ops *vd_ops; /* of ops->vec_dot_type */
     size_t vd_bytes;                   /* n_in elements as vec_dot_type */
+    const struct llm_pack_ops *pack;   /* non-NULL: data holds groups of 8 packed rows */
 };
 
 struct llm_layer {
@@ -47,6 +49,8 @@ struct llm_model {
     const float *output_norm;  /* (n_embd) */
     struct llm_layer *layers;  /* (n_layer) */
     int64_t max_vd_bytes;      /* largest vd_bytes of any weight */
+    void *pack_map;            /* the packed weights' memory (anonymous) */
+    size_t pack_map_bytes;
 };
 
 #endif

@@ -167,6 +167,7 @@ int64_t llm_quantize_row(uint32_t type, const float *x, void *row, int64_t k)
 
 static struct llm_type_ops ops_table[LLM_TYPE_COUNT];
 static struct llm_mm_ops mm_table[LLM_TYPE_COUNT];
+static struct llm_pack_ops pack_table[LLM_TYPE_COUNT];
 static unsigned cpu_features;
 static pthread_once_t ops_once = PTHREAD_ONCE_INIT;
 
@@ -203,6 +204,7 @@ static void ops_init(void)
     llm_quant_basic_mm_init(mm_table, cpu_features);
     llm_quant_legacy_init(ops_table, cpu_features);
     llm_quant_k_init(ops_table, cpu_features);
+    llm_quant_pack_init(pack_table, cpu_features);
     /* other quant files add their init calls here */
 }
 
@@ -218,6 +220,12 @@ const struct llm_mm_ops *llm_get_mm_ops(uint32_t type)
 {
     pthread_once(&ops_once, ops_init);
     return type < LLM_TYPE_COUNT && mm_table[type].mul_mat ? &mm_table[type] : NULL;
+}
+
+const struct llm_pack_ops *llm_get_pack_ops(uint32_t type)
+{
+    pthread_once(&ops_once, ops_init);
+    return type < LLM_TYPE_COUNT && pack_table[type].fast ? &pack_table[type] : NULL;
 }
 
 unsigned llm_cpu_features(void)

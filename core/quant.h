@@ -45,6 +45,7 @@
 #ifndef KVCHAT_CORE_QUANT_H
 #define KVCHAT_CORE_QUANT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -119,6 +120,33 @@ struct llm_mm_ops {
 const struct llm_mm_ops *llm_get_mm_ops(uint32_t type);
 /* quant-basic.c: Q8_0 x Q8_0 with AVX-512 VNNI */
 void llm_quant_basic_mm_init(struct llm_mm_ops *table, unsigned cpu);
+
+/* ==== 8-row interleaved ("packed") weights (quant-pack.c) ====
+ * For some types decode is faster when the rows of a matrix are stored in
+ * groups of LLM_PACK_ROWS, block by block (the layout is described in
+ * quant-pack.c). The packed group of rows 8g..8g+7 has their size and takes
+ * their place, at 8 g row_bytes. The model packs a weight at load when
+ * llm_get_pack_ops gives ops for its type and n_out is a multiple of 8;
+ * the engine then uses these instead of the type's vec_dot and to_float.
+ */
+#define LLM_PACK_ROWS 8
+struct llm_pack_ops {
+    /* 8 rows of n elements (row r at rows + r * stride) into a group at dst */
+    void (*pack)(const void *rows, size_t stride, int64_t n, void *dst);
+    /* y[r] = sum over i < n of W_r[i] * a[i] for the group's 8 rows; a of
+     * the type's vec_dot_type. dot matches dot_ref bit for bit. */
+    void (*dot_ref)(int64_t n, const void *group, const void *a, float *y);
+    void (*dot)(int64_t n, const void *group, const void *a, float *y);
+    /* the group's rows as f32, row r at y + r * ldy; both bit-identical to
+     * the type's to_float_ref of the unpacked rows */
+    void (*to_float_ref)(const void *group, float *y, int64_t ldy, int64_t n);
+    void (*to_float)(const void *group, float *y, int64_t ldy, int64_t n);
+    bool fast; /* dot is a SIMD kernel: packing pays on this CPU */
+};
+/* NULL where packing does not pay for the type on this CPU */
+const struct llm_pack_ops *llm_get_pack_ops(uint32_t type);
+/* fills Q4_0 and Q5_0 (reference pointers always, fast ones for cpu) */
+void llm_quant_pack_init(struct llm_pack_ops *table, unsigned cpu);
 
 /* CPU features the kernels choose by (bits of llm_cpu_features()). Setting
  * KVCHAT_CPU=generic|avx2 in the environment caps them (for testing). */

@@ -7,6 +7,10 @@
  * - every kernel path's (portable, AVX2, AVX-512 VNNI) to_float and vec_dot against the references, bit for
  *   bit, on random blocks that include extreme f16 scales (zero, -0,
  *   subnormal, largest) and all-ones / all-zero quant bytes;
+ * - the 8-row packed forms of Q4_0 and Q5_0 (core/quant-pack.c): every
+ *   path's packed to_float against the rows' reference dequantization and
+ *   packed dot against the packed reference, bit for bit, and the packed
+ *   reference against the exact product;
  * - the reference vec_dot against a double-precision dot product of the
  *   dequantized operands (so the reference itself is right), and the Q8_K
  *   and legacy quantizers' rounding;
@@ -37,6 +41,7 @@ static const uint32_t quant_types[] = {
 /* Every kernel path this CPU can run, each as its own table filled by the
  * quant files' init functions with that path's feature bits. */
 static struct llm_type_ops path_table[3][LLM_TYPE_COUNT];
+static struct llm_pack_ops pack_table[3][LLM_TYPE_COUNT];
 static const char *path_name[3];
 static int n_paths;
 
@@ -59,6 +64,7 @@ static int setup_paths(void **state)
         llm_quant_basic_init(path_table[n_paths], all[i].cpu);
         llm_quant_legacy_init(path_table[n_paths], all[i].cpu);
         llm_quant_k_init(path_table[n_paths], all[i].cpu);
+        llm_quant_pack_init(pack_table[n_paths], all[i].cpu);
         path_name[n_paths++] = all[i].name;
     }
     return 0;
@@ -340,6 +346,94 @@ static void test_vec_dot_paths(void **state)
     }
 }
 
+/* ==== packed (8-row interleaved) weights ==== */
+
+/*
+ * 8 random rows (extreme blocks too) packed by quant-pack.c: every path's
+ * packed to_float gives the unpacked rows' reference dequantization bit for
+ * bit; every path's packed dot equals the packed dot_ref bit for bit; and
+ * dot_ref is within f32 rounding of the exact product of the dequantized
+ * operands: (nb + 2) 2^-24 sum |x_i y_i| (nb block products, each scale
+ * product rounded once, each fma rounded once).
+ */
+static void test_pack_paths(void **state)
+{
+    (void)state;
+    static const uint32_t types[] = {LLM_TYPE_Q4_0, LLM_TYPE_Q5_0};
+    static const int64_t sizes[] = {32, 64, 896, 4864};
+    for (size_t ti = 0; ti < 2; ti++) {
+        uint32_t type = types[ti];
+        const struct llm_type_ops *ref = &path_table[0][type];
+        const struct llm_pack_ops *pref = &pack_table[0][type];
+        size_t bb = (size_t)llm_type_block_bytes(type);
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+            int64_t n = sizes[si], nb = n / 32;
+            size_t row_bytes = (size_t)nb * bb;
+            for (int rep = 0; rep < 16; rep++) {
+                int extreme = rep % 2;
+                uint8_t *rows = random_blocks(type, nb * LLM_PACK_ROWS, extreme);
+                uint8_t *group = malloc(row_bytes * LLM_PACK_ROWS);
+                float *want = malloc((size_t)(n * LLM_PACK_ROWS) * sizeof(float));
+                float *got = malloc((size_t)(n * LLM_PACK_ROWS) * sizeof(float));
+                float *yf = malloc((size_t)n * sizeof(float));
+                assert_non_null(group);
+                pref->pack(rows, row_bytes, n, group);
+                for (int r = 0; r < LLM_PACK_ROWS; r++)
+                    ref->to_float_ref(rows + r * row_bytes, want + r * n, n);
+                void *y = random_activations(ref, n, extreme, yf);
+                float dref[LLM_PACK_ROWS], dgot[LLM_PACK_ROWS];
+                pref->dot_ref(n, group, y, dref);
+                for (int lv = 0; lv < n_paths; lv++) {
+                    const struct llm_pack_ops *o = &pack_table[lv][type];
+                    for (int k = 0; k < 2; k++) {
+                        memset(got, 0xa5, (size_t)(n * LLM_PACK_ROWS) * sizeof(float));
+                        (k ? o->to_float : o->to_float_ref)(group, got, n, n);
+                        for (int64_t i = 0; i < n * LLM_PACK_ROWS; i++)
+                            if (!same_float(want[i], got[i])) {
+                                print_error("%s packed %s path %s n=%lld row %lld element %lld: %a, "
+                                            "reference %a\n",
+                                            llm_type_name(type), k ? "to_float" : "to_float_ref",
+                                            path_name[lv], (long long)n, (long long)(i / n),
+                                            (long long)(i % n), got[i], want[i]);
+                                fail();
+                            }
+                    }
+                    o->dot(n, group, y, dgot);
+                    for (int r = 0; r < LLM_PACK_ROWS; r++)
+                        if (!same_float(dref[r], dgot[r])) {
+                            print_error("%s packed dot path %s n=%lld rep %d row %d: %a, dot_ref %a\n",
+                                        llm_type_name(type), path_name[lv], (long long)n, rep, r,
+                                        dgot[r], dref[r]);
+                            fail();
+                        }
+                }
+                for (int r = 0; r < LLM_PACK_ROWS; r++) {
+                    double exact = 0, mag = 0;
+                    for (int64_t i = 0; i < n; i++) {
+                        exact += (double)want[r * n + i] * yf[i];
+                        mag += fabs((double)want[r * n + i] * yf[i]);
+                    }
+                    if (!(mag < 1e30))
+                        continue; /* overflowing operands: bit equality above is the check */
+                    double bound = (double)(nb + 2) * ldexp(1.0, -24) * mag + 1e-37;
+                    if (!(fabs(dref[r] - exact) <= bound)) {
+                        print_error("%s packed dot_ref n=%lld rep %d row %d: %.9g, exact %.9g "
+                                    "(bound %.3g)\n",
+                                    llm_type_name(type), (long long)n, rep, r, dref[r], exact, bound);
+                        fail();
+                    }
+                }
+                free(rows);
+                free(group);
+                free(want);
+                free(got);
+                free(yf);
+                free(y);
+            }
+        }
+    }
+}
+
 /* The reference vec_dot equals the exact dot product of the dequantized
  * operands up to f32 rounding: |ref - exact| <= 2e-5 * sum |x_i y_i|. */
 static void test_vec_dot_ref_accuracy(void **state)
@@ -549,6 +643,7 @@ int main(void)
         cmocka_unit_test(test_to_float_paths),
         cmocka_unit_test(test_vec_dot_paths),
         cmocka_unit_test(test_vec_dot_ref_accuracy),
+        cmocka_unit_test(test_pack_paths),
         cmocka_unit_test(test_q8_K_quantize),
         cmocka_unit_test(test_q8_K_paths),
         cmocka_unit_test(test_legacy_quantizers),
