@@ -251,10 +251,10 @@ static void engine_close(struct engine *en)
 
 static int engine_open(const struct opts *o, int64_t need_ctx, struct engine *en)
 {
-    char path[4096], err[512];
+    char path[4096], err[512], pack_dir[4096];
     *en = (struct engine){0};
     mdl_resolve(o->model, path, sizeof path);
-    if (llm_model_open(path, llm_model_default_params(), &en->model, err, sizeof err))
+    if (llm_model_open(path, cmd_model_params(pack_dir, sizeof pack_dir), &en->model, err, sizeof err))
         return cmd_fail(CMD_EXIT_MODEL, "cannot open model '%s': %s", o->model, err);
     struct llm_ctx_params cp = llm_ctx_default_params();
     cp.n_threads = (int32_t)o->threads;
@@ -278,6 +278,7 @@ static int engine_open(const struct opts *o, int64_t need_ctx, struct engine *en
                 arch, user ? "from BLIS_ARCH_TYPE" : "chosen by cpuid", llm_kernel_path(),
                 llm_ctx_n_threads(en->ctx), llm_ctx_n_ctx(en->ctx),
                 llm_ctx_kv_type(en->ctx) == LLM_TYPE_F16 ? "f16" : "f32");
+        cmd_describe_packed(en->model, stderr);
     }
     return -1;
 }

@@ -182,6 +182,11 @@ struct cmd_llm {
     struct llm_ctx *ctx;
     enum llm_template tmpl;
 };
+/* model parameters with the packed-weight cache in $KVCHAT_HOME/packed
+ * (dir: its buffer) */
+struct llm_model_params cmd_model_params(char *dir, size_t size);
+/* for --verbose: which weights are packed and where they came from */
+void cmd_describe_packed(const struct llm_model *m, FILE *f);
 /* resolve and open the model, its vocabulary and template, make a context;
  * an exit code (printed) or 0 */
 int cmd_llm_open(const struct cmd_opts *o, bool offer_pull, struct cmd_llm *l);

@@ -368,14 +368,34 @@ void cmd_opts_describe(const struct cmd_opts *o, FILE *f)
 
 /* ==== the model, its vocabulary and template, a context ==== */
 
+struct llm_model_params cmd_model_params(char *dir, size_t size)
+{
+    struct llm_model_params p = llm_model_default_params();
+    if (mdl_home(dir, size) == 0 && strlen(dir) + sizeof "/packed" <= size) {
+        strcat(dir, "/packed");
+        p.pack_dir = dir;
+    }
+    return p;
+}
+
+void cmd_describe_packed(const struct llm_model *m, FILE *f)
+{
+    uint64_t bytes;
+    bool cached;
+    int64_t n = llm_model_packed(m, &bytes, &cached);
+    if (n > 0)
+        fprintf(f, "kvchat: %" PRId64 " weights packed for decode (%.1f MiB, %s)\n", n,
+                (double)bytes / (1 << 20), cached ? "mapped from the cache" : "packed now");
+}
+
 int cmd_llm_open(const struct cmd_opts *o, bool offer_pull, struct cmd_llm *l)
 {
     memset(l, 0, sizeof *l);
     int rc = cmd_model_resolve(o->model, offer_pull, l->path, sizeof l->path);
     if (rc)
         return rc;
-    char err[1024];
-    if (llm_model_open(l->path, llm_model_default_params(), &l->model, err, sizeof err) < 0)
+    char err[1024], pack_dir[4096];
+    if (llm_model_open(l->path, cmd_model_params(pack_dir, sizeof pack_dir), &l->model, err, sizeof err) < 0)
         return cmd_fail(CMD_EXIT_MODEL, "cannot open model '%s': %s", l->path, err);
     const struct llm_gguf *g = llm_model_gguf(l->model);
     if (llm_vocab_load(g, &l->vocab, err, sizeof err) < 0) {
@@ -406,6 +426,7 @@ int cmd_llm_open(const struct cmd_opts *o, bool offer_pull, struct cmd_llm *l)
                 l->path, llm_model_get_meta(l->model)->arch, llm_template_name(l->tmpl),
                 llm_ctx_n_ctx(l->ctx), llm_ctx_n_threads(l->ctx), llm_type_name(o->kv_type),
                 llm_kernel_path(), arch, user_set ? " (BLIS_ARCH_TYPE)" : "");
+        cmd_describe_packed(l->model, stderr);
     }
     return 0;
 }

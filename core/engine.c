@@ -27,6 +27,7 @@
 #include <math.h>
 #include <omp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -407,38 +408,74 @@ static void row_item(const struct row_items *it, const struct llm_weight *const 
     *r1 = *r0 + it->rows < w[i]->n_out ? *r0 + it->rows : w[i]->n_out;
 }
 
+/* y[r] = W_r x for rows [r0, r1) of W (multiples of 8 if W is packed) */
+static void gemv_rows(const struct llm_weight *W, int64_t r0, int64_t r1, const uint8_t *xq, float *y)
+{
+    if (W->pack) {
+        /* groups of 8 rows in huge pages: here software prefetch cost 10%
+         * (the hardware prefetchers suffice) */
+        for (int64_t r = r0; r < r1; r += LLM_PACK_ROWS)
+            W->pack->dot(W->n_in, W->data + (size_t)r * W->row_bytes, xq, y + r);
+        return;
+    }
+    float (*dot)(int64_t, const void *, const void *) = W->ops->vec_dot;
+    /* software prefetch of the row PREFETCH_BYTES ahead: the hardware
+     * prefetchers alone leave a core short of DRAM bandwidth while it
+     * unpacks quantized blocks (+5-10% decode measured on Q8_0 and
+     * Q4_K_M); the light f32 dot product streams faster without it */
+    size_t pf_bytes = W->type == LLM_TYPE_F32 ? 0 : W->row_bytes;
+    const uint8_t *end = W->data + (size_t)W->n_out * W->row_bytes;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = W->data + (size_t)r * W->row_bytes, *pf = row + PREFETCH_BYTES;
+        for (size_t o = 0; o < pf_bytes && pf + o < end; o += 64)
+            __builtin_prefetch(pf + o, 0, 3);
+        y[r] = dot(W->n_in, row, xq);
+    }
+}
+
 /* y_i = W_i x_i for up to three weights sharing a loop; called by every
- * thread of the team (ends with the loop's barrier) */
+ * thread of the team, without the loop's barrier (see last_to_arrive) */
 static void gemv_team(int nw, const struct llm_weight *const *w, uint8_t *const *xq, float *const *y)
 {
     struct row_items items = row_items(nw, w, ROW_CHUNK);
-#pragma omp for schedule(dynamic, 4)
+#pragma omp for schedule(dynamic, 4) nowait
     for (int64_t k = 0; k < items.total; k++) {
         int i;
         int64_t r0, r1, base;
         row_item(&items, w, k, &i, &r0, &r1, &base);
-        const struct llm_weight *W = w[i];
-        if (W->pack) {
-            /* groups of 8 rows (r0 and r1 are multiples of 8) in huge pages:
-             * here software prefetch cost 10% (hardware prefetch suffices) */
-            for (int64_t r = r0; r < r1; r += LLM_PACK_ROWS)
-                W->pack->dot(W->n_in, W->data + (size_t)r * W->row_bytes, xq[i], y[i] + r);
-            continue;
-        }
-        float (*dot)(int64_t, const void *, const void *) = W->ops->vec_dot;
-        /* software prefetch of the row PREFETCH_BYTES ahead: the hardware
-         * prefetchers alone leave a core short of DRAM bandwidth while it
-         * unpacks quantized blocks (+5-10% decode measured on Q8_0 and
-         * Q4_K_M); the light f32 dot product streams faster without it */
-        size_t pf_bytes = W->type == LLM_TYPE_F32 ? 0 : W->row_bytes;
-        const uint8_t *end = W->data + (size_t)W->n_out * W->row_bytes;
-        for (int64_t r = r0; r < r1; r++) {
-            const uint8_t *row = W->data + (size_t)r * W->row_bytes, *pf = row + PREFETCH_BYTES;
-            for (size_t o = 0; o < pf_bytes && pf + o < end; o += 64)
-                __builtin_prefetch(pf + o, 0, 3);
-            y[i][r] = dot(W->n_in, row, xq[i]);
-        }
+        gemv_rows(w[i], r0, r1, xq[i], y[i]);
     }
+}
+
+/* the feed-forward's gate and up products and SwiGLU, h = silu(W_gate x) *
+ * (W_up x), each work item the same rows of both; as gemv_team */
+static void gemv_glu_team(const struct llm_weight *gate, const struct llm_weight *up, uint8_t *const *xq,
+                          float *h, float *h_up)
+{
+    struct row_items items = row_items(1, &gate, ROW_CHUNK);
+#pragma omp for schedule(dynamic, 2) nowait
+    for (int64_t k = 0; k < items.total; k++) {
+        int i;
+        int64_t r0, r1, base;
+        row_item(&items, &gate, k, &i, &r0, &r1, &base);
+        gemv_rows(gate, r0, r1, xq[0], h);
+        gemv_rows(up, r0, r1, xq[1], h_up);
+        for (int64_t r = r0; r < r1; r++)
+            h[r] = h[r] / (1.0f + expf(-h[r])) * h_up[r];
+    }
+}
+
+/* In a team, after a work-shared loop without its barrier: true in the one
+ * thread that arrives last, which then does the step that needs the
+ * loop's results before everyone meets at the barrier after it. One
+ * barrier where `omp for` + `omp single` had two: on a shared machine each
+ * is a chance to wait for a preempted thread. */
+static bool last_to_arrive(atomic_int *arrived)
+{
+    if (atomic_fetch_add_explicit(arrived, 1, memory_order_acq_rel) != omp_get_num_threads() - 1)
+        return false;
+    atomic_store_explicit(arrived, 0, memory_order_relaxed);
+    return true;
 }
 
 /* convert x for each weight (the first of equal vec_dot types is reused) */
@@ -479,74 +516,83 @@ static void attend_decode(struct llm_ctx *c, int64_t l, int64_t g, int64_t h0, i
     llm_attn_decode(&job);
 }
 
+/* the attention block's input for layer L: x normed, converted for q, k, v */
+static void attn_input(struct llm_ctx *c, const struct llm_layer *L)
+{
+    const struct llm_weight *qkv[3] = {&L->wq, &L->wk, &L->wv};
+    rmsnorm(c->xb, c->x, L->attn_norm, c->m->n_embd, c->m->rms_eps);
+    quantize_for(3, qkv, c->xb, c->xq);
+}
+
+static void add_to(float *x, const float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] += y[i];
+}
+
+/*
+ * One token through the model in one OpenMP team: five barriers per layer,
+ * each after a work-shared step whose last thread to finish does the short
+ * serial step that follows (norms, RoPE, quantizing the next input).
+ */
 static void forward_one(struct llm_ctx *c, int32_t tok, bool want_logits)
 {
     const struct llm_model *m = c->m;
     int64_t pos = c->n_past, n_kv = pos + 1, gqa = m->n_head / m->n_head_kv;
     m->tok_embd.ops->to_float(m->tok_embd.data + (size_t)tok * m->tok_embd.row_bytes, c->x, m->n_embd);
     rope_cache(m, pos, c->rope_cs);
+    attn_input(c, &m->layers[0]);
+    atomic_int arrived = 0;
+    const struct llm_weight *wout[1] = {&m->output};
+    float *const lo[1] = {c->logits};
 #pragma omp parallel num_threads(c->n_threads)
     {
         for (int64_t l = 0; l < m->n_layer; l++) {
             const struct llm_layer *L = &m->layers[l];
             const struct llm_weight *qkv[3] = {&L->wq, &L->wk, &L->wv};
             float *const qkv_out[3] = {c->q, c->k, c->v};
-#pragma omp single
-            {
-                if (l > 0) /* the previous layer's feed-forward output */
-                    for (int64_t i = 0; i < m->n_embd; i++)
-                        c->x[i] += c->xb[i];
-                rmsnorm(c->xb, c->x, L->attn_norm, m->n_embd, m->rms_eps);
-                quantize_for(3, qkv, c->xb, c->xq);
-            }
+            const struct llm_weight *wo[1] = {&L->wo}, *gu[2] = {&L->w_gate, &L->w_up},
+                                    *wd[1] = {&L->w_down};
+            float *const xb_out[1] = {c->xb};
             gemv_team(3, qkv, c->xq, qkv_out);
-#pragma omp single
-            qkv_finish(c, L, l, c->q, c->k, c->v, pos, c->rope_cs);
-#pragma omp for schedule(dynamic, 1)
+            if (last_to_arrive(&arrived))
+                qkv_finish(c, L, l, c->q, c->k, c->v, pos, c->rope_cs);
+#pragma omp barrier
+#pragma omp for schedule(dynamic, 1) nowait
             for (int64_t it = 0; it < m->n_head_kv * c->att_split; it++) {
                 int64_t g = it / c->att_split, per = c->att_per;
                 int64_t h0 = g * gqa + it % c->att_split * per, h1 = h0 + per < (g + 1) * gqa ? h0 + per : (g + 1) * gqa;
                 if (h0 < h1)
                     attend_decode(c, l, g, h0, h1, n_kv);
             }
-            const struct llm_weight *wo[1] = {&L->wo};
-            float *const wo_out[1] = {c->xb};
-#pragma omp single
-            quantize_for(1, wo, c->att, c->xq);
-            gemv_team(1, wo, c->xq, wo_out);
-            const struct llm_weight *gu[2] = {&L->w_gate, &L->w_up};
-            float *const gu_out[2] = {c->hb, c->hb2};
-#pragma omp single
-            {
-                for (int64_t i = 0; i < m->n_embd; i++)
-                    c->x[i] += c->xb[i];
+            if (last_to_arrive(&arrived))
+                quantize_for(1, wo, c->att, c->xq);
+#pragma omp barrier
+            gemv_team(1, wo, c->xq, xb_out);
+            if (last_to_arrive(&arrived)) {
+                add_to(c->x, c->xb, m->n_embd);
                 rmsnorm(c->xb, c->x, L->ffn_norm, m->n_embd, m->rms_eps);
                 quantize_for(2, gu, c->xb, c->xq);
             }
-            gemv_team(2, gu, c->xq, gu_out);
-            const struct llm_weight *wd[1] = {&L->w_down};
-            float *const wd_out[1] = {c->xb};
-#pragma omp single
-            {
-                for (int64_t i = 0; i < m->n_ff; i++)
-                    c->hb[i] = c->hb[i] / (1.0f + expf(-c->hb[i])) * c->hb2[i];
+#pragma omp barrier
+            gemv_glu_team(&L->w_gate, &L->w_up, c->xq, c->hb, c->hb2);
+            if (last_to_arrive(&arrived))
                 quantize_for(1, wd, c->hb, c->xq);
+#pragma omp barrier
+            gemv_team(1, wd, c->xq, xb_out);
+            if (last_to_arrive(&arrived)) {
+                add_to(c->x, c->xb, m->n_embd);
+                if (l + 1 < m->n_layer) {
+                    attn_input(c, &m->layers[l + 1]);
+                } else if (want_logits) {
+                    rmsnorm(c->xb, c->x, m->output_norm, m->n_embd, m->rms_eps);
+                    quantize_for(1, wout, c->xb, c->xq);
+                }
             }
-            gemv_team(1, wd, c->xq, wd_out);
-        }
-        const struct llm_weight *wout[1] = {&m->output};
-        float *const lo[1] = {c->logits};
-#pragma omp single
-        {
-            for (int64_t i = 0; i < m->n_embd; i++)
-                c->x[i] += c->xb[i];
-            if (want_logits) {
-                rmsnorm(c->xb, c->x, m->output_norm, m->n_embd, m->rms_eps);
-                quantize_for(1, wout, c->xb, c->xq);
-            }
+#pragma omp barrier
         }
         if (want_logits)
-            gemv_team(1, wout, c->xq, lo);
+            gemv_team(1, wout, c->xq, lo); /* the region's end is the barrier */
     }
     c->n_past++;
 }

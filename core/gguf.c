@@ -49,6 +49,7 @@ struct llm_gguf {
     int64_t n_tensors;
     struct llm_tensor_info *tensors;
     char *names; /* n_tensors * LLM_GGUF_MAX_NAME bytes backing tensors[].name */
+    uint64_t ident[4]; /* dev, inode, mtime s, mtime ns of the file mapped (0 in memory) */
 };
 
 /* ==== the cursor: bounded reads with precise errors ==== */
@@ -479,6 +480,10 @@ int llm_gguf_open(const char *path, struct llm_gguf **out, char *err, size_t err
     g->base = p;
     g->size = (uint64_t)st.st_size;
     g->mapped = true;
+    g->ident[0] = (uint64_t)st.st_dev;
+    g->ident[1] = (uint64_t)st.st_ino;
+    g->ident[2] = (uint64_t)st.st_mtim.tv_sec;
+    g->ident[3] = (uint64_t)st.st_mtim.tv_nsec;
     return open_common(g, out, err, err_size);
 }
 
@@ -503,6 +508,11 @@ void llm_gguf_close(struct llm_gguf *g)
 
 uint32_t llm_gguf_version(const struct llm_gguf *g) { return g->version; }
 uint64_t llm_gguf_file_size(const struct llm_gguf *g) { return g->size; }
+bool llm_gguf_identity(const struct llm_gguf *g, uint64_t ident[4])
+{
+    memcpy(ident, g->ident, sizeof g->ident);
+    return g->mapped;
+}
 uint32_t llm_gguf_alignment(const struct llm_gguf *g) { return g->alignment; }
 uint64_t llm_gguf_data_offset(const struct llm_gguf *g) { return g->data_offset; }
 const uint8_t *llm_gguf_bytes(const struct llm_gguf *g) { return g->base; }

@@ -6,9 +6,7 @@
  * shape and a type with kernels, and every row length divisible by the
  * block sizes involved, so the engine never checks again. Tensor data stays
  * in the mmap, except weights of types with a packed form on this CPU
- * (quant.h, llm_get_pack_ops): those are packed into one anonymous mapping
- * at open (in huge pages where the kernel gives them) and their pages of
- * the file mapping are dropped, so they are held in memory once.
+ * (quant.h, llm_get_pack_ops), which packed.c replaces at open.
  */
 #include "core/model.h"
 #include "core/gemm.h"
@@ -18,9 +16,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <omp.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 struct llm_model_params llm_model_default_params(void)
@@ -204,96 +200,6 @@ static int bind_tensors(struct binder *b)
     return 0;
 }
 
-/* ==== packing ==== */
-
-/* every 2-D weight the engine multiplies with, into w (n_layer * 7 + 1) */
-static int64_t matmul_weights(struct llm_model *m, struct llm_weight **w)
-{
-    int64_t n = 0;
-    for (int64_t l = 0; l < m->n_layer; l++) {
-        struct llm_layer *L = &m->layers[l];
-        struct llm_weight *lw[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (size_t i = 0; i < sizeof lw / sizeof *lw; i++)
-            w[n++] = lw[i];
-    }
-    w[n++] = &m->output;
-    return n;
-}
-
-/* the whole pages inside [p, p + n) of the file mapping: given back (they
- * come again from the page cache if anything reads them) */
-static void drop_pages(const uint8_t *p, size_t n)
-{
-    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = ((uintptr_t)p + pg - 1) / pg * pg,
-              e = ((uintptr_t)p + n) / pg * pg;
-    if (e > a)
-        madvise((void *)a, e - a, MADV_DONTNEED);
-}
-
-#define PACK_ITEM_GROUPS 64 /* groups of 8 rows per work item while packing */
-
-/* Pack the weights whose type has a packed form here; best effort: a
- * weight stays as rows if memory for the packed copy cannot be had. */
-static void pack_weights(struct llm_model *m)
-{
-    int64_t nw_max = m->n_layer * 7 + 1, nw = 0;
-    struct llm_weight **all = malloc((size_t)nw_max * sizeof *all), **w = malloc((size_t)nw_max * sizeof *w);
-    size_t *off = malloc((size_t)nw_max * sizeof *off);
-    int64_t *first = malloc((size_t)(nw_max + 1) * sizeof *first); /* first work item of each */
-    if (!all || !w || !off || !first)
-        goto out;
-    int64_t n_all = matmul_weights(m, all);
-    size_t total = 0;
-    first[0] = 0;
-    for (int64_t i = 0; i < n_all; i++) {
-        if (!llm_get_pack_ops(all[i]->type) || all[i]->n_out % LLM_PACK_ROWS)
-            continue;
-        w[nw] = all[i];
-        off[nw] = total;
-        total += ((size_t)all[i]->n_out * all[i]->row_bytes + 63) / 64 * 64;
-        int64_t groups = all[i]->n_out / LLM_PACK_ROWS;
-        first[nw + 1] = first[nw] + (groups + PACK_ITEM_GROUPS - 1) / PACK_ITEM_GROUPS;
-        nw++;
-    }
-    if (!nw)
-        goto out;
-    void *map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (map == MAP_FAILED)
-        goto out;
-#ifdef MADV_HUGEPAGE
-    madvise(map, total, MADV_HUGEPAGE); /* fewer TLB misses while decode streams them */
-#endif
-    int64_t items = first[nw];
-#pragma omp parallel for schedule(dynamic, 4)
-    for (int64_t k = 0; k < items; k++) {
-        int64_t i = 0;
-        while (first[i + 1] <= k)
-            i++;
-        const struct llm_weight *W = w[i];
-        int64_t g0 = (k - first[i]) * PACK_ITEM_GROUPS, g1 = g0 + PACK_ITEM_GROUPS;
-        if (g1 > W->n_out / LLM_PACK_ROWS)
-            g1 = W->n_out / LLM_PACK_ROWS;
-        size_t gb = LLM_PACK_ROWS * W->row_bytes;
-        for (int64_t g = g0; g < g1; g++)
-            llm_get_pack_ops(W->type)->pack(W->data + (size_t)g * gb, W->row_bytes, W->n_in,
-                                            (uint8_t *)map + off[i] + (size_t)g * gb);
-    }
-    for (int64_t i = 0; i < nw; i++) {
-        const uint8_t *rows = w[i]->data;
-        w[i]->data = (const uint8_t *)map + off[i];
-        w[i]->pack = llm_get_pack_ops(w[i]->type);
-        if (rows != m->tok_embd.data) /* the embedding rows are still read one by one */
-            drop_pages(rows, (size_t)w[i]->n_out * w[i]->row_bytes);
-    }
-    m->pack_map = map;
-    m->pack_map_bytes = total;
-out:
-    free(all);
-    free(w);
-    free(off);
-    free(first);
-}
-
 int llm_model_open(const char *path, struct llm_model_params params, struct llm_model **out,
                    char *err, size_t err_size)
 {
@@ -312,7 +218,7 @@ int llm_model_open(const char *path, struct llm_model_params params, struct llm_
     }
     if (!params.vocab_only) {
         llm_gemm_setup(); /* before anything else touches BLIS */
-        pack_weights(m);
+        llm_model_pack(m, params.pack_dir, path);
     }
     *out = m;
     return 0;
@@ -323,8 +229,7 @@ void llm_model_close(struct llm_model *m)
     if (!m)
         return;
     free(m->layers);
-    if (m->pack_map)
-        munmap(m->pack_map, m->pack_map_bytes);
+    llm_model_unpack(m);
     llm_gguf_close(m->gguf);
     free(m);
 }

@@ -1,7 +1,7 @@
 /*
  * model.h - (internal to core/) a bound model: hyperparameters and pointers
  * to each tensor where it lies in the GGUF mapping (or, for weights packed
- * at load, in the model's own packed copy). Shared by model.c (which
+ * at open, in packed.c's memory or cache file). Shared by model.c (which
  * binds and checks) and engine.c (which computes).
  */
 #ifndef KVCHAT_CORE_MODEL_H
@@ -49,8 +49,16 @@ struct llm_model {
     const float *output_norm;  /* (n_embd) */
     struct llm_layer *layers;  /* (n_layer) */
     int64_t max_vd_bytes;      /* largest vd_bytes of any weight */
-    void *pack_map;            /* the packed weights' memory (anonymous) */
-    size_t pack_map_bytes;
+    struct llm_packed *packed; /* packed.c: the packed weights, or NULL */
 };
+
+/* packed.c: pack the weights that have a packed form on this CPU, from the
+ * cache file in dir if it matches the model at model_path, else in memory
+ * (then the cache file is written by a background thread); best effort:
+ * weights stay as rows where it fails. dir NULL: no cache file. */
+void llm_model_pack(struct llm_model *m, const char *dir, const char *model_path);
+/* waits for the cache writer (abort_write: stop it, leaving no file) */
+void llm_model_pack_wait(struct llm_model *m, bool abort_write);
+void llm_model_unpack(struct llm_model *m); /* waits for the writer, frees */
 
 #endif

@@ -1,6 +1,6 @@
 /*
- * quant-pack.c - 8-row interleaved ("packed") forms of Q4_0 and Q5_0 weights,
- * for decode on AVX2.
+ * quant-pack.c - 8-row interleaved ("packed") forms of Q4_0, Q5_0 and Q8_0
+ * weights, for decode on AVX2.
  *
  * Why: a GEMV on rows stored one after another spends most of its
  * instructions per 32-element block on things other than multiplying: the
@@ -26,10 +26,13 @@
  *                 low nibble element 4c + e, high nibble element 16 + 4c + e
  * So chunk c read as bytes gives, in its low nibbles, elements 4c..4c+3 of
  * the 8 rows and, in its high nibbles, elements 16+4c..16+4c+3.
+ * Q8_0 (34-byte blocks) is packed the same way without nibbles:
+ *   u16 d[8]; i8 qs[8][32]  chunk k, byte 4r + e: element 4k + e of row r
  *
  * A packed dot product is defined by its scalar reference below, in this
  * order: per block, the exact integer sum s_r of q * a over the block
- * (q the unsigned 4- or 5-bit field) minus 16 (or 8) times the sum of a;
+ * (q the unsigned 4- or 5-bit field) minus 16 (or 8) times the sum of a
+ * (for Q8_0, q the signed byte and no offset);
  * then acc_r = fmaf((float)s_r, d_r * d_a, acc_r), blocks in order. The
  * AVX2 kernel computes the same operations and matches it bit for bit.
  * (It is not the row-wise reference's order, whose 8 lanes sum separately;
@@ -154,6 +157,59 @@ static void q5_0_to_float_ref(const void *g, float *y, int64_t ldy, int64_t n) {
 static void q4_0_dot_ref(int64_t n, const void *g, const void *a, float *y) { dot_ref(0, n, g, a, y); }
 static void q5_0_dot_ref(int64_t n, const void *g, const void *a, float *y) { dot_ref(1, n, g, a, y); }
 
+/* ---- Q8_0 ---- */
+
+#define Q8_GB (ROWS * 34) /* bytes of a group block */
+
+static void q8_0_pack(const void *rows, size_t stride, int64_t n, void *dst)
+{
+    const uint8_t *src = rows;
+    uint8_t *out = dst;
+    for (int64_t b = 0; b < n / QK; b++, out += Q8_GB)
+        for (int r = 0; r < ROWS; r++) {
+            const uint8_t *blk = src + (size_t)r * stride + (size_t)b * 34;
+            memcpy(out + 2 * r, blk, 2);
+            for (int k = 0; k < 8; k++)
+                memcpy(out + 16 + 32 * k + 4 * r, blk + 2 + 4 * k, 4);
+        }
+}
+
+static int8_t q8_field(const uint8_t *gb, int r, int i)
+{
+    return (int8_t)gb[16 + 32 * (i / 4) + 4 * r + i % 4];
+}
+
+static void q8_0_to_float_ref(const void *group, float *y, int64_t ldy, int64_t n)
+{
+    const uint8_t *g = group;
+    for (int64_t b = 0; b < n / QK; b++) {
+        const uint8_t *gb = g + (size_t)b * Q8_GB;
+        for (int r = 0; r < ROWS; r++) {
+            float d = llm_fp16_to_fp32(ld16(gb + 2 * r));
+            for (int i = 0; i < QK; i++)
+                y[r * ldy + b * QK + i] = (float)q8_field(gb, r, i) * d;
+        }
+    }
+}
+
+static void q8_0_dot_ref(int64_t n, const void *group, const void *act, float *out)
+{
+    const uint8_t *g = group;
+    const struct block_q8_0 *a = act;
+    float acc[ROWS] = {0};
+    for (int64_t b = 0; b < n / QK; b++) {
+        const uint8_t *gb = g + (size_t)b * Q8_GB;
+        float da = llm_fp16_to_fp32(a[b].d);
+        for (int r = 0; r < ROWS; r++) {
+            int32_t s = 0;
+            for (int i = 0; i < QK; i++)
+                s += q8_field(gb, r, i) * a[b].qs[i];
+            acc[r] = fmaf((float)s, llm_fp16_to_fp32(ld16(gb + 2 * r)) * da, acc[r]);
+        }
+    }
+    memcpy(out, acc, sizeof acc);
+}
+
 /* ==== AVX2 ==== */
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -224,6 +280,23 @@ static inline void dot_avx2(int q5, int64_t n, const void *group, const void *ac
     _mm256_storeu_ps(out, acc);
 }
 
+/* 8 rows x 4 elements (byte 4r + e of q, signed) times the rows' scales d8,
+ * stored at y + r * ldy */
+static inline void store_rows4(__m256i q, __m256 d8, float *y, int64_t ldy)
+{
+    for (int p = 0; p < 4; p++) { /* rows 2p, 2p+1 */
+        __m128i b8 = p < 2 ? _mm256_castsi256_si128(q) : _mm256_extracti128_si256(q, 1);
+        if (p & 1)
+            b8 = _mm_unpackhi_epi64(b8, b8);
+        __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b8));
+        __m256 dd = _mm256_permutevar8x32_ps(
+            d8, _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1));
+        f = _mm256_mul_ps(f, dd);
+        _mm_storeu_ps(y + (2 * p) * ldy, _mm256_castps256_ps128(f));
+        _mm_storeu_ps(y + (2 * p + 1) * ldy, _mm256_extractf128_ps(f, 1));
+    }
+}
+
 static inline void to_float_avx2(int q5, const void *group, float *y, int64_t ldy, int64_t n)
 {
     const uint8_t *g = group;
@@ -232,26 +305,47 @@ static inline void to_float_avx2(int q5, const void *group, float *y, int64_t ld
         const uint8_t *gb = g + (size_t)b * group_block_bytes(q5);
         __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gb));
         for (int c = 0; c < 4; c++) {
-            __m256i v[2];
-            fields(q5, gb, c, sel, &v[0], &v[1]);
-            for (int h = 0; h < 2; h++) { /* elements 4c.. (h 0) and 16+4c.. (h 1) */
-                __m256i q = _mm256_sub_epi8(v[h], offv);
-                float *dst = y + b * QK + 16 * h + 4 * c;
-                for (int p = 0; p < 4; p++) { /* rows 2p, 2p+1 */
-                    __m128i b8 = p < 2 ? _mm256_castsi256_si128(q) : _mm256_extracti128_si256(q, 1);
-                    if (p & 1)
-                        b8 = _mm_unpackhi_epi64(b8, b8);
-                    __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b8));
-                    __m256 dd = _mm256_permutevar8x32_ps(
-                        d8, _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1, 2 * p + 1,
-                                              2 * p + 1));
-                    f = _mm256_mul_ps(f, dd);
-                    _mm_storeu_ps(dst + (2 * p) * ldy, _mm256_castps256_ps128(f));
-                    _mm_storeu_ps(dst + (2 * p + 1) * ldy, _mm256_extractf128_ps(f, 1));
-                }
-            }
+            __m256i lo, hi;
+            fields(q5, gb, c, sel, &lo, &hi);
+            store_rows4(_mm256_sub_epi8(lo, offv), d8, y + b * QK + 4 * c, ldy);
+            store_rows4(_mm256_sub_epi8(hi, offv), d8, y + b * QK + 16 + 4 * c, ldy);
         }
     }
+}
+
+static void q8_0_to_float_avx2(const void *group, float *y, int64_t ldy, int64_t n)
+{
+    const uint8_t *g = group;
+    for (int64_t b = 0; b < n / QK; b++) {
+        const uint8_t *gb = g + (size_t)b * Q8_GB;
+        __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gb));
+        for (int k = 0; k < 8; k++)
+            store_rows4(_mm256_loadu_si256((const __m256i *)(gb + 16 + 32 * k)), d8, y + b * QK + 4 * k, ldy);
+    }
+}
+
+/* the same sums as q8_0_dot_ref: |w| * sign(a, w) in vpmaddubsw, exact
+ * while a != -128 (activations are quantized to -127..127) */
+static void q8_0_dot_avx2(int64_t n, const void *group, const void *act, float *out)
+{
+    const uint8_t *g = group;
+    const struct block_q8_0 *a = act;
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / QK; b++) {
+        const uint8_t *gb = g + (size_t)b * Q8_GB, *aq = (const uint8_t *)a[b].qs;
+        __m256i s = _mm256_setzero_si256();
+        for (int k = 0; k < 8; k++) {
+            __m256i w = _mm256_loadu_si256((const __m256i *)(gb + 16 + 32 * k));
+            __m256i av = _mm256_set1_epi32((int)ld32(aq + 4 * k));
+            __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(av, w));
+            s = _mm256_add_epi32(s, _mm256_madd_epi16(p, ones16));
+        }
+        __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gb)),
+                                 _mm256_set1_ps(_cvtsh_ss(a[b].d)));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc);
+    }
+    _mm256_storeu_ps(out, acc);
 }
 
 static void q4_0_dot_avx2(int64_t n, const void *g, const void *a, float *y) { dot_avx2(0, n, g, a, y); }
@@ -270,12 +364,20 @@ void llm_quant_pack_init(struct llm_pack_ops *t, unsigned cpu)
                                              q4_0_to_float_ref, false};
     t[LLM_TYPE_Q5_0] = (struct llm_pack_ops){q5_0_pack, q5_0_dot_ref, q5_0_dot_ref, q5_0_to_float_ref,
                                              q5_0_to_float_ref, false};
+    t[LLM_TYPE_Q8_0] = (struct llm_pack_ops){q8_0_pack, q8_0_dot_ref, q8_0_dot_ref, q8_0_to_float_ref,
+                                             q8_0_to_float_ref, false};
 #ifdef HAVE_X86_KERNELS
     if (cpu & LLM_CPU_AVX2) {
-        t[LLM_TYPE_Q4_0] = (struct llm_pack_ops){q4_0_pack, q4_0_dot_ref, q4_0_dot_avx2,
-                                                 q4_0_to_float_ref, q4_0_to_float_avx2, true};
-        t[LLM_TYPE_Q5_0] = (struct llm_pack_ops){q5_0_pack, q5_0_dot_ref, q5_0_dot_avx2,
-                                                 q5_0_to_float_ref, q5_0_to_float_avx2, true};
+        t[LLM_TYPE_Q4_0].dot = q4_0_dot_avx2;
+        t[LLM_TYPE_Q4_0].to_float = q4_0_to_float_avx2;
+        t[LLM_TYPE_Q5_0].dot = q5_0_dot_avx2;
+        t[LLM_TYPE_Q5_0].to_float = q5_0_to_float_avx2;
+        t[LLM_TYPE_Q8_0].dot = q8_0_dot_avx2;
+        t[LLM_TYPE_Q8_0].to_float = q8_0_to_float_avx2;
+        t[LLM_TYPE_Q4_0].fast = t[LLM_TYPE_Q5_0].fast = true;
+        /* with AVX-512 VNNI, Q8_0 rows stay as they are: prefill multiplies
+         * them with its own blocked kernel (llm_get_mm_ops) */
+        t[LLM_TYPE_Q8_0].fast = !(cpu & LLM_CPU_AVX512_VNNI);
     }
 #else
     (void)cpu;

@@ -145,7 +145,7 @@ struct llm_pack_ops {
 };
 /* NULL where packing does not pay for the type on this CPU */
 const struct llm_pack_ops *llm_get_pack_ops(uint32_t type);
-/* fills Q4_0 and Q5_0 (reference pointers always, fast ones for cpu) */
+/* fills Q4_0, Q5_0 and Q8_0 (reference pointers always, fast ones for cpu) */
 void llm_quant_pack_init(struct llm_pack_ops *table, unsigned cpu);
 
 /* CPU features the kernels choose by (bits of llm_cpu_features()). Setting

@@ -7,7 +7,7 @@
  * - every kernel path's (portable, AVX2, AVX-512 VNNI) to_float and vec_dot against the references, bit for
  *   bit, on random blocks that include extreme f16 scales (zero, -0,
  *   subnormal, largest) and all-ones / all-zero quant bytes;
- * - the 8-row packed forms of Q4_0 and Q5_0 (core/quant-pack.c): every
+ * - the 8-row packed forms of Q4_0, Q5_0 and Q8_0 (core/quant-pack.c): every
  *   path's packed to_float against the rows' reference dequantization and
  *   packed dot against the packed reference, bit for bit, and the packed
  *   reference against the exact product;
@@ -106,7 +106,7 @@ static const int *f16_fields(uint32_t type)
     static const int q_d[] = {0, -1}, q_dm[] = {0, 2, -1}, q2k[] = {80, 82, -1},
                      q3k[] = {108, -1}, q6k[] = {208, -1};
     switch (type) {
-    case LLM_TYPE_Q4_0: case LLM_TYPE_Q5_0: return q_d;
+    case LLM_TYPE_Q4_0: case LLM_TYPE_Q5_0: case LLM_TYPE_Q8_0: return q_d;
     case LLM_TYPE_Q4_1: case LLM_TYPE_Q5_1: case LLM_TYPE_Q4_K: case LLM_TYPE_Q5_K: return q_dm;
     case LLM_TYPE_Q2_K: return q2k;
     case LLM_TYPE_Q3_K: return q3k;
@@ -359,9 +359,9 @@ static void test_vec_dot_paths(void **state)
 static void test_pack_paths(void **state)
 {
     (void)state;
-    static const uint32_t types[] = {LLM_TYPE_Q4_0, LLM_TYPE_Q5_0};
+    static const uint32_t types[] = {LLM_TYPE_Q4_0, LLM_TYPE_Q5_0, LLM_TYPE_Q8_0};
     static const int64_t sizes[] = {32, 64, 896, 4864};
-    for (size_t ti = 0; ti < 2; ti++) {
+    for (size_t ti = 0; ti < 3; ti++) {
         uint32_t type = types[ti];
         const struct llm_type_ops *ref = &path_table[0][type];
         const struct llm_pack_ops *pref = &pack_table[0][type];

@@ -1,0 +1,403 @@
+/*
+ * packed.c - a model's packed weights (quant.h, LLM_PACK_ROWS): which
+ * weights are packed, packing them at open, and the cache file that lets
+ * later opens map them instead of packing again.
+ *
+ * Why a cache file: packing writes a fresh copy of most of a model's
+ * weights, and fresh memory is not free: on the 2-core VMs we measure on,
+ * faulting in zeroed anonymous memory cost 0.4-2 ms per MB, so packing a
+ * 0.5 GB Q8_0 model took 0.2-1 s at every open, on a tool whose point is
+ * resuming fast. So the packed bytes are written once to a cache file (by a
+ * thread in the background, synced, then renamed into place) and later
+ * opens map that file from the page cache: nothing to zero, nothing to copy.
+ *
+ * The cache file (PACK_FILE_VERSION 1), one per model path, named by a
+ * 64-bit FNV-1a hash of the model's real path:
+ *   4096-byte header: "KVCPACK\0", u32 version, u32 types (bit t: weights of
+ *   type t are packed), u64 size, device, inode, mtime s, mtime ns of the
+ *   model file, u64 data bytes, u32 packed weights, u32 path length, the
+ *   path (little-endian, zero-padded);
+ *   then the packed weights, in model order (each layer's q, k, v, o, gate,
+ *   up, down, then the output), each at a multiple of 64 bytes.
+ * A file whose header does not match the model as opened (another file,
+ * the same file changed, another kvchat with other packed types or
+ * layouts) or whose size is not header + data is ignored and replaced.
+ * Like the GGUF itself, the packed data is trusted once its header and
+ * size check out.
+ */
+#include "core/model.h"
+
+#include <dirent.h>
+#include <limits.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <omp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PACK_FILE_VERSION 1
+#define HEADER_BYTES 4096
+#define PACK_ITEM_GROUPS 64 /* groups of 8 rows per work item while packing */
+
+struct pack_header {
+    char magic[8];
+    uint32_t version, types;
+    uint64_t src_size, src_dev, src_ino, src_mtime_s, src_mtime_ns;
+    uint64_t data_bytes;
+    uint32_t n_weights, path_len;
+    char path[HEADER_BYTES - 72];
+};
+_Static_assert(sizeof(struct pack_header) == HEADER_BYTES, "pack header size");
+
+struct llm_packed {
+    void *map;          /* the packed bytes (anonymous), or the cache file's mapping */
+    size_t map_bytes;
+    const uint8_t *data;
+    int64_t n_weights;
+    size_t data_bytes;
+    bool from_cache;
+    /* the background writer of the cache file */
+    pthread_t writer;
+    bool writing;
+    atomic_bool abort_write;
+    char *file;          /* the cache file's path */
+    struct pack_header *header;
+};
+
+/* ==== which weights ==== */
+
+struct plan {
+    int64_t nw;
+    struct llm_weight **w; /* (nw) */
+    size_t *off;           /* (nw) offsets in the packed bytes */
+    size_t total;
+    uint32_t types;
+};
+
+static void plan_free(struct plan *p)
+{
+    free(p->w);
+    free(p->off);
+}
+
+/* every 2-D weight the engine multiplies with whose type has a packed form
+ * on this CPU and whose rows come in groups of 8; 0 or -1 (no memory) */
+static int plan_make(struct llm_model *m, struct plan *p)
+{
+    *p = (struct plan){0};
+    int64_t max = m->n_layer * 7 + 1;
+    p->w = malloc((size_t)max * sizeof *p->w);
+    p->off = malloc((size_t)max * sizeof *p->off);
+    if (!p->w || !p->off) {
+        plan_free(p);
+        return -1;
+    }
+    for (int64_t i = 0; i < max; i++) {
+        struct llm_weight *W;
+        if (i < max - 1) {
+            struct llm_layer *L = &m->layers[i / 7];
+            struct llm_weight *lw[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+            W = lw[i % 7];
+        } else {
+            W = &m->output;
+        }
+        if (!llm_get_pack_ops(W->type) || W->n_out % LLM_PACK_ROWS)
+            continue;
+        p->w[p->nw] = W;
+        p->off[p->nw++] = p->total;
+        p->total += ((size_t)W->n_out * W->row_bytes + 63) / 64 * 64;
+        p->types |= 1u << W->type;
+    }
+    return 0;
+}
+
+/* ==== packing in memory ==== */
+
+/* the whole pages inside [p, p + n) of the file mapping: given back (they
+ * come again from the page cache if anything reads them) */
+static void drop_pages(const uint8_t *p, size_t n)
+{
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = ((uintptr_t)p + pg - 1) / pg * pg,
+              e = ((uintptr_t)p + n) / pg * pg;
+    if (e > a)
+        madvise((void *)a, e - a, MADV_DONTNEED);
+}
+
+/* the planned weights packed into a new anonymous mapping, or NULL */
+static void *pack_in_memory(const struct plan *p)
+{
+    int64_t *first = malloc((size_t)(p->nw + 1) * sizeof *first); /* first work item of each */
+    if (!first)
+        return NULL;
+    void *map = mmap(NULL, p->total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) {
+        free(first);
+        return NULL;
+    }
+#ifdef MADV_HUGEPAGE
+    madvise(map, p->total, MADV_HUGEPAGE); /* fewer TLB misses while decode streams them */
+#endif
+    first[0] = 0;
+    for (int64_t i = 0; i < p->nw; i++) {
+        int64_t groups = p->w[i]->n_out / LLM_PACK_ROWS;
+        first[i + 1] = first[i] + (groups + PACK_ITEM_GROUPS - 1) / PACK_ITEM_GROUPS;
+    }
+    int64_t items = first[p->nw];
+#pragma omp parallel for schedule(dynamic, 4)
+    for (int64_t k = 0; k < items; k++) {
+        int64_t i = 0;
+        while (first[i + 1] <= k)
+            i++;
+        const struct llm_weight *W = p->w[i];
+        int64_t g0 = (k - first[i]) * PACK_ITEM_GROUPS, g1 = g0 + PACK_ITEM_GROUPS;
+        if (g1 > W->n_out / LLM_PACK_ROWS)
+            g1 = W->n_out / LLM_PACK_ROWS;
+        size_t gb = LLM_PACK_ROWS * W->row_bytes;
+        for (int64_t g = g0; g < g1; g++)
+            llm_get_pack_ops(W->type)->pack(W->data + (size_t)g * gb, W->row_bytes, W->n_in,
+                                            (uint8_t *)map + p->off[i] + (size_t)g * gb);
+        /* at once, so the file's pages and the packed copy are not both held */
+        drop_pages(W->data + (size_t)g0 * gb, (size_t)(g1 - g0) * gb);
+    }
+    /* the pages items shared (tied embeddings: the few rows decode looks
+     * up come back alone) */
+    for (int64_t i = 0; i < p->nw; i++)
+        drop_pages(p->w[i]->data, (size_t)p->w[i]->n_out * p->w[i]->row_bytes);
+    free(first);
+    return map;
+}
+
+/* ==== the cache file ==== */
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 0x100000001b3ULL;
+    return h;
+}
+
+/* the header the model's cache file must have; false if it cannot have one */
+static bool expected_header(const struct llm_model *m, const char *real, const struct plan *p,
+                            struct pack_header *h)
+{
+    uint64_t id[4];
+    size_t len = strlen(real);
+    if (!llm_gguf_identity(m->gguf, id) || len >= sizeof h->path)
+        return false;
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, "KVCPACK", 8);
+    h->version = PACK_FILE_VERSION;
+    h->types = p->types;
+    h->src_size = llm_gguf_file_size(m->gguf);
+    h->src_dev = id[0];
+    h->src_ino = id[1];
+    h->src_mtime_s = id[2];
+    h->src_mtime_ns = id[3];
+    h->data_bytes = p->total;
+    h->n_weights = (uint32_t)p->nw;
+    h->path_len = (uint32_t)len;
+    memcpy(h->path, real, len);
+    return true;
+}
+
+int llm_pack_cache_file(const char *dir, const char *model_path, char *buf, size_t size)
+{
+    char real[PATH_MAX];
+    if (!dir || !realpath(model_path, real))
+        return -1;
+    int n = snprintf(buf, size, "%s/%016llx.kvpack", dir, (unsigned long long)fnv1a(real));
+    return n > 0 && (size_t)n < size ? 0 : -1;
+}
+
+/* the cache file mapped if its header is h and its size right, else NULL */
+static void *map_cache(const char *file, const struct pack_header *h, size_t *map_bytes)
+{
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    struct pack_header got;
+    struct stat st;
+    void *map = NULL;
+    if (pread(fd, &got, sizeof got, 0) == (ssize_t)sizeof got && !memcmp(&got, h, sizeof got) &&
+        fstat(fd, &st) == 0 && (uint64_t)st.st_size == HEADER_BYTES + h->data_bytes) {
+        map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+        if (map == MAP_FAILED)
+            map = NULL;
+        else
+            *map_bytes = (size_t)st.st_size;
+    }
+    close(fd);
+    return map;
+}
+
+/* temp files of writers that died (name.tmp.PID with no such process) */
+static void remove_stale_temps(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *t = strstr(e->d_name, ".kvpack.tmp.");
+        if (!t)
+            continue;
+        long pid = strtol(t + strlen(".kvpack.tmp."), NULL, 10);
+        if (pid > 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH) {
+            char path[PATH_MAX];
+            if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < (int)sizeof path)
+                unlink(path);
+        }
+    }
+    closedir(d);
+}
+
+static bool write_all(int fd, const void *buf, size_t n, const atomic_bool *abort_write)
+{
+    const uint8_t *p = buf;
+    while (n) {
+        if (atomic_load_explicit(abort_write, memory_order_relaxed))
+            return false;
+        size_t chunk = n < (8u << 20) ? n : 8u << 20;
+        ssize_t w = write(fd, p, chunk);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+/* the writer thread: header and data to name.tmp.PID, synced, renamed over
+ * name, the directory synced; on any failure or abort the temp file goes */
+static void *write_cache(void *arg)
+{
+    struct llm_packed *pk = arg;
+    char tmp[PATH_MAX + 32];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", pk->file, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return NULL;
+    bool ok = write_all(fd, pk->header, HEADER_BYTES, &pk->abort_write) &&
+              write_all(fd, pk->data, pk->data_bytes, &pk->abort_write) && fdatasync(fd) == 0;
+    ok = close(fd) == 0 && ok && rename(tmp, pk->file) == 0;
+    if (!ok) {
+        unlink(tmp);
+        return NULL;
+    }
+    char *slash = strrchr(pk->file, '/');
+    if (slash) {
+        *slash = 0;
+        int dfd = open(pk->file, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        *slash = '/';
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+    }
+    return NULL;
+}
+
+/* dir and its missing parents, as mkdir -p; 0 or -1 */
+static int make_dirs(const char *dir)
+{
+    char p[PATH_MAX];
+    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
+        return -1;
+    for (char *s = p + 1; *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            if (mkdir(p, 0755) < 0 && errno != EEXIST)
+                return -1;
+            *s = '/';
+        }
+    return mkdir(p, 0755) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+/* ==== the model's side ==== */
+
+void llm_model_pack(struct llm_model *m, const char *dir, const char *model_path)
+{
+    struct plan p;
+    if (plan_make(m, &p) || !p.nw) {
+        plan_free(&p);
+        return;
+    }
+    struct llm_packed *pk = calloc(1, sizeof *pk);
+    struct pack_header *h = malloc(sizeof *h);
+    char file[PATH_MAX], real[PATH_MAX];
+    bool cacheable = pk && h && dir && model_path && realpath(model_path, real) &&
+                     expected_header(m, real, &p, h) &&
+                     llm_pack_cache_file(dir, model_path, file, sizeof file) == 0;
+    if (!pk)
+        goto out;
+    if (cacheable && (pk->map = map_cache(file, h, &pk->map_bytes))) {
+        pk->data = (const uint8_t *)pk->map + HEADER_BYTES;
+        pk->from_cache = true;
+    } else if ((pk->map = pack_in_memory(&p))) {
+        pk->map_bytes = p.total;
+        pk->data = pk->map;
+    } else {
+        free(pk);
+        pk = NULL;
+        goto out;
+    }
+    pk->n_weights = p.nw;
+    pk->data_bytes = p.total;
+    for (int64_t i = 0; i < p.nw; i++) {
+        p.w[i]->data = pk->data + p.off[i];
+        p.w[i]->pack = llm_get_pack_ops(p.w[i]->type);
+    }
+    if (cacheable && !pk->from_cache && make_dirs(dir) == 0) {
+        remove_stale_temps(dir);
+        pk->file = strdup(file);
+        pk->header = h;
+        h = NULL;
+        if (pk->file && pthread_create(&pk->writer, NULL, write_cache, pk) == 0)
+            pk->writing = true;
+    }
+out:
+    m->packed = pk;
+    free(h);
+    plan_free(&p);
+}
+
+void llm_model_pack_wait(struct llm_model *m, bool abort_write)
+{
+    struct llm_packed *pk = m->packed;
+    if (!pk || !pk->writing)
+        return;
+    atomic_store(&pk->abort_write, abort_write);
+    pthread_join(pk->writer, NULL);
+    pk->writing = false;
+}
+
+void llm_model_unpack(struct llm_model *m)
+{
+    struct llm_packed *pk = m->packed;
+    if (!pk)
+        return;
+    llm_model_pack_wait(m, false); /* a first run's exit waits for the file */
+    munmap(pk->map, pk->map_bytes);
+    free(pk->file);
+    free(pk->header);
+    free(pk);
+    m->packed = NULL;
+}
+
+int64_t llm_model_packed(const struct llm_model *m, uint64_t *bytes, bool *from_cache)
+{
+    const struct llm_packed *pk = m->packed;
+    *bytes = pk ? pk->data_bytes : 0;
+    *from_cache = pk && pk->from_cache;
+    return pk ? pk->n_weights : 0;
+}
