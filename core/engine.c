@@ -433,36 +433,94 @@ static void gemv_rows(const struct llm_weight *W, int64_t r0, int64_t r1, const 
     }
 }
 
+/*
+ * Work items of a decode product, for each weight: ROW_CHUNK rows; or, for
+ * a packed weight, ROW_CHUNK rows of its first half together with the same
+ * rows of its second half (two far-apart streams per core keep more DRAM
+ * reads in flight: +10-25% GB/s measured on a 145 MB matrix), plus one item
+ * for the last group when the number of groups is odd.
+ */
+static int64_t gemv_items(const struct llm_weight *W)
+{
+    if (!W->pack)
+        return (W->n_out + ROW_CHUNK - 1) / ROW_CHUNK;
+    int64_t groups = W->n_out / LLM_PACK_ROWS, half = groups / 2 * LLM_PACK_ROWS;
+    return (half + ROW_CHUNK - 1) / ROW_CHUNK + groups % 2;
+}
+
+/* item k of W: y = W x for its rows, which are [r[0], r[1]) and [r[2], r[3]) */
+static void gemv_item(const struct llm_weight *W, int64_t k, const uint8_t *xq, float *y, int64_t r[4])
+{
+    r[0] = k * ROW_CHUNK;
+    if (!W->pack) {
+        r[1] = r[0] + ROW_CHUNK < W->n_out ? r[0] + ROW_CHUNK : W->n_out;
+        r[2] = r[3] = r[1];
+        gemv_rows(W, r[0], r[1], xq, y);
+        return;
+    }
+    int64_t half = W->n_out / LLM_PACK_ROWS / 2 * LLM_PACK_ROWS;
+    if (r[0] >= half) { /* the odd last group */
+        r[0] = 2 * half;
+        r[1] = r[2] = r[3] = W->n_out;
+        gemv_rows(W, r[0], r[1], xq, y);
+        return;
+    }
+    r[1] = r[0] + ROW_CHUNK < half ? r[0] + ROW_CHUNK : half;
+    r[2] = r[0] + half;
+    r[3] = r[1] + half;
+    for (int64_t i = r[0]; i < r[1]; i += LLM_PACK_ROWS)
+        W->pack->dot2(W->n_in, W->data + (size_t)i * W->row_bytes, W->data + (size_t)(i + half) * W->row_bytes,
+                      xq, y + i, y + i + half);
+}
+
 /* y_i = W_i x_i for up to three weights sharing a loop; called by every
  * thread of the team, without the loop's barrier (see last_to_arrive) */
 static void gemv_team(int nw, const struct llm_weight *const *w, uint8_t *const *xq, float *const *y)
 {
-    struct row_items items = row_items(nw, w, ROW_CHUNK);
+    int64_t n[3] = {0}, total = 0;
+    for (int i = 0; i < nw; i++)
+        total += n[i] = gemv_items(w[i]);
 #pragma omp for schedule(dynamic, 4) nowait
-    for (int64_t k = 0; k < items.total; k++) {
-        int i;
-        int64_t r0, r1, base;
-        row_item(&items, w, k, &i, &r0, &r1, &base);
-        gemv_rows(w[i], r0, r1, xq[i], y[i]);
+    for (int64_t k = 0; k < total; k++) {
+        int i = 0;
+        int64_t j = k, r[4];
+        while (j >= n[i])
+            j -= n[i++];
+        gemv_item(w[i], j, xq[i], y[i], r);
     }
 }
 
+static void swiglu(float *h, const float *h_up, int64_t r0, int64_t r1)
+{
+    for (int64_t r = r0; r < r1; r++)
+        h[r] = h[r] / (1.0f + expf(-h[r])) * h_up[r];
+}
+
 /* the feed-forward's gate and up products and SwiGLU, h = silu(W_gate x) *
- * (W_up x), each work item the same rows of both; as gemv_team */
-static void gemv_glu_team(const struct llm_weight *gate, const struct llm_weight *up, uint8_t *const *xq,
+ * (W_up x), each work item the same rows of both (gate and up have the
+ * same shape; if only one is packed, their items cover different rows and
+ * SwiGLU waits for the serial step); as gemv_team */
+static bool gemv_glu_team(const struct llm_weight *gate, const struct llm_weight *up, uint8_t *const *xq,
                           float *h, float *h_up)
 {
-    struct row_items items = row_items(1, &gate, ROW_CHUNK);
+    bool same = !gate->pack == !up->pack;
+    int64_t n = gemv_items(gate), total = same ? n : n + gemv_items(up);
 #pragma omp for schedule(dynamic, 2) nowait
-    for (int64_t k = 0; k < items.total; k++) {
-        int i;
-        int64_t r0, r1, base;
-        row_item(&items, &gate, k, &i, &r0, &r1, &base);
-        gemv_rows(gate, r0, r1, xq[0], h);
-        gemv_rows(up, r0, r1, xq[1], h_up);
-        for (int64_t r = r0; r < r1; r++)
-            h[r] = h[r] / (1.0f + expf(-h[r])) * h_up[r];
+    for (int64_t k = 0; k < total; k++) {
+        int64_t r[4];
+        if (!same) {
+            if (k < n)
+                gemv_item(gate, k, xq[0], h, r);
+            else
+                gemv_item(up, k - n, xq[1], h_up, r);
+            continue;
+        }
+        gemv_item(gate, k, xq[0], h, r);
+        gemv_item(up, k, xq[1], h_up, r);
+        swiglu(h, h_up, r[0], r[1]);
+        swiglu(h, h_up, r[2], r[3]);
     }
+    return same;
 }
 
 /* In a team, after a work-shared loop without its barrier: true in the one
@@ -575,9 +633,12 @@ static void forward_one(struct llm_ctx *c, int32_t tok, bool want_logits)
                 quantize_for(2, gu, c->xb, c->xq);
             }
 #pragma omp barrier
-            gemv_glu_team(&L->w_gate, &L->w_up, c->xq, c->hb, c->hb2);
-            if (last_to_arrive(&arrived))
+            bool glu_done = gemv_glu_team(&L->w_gate, &L->w_up, c->xq, c->hb, c->hb2);
+            if (last_to_arrive(&arrived)) {
+                if (!glu_done)
+                    swiglu(c->hb, c->hb2, 0, m->n_ff);
                 quantize_for(1, wd, c->hb, c->xq);
+            }
 #pragma omp barrier
             gemv_team(1, wd, c->xq, xb_out);
             if (last_to_arrive(&arrived)) {

@@ -155,6 +155,14 @@ static void dot_ref(int q5, int64_t n, const void *group, const void *act, float
 static void q4_0_to_float_ref(const void *g, float *y, int64_t ldy, int64_t n) { to_float_ref(0, g, y, ldy, n); }
 static void q5_0_to_float_ref(const void *g, float *y, int64_t ldy, int64_t n) { to_float_ref(1, g, y, ldy, n); }
 static void q4_0_dot_ref(int64_t n, const void *g, const void *a, float *y) { dot_ref(0, n, g, a, y); }
+/* two groups: by definition the two products */
+#define DOT2_REF(NAME)                                                                             \
+    static void NAME##_dot2_ref(int64_t n, const void *g0, const void *g1, const void *a, float *y0, \
+                                float *y1)                                                         \
+    {                                                                                              \
+        NAME##_dot_ref(n, g0, a, y0);                                                              \
+        NAME##_dot_ref(n, g1, a, y1);                                                              \
+    }
 static void q5_0_dot_ref(int64_t n, const void *g, const void *a, float *y) { dot_ref(1, n, g, a, y); }
 
 /* ---- Q8_0 ---- */
@@ -246,38 +254,78 @@ static inline __m256i row_bits(void)
                             32, 32, 64, 64, 64, 64, (char)128, (char)128, (char)128, (char)128);
 }
 
-static inline void dot_avx2(int q5, int64_t n, const void *group, const void *act, float *out)
+/* off (16 or 8) times the sum of an activation block's 32 bytes, in all lanes */
+static inline __m256i offset_sum(int q5, const uint8_t *aq)
 {
-    const uint8_t *g = group;
-    const struct block_q8_0 *a = act;
-    const __m256i sel = row_bits(), ones16 = _mm256_set1_epi16(1), ones8 = _mm256_set1_epi8(1);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / QK; b++) {
-        const uint8_t *gb = g + (size_t)b * group_block_bytes(q5);
-        const uint8_t *aq = (const uint8_t *)a[b].qs;
-        /* off times the sum of the activation block, in all lanes */
-        __m256i av = _mm256_loadu_si256((const __m256i *)aq);
-        __m256i sa = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, av), ones16);
-        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sa), _mm256_extracti128_si256(sa, 1));
-        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
-        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
-        __m256i corr = _mm256_broadcastd_epi32(_mm_slli_epi32(s4, q5 ? 4 : 3));
-        /* 16-bit sums of 4 steps each: |sum| <= 4 * 2 * 31 * 128 < 2^15 */
-        __m256i s16lo = _mm256_setzero_si256(), s16hi = _mm256_setzero_si256();
-        for (int c = 0; c < 4; c++) {
-            __m256i lo, hi;
-            fields(q5, gb, c, sel, &lo, &hi);
-            s16lo = _mm256_add_epi16(s16lo, _mm256_maddubs_epi16(lo, _mm256_set1_epi32((int)ld32(aq + 4 * c))));
-            s16hi = _mm256_add_epi16(s16hi,
-                                     _mm256_maddubs_epi16(hi, _mm256_set1_epi32((int)ld32(aq + 16 + 4 * c))));
-        }
-        __m256i s = _mm256_add_epi32(_mm256_madd_epi16(s16lo, ones16), _mm256_madd_epi16(s16hi, ones16));
-        s = _mm256_sub_epi32(s, corr);
-        __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gb)),
-                                 _mm256_set1_ps(_cvtsh_ss(a[b].d)));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc);
+    __m256i sa = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)aq)),
+                                   _mm256_set1_epi16(1));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sa), _mm256_extracti128_si256(sa, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm256_broadcastd_epi32(_mm_slli_epi32(s4, q5 ? 4 : 3));
+}
+
+/* one block of a Q4_0/Q5_0 group against activation block aq (scale dy,
+ * offset sum corr): acc + (sum - corr) * d_r * dy, lane r */
+static inline __m256 step_q45(int q5, const uint8_t *gb, const uint8_t *aq, __m256i corr, __m256 dy,
+                              __m256 acc)
+{
+    const __m256i sel = row_bits(), ones16 = _mm256_set1_epi16(1);
+    /* 16-bit sums of 4 steps each: |sum| <= 4 * 2 * 31 * 128 < 2^15 */
+    __m256i s16lo = _mm256_setzero_si256(), s16hi = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        __m256i lo, hi;
+        fields(q5, gb, c, sel, &lo, &hi);
+        s16lo = _mm256_add_epi16(s16lo, _mm256_maddubs_epi16(lo, _mm256_set1_epi32((int)ld32(aq + 4 * c))));
+        s16hi = _mm256_add_epi16(s16hi, _mm256_maddubs_epi16(hi, _mm256_set1_epi32((int)ld32(aq + 16 + 4 * c))));
     }
-    _mm256_storeu_ps(out, acc);
+    __m256i s = _mm256_add_epi32(_mm256_madd_epi16(s16lo, ones16), _mm256_madd_epi16(s16hi, ones16));
+    s = _mm256_sub_epi32(s, corr);
+    __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gb)), dy);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc);
+}
+
+/* one block of a Q8_0 group: |w| * sign(a, w) in vpmaddubsw, exact while
+ * a != -128 (activations are quantized to -127..127) */
+static inline __m256 step_q8(const uint8_t *gb, const uint8_t *aq, __m256 dy, __m256 acc)
+{
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    __m256i s = _mm256_setzero_si256();
+    for (int k = 0; k < 8; k++) {
+        __m256i w = _mm256_loadu_si256((const __m256i *)(gb + 16 + 32 * k));
+        __m256i av = _mm256_set1_epi32((int)ld32(aq + 4 * k));
+        __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(av, w));
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(p, ones16));
+    }
+    __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gb)), dy);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc);
+}
+
+/* kind: 0 Q4_0, 1 Q5_0, 2 Q8_0. One group (g1 NULL) or two, block by block
+ * (two streams of weights keep more DRAM reads in flight); each group's
+ * result is the same either way. */
+static inline void dot_groups_avx2(int kind, int64_t n, const uint8_t *g0, const uint8_t *g1,
+                                   const struct block_q8_0 *a, float *y0, float *y1)
+{
+    size_t gbb = kind == 2 ? Q8_GB : group_block_bytes(kind);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / QK; b++) {
+        const uint8_t *aq = (const uint8_t *)a[b].qs;
+        __m256 dy = _mm256_set1_ps(_cvtsh_ss(a[b].d));
+        if (kind == 2) {
+            acc0 = step_q8(g0 + (size_t)b * gbb, aq, dy, acc0);
+            if (g1)
+                acc1 = step_q8(g1 + (size_t)b * gbb, aq, dy, acc1);
+        } else {
+            __m256i corr = offset_sum(kind, aq);
+            acc0 = step_q45(kind, g0 + (size_t)b * gbb, aq, corr, dy, acc0);
+            if (g1)
+                acc1 = step_q45(kind, g1 + (size_t)b * gbb, aq, corr, dy, acc1);
+        }
+    }
+    _mm256_storeu_ps(y0, acc0);
+    if (g1)
+        _mm256_storeu_ps(y1, acc1);
 }
 
 /* 8 rows x 4 elements (byte 4r + e of q, signed) times the rows' scales d8,
@@ -324,32 +372,19 @@ static void q8_0_to_float_avx2(const void *group, float *y, int64_t ldy, int64_t
     }
 }
 
-/* the same sums as q8_0_dot_ref: |w| * sign(a, w) in vpmaddubsw, exact
- * while a != -128 (activations are quantized to -127..127) */
-static void q8_0_dot_avx2(int64_t n, const void *group, const void *act, float *out)
-{
-    const uint8_t *g = group;
-    const struct block_q8_0 *a = act;
-    const __m256i ones16 = _mm256_set1_epi16(1);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / QK; b++) {
-        const uint8_t *gb = g + (size_t)b * Q8_GB, *aq = (const uint8_t *)a[b].qs;
-        __m256i s = _mm256_setzero_si256();
-        for (int k = 0; k < 8; k++) {
-            __m256i w = _mm256_loadu_si256((const __m256i *)(gb + 16 + 32 * k));
-            __m256i av = _mm256_set1_epi32((int)ld32(aq + 4 * k));
-            __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(av, w));
-            s = _mm256_add_epi32(s, _mm256_madd_epi16(p, ones16));
-        }
-        __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gb)),
-                                 _mm256_set1_ps(_cvtsh_ss(a[b].d)));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc);
+#define DOTS_AVX2(NAME, KIND)                                                                      \
+    static void NAME##_dot_avx2(int64_t n, const void *g, const void *a, float *y)                 \
+    {                                                                                              \
+        dot_groups_avx2(KIND, n, g, NULL, a, y, NULL);                                             \
+    }                                                                                              \
+    static void NAME##_dot2_avx2(int64_t n, const void *g0, const void *g1, const void *a, float *y0, \
+                                 float *y1)                                                        \
+    {                                                                                              \
+        dot_groups_avx2(KIND, n, g0, g1, a, y0, y1);                                               \
     }
-    _mm256_storeu_ps(out, acc);
-}
-
-static void q4_0_dot_avx2(int64_t n, const void *g, const void *a, float *y) { dot_avx2(0, n, g, a, y); }
-static void q5_0_dot_avx2(int64_t n, const void *g, const void *a, float *y) { dot_avx2(1, n, g, a, y); }
+DOTS_AVX2(q4_0, 0)
+DOTS_AVX2(q5_0, 1)
+DOTS_AVX2(q8_0, 2)
 static void q4_0_to_float_avx2(const void *g, float *y, int64_t ldy, int64_t n) { to_float_avx2(0, g, y, ldy, n); }
 static void q5_0_to_float_avx2(const void *g, float *y, int64_t ldy, int64_t n) { to_float_avx2(1, g, y, ldy, n); }
 
@@ -358,21 +393,28 @@ static void q5_0_to_float_avx2(const void *g, float *y, int64_t ldy, int64_t n) 
 
 /* ==== registration ==== */
 
+DOT2_REF(q4_0)
+DOT2_REF(q5_0)
+DOT2_REF(q8_0)
+
 void llm_quant_pack_init(struct llm_pack_ops *t, unsigned cpu)
 {
-    t[LLM_TYPE_Q4_0] = (struct llm_pack_ops){q4_0_pack, q4_0_dot_ref, q4_0_dot_ref, q4_0_to_float_ref,
-                                             q4_0_to_float_ref, false};
-    t[LLM_TYPE_Q5_0] = (struct llm_pack_ops){q5_0_pack, q5_0_dot_ref, q5_0_dot_ref, q5_0_to_float_ref,
-                                             q5_0_to_float_ref, false};
-    t[LLM_TYPE_Q8_0] = (struct llm_pack_ops){q8_0_pack, q8_0_dot_ref, q8_0_dot_ref, q8_0_to_float_ref,
-                                             q8_0_to_float_ref, false};
+    t[LLM_TYPE_Q4_0] = (struct llm_pack_ops){q4_0_pack, q4_0_dot_ref, q4_0_dot_ref, q4_0_dot2_ref,
+                                             q4_0_to_float_ref, q4_0_to_float_ref, false};
+    t[LLM_TYPE_Q5_0] = (struct llm_pack_ops){q5_0_pack, q5_0_dot_ref, q5_0_dot_ref, q5_0_dot2_ref,
+                                             q5_0_to_float_ref, q5_0_to_float_ref, false};
+    t[LLM_TYPE_Q8_0] = (struct llm_pack_ops){q8_0_pack, q8_0_dot_ref, q8_0_dot_ref, q8_0_dot2_ref,
+                                             q8_0_to_float_ref, q8_0_to_float_ref, false};
 #ifdef HAVE_X86_KERNELS
     if (cpu & LLM_CPU_AVX2) {
         t[LLM_TYPE_Q4_0].dot = q4_0_dot_avx2;
+        t[LLM_TYPE_Q4_0].dot2 = q4_0_dot2_avx2;
         t[LLM_TYPE_Q4_0].to_float = q4_0_to_float_avx2;
         t[LLM_TYPE_Q5_0].dot = q5_0_dot_avx2;
+        t[LLM_TYPE_Q5_0].dot2 = q5_0_dot2_avx2;
         t[LLM_TYPE_Q5_0].to_float = q5_0_to_float_avx2;
         t[LLM_TYPE_Q8_0].dot = q8_0_dot_avx2;
+        t[LLM_TYPE_Q8_0].dot2 = q8_0_dot2_avx2;
         t[LLM_TYPE_Q8_0].to_float = q8_0_to_float_avx2;
         t[LLM_TYPE_Q4_0].fast = t[LLM_TYPE_Q5_0].fast = true;
         /* with AVX-512 VNNI, Q8_0 rows stay as they are: prefill multiplies

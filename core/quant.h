@@ -137,6 +137,10 @@ struct llm_pack_ops {
      * the type's vec_dot_type. dot matches dot_ref bit for bit. */
     void (*dot_ref)(int64_t n, const void *group, const void *a, float *y);
     void (*dot)(int64_t n, const void *group, const void *a, float *y);
+    /* the same for two groups at once, block by block (decode reads two
+     * places of a matrix at a time: more DRAM reads in flight); y0 and y1
+     * are bit for bit what dot gives for g0 and g1 */
+    void (*dot2)(int64_t n, const void *g0, const void *g1, const void *a, float *y0, float *y1);
     /* the group's rows as f32, row r at y + r * ldy; both bit-identical to
      * the type's to_float_ref of the unpacked rows */
     void (*to_float_ref)(const void *group, float *y, int64_t ldy, int64_t n);

@@ -378,6 +378,10 @@ static void test_pack_paths(void **state)
                 float *yf = malloc((size_t)n * sizeof(float));
                 assert_non_null(group);
                 pref->pack(rows, row_bytes, n, group);
+                uint8_t *rows2 = random_blocks(type, nb * LLM_PACK_ROWS, extreme);
+                uint8_t *group2 = malloc(row_bytes * LLM_PACK_ROWS);
+                assert_non_null(group2);
+                pref->pack(rows2, row_bytes, n, group2);
                 for (int r = 0; r < LLM_PACK_ROWS; r++)
                     ref->to_float_ref(rows + r * row_bytes, want + r * n, n);
                 void *y = random_activations(ref, n, extreme, yf);
@@ -398,14 +402,25 @@ static void test_pack_paths(void **state)
                                 fail();
                             }
                     }
-                    o->dot(n, group, y, dgot);
-                    for (int r = 0; r < LLM_PACK_ROWS; r++)
-                        if (!same_float(dref[r], dgot[r])) {
-                            print_error("%s packed dot path %s n=%lld rep %d row %d: %a, dot_ref %a\n",
-                                        llm_type_name(type), path_name[lv], (long long)n, rep, r,
-                                        dgot[r], dref[r]);
-                            fail();
-                        }
+                    /* dot, and dot2 with the group first and second (with
+                     * another group of random rows) */
+                    float d2[LLM_PACK_ROWS], dref2[LLM_PACK_ROWS];
+                    pref->dot_ref(n, group2, y, dref2);
+                    for (int k = 0; k < 3; k++) {
+                        if (k == 0)
+                            o->dot(n, group, y, dgot);
+                        else if (k == 1)
+                            o->dot2(n, group, group2, y, dgot, d2);
+                        else
+                            o->dot2(n, group2, group, y, d2, dgot);
+                        for (int r = 0; r < LLM_PACK_ROWS; r++)
+                            if (!same_float(dref[r], dgot[r]) || (k && !same_float(dref2[r], d2[r]))) {
+                                print_error("%s packed %s path %s n=%lld rep %d row %d: %a %a, dot_ref %a %a\n",
+                                            llm_type_name(type), k ? "dot2" : "dot", path_name[lv],
+                                            (long long)n, rep, r, dgot[r], d2[r], dref[r], dref2[r]);
+                                fail();
+                            }
+                    }
                 }
                 for (int r = 0; r < LLM_PACK_ROWS; r++) {
                     double exact = 0, mag = 0;
@@ -425,6 +440,8 @@ static void test_pack_paths(void **state)
                 }
                 free(rows);
                 free(group);
+                free(group2);
+                free(rows2);
                 free(want);
                 free(got);
                 free(yf);
