@@ -20,6 +20,10 @@
  * schedule, one parallel region per pass). The figure is weight bytes read
  * per second, best of REPS passes; and the dequantizer (to_float, the
  * prefill panel path) in elements per second over the same rows.
+ * Types that kvchat packs on this CPU (quant.h, llm_get_pack_ops) get a
+ * second line, "packed": the same matrices packed 8 rows at a time into
+ * huge pages, the rows of each matrix's two halves read two groups at a
+ * time (dot2) as decode does, and the packed dequantizer.
  */
 #include "core/llm.h"
 #include "core/quant.h"
@@ -29,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static uint64_t rng = 0x9E3779B97F4A7C15ULL;
 
@@ -152,6 +157,76 @@ static double run_deq(const struct set *s, const struct llm_type_ops *ops, float
     return omp_get_wtime() - t0;
 }
 
+/* the set's matrices packed (each in its own huge-page mapping); 0 or -1 */
+static int pack_set(struct set *s, const struct llm_pack_ops *po)
+{
+    for (int i = 0; i < s->n; i++) {
+        struct mat *m = &s->m[i];
+        size_t bytes = m->row_bytes * (size_t)m->n_out;
+        uint8_t *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED || m->n_out % LLM_PACK_ROWS)
+            return -1;
+        madvise(p, bytes, MADV_HUGEPAGE);
+        for (int64_t g = 0; g < m->n_out / LLM_PACK_ROWS; g++)
+            po->pack(m->w + (size_t)g * LLM_PACK_ROWS * m->row_bytes, m->row_bytes, m->n_in,
+                     p + (size_t)g * LLM_PACK_ROWS * m->row_bytes);
+        free(m->w);
+        m->w = p;
+    }
+    return 0;
+}
+
+static void unpack_set(struct set *s)
+{
+    for (int i = 0; i < s->n; i++) {
+        munmap(s->m[i].w, s->m[i].row_bytes * (size_t)s->m[i].n_out);
+        s->m[i].w = NULL;
+    }
+    free(s->m);
+    s->m = NULL;
+}
+
+/* run_pass on a packed set: group g of the first half with group g of the
+ * second (an odd last group alone) */
+static double run_pass_packed(const struct set *s, const struct llm_pack_ops *po,
+                              const struct llm_type_ops *vd, const float *x, void *xq, float *out,
+                              int threads)
+{
+    double t0 = omp_get_wtime();
+#pragma omp parallel num_threads(threads)
+    for (int i = 0; i < s->n; i++) {
+        const struct mat *m = &s->m[i];
+        int64_t groups = m->n_out / LLM_PACK_ROWS, half = groups / 2;
+        size_t gb = LLM_PACK_ROWS * m->row_bytes;
+#pragma omp single
+        vd->from_float(x, xq, m->n_in);
+#pragma omp for schedule(static)
+        for (int64_t g = 0; g < half + groups % 2; g++) {
+            if (g == half)
+                po->dot(m->n_in, m->w + (size_t)(2 * half) * gb, xq, out + 2 * half * LLM_PACK_ROWS);
+            else
+                po->dot2(m->n_in, m->w + (size_t)g * gb, m->w + (size_t)(g + half) * gb, xq,
+                         out + g * LLM_PACK_ROWS, out + (g + half) * LLM_PACK_ROWS);
+        }
+    }
+    return omp_get_wtime() - t0;
+}
+
+static double run_deq_packed(const struct set *s, const struct llm_pack_ops *po, float *rowbuf,
+                             int threads)
+{
+    double t0 = omp_get_wtime();
+#pragma omp parallel num_threads(threads)
+    for (int i = 0; i < s->n; i++) {
+        const struct mat *m = &s->m[i];
+        float *rows = rowbuf + (size_t)omp_get_thread_num() * LLM_PACK_ROWS * 4864;
+#pragma omp for schedule(static)
+        for (int64_t g = 0; g < m->n_out / LLM_PACK_ROWS; g++)
+            po->to_float(m->w + (size_t)g * LLM_PACK_ROWS * m->row_bytes, rows, m->n_in, m->n_in);
+    }
+    return omp_get_wtime() - t0;
+}
+
 static int parse_type(const char *name)
 {
     for (uint32_t t = 0; t < LLM_TYPE_COUNT; t++)
@@ -194,7 +269,7 @@ int main(int argc, char **argv)
            "GB/s", "of DRAM", "to_float G/s");
 
     float *x = malloc(4864 * sizeof *x), *out = malloc(4864 * sizeof *out);
-    float *rowbuf = malloc((size_t)threads * 4864 * sizeof *rowbuf);
+    float *rowbuf = malloc((size_t)threads * LLM_PACK_ROWS * 4864 * sizeof *rowbuf);
     void *xq = malloc(4864 * 4 + 1024);
     for (int i = 0; i < 4864; i++)
         x[i] = (float)((double)(rnd64() >> 11) / 9007199254740992.0 - 0.5);
@@ -234,7 +309,24 @@ int main(int argc, char **argv)
                    s.bytes / 1e6, best * 1e3, s.bytes / best / 1e9, 100 * s.bytes / best / membw,
                    elems / best_deq / 1e9);
             fflush(stdout);
-            free_set(&s);
+            const struct llm_pack_ops *po = llm_get_pack_ops((uint32_t)type);
+            if (!po || pack_set(&s, po)) {
+                free_set(&s);
+                continue;
+            }
+            best = best_deq = 1e30;
+            run_pass_packed(&s, po, vd, x, xq, out, threads); /* warm-up */
+            for (int r = 0; r < reps; r++) {
+                double t = run_pass_packed(&s, po, vd, x, xq, out, threads);
+                best = t < best ? t : best;
+                t = run_deq_packed(&s, po, rowbuf, threads);
+                best_deq = t < best_deq ? t : best_deq;
+            }
+            printf("%-6s %-6s %9.4f %9.1f %10.3f %9.1f %7.0f%% %12.2f  packed\n", tok, s.name, bpw,
+                   s.bytes / 1e6, best * 1e3, s.bytes / best / 1e9, 100 * s.bytes / best / membw,
+                   elems / best_deq / 1e9);
+            fflush(stdout);
+            unpack_set(&s);
         }
     }
     double membw2 = llm_measure_membw(threads, 512LL << 20, 5);
