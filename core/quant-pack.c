@@ -47,10 +47,13 @@
 #define QK 32
 #define ROWS LLM_PACK_ROWS
 
+/* the kinds of packed group: Q4_0, Q5_0 (q5 below is kind == Q5), Q8_0 */
+enum { Q4 = 0, Q5 = 1, Q8 = 2 };
+
 /* bytes of one block of one row, and of the 8 rows' block in a group */
-static size_t block_bytes(int q5) { return q5 ? 22 : 18; }
-static size_t group_block_bytes(int q5) { return ROWS * block_bytes(q5); }
-static size_t qs_offset(int q5) { return q5 ? 48 : 16; }
+static size_t block_bytes(int kind) { return kind == Q8 ? 34 : kind == Q5 ? 22 : 18; }
+static size_t group_block_bytes(int kind) { return ROWS * block_bytes(kind); }
+static size_t qs_offset(int kind) { return kind == Q5 ? 48 : 16; }
 
 static uint16_t ld16(const uint8_t *p)
 {
@@ -102,120 +105,91 @@ static void q5_0_pack(const void *rows, size_t stride, int64_t n, void *dst) { p
 
 /* ==== scalar references ==== */
 
-/* the unsigned field (0..15 or 0..31) of element i of row r in a group block */
-static int field(int q5, const uint8_t *gb, int r, int i)
+/* element i of row r in a group block, as the signed integer its scale
+ * multiplies: the 4- or 5-bit field minus 8 or 16, or the Q8_0 byte */
+static int value(int kind, const uint8_t *gb, int r, int i)
 {
+    if (kind == Q8)
+        return (int8_t)gb[16 + 32 * (i / 4) + 4 * r + i % 4];
     int c = (i % 16) / 4, e = i % 4;
-    uint8_t byte = gb[qs_offset(q5) + 32 * c + 4 * r + e];
+    uint8_t byte = gb[qs_offset(kind) + 32 * c + 4 * r + e];
     int q = i < 16 ? byte & 15 : byte >> 4;
-    if (q5) {
-        int k = i / 4;
-        q |= (int)((ld32(gb + 16 + 4 * k) >> (8 * e + r)) & 1) << 4;
-    }
-    return q;
+    if (kind == Q5)
+        q |= (int)((ld32(gb + 16 + 4 * (i / 4)) >> (8 * e + r)) & 1) << 4;
+    return q - (kind == Q5 ? 16 : 8);
 }
 
-static void to_float_ref(int q5, const void *group, float *y, int64_t ldy, int64_t n)
+static void to_float_ref(int kind, const void *group, float *y, int64_t ldy, int64_t n)
 {
     const uint8_t *g = group;
-    int off = q5 ? 16 : 8;
     for (int64_t b = 0; b < n / QK; b++) {
-        const uint8_t *gb = g + (size_t)b * group_block_bytes(q5);
+        const uint8_t *gb = g + (size_t)b * group_block_bytes(kind);
         for (int r = 0; r < ROWS; r++) {
             float d = llm_fp16_to_fp32(ld16(gb + 2 * r));
             for (int i = 0; i < QK; i++)
-                y[r * ldy + b * QK + i] = (float)(field(q5, gb, r, i) - off) * d;
+                y[r * ldy + b * QK + i] = (float)value(kind, gb, r, i) * d;
         }
     }
 }
 
-static void dot_ref(int q5, int64_t n, const void *group, const void *act, float out[ROWS])
+/* (the SIMD kernels form the same exact integer s as sum(field * a) minus
+ * the offset times sum(a)) */
+static void dot_ref(int kind, int64_t n, const void *group, const void *act, float out[ROWS])
 {
     const uint8_t *g = group;
     const struct block_q8_0 *a = act;
-    int off = q5 ? 16 : 8;
     float acc[ROWS] = {0};
     for (int64_t b = 0; b < n / QK; b++) {
-        const uint8_t *gb = g + (size_t)b * group_block_bytes(q5);
-        int32_t sa = 0;
-        for (int i = 0; i < QK; i++)
-            sa += a[b].qs[i];
+        const uint8_t *gb = g + (size_t)b * group_block_bytes(kind);
         float da = llm_fp16_to_fp32(a[b].d);
         for (int r = 0; r < ROWS; r++) {
             int32_t s = 0;
             for (int i = 0; i < QK; i++)
-                s += field(q5, gb, r, i) * a[b].qs[i];
-            s -= off * sa;
+                s += value(kind, gb, r, i) * a[b].qs[i];
             acc[r] = fmaf((float)s, llm_fp16_to_fp32(ld16(gb + 2 * r)) * da, acc[r]);
         }
     }
     memcpy(out, acc, sizeof acc);
 }
 
-static void q4_0_to_float_ref(const void *g, float *y, int64_t ldy, int64_t n) { to_float_ref(0, g, y, ldy, n); }
-static void q5_0_to_float_ref(const void *g, float *y, int64_t ldy, int64_t n) { to_float_ref(1, g, y, ldy, n); }
-static void q4_0_dot_ref(int64_t n, const void *g, const void *a, float *y) { dot_ref(0, n, g, a, y); }
 /* two groups: by definition the two products */
-#define DOT2_REF(NAME)                                                                             \
+static void dot2_ref(int kind, int64_t n, const void *g0, const void *g1, const void *a, float *y0, float *y1)
+{
+    dot_ref(kind, n, g0, a, y0);
+    dot_ref(kind, n, g1, a, y1);
+}
+
+#define REFS(NAME, KIND)                                                                           \
+    static void NAME##_to_float_ref(const void *g, float *y, int64_t ldy, int64_t n)               \
+    {                                                                                              \
+        to_float_ref(KIND, g, y, ldy, n);                                                          \
+    }                                                                                              \
+    static void NAME##_dot_ref(int64_t n, const void *g, const void *a, float *y)                  \
+    {                                                                                              \
+        dot_ref(KIND, n, g, a, y);                                                                 \
+    }                                                                                              \
     static void NAME##_dot2_ref(int64_t n, const void *g0, const void *g1, const void *a, float *y0, \
                                 float *y1)                                                         \
     {                                                                                              \
-        NAME##_dot_ref(n, g0, a, y0);                                                              \
-        NAME##_dot_ref(n, g1, a, y1);                                                              \
+        dot2_ref(KIND, n, g0, g1, a, y0, y1);                                                      \
     }
-static void q5_0_dot_ref(int64_t n, const void *g, const void *a, float *y) { dot_ref(1, n, g, a, y); }
+REFS(q4_0, Q4)
+REFS(q5_0, Q5)
+REFS(q8_0, Q8)
 
 /* ---- Q8_0 ---- */
-
-#define Q8_GB (ROWS * 34) /* bytes of a group block */
 
 static void q8_0_pack(const void *rows, size_t stride, int64_t n, void *dst)
 {
     const uint8_t *src = rows;
     uint8_t *out = dst;
-    for (int64_t b = 0; b < n / QK; b++, out += Q8_GB)
+    for (int64_t b = 0; b < n / QK; b++, out += group_block_bytes(Q8))
         for (int r = 0; r < ROWS; r++) {
             const uint8_t *blk = src + (size_t)r * stride + (size_t)b * 34;
             memcpy(out + 2 * r, blk, 2);
             for (int k = 0; k < 8; k++)
                 memcpy(out + 16 + 32 * k + 4 * r, blk + 2 + 4 * k, 4);
         }
-}
-
-static int8_t q8_field(const uint8_t *gb, int r, int i)
-{
-    return (int8_t)gb[16 + 32 * (i / 4) + 4 * r + i % 4];
-}
-
-static void q8_0_to_float_ref(const void *group, float *y, int64_t ldy, int64_t n)
-{
-    const uint8_t *g = group;
-    for (int64_t b = 0; b < n / QK; b++) {
-        const uint8_t *gb = g + (size_t)b * Q8_GB;
-        for (int r = 0; r < ROWS; r++) {
-            float d = llm_fp16_to_fp32(ld16(gb + 2 * r));
-            for (int i = 0; i < QK; i++)
-                y[r * ldy + b * QK + i] = (float)q8_field(gb, r, i) * d;
-        }
-    }
-}
-
-static void q8_0_dot_ref(int64_t n, const void *group, const void *act, float *out)
-{
-    const uint8_t *g = group;
-    const struct block_q8_0 *a = act;
-    float acc[ROWS] = {0};
-    for (int64_t b = 0; b < n / QK; b++) {
-        const uint8_t *gb = g + (size_t)b * Q8_GB;
-        float da = llm_fp16_to_fp32(a[b].d);
-        for (int r = 0; r < ROWS; r++) {
-            int32_t s = 0;
-            for (int i = 0; i < QK; i++)
-                s += q8_field(gb, r, i) * a[b].qs[i];
-            acc[r] = fmaf((float)s, llm_fp16_to_fp32(ld16(gb + 2 * r)) * da, acc[r]);
-        }
-    }
-    memcpy(out, acc, sizeof acc);
 }
 
 /* ==== AVX2 ==== */
@@ -301,18 +275,18 @@ static inline __m256 step_q8(const uint8_t *gb, const uint8_t *aq, __m256 dy, __
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc);
 }
 
-/* kind: 0 Q4_0, 1 Q5_0, 2 Q8_0. One group (g1 NULL) or two, block by block
+/* One group (g1 NULL) or two, block by block
  * (two streams of weights keep more DRAM reads in flight); each group's
  * result is the same either way. */
 static inline void dot_groups_avx2(int kind, int64_t n, const uint8_t *g0, const uint8_t *g1,
                                    const struct block_q8_0 *a, float *y0, float *y1)
 {
-    size_t gbb = kind == 2 ? Q8_GB : group_block_bytes(kind);
+    size_t gbb = group_block_bytes(kind);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK; b++) {
         const uint8_t *aq = (const uint8_t *)a[b].qs;
         __m256 dy = _mm256_set1_ps(_cvtsh_ss(a[b].d));
-        if (kind == 2) {
+        if (kind == Q8) {
             acc0 = step_q8(g0 + (size_t)b * gbb, aq, dy, acc0);
             if (g1)
                 acc1 = step_q8(g1 + (size_t)b * gbb, aq, dy, acc1);
@@ -365,7 +339,7 @@ static void q8_0_to_float_avx2(const void *group, float *y, int64_t ldy, int64_t
 {
     const uint8_t *g = group;
     for (int64_t b = 0; b < n / QK; b++) {
-        const uint8_t *gb = g + (size_t)b * Q8_GB;
+        const uint8_t *gb = g + (size_t)b * group_block_bytes(Q8);
         __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gb));
         for (int k = 0; k < 8; k++)
             store_rows4(_mm256_loadu_si256((const __m256i *)(gb + 16 + 32 * k)), d8, y + b * QK + 4 * k, ldy);
@@ -382,9 +356,9 @@ static void q8_0_to_float_avx2(const void *group, float *y, int64_t ldy, int64_t
     {                                                                                              \
         dot_groups_avx2(KIND, n, g0, g1, a, y0, y1);                                               \
     }
-DOTS_AVX2(q4_0, 0)
-DOTS_AVX2(q5_0, 1)
-DOTS_AVX2(q8_0, 2)
+DOTS_AVX2(q4_0, Q4)
+DOTS_AVX2(q5_0, Q5)
+DOTS_AVX2(q8_0, Q8)
 static void q4_0_to_float_avx2(const void *g, float *y, int64_t ldy, int64_t n) { to_float_avx2(0, g, y, ldy, n); }
 static void q5_0_to_float_avx2(const void *g, float *y, int64_t ldy, int64_t n) { to_float_avx2(1, g, y, ldy, n); }
 
@@ -392,10 +366,6 @@ static void q5_0_to_float_avx2(const void *g, float *y, int64_t ldy, int64_t n) 
 #endif
 
 /* ==== registration ==== */
-
-DOT2_REF(q4_0)
-DOT2_REF(q5_0)
-DOT2_REF(q8_0)
 
 void llm_quant_pack_init(struct llm_pack_ops *t, unsigned cpu)
 {

@@ -123,36 +123,57 @@ static void free_set(struct set *s)
     s->m = NULL;
 }
 
-/* one pass over the set; returns seconds */
+/* one pass over the set; returns seconds. po: the set is packed (group g
+ * of each matrix's first half read with group g of its second, an odd last
+ * group alone, as decode does) */
 static double run_pass(const struct set *s, const struct llm_type_ops *ops,
-                       const struct llm_type_ops *vd, const float *x, void *xq, float *out,
-                       int threads)
+                       const struct llm_pack_ops *po, const struct llm_type_ops *vd, const float *x,
+                       void *xq, float *out, int threads)
 {
     double t0 = omp_get_wtime();
 #pragma omp parallel num_threads(threads)
     for (int i = 0; i < s->n; i++) {
         const struct mat *m = &s->m[i];
+        int64_t groups = m->n_out / LLM_PACK_ROWS, half = groups / 2;
+        size_t gb = LLM_PACK_ROWS * m->row_bytes;
 #pragma omp single
         vd->from_float(x, xq, m->n_in);
+        if (!po) {
 #pragma omp for schedule(static)
-        for (int64_t r = 0; r < m->n_out; r++)
-            out[r] = ops->vec_dot(m->n_in, m->w + (size_t)r * m->row_bytes, xq);
+            for (int64_t r = 0; r < m->n_out; r++)
+                out[r] = ops->vec_dot(m->n_in, m->w + (size_t)r * m->row_bytes, xq);
+            continue;
+        }
+#pragma omp for schedule(static)
+        for (int64_t g = 0; g < half + groups % 2; g++) {
+            if (g == half)
+                po->dot(m->n_in, m->w + (size_t)(2 * half) * gb, xq, out + 2 * half * LLM_PACK_ROWS);
+            else
+                po->dot2(m->n_in, m->w + (size_t)g * gb, m->w + (size_t)(g + half) * gb, xq,
+                         out + g * LLM_PACK_ROWS, out + (g + half) * LLM_PACK_ROWS);
+        }
     }
     return omp_get_wtime() - t0;
 }
 
-/* to_float of every row (each thread into its own row buffer); seconds */
-static double run_deq(const struct set *s, const struct llm_type_ops *ops, float *rowbuf,
-                      int threads)
+/* to_float of every row (each thread into its own buffer of 8 rows, the
+ * packed set a group at a time); seconds */
+static double run_deq(const struct set *s, const struct llm_type_ops *ops,
+                      const struct llm_pack_ops *po, float *rowbuf, int threads)
 {
     double t0 = omp_get_wtime();
 #pragma omp parallel num_threads(threads)
     for (int i = 0; i < s->n; i++) {
         const struct mat *m = &s->m[i];
-        float *row = rowbuf + (size_t)omp_get_thread_num() * 4864;
+        float *rows = rowbuf + (size_t)omp_get_thread_num() * LLM_PACK_ROWS * 4864;
+        int64_t step = po ? LLM_PACK_ROWS : 1;
 #pragma omp for schedule(static)
-        for (int64_t r = 0; r < m->n_out; r++)
-            ops->to_float(m->w + (size_t)r * m->row_bytes, row, m->n_in);
+        for (int64_t r = 0; r < m->n_out; r += step) {
+            if (po)
+                po->to_float(m->w + (size_t)r * m->row_bytes, rows, m->n_in, m->n_in);
+            else
+                ops->to_float(m->w + (size_t)r * m->row_bytes, rows, m->n_in);
+        }
     }
     return omp_get_wtime() - t0;
 }
@@ -184,47 +205,6 @@ static void unpack_set(struct set *s)
     }
     free(s->m);
     s->m = NULL;
-}
-
-/* run_pass on a packed set: group g of the first half with group g of the
- * second (an odd last group alone) */
-static double run_pass_packed(const struct set *s, const struct llm_pack_ops *po,
-                              const struct llm_type_ops *vd, const float *x, void *xq, float *out,
-                              int threads)
-{
-    double t0 = omp_get_wtime();
-#pragma omp parallel num_threads(threads)
-    for (int i = 0; i < s->n; i++) {
-        const struct mat *m = &s->m[i];
-        int64_t groups = m->n_out / LLM_PACK_ROWS, half = groups / 2;
-        size_t gb = LLM_PACK_ROWS * m->row_bytes;
-#pragma omp single
-        vd->from_float(x, xq, m->n_in);
-#pragma omp for schedule(static)
-        for (int64_t g = 0; g < half + groups % 2; g++) {
-            if (g == half)
-                po->dot(m->n_in, m->w + (size_t)(2 * half) * gb, xq, out + 2 * half * LLM_PACK_ROWS);
-            else
-                po->dot2(m->n_in, m->w + (size_t)g * gb, m->w + (size_t)(g + half) * gb, xq,
-                         out + g * LLM_PACK_ROWS, out + (g + half) * LLM_PACK_ROWS);
-        }
-    }
-    return omp_get_wtime() - t0;
-}
-
-static double run_deq_packed(const struct set *s, const struct llm_pack_ops *po, float *rowbuf,
-                             int threads)
-{
-    double t0 = omp_get_wtime();
-#pragma omp parallel num_threads(threads)
-    for (int i = 0; i < s->n; i++) {
-        const struct mat *m = &s->m[i];
-        float *rows = rowbuf + (size_t)omp_get_thread_num() * LLM_PACK_ROWS * 4864;
-#pragma omp for schedule(static)
-        for (int64_t g = 0; g < m->n_out / LLM_PACK_ROWS; g++)
-            po->to_float(m->w + (size_t)g * LLM_PACK_ROWS * m->row_bytes, rows, m->n_in, m->n_in);
-    }
-    return omp_get_wtime() - t0;
 }
 
 static int parse_type(const char *name)
@@ -293,15 +273,15 @@ int main(int argc, char **argv)
                 continue; /* rows of 896 are not whole blocks of this type */
             }
             double best = 1e30;
-            run_pass(&s, ops, vd, x, xq, out, threads); /* warm-up */
+            run_pass(&s, ops, NULL, vd, x, xq, out, threads); /* warm-up */
             for (int r = 0; r < reps; r++) {
-                double t = run_pass(&s, ops, vd, x, xq, out, threads);
+                double t = run_pass(&s, ops, NULL, vd, x, xq, out, threads);
                 if (t < best)
                     best = t;
             }
             double best_deq = 1e30, elems = s.bytes / bpw;
             for (int r = 0; r < reps; r++) {
-                double t = run_deq(&s, ops, rowbuf, threads);
+                double t = run_deq(&s, ops, NULL, rowbuf, threads);
                 if (t < best_deq)
                     best_deq = t;
             }
@@ -315,11 +295,11 @@ int main(int argc, char **argv)
                 continue;
             }
             best = best_deq = 1e30;
-            run_pass_packed(&s, po, vd, x, xq, out, threads); /* warm-up */
+            run_pass(&s, ops, po, vd, x, xq, out, threads); /* warm-up */
             for (int r = 0; r < reps; r++) {
-                double t = run_pass_packed(&s, po, vd, x, xq, out, threads);
+                double t = run_pass(&s, ops, po, vd, x, xq, out, threads);
                 best = t < best ? t : best;
-                t = run_deq_packed(&s, po, rowbuf, threads);
+                t = run_deq(&s, ops, po, rowbuf, threads);
                 best_deq = t < best_deq ? t : best_deq;
             }
             printf("%-6s %-6s %9.4f %9.1f %10.3f %9.1f %7.0f%% %12.2f  packed\n", tok, s.name, bpw,
