@@ -6,7 +6,8 @@
 # a truncated cache file and one with a damaged header are each ignored and
 # replaced, never trusted; a home where the cache cannot be written still
 # works; temp files of dead writers are removed; 'models rm' removes a
-# stored model's cache file. On a CPU without packed
+# stored model's cache file; packed decode (two groups at a time, an odd
+# last group alone) agrees with the row kernels. On a CPU without packed
 # kernels nothing is packed and no file is written.
 . "$TOP/tests/cli/lib.sh"
 cp "$TOP/tests/data/quant/m-Q5_0.gguf" "$T/m.gguf"
@@ -77,6 +78,29 @@ expect_err 'packed now'
 run "$KVCHAT" models rm q5
 expect_rc 0
 [ "$(n_files)" = "$before" ] && ok "models rm removed its cache file" || not_ok "models rm left its cache file"
+
+# decode with packed weights (read two groups at a time from each matrix's
+# halves, an odd last group alone) against the row kernels (KVCHAT_CPU=generic
+# packs nothing): a Q8_0 model whose K and V have 1 group of 8 rows and whose
+# output has 33; the same math in another order, so within 1e-5 of the range
+"$MKMODEL" "$T/odd.gguf" --n-vocab 264 --dim 64 --layers 2 --heads 4 --kv-heads 1 --head-dim 8 \
+    --ff 96 --type Q8_0 >/dev/null
+run "$KVCHAT" eval -m "$T/odd.gguf" -p "1 5 9 33 100 200 7 8" --token-by-token --logits-out "$T/odd-p.f32" -v
+expect_err '15 weights packed for decode'
+KVCHAT_CPU=generic run "$KVCHAT" eval -m "$T/odd.gguf" -p "1 5 9 33 100 200 7 8" --token-by-token \
+    --logits-out "$T/odd-r.f32"
+expect_rc 0
+od -An -v -f -w4 "$T/odd-p.f32" >"$T/a.txt"
+od -An -v -f -w4 "$T/odd-r.f32" >"$T/b.txt"
+e=$(paste "$T/a.txt" "$T/b.txt" | awk '
+    NR == 1 { lo = $2; hi = $2 }
+    { d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; if ($2 < lo) lo = $2; if ($2 > hi) hi = $2; n++ }
+    END { if (n != 264 || hi <= lo) print "nan"; else printf "%.3g\n", m / (hi - lo) }')
+if awk -v e="$e" 'BEGIN { exit !(e != "nan" && e + 0 <= 1e-5) }'; then
+    ok "packed decode with odd groups matches the row kernels: max|d|/range $e"
+else
+    not_ok "packed decode with odd groups differs from the row kernels: $e"
+fi
 
 # a home where nothing can be written (a path under a regular file)
 : >"$T/file"
