@@ -471,6 +471,7 @@ static int bench_exec(int argc, char **argv)
     struct engine en;
     if ((rc = engine_open(&o, need, &en)) >= 0)
         return rc;
+    llm_model_pack_wait(en.model); /* a first open writes the packed weights' file */
     int64_t nv = llm_model_n_vocab(en.model);
     int32_t *t = malloc((size_t)(need + 1) * sizeof *t);
     if (!t) {

@@ -782,17 +782,17 @@ static void gemm_weights(struct llm_ctx *c, int nw, const struct llm_weight *con
                          float *y, int64_t ldy, int64_t T)
 {
     int64_t total = 0, n_in = w[0]->n_in;
-    bool packed = true, rows = true;
+    bool packed = true, quantized = true;
     int64_t packed_max = T;
     for (int i = 0; i < nw; i++) {
         total += w[i]->n_out;
         packed = packed && w[i]->pack;
-        rows = rows && w[i]->type != LLM_TYPE_F32;
+        quantized = quantized && w[i]->type != LLM_TYPE_F32;
         int64_t mx = w[i]->type == LLM_TYPE_Q8_0 ? PACKED_SMALL_BATCH_Q8 : PACKED_SMALL_BATCH;
         packed_max = mx < packed_max ? mx : packed_max;
     }
     bool small = packed ? T <= packed_max
-                        : rows && T <= (llm_cpu_features() & LLM_CPU_AVX512_VNNI ? SMALL_BATCH_VNNI : SMALL_BATCH);
+                        : quantized && T <= (llm_cpu_features() & LLM_CPU_AVX512_VNNI ? SMALL_BATCH_VNNI : SMALL_BATCH);
     if (small) {
         gemm_weights_small(c, nw, w, x, y, ldy, T);
         return;

@@ -478,6 +478,9 @@ int llm_model_open(const char *path, struct llm_model_params params, struct llm_
 int64_t llm_model_packed(const struct llm_model *m, uint64_t *bytes, bool *from_cache);
 /* the cache file for the model at model_path in dir; -1 if there is none */
 int llm_pack_cache_file(const char *dir, const char *model_path, char *buf, size_t size);
+/* waits until the cache file is written (kvchat bench, so that writing it
+ * does not share the cores with what it measures) */
+void llm_model_pack_wait(struct llm_model *m);
 void llm_model_close(struct llm_model *m);
 /* borrowed until llm_model_close */
 const struct llm_model_meta *llm_model_get_meta(const struct llm_model *m);

@@ -57,8 +57,6 @@ struct llm_model {
  * (then the cache file is written by a background thread); best effort:
  * weights stay as rows where it fails. dir NULL: no cache file. */
 void llm_model_pack(struct llm_model *m, const char *dir, const char *model_path);
-/* waits for the cache writer (abort_write: stop it, leaving no file) */
-void llm_model_pack_wait(struct llm_model *m, bool abort_write);
 void llm_model_unpack(struct llm_model *m); /* waits for the writer, frees */
 
 #endif

@@ -34,7 +34,6 @@
 #include <omp.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,7 +65,6 @@ struct llm_packed {
     /* the background writer of the cache file */
     pthread_t writer;
     bool writing;
-    atomic_bool abort_write;
     char *file;          /* the cache file's path */
     struct pack_header *header;
 };
@@ -208,13 +206,17 @@ static bool expected_header(const struct llm_model *m, const char *real, const s
     return true;
 }
 
+/* the cache file in dir of the model whose real path is real */
+static int cache_name(const char *dir, const char *real, char *buf, size_t size)
+{
+    int n = snprintf(buf, size, "%s/%016llx.kvpack", dir, (unsigned long long)fnv1a(real));
+    return n > 0 && (size_t)n < size ? 0 : -1;
+}
+
 int llm_pack_cache_file(const char *dir, const char *model_path, char *buf, size_t size)
 {
     char real[PATH_MAX];
-    if (!dir || !realpath(model_path, real))
-        return -1;
-    int n = snprintf(buf, size, "%s/%016llx.kvpack", dir, (unsigned long long)fnv1a(real));
-    return n > 0 && (size_t)n < size ? 0 : -1;
+    return dir && realpath(model_path, real) ? cache_name(dir, real, buf, size) : -1;
 }
 
 /* the cache file mapped if its header is h and its size right, else NULL */
@@ -259,12 +261,10 @@ static void remove_stale_temps(const char *dir)
     closedir(d);
 }
 
-static bool write_all(int fd, const void *buf, size_t n, const atomic_bool *abort_write)
+static bool write_all(int fd, const void *buf, size_t n)
 {
     const uint8_t *p = buf;
     while (n) {
-        if (atomic_load_explicit(abort_write, memory_order_relaxed))
-            return false;
         size_t chunk = n < (8u << 20) ? n : 8u << 20;
         ssize_t w = write(fd, p, chunk);
         if (w < 0 && errno == EINTR)
@@ -278,7 +278,7 @@ static bool write_all(int fd, const void *buf, size_t n, const atomic_bool *abor
 }
 
 /* the writer thread: header and data to name.tmp.PID, synced, renamed over
- * name, the directory synced; on any failure or abort the temp file goes */
+ * name, the directory synced; on any failure the temp file goes */
 static void *write_cache(void *arg)
 {
     struct llm_packed *pk = arg;
@@ -287,8 +287,8 @@ static void *write_cache(void *arg)
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return NULL;
-    bool ok = write_all(fd, pk->header, HEADER_BYTES, &pk->abort_write) &&
-              write_all(fd, pk->data, pk->data_bytes, &pk->abort_write) && fdatasync(fd) == 0;
+    bool ok = write_all(fd, pk->header, HEADER_BYTES) && write_all(fd, pk->data, pk->data_bytes) &&
+              fdatasync(fd) == 0;
     ok = close(fd) == 0 && ok && rename(tmp, pk->file) == 0;
     if (!ok) {
         unlink(tmp);
@@ -337,7 +337,7 @@ void llm_model_pack(struct llm_model *m, const char *dir, const char *model_path
     char file[PATH_MAX], real[PATH_MAX];
     bool cacheable = pk && h && dir && model_path && realpath(model_path, real) &&
                      expected_header(m, real, &p, h) &&
-                     llm_pack_cache_file(dir, model_path, file, sizeof file) == 0;
+                     cache_name(dir, real, file, sizeof file) == 0;
     if (!pk)
         goto out;
     if (cacheable && (pk->map = map_cache(file, h, &pk->map_bytes))) {
@@ -371,12 +371,11 @@ out:
     plan_free(&p);
 }
 
-void llm_model_pack_wait(struct llm_model *m, bool abort_write)
+void llm_model_pack_wait(struct llm_model *m)
 {
     struct llm_packed *pk = m->packed;
     if (!pk || !pk->writing)
         return;
-    atomic_store(&pk->abort_write, abort_write);
     pthread_join(pk->writer, NULL);
     pk->writing = false;
 }
@@ -386,7 +385,7 @@ void llm_model_unpack(struct llm_model *m)
     struct llm_packed *pk = m->packed;
     if (!pk)
         return;
-    llm_model_pack_wait(m, false); /* a first run's exit waits for the file */
+    llm_model_pack_wait(m); /* a first run's exit waits for the file */
     munmap(pk->map, pk->map_bytes);
     free(pk->file);
     free(pk->header);

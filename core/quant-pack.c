@@ -30,9 +30,9 @@
  *   u16 d[8]; i8 qs[8][32]  chunk k, byte 4r + e: element 4k + e of row r
  *
  * A packed dot product is defined by its scalar reference below, in this
- * order: per block, the exact integer sum s_r of q * a over the block
- * (q the unsigned 4- or 5-bit field) minus 16 (or 8) times the sum of a
- * (for Q8_0, q the signed byte and no offset);
+ * order: per block, the exact integer sum s_r of q * a over the block (q
+ * the 4- or 5-bit field minus 8 or 16, or the Q8_0 byte; the AVX2 kernel
+ * forms the same integer as sum(field * a) minus 8 or 16 times sum(a)),
  * then acc_r = fmaf((float)s_r, d_r * d_a, acc_r), blocks in order. The
  * AVX2 kernel computes the same operations and matches it bit for bit.
  * (It is not the row-wise reference's order, whose 8 lanes sum separately;
@@ -47,7 +47,7 @@
 #define QK 32
 #define ROWS LLM_PACK_ROWS
 
-/* the kinds of packed group: Q4_0, Q5_0 (q5 below is kind == Q5), Q8_0 */
+/* the kinds of packed group: Q4_0, Q5_0, Q8_0 */
 enum { Q4 = 0, Q5 = 1, Q8 = 2 };
 
 /* bytes of one block of one row, and of the 8 rows' block in a group */
@@ -77,31 +77,35 @@ static const uint32_t spread4[16] = {
     0x01000000, 0x01000001, 0x01000100, 0x01000101, 0x01010000, 0x01010001, 0x01010100, 0x01010101,
 };
 
-static void pack_rows(int q5, const void *rows, size_t stride, int64_t n, void *dst)
+/* scales, (Q5_0) fifth bits, then the quants 4 bytes per row at a time:
+ * chunk c of the group block gets bytes 4c..4c+3 of each row's quants */
+static void pack_rows(int kind, const void *rows, size_t stride, int64_t n, void *dst)
 {
     const uint8_t *src = rows;
     uint8_t *out = dst;
-    size_t bb = block_bytes(q5), qo = q5 ? 6 : 2;
-    for (int64_t b = 0; b < n / QK; b++, out += group_block_bytes(q5)) {
+    size_t bb = block_bytes(kind), qo = kind == Q5 ? 6 : 2;
+    int chunks = kind == Q8 ? 8 : 4;
+    for (int64_t b = 0; b < n / QK; b++, out += group_block_bytes(kind)) {
         uint32_t hb[8] = {0};
         for (int r = 0; r < ROWS; r++) {
             const uint8_t *blk = src + (size_t)r * stride + (size_t)b * bb;
             memcpy(out + 2 * r, blk, 2);
-            for (int c = 0; c < 4; c++)
-                memcpy(out + qs_offset(q5) + 32 * c + 4 * r, blk + qo + 4 * c, 4);
-            if (q5) {
+            for (int c = 0; c < chunks; c++)
+                memcpy(out + qs_offset(kind) + 32 * c + 4 * r, blk + qo + 4 * c, 4);
+            if (kind == Q5) {
                 uint32_t qh = ld32(blk + 2);
                 for (int k = 0; k < 8; k++)
                     hb[k] |= spread4[(qh >> (4 * k)) & 15] << r;
             }
         }
-        if (q5)
+        if (kind == Q5)
             memcpy(out + 16, hb, sizeof hb);
     }
 }
 
-static void q4_0_pack(const void *rows, size_t stride, int64_t n, void *dst) { pack_rows(0, rows, stride, n, dst); }
-static void q5_0_pack(const void *rows, size_t stride, int64_t n, void *dst) { pack_rows(1, rows, stride, n, dst); }
+static void q4_0_pack(const void *rows, size_t stride, int64_t n, void *dst) { pack_rows(Q4, rows, stride, n, dst); }
+static void q5_0_pack(const void *rows, size_t stride, int64_t n, void *dst) { pack_rows(Q5, rows, stride, n, dst); }
+static void q8_0_pack(const void *rows, size_t stride, int64_t n, void *dst) { pack_rows(Q8, rows, stride, n, dst); }
 
 /* ==== scalar references ==== */
 
@@ -132,8 +136,6 @@ static void to_float_ref(int kind, const void *group, float *y, int64_t ldy, int
     }
 }
 
-/* (the SIMD kernels form the same exact integer s as sum(field * a) minus
- * the offset times sum(a)) */
 static void dot_ref(int kind, int64_t n, const void *group, const void *act, float out[ROWS])
 {
     const uint8_t *g = group;
@@ -177,21 +179,6 @@ REFS(q4_0, Q4)
 REFS(q5_0, Q5)
 REFS(q8_0, Q8)
 
-/* ---- Q8_0 ---- */
-
-static void q8_0_pack(const void *rows, size_t stride, int64_t n, void *dst)
-{
-    const uint8_t *src = rows;
-    uint8_t *out = dst;
-    for (int64_t b = 0; b < n / QK; b++, out += group_block_bytes(Q8))
-        for (int r = 0; r < ROWS; r++) {
-            const uint8_t *blk = src + (size_t)r * stride + (size_t)b * 34;
-            memcpy(out + 2 * r, blk, 2);
-            for (int k = 0; k < 8; k++)
-                memcpy(out + 16 + 32 * k + 4 * r, blk + 2 + 4 * k, 4);
-        }
-}
-
 /* ==== AVX2 ==== */
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -209,13 +196,13 @@ static inline __m256i fifth_bits(const uint8_t *p, __m256i sel)
 }
 
 /* the 8 rows' fields of elements 4k..4k+3, for k = c and k = c + 4 */
-static inline void fields(int q5, const uint8_t *gb, int c, __m256i sel, __m256i *lo, __m256i *hi)
+static inline void fields(int kind, const uint8_t *gb, int c, __m256i sel, __m256i *lo, __m256i *hi)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
-    __m256i raw = _mm256_loadu_si256((const __m256i *)(gb + qs_offset(q5) + 32 * c));
+    __m256i raw = _mm256_loadu_si256((const __m256i *)(gb + qs_offset(kind) + 32 * c));
     *lo = _mm256_and_si256(raw, m4);
     *hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-    if (q5) {
+    if (kind == Q5) {
         *lo = _mm256_or_si256(*lo, fifth_bits(gb + 16 + 4 * c, sel));
         *hi = _mm256_or_si256(*hi, fifth_bits(gb + 16 + 4 * (c + 4), sel));
     }
@@ -229,19 +216,19 @@ static inline __m256i row_bits(void)
 }
 
 /* off (16 or 8) times the sum of an activation block's 32 bytes, in all lanes */
-static inline __m256i offset_sum(int q5, const uint8_t *aq)
+static inline __m256i offset_sum(int kind, const uint8_t *aq)
 {
     __m256i sa = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)aq)),
                                    _mm256_set1_epi16(1));
     __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sa), _mm256_extracti128_si256(sa, 1));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm256_broadcastd_epi32(_mm_slli_epi32(s4, q5 ? 4 : 3));
+    return _mm256_broadcastd_epi32(_mm_slli_epi32(s4, kind == Q5 ? 4 : 3));
 }
 
 /* one block of a Q4_0/Q5_0 group against activation block aq (scale dy,
  * offset sum corr): acc + (sum - corr) * d_r * dy, lane r */
-static inline __m256 step_q45(int q5, const uint8_t *gb, const uint8_t *aq, __m256i corr, __m256 dy,
+static inline __m256 step_q45(int kind, const uint8_t *gb, const uint8_t *aq, __m256i corr, __m256 dy,
                               __m256 acc)
 {
     const __m256i sel = row_bits(), ones16 = _mm256_set1_epi16(1);
@@ -249,7 +236,7 @@ static inline __m256 step_q45(int q5, const uint8_t *gb, const uint8_t *aq, __m2
     __m256i s16lo = _mm256_setzero_si256(), s16hi = _mm256_setzero_si256();
     for (int c = 0; c < 4; c++) {
         __m256i lo, hi;
-        fields(q5, gb, c, sel, &lo, &hi);
+        fields(kind, gb, c, sel, &lo, &hi);
         s16lo = _mm256_add_epi16(s16lo, _mm256_maddubs_epi16(lo, _mm256_set1_epi32((int)ld32(aq + 4 * c))));
         s16hi = _mm256_add_epi16(s16hi, _mm256_maddubs_epi16(hi, _mm256_set1_epi32((int)ld32(aq + 16 + 4 * c))));
     }
@@ -319,16 +306,16 @@ static inline void store_rows4(__m256i q, __m256 d8, float *y, int64_t ldy)
     }
 }
 
-static inline void to_float_avx2(int q5, const void *group, float *y, int64_t ldy, int64_t n)
+static inline void to_float_avx2(int kind, const void *group, float *y, int64_t ldy, int64_t n)
 {
     const uint8_t *g = group;
-    const __m256i sel = row_bits(), offv = _mm256_set1_epi8((char)(q5 ? 16 : 8));
+    const __m256i sel = row_bits(), offv = _mm256_set1_epi8((char)(kind == Q5 ? 16 : 8));
     for (int64_t b = 0; b < n / QK; b++) {
-        const uint8_t *gb = g + (size_t)b * group_block_bytes(q5);
+        const uint8_t *gb = g + (size_t)b * group_block_bytes(kind);
         __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gb));
         for (int c = 0; c < 4; c++) {
             __m256i lo, hi;
-            fields(q5, gb, c, sel, &lo, &hi);
+            fields(kind, gb, c, sel, &lo, &hi);
             store_rows4(_mm256_sub_epi8(lo, offv), d8, y + b * QK + 4 * c, ldy);
             store_rows4(_mm256_sub_epi8(hi, offv), d8, y + b * QK + 16 + 4 * c, ldy);
         }
@@ -359,8 +346,8 @@ static void q8_0_to_float_avx2(const void *group, float *y, int64_t ldy, int64_t
 DOTS_AVX2(q4_0, Q4)
 DOTS_AVX2(q5_0, Q5)
 DOTS_AVX2(q8_0, Q8)
-static void q4_0_to_float_avx2(const void *g, float *y, int64_t ldy, int64_t n) { to_float_avx2(0, g, y, ldy, n); }
-static void q5_0_to_float_avx2(const void *g, float *y, int64_t ldy, int64_t n) { to_float_avx2(1, g, y, ldy, n); }
+static void q4_0_to_float_avx2(const void *g, float *y, int64_t ldy, int64_t n) { to_float_avx2(Q4, g, y, ldy, n); }
+static void q5_0_to_float_avx2(const void *g, float *y, int64_t ldy, int64_t n) { to_float_avx2(Q5, g, y, ldy, n); }
 
 #pragma GCC pop_options
 #endif
