@@ -342,6 +342,8 @@ enum llm_template {
     LLM_TEMPLATE_MISTRAL_V7_TEKKEN,
     LLM_TEMPLATE_PHI4,
     LLM_TEMPLATE_COMMAND_R,
+    LLM_TEMPLATE_CHATML_NOTHINK, /* ChatML as Qwen3's template renders it with
+                                    enable_thinking false: an empty think block */
     LLM_TEMPLATE_COUNT
 };
 
@@ -402,6 +404,29 @@ struct llm_template_turn_end llm_template_turn_end(enum llm_template t);
 /* Extra stop strings for template t (the next turn's header a model may
  * write instead of its terminator); NULL-terminated, static. */
 const char *const *llm_template_stops(enum llm_template t);
+
+/* Qwen3-style templates that can switch thinking off (their Jinja has
+ * enable_thinking): the template to render with thinking off
+ * (LLM_TEMPLATE_CHATML_NOTHINK for ChatML), or LLM_TEMPLATE_UNKNOWN when
+ * the model's template has no such switch. */
+enum llm_template llm_template_think_off(enum llm_template t, const char *jinja, size_t len);
+
+/* ==== reasoning: <think>...</think> in a streamed answer ====
+ * Splits generated text into the reasoning between <think> and </think>
+ * and the answer, holding back a tag split across pieces; the tags and the
+ * white space after </think> are dropped. */
+struct llm_think;
+enum llm_think_part { LLM_THINK_ANSWER, LLM_THINK_REASONING };
+/* receives each piece; non-zero stops the push and is returned by it */
+typedef int (*llm_think_emit_fn)(void *ud, enum llm_think_part part, const char *text, size_t n);
+/* in_reasoning: the prompt already opened <think> (NULL when out of memory;
+ * caller frees with llm_think_free) */
+struct llm_think *llm_think_init(bool in_reasoning);
+void llm_think_free(struct llm_think *t);
+int llm_think_push(struct llm_think *t, const char *text, size_t n, llm_think_emit_fn fn, void *ud);
+/* pass on what is held back (at the end of the answer) */
+int llm_think_flush(struct llm_think *t, llm_think_emit_fn fn, void *ud);
+bool llm_think_in_reasoning(const struct llm_think *t);
 
 #define LLM_MAX_ARCH 32
 
