@@ -973,6 +973,8 @@ static int models_aliases(int argc, char **argv)
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")))
         return cmd_help(&cmd_models_entry);
     for (const struct mdl_alias *a = mdl_aliases; a->name; a++) {
+        if (!mdl_alias_runs(a))
+            continue; /* prepared for an architecture kvchat does not run yet */
         char size[32];
         fmt_bytes(size, sizeof size, (double)a->size);
         printf("%-14s %-40s ~%-10s hf:%s/%s\n", a->name, a->about, size, a->repo, a->file);

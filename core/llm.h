@@ -562,6 +562,9 @@ bool llm_model_layer_swa(const struct llm_model *m, int64_t l);
  * opened vocab_only. */
 uint64_t llm_model_decode_bytes(const struct llm_model *m);
 
+/* true for the architectures kvchat computes (llama, qwen2, qwen3) */
+bool llm_arch_runs(const char *arch);
+
 /* physical cores of this machine (at least 1): the default thread count */
 int llm_default_threads(void);
 /* the BLIS sub-configuration in use ("skx", "zen3", ...) and whether the

@@ -120,6 +120,14 @@ static const struct {
     {"gemma3", LLM_ARCH_GEMMA3, false}, {"phi3", LLM_ARCH_PHI3, false},
 };
 
+bool llm_arch_runs(const char *arch)
+{
+    for (size_t i = 0; i < sizeof archs / sizeof *archs; i++)
+        if (!strcmp(arch, archs[i].name))
+            return archs[i].computable;
+    return false;
+}
+
 /* which layers use the sliding window, and each layer's RoPE: llama.cpp's
  * gemma2.cpp/gemma3.cpp load_arch_hparams and llama_hparams::set_swa_pattern
  * (layer l is local when l % period < period - 1; the default period is 2
