@@ -57,6 +57,19 @@ int cmd_model_resolve(const char *m_arg, bool offer_pull, char *path, size_t siz
 int cmd_models_pull_ref(const char *ref, const struct mdl_pull_params *p, char *name_out,
                         size_t name_size);
 
+/* ==== remote models (cli/cmd-remote.c) ==== */
+/* `models add-remote NAME URL [options]` (argv[0] = "add-remote") */
+int cmd_models_add_remote(int argc, char **argv);
+/* `models info` of the remote entry at path (from mdl_resolve) */
+int cmd_models_info_remote(const char *path, bool json, bool offline);
+struct cmd_opts;
+/* One turn of `kvchat run` with the remote model whose entry is at path:
+ * the answer to prompt (len bytes; the system prompt from o), streamed to
+ * stdout, or one JSON object. Returns the exit code, having printed any
+ * error. */
+int cmd_run_remote(const struct cmd_opts *o, const char *path, const char *prompt, size_t len,
+                   bool json);
+
 /* is there a saved session called name? (for `kvchat NAME`) */
 bool cmd_chat_session_exists(const char *name);
 
@@ -124,6 +137,7 @@ struct cmd_opts {
     bool no_cache, verbose, special;
     int64_t cache_max;         /* --cache-max: bytes of KV segments kept (default 4 GiB) */
     uint64_t given;            /* bit CMD_OPT_X: given on the command line */
+    uint64_t configured;       /* bit CMD_OPT_X: set in the config file */
     /* owned: strings from the config file, the system file's text */
     char *config_strs[CMD_OPTS_MAX_CONFIG];
     int n_config_strs;
