@@ -531,6 +531,8 @@ static int relay(void *ud, const char *text, size_t n)
 static int on_event(void *ud, const char *event, const char *data, size_t n)
 {
     struct turn *t = ud;
+    if (t->p->cancel && *t->p->cancel)
+        return 1; /* a Ctrl-C while the text of one read is handed on */
     if (!strcmp(event, "error")) {
         /* an SSE "error" event: its data is the message, JSON or not */
         char msg[400];
