@@ -25,7 +25,7 @@
 
 /* ==== text ==== */
 
-int utf8_seq(const unsigned char *p, size_t n)
+int mdl_utf8_seq(const unsigned char *p, size_t n)
 {
     unsigned char c = p[0];
     int len;
@@ -63,7 +63,7 @@ static json_t *string_clean(const char *s, size_t n)
     const unsigned char *p = (const unsigned char *)s;
     size_t bad = 0;
     for (size_t i = 0; i < n;) {
-        int k = utf8_seq(p + i, n - i);
+        int k = mdl_utf8_seq(p + i, n - i);
         if (k < 0)
             bad++;
         i += (size_t)(k < 0 ? -k : k);
@@ -75,7 +75,7 @@ static json_t *string_clean(const char *s, size_t n)
         return NULL;
     size_t o = 0;
     for (size_t i = 0; i < n;) {
-        int k = utf8_seq(p + i, n - i);
+        int k = mdl_utf8_seq(p + i, n - i);
         if (k < 0) {
             memcpy(out + o, "\xef\xbf\xbd", 3);
             o += 3;
@@ -100,7 +100,7 @@ static void printable(const char *s, size_t n, char *out, size_t size)
     if (!size)
         return;
     for (size_t i = 0; i < n;) {
-        int k = utf8_seq(p + i, n - i);
+        int k = mdl_utf8_seq(p + i, n - i);
         if (k < 0) {
             k = -k;
             if (o + 1 >= size)

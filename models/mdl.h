@@ -353,6 +353,14 @@ struct mdl_pull_result {
 int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_result *res,
              char *err, size_t err_size);
 
+/* ==== text ==== */
+
+/* Length of the valid UTF-8 sequence at p (n > 0 bytes left), or -k: the
+ * first k bytes are a maximal invalid subpart, to be shown as one U+FFFD
+ * (Unicode's "substitution of maximal subparts", as Python's
+ * errors='replace' does). For JSON writers and terminals. */
+int mdl_utf8_seq(const unsigned char *p, size_t n);
+
 /* the TLS library's name and version, for --version and bug reports */
 const char *mdl_tls_version(void);
 

@@ -117,10 +117,4 @@ int chat_error_message(const char *body, size_t n, char *out, size_t size);
 int json_string_list(const char *body, size_t n, const char *array, const char *field, char ***out,
                      size_t *count, char *err, size_t err_size);
 
-/* ==== text ==== */
-
-/* length of the valid UTF-8 sequence at p (n > 0 bytes left), or -k: the
- * first k bytes are a maximal invalid subpart (to be one U+FFFD) */
-int utf8_seq(const unsigned char *p, size_t n);
-
 #endif

@@ -222,7 +222,7 @@ static int on_piece(void *ud, const char *t, size_t n)
     struct pieces *p = ud;
     /* whole characters only */
     for (size_t i = 0; i < n;) {
-        int k = utf8_seq((const unsigned char *)t + i, n - i);
+        int k = mdl_utf8_seq((const unsigned char *)t + i, n - i);
         assert_true(k > 0);
         i += (size_t)k;
     }

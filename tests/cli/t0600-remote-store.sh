@@ -7,19 +7,10 @@
 # pull refusing a remote name, and chat/run -s refusing a remote model.
 . "$TOP/tests/cli/lib.sh"
 . "$TOP/tests/cli/tls-lib.sh"
+. "$TOP/tests/cli/remote-lib.sh"
 M=$KVCHAT_HOME/models
 CONF=$XDG_CONFIG_HOME/kvchat/config
 
-# start_fixture NAME ARGS...: tests/cli/chatserver.py; its port in $PORT
-start_fixture() {
-    name=$1
-    shift
-    python3 "$TOP/tests/cli/chatserver.py" --port-file "$T/$name.port" --log "$T/$name.log" "$@" &
-    PIDS="$PIDS $!"
-    i=0
-    while [ ! -s "$T/$name.port" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
-    PORT=$(cat "$T/$name.port")
-}
 
 start_fixture one --models only-model
 ONE=$PORT

@@ -12,16 +12,8 @@
 # test CA (--ca-file and KVCHAT_CA_FILE) and an untrusted certificate.
 . "$TOP/tests/cli/lib.sh"
 . "$TOP/tests/cli/tls-lib.sh"
+. "$TOP/tests/cli/remote-lib.sh"
 
-start_fixture() {
-    name=$1
-    shift
-    python3 "$TOP/tests/cli/chatserver.py" --port-file "$T/$name.port" --log "$T/$name.log" "$@" &
-    PIDS="$PIDS $!"
-    i=0
-    while [ ! -s "$T/$name.port" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
-    PORT=$(cat "$T/$name.port")
-}
 # add NAME MODE [options]: a remote model for the fixture's mode
 add() {
     n=$1 m=$2

@@ -24,7 +24,7 @@ static void printable_or_die(const char *s)
 static void whole_utf8_or_die(const char *s, size_t n)
 {
     for (size_t i = 0; i < n;) {
-        int k = utf8_seq((const unsigned char *)s + i, n - i);
+        int k = mdl_utf8_seq((const unsigned char *)s + i, n - i);
         if (k <= 0)
             abort();
         i += (size_t)k;

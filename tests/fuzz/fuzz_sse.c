@@ -29,7 +29,7 @@ static int on_text(void *ud, const char *t, size_t n)
     if (n == 0)
         abort(); /* empty pieces are never handed on */
     for (size_t i = 0; i < n;) {
-        int k = utf8_seq((const unsigned char *)t + i, n - i);
+        int k = mdl_utf8_seq((const unsigned char *)t + i, n - i);
         if (k <= 0)
             abort(); /* never half a character */
         i += (size_t)k;
