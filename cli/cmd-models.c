@@ -456,14 +456,6 @@ static int models_info(int argc, char **argv)
 
 /* ==== pull ==== */
 
-static volatile sig_atomic_t pull_cancel;
-
-static void on_sigint(int sig)
-{
-    (void)sig;
-    pull_cancel = 1;
-}
-
 struct pull_ui {
     bool tty;        /* stderr is a terminal: redraw one progress line */
     bool drawn;      /* a progress line is on screen */
@@ -543,18 +535,13 @@ int cmd_models_pull_ref(const char *ref, const struct mdl_pull_params *given, ch
     struct pull_ui ui = {.tty = isatty(2), .name = label && label[1] ? label + 1 : ref};
     struct mdl_pull_result res;
     char err[1024];
-    struct sigaction sa = {.sa_handler = on_sigint}, old_int, old_term;
-    sigemptyset(&sa.sa_mask);
-    pull_cancel = 0;
-    sigaction(SIGINT, &sa, &old_int); /* no SA_RESTART: a wait on the network ends */
-    sigaction(SIGTERM, &sa, &old_term);
-    p.cancel = &pull_cancel;
+    cmd_interrupts_catch();
+    p.cancel = &cmd_interrupted;
     p.progress = pull_progress;
     p.note = pull_note;
     p.ctx = &ui;
     int rc = mdl_pull(ref, &p, &res, err, sizeof err);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    cmd_interrupts_restore();
     if (ui.drawn)
         fputc('\n', stderr);
     if (rc)

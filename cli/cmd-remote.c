@@ -34,33 +34,6 @@ static int remote_exit(int rc)
     }
 }
 
-static volatile sig_atomic_t interrupted;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    interrupted = 1;
-}
-
-/* SIGINT and SIGTERM set the flag and end waits on the network (no
- * SA_RESTART); the old handlers go back with restore_signals */
-static struct sigaction old_int, old_term;
-
-static void catch_signals(void)
-{
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigemptyset(&sa.sa_mask);
-    interrupted = 0;
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-}
-
-static void restore_signals(void)
-{
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
-}
-
 static void note(void *ctx, const char *msg)
 {
     (void)ctx;
@@ -126,10 +99,10 @@ int cmd_models_add_remote(int argc, char **argv)
         return cmd_usage_error(&cmd_models_entry, "models add-remote: expected NAME and URL");
     const char *name = argv[optind], *url = argv[optind + 1];
     char note_buf[1024], err[2048];
-    catch_signals();
-    p.cancel = &interrupted;
+    cmd_interrupts_catch();
+    p.cancel = &cmd_interrupted;
     int rc = mdl_remote_add(name, url, &p, note_buf, sizeof note_buf, err, sizeof err);
-    restore_signals();
+    cmd_interrupts_restore();
     if (rc)
         return cmd_fail(remote_exit(rc), "cannot add remote model '%s': %s", name, err);
     if (note_buf[0])
@@ -163,9 +136,9 @@ int cmd_models_info_remote(const char *path, bool json, bool offline)
     size_t n_ids = 0;
     int srv = 1; /* 1 not asked, 0 answered, <0 failed */
     if (!offline) {
-        catch_signals();
-        srv = mdl_remote_models(r, &interrupted, &ids, &n_ids, err, sizeof err);
-        restore_signals();
+        cmd_interrupts_catch();
+        srv = mdl_remote_models(r, &cmd_interrupted, &ids, &n_ids, err, sizeof err);
+        cmd_interrupts_restore();
     }
     bool listed = false;
     for (size_t i = 0; i < n_ids; i++)
@@ -347,7 +320,7 @@ int cmd_run_remote(const struct cmd_opts *o, const char *path, const char *promp
     p.seed_set = o->seed_set;
     p.seed = o->sampling.seed;
     p.max_tokens = o->n_predict;
-    p.cancel = &interrupted;
+    p.cancel = &cmd_interrupted;
     p.note = note;
 
     struct mdl_message msgs[2];
@@ -358,11 +331,11 @@ int cmd_run_remote(const struct cmd_opts *o, const char *path, const char *promp
 
     struct sink sink = {.json = json, .tty = isatty(1)};
     struct mdl_chat_result res;
-    catch_signals();
+    cmd_interrupts_catch();
     signal(SIGPIPE, SIG_IGN);
     rc = mdl_remote_chat(r, msgs, n, &p, on_text, &sink, &res, err, sizeof err);
-    restore_signals();
-    if (sink.broken && rc == MDL_ERR_INTERRUPTED && !interrupted)
+    cmd_interrupts_restore();
+    if (sink.broken && rc == MDL_ERR_INTERRUPTED && !cmd_interrupted)
         rc = 0; /* the reader left: nothing to report */
     bool answered = rc == 0 || rc == MDL_ERR_INTERRUPTED || rc == MDL_ERR_CUT;
     if (json && answered) {

@@ -5,6 +5,7 @@
 #include "cli/cmd.h"
 #include "models/mdl.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +65,30 @@ int cmd_help(const struct cmd_entry *e)
 {
     fputs(e->usage, stdout);
     return CMD_EXIT_OK;
+}
+
+volatile sig_atomic_t cmd_interrupted;
+static struct sigaction old_int, old_term;
+
+static void on_interrupt(int sig)
+{
+    (void)sig;
+    cmd_interrupted = 1;
+}
+
+void cmd_interrupts_catch(void)
+{
+    struct sigaction sa = {.sa_handler = on_interrupt};
+    sigemptyset(&sa.sa_mask);
+    cmd_interrupted = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+}
+
+void cmd_interrupts_restore(void)
+{
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
 }
 
 void cmd_fmt_bytes(char *buf, size_t n, double v)

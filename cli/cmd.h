@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 
 #define KVCHAT_VERSION "0.1.0"
@@ -88,6 +89,13 @@ int cmd_usage_error(const struct cmd_entry *e, const char *fmt, ...)
 bool cmd_wants_help(int argc, char **argv);
 /* print e's usage to stdout and return CMD_EXIT_OK */
 int cmd_help(const struct cmd_entry *e);
+
+/* Until cmd_interrupts_restore, SIGINT and SIGTERM set cmd_interrupted
+ * (cleared here) and end waits on the network (no SA_RESTART): for the
+ * commands that talk to servers (models pull, remote models) */
+extern volatile sig_atomic_t cmd_interrupted;
+void cmd_interrupts_catch(void);
+void cmd_interrupts_restore(void);
 
 /* "4G", "500M", "1.5GiB", "1024" -> bytes; -1 if malformed */
 int64_t cmd_parse_size(const char *s);
