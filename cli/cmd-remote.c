@@ -212,7 +212,7 @@ int cmd_models_info_remote(const char *path, bool json, bool offline)
             if (!listed)
                 fprintf(f, "                (the server does not list '%s')\n", in.model);
         } else if (srv < 0) {
-            fprintf(f, "server:         not reachable: %s\n", err);
+            fprintf(f, "server:         cannot list its models: %s\n", err);
         }
     }
     mdl_strv_free(ids, n_ids);

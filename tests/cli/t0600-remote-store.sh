@@ -106,7 +106,7 @@ expect_out '"serves_model": true}'
 jq -e . "$T/out" >/dev/null && ok "valid JSON" || not_ok "jq cannot parse it"
 "$KVCHAT" models add-remote gone "http://127.0.0.1:1/v1" --model m 2>/dev/null
 run "$KVCHAT" models info gone
-expect_rc 0; expect_out "^server:  *not reachable: cannot connect to 127.0.0.1 port 1"
+expect_rc 0; expect_out "^server:  *cannot list its models: cannot connect to 127.0.0.1 port 1"
 run "$KVCHAT" models info --offline gone
 expect_rc 0
 grep -q '^server:' "$T/out" && not_ok "--offline asked the server" || ok "--offline: no server line"
