@@ -26,9 +26,12 @@ static const char models_usage[] =
     "usage: kvchat models list [--json]\n"
     "       kvchat models pull [--name NAME] [--sha256 HEX] [--ca-file FILE] [--force]\n"
     "                          [--retries N] [--timeout SECONDS] REF\n"
+    "       kvchat models add-remote [--model ID] [--api-key-env VAR] [--ca-file FILE]\n"
+    "                          [--timeout SECONDS] [--retries N] [--no-stream] [--force]\n"
+    "                          NAME URL\n"
     "       kvchat models rm [--force] NAME...\n"
     "       kvchat models default [NAME | --unset]\n"
-    "       kvchat models info [--json] [--all] MODEL\n"
+    "       kvchat models info [--json] [--all] [--offline] MODEL\n"
     "       kvchat models aliases\n"
     "       kvchat models path [MODEL]\n"
     "\n"
@@ -50,6 +53,17 @@ static const char models_usage[] =
     "      --force           download again even if NAME is in the store\n"
     "      --retries N       retries after a network failure (default 3, with backoff)\n"
     "      --timeout SECONDS give up on a silent connection after this long (default 30)\n"
+    "  add-remote NAME URL\n"
+    "                a model on an OpenAI-compatible server (vLLM, SGLang, llama-server,\n"
+    "                ollama): URL is its /v1 base, https://, or http:// for a loopback or\n"
+    "                private address only. NAME is then used like a local model\n"
+    "      --model ID        the server's model id (default: its only model)\n"
+    "      --api-key-env VAR read the API key from $VAR at each request (never stored)\n"
+    "      --ca-file FILE    trust the CAs in FILE for https (default as for pull)\n"
+    "      --timeout SECONDS give up on a silent server after this long (default 120)\n"
+    "      --retries N       retries after 408, 429 and 5xx, with backoff (default 3)\n"
+    "      --no-stream       ask for whole answers (for proxies that buffer streams)\n"
+    "      --force           replace a remote model of that name\n"
     "  rm NAME       remove a model (and any partial download) from the store;\n"
     "                refuses while a session uses it unless --force\n"
     "  default NAME  make NAME (a store name or a file) the default model, written as\n"
@@ -60,6 +74,8 @@ static const char models_usage[] =
     "                rope settings, chat template, special tokens\n"
     "      --json    print one JSON object instead\n"
     "      --all     also every metadata key (long arrays and strings abbreviated)\n"
+    "                of a remote model: its entry, and the models its server lists\n"
+    "      --offline (remote) do not ask the server\n"
     "  aliases       the built-in table of model aliases\n"
     "  path [MODEL]  the file MODEL (a path or store name) stands for; without MODEL,\n"
     "                the default model's (KVCHAT_MODEL, else the config file)\n"
@@ -500,10 +516,11 @@ static int models_info(int argc, char **argv)
     static const struct option opts[] = {
         {"json", no_argument, NULL, 'j'},
         {"all", no_argument, NULL, 'a'},
+        {"offline", no_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    bool json = false, all = false;
+    bool json = false, all = false, offline = false;
     int c;
     optind = 1;
     opterr = 0;
@@ -511,6 +528,7 @@ static int models_info(int argc, char **argv)
         switch (c) {
         case 'j': json = true; break;
         case 'a': all = true; break;
+        case 'o': offline = true; break;
         case 'h': return cmd_help(&cmd_models_entry);
         default:
             return cmd_usage_error(&cmd_models_entry, "models info: unknown option '%s'",
@@ -522,6 +540,8 @@ static int models_info(int argc, char **argv)
     const char *arg = argv[optind];
     char path[4096], err[512];
     mdl_resolve(arg, path, sizeof path);
+    if (mdl_is_remote(path))
+        return cmd_models_info_remote(path, json, offline);
     struct llm_gguf *g;
     if (llm_gguf_open(path, &g, err, sizeof err))
         return cmd_fail(CMD_EXIT_MODEL, "cannot open model '%s': %s", arg, err);
@@ -541,14 +561,6 @@ static int models_info(int argc, char **argv)
 }
 
 /* ==== pull ==== */
-
-static volatile sig_atomic_t pull_cancel;
-
-static void on_sigint(int sig)
-{
-    (void)sig;
-    pull_cancel = 1;
-}
 
 struct pull_ui {
     bool tty;        /* stderr is a terminal: redraw one progress line */
@@ -629,18 +641,13 @@ int cmd_models_pull_ref(const char *ref, const struct mdl_pull_params *given, ch
     struct pull_ui ui = {.tty = isatty(2), .name = label && label[1] ? label + 1 : ref};
     struct mdl_pull_result res;
     char err[1024];
-    struct sigaction sa = {.sa_handler = on_sigint}, old_int, old_term;
-    sigemptyset(&sa.sa_mask);
-    pull_cancel = 0;
-    sigaction(SIGINT, &sa, &old_int); /* no SA_RESTART: a wait on the network ends */
-    sigaction(SIGTERM, &sa, &old_term);
-    p.cancel = &pull_cancel;
+    cmd_interrupts_catch();
+    p.cancel = &cmd_interrupted;
     p.progress = pull_progress;
     p.note = pull_note;
     p.ctx = &ui;
     int rc = mdl_pull(ref, &p, &res, err, sizeof err);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    cmd_interrupts_restore();
     if (ui.drawn)
         fputc('\n', stderr);
     if (rc)
@@ -760,6 +767,33 @@ static int models_list(int argc, char **argv)
         const struct mdl_entry *e = &es[i];
         bool is_def = defpath[0] && !strcmp(defpath, e->path);
         char size[32], params[32], pulled[32];
+        if (json && e->remote) {
+            fputs("{\"name\": ", stdout);
+            cmd_json_str(stdout, e->name, strlen(e->name));
+            fputs(", \"remote\": true, \"size\": null, \"quant\": null, \"arch\": null, "
+                  "\"n_params\": null, \"path\": ", stdout);
+            cmd_json_str(stdout, e->path, strlen(e->path));
+            if (e->pulled >= 0)
+                printf(", \"pulled\": %" PRId64, e->pulled);
+            else
+                fputs(", \"pulled\": null", stdout);
+            fputs(", \"url\": ", stdout);
+            cmd_json_str(stdout, e->url, strlen(e->url));
+            fputs(", \"remote_model\": ", stdout);
+            cmd_json_str(stdout, e->remote_model, strlen(e->remote_model));
+            fputs(", \"api_key_env\": ", stdout);
+            if (e->api_key_env[0])
+                cmd_json_str(stdout, e->api_key_env, strlen(e->api_key_env));
+            else
+                fputs("null", stdout);
+            printf(", \"default\": %s", is_def ? "true" : "false");
+            if (e->error[0]) {
+                fputs(", \"error\": ", stdout);
+                cmd_json_str(stdout, e->error, strlen(e->error));
+            }
+            fputs("}\n", stdout);
+            continue;
+        }
         if (json) {
             fputs("{\"name\": ", stdout);
             cmd_json_str(stdout, e->name, strlen(e->name));
@@ -793,12 +827,22 @@ static int models_list(int argc, char **argv)
                 cmd_json_str(stdout, e->sha256, strlen(e->sha256));
             else
                 fputs("null", stdout);
-            printf(", \"default\": %s", is_def ? "true" : "false");
+            printf(", \"default\": %s, \"remote\": false", is_def ? "true" : "false");
             if (e->error[0]) {
                 fputs(", \"error\": ", stdout);
                 cmd_json_str(stdout, e->error, strlen(e->error));
             }
             fputs("}\n", stdout);
+            continue;
+        }
+        if (e->remote) {
+            fmt_time(pulled, sizeof pulled, e->pulled);
+            printf("%c %-28s %10s  %-8s %-8s %9s  %-16s  %s (model %s%s%s)", is_def ? '*' : ' ', e->name,
+                   "remote", "-", "-", "-", pulled, e->url, e->remote_model,
+                   e->api_key_env[0] ? ", key $" : "", e->api_key_env);
+            if (e->error[0])
+                printf("  (unreadable: %s)", e->error);
+            putchar('\n');
             continue;
         }
         fmt_bytes(size, sizeof size, (double)e->size);
@@ -1054,6 +1098,8 @@ static int models_exec(int argc, char **argv)
         return models_list(argc - 1, argv + 1);
     if (!strcmp(argv[1], "rm"))
         return models_rm(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "add-remote"))
+        return cmd_models_add_remote(argc - 1, argv + 1);
     if (!strcmp(argv[1], "default"))
         return models_default(argc - 1, argv + 1);
     if (!strcmp(argv[1], "aliases"))
@@ -1065,7 +1111,7 @@ static int models_exec(int argc, char **argv)
 
 const struct cmd_entry cmd_models_entry = {
     .name = "models",
-    .summary = "the model store: list, pull, rm, default, info, aliases",
+    .summary = "the model store: list, pull, add-remote, rm, default, info, aliases",
     .usage = models_usage,
     .exec = models_exec,
 };

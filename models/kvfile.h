@@ -1,6 +1,7 @@
 /*
  * kvfile.h - (internal to models/) "key = value" text files: the config
- * file and the store's sidecars (models/config.c).
+ * file and the store's sidecars (models/config.c), and remote models'
+ * entries (models/remote.c).
  */
 #ifndef KVCHAT_MODELS_KVFILE_H
 #define KVCHAT_MODELS_KVFILE_H
@@ -15,5 +16,10 @@ int kvfile_get(const char *path, const char *key, char *buf, size_t size);
 int kvfile_set(const char *path, const char *key, const char *value, char *err, size_t err_size);
 /* mkdir -p for the directory part of path: 0 or -1 */
 int mkdir_parents(const char *path);
+
+struct mdl_entry;
+/* the store's view of the remote entry at e->path (e->name set): url,
+ * model, key variable, when added; e->error if it cannot be read */
+void mdl_remote_fill_entry(struct mdl_entry *e);
 
 #endif

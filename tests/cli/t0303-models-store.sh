@@ -29,7 +29,7 @@ expect_out '^  broken .*unreadable'
 run "$KVCHAT" models list --json
 expect_rc 0
 [ "$(wc -l <"$T/out")" = 3 ] && ok "one JSON line per model" || not_ok "wanted 3 JSON lines"
-expect_out '"name": "tiny", "size": [0-9]*, "quant": "F32", "arch": "llama", "n_params": [0-9]*, "path": ".*/tiny.gguf", "pulled": null, "source": null, "sha256": null, "default": false}'
+expect_out '"name": "tiny", "size": [0-9]*, "quant": "F32", "arch": "llama", "n_params": [0-9]*, "path": ".*/tiny.gguf", "pulled": null, "source": null, "sha256": null, "default": false, "remote": false}'
 
 # models on the store with no default: say how to pick one
 run "$KVCHAT" </dev/null
