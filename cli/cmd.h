@@ -84,6 +84,25 @@ void cmd_fmt_bytes(char *buf, size_t n, double v);
 /* JSON output: a string with escapes */
 void cmd_json_str(FILE *f, const char *s, size_t n);
 
+/* "s" unless n is 1: "%d exchange%s", n, cmd_s(n) */
+static inline const char *cmd_s(int64_t n) { return n == 1 ? "" : "s"; }
+
+/* The most bytes kvchat reads from one input it is handed (a prompt on
+ * stdin, a line or message piped to the chat, --system-file, tokenize's
+ * text, --template-file): far more than any context window holds, little
+ * enough that `< /dev/zero` ends in a clear error, not a huge RSS. */
+#define CMD_INPUT_MAX ((size_t)64 << 20)
+#define CMD_INPUT_MAX_TEXT "64 MiB"
+enum cmd_read { CMD_READ_OK = 0, CMD_READ_ERROR = -1, CMD_READ_TOO_LARGE = -2 };
+/* All of f into *out (malloc'd, NUL-terminated; caller frees), its length in
+ * *len: CMD_READ_OK; CMD_READ_TOO_LARGE as soon as f has given more than
+ * max bytes (nothing kept); CMD_READ_ERROR with errno set (EINTR when a
+ * signal interrupted the read; ENOMEM). */
+int cmd_read_all(FILE *f, size_t max, char **out, size_t *len);
+/* cmd_read_all of a file ("-": stdin), the failure printed as "cannot read
+ * WHAT 'PATH': ..." (exit code CMD_EXIT_MODEL returned); 0 on success */
+int cmd_read_file(const char *what, const char *path, char **out, size_t *len);
+
 /* ==== options that chat and run share (cli/opts.c) ====
  * Each is also a config-file key (`temp = 0.7`) and, for the sampling ones,
  * a REPL /set key. Usage:
@@ -171,6 +190,8 @@ void cmd_opts_free(struct cmd_opts *o);
 int cmd_opts_set(struct cmd_opts *o, const char *key, const char *value, char *err, size_t n);
 /* the /set keys, NULL-terminated, static */
 const char *const *cmd_opts_set_keys(void);
+/* the /set keys into buf, separated by sep ("temp, top_k, ...") */
+void cmd_opts_set_keys_join(char *buf, size_t n, const char *sep);
 /* "temp 0.8, top_k 40, ..." on one line (no newline) */
 void cmd_opts_describe(const struct cmd_opts *o, FILE *f);
 
@@ -196,5 +217,8 @@ struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, const str
 struct sess_store;
 /* open $KVCHAT_HOME's session store: 0, or CMD_EXIT_SESSION (printed) */
 int cmd_store_open(struct sess_store **st);
+/* the home for the session store into home: 0, or -1 with why in err (no
+ * home, a bad path variable, a path too long for SQLite) */
+int cmd_store_home(char *home, size_t size, char *err, size_t err_size);
 
 #endif
