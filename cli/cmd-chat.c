@@ -61,8 +61,9 @@ static const char chat_usage[] =
     "Commands inside the chat (/help lists them): /help /sessions /load /save\n"
     "/new /fork /system /undo /retry /set /show /stats /clear /exit\n"
     "\n"
-    "Exit status: 0 ok, 1 usage error, 2 model error, 3 session error\n"
-    "(e.g. the session is open in another kvchat), 130 ended by a signal.\n";
+    "Exit status: 0 ok, 1 usage error, 2 model error (with stdin not a terminal:\n"
+    "also when a message was refused), 3 session error (e.g. the session is open\n"
+    "in another kvchat), 130 ended by a signal.\n";
 
 /* ==== signals ==== */
 
