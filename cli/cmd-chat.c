@@ -881,22 +881,42 @@ static void complete(void *ud, const char *line, int start, repl_add_fn add, voi
 
 /* ==== input: one message, maybe of several lines ==== */
 
-/* a + b (a is freed); NULL when out of memory or past CMD_INPUT_MAX (*big set) */
-static char *xstrcat(char *a, const char *b, bool *big)
+/* an input being put together from lines: grows geometrically, at most
+ * CMD_INPUT_MAX bytes */
+struct input {
+    char *s;
+    size_t len, cap;
+    bool big; /* it would have been longer than CMD_INPUT_MAX */
+};
+
+/* append n bytes of p: 0, or -1 (out of memory, or too big: in->big) */
+static int input_add(struct input *in, const char *p, size_t n)
 {
-    size_t la = a ? strlen(a) : 0, lb = strlen(b);
-    if (la + lb > CMD_INPUT_MAX) {
-        free(a);
-        *big = true;
-        return NULL;
+    if (n > CMD_INPUT_MAX - in->len) {
+        in->big = true;
+        return -1;
     }
-    char *s = realloc(a, la + lb + 1);
-    if (!s) {
-        free(a);
-        return NULL;
+    if (in->len + n + 1 > in->cap) {
+        size_t cap = in->cap ? in->cap : 256;
+        while (cap < in->len + n + 1)
+            cap *= 2;
+        char *q = realloc(in->s, cap);
+        if (!q)
+            return -1;
+        in->s = q;
+        in->cap = cap;
     }
-    memcpy(s + la, b, lb + 1);
-    return s;
+    memcpy(in->s + in->len, p, n);
+    in->len += n;
+    in->s[in->len] = 0;
+    return 0;
+}
+
+/* the status for an input that could not be put together (it is freed) */
+static enum repl_status input_fail(struct input *in)
+{
+    free(in->s);
+    return in->big ? REPL_TOO_LONG : REPL_EOF;
 }
 
 static bool is_fence(const char *s)
@@ -921,7 +941,7 @@ static bool is_fence(const char *s)
 static enum repl_status read_input(struct chat *ch, const char *prompt, char **text)
 {
     char *line;
-    bool big = false;
+    struct input in = {0};
     *text = NULL;
     enum repl_status st = repl_read(ch->repl, prompt, &line);
     if (st != REPL_LINE)
@@ -929,60 +949,46 @@ static enum repl_status read_input(struct chat *ch, const char *prompt, char **t
     const char *cont = ch->interactive ? "... " : "";
     if (is_fence(line)) {
         free(line);
-        char *acc = NULL;
-        bool first = true;
-        for (;;) {
+        for (bool first = true;; first = false) {
             st = repl_read(ch->repl, cont, &line);
-            if (st == REPL_EOF && acc) { /* the end of input ends the block too */
-                *text = acc;
-                return REPL_LINE;
-            }
+            if (st == REPL_EOF && !first) /* the end of input ends the block too */
+                break;
             if (st != REPL_LINE) {
-                free(acc);
+                free(in.s);
                 return st;
             }
             if (is_fence(line)) {
                 free(line);
                 break;
             }
-            if (!first)
-                acc = xstrcat(acc, "\n", &big);
-            if (acc || first)
-                acc = xstrcat(acc, line, &big);
+            int r = (first ? 0 : input_add(&in, "\n", 1)) || input_add(&in, line, strlen(line));
             free(line);
-            first = false;
-            if (!acc)
-                return big ? REPL_TOO_LONG : REPL_EOF;
+            if (r)
+                return input_fail(&in);
         }
-        *text = acc ? acc : strdup("");
+        if (!in.s && input_add(&in, "", 0)) /* an empty block is an empty message */
+            return input_fail(&in);
+        *text = in.s;
         return REPL_LINE;
     }
-    char *acc = NULL;
     for (;;) {
         size_t n = strlen(line);
         bool more = n > 0 && line[n - 1] == '\\';
-        if (more)
-            line[n - 1] = 0;
-        acc = xstrcat(acc, line, &big);
+        int r = input_add(&in, line, more ? n - 1 : n) || (more && input_add(&in, "\n", 1));
         free(line);
-        if (!acc)
-            return big ? REPL_TOO_LONG : REPL_EOF;
+        if (r)
+            return input_fail(&in);
         if (!more)
             break;
-        acc = xstrcat(acc, "\n", &big);
-        if (!acc)
-            return big ? REPL_TOO_LONG : REPL_EOF;
         st = repl_read(ch->repl, cont, &line);
-        if (st == REPL_EOF) { /* the end of input ends the message too */
-            *text = acc;
-            return REPL_LINE;
-        }
+        if (st == REPL_EOF) /* the end of input ends the message too */
+            break;
         if (st != REPL_LINE) {
-            free(acc);
+            free(in.s);
             return st;
         }
     }
-    *text = acc;
+    *text = in.s;
     return REPL_LINE;
 }
 

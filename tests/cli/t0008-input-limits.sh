@@ -11,14 +11,16 @@ M=$T/m.gguf
     --scale 0.2 >/dev/null || exit 1
 
 # bounded CMD...: run CMD (stdin, stdout and stderr as given to it) with its
-# RSS watched: killed past 1 GiB (then status 99); the peak RSS in KiB goes
-# to $T/peak. Exits with CMD's status.
+# RSS watched: killed past 1 GiB (then status 99) or after 120 s (status
+# 98); the peak RSS in KiB goes to $T/peak. Exits with CMD's status.
 cat >"$T/bounded.py" <<'PY'
 import subprocess, sys, time
 peak_file, cmd = sys.argv[1], sys.argv[2:]
 p = subprocess.Popen(cmd)
-peak = 0
+peak, t0 = 0, time.monotonic()
 while p.poll() is None:
+    if time.monotonic() - t0 > 120:
+        p.kill(); p.wait(); open(peak_file, "w").write(str(peak)); sys.exit(98)
     try:
         with open("/proc/%d/status" % p.pid) as f:
             for l in f:
@@ -94,4 +96,15 @@ for _ in range(70):
 run bounded "$KVCHAT" chat -m "$M" -t 1 <"$T/block"
 expect_rc 2; expect_err "a message or line is larger than 64 MiB"
 expect_bounded "chat with a 70 MiB block"
+# 35 million short lines in one block: put together in linear time
+python3 -c "
+import sys
+w = sys.stdout.buffer
+w.write(b'\"\"\"\n')
+w.write(b'y\n' * (35 << 20))
+" >"$T/lines"
+run bounded "$KVCHAT" chat -m "$M" -t 1 <"$T/lines"
+expect_rc 2; expect_err "a message or line is larger than 64 MiB"
+expect_bounded "chat with a block of 35 million lines"
+rm -f "$T/lines" "$T/block" "$T/64m"
 finish
