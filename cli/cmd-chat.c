@@ -881,41 +881,21 @@ static void complete(void *ud, const char *line, int start, repl_add_fn add, voi
 
 /* ==== input: one message, maybe of several lines ==== */
 
-/* an input being put together from lines: grows geometrically, at most
- * CMD_INPUT_MAX bytes */
+/* an input being put together from lines, at most CMD_INPUT_MAX bytes */
 struct input {
-    char *s;
-    size_t len, cap;
+    struct cmd_buf b;
     bool big; /* it would have been longer than CMD_INPUT_MAX */
 };
 
-/* append n bytes of p: 0, or -1 (out of memory, or too big: in->big) */
 static int input_add(struct input *in, const char *p, size_t n)
 {
-    if (n > CMD_INPUT_MAX - in->len) {
-        in->big = true;
-        return -1;
-    }
-    if (in->len + n + 1 > in->cap) {
-        size_t cap = in->cap ? in->cap : 256;
-        while (cap < in->len + n + 1)
-            cap *= 2;
-        char *q = realloc(in->s, cap);
-        if (!q)
-            return -1;
-        in->s = q;
-        in->cap = cap;
-    }
-    memcpy(in->s + in->len, p, n);
-    in->len += n;
-    in->s[in->len] = 0;
-    return 0;
+    return cmd_buf_add(&in->b, p, n, CMD_INPUT_MAX, &in->big);
 }
 
 /* the status for an input that could not be put together (it is freed) */
 static enum repl_status input_fail(struct input *in)
 {
-    free(in->s);
+    free(in->b.s);
     return in->big ? REPL_TOO_LONG : REPL_EOF;
 }
 
@@ -954,7 +934,7 @@ static enum repl_status read_input(struct chat *ch, const char *prompt, char **t
             if (st == REPL_EOF && !first) /* the end of input ends the block too */
                 break;
             if (st != REPL_LINE) {
-                free(in.s);
+                free(in.b.s);
                 return st;
             }
             if (is_fence(line)) {
@@ -966,9 +946,9 @@ static enum repl_status read_input(struct chat *ch, const char *prompt, char **t
             if (r)
                 return input_fail(&in);
         }
-        if (!in.s && input_add(&in, "", 0)) /* an empty block is an empty message */
+        if (!in.b.s && input_add(&in, "", 0)) /* an empty block is an empty message */
             return input_fail(&in);
-        *text = in.s;
+        *text = in.b.s;
         return REPL_LINE;
     }
     for (;;) {
@@ -984,11 +964,11 @@ static enum repl_status read_input(struct chat *ch, const char *prompt, char **t
         if (st == REPL_EOF) /* the end of input ends the message too */
             break;
         if (st != REPL_LINE) {
-            free(in.s);
+            free(in.b.s);
             return st;
         }
     }
-    *text = in.s;
+    *text = in.b.s;
     return REPL_LINE;
 }
 

@@ -65,30 +65,15 @@ static void signals_install(void)
 
 struct sink {
     bool json, broken;
-    char last;    /* the last byte written to stdout, 0 if none */
-    char *buf;
-    size_t len, cap;
+    char last;         /* the last byte written to stdout, 0 if none */
+    struct cmd_buf answer; /* with --json */
 };
 
 static int on_text(void *ud, const char *text, size_t n)
 {
     struct sink *s = ud;
-    if (s->json) {
-        if (s->len + n + 1 > s->cap) {
-            size_t cap = s->cap ? 2 * s->cap : 4096;
-            while (cap < s->len + n + 1)
-                cap *= 2;
-            char *p = realloc(s->buf, cap);
-            if (!p)
-                return 1;
-            s->buf = p;
-            s->cap = cap;
-        }
-        memcpy(s->buf + s->len, text, n);
-        s->len += n;
-        s->buf[s->len] = 0;
-        return 0;
-    }
+    if (s->json)
+        return cmd_buf_add(&s->answer, text, n, SIZE_MAX - 1, NULL) ? 1 : 0;
     if (fwrite(text, 1, n, stdout) != n || fflush(stdout) != 0) {
         s->broken = true; /* the reader went away (| head): stop quietly */
         return 1;
@@ -102,7 +87,7 @@ static void print_json(const struct sink *sink, const char *session, const char 
                        const struct sess_turn_stats *ts, double restore_ms)
 {
     printf("{\"answer\": ");
-    cmd_json_str(stdout, sink->buf ? sink->buf : "", sink->len);
+    cmd_json_str(stdout, sink->answer.s ? sink->answer.s : "", sink->answer.len);
     printf(", \"session\": ");
     if (session)
         cmd_json_str(stdout, session, strlen(session));
@@ -340,7 +325,7 @@ static int run_exec(int argc, char **argv)
                 ts.stop_reason);
     if (r == 0 && interrupted)
         rc = CMD_EXIT_INTERRUPTED;
-    free(sink.buf);
+    free(sink.answer.s);
 out:
     sess_conv_free(conv);
     sess_store_close(st);

@@ -97,6 +97,29 @@ int64_t cmd_parse_size(const char *s)
     return *end ? -1 : (int64_t)(v * mul);
 }
 
+int cmd_buf_add(struct cmd_buf *b, const char *p, size_t n, size_t max, bool *too_big)
+{
+    if (b->len > max || n > max - b->len) {
+        if (too_big)
+            *too_big = true;
+        return -1;
+    }
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *q = realloc(b->s, cap);
+        if (!q)
+            return -1;
+        b->s = q;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, p, n);
+    b->len += n;
+    b->s[b->len] = 0;
+    return 0;
+}
+
 int cmd_read_all(FILE *f, size_t max, char **out, size_t *len)
 {
     size_t cap = 4096, n = 0;

@@ -84,6 +84,16 @@ void cmd_fmt_bytes(char *buf, size_t n, double v);
 /* JSON output: a string with escapes */
 void cmd_json_str(FILE *f, const char *s, size_t n);
 
+/* A growing string: {0} is empty; s (NUL-terminated once anything was
+ * added) is the caller's to free. */
+struct cmd_buf {
+    char *s;
+    size_t len, cap;
+};
+/* Append n bytes of p, keeping len at most max: 0, or -1 when out of memory
+ * or when it would pass max (then *too_big, if given, is set). */
+int cmd_buf_add(struct cmd_buf *b, const char *p, size_t n, size_t max, bool *too_big);
+
 /* "s" unless n is 1: "%d exchange%s", n, cmd_s(n) */
 static inline const char *cmd_s(int64_t n) { return n == 1 ? "" : "s"; }
 
