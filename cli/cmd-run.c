@@ -26,8 +26,9 @@ static const char run_usage[] =
     "                           resuming its KV cache from disk with no re-prefill\n"
     "                           (with --no-cache: the session is recomputed and\n"
     "                           left unchanged, for comparison)\n"
-    "      --json               print one JSON object: answer, session, model,\n"
-    "                           prompt_tokens, cached_tokens, prefilled_tokens,\n"
+    "      --json               print one JSON object: answer, reasoning (the\n"
+    "                           <think> span, or null), session, model, prompt_tokens,\n"
+    "                           cached_tokens, prefilled_tokens,\n"
     "                           generated_tokens, ttft_ms, prefill_tok_s,\n"
     "                           decode_tok_s, stop_reason, restore_ms\n"
     CMD_OPTS_HELP
@@ -63,31 +64,16 @@ static void signals_install(void)
     signal(SIGPIPE, SIG_IGN);
 }
 
-struct sink {
-    bool json, broken;
-    char last;         /* the last byte written to stdout, 0 if none */
-    struct cmd_buf answer; /* with --json */
-};
-
-static int on_text(void *ud, const char *text, size_t n)
-{
-    struct sink *s = ud;
-    if (s->json)
-        return cmd_buf_add(&s->answer, text, n, SIZE_MAX - 1, NULL) ? 1 : 0;
-    if (fwrite(text, 1, n, stdout) != n || fflush(stdout) != 0) {
-        s->broken = true; /* the reader went away (| head): stop quietly */
-        return 1;
-    }
-    if (n)
-        s->last = text[n - 1];
-    return 0;
-}
-
-static void print_json(const struct sink *sink, const char *session, const char *model,
+static void print_json(const struct cmd_answer *ans, const char *session, const char *model,
                        const struct sess_turn_stats *ts, double restore_ms)
 {
     printf("{\"answer\": ");
-    cmd_json_str(stdout, sink->answer.s ? sink->answer.s : "", sink->answer.len);
+    cmd_json_str(stdout, ans->text[0].s ? ans->text[0].s : "", ans->text[0].len);
+    printf(", \"reasoning\": ");
+    if (ans->text[1].s)
+        cmd_json_str(stdout, ans->text[1].s, ans->text[1].len);
+    else
+        printf("null");
     printf(", \"session\": ");
     if (session)
         cmd_json_str(stdout, session, strlen(session));
@@ -295,24 +281,33 @@ static int run_exec(int argc, char **argv)
                     session);
     }
 
-    struct sink sink = {.json = json};
+    /* reasoning: dimmed on a terminal unless --think hide; in pipe mode
+     * only the answer unless --think show; apart in --json */
+    struct cmd_answer ans;
+    bool tty = isatty(1);
+    if (cmd_answer_init(&ans, json ? NULL : stdout, tty ? !o.think_hide : o.think_show,
+                        tty && !getenv("NO_COLOR"))) {
+        rc = cmd_fail(CMD_EXIT_MODEL, "out of memory");
+        goto out;
+    }
     double restore_ms = session ? last_restore_ms : 0;
     struct sess_turn_stats ts;
-    int r = sess_conv_say(conv, prompt, on_text, &sink, &interrupted, &ts);
+    int r = sess_conv_say(conv, prompt, cmd_answer_text, &ans, &interrupted, &ts);
+    cmd_answer_end(&ans);
     if (r == SESS_ERR_INTERRUPTED) { /* before the answer began: nothing was saved */
         rc = CMD_EXIT_INTERRUPTED;
         fprintf(stderr, "kvchat: interrupted before the answer began: the message was not sent\n");
         if (json) {
             memset(&ts, 0, sizeof ts);
-            print_json(&sink, session, l.path, &ts, restore_ms);
+            print_json(&ans, session, l.path, &ts, restore_ms);
         }
     } else if (r == SESS_ERR_CTX_FULL) {
         rc = cmd_fail(CMD_EXIT_MODEL, "the prompt does not fit: %s (a larger -c helps)", sess_conv_errmsg(conv));
     } else if (r) {
         rc = cmd_fail(CMD_EXIT_MODEL, "%s", sess_conv_errmsg(conv));
     } else if (json) {
-        print_json(&sink, session, l.path, &ts, restore_ms);
-    } else if (!sink.broken && sink.last != '\n') {
+        print_json(&ans, session, l.path, &ts, restore_ms);
+    } else if (!ans.broken && ans.last_char != '\n') {
         /* each answer ends its line, as llm's and ollama's do: answers
          * appended to one log stay apart */
         fputc('\n', stdout);
@@ -325,7 +320,7 @@ static int run_exec(int argc, char **argv)
                 ts.stop_reason);
     if (r == 0 && interrupted)
         rc = CMD_EXIT_INTERRUPTED;
-    free(sink.answer.s);
+    cmd_answer_free(&ans);
 out:
     sess_conv_free(conv);
     sess_store_close(st);

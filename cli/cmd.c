@@ -294,3 +294,80 @@ int cmd_main(int argc, char **argv)
     fprintf(stderr, "see 'kvchat --help' (a new chat session: 'kvchat chat %s')\n", name);
     return CMD_EXIT_USAGE;
 }
+
+/* ==== a reasoning model's answer, streamed ==== */
+
+int cmd_answer_init(struct cmd_answer *a, FILE *out, bool show_reasoning, bool dim)
+{
+    memset(a, 0, sizeof *a);
+    a->out = out;
+    a->show_reasoning = show_reasoning;
+    a->dim = dim;
+    a->think = llm_think_init(false);
+    return a->think ? 0 : -1;
+}
+
+static int keep(struct cmd_answer *a, int k, const char *s, size_t n)
+{
+    return cmd_buf_add(&a->text[k], s, n, SIZE_MAX - 1, NULL) ? 1 : 0;
+}
+
+static int put_out(struct cmd_answer *a, const char *s, size_t n)
+{
+    if (n && (fwrite(s, 1, n, a->out) != n || fflush(a->out) != 0)) {
+        a->broken = true;
+        return 1;
+    }
+    if (n)
+        a->last_char = s[n - 1];
+    return 0;
+}
+
+static int answer_part(void *ud, enum llm_think_part part, const char *s, size_t n)
+{
+    struct cmd_answer *a = ud;
+    if (!a->out)
+        return keep(a, part == LLM_THINK_REASONING, s, n);
+    if (part == LLM_THINK_REASONING) {
+        if (!a->show_reasoning)
+            return 0;
+        if (!a->in_reasoning_out) {
+            a->in_reasoning_out = true;
+            if (a->dim && put_out(a, "\033[2m", 4))
+                return 1;
+        }
+        return put_out(a, s, n);
+    }
+    if (a->in_reasoning_out) {
+        /* set the answer apart: the colour back, a blank line */
+        a->in_reasoning_out = false;
+        if ((a->dim && put_out(a, "\033[0m", 4)) ||
+            put_out(a, a->last_char == '\n' ? "\n" : "\n\n", a->last_char == '\n' ? 1 : 2))
+            return 1;
+    }
+    return put_out(a, s, n);
+}
+
+int cmd_answer_text(void *ud, const char *text, size_t n)
+{
+    struct cmd_answer *a = ud;
+    return llm_think_push(a->think, text, n, answer_part, a);
+}
+
+void cmd_answer_end(struct cmd_answer *a)
+{
+    llm_think_flush(a->think, answer_part, a);
+    if (a->out && a->in_reasoning_out && a->dim)
+        put_out(a, "\033[0m", 4);
+    a->in_reasoning_out = false;
+    llm_think_free(a->think);
+    a->think = llm_think_init(false);
+}
+
+void cmd_answer_free(struct cmd_answer *a)
+{
+    llm_think_free(a->think);
+    free(a->text[0].s);
+    free(a->text[1].s);
+    memset(a, 0, sizeof *a);
+}

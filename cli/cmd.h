@@ -113,6 +113,27 @@ int cmd_read_all(FILE *f, size_t max, char **out, size_t *len);
  * WHAT 'PATH': ..." (exit code CMD_EXIT_MODEL returned); 0 on success */
 int cmd_read_file(const char *what, const char *path, char **out, size_t *len);
 
+/* Streaming a reasoning model's answer (`run`, the REPL): the generated
+ * text goes through llm_think, and each part to out, or is kept for
+ * --json. Reasoning is shown dimmed (ANSI, when dim) and set apart from
+ * the answer by a blank line, or not at all (show false). */
+struct cmd_answer {
+    struct llm_think *think;
+    FILE *out;              /* NULL: keep the text only (--json) */
+    bool show_reasoning, dim;
+    bool in_reasoning_out;  /* reasoning printed, answer not begun */
+    bool broken;            /* writing to out failed (| head) */
+    char last_char;         /* the last byte printed */
+    struct cmd_buf text[2]; /* the answer [0] and the reasoning [1], kept when out is NULL */
+};
+/* 0, or -1 out of memory */
+int cmd_answer_init(struct cmd_answer *a, FILE *out, bool show_reasoning, bool dim);
+/* the sess_conv_say callback: ud is a struct cmd_answer */
+int cmd_answer_text(void *ud, const char *text, size_t n);
+/* the end of one answer: what was held back, the colour reset; ready for the next */
+void cmd_answer_end(struct cmd_answer *a);
+void cmd_answer_free(struct cmd_answer *a);
+
 /* ==== options that chat and run share (cli/opts.c) ====
  * Each is also a config-file key (`temp = 0.7`) and, for the sampling ones,
  * a REPL /set key. Usage:
@@ -134,7 +155,7 @@ enum cmd_opt {
     CMD_OPT_MIN_P, CMD_OPT_REPEAT_PENALTY, CMD_OPT_PRESENCE_PENALTY, CMD_OPT_REPEAT_LAST_N,
     CMD_OPT_SEED, CMD_OPT_N_PREDICT, CMD_OPT_KV_TYPE, CMD_OPT_TEMPLATE, CMD_OPT_SYSTEM,
     CMD_OPT_SYSTEM_FILE, CMD_OPT_NO_CACHE, CMD_OPT_VERBOSE, CMD_OPT_SPECIAL, CMD_OPT_CACHE_MAX,
-    CMD_OPT_COUNT
+    CMD_OPT_THINK, CMD_OPT_COUNT
 };
 
 #define CMD_OPTS_MAX_CONFIG 32
@@ -152,6 +173,9 @@ struct cmd_opts {
     const char *system_file;   /* --system-file F ("-": stdin) */
     bool no_cache, verbose, special;
     int64_t cache_max;         /* --cache-max: bytes of KV segments kept (default 4 GiB) */
+    bool think_off;            /* --think off: the template's no-thinking form (Qwen3) */
+    bool think_hide;           /* --think hide: reasoning is not shown */
+    bool think_show;           /* --think show given: reasoning shown even in pipe mode */
     uint64_t given;            /* bit CMD_OPT_X: given on the command line */
     /* owned: strings from the config file, the system file's text */
     char *config_strs[CMD_OPTS_MAX_CONFIG];
@@ -178,6 +202,9 @@ struct cmd_opts {
     "  -c, --ctx-size N         context window in tokens (default: model's, at most 4096)\n" \
     "      --kv-type f16|f32    KV cache element type (default f16)\n" \
     "      --special            special tokens written in messages are tokens\n" \
+    "      --think show|hide|on|off  reasoning models: show the <think> span dimmed\n" \
+    "                           (default on a terminal) or hide it; off asks the\n" \
+    "                           model not to think (Qwen3's enable_thinking), on again\n" \
     "      --no-cache           recompute the whole conversation every turn; keep no\n" \
     "                           KV snapshots (for comparison)\n" \
     "      --cache-max SIZE     keep at most SIZE of KV segments on disk (default 4G):\n" \
@@ -211,8 +238,12 @@ struct cmd_llm {
     struct llm_model *model;
     struct llm_vocab *vocab;
     struct llm_ctx *ctx;
-    enum llm_template tmpl;
+    enum llm_template tmpl;       /* with thinking on */
+    enum llm_template tmpl_nothink; /* with thinking off, LLM_TEMPLATE_UNKNOWN if the model's
+                                       template cannot switch it off */
 };
+/* the template to render with under o's --think */
+enum llm_template cmd_llm_template(const struct cmd_opts *o, const struct cmd_llm *l);
 /* model parameters with the packed-weight cache in $KVCHAT_HOME/packed
  * (dir: its buffer) */
 struct llm_model_params cmd_model_params(char *dir, size_t size);
