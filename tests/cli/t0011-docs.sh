@@ -25,6 +25,17 @@ for k in $keys; do
     grep -q "\b$k\b" "$T/help" && ok "run --help: $k" || not_ok "run --help lacks $k"
 done
 
+# ---- the /set keys (as /set's error lists them, from the one table) in README and kvchat.1
+run sh -c "printf '/set bogus 1\n' | $KVCHAT chat -m $M -t 1"
+keys=$(sed -n "s/.*unknown setting 'bogus' (try: \(.*\))/\1/p" "$T/err" | tr -d ',')
+[ "$(echo $keys | wc -w)" -ge 8 ] && ok "/set keys: $keys" || not_ok "/set keys: '$keys'"
+setline=$(grep '^| `/set KEY VALUE`' "$TOP/README.md")
+mansets=$(sed -n '/^\.BI \/set " key value"/,/^for the rest of the chat/p' "$MAN")
+for k in $keys; do
+    echo "$setline" | grep -q "\`$k\`" && ok "README's /set names $k" || not_ok "README's /set lacks $k"
+    echo "$mansets" | grep -q "\b$k\b" && ok "kvchat.1's /set names $k" || not_ok "kvchat.1's /set lacks $k"
+done
+
 # ---- kvchat.1
 grep -q "and later the session index" "$MAN" && not_ok "kvchat.1: stale 'and later'" || ok "kvchat.1: no stale 'and later'"
 for name in $(sed -n 's/^kvchat models info \\-\\-json \([^ ]*\) .*/\1/p' "$MAN"); do
