@@ -1128,11 +1128,13 @@ static int chat_exec(int argc, char **argv)
         return cmd_fail(CMD_EXIT_MODEL, "out of memory");
     ch.interactive = isatty(0);
     if (session && !name_ok(&ch, session)) {
+        cmd_answer_free(&ch.ans);
         cmd_opts_free(&ch.o);
         return CMD_EXIT_USAGE;
     }
     rc = cmd_llm_open(&ch.o, true, &ch.l);
     if (rc) {
+        cmd_answer_free(&ch.ans);
         cmd_opts_free(&ch.o);
         return rc;
     }
