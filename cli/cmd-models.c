@@ -1111,7 +1111,7 @@ static int models_exec(int argc, char **argv)
 
 const struct cmd_entry cmd_models_entry = {
     .name = "models",
-    .summary = "the model store: list, pull, add-remote, rm, default, info, aliases",
+    .summary = "the model store: list, pull, add-remote, rm, default, info, aliases, path",
     .usage = models_usage,
     .exec = models_exec,
 };
