@@ -384,7 +384,7 @@ void cmd_describe_packed(const struct llm_model *m, FILE *f)
     bool cached;
     int64_t n = llm_model_packed(m, &bytes, &cached);
     if (n > 0)
-        fprintf(f, "kvchat: %" PRId64 " weights packed for decode (%.1f MiB, %s)\n", n,
+        fprintf(f, "kvchat: %" PRId64 " weights packed (%.1f MiB, %s)\n", n,
                 (double)bytes / (1 << 20), cached ? "mapped from the cache" : "packed now");
 }
 
@@ -419,13 +419,11 @@ int cmd_llm_open(const struct cmd_opts *o, bool offer_pull, struct cmd_llm *l)
         return cmd_fail(CMD_EXIT_MODEL, "cannot make a context for '%s': %s", l->path, err);
     }
     if (o->verbose) {
-        bool user_set = false;
-        const char *arch = llm_blis_arch(&user_set);
         fprintf(stderr, "kvchat: model %s (%s, template %s), context %" PRId64 ", %d threads, kv %s, "
-                        "kernels %s, BLIS %s%s\n",
+                        "kernels %s\n",
                 l->path, llm_model_get_meta(l->model)->arch, llm_template_name(l->tmpl),
                 llm_ctx_n_ctx(l->ctx), llm_ctx_n_threads(l->ctx), llm_type_name(o->kv_type),
-                llm_kernel_path(), arch, user_set ? " (BLIS_ARCH_TYPE)" : "");
+                llm_kernel_path());
         cmd_describe_packed(l->model, stderr);
     }
     return 0;
