@@ -72,7 +72,7 @@ struct llm_pool {
     pthread_t *threads;
     void **scratch;
     int64_t max_chunks;
-    _Atomic uint64_t *state; /* (max_chunks) */
+    struct line *state;      /* (max_chunks) a line each: chunks of different threads share none */
     struct line *claim;      /* (n): the next chunk of thread t's share */
     struct line *done;       /* (n): units thread t committed in the phase */
     struct line *busy;       /* (n): the job seq thread t is working on, 0 if none */
@@ -144,7 +144,7 @@ static bool run_chunk(struct phase_run *r, int64_t c)
     uint64_t t0 = now_ns();
     r->job->compute(r->job->arg, r->p, u0, u1, pool->scratch[r->tid]);
     r->last_ns = now_ns() - t0;
-    _Atomic uint64_t *st = &pool->state[c];
+    _Atomic uint64_t *st = &pool->state[c].v;
     uint64_t old = atomic_load_explicit(st, memory_order_acquire);
     for (;;) {
         if ((old >> 2) >= r->e)
@@ -184,7 +184,7 @@ static int64_t find_unfinished(const struct phase_run *r)
             continue;
         int64_t next = (int64_t)(w & VAL_MASK), end = share_start(r, v + 1);
         for (int64_t c = share_start(r, v); c < next && c < end; c++) {
-            uint64_t s = atomic_load_explicit(&pool->state[c], memory_order_acquire);
+            uint64_t s = atomic_load_explicit(&pool->state[c].v, memory_order_acquire);
             if ((s >> 2) < r->e)
                 return c;
         }
@@ -315,7 +315,10 @@ int llm_pool_init(int n_threads, size_t scratch_bytes, int64_t max_chunks, struc
     pool->max_chunks = max_chunks > 0 ? max_chunks : 1;
     pool->threads = calloc((size_t)n_threads, sizeof *pool->threads);
     pool->scratch = calloc((size_t)n_threads, sizeof *pool->scratch);
-    pool->state = calloc((size_t)pool->max_chunks, sizeof *pool->state);
+    pool->state = aligned_alloc(64, (size_t)pool->max_chunks * sizeof *pool->state);
+    if (pool->state)
+        for (int64_t c = 0; c < pool->max_chunks; c++)
+            atomic_init(&pool->state[c].v, 0);
     pool->claim = aligned_alloc(64, (size_t)n_threads * sizeof *pool->claim);
     pool->done = aligned_alloc(64, (size_t)n_threads * sizeof *pool->done);
     pool->busy = aligned_alloc(64, (size_t)n_threads * sizeof *pool->busy);

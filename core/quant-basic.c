@@ -239,7 +239,7 @@ static size_t no_scratch(int64_t n_in)
 #if X86
 
 /* eight elements of a row from element k (k + 8 <= n) as f32 */
-T_AVX2 static inline __m256 load8(uint32_t t, const uint8_t *row, int64_t k)
+T_AVX2 static inline __attribute__((always_inline)) __m256 load8(uint32_t t, const uint8_t *row, int64_t k)
 {
     if (t == LLM_TYPE_F32)
         return _mm256_loadu_ps((const float *)row + k);
@@ -249,7 +249,7 @@ T_AVX2 static inline __m256 load8(uint32_t t, const uint8_t *row, int64_t k)
 }
 
 /* the last n % 8 elements from k, zeros after them (+0 * +0 leaves a lane as it is) */
-T_AVX2 static inline __m256 load_tail(uint32_t t, const uint8_t *row, int64_t k, int64_t n)
+T_AVX2 static inline __attribute__((always_inline)) __m256 load_tail(uint32_t t, const uint8_t *row, int64_t k, int64_t n)
 {
     float buf[8] = {0};
     for (int64_t i = k; i < n; i++)
@@ -257,7 +257,7 @@ T_AVX2 static inline __m256 load_tail(uint32_t t, const uint8_t *row, int64_t k,
     return _mm256_loadu_ps(buf);
 }
 
-T_AVX2 static inline float tree8_avx2(__m256 v)
+T_AVX2 static inline __attribute__((always_inline)) float tree8_avx2(__m256 v)
 {
     /* ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)) */
     __m128 s = _mm_hadd_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -266,7 +266,7 @@ T_AVX2 static inline float tree8_avx2(__m256 v)
 }
 
 /* y[r] for four rows at once (r[i] may repeat) */
-T_AVX2 static inline void dot4_avx2(uint32_t t, const struct llm_mat *w, const int64_t r[4], const float *x,
+T_AVX2 static inline __attribute__((always_inline)) void dot4_avx2(uint32_t t, const struct llm_mat *w, const int64_t r[4], const float *x,
                                     float out[4])
 {
     int64_t n = w->n_in, n8 = n / 8 * 8;
@@ -295,7 +295,7 @@ T_AVX2 static inline void dot4_avx2(uint32_t t, const struct llm_mat *w, const i
     out[3] = tree8_avx2(a3);
 }
 
-T_AVX2 static void gemv_rows_avx2(uint32_t t, const struct llm_mat *w, int64_t r0, int64_t r1, const float *x,
+T_AVX2 static inline __attribute__((always_inline)) void gemv_rows_avx2(uint32_t t, const struct llm_mat *w, int64_t r0, int64_t r1, const float *x,
                                   float *y)
 {
     for (int64_t r = r0; r < r1; r += 4) {
@@ -309,7 +309,7 @@ T_AVX2 static void gemv_rows_avx2(uint32_t t, const struct llm_mat *w, int64_t r
     }
 }
 
-T_AVX2 static void gemv_avx2(uint32_t t, const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1,
+T_AVX2 static inline __attribute__((always_inline)) void gemv_avx2(uint32_t t, const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1,
                              const void *a, float *y0, float *y1)
 {
     gemv_rows_avx2(t, w, r0, r1, a, y0);
@@ -321,7 +321,7 @@ T_AVX2 static void gemv_avx2(uint32_t t, const struct llm_mat *w, int64_t r0, in
 #define TB 48 /* tokens per block: their rows stay in the L2 cache while the rows pass */
 
 /* one tile: rows r[0..TR), tokens x[0..TT) (entries may repeat at the edges) */
-T_AVX2 static inline void tile_avx2(uint32_t t, const struct llm_mat *w, const int64_t r[TR], const float *x[TT],
+T_AVX2 static inline __attribute__((always_inline)) void tile_avx2(uint32_t t, const struct llm_mat *w, const int64_t r[TR], const float *x[TT],
                                     float out[TR][TT])
 {
     int64_t n = w->n_in, n8 = n / 8 * 8;
@@ -366,7 +366,7 @@ T_AVX2 static inline void tile_avx2(uint32_t t, const struct llm_mat *w, const i
             out[i][j] = tree8_avx2(acc[i][j]);
 }
 
-T_AVX2 static void gemm_avx2(uint32_t t, const struct llm_mat *w, int64_t r0, int64_t r1, const void *a,
+T_AVX2 static inline __attribute__((always_inline)) void gemm_avx2(uint32_t t, const struct llm_mat *w, int64_t r0, int64_t r1, const void *a,
                              size_t a_stride, int64_t nt, float *y, int64_t ldy)
 {
     for (int64_t b0 = 0; b0 < nt; b0 += TB) {
