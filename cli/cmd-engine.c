@@ -26,16 +26,20 @@ static const char eval_usage[] =
     "usage: kvchat eval -m MODEL -p \"IDS\" [--logits-out FILE] [options]\n"
     "\n"
     "Prefill the token ids IDS (space-separated) in one batch and print the\n"
-    "five largest logits of the last position as 'id logit' lines.\n"
+    "five largest logits of the last position as 'id logit' lines. However\n"
+    "the ids are fed (--split, --token-by-token, -t), the logits are the\n"
+    "same bits.\n"
     "\n"
     "  -m, --model MODEL      a GGUF file or a model name in the store\n"
     "  -p, --prompt IDS       token ids, e.g. \"1 15043 3186\"\n"
     "      --logits-out FILE  write all n_vocab logits there as little-endian f32\n"
-    "      --token-by-token   feed the ids one at a time (the decode path)\n"
+    "      --split K          the first K ids as one batch, the rest as a second\n"
+    "      --token-by-token   feed the ids one at a time (the decode path); with\n"
+    "                         --split, the ids after the first K one at a time\n"
     "  -t, --threads N        threads (default: physical cores)\n"
     "  -c, --ctx-size N       KV cache positions (default: model's, at most 4096)\n"
     "      --kv-type f16|f32  KV cache element type (default f16)\n"
-    "  -v, --verbose          say which kernels and BLIS configuration run\n"
+    "  -v, --verbose          say which kernels run\n"
     "\n"
     "Exit status: 0 ok, 1 usage error, 2 the model cannot be used or an id is\n"
     "out of range.\n";
@@ -52,7 +56,7 @@ static const char generate_usage[] =
     "  -t, --threads N        threads (default: physical cores)\n"
     "  -c, --ctx-size N       KV cache positions (default: model's, at most 4096)\n"
     "      --kv-type f16|f32  KV cache element type (default f16)\n"
-    "  -v, --verbose          say which kernels and BLIS configuration run\n"
+    "  -v, --verbose          say which kernels run\n"
     "\n"
     "Exit status: 0 ok, 1 usage error, 2 the model cannot be used or an id is\n"
     "out of range.\n";
@@ -88,16 +92,16 @@ static const char bench_usage[] =
     "      --kv-type f16|f32  KV cache element type (default f16)\n"
     "      --membw            measure DRAM read bandwidth\n"
     "      --json             print one JSON object\n"
-    "  -v, --verbose          say which kernels and BLIS configuration run\n"
+    "  -v, --verbose          say which kernels run\n"
     "\n"
     "Exit status: 0 ok, 1 usage error (also a -c too small for D + P + N),\n"
     "2 the model cannot be used.\n";
 
-enum { OPT_LOGITS_OUT = 256, OPT_KV_TYPE, OPT_JSON, OPT_TBT, OPT_MEMBW };
+enum { OPT_LOGITS_OUT = 256, OPT_KV_TYPE, OPT_JSON, OPT_TBT, OPT_MEMBW, OPT_SPLIT };
 
 struct opts {
     const char *model, *prompt, *logits_out;
-    long n, n_prompt, reps, threads, n_ctx, depth;
+    long n, n_prompt, reps, threads, n_ctx, depth, split; /* split: -1 unless --split */
     uint32_t kv_type;
     bool json, verbose, token_by_token;
     bool has_depth, membw; /* bench: --depth given; --membw */
@@ -125,10 +129,11 @@ static int parse_opts(const struct cmd_entry *e, int argc, char **argv, struct o
         {"kv-type", required_argument, 0, OPT_KV_TYPE},
         {"json", no_argument, 0, OPT_JSON},       {"token-by-token", no_argument, 0, OPT_TBT},
         {"depth", required_argument, 0, 'd'},     {"membw", no_argument, 0, OPT_MEMBW},
+        {"split", required_argument, 0, OPT_SPLIT},
         {"verbose", no_argument, 0, 'v'},         {0, 0, 0, 0},
     };
     bool is_bench = !strcmp(e->name, "bench");
-    *o = (struct opts){.n = is_bench ? 128 : 16, .n_prompt = 512, .reps = 3, .kv_type = LLM_TYPE_F16};
+    *o = (struct opts){.n = is_bench ? 128 : 16, .n_prompt = 512, .reps = 3, .kv_type = LLM_TYPE_F16, .split = -1};
     optind = 1;
     opterr = 0;
     int ch;
@@ -173,6 +178,12 @@ static int parse_opts(const struct cmd_entry *e, int argc, char **argv, struct o
             o->membw = true;
             break;
         case OPT_LOGITS_OUT: o->logits_out = optarg; break;
+        case OPT_SPLIT:
+            if (strcmp(e->name, "eval"))
+                return cmd_usage_error(e, "option '--split' is for kvchat eval only");
+            if (!parse_long(optarg, 0, 1 << 24, &o->split))
+                return cmd_usage_error(e, "bad split '%s'", optarg);
+            break;
         case OPT_KV_TYPE:
             if (!strcmp(optarg, "f16"))
                 o->kv_type = LLM_TYPE_F16;
@@ -271,11 +282,7 @@ static int engine_open(const struct opts *o, int64_t need_ctx, struct engine *en
         return cmd_fail(CMD_EXIT_MODEL, "cannot create a context for '%s': %s", o->model, err);
     }
     if (o->verbose) {
-        bool user;
-        const char *arch = llm_blis_arch(&user);
-        fprintf(stderr, "kvchat: BLIS sub-configuration %s (%s), kernels %s, %d thread%s, "
-                        "n_ctx %" PRId64 ", KV %s\n",
-                arch, user ? "from BLIS_ARCH_TYPE" : "chosen by cpuid", llm_kernel_path(),
+        fprintf(stderr, "kvchat: kernels %s, %d thread%s, n_ctx %" PRId64 ", KV %s\n", llm_kernel_path(),
                 llm_ctx_n_threads(en->ctx), cmd_s(llm_ctx_n_threads(en->ctx)), llm_ctx_n_ctx(en->ctx),
                 llm_ctx_kv_type(en->ctx) == LLM_TYPE_F16 ? "f16" : "f32");
         cmd_describe_packed(en->model, stderr);
@@ -325,12 +332,21 @@ static int eval_exec(int argc, char **argv)
         free(ids);
         return rc;
     }
-    rc = -1;
+    /* --split K: ids [0, K) in one batch, then the rest (one batch, or
+     * one at a time with --token-by-token); without it, all in one batch
+     * or all one at a time */
+    int64_t k = o.split < 0 ? (o.token_by_token ? 0 : n) : o.split;
+    if (k > n) {
+        engine_close(&en);
+        free(ids);
+        return cmd_usage_error(&cmd_eval_entry, "--split %ld is more than the %" PRId64 " ids", o.split, n);
+    }
+    rc = k > 0 ? decode_or_fail(&en, ids, k) : -1;
     if (o.token_by_token) {
-        for (int64_t i = 0; i < n && rc < 0; i++)
+        for (int64_t i = k; i < n && rc < 0; i++)
             rc = decode_or_fail(&en, ids + i, 1);
-    } else {
-        rc = decode_or_fail(&en, ids, n);
+    } else if (k < n && rc < 0) {
+        rc = decode_or_fail(&en, ids + k, n - k);
     }
     if (rc < 0) {
         int64_t nv = llm_model_n_vocab(en.model);
@@ -526,8 +542,6 @@ static int bench_exec(int argc, char **argv)
         uint64_t wbytes = llm_model_decode_bytes(en.model);
         double wbw = (double)wbytes * tg; /* bytes/s of weights decode reads */
         const char *name = strrchr(o.model, '/') ? strrchr(o.model, '/') + 1 : o.model;
-        bool user;
-        const char *arch = llm_blis_arch(&user);
         if (o.json) {
             printf("{\"model\": ");
             cmd_json_str(stdout, name, strlen(name));
@@ -538,9 +552,8 @@ static int bench_exec(int argc, char **argv)
                    threads, nd, np, pp, ng, tg, decode_depth, rss, wbytes, wbw / 1e9);
             if (o.membw)
                 printf(", \"membw_gb_s\": %.2f, \"membw_fraction\": %.3f", bw / 1e9, wbw / bw);
-            printf(", \"kv_type\": \"%s\", \"blis_arch\": \"%s\", \"kernels\": \"%s\", "
-                   "\"repetitions\": %ld}\n",
-                   o.kv_type == LLM_TYPE_F16 ? "f16" : "f32", arch, llm_kernel_path(), o.reps);
+            printf(", \"kv_type\": \"%s\", \"kernels\": \"%s\", \"repetitions\": %ld}\n",
+                   o.kv_type == LLM_TYPE_F16 ? "f16" : "f32", llm_kernel_path(), o.reps);
         } else {
             printf("| %-30s | %7s | %-15s | %12s |\n", "model", "threads", "test", "t/s");
             printf("| %-30s | %7s | %-15s | %12s |\n", "------------------------------", "------:",
@@ -558,8 +571,7 @@ static int bench_exec(int argc, char **argv)
                 printf("DRAM read bandwidth %.2f GB/s (%d thread%s): decode reaches %.0f%% of the "
                        "bandwidth bound (%.2f tok/s)\n",
                        bw / 1e9, threads, cmd_s(threads), 100 * wbw / bw, bw / (double)wbytes);
-            printf("peak RSS %.1f MiB; best of %ld; BLIS %s; kernels %s\n", rss / 1048576.0, o.reps,
-                   arch, llm_kernel_path());
+            printf("peak RSS %.1f MiB; best of %ld; kernels %s\n", rss / 1048576.0, o.reps, llm_kernel_path());
         }
         rc = CMD_EXIT_OK;
     }

@@ -384,7 +384,7 @@ void cmd_describe_packed(const struct llm_model *m, FILE *f)
     bool cached;
     int64_t n = llm_model_packed(m, &bytes, &cached);
     if (n > 0)
-        fprintf(f, "kvchat: %" PRId64 " weight%s packed for decode (%.1f MiB, %s)\n", n, cmd_s(n),
+        fprintf(f, "kvchat: %" PRId64 " weight%s packed (%.1f MiB, %s)\n", n, cmd_s(n),
                 (double)bytes / (1 << 20), cached ? "mapped from the cache" : "packed now");
 }
 
@@ -433,14 +433,11 @@ int cmd_llm_open(const struct cmd_opts *o, bool offer_pull, struct cmd_llm *l)
                         " positions '%s' was trained for; past them its answers may degrade\n",
                 llm_ctx_n_ctx(l->ctx), n_train, l->path);
     if (o->verbose) {
-        bool user_set = false;
-        const char *arch = llm_blis_arch(&user_set);
         fprintf(stderr, "kvchat: model %s (%s, template %s), context %" PRId64 ", %d thread%s, kv %s, "
-                        "kernels %s, BLIS %s%s\n",
+                        "kernels %s\n",
                 l->path, llm_model_get_meta(l->model)->arch, llm_template_name(l->tmpl),
                 llm_ctx_n_ctx(l->ctx), llm_ctx_n_threads(l->ctx), cmd_s(llm_ctx_n_threads(l->ctx)),
-                llm_type_name(o->kv_type),
-                llm_kernel_path(), arch, user_set ? " (BLIS_ARCH_TYPE)" : "");
+                llm_type_name(o->kv_type), llm_kernel_path());
         cmd_describe_packed(l->model, stderr);
     }
     return 0;

@@ -30,10 +30,11 @@
 
 #define CHUNK 64 /* K or V rows converted to f32 at a time */
 
-size_t llm_attn_scratch_floats(int64_t nq, int64_t hd, int64_t n_ctx)
+/* scores (nq x n_kv), the softmax sums (nq), the chunk buffer (CHUNK x hd) */
+size_t llm_attn_scratch_floats(int64_t nq, int64_t hd, int64_t n_kv)
 {
-    size_t scores = ((size_t)(nq * n_ctx) + 15) / 16 * 16;
-    return scores + (size_t)(CHUNK * hd);
+    size_t scores = ((size_t)(nq * n_kv) + 15) / 16 * 16, sums = ((size_t)nq + 15) / 16 * 16;
+    return scores + sums + (size_t)(CHUNK * hd);
 }
 
 /* rows [j0, j0 + n) of K or V as f32 */
@@ -47,38 +48,71 @@ static void rows_f32(const struct llm_attn_job *a, const void *src, int64_t j0, 
     }
 }
 
-/* ==== portable ==== */
+/* ==== portable: the definitions, operation for operation ==== */
 
+/* e^x as exp_avx2 computes it on each lane */
+static float exp_poly(float x)
+{
+    x = fminf(x, 88.0f);
+    x = fmaxf(x, -87.3f);
+    float k = nearbyintf(x * 1.44269504088896341f);
+    float r = fmaf(-k, 0.693359375f, x);
+    r = fmaf(-k, -2.12194440e-4f, r);
+    float p = 1.9875691500e-4f;
+    p = fmaf(p, r, 1.3981999507e-3f);
+    p = fmaf(p, r, 8.3334519073e-3f);
+    p = fmaf(p, r, 4.1665795894e-2f);
+    p = fmaf(p, r, 1.6666665459e-1f);
+    p = fmaf(p, r, 5.0000001201e-1f);
+    p = fmaf(p, r * r, r + 1.0f);
+    uint32_t bits = (uint32_t)((int32_t)k + 127) << 23;
+    float e;
+    memcpy(&e, &bits, 4);
+    return p * e;
+}
+
+/* exponentiate s[0..n) against its maximum in place; their sum in
+ * *sum_out: lanes j % 8 over whole groups of 8, ((l0 + l4) + (l2 + l6)) +
+ * ((l1 + l5) + (l3 + l7)), then the rest one by one */
 static void softmax_generic(float *s, int64_t n, float *sum_out)
 {
     float mx = -INFINITY;
     for (int64_t j = 0; j < n; j++)
         mx = s[j] > mx ? s[j] : mx;
-    float sum = 0;
-    for (int64_t j = 0; j < n; j++) {
-        s[j] = expf(s[j] - mx);
+    float l[8] = {0};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int i = 0; i < 8; i++) {
+            s[j + i] = exp_poly(s[j + i] - mx);
+            l[i] += s[j + i];
+        }
+    float sum = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+    for (; j < n; j++) {
+        s[j] = exp_poly(s[j] - mx);
         sum += s[j];
     }
     *sum_out = sum;
 }
 
-/* s[r] = scale * q . k_r for the nr rows k + r * hd */
+/* s[r] = scale * (q . k_r) for the nr rows k + r * hd: eight lanes by
+ * d % 8, fused multiply-adds, ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)) */
 static void scores_generic(const float *q, const float *k, int64_t hd, int64_t nr, float scale, float *s)
 {
     for (int64_t r = 0; r < nr; r++) {
-        float d = 0;
+        float a[8] = {0};
         for (int64_t i = 0; i < hd; i++)
-            d += q[i] * k[r * hd + i];
-        s[r] = d * scale;
+            a[i % 8] = fmaf(q[i], k[r * hd + i], a[i % 8]);
+        s[r] = (((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))) * scale;
     }
 }
 
-/* out[0..hd) += sum over r < nr of p[r] * v[r * hd ..] */
+/* out[0..hd) += sum over r < nr of p[r] * v[r * hd ..], one fused
+ * multiply-add chain per element, r in order */
 static void accumulate_generic(float *out, const float *p, const float *v, int64_t nr, int64_t hd)
 {
     for (int64_t r = 0; r < nr; r++)
         for (int64_t i = 0; i < hd; i++)
-            out[i] += p[r] * v[r * hd + i];
+            out[i] = fmaf(p[r], v[r * hd + i], out[i]);
 }
 
 static void softmax_norm_generic(float *s, int64_t n)
@@ -229,15 +263,10 @@ T_AVX2 static void axpy64_avx2(float *out, const float *p, const float *v, int64
 /* out[0..8) += sum over r < nr of p[r] * v[r * hd .. + 8) */
 T_AVX2 static void axpy8_avx2(float *out, const float *p, const float *v, int64_t nr, int64_t hd)
 {
-    __m256 o0 = _mm256_loadu_ps(out), o1 = _mm256_setzero_ps();
-    int64_t r = 0;
-    for (; r + 2 <= nr; r += 2, v += 2 * hd) {
-        o0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + r), _mm256_loadu_ps(v), o0);
-        o1 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + r + 1), _mm256_loadu_ps(v + hd), o1);
-    }
-    if (r < nr)
-        o0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + r), _mm256_loadu_ps(v), o0);
-    _mm256_storeu_ps(out, _mm256_add_ps(o0, o1));
+    __m256 o = _mm256_loadu_ps(out);
+    for (int64_t r = 0; r < nr; r++, v += hd)
+        o = _mm256_fmadd_ps(_mm256_broadcast_ss(p + r), _mm256_loadu_ps(v), o);
+    _mm256_storeu_ps(out, o);
 }
 
 /* as scores_generic, eight rows at a time; head_dim a multiple of 8, and k
@@ -273,49 +302,59 @@ struct attn_kernels {
     void (*accumulate)(float *out, const float *p, const float *v, int64_t nr, int64_t hd);
 };
 
-/* scores chunk by chunk, softmax per head, then P V chunk by chunk: every K
- * and V row converted once into the chunk buffer, for all nq heads */
-static void decode_with(const struct llm_attn_job *a, const struct attn_kernels *kn)
+/* scores chunk by chunk, softmax per row and head, then P V chunk by
+ * chunk: every K and V row converted once into the chunk buffer for all
+ * rows and heads; row r stops at its own n_kv + r keys, exactly as it
+ * would alone */
+static void rows_with(const struct llm_attn_job *a, const struct attn_kernels *kn)
 {
-    int64_t hd = a->hd, n = a->n_kv;
-    float *sc = a->scratch, *buf = sc + (llm_attn_scratch_floats(a->nq, hd, n) - (size_t)(CHUNK * hd));
-    for (int64_t j0 = 0; j0 < n; j0 += CHUNK) {
-        int64_t nr = n - j0 < CHUNK ? n - j0 : CHUNK, n8 = (nr + 7) / 8 * 8;
+    int64_t hd = a->hd, nmax = a->n_kv + a->n_rows - 1, nqr = a->n_rows * a->nq;
+    size_t sc_floats = ((size_t)(nqr * nmax) + 15) / 16 * 16;
+    float *sc = a->scratch, *sum = sc + sc_floats, *buf = sum + ((size_t)nqr + 15) / 16 * 16;
+    for (int64_t j0 = 0; j0 < nmax; j0 += CHUNK) {
+        int64_t nr = nmax - j0 < CHUNK ? nmax - j0 : CHUNK, n8 = (nr + 7) / 8 * 8;
         rows_f32(a, a->k, j0, nr, buf);
         if (n8 > nr) /* rows a kernel may read past the last; their scores are dropped */
             memset(buf + nr * hd, 0, (size_t)((n8 - nr) * hd) * sizeof(float));
-        for (int64_t h = 0; h < a->nq; h++)
-            kn->scores(a->q + h * hd, buf, hd, nr, a->scale, sc + h * n + j0);
+        for (int64_t r = 0; r < a->n_rows; r++) {
+            int64_t n = a->n_kv + r, m = n - j0 < CHUNK ? n - j0 : CHUNK;
+            for (int64_t h = 0; j0 < n && h < a->nq; h++)
+                kn->scores(a->q + r * a->q_stride + h * hd, buf, hd, m, a->scale, sc + (r * a->nq + h) * nmax + j0);
+        }
     }
-    float sum[LLM_ATTN_MAX_Q];
-    for (int64_t h = 0; h < a->nq; h++) {
-        kn->softmax(sc + h * n, n, &sum[h]);
-        memset(a->out + h * hd, 0, (size_t)hd * sizeof(float));
-    }
-    for (int64_t j0 = 0; j0 < n; j0 += CHUNK) {
-        int64_t nr = n - j0 < CHUNK ? n - j0 : CHUNK;
+    for (int64_t r = 0; r < a->n_rows; r++)
+        for (int64_t h = 0; h < a->nq; h++) {
+            kn->softmax(sc + (r * a->nq + h) * nmax, a->n_kv + r, &sum[r * a->nq + h]);
+            memset(a->out + r * a->out_stride + h * hd, 0, (size_t)hd * sizeof(float));
+        }
+    for (int64_t j0 = 0; j0 < nmax; j0 += CHUNK) {
+        int64_t nr = nmax - j0 < CHUNK ? nmax - j0 : CHUNK;
         rows_f32(a, a->v, j0, nr, buf);
-        for (int64_t h = 0; h < a->nq; h++)
-            kn->accumulate(a->out + h * hd, sc + h * n + j0, buf, nr, hd);
+        for (int64_t r = 0; r < a->n_rows; r++) {
+            int64_t n = a->n_kv + r, m = n - j0 < CHUNK ? n - j0 : CHUNK;
+            for (int64_t h = 0; j0 < n && h < a->nq; h++)
+                kn->accumulate(a->out + r * a->out_stride + h * hd, sc + (r * a->nq + h) * nmax + j0, buf, m, hd);
+        }
     }
-    for (int64_t h = 0; h < a->nq; h++) {
-        float inv = 1.0f / sum[h];
-        for (int64_t d = 0; d < hd; d++)
-            a->out[h * hd + d] *= inv;
-    }
+    for (int64_t r = 0; r < a->n_rows; r++)
+        for (int64_t h = 0; h < a->nq; h++) {
+            float inv = 1.0f / sum[r * a->nq + h], *o = a->out + r * a->out_stride + h * hd;
+            for (int64_t d = 0; d < hd; d++)
+                o[d] *= inv;
+        }
 }
 
-static void decode_dispatch(const struct llm_attn_job *a)
+void llm_attn_rows(const struct llm_attn_job *a)
 {
     static const struct attn_kernels generic = {scores_generic, softmax_generic, accumulate_generic};
 #if X86
     static const struct attn_kernels avx2 = {scores_avx2, softmax_avx2, accumulate_avx2};
     if ((llm_cpu_features() & LLM_CPU_AVX2) && a->hd % 8 == 0) {
-        decode_with(a, &avx2);
+        rows_with(a, &avx2);
         return;
     }
 #endif
-    decode_with(a, &generic);
+    rows_with(a, &generic);
 }
 
 static void softmax_dispatch(float *s, int64_t n)
@@ -328,7 +367,5 @@ static void softmax_dispatch(float *s, int64_t n)
 #endif
     softmax_norm_generic(s, n);
 }
-
-void llm_attn_decode(const struct llm_attn_job *a) { decode_dispatch(a); }
 
 void llm_softmax(float *s, int64_t n) { softmax_dispatch(s, n); }

@@ -11,15 +11,24 @@
 
 #define LLM_ATTN_MAX_Q 64 /* most query heads in one job */
 
-/* nq query heads (q: nq rows of hd floats) that share one KV head, against
- * positions [0, n_kv) of it (k, v: n_kv rows of hd elements of kv_type,
- * LLM_TYPE_F16 or LLM_TYPE_F32, one after another):
- *   out[h] = softmax(scale * q[h] . K^T) V          (nq rows of hd floats)
- * scratch: llm_attn_scratch_floats(nq, hd, n_kv) floats, 32-byte aligned. */
+/* n_rows query tokens at consecutive positions, each with nq query heads
+ * (row r: q + r * q_stride, nq heads of hd floats) that share one KV head,
+ * against that head's cache rows (k, v: rows of hd elements of kv_type,
+ * LLM_TYPE_F16 or LLM_TYPE_F32, one after another); row r sees positions
+ * [0, n_kv + r):
+ *   out[r][h] = softmax(scale * q[r][h] . K^T) V     (out + r * out_stride)
+ * Every result is computed exactly as for that row alone (n_rows = 1):
+ * scores in 64-key chunks from position 0, each score one dot product of
+ * eight lanes and a fixed tree, then scaled; softmax over the row; P V
+ * chunk by chunk. So rows give the same bits in any batch.
+ * scratch: llm_attn_scratch_floats(n_rows * nq, hd, n_kv + n_rows) floats,
+ * 32-byte aligned. */
 struct llm_attn_job {
     const float *q;
+    int64_t q_stride;
     float *out;
-    int64_t nq, hd, n_kv;
+    int64_t out_stride;
+    int64_t n_rows, nq, hd, n_kv;
     const void *k, *v;
     uint32_t kv_type;
     void (*f16_to_float)(const void *x, float *y, int64_t k); /* for F16 rows */
@@ -27,7 +36,7 @@ struct llm_attn_job {
     float *scratch;
 };
 size_t llm_attn_scratch_floats(int64_t nq, int64_t hd, int64_t n_kv);
-void llm_attn_decode(const struct llm_attn_job *a);
+void llm_attn_rows(const struct llm_attn_job *a);
 
 /* s[0..n) = exp(s - max) / sum, in place (n >= 1) */
 void llm_softmax(float *s, int64_t n);

@@ -509,11 +509,11 @@ struct llm_model_params llm_model_default_params(void);
  */
 int llm_model_open(const char *path, struct llm_model_params params, struct llm_model **out,
                    char *err, size_t err_size);
-/* Packed weights: on CPUs where decode is faster with them (AVX2: Q4_0,
- * Q5_0 and, without AVX-512 VNNI, Q8_0), those weights are interleaved 8
- * rows at a time at open. That copy is made in memory (0.1-1 s for 0.5 GB)
- * unless params.pack_dir holds a cache file for this model file as it is
- * now (llm_pack_cache_file names it), which is then mapped instead; after
+/* Packed weights: every quantized weight is stored 8 rows at a time
+ * (interleaved block by block), the form its kernels read, made at open.
+ * That copy is made in memory (0.1-1 s for 0.5 GB) unless params.pack_dir
+ * holds a cache file for this model file as it is now
+ * (llm_pack_cache_file names it), which is then mapped instead; after
  * packing in memory, a background thread writes that file (and
  * llm_model_close waits for it). How many weights are packed, their bytes,
  * and whether they came from the cache file: */
@@ -567,9 +567,7 @@ bool llm_arch_runs(const char *arch);
 
 /* physical cores of this machine (at least 1): the default thread count */
 int llm_default_threads(void);
-/* the BLIS sub-configuration in use ("skx", "zen3", ...) and whether the
- * user's BLIS_ARCH_TYPE chose it; the SIMD path of our own kernels */
-const char *llm_blis_arch(bool *user_set);
+/* the SIMD path of the kernels: "avx2" or "generic" */
 const char *llm_kernel_path(void);
 
 /* ==== a context: KV cache and scratch for one sequence ====
@@ -606,9 +604,11 @@ enum llm_status {
 
 /*
  * Run n tokens at positions n_past..n_past+n-1, appending their K and V to
- * the cache, and compute the next-token logits of the last one. n > 1 runs
- * the prefill path (BLIS sgemm, in passes of n_batch), n == 1 the decode
- * path (GEMV). Nothing is changed when it fails (ids are checked first;
+ * the cache, and compute the next-token logits of the last one, in passes
+ * of at most n_batch tokens. The results do not depend on how tokens are
+ * split into calls or passes, nor on the thread count: every K, V row and
+ * logit is bit for bit what any other split gives (a batch-invariant
+ * engine). Nothing is changed when it fails (ids are checked first;
  * LLM_ERR_CTX_FULL when n_past + n > n_ctx). Allocates nothing.
  */
 int llm_ctx_decode(struct llm_ctx *c, const int32_t *tokens, int64_t n);

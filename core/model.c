@@ -5,11 +5,10 @@
  * Invariants: a model that opens has every tensor present with the right
  * shape and a type with kernels, and every row length divisible by the
  * block sizes involved, so the engine never checks again. Tensor data stays
- * in the mmap, except weights of types with a packed form on this CPU
- * (quant.h, llm_get_pack_ops), which packed.c replaces at open.
+ * in the mmap, except quantized weights, which packed.c replaces at open
+ * with their packed form (quant.h).
  */
 #include "core/model.h"
-#include "core/gemm.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -80,25 +79,21 @@ static int bind_weight(struct binder *b, const char *name, int64_t n_in, int64_t
                        " x %" PRId64 "]",
                     name, t->ne[0], t->n_dims > 1 ? t->ne[1] : 1, n_in, n_out);
     const struct llm_type_ops *ops = llm_get_type_ops(t->type);
-    const struct llm_type_ops *vd = ops ? llm_get_type_ops(ops->vec_dot_type) : NULL;
-    if (!ops || !ops->to_float || !ops->vec_dot || !vd || !vd->from_float)
+    const struct llm_mm_ops *mm = llm_get_mm_ops(t->type);
+    if (!ops || !mm)
         return fail(b, "tensor '%s' has type %s, which kvchat cannot compute with", name,
                     llm_type_name(t->type));
-    int64_t bs = llm_type_block_size(t->type), vbs = llm_type_block_size(ops->vec_dot_type);
-    if (n_in % bs || n_in % vbs)
+    int64_t bs = llm_type_block_size(t->type);
+    if (n_in % bs || (mm->act == LLM_ACT_I16 && n_in % 32))
         return fail(b, "tensor '%s': rows of %" PRId64 " elements do not divide into %s blocks", name,
-                    n_in, llm_type_name(n_in % bs ? t->type : ops->vec_dot_type));
+                    n_in, llm_type_name(t->type));
     w->name = t->name;
-    w->data = t->data;
-    w->type = t->type;
-    w->n_in = n_in;
-    w->n_out = n_out;
-    w->row_bytes = (size_t)(n_in / bs * llm_type_block_bytes(t->type));
+    w->rows = t->data;
     w->ops = ops;
-    w->vd_ops = vd;
-    w->vd_bytes = (size_t)(n_in / vbs * llm_type_block_bytes(ops->vec_dot_type));
-    if ((int64_t)w->vd_bytes > b->m->max_vd_bytes)
-        b->m->max_vd_bytes = (int64_t)w->vd_bytes;
+    w->mm = mm;
+    w->m = (struct llm_mat){.data = t->data, .type = t->type, .n_in = n_in, .n_out = n_out,
+                            .row_bytes = (size_t)(n_in / bs * llm_type_block_bytes(t->type)),
+                            .group_bytes = mm->packed ? mm->group_bytes(n_in) : 0};
     return 0;
 }
 
@@ -407,9 +402,10 @@ int llm_model_open(const char *path, struct llm_model_params params, struct llm_
         llm_model_close(m);
         return -1;
     }
-    if (!params.vocab_only && !params.bind_only) {
-        llm_gemm_setup(); /* before anything else touches BLIS */
-        llm_model_pack(m, params.pack_dir, path);
+    if (!params.vocab_only && !params.bind_only && llm_model_pack(m, params.pack_dir, path)) {
+        llm_model_close(m);
+        snprintf(err, err_size, "out of memory for the packed weights");
+        return -1;
     }
     *out = m;
     return 0;
@@ -431,14 +427,14 @@ int64_t llm_model_n_vocab(const struct llm_model *m) { return m->n_vocab; }
 int64_t llm_model_n_layer(const struct llm_model *m) { return m->n_layer; }
 int64_t llm_model_n_embd_kv(const struct llm_model *m) { return m->kv_dim; }
 
-static uint64_t weight_bytes(const struct llm_weight *w) { return (uint64_t)w->row_bytes * (uint64_t)w->n_out; }
+static uint64_t weight_bytes(const struct llm_weight *w) { return (uint64_t)w->m.row_bytes * (uint64_t)w->m.n_out; }
 
 uint64_t llm_model_decode_bytes(const struct llm_model *m)
 {
     if (!m->layers)
         return 0; /* vocab_only */
     uint64_t f = sizeof(float);
-    uint64_t n = m->tok_embd.row_bytes + weight_bytes(&m->output) + (uint64_t)m->n_embd * f;
+    uint64_t n = m->tok_embd.m.row_bytes + weight_bytes(&m->output) + (uint64_t)m->n_embd * f;
     if (m->rope_freqs)
         n += (uint64_t)m->rope_dim / 2 * f;
     for (int64_t l = 0; l < m->n_layer; l++) {
@@ -487,5 +483,4 @@ int llm_default_threads(void)
     return (int)n;
 }
 
-const char *llm_blis_arch(bool *user_set) { return llm_gemm_arch(user_set); }
 const char *llm_kernel_path(void) { return llm_cpu_path(); }

@@ -15,14 +15,10 @@
 /* a 2-D weight: n_out rows of n_in elements of its type */
 struct llm_weight {
     const char *name;
-    const uint8_t *data;   /* in the mapping */
-    uint32_t type;
-    int64_t n_in, n_out;
-    size_t row_bytes;
-    const struct llm_type_ops *ops;    /* of type */
-    const struct llm_type_ops *vd_ops; /* of ops->vec_dot_type */
-    size_t vd_bytes;                   /* n_in elements as vec_dot_type */
-    const struct llm_pack_ops *pack;   /* non-NULL: data holds groups of 8 packed rows */
+    struct llm_mat m;                /* as the kernels read it: rows, or packed groups */
+    const uint8_t *rows;             /* the stored rows, in the mapping (embedding lookups) */
+    const struct llm_type_ops *ops;  /* row conversions of its type */
+    const struct llm_mm_ops *mm;     /* its products */
 };
 
 struct llm_layer {
@@ -73,7 +69,6 @@ struct llm_model {
     struct llm_weight output;   /* tok_embd when tied */
     const float *output_norm;  /* (n_embd) */
     struct llm_layer *layers;  /* (n_layer) */
-    int64_t max_vd_bytes;      /* largest vd_bytes of any weight */
     struct llm_packed *packed; /* packed.c: the packed weights, or NULL */
     /* additions for gemma2/gemma3/phi3 (issue 17); for llama/qwen2/qwen3
      * they hold the values that change nothing (1, 0, SILU, NULL) */
@@ -100,11 +95,11 @@ struct llm_model {
  * get_rope_factors; llama.cpp compares its n_ctx padded to 256), or NULL */
 const float *llm_model_rope_factors(const struct llm_model *m, int64_t n_ctx);
 
-/* packed.c: pack the weights that have a packed form on this CPU, from the
- * cache file in dir if it matches the model at model_path, else in memory
- * (then the cache file is written by a background thread); best effort:
- * weights stay as rows where it fails. dir NULL: no cache file. */
-void llm_model_pack(struct llm_model *m, const char *dir, const char *model_path);
+/* packed.c: pack the weights whose type is stored packed (every quantized
+ * type), from the cache file in dir if it matches the model at model_path,
+ * else in memory (then the cache file is written by a background thread).
+ * dir NULL: no cache file. 0, or -1 when there is no memory for them. */
+int llm_model_pack(struct llm_model *m, const char *dir, const char *model_path);
 void llm_model_unpack(struct llm_model *m); /* waits for the writer, frees */
 
 #endif

@@ -1,6 +1,7 @@
 /*
- * packed.c - a model's packed weights (quant.h, LLM_PACK_ROWS): which
- * weights are packed, packing them at open, and the cache file that lets
+ * packed.c - a model's packed weights (quant.h, LLM_PACK_ROWS): every
+ * quantized weight the engine multiplies is stored as groups of 8 rows (the
+ * last group padded with zero rows), packed at open, and a cache file lets
  * later opens map them instead of packing again.
  *
  * Why a cache file: packing writes a fresh copy of most of a model's
@@ -11,14 +12,15 @@
  * thread in the background, synced, then renamed into place) and later
  * opens map that file from the page cache: nothing to zero, nothing to copy.
  *
- * The cache file (PACK_FILE_VERSION 1), one per model path, named by a
+ * The cache file (PACK_FILE_VERSION 2), one per model path, named by a
  * 64-bit FNV-1a hash of the model's real path:
  *   4096-byte header: "KVCPACK\0", u32 version, u32 types (bit t: weights of
  *   type t are packed), u64 size, device, inode, mtime s, mtime ns of the
  *   model file, u64 data bytes, u32 packed weights, u32 path length, the
  *   path (little-endian, zero-padded);
  *   then the packed weights, in model order (each layer's q, k, v, o, gate,
- *   up, down, then the output), each at a multiple of 64 bytes.
+ *   up, down, then the output), each ceil(rows / 8) groups (the layouts of
+ *   quant-pack.c and quant-k.c) at a multiple of 64 bytes.
  * A file whose header does not match the model as opened (another file,
  * the same file changed, another kvchat with other packed types or
  * layouts) or whose size is not header + data is ignored and replaced.
@@ -31,9 +33,9 @@
 #include <limits.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <omp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +43,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PACK_FILE_VERSION 1
+#define PACK_FILE_VERSION 2
 #define HEADER_BYTES 4096
 #define PACK_ITEM_GROUPS 64 /* groups of 8 rows per work item while packing */
 
@@ -83,10 +85,15 @@ static void plan_free(struct plan *p)
 {
     free(p->w);
     free(p->off);
+    p->w = NULL;
+    p->off = NULL;
 }
 
-/* every 2-D weight the engine multiplies with whose type has a packed form
- * on this CPU and whose rows come in groups of 8; 0 or -1 (no memory) */
+static int64_t groups_of(const struct llm_weight *W) { return (W->m.n_out + LLM_PACK_ROWS - 1) / LLM_PACK_ROWS; }
+static size_t packed_bytes(const struct llm_weight *W) { return (size_t)groups_of(W) * W->m.group_bytes; }
+
+/* every 2-D weight the engine multiplies whose type is stored packed;
+ * 0 or -1 (no memory) */
 static int plan_make(struct llm_model *m, struct plan *p)
 {
     *p = (struct plan){0};
@@ -106,12 +113,12 @@ static int plan_make(struct llm_model *m, struct plan *p)
         } else {
             W = &m->output;
         }
-        if (!llm_get_pack_ops(W->type) || W->n_out % LLM_PACK_ROWS)
+        if (!W->mm->packed)
             continue;
         p->w[p->nw] = W;
         p->off[p->nw++] = p->total;
-        p->total += ((size_t)W->n_out * W->row_bytes + 63) / 64 * 64;
-        p->types |= 1u << W->type;
+        p->total += (packed_bytes(W) + 63) / 64 * 64;
+        p->types |= 1u << W->m.type;
     }
     return 0;
 }
@@ -128,7 +135,40 @@ static void drop_pages(const uint8_t *p, size_t n)
         madvise((void *)a, e - a, MADV_DONTNEED);
 }
 
-/* the planned weights packed into a new anonymous mapping, or NULL */
+struct pack_work {
+    const struct plan *p;
+    const int64_t *first; /* first work item of each weight */
+    int64_t items;
+    void *map;
+    _Atomic int64_t next;
+};
+
+static void *pack_worker(void *arg)
+{
+    struct pack_work *pw = arg;
+    const struct plan *p = pw->p;
+    for (int64_t k; (k = atomic_fetch_add(&pw->next, 1)) < pw->items;) {
+        int64_t i = 0;
+        while (pw->first[i + 1] <= k)
+            i++;
+        const struct llm_weight *W = p->w[i];
+        int64_t g0 = (k - pw->first[i]) * PACK_ITEM_GROUPS, g1 = g0 + PACK_ITEM_GROUPS;
+        if (g1 > groups_of(W))
+            g1 = groups_of(W);
+        for (int64_t g = g0; g < g1; g++) {
+            int64_t rows = W->m.n_out - g * LLM_PACK_ROWS < LLM_PACK_ROWS ? W->m.n_out - g * LLM_PACK_ROWS : LLM_PACK_ROWS;
+            W->mm->pack(W->rows + (size_t)(g * LLM_PACK_ROWS) * W->m.row_bytes, W->m.row_bytes, rows, W->m.n_in,
+                        (uint8_t *)pw->map + p->off[i] + (size_t)g * W->m.group_bytes);
+        }
+        /* at once, so the file's pages and the packed copy are not both held */
+        int64_t r0 = g0 * LLM_PACK_ROWS, r1 = g1 * LLM_PACK_ROWS < W->m.n_out ? g1 * LLM_PACK_ROWS : W->m.n_out;
+        drop_pages(W->rows + (size_t)r0 * W->m.row_bytes, (size_t)(r1 - r0) * W->m.row_bytes);
+    }
+    return NULL;
+}
+
+/* the planned weights packed into a new anonymous mapping (by as many
+ * threads as cores), or NULL */
 static void *pack_in_memory(const struct plan *p)
 {
     int64_t *first = malloc((size_t)(p->nw + 1) * sizeof *first); /* first work item of each */
@@ -143,31 +183,22 @@ static void *pack_in_memory(const struct plan *p)
     madvise(map, p->total, MADV_HUGEPAGE); /* fewer TLB misses while decode streams them */
 #endif
     first[0] = 0;
-    for (int64_t i = 0; i < p->nw; i++) {
-        int64_t groups = p->w[i]->n_out / LLM_PACK_ROWS;
-        first[i + 1] = first[i] + (groups + PACK_ITEM_GROUPS - 1) / PACK_ITEM_GROUPS;
-    }
-    int64_t items = first[p->nw];
-#pragma omp parallel for schedule(dynamic, 4)
-    for (int64_t k = 0; k < items; k++) {
-        int64_t i = 0;
-        while (first[i + 1] <= k)
-            i++;
-        const struct llm_weight *W = p->w[i];
-        int64_t g0 = (k - first[i]) * PACK_ITEM_GROUPS, g1 = g0 + PACK_ITEM_GROUPS;
-        if (g1 > W->n_out / LLM_PACK_ROWS)
-            g1 = W->n_out / LLM_PACK_ROWS;
-        size_t gb = LLM_PACK_ROWS * W->row_bytes;
-        for (int64_t g = g0; g < g1; g++)
-            llm_get_pack_ops(W->type)->pack(W->data + (size_t)g * gb, W->row_bytes, W->n_in,
-                                            (uint8_t *)map + p->off[i] + (size_t)g * gb);
-        /* at once, so the file's pages and the packed copy are not both held */
-        drop_pages(W->data + (size_t)g0 * gb, (size_t)(g1 - g0) * gb);
-    }
+    for (int64_t i = 0; i < p->nw; i++)
+        first[i + 1] = first[i] + (groups_of(p->w[i]) + PACK_ITEM_GROUPS - 1) / PACK_ITEM_GROUPS;
+    struct pack_work pw = {p, first, first[p->nw], map, 0};
+    int nt = llm_default_threads();
+    pthread_t th[64];
+    int started = 0;
+    for (int t = 1; t < nt && t < 64; t++)
+        if (pthread_create(&th[started], NULL, pack_worker, &pw) == 0)
+            started++;
+    pack_worker(&pw);
+    for (int t = 0; t < started; t++)
+        pthread_join(th[t], NULL);
     /* the pages items shared (tied embeddings: the few rows decode looks
      * up come back alone) */
     for (int64_t i = 0; i < p->nw; i++)
-        drop_pages(p->w[i]->data, (size_t)p->w[i]->n_out * p->w[i]->row_bytes);
+        drop_pages(p->w[i]->rows, (size_t)p->w[i]->m.n_out * p->w[i]->m.row_bytes);
     free(first);
     return map;
 }
@@ -325,21 +356,28 @@ static int make_dirs(const char *dir)
 
 /* ==== the model's side ==== */
 
-void llm_model_pack(struct llm_model *m, const char *dir, const char *model_path)
+int llm_model_pack(struct llm_model *m, const char *dir, const char *model_path)
 {
     struct plan p;
-    if (plan_make(m, &p) || !p.nw) {
+    if (plan_make(m, &p)) {
         plan_free(&p);
-        return;
+        return -1;
     }
+    if (!p.nw) {
+        plan_free(&p);
+        return 0;
+    }
+    int rc = 0;
     struct llm_packed *pk = calloc(1, sizeof *pk);
     struct pack_header *h = malloc(sizeof *h);
     char file[PATH_MAX], real[PATH_MAX];
     bool cacheable = pk && h && dir && model_path && realpath(model_path, real) &&
                      expected_header(m, real, &p, h) &&
                      cache_name(dir, real, file, sizeof file) == 0;
-    if (!pk)
+    if (!pk) {
+        rc = -1;
         goto out;
+    }
     if (cacheable && (pk->map = map_cache(file, h, &pk->map_bytes))) {
         pk->data = (const uint8_t *)pk->map + HEADER_BYTES;
         pk->from_cache = true;
@@ -349,14 +387,13 @@ void llm_model_pack(struct llm_model *m, const char *dir, const char *model_path
     } else {
         free(pk);
         pk = NULL;
+        rc = -1;
         goto out;
     }
     pk->n_weights = p.nw;
     pk->data_bytes = p.total;
-    for (int64_t i = 0; i < p.nw; i++) {
-        p.w[i]->data = pk->data + p.off[i];
-        p.w[i]->pack = llm_get_pack_ops(p.w[i]->type);
-    }
+    for (int64_t i = 0; i < p.nw; i++)
+        p.w[i]->m.data = pk->data + p.off[i];
     if (cacheable && !pk->from_cache && make_dirs(dir) == 0) {
         remove_stale_temps(dir);
         pk->file = strdup(file);
@@ -369,6 +406,7 @@ out:
     m->packed = pk;
     free(h);
     plan_free(&p);
+    return rc;
 }
 
 void llm_model_pack_wait(struct llm_model *m)

@@ -1,13 +1,21 @@
 /*
- * quant-basic.c - the kernels of the types F32, F16, BF16 and Q8_0: row
- * conversion to f32 (prefill panels), conversion of activations to the
- * vec_dot type, and the dot products of decode, each in a portable version
- * and, where the CPU has them, AVX2 and AVX-512 versions compiled with
- * target attributes (so the binary runs anywhere; llm_quant_basic_init picks
- * by cpuid). Invariants: every function is a pure function of its inputs
- * with a fixed summation order per path, so results are bit-identical run
- * after run; rows are read unaligned (GGUF only aligns tensors, Q8_0 blocks
- * are 34 bytes).
+ * quant-basic.c - the types F32, F16, BF16 and Q8_0 as rows (conversions to
+ * and from f32), and the matrix products of the float types F32, F16 and
+ * BF16 against f32 activations: the definition of quant.h (eight lanes by
+ * k % 8, fused multiply-adds in increasing k, a fixed tree at the end) in
+ * a scalar reference, an AVX2 GEMV for one token and an AVX2 tiled product
+ * (4 rows x 3 tokens per tile, each pair's eight lanes in one register) for
+ * many. Every path computes every element with the same operations, so
+ * they agree bit for bit; tests check it.
+ *
+ * Why not BLIS for these: its sgemm sums each element in an order set by
+ * its sub-configuration's kernel, its block size KC and its small-matrix
+ * ("sup") path, which it picks by shape, so the same row and token give
+ * different bits in batches of different sizes, and one-token products
+ * cannot afford its packing. The tile here reaches BLIS's speed on this
+ * machine (README, Speed).
+ * Rows are read unaligned (GGUF only aligns tensors; Q8_0 blocks are 34
+ * bytes). Nothing here allocates.
  */
 #include "core/llm.h"
 #include "core/quant.h"
@@ -15,13 +23,10 @@
 #include <math.h>
 #include <string.h>
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define X86 1
 #define T_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define T_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
-#define T_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
-#define T_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")))
 #else
 #define X86 0
 #endif
@@ -33,19 +38,10 @@ static uint16_t ld16(const uint8_t *p)
     return v;
 }
 
-/* ==== portable reference versions ==== */
+/* ==== row conversions ==== */
 
 static void f32_to_float(const void *x, float *y, int64_t k) { memcpy(y, x, (size_t)k * 4); }
 static void f32_from_float(const float *x, void *y, int64_t k) { memcpy(y, x, (size_t)k * 4); }
-
-static float f32_dot_ref(int64_t n, const void *x, const void *y)
-{
-    const float *a = x, *b = y;
-    double s = 0;
-    for (int64_t i = 0; i < n; i++)
-        s += (double)a[i] * b[i];
-    return (float)s;
-}
 
 static void f16_to_float_ref(const void *x, float *y, int64_t k)
 {
@@ -59,15 +55,6 @@ static void f16_from_float_ref(const float *x, void *y, int64_t k)
         uint16_t h = llm_fp32_to_fp16(x[i]);
         memcpy((uint8_t *)y + 2 * i, &h, 2);
     }
-}
-
-static float f16_dot_ref(int64_t n, const void *x, const void *y)
-{
-    double s = 0;
-    for (int64_t i = 0; i < n; i++)
-        s += (double)llm_fp16_to_fp32(ld16((const uint8_t *)x + 2 * i)) *
-             llm_fp16_to_fp32(ld16((const uint8_t *)y + 2 * i));
-    return (float)s;
 }
 
 static void bf16_to_float_ref(const void *x, float *y, int64_t k)
@@ -84,15 +71,6 @@ static void bf16_from_float_ref(const float *x, void *y, int64_t k)
     }
 }
 
-static float bf16_dot_ref(int64_t n, const void *x, const void *y)
-{
-    double s = 0;
-    for (int64_t i = 0; i < n; i++)
-        s += (double)llm_bf16_to_fp32(ld16((const uint8_t *)x + 2 * i)) *
-             llm_bf16_to_fp32(ld16((const uint8_t *)y + 2 * i));
-    return (float)s;
-}
-
 static void q8_0_to_float_ref(const void *x, float *y, int64_t k)
 {
     llm_dequantize_row(LLM_TYPE_Q8_0, x, y, k);
@@ -103,63 +81,7 @@ static void q8_0_from_float_ref(const float *x, void *y, int64_t k)
     llm_quantize_row_q8_0(x, y, k);
 }
 
-static float q8_0_dot_ref(int64_t n, const void *x, const void *y)
-{
-    const uint8_t *a = x, *b = y;
-    float s = 0;
-    for (int64_t blk = 0; blk < n / QK8_0; blk++, a += 34, b += 34) {
-        int32_t sum = 0;
-        for (int j = 0; j < QK8_0; j++)
-            sum += (int32_t)(int8_t)a[2 + j] * (int8_t)b[2 + j];
-        s += llm_fp16_to_fp32(ld16(a)) * llm_fp16_to_fp32(ld16(b)) * (float)sum;
-    }
-    return s;
-}
-
-/* portable fast-path stand-ins: float accumulation in a fixed order */
-static float f32_dot_generic(int64_t n, const void *x, const void *y)
-{
-    const float *a = x, *b = y;
-    float s[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++)
-            s[j] += a[i + j] * b[i + j];
-    for (; i < n; i++)
-        s[0] += a[i] * b[i];
-    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-}
-
 #if X86
-/* ==== AVX2 ==== */
-
-T_AVX2 static float hsum256(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-T_AVX2 static float f32_dot_avx2(int64_t n, const void *x, const void *y)
-{
-    const float *a = x, *b = y;
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
-        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
-        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
-    }
-    for (; i + 8 <= n; i += 8)
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-    float s = hsum256(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-    for (; i < n; i++)
-        s += a[i] * b[i];
-    return s;
-}
-
 T_AVX2 static void f16_to_float_avx2(const void *x, float *y, int64_t k)
 {
     const uint16_t *p = x;
@@ -175,29 +97,11 @@ T_AVX2 static void f16_from_float_avx2(const float *x, void *y, int64_t k)
     uint16_t *p = y;
     int64_t i = 0;
     for (; i + 8 <= k; i += 8)
-        _mm_storeu_si128((__m128i *)(p + i),
-                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+        _mm_storeu_si128((__m128i *)(p + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
     for (; i < k; i++) {
         uint16_t h = llm_fp32_to_fp16(x[i]);
         memcpy(p + i, &h, 2);
     }
-}
-
-T_AVX2 static float f16_dot_avx2(int64_t n, const void *x, const void *y)
-{
-    const uint16_t *a = x, *b = y;
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        s0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i))),
-                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i))), s0);
-        s1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i + 8))),
-                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i + 8))), s1);
-    }
-    float s = hsum256(_mm256_add_ps(s0, s1));
-    for (; i < n; i++)
-        s += llm_fp16_to_fp32(a[i]) * llm_fp16_to_fp32(b[i]);
-    return s;
 }
 
 T_AVX2 static __m256 bf16x8_avx2(const uint16_t *p)
@@ -214,21 +118,6 @@ T_AVX2 static void bf16_to_float_avx2(const void *x, float *y, int64_t k)
         _mm256_storeu_ps(y + i, bf16x8_avx2(p + i));
     for (; i < k; i++)
         y[i] = llm_bf16_to_fp32(p[i]);
-}
-
-T_AVX2 static float bf16_dot_avx2(int64_t n, const void *x, const void *y)
-{
-    const uint16_t *a = x, *b = y;
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        s0 = _mm256_fmadd_ps(bf16x8_avx2(a + i), bf16x8_avx2(b + i), s0);
-        s1 = _mm256_fmadd_ps(bf16x8_avx2(a + i + 8), bf16x8_avx2(b + i + 8), s1);
-    }
-    float s = hsum256(_mm256_add_ps(s0, s1));
-    for (; i < n; i++)
-        s += llm_bf16_to_fp32(a[i]) * llm_bf16_to_fp32(b[i]);
-    return s;
 }
 
 T_AVX2 static void q8_0_to_float_avx2(const void *x, float *y, int64_t k)
@@ -271,317 +160,281 @@ T_AVX2 static void q8_0_from_float_avx2(const float *x, void *vy, int64_t k)
         _mm256_storeu_si256((__m256i *)(y + 2), i8);
     }
 }
-
-T_AVX2 static float q8_0_dot_avx2(int64_t n, const void *x, const void *y)
-{
-    const uint8_t *a = x, *b = y;
-    __m256 acc = _mm256_setzero_ps();
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int64_t blk = 0; blk < n / QK8_0; blk++, a += 34, b += 34) {
-        __m256i qa = _mm256_loadu_si256((const __m256i *)(a + 2));
-        __m256i qb = _mm256_loadu_si256((const __m256i *)(b + 2));
-        __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(qa, qa), _mm256_sign_epi8(qb, qa));
-        __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
-        __m256 d = _mm256_set1_ps(_cvtsh_ss(ld16(a)) * _cvtsh_ss(ld16(b)));
-        acc = _mm256_fmadd_ps(d, p, acc);
-    }
-    return hsum256(acc);
-}
-
-/* ==== AVX-512 ==== */
-
-T_AVX512 static float f32_dot_avx512(int64_t n, const void *x, const void *y)
-{
-    const float *a = x, *b = y;
-    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    int64_t i = 0;
-    for (; i + 64 <= n; i += 64) {
-        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
-        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
-        s2 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 32), _mm512_loadu_ps(b + i + 32), s2);
-        s3 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 48), _mm512_loadu_ps(b + i + 48), s3);
-    }
-    for (; i + 16 <= n; i += 16)
-        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
-    if (i < n) {
-        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s1);
-    }
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
-}
-
-T_AVX512 static void f16_to_float_avx512(const void *x, float *y, int64_t k)
-{
-    const uint16_t *p = x;
-    int64_t i = 0;
-    for (; i + 16 <= k; i += 16)
-        _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + i))));
-    for (; i < k; i++)
-        y[i] = llm_fp16_to_fp32(p[i]);
-}
-
-T_AVX512 static float f16_dot_avx512(int64_t n, const void *x, const void *y)
-{
-    const uint16_t *a = x, *b = y;
-    __m512 s0 = _mm512_setzero_ps(), s1 = s0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(a + i))),
-                             _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + i))), s0);
-        s1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(a + i + 16))),
-                             _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + i + 16))), s1);
-    }
-    float s = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
-    for (; i < n; i++)
-        s += llm_fp16_to_fp32(a[i]) * llm_fp16_to_fp32(b[i]);
-    return s;
-}
-
-T_AVX512 static void bf16_to_float_avx512(const void *x, float *y, int64_t k)
-{
-    const uint16_t *p = x;
-    int64_t i = 0;
-    for (; i + 16 <= k; i += 16) {
-        __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p + i)));
-        _mm512_storeu_ps(y + i, _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)));
-    }
-    for (; i < k; i++)
-        y[i] = llm_bf16_to_fp32(p[i]);
-}
-
-T_BF16 static float bf16_dot_avx512bf16(int64_t n, const void *x, const void *y)
-{
-    const uint16_t *a = x, *b = y;
-    __m512 s0 = _mm512_setzero_ps(), s1 = s0;
-    int64_t i = 0;
-    for (; i + 64 <= n; i += 64) {
-        s0 = _mm512_dpbf16_ps(s0, (__m512bh)_mm512_loadu_si512(a + i), (__m512bh)_mm512_loadu_si512(b + i));
-        s1 = _mm512_dpbf16_ps(s1, (__m512bh)_mm512_loadu_si512(a + i + 32),
-                              (__m512bh)_mm512_loadu_si512(b + i + 32));
-    }
-    for (; i + 32 <= n; i += 32)
-        s0 = _mm512_dpbf16_ps(s0, (__m512bh)_mm512_loadu_si512(a + i), (__m512bh)_mm512_loadu_si512(b + i));
-    float s = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
-    for (; i < n; i++)
-        s += llm_bf16_to_fp32(a[i]) * llm_bf16_to_fp32(b[i]);
-    return s;
-}
-
-T_AVX512 static void q8_0_to_float_avx512(const void *x, float *y, int64_t k)
-{
-    const uint8_t *p = x;
-    for (int64_t b = 0; b < k / QK8_0; b++, p += 34, y += 32) {
-        __m512 d = _mm512_set1_ps(_cvtsh_ss(ld16(p)));
-        __m512i q0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 2)));
-        __m512i q1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 18)));
-        _mm512_storeu_ps(y, _mm512_mul_ps(d, _mm512_cvtepi32_ps(q0)));
-        _mm512_storeu_ps(y + 16, _mm512_mul_ps(d, _mm512_cvtepi32_ps(q1)));
-    }
-}
-
-/* two blocks per 512-bit register: |a| (u8) x sign(b, a) (s8), summed in
- * groups of four bytes, then scaled per block */
-T_VNNI static float q8_0_dot_vnni(int64_t n, const void *x, const void *y)
-{
-    const uint8_t *a = x, *b = y;
-    int64_t nb = n / QK8_0, blk = 0;
-    __m512 acc = _mm512_setzero_ps();
-    for (; blk + 2 <= nb; blk += 2, a += 68, b += 68) {
-        __m512i qa = _mm512_inserti64x4(
-            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a + 2))),
-            _mm256_loadu_si256((const __m256i *)(a + 36)), 1);
-        __m512i qb = _mm512_inserti64x4(
-            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b + 2))),
-            _mm256_loadu_si256((const __m256i *)(b + 36)), 1);
-        __mmask64 neg = _mm512_movepi8_mask(qa);
-        __m512i ua = _mm512_abs_epi8(qa);
-        __m512i sb = _mm512_mask_sub_epi8(qb, neg, _mm512_setzero_si512(), qb);
-        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ua, sb);
-        float d0 = _cvtsh_ss(ld16(a)) * _cvtsh_ss(ld16(b));
-        float d1 = _cvtsh_ss(ld16(a + 34)) * _cvtsh_ss(ld16(b + 34));
-        __m512 d = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(d0)), _mm256_set1_ps(d1), 1);
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc);
-    }
-    float s = _mm512_reduce_add_ps(acc);
-    if (blk < nb)
-        s += q8_0_dot_avx2(QK8_0, a, b);
-    return s;
-}
 #endif
 
+/* ==== products of the float types: the definition ==== */
 
-/* ==== Q8_0 x Q8_0 products for prefill (AVX-512 VNNI) ====
- *
- * The rows of W are repacked into scratch: per block pair (64 values) the
- * values as u8 (w + 128, that is w XOR 0x80) and 16 floats holding the two
- * block scales (8 lanes each, matching the lanes vpdpbusd fills).
- * Activations, four tokens at a time, keep their int8 values, the scales in
- * the same pattern, and 16 int32 of -128 times the sum of the four values
- * each lane multiplies. vpdpbusd started from those gives sum(w * a) for
- * each lane with no sign tricks; the lanes are scaled and accumulated in
- * f32. Tiles of 4 rows x 4 tokens keep 16 accumulators in registers. Each
- * result is computed in the same order whatever tile it falls in.
- */
-#define MM_R 4 /* rows per tile */
-#define MM_T 4 /* tokens per tile */
+/* element k of a row of type t as f32 (exact) */
+static float elt(uint32_t t, const uint8_t *row, int64_t k)
+{
+    if (t == LLM_TYPE_F32) {
+        float f;
+        memcpy(&f, row + 4 * k, 4);
+        return f;
+    }
+    uint16_t h = ld16(row + 2 * k);
+    return t == LLM_TYPE_F16 ? llm_fp16_to_fp32(h) : llm_bf16_to_fp32(h);
+}
 
+static float tree8(const float a[8])
+{
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+static float dot_ref_of(uint32_t t, const struct llm_mat *w, int64_t r, const void *a)
+{
+    const uint8_t *row = w->data + (size_t)r * w->row_bytes;
+    const float *x = a;
+    float acc[8] = {0};
+    for (int64_t k = 0; k < w->n_in; k++)
+        acc[k % 8] = fmaf(elt(t, row, k), x[k], acc[k % 8]);
+    return tree8(acc);
+}
+
+static float f32_dot_ref(const struct llm_mat *w, int64_t r, const void *a) { return dot_ref_of(LLM_TYPE_F32, w, r, a); }
+static float f16_dot_ref(const struct llm_mat *w, int64_t r, const void *a) { return dot_ref_of(LLM_TYPE_F16, w, r, a); }
+static float bf16_dot_ref(const struct llm_mat *w, int64_t r, const void *a) { return dot_ref_of(LLM_TYPE_BF16, w, r, a); }
+
+/* the portable products: each element by its definition */
+static void gemv_ref_of(float (*dot)(const struct llm_mat *, int64_t, const void *), const struct llm_mat *w,
+                        int64_t r0, int64_t r1, int64_t s0, int64_t s1, const void *a, float *y0, float *y1)
+{
+    for (int64_t r = r0; r < r1; r++)
+        y0[r - r0] = dot(w, r, a);
+    for (int64_t r = s0; r < s1; r++)
+        y1[r - s0] = dot(w, r, a);
+}
+
+static void gemm_ref_of(float (*dot)(const struct llm_mat *, int64_t, const void *), const struct llm_mat *w,
+                        int64_t r0, int64_t r1, const void *a, size_t a_stride, int64_t nt, float *y, int64_t ldy)
+{
+    for (int64_t t = 0; t < nt; t++)
+        for (int64_t r = r0; r < r1; r++)
+            y[t * ldy + r - r0] = dot(w, r, (const uint8_t *)a + (size_t)t * a_stride);
+}
+
+#define REF_PRODUCTS(NAME)                                                                         \
+    static void NAME##_gemv_ref(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1, \
+                                const void *a, float *y0, float *y1)                               \
+    {                                                                                              \
+        gemv_ref_of(NAME##_dot_ref, w, r0, r1, s0, s1, a, y0, y1);                                 \
+    }                                                                                              \
+    static void NAME##_gemm_ref(const struct llm_mat *w, int64_t r0, int64_t r1, const void *a,    \
+                                size_t a_stride, int64_t nt, float *y, int64_t ldy, void *scratch) \
+    {                                                                                              \
+        (void)scratch;                                                                             \
+        gemm_ref_of(NAME##_dot_ref, w, r0, r1, a, a_stride, nt, y, ldy);                           \
+    }
+REF_PRODUCTS(f32)
+REF_PRODUCTS(f16)
+REF_PRODUCTS(bf16)
+
+static size_t no_scratch(int64_t n_in)
+{
+    (void)n_in;
+    return 0;
+}
+
+/* ==== products of the float types: AVX2 ==== */
 #if X86
-struct mm_layout {
-    int64_t nb, np;  /* blocks, block pairs (the last one padded) */
-    size_t row;      /* bytes of a packed weight row: np * (64 + 64) */
-    size_t arow;     /* bytes of a packed activation row: np * (64 + 64 + 64) */
-};
 
-static struct mm_layout mm_layout(int64_t n)
+/* eight elements of a row from element k (k + 8 <= n) as f32 */
+T_AVX2 static inline __attribute__((always_inline)) __m256 load8(uint32_t t, const uint8_t *row, int64_t k)
 {
-    struct mm_layout L;
-    L.nb = n / QK8_0;
-    L.np = (L.nb + 1) / 2;
-    L.row = (size_t)L.np * 128;
-    L.arow = (size_t)L.np * 192;
-    return L;
+    if (t == LLM_TYPE_F32)
+        return _mm256_loadu_ps((const float *)row + k);
+    if (t == LLM_TYPE_F16)
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * k)));
+    return bf16x8_avx2((const uint16_t *)row + k);
 }
 
-static size_t q8_0_mul_mat_scratch(int64_t n, int64_t nr)
+/* the last n % 8 elements from k, zeros after them (+0 * +0 leaves a lane as it is) */
+T_AVX2 static inline __attribute__((always_inline)) __m256 load_tail(uint32_t t, const uint8_t *row, int64_t k, int64_t n)
 {
-    struct mm_layout L = mm_layout(n);
-    return (size_t)((nr + MM_R - 1) / MM_R * MM_R) * L.row + L.arow + 64;
+    float buf[8] = {0};
+    for (int64_t i = k; i < n; i++)
+        buf[i - k] = elt(t, row, i);
+    return _mm256_loadu_ps(buf);
 }
 
-/* one Q8_0 row packed: per pair q[64] then scales[16] then (activations
- * only) -128 * lane sums[16]; weights: values XOR 0x80, no lane sums */
-T_VNNI static void mm_pack_row(const uint8_t *src, const struct mm_layout *L, uint8_t *dst, bool act)
+T_AVX2 static inline __attribute__((always_inline)) float tree8_avx2(__m256 v)
 {
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
-    for (int64_t p = 0; p < L->np; p++, dst += act ? 192 : 128) {
-        const uint8_t *b0 = src + 2 * p * 34, *b1 = b0 + 34;
-        bool two = 2 * p + 1 < L->nb;
-        __m256i q0 = _mm256_loadu_si256((const __m256i *)(b0 + 2));
-        __m256i q1 = two ? _mm256_loadu_si256((const __m256i *)(b1 + 2)) : _mm256_setzero_si256();
-        __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
-        float d0 = _cvtsh_ss(ld16(b0)), d1 = two ? _cvtsh_ss(ld16(b1)) : 0.0f;
-        __m512 d = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(d0)), _mm256_set1_ps(d1), 1);
-        _mm512_store_ps((float *)(dst + 64), d);
-        if (!act) {
-            _mm512_store_si512(dst, _mm512_xor_si512(q, flip));
-        } else {
-            _mm512_store_si512(dst, q);
-            __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, q);
-            _mm512_store_si512(dst + 128, _mm512_sub_epi32(_mm512_setzero_si512(), sums));
+    /* ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)) */
+    __m128 s = _mm_hadd_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_hadd_ps(s, s);
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+/* y[r] for four rows at once (r[i] may repeat) */
+T_AVX2 static inline __attribute__((always_inline)) void dot4_avx2(uint32_t t, const struct llm_mat *w, const int64_t r[4], const float *x,
+                                    float out[4])
+{
+    int64_t n = w->n_in, n8 = n / 8 * 8;
+    const uint8_t *p0 = w->data + (size_t)r[0] * w->row_bytes, *p1 = w->data + (size_t)r[1] * w->row_bytes,
+                  *p2 = w->data + (size_t)r[2] * w->row_bytes, *p3 = w->data + (size_t)r[3] * w->row_bytes;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t k = 0; k < n8; k += 8) {
+        __m256 xv = _mm256_loadu_ps(x + k);
+        a0 = _mm256_fmadd_ps(load8(t, p0, k), xv, a0);
+        a1 = _mm256_fmadd_ps(load8(t, p1, k), xv, a1);
+        a2 = _mm256_fmadd_ps(load8(t, p2, k), xv, a2);
+        a3 = _mm256_fmadd_ps(load8(t, p3, k), xv, a3);
+    }
+    if (n8 < n) {
+        float xb[8] = {0};
+        memcpy(xb, x + n8, (size_t)(n - n8) * 4);
+        __m256 xv = _mm256_loadu_ps(xb);
+        a0 = _mm256_fmadd_ps(load_tail(t, p0, n8, n), xv, a0);
+        a1 = _mm256_fmadd_ps(load_tail(t, p1, n8, n), xv, a1);
+        a2 = _mm256_fmadd_ps(load_tail(t, p2, n8, n), xv, a2);
+        a3 = _mm256_fmadd_ps(load_tail(t, p3, n8, n), xv, a3);
+    }
+    out[0] = tree8_avx2(a0);
+    out[1] = tree8_avx2(a1);
+    out[2] = tree8_avx2(a2);
+    out[3] = tree8_avx2(a3);
+}
+
+T_AVX2 static inline __attribute__((always_inline)) void gemv_rows_avx2(uint32_t t, const struct llm_mat *w, int64_t r0, int64_t r1, const float *x,
+                                  float *y)
+{
+    for (int64_t r = r0; r < r1; r += 4) {
+        int64_t rr[4];
+        float out[4];
+        for (int i = 0; i < 4; i++)
+            rr[i] = r + i < r1 ? r + i : r;
+        dot4_avx2(t, w, rr, x, out);
+        for (int i = 0; i < 4 && r + i < r1; i++)
+            y[r - r0 + i] = out[i];
+    }
+}
+
+T_AVX2 static inline __attribute__((always_inline)) void gemv_avx2(uint32_t t, const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1,
+                             const void *a, float *y0, float *y1)
+{
+    gemv_rows_avx2(t, w, r0, r1, a, y0);
+    gemv_rows_avx2(t, w, s0, s1, a, y1);
+}
+
+#define TR 4  /* rows per tile */
+#define TT 3  /* tokens per tile */
+#define TB 48 /* tokens per block: their rows stay in the L2 cache while the rows pass */
+
+/* one tile: rows r[0..TR), tokens x[0..TT) (entries may repeat at the edges) */
+T_AVX2 static inline __attribute__((always_inline)) void tile_avx2(uint32_t t, const struct llm_mat *w, const int64_t r[TR], const float *x[TT],
+                                    float out[TR][TT])
+{
+    int64_t n = w->n_in, n8 = n / 8 * 8;
+    const uint8_t *p[TR];
+    for (int i = 0; i < TR; i++)
+        p[i] = w->data + (size_t)r[i] * w->row_bytes;
+    __m256 acc[TR][TT];
+#pragma GCC unroll 4
+    for (int i = 0; i < TR; i++)
+#pragma GCC unroll 3
+        for (int j = 0; j < TT; j++)
+            acc[i][j] = _mm256_setzero_ps();
+#pragma GCC unroll 2
+    for (int64_t k = 0; k < n8; k += 8) {
+        __m256 xv[TT];
+#pragma GCC unroll 3
+        for (int j = 0; j < TT; j++)
+            xv[j] = _mm256_loadu_ps(x[j] + k);
+#pragma GCC unroll 4
+        for (int i = 0; i < TR; i++) {
+            __m256 wv = load8(t, p[i], k);
+#pragma GCC unroll 3
+            for (int j = 0; j < TT; j++)
+                acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]);
         }
     }
-}
-
-T_VNNI static size_t q8_0_prepared_bytes(int64_t n)
-{
-    return mm_layout(n).arow;
-}
-
-T_VNNI static void q8_0_prepare_vnni(const void *a, void *dst, int64_t n)
-{
-    struct mm_layout L = mm_layout(n);
-    mm_pack_row(a, &L, dst, true);
-}
-
-T_VNNI static void q8_0_mul_mat_vnni(int64_t n, int64_t nr, int64_t nt, const void *w, size_t w_stride,
-                                     const void *a, size_t a_stride, float *y, int64_t ldy,
-                                     void *scratch)
-{
-    struct mm_layout L = mm_layout(n);
-    int64_t nr_pad = (nr + MM_R - 1) / MM_R * MM_R;
-    uint8_t *wp = scratch, *zero = wp + (size_t)nr_pad * L.row;
-    for (int64_t r = 0; r < nr_pad; r++) {
-        if (r < nr)
-            mm_pack_row((const uint8_t *)w + r * w_stride, &L, wp + r * L.row, false);
-        else
-            memset(wp + r * L.row, 0, L.row); /* scales 0: contributes nothing */
+    if (n8 < n) {
+        __m256 xv[TT];
+        for (int j = 0; j < TT; j++) {
+            float xb[8] = {0};
+            memcpy(xb, x[j] + n8, (size_t)(n - n8) * 4);
+            xv[j] = _mm256_loadu_ps(xb);
+        }
+        for (int i = 0; i < TR; i++) {
+            __m256 wv = load_tail(t, p[i], n8, n);
+            for (int j = 0; j < TT; j++)
+                acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]);
+        }
     }
-    memset(zero, 0, L.arow); /* stands in for missing tokens of the last group */
-    for (int64_t t0 = 0; t0 < nt; t0 += MM_T) {
-        int64_t tn = nt - t0 < MM_T ? nt - t0 : MM_T;
-        const uint8_t *ap[MM_T];
-        for (int64_t t = 0; t < MM_T; t++)
-            ap[t] = t < tn ? (const uint8_t *)a + (t0 + t) * a_stride : zero;
-        for (int64_t r0 = 0; r0 < nr; r0 += MM_R) {
-            __m512 acc[MM_R][MM_T];
-            for (int i = 0; i < MM_R; i++)
-                for (int j = 0; j < MM_T; j++)
-                    acc[i][j] = _mm512_setzero_ps();
-            const uint8_t *wr = wp + r0 * L.row;
-            for (int64_t p = 0; p < L.np; p++) {
-                __m512i W[MM_R];
-                __m512 D[MM_R];
-#pragma GCC unroll 4
-                for (int i = 0; i < MM_R; i++) {
-                    W[i] = _mm512_load_si512(wr + i * L.row + p * 128);
-                    D[i] = _mm512_load_ps((const float *)(wr + i * L.row + p * 128 + 64));
-                }
-#pragma GCC unroll 4
-                for (int j = 0; j < MM_T; j++) {
-                    const uint8_t *aj = ap[j] + p * 192;
-                    __m512i A = _mm512_load_si512(aj), C = _mm512_load_si512(aj + 128);
-                    __m512 DA = _mm512_load_ps((const float *)(aj + 64));
-#pragma GCC unroll 4
-                    for (int i = 0; i < MM_R; i++) {
-                        __m512i d = _mm512_dpbusd_epi32(C, W[i], A);
-                        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(D[i], DA), acc[i][j]);
-                    }
-                }
+    for (int i = 0; i < TR; i++)
+        for (int j = 0; j < TT; j++)
+            out[i][j] = tree8_avx2(acc[i][j]);
+}
+
+T_AVX2 static inline __attribute__((always_inline)) void gemm_avx2(uint32_t t, const struct llm_mat *w, int64_t r0, int64_t r1, const void *a,
+                             size_t a_stride, int64_t nt, float *y, int64_t ldy)
+{
+    for (int64_t b0 = 0; b0 < nt; b0 += TB) {
+        int64_t b1 = b0 + TB < nt ? b0 + TB : nt;
+        for (int64_t r = r0; r < r1; r += TR) {
+            int64_t rr[TR];
+            for (int i = 0; i < TR; i++)
+                rr[i] = r + i < r1 ? r + i : r;
+            for (int64_t t0 = b0; t0 < b1; t0 += TT) {
+                const float *x[TT];
+                for (int j = 0; j < TT; j++)
+                    x[j] = (const float *)((const uint8_t *)a + (size_t)(t0 + j < b1 ? t0 + j : t0) * a_stride);
+                float out[TR][TT];
+                tile_avx2(t, w, rr, x, out);
+                for (int i = 0; i < TR && r + i < r1; i++)
+                    for (int j = 0; j < TT && t0 + j < b1; j++)
+                        y[(t0 + j) * ldy + r - r0 + i] = out[i][j];
             }
-            for (int i = 0; i < MM_R && r0 + i < nr; i++)
-                for (int j = 0; j < tn; j++)
-                    y[(t0 + j) * ldy + r0 + i] = _mm512_reduce_add_ps(acc[i][j]);
         }
     }
 }
+
+#define AVX2_PRODUCTS(NAME, TYPE)                                                                  \
+    T_AVX2 static void NAME##_gemv_avx2(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, \
+                                        int64_t s1, const void *a, float *y0, float *y1)           \
+    {                                                                                              \
+        gemv_avx2(TYPE, w, r0, r1, s0, s1, a, y0, y1);                                             \
+    }                                                                                              \
+    T_AVX2 static void NAME##_gemm_avx2(const struct llm_mat *w, int64_t r0, int64_t r1, const void *a, \
+                                        size_t a_stride, int64_t nt, float *y, int64_t ldy, void *scratch) \
+    {                                                                                              \
+        (void)scratch;                                                                             \
+        gemm_avx2(TYPE, w, r0, r1, a, a_stride, nt, y, ldy);                                       \
+    }
+AVX2_PRODUCTS(f32, LLM_TYPE_F32)
+AVX2_PRODUCTS(f16, LLM_TYPE_F16)
+AVX2_PRODUCTS(bf16, LLM_TYPE_BF16)
 #endif
 
-void llm_quant_basic_init(struct llm_type_ops *t, unsigned cpu)
+/* ==== registration ==== */
+
+void llm_quant_basic_init(struct llm_type_ops *t, struct llm_mm_ops *mm, unsigned cpu)
 {
-    t[LLM_TYPE_F32] = (struct llm_type_ops){LLM_TYPE_F32, f32_to_float, f32_to_float,
-                                            f32_from_float, f32_dot_ref, f32_dot_generic};
-    t[LLM_TYPE_F16] = (struct llm_type_ops){LLM_TYPE_F16, f16_to_float_ref, f16_to_float_ref,
-                                            f16_from_float_ref, f16_dot_ref, f16_dot_ref};
-    t[LLM_TYPE_BF16] = (struct llm_type_ops){LLM_TYPE_BF16, bf16_to_float_ref, bf16_to_float_ref,
-                                             bf16_from_float_ref, bf16_dot_ref, bf16_dot_ref};
-    t[LLM_TYPE_Q8_0] = (struct llm_type_ops){LLM_TYPE_Q8_0, q8_0_to_float_ref, q8_0_to_float_ref,
-                                             q8_0_from_float_ref, q8_0_dot_ref, q8_0_dot_ref};
+    t[LLM_TYPE_F32] = (struct llm_type_ops){f32_to_float, f32_to_float, f32_from_float};
+    t[LLM_TYPE_F16] = (struct llm_type_ops){f16_to_float_ref, f16_to_float_ref, f16_from_float_ref};
+    t[LLM_TYPE_BF16] = (struct llm_type_ops){bf16_to_float_ref, bf16_to_float_ref, bf16_from_float_ref};
+    t[LLM_TYPE_Q8_0] = (struct llm_type_ops){q8_0_to_float_ref, q8_0_to_float_ref, q8_0_from_float_ref};
+    mm[LLM_TYPE_F32] = (struct llm_mm_ops){.act = LLM_ACT_F32, .dot_ref = f32_dot_ref, .gemv = f32_gemv_ref,
+                                           .gemm = f32_gemm_ref, .gemm_scratch = no_scratch};
+    mm[LLM_TYPE_F16] = (struct llm_mm_ops){.act = LLM_ACT_F32, .dot_ref = f16_dot_ref, .gemv = f16_gemv_ref,
+                                           .gemm = f16_gemm_ref, .gemm_scratch = no_scratch};
+    mm[LLM_TYPE_BF16] = (struct llm_mm_ops){.act = LLM_ACT_F32, .dot_ref = bf16_dot_ref, .gemv = bf16_gemv_ref,
+                                            .gemm = bf16_gemm_ref, .gemm_scratch = no_scratch};
 #if X86
     if (cpu & LLM_CPU_AVX2) {
-        t[LLM_TYPE_F32].vec_dot = f32_dot_avx2;
         t[LLM_TYPE_F16].to_float = f16_to_float_avx2;
         t[LLM_TYPE_F16].from_float = f16_from_float_avx2;
-        t[LLM_TYPE_F16].vec_dot = f16_dot_avx2;
         t[LLM_TYPE_BF16].to_float = bf16_to_float_avx2;
-        t[LLM_TYPE_BF16].vec_dot = bf16_dot_avx2;
         t[LLM_TYPE_Q8_0].to_float = q8_0_to_float_avx2;
         t[LLM_TYPE_Q8_0].from_float = q8_0_from_float_avx2;
-        t[LLM_TYPE_Q8_0].vec_dot = q8_0_dot_avx2;
+        mm[LLM_TYPE_F32].gemv = f32_gemv_avx2;
+        mm[LLM_TYPE_F32].gemm = f32_gemm_avx2;
+        mm[LLM_TYPE_F16].gemv = f16_gemv_avx2;
+        mm[LLM_TYPE_F16].gemm = f16_gemm_avx2;
+        mm[LLM_TYPE_BF16].gemv = bf16_gemv_avx2;
+        mm[LLM_TYPE_BF16].gemm = bf16_gemm_avx2;
     }
-    if (cpu & LLM_CPU_AVX512) {
-        t[LLM_TYPE_F32].vec_dot = f32_dot_avx512;
-        t[LLM_TYPE_F16].to_float = f16_to_float_avx512;
-        t[LLM_TYPE_F16].vec_dot = f16_dot_avx512;
-        t[LLM_TYPE_BF16].to_float = bf16_to_float_avx512;
-        t[LLM_TYPE_Q8_0].to_float = q8_0_to_float_avx512;
-    }
-    if (cpu & LLM_CPU_AVX512_VNNI)
-        t[LLM_TYPE_Q8_0].vec_dot = q8_0_dot_vnni;
-    if (cpu & LLM_CPU_AVX512_BF16)
-        t[LLM_TYPE_BF16].vec_dot = bf16_dot_avx512bf16;
 #else
-    (void)cpu;
-#endif
-}
-
-void llm_quant_basic_mm_init(struct llm_mm_ops *t, unsigned cpu)
-{
-#if X86
-    if (cpu & LLM_CPU_AVX512_VNNI)
-        t[LLM_TYPE_Q8_0] = (struct llm_mm_ops){q8_0_mul_mat_vnni, q8_0_mul_mat_scratch,
-                                               q8_0_prepare_vnni, q8_0_prepared_bytes};
-#else
-    (void)t;
     (void)cpu;
 #endif
 }

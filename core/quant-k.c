@@ -1,20 +1,18 @@
 /*
  * quant-k.c - the K-quants Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (layouts in
- * core/quant.h): reference dequantizers, fast dequantizers, and dot
- * products against Q8_K activations; and Q8_K itself.
+ * core/quant.h): reference dequantizers of stored rows and AVX2 ones that
+ * give the same bits; their packed forms (8 rows at a time) and the matrix
+ * products on them against I16 activations, by the definition of quant.h
+ * (units of 16 or 32 elements, each with its exact scale d * sc and, for
+ * Q2_K, Q4_K and Q5_K, its min -(dmin * m)).
  *
  * Invariants:
- * - to_float on every path (portable, AVX2, AVX-512 VNNI) is bit-identical
- *   to the reference: per sub-block a scale dl = d * sc (and ml = dmin * m)
- *   in f32, then each element dl * q (- ml); no fused multiply-add.
- *   gguf-py's numpy dequantizers compute the same expressions (tests check
- *   goldens).
- * - vec_dot on every path is bit-identical to vec_dot_ref: per super-block
- *   the integer sums isum = sum_s sc_s * sum_{i in s} q_i y_i and
- *   msum = sum_s m_s * sum_{i in s} y_i are exact (they fit in int32 for
- *   every input), and the float result is accumulated super-block by
- *   super-block in the one order the reference spells out.
- * - Q8_K's SIMD quantizer writes the same bytes as llm_quantize_row_q8_K.
+ * - to_float on every path is bit-identical to the reference: per sub-block
+ *   a scale dl = d * sc (and ml = dmin * m) in f32, then each element
+ *   dl * q (- ml); no fused multiply-add. gguf-py's numpy dequantizers
+ *   compute the same expressions (tests check goldens).
+ * - A packed row dequantizes to the stored row's bits; the AVX2 GEMV and
+ *   the unpacked batched product give dot_ref's bits for every element.
  * - Nothing here allocates or keeps state.
  */
 #include "core/llm.h"
@@ -57,7 +55,6 @@ _Static_assert(sizeof(struct block_q3_K) == 110, "q3_K block size");
 _Static_assert(sizeof(struct block_q4_K) == 144, "q4_K block size");
 _Static_assert(sizeof(struct block_q5_K) == 176, "q5_K block size");
 _Static_assert(sizeof(struct block_q6_K) == 210, "q6_K block size");
-_Static_assert(sizeof(struct block_q8_K) == 292, "q8_K block size");
 
 /* ==== field access: the bit layouts, element by element ==== */
 
@@ -191,186 +188,280 @@ static void q6_K_to_float_ref(const void *vx, float *y, int64_t k)
     }
 }
 
-/* ==== Q8_K ==== */
 
-/* round to nearest, ties to even, for |v| < 2^22 (as ggml's nearest_int) */
-static inline int nearest_int(float v)
-{
-    return (int)((v + 12582912.0f) - 12582912.0f);
-}
-
-void llm_quantize_row_q8_K(const float *x, struct block_q8_K *y, int64_t k)
-{
-    for (int64_t b = 0; b < k / QK_K; b++, x += QK_K) {
-        float amax = 0, max = 0;
-        for (int i = 0; i < QK_K; i++)
-            if (fabsf(x[i]) > amax) {
-                amax = fabsf(x[i]);
-                max = x[i];
-            }
-        if (!(amax > 0) || !isfinite(amax)) { /* zero (or non-finite) block */
-            memset(&y[b], 0, sizeof y[b]);
-            continue;
-        }
-        /* scaled by -127 / max so that the extreme value is exactly -127 */
-        float iscale = -127.0f / max;
-        if (!isfinite(iscale)) { /* max subnormal: the block is zero for our purposes */
-            memset(&y[b], 0, sizeof y[b]);
-            continue;
-        }
-        for (int i = 0; i < QK_K; i++) {
-            int v = nearest_int(iscale * x[i]);
-            y[b].qs[i] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
-        }
-        for (int j = 0; j < QK_K / 16; j++) {
-            int s = 0;
-            for (int i = 0; i < 16; i++)
-                s += y[b].qs[16 * j + i];
-            y[b].bsums[j] = (int16_t)s;
-        }
-        y[b].d = 1 / iscale;
-    }
-}
-
-void llm_dequantize_row_q8_K(const struct block_q8_K *x, float *y, int64_t k)
-{
-    for (int64_t b = 0; b < k / QK_K; b++)
-        for (int i = 0; i < QK_K; i++)
-            y[b * QK_K + i] = x[b].d * (float)x[b].qs[i];
-}
-
-static void q8_K_from_float(const float *x, void *y, int64_t k)
-{
-    llm_quantize_row_q8_K(x, y, k);
-}
-
-static void q8_K_to_float(const void *x, float *y, int64_t k)
-{
-    llm_dequantize_row_q8_K(x, y, k);
-}
-
-/* ==== reference dot products against Q8_K ==== */
-/*
- * Per super-block b, with integer sums over its sub-blocks s
- *   isum = sum_s sc_s * sum_{i in s} q_i * y_i     (q with its offset applied)
- *   msum = sum_s m_s * sum_{i in s} y_i            (types with mins)
- * the result is accumulated in this order:
- *   sumf = sumf + (d * (float)isum - dmin * (float)msum)
- * where d = f16(x.d) * y.d and dmin = f16(x.dmin) * y.d; for the types
- * without mins (Q3_K, Q6_K) the term is just d * (float)isum.
+/* ==== packed super-blocks ====
+ *
+ * A group of 8 rows stores its super-blocks one after another; super-block
+ * b of the group at b * sb_bytes, each laid out as (offsets in bytes):
+ *   Q2_K (672)   0 u16 d[8]; 16 u16 dmin[8]; 32 u8 sc[16][8] (the stored
+ *                scale bytes, unit-major); 160 qs: half h, chunk c (c < 8)
+ *                at 160 + 256 h + 32 c
+ *   Q3_K (912)   0 u16 d[8]; 16 i8 sc[16][8] (sc - 32); half h at 144 + 384 h:
+ *                chunks c at + 32 c, high-bit planes p (p < 4) at + 256 + 32 p
+ *   Q4_K (1184)  0 u16 d[8]; 16 u16 dmin[8]; 32 u8 sc[8][8]; 96 u8 m[8][8];
+ *                160 qs: unit pair g, chunk c (c < 8) at 160 + 256 g + 32 c
+ *   Q5_K (1440)  as Q4_K to 160; unit pair g at 160 + 320 g: fifth-bit
+ *                planes P (P < 2) at + 32 P, chunks c at + 64 + 32 c
+ *   Q6_K (1680)  0 u16 d[8]; 16 i8 sc[16][8]; half h at 144 + 768 h: chunks c
+ *                (c < 16) at + 32 c, high-bit planes k (k < 8) at + 512 + 32 k
+ * A chunk's byte 4r + e (row r, e < 4) is the row's stored byte at
+ * 4c + e of the half's (Q2_K, Q3_K: qs + 32 h; Q6_K: ql + 64 h) or pair's
+ * (qs + 32 g) bytes, so its fields are elements of 4 consecutive ones:
+ *   Q2_K, Q3_K  bits 2k (k < 4): element 128 h + 32 k + 4c + e
+ *   Q4_K, Q5_K  low nibble: 64 g + 4c + e (unit 2g); high: 64 g + 32 + 4c + e
+ *   Q6_K        low nibble: 128 h + 4c + e; high: 128 h + 64 + 4c + e
+ * A plane's byte 4r + e holds the high bits those fields lack, placed so
+ * that one shift and a mask move each where its field needs it:
+ *   Q3_K  plane p, bit 4 i + k: high bit of field k of chunk 2p + i
+ *   Q5_K  plane P, bit i (bit 4 + i): fifth bit of the low (high) nibble of chunk 4P + i
+ *   Q6_K  plane k, bits 4 i + 2 j (2 bits): top bits of the low (j = 0) or
+ *         high (j = 1) nibble of chunk 2k + i
  */
 
-static float q2_K_vec_dot_ref(int64_t n, const void *vx, const void *vy)
+enum { K2 = 0, K3 = 1, K4 = 2, K5 = 3, K6 = 4 };
+
+static const size_t sb_bytes_of[] = {672, 912, 1184, 1440, 1680};
+static const size_t stored_bytes_of[] = {84, 110, 144, 176, 210};
+static int unit_len(int kind) { return kind == K4 || kind == K5 ? 32 : 16; }
+static bool kind_has_min(int kind) { return kind == K2 || kind == K4 || kind == K5; }
+
+static uint16_t ldu16(const uint8_t *p)
 {
-    const struct block_q2_K *x = vx;
-    const struct block_q8_K *y = vy;
-    float sumf = 0;
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        int isum = 0, msum = 0;
-        for (int s = 0; s < 16; s++) {
-            int qy = 0, sy = 0;
-            for (int e = 16 * s; e < 16 * s + 16; e++) {
-                qy += q2_field(x[b].qs, e) * y[b].qs[e];
-                sy += y[b].qs[e];
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+/* where chunk c of half (or pair) h starts in a packed super-block */
+static size_t chunk_off(int kind, int h, int c)
+{
+    switch (kind) {
+    case K2: return 160 + 256 * (size_t)h + 32 * (size_t)c;
+    case K3: return 144 + 384 * (size_t)h + 32 * (size_t)c;
+    case K4: return 160 + 256 * (size_t)h + 32 * (size_t)c;
+    case K5: return 160 + 320 * (size_t)h + 64 + 32 * (size_t)c;
+    default: return 144 + 768 * (size_t)h + 32 * (size_t)c;
+    }
+}
+
+static size_t plane_off(int kind, int h, int p)
+{
+    switch (kind) {
+    case K3: return 144 + 384 * (size_t)h + 256 + 32 * (size_t)p;
+    case K5: return 160 + 320 * (size_t)h + 32 * (size_t)p;
+    default: return 144 + 768 * (size_t)h + 512 + 32 * (size_t)p;
+    }
+}
+
+static void pack_sb(int kind, const uint8_t *const rows[8], int n_rows, uint8_t *out)
+{
+    memset(out, 0, sb_bytes_of[kind]);
+    for (int r = 0; r < n_rows; r++) {
+        const uint8_t *x = rows[r];
+        switch (kind) {
+        case K2: {
+            const struct block_q2_K *b = (const void *)x;
+            memcpy(out + 2 * r, &b->d, 2);
+            memcpy(out + 16 + 2 * r, &b->dmin, 2);
+            for (int u = 0; u < 16; u++)
+                out[32 + 8 * u + r] = b->scales[u];
+            for (int h = 0; h < 2; h++)
+                for (int c = 0; c < 8; c++)
+                    memcpy(out + chunk_off(kind, h, c) + 4 * r, b->qs + 32 * h + 4 * c, 4);
+            break;
+        }
+        case K3: {
+            const struct block_q3_K *b = (const void *)x;
+            int sc[16];
+            q3_scales(b->scales, sc);
+            memcpy(out + 2 * r, &b->d, 2);
+            for (int u = 0; u < 16; u++)
+                out[16 + 8 * u + r] = (uint8_t)(int8_t)sc[u];
+            for (int h = 0; h < 2; h++)
+                for (int c = 0; c < 8; c++) {
+                    memcpy(out + chunk_off(kind, h, c) + 4 * r, b->qs + 32 * h + 4 * c, 4);
+                    for (int e = 0; e < 4; e++)
+                        for (int k = 0; k < 4; k++) /* element 128 h + 32 k + 4c + e */
+                            out[plane_off(kind, h, c / 2) + 4 * r + e] |=
+                                (uint8_t)(((b->hmask[4 * c + e] >> (4 * h + k)) & 1) << (4 * (c % 2) + k));
+                }
+            break;
+        }
+        case K4:
+        case K5: {
+            const struct block_q4_K *b4 = (const void *)x;
+            const uint8_t *qs = kind == K5 ? ((const struct block_q5_K *)(const void *)x)->qs : b4->qs;
+            const uint8_t *qh = kind == K5 ? ((const struct block_q5_K *)(const void *)x)->qh : NULL;
+            memcpy(out + 2 * r, &b4->d, 2);
+            memcpy(out + 16 + 2 * r, &b4->dmin, 2);
+            for (int u = 0; u < 8; u++) {
+                int sc, m;
+                k_scale_min(b4->scales, u, &sc, &m);
+                out[32 + 8 * u + r] = (uint8_t)sc;
+                out[96 + 8 * u + r] = (uint8_t)m;
             }
-            isum += (x[b].scales[s] & 0x0f) * qy;
-            msum += (x[b].scales[s] >> 4) * sy;
+            for (int g = 0; g < 4; g++)
+                for (int c = 0; c < 8; c++) {
+                    memcpy(out + chunk_off(kind, g, c) + 4 * r, qs + 32 * g + 4 * c, 4);
+                    for (int e = 0; qh && e < 4; e++) { /* elements 64g + 4c + e and + 32 */
+                        int lo = (qh[4 * c + e] >> (2 * g)) & 1, hi = (qh[4 * c + e] >> (2 * g + 1)) & 1;
+                        out[plane_off(kind, g, c / 4) + 4 * r + e] |= (uint8_t)(lo << (c % 4) | hi << (4 + c % 4));
+                    }
+                }
+            break;
         }
-        float d = llm_fp16_to_fp32(x[b].d) * y[b].d, dmin = llm_fp16_to_fp32(x[b].dmin) * y[b].d;
-        sumf = sumf + (d * (float)isum - dmin * (float)msum);
+        default: {
+            const struct block_q6_K *b = (const void *)x;
+            memcpy(out + 2 * r, &b->d, 2);
+            for (int u = 0; u < 16; u++)
+                out[16 + 8 * u + r] = (uint8_t)b->scales[u];
+            for (int h = 0; h < 2; h++)
+                for (int c = 0; c < 16; c++) {
+                    memcpy(out + chunk_off(kind, h, c) + 4 * r, b->ql + 64 * h + 4 * c, 4);
+                    for (int e = 0; e < 4; e++)
+                        for (int j = 0; j < 2; j++) { /* element 128 h + 64 j + 4c + e */
+                            int re = 64 * j + 4 * c + e;
+                            int hi2 = (b->qh[32 * h + re % 32] >> (2 * (re / 32))) & 3;
+                            out[plane_off(kind, h, c / 2) + 4 * r + e] |= (uint8_t)(hi2 << (4 * (c % 2) + 2 * j));
+                        }
+                }
+            break;
+        }
+        }
     }
-    return sumf;
 }
 
-static float q3_K_vec_dot_ref(int64_t n, const void *vx, const void *vy)
+/* v of element e (< 256) of row r in a packed super-block */
+static int kvalue(int kind, const uint8_t *sb, int r, int e)
 {
-    const struct block_q3_K *x = vx;
-    const struct block_q8_K *y = vy;
-    float sumf = 0;
+    switch (kind) {
+    case K2:
+    case K3: {
+        int h = e / 128, k = (e % 128) / 32, c = (e % 32) / 4, i = e % 4;
+        int q = (sb[chunk_off(kind, h, c) + 4 * r + i] >> (2 * k)) & 3;
+        if (kind == K2)
+            return q;
+        int hb = (sb[plane_off(kind, h, c / 2) + 4 * r + i] >> (4 * (c % 2) + k)) & 1;
+        return q + 4 * hb - 4;
+    }
+    case K4:
+    case K5: {
+        int g = e / 64, w = e % 64, hi = w >= 32, c = (w % 32) / 4, i = w % 4;
+        uint8_t byte = sb[chunk_off(kind, g, c) + 4 * r + i];
+        int q = hi ? byte >> 4 : byte & 15;
+        if (kind == K5)
+            q += 16 * ((sb[plane_off(kind, g, c / 4) + 4 * r + i] >> (4 * hi + c % 4)) & 1);
+        return q;
+    }
+    default: {
+        int h = e / 128, w = e % 128, j = w >= 64, c = (w % 64) / 4, i = w % 4;
+        uint8_t byte = sb[chunk_off(kind, h, c) + 4 * r + i];
+        int lo = j ? byte >> 4 : byte & 15;
+        int hi2 = (sb[plane_off(kind, h, c / 2) + 4 * r + i] >> (4 * (c % 2) + 2 * j)) & 3;
+        return (lo | hi2 << 4) - 32;
+    }
+    }
+}
+
+/* S and M of unit u of row r (M 0 for types without mins) */
+static void kscale(int kind, const uint8_t *sb, int r, int u, float *S, float *M)
+{
+    float d = llm_fp16_to_fp32(ldu16(sb + 2 * r));
+    *M = 0;
+    switch (kind) {
+    case K2: {
+        float dmin = llm_fp16_to_fp32(ldu16(sb + 16 + 2 * r));
+        uint8_t s = sb[32 + 8 * u + r];
+        *S = d * (float)(s & 15);
+        *M = -(dmin * (float)(s >> 4));
+        break;
+    }
+    case K4:
+    case K5: {
+        float dmin = llm_fp16_to_fp32(ldu16(sb + 16 + 2 * r));
+        *S = d * (float)sb[32 + 8 * u + r];
+        *M = -(dmin * (float)sb[96 + 8 * u + r]);
+        break;
+    }
+    default: /* K3, K6: signed scales */
+        *S = d * (float)(int8_t)sb[16 + 8 * u + r];
+        break;
+    }
+}
+
+static void kpack(int kind, const void *rows, size_t stride, int64_t n_rows, int64_t n, void *dst)
+{
     for (int64_t b = 0; b < n / QK_K; b++) {
-        int sc[16], isum = 0;
-        q3_scales(x[b].scales, sc);
-        for (int s = 0; s < 16; s++) {
-            int qy = 0;
-            for (int e = 16 * s; e < 16 * s + 16; e++) {
-                int q = q2_field(x[b].qs, e) - (high_bit(x[b].hmask, e) ? 0 : 4);
-                qy += q * y[b].qs[e];
+        const uint8_t *rp[8];
+        for (int r = 0; r < 8; r++)
+            rp[r] = (const uint8_t *)rows + (size_t)r * stride + (size_t)b * stored_bytes_of[kind];
+        pack_sb(kind, rp, (int)n_rows, (uint8_t *)dst + (size_t)b * sb_bytes_of[kind]);
+    }
+}
+
+static void krow_to_float(int kind, const void *group, int r, int64_t n, float *y)
+{
+    int ul = unit_len(kind);
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        const uint8_t *sb = (const uint8_t *)group + (size_t)b * sb_bytes_of[kind];
+        for (int e = 0; e < QK_K; e++) {
+            float S, M;
+            kscale(kind, sb, r, e / ul, &S, &M);
+            float x = S * (float)kvalue(kind, sb, r, e);
+            /* the stored rows' dequantizers: dl * q - ml with ml = dmin * m;
+             * for Q3_K/Q6_K dl * (q - off), the offset folded into v */
+            y[b * QK_K + e] = kind_has_min(kind) ? x - (-M) : x;
+        }
+    }
+}
+
+static float kdot_ref(int kind, const struct llm_mat *w, int64_t r, const void *act)
+{
+    int64_t n = w->n_in;
+    int ul = unit_len(kind), rr = (int)(r % 8);
+    const uint8_t *g = w->data + (size_t)(r / 8) * w->group_bytes;
+    struct llm_act16 a = llm_act16_view(act, n);
+    float acc = 0;
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        const uint8_t *sb = g + (size_t)b * sb_bytes_of[kind];
+        for (int u = 0; u < QK_K / ul; u++) {
+            int64_t e0 = b * QK_K + (int64_t)u * ul;
+            int32_t isum = 0, asum = 0;
+            for (int i = 0; i < ul; i++) {
+                isum += kvalue(kind, sb, rr, u * ul + i) * a.q[e0 + i];
+                asum += a.q[e0 + i];
             }
-            isum += sc[s] * qy;
+            float S, M, da = a.d[e0 / 32];
+            kscale(kind, sb, rr, u, &S, &M);
+            acc = fmaf((float)isum, S * da, acc);
+            if (kind_has_min(kind))
+                acc = fmaf((float)asum, M * da, acc);
         }
-        float d = llm_fp16_to_fp32(x[b].d) * y[b].d;
-        sumf = sumf + d * (float)isum;
     }
-    return sumf;
+    return acc;
 }
 
-static float q4_K_vec_dot_ref(int64_t n, const void *vx, const void *vy)
+static void kunpack_ref(int kind, const void *group, int64_t n, int16_t *w16, float *S, float *M)
 {
-    const struct block_q4_K *x = vx;
-    const struct block_q8_K *y = vy;
-    float sumf = 0;
+    int ul = unit_len(kind), nu = QK_K / ul;
     for (int64_t b = 0; b < n / QK_K; b++) {
-        int isum = 0, msum = 0;
-        for (int s = 0; s < 8; s++) {
-            int sc, m, qy = 0, sy = 0;
-            k_scale_min(x[b].scales, s, &sc, &m);
-            for (int e = 32 * s; e < 32 * s + 32; e++) {
-                qy += q4_field(x[b].qs, e) * y[b].qs[e];
-                sy += y[b].qs[e];
+        const uint8_t *sb = (const uint8_t *)group + (size_t)b * sb_bytes_of[kind];
+        for (int u = 0; u < nu; u++) {
+            int64_t uu = b * nu + u;
+            for (int r = 0; r < 8; r++) {
+                float s, m;
+                kscale(kind, sb, r, u, &s, &m);
+                S[uu * 8 + r] = s;
+                if (kind_has_min(kind))
+                    M[uu * 8 + r] = m;
+                for (int i = 0; i < ul; i++)
+                    w16[((uu * ul / 2 + i / 2) * 8 + r) * 2 + i % 2] = (int16_t)kvalue(kind, sb, r, u * ul + i);
             }
-            isum += sc * qy;
-            msum += m * sy;
         }
-        float d = llm_fp16_to_fp32(x[b].d) * y[b].d, dmin = llm_fp16_to_fp32(x[b].dmin) * y[b].d;
-        sumf = sumf + (d * (float)isum - dmin * (float)msum);
     }
-    return sumf;
 }
 
-static float q5_K_vec_dot_ref(int64_t n, const void *vx, const void *vy)
-{
-    const struct block_q5_K *x = vx;
-    const struct block_q8_K *y = vy;
-    float sumf = 0;
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        int isum = 0, msum = 0;
-        for (int s = 0; s < 8; s++) {
-            int sc, m, qy = 0, sy = 0;
-            k_scale_min(x[b].scales, s, &sc, &m);
-            for (int e = 32 * s; e < 32 * s + 32; e++) {
-                int q = q4_field(x[b].qs, e) + 16 * high_bit(x[b].qh, e);
-                qy += q * y[b].qs[e];
-                sy += y[b].qs[e];
-            }
-            isum += sc * qy;
-            msum += m * sy;
-        }
-        float d = llm_fp16_to_fp32(x[b].d) * y[b].d, dmin = llm_fp16_to_fp32(x[b].dmin) * y[b].d;
-        sumf = sumf + (d * (float)isum - dmin * (float)msum);
-    }
-    return sumf;
-}
-
-static float q6_K_vec_dot_ref(int64_t n, const void *vx, const void *vy)
-{
-    const struct block_q6_K *x = vx;
-    const struct block_q8_K *y = vy;
-    float sumf = 0;
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        int isum = 0;
-        for (int s = 0; s < 16; s++) {
-            int qy = 0;
-            for (int e = 16 * s; e < 16 * s + 16; e++)
-                qy += (q6_field(x[b].ql, x[b].qh, e) - 32) * y[b].qs[e];
-            isum += x[b].scales[s] * qy;
-        }
-        float d = llm_fp16_to_fp32(x[b].d) * y[b].d;
-        sumf = sumf + d * (float)isum;
-    }
-    return sumf;
-}
-
-/* ==== x86 kernels: the same source compiled for AVX2 and AVX-512 VNNI ==== */
+/* ==== AVX2 ==== */
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define HAVE_X86_KERNELS 1
@@ -379,40 +470,314 @@ static float q6_K_vec_dot_ref(int64_t n, const void *vx, const void *vy)
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 #define SFX(name) name##_avx2
-#define USE_VNNI 0
 #include "core/quant-k-x86.h"
 #undef SFX
-#undef USE_VNNI
-#pragma GCC pop_options
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
-#define SFX(name) name##_vnni
-#define USE_VNNI 1
-#include "core/quant-k-x86.h"
-#undef SFX
-#undef USE_VNNI
+static inline __attribute__((always_inline)) __m256i ld256(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+static inline __attribute__((always_inline)) __m256i bc32(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* 16-bit products of fields F (8 rows x 4 elements, unsigned bytes) with
+ * the activation's four elements at lo/hi: *pl += F * lo, *ph += F * hi */
+static inline __attribute__((always_inline)) void fprod(__m256i F, const uint8_t *lo, const int8_t *hi, __m256i *pl, __m256i *ph)
+{
+    *pl = _mm256_add_epi16(*pl, _mm256_maddubs_epi16(bc32(lo), F));
+    *ph = _mm256_add_epi16(*ph, _mm256_maddubs_epi16(F, bc32(hi)));
+}
+
+/* 32-bit sums from the 16-bit ones */
+static inline __attribute__((always_inline)) __m256i fwiden(__m256i pl, __m256i ph)
+{
+    return _mm256_add_epi32(_mm256_madd_epi16(pl, _mm256_set1_epi16(1)), _mm256_madd_epi16(ph, _mm256_set1_epi16(128)));
+}
+
+/* field vector of chunk c in half/pair h: which of its fields (sel), as bytes */
+static inline __attribute__((always_inline)) __m256i kfield(int kind, const uint8_t *sb, int h, int c, int sel)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(3);
+    __m256i raw = ld256(sb + chunk_off(kind, h, c));
+    switch (kind) {
+    case K2:
+    case K3: { /* sel = k: bits 2k, and (Q3_K) the high bit at 4 */
+        __m256i q = sel == 0 ? _mm256_and_si256(raw, m3)
+                  : sel == 1 ? _mm256_and_si256(_mm256_srli_epi16(raw, 2), m3)
+                  : sel == 2 ? _mm256_and_si256(_mm256_srli_epi16(raw, 4), m3)
+                             : _mm256_and_si256(_mm256_srli_epi16(raw, 6), m3);
+        if (kind == K3) {
+            __m256i pl = ld256(sb + plane_off(kind, h, c / 2));
+            int bit = 4 * (c % 2) + sel; /* to bit 2 */
+            __m256i t = bit == 0 ? _mm256_slli_epi16(pl, 2) : bit == 1 ? _mm256_slli_epi16(pl, 1)
+                      : bit == 2 ? pl : bit == 3 ? _mm256_srli_epi16(pl, 1)
+                      : bit == 4 ? _mm256_srli_epi16(pl, 2) : bit == 5 ? _mm256_srli_epi16(pl, 3)
+                      : bit == 6 ? _mm256_srli_epi16(pl, 4) : _mm256_srli_epi16(pl, 5);
+            q = _mm256_or_si256(q, _mm256_and_si256(t, _mm256_set1_epi8(4)));
+        }
+        return q;
+    }
+    case K4:
+    case K5: { /* sel 0: low nibbles, 1: high */
+        __m256i q = sel ? _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4) : _mm256_and_si256(raw, m4);
+        if (kind == K5) {
+            __m256i pl = ld256(sb + plane_off(kind, h, c / 4));
+            int bit = 4 * sel + c % 4; /* to bit 4 */
+            __m256i t = bit == 0 ? _mm256_slli_epi16(pl, 4) : bit == 1 ? _mm256_slli_epi16(pl, 3)
+                      : bit == 2 ? _mm256_slli_epi16(pl, 2) : bit == 3 ? _mm256_slli_epi16(pl, 1)
+                      : bit == 4 ? pl : bit == 5 ? _mm256_srli_epi16(pl, 1)
+                      : bit == 6 ? _mm256_srli_epi16(pl, 2) : _mm256_srli_epi16(pl, 3);
+            q = _mm256_or_si256(q, _mm256_and_si256(t, _mm256_set1_epi8(0x10)));
+        }
+        return q;
+    }
+    default: { /* Q6_K, sel j: low (0) or high (1) nibbles, top bits to 4-5 */
+        __m256i q = sel ? _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4) : _mm256_and_si256(raw, m4);
+        __m256i pl = ld256(sb + plane_off(kind, h, c / 2));
+        int bit = 4 * (c % 2) + 2 * sel;
+        __m256i t = bit == 0 ? _mm256_slli_epi16(pl, 4) : bit == 2 ? _mm256_slli_epi16(pl, 2)
+                  : bit == 4 ? pl : _mm256_srli_epi16(pl, 2);
+        return _mm256_or_si256(q, _mm256_and_si256(t, _mm256_set1_epi8(0x30)));
+    }
+    }
+}
+
+/* the chunks of unit u (0..nu) of a super-block: how many, and for the
+ * i-th its half/pair h, chunk c, field sel and the unit's element at its start */
+static inline __attribute__((always_inline)) void unit_chunk(int kind, int u, int i, int *h, int *c, int *sel, int *elt)
+{
+    switch (kind) {
+    case K2:
+    case K3: /* unit 8h + 2k + cc: chunks 4cc .. 4cc + 3, field k */
+        *h = u / 8;
+        *sel = (u % 8) / 2;
+        *c = 4 * (u % 2) + i;
+        *elt = 4 * i;
+        break;
+    case K4:
+    case K5: /* unit 2g + sel: chunks 0..7 */
+        *h = u / 2;
+        *sel = u % 2;
+        *c = i;
+        *elt = 4 * i;
+        break;
+    default: /* unit 8h + 4j + jj: chunks 4jj .. 4jj + 3 of half h, nibble j */
+        *h = u / 8;
+        *sel = (u % 8) / 4;
+        *c = 4 * (u % 4) + i;
+        *elt = 4 * i;
+        break;
+    }
+}
+
+/* steps (chunks) whose 16-bit sums fit: 2 * 127 * max field per step */
+static inline __attribute__((always_inline)) int steps_per_flush(int kind)
+{
+    switch (kind) {
+    case K2: return 16;
+    case K3: return 16;
+    case K4: return 8;
+    case K5: return 4;
+    default: return 2;
+    }
+}
+
+/* unit u's exact integer sums of field * q for the 8 rows */
+static inline __attribute__((always_inline)) __m256i kunit_fsum(int kind, const uint8_t *sb, int u, const uint8_t *lo, const int8_t *hi)
+{
+    int ul = unit_len(kind), nchunks = ul / 4, spf = steps_per_flush(kind);
+    __m256i s = _mm256_setzero_si256(), pl = s, ph = s;
+#pragma GCC unroll 8
+    for (int i = 0; i < nchunks; i++) {
+        int h, c, sel, elt;
+        unit_chunk(kind, u, i, &h, &c, &sel, &elt);
+        fprod(kfield(kind, sb, h, c, sel), lo + elt, hi + elt, &pl, &ph);
+        if ((i + 1) % spf == 0 || i + 1 == nchunks) {
+            s = _mm256_add_epi32(s, fwiden(pl, ph));
+            pl = ph = _mm256_setzero_si256();
+        }
+    }
+    return s;
+}
+
+/* the float steps of unit u of a super-block: S (and M) for 8 rows */
+static inline __attribute__((always_inline)) void kscale8(int kind, const uint8_t *sb, int u, __m256 *S, __m256 *M)
+{
+    __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
+    switch (kind) {
+    case K2: {
+        __m256i s = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sb + 32 + 8 * u)));
+        __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sb + 16)));
+        *S = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_and_si256(s, _mm256_set1_epi32(15))));
+        *M = _mm256_xor_ps(_mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_srli_epi32(s, 4))), _mm256_set1_ps(-0.0f));
+        break;
+    }
+    case K4:
+    case K5: {
+        __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sb + 16)));
+        __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sb + 32 + 8 * u)));
+        __m256i m = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sb + 96 + 8 * u)));
+        *S = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc));
+        *M = _mm256_xor_ps(_mm256_mul_ps(dmin, _mm256_cvtepi32_ps(m)), _mm256_set1_ps(-0.0f));
+        break;
+    }
+    default: {
+        __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sb + 16 + 8 * u)));
+        *S = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc));
+        *M = _mm256_setzero_ps();
+        break;
+    }
+    }
+}
+
+/* one super-block of one group: acc through its units in order */
+static inline __attribute__((always_inline)) __m256 ksb_step(int kind, const uint8_t *sb, const struct llm_act16 *a, int64_t b, __m256 acc)
+{
+    int ul = unit_len(kind), nu = QK_K / ul;
+    int off = kind == K3 ? 4 : kind == K6 ? 32 : 0;
+#pragma GCC unroll 16
+    for (int u = 0; u < nu; u++) {
+        int64_t e0 = b * QK_K + (int64_t)u * ul;
+        __m256i isum = kunit_fsum(kind, sb, u, a->lo + e0, a->hi + e0);
+        int32_t asum = ul == 16 ? a->s16[e0 / 16] : a->s16[e0 / 16] + a->s16[e0 / 16 + 1];
+        if (off)
+            isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(off * asum));
+        __m256 S, M, da = _mm256_set1_ps(a->d[e0 / 32]);
+        kscale8(kind, sb, u, &S, &M);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(S, da), acc);
+        if (kind_has_min(kind))
+            acc = _mm256_fmadd_ps(_mm256_set1_ps((float)asum), _mm256_mul_ps(M, da), acc);
+    }
+    return acc;
+}
+
+static inline __attribute__((always_inline)) void kgemv(int kind, const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1,
+                         const void *act, float *y0, float *y1)
+{
+    struct llm_act16 a = llm_act16_view(act, w->n_in);
+    int64_t nr = (r1 - r0 + 7) / 8, ns = s1 > s0 ? (s1 - s0 + 7) / 8 : 0, nsb = w->n_in / QK_K;
+    for (int64_t i = 0; i < (nr > ns ? nr : ns); i++) {
+        int64_t ra = r0 + 8 * i, sa = s0 + 8 * i;
+        bool two = i < nr && i < ns;
+        int64_t base0 = i < nr ? ra : sa, end0 = i < nr ? r1 : s1;
+        const uint8_t *g0 = w->data + (size_t)(base0 / 8) * w->group_bytes;
+        const uint8_t *g1 = two ? w->data + (size_t)(sa / 8) * w->group_bytes : NULL;
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+        for (int64_t b = 0; b < nsb; b++) {
+            acc0 = ksb_step(kind, g0 + (size_t)b * sb_bytes_of[kind], &a, b, acc0);
+            if (two)
+                acc1 = ksb_step(kind, g1 + (size_t)b * sb_bytes_of[kind], &a, b, acc1);
+        }
+        float out0[8], out1[8];
+        _mm256_storeu_ps(out0, acc0);
+        _mm256_storeu_ps(out1, acc1);
+        float *d0 = i < nr ? y0 + (ra - r0) : y1 + (sa - s0);
+        for (int r = 0; r < 8 && base0 + r < end0; r++)
+            d0[r] = out0[r];
+        for (int r = 0; two && r < 8 && sa + r < s1; r++)
+            y1[sa - s0 + r] = out1[r];
+    }
+}
+
+/* a field vector's signed values (field - off) as pairs p, p + 1 of w16 */
+static inline __attribute__((always_inline)) void store_pairs(__m256i F, int off, int16_t *w16p)
+{
+    const __m256i split = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                           0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    __m256i v = _mm256_sub_epi8(F, _mm256_set1_epi8((char)off));
+    v = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, split), 0xd8);
+    _mm256_storeu_si256((__m256i *)w16p, _mm256_cvtepi8_epi16(_mm256_castsi256_si128(v)));
+    _mm256_storeu_si256((__m256i *)(w16p + 16), _mm256_cvtepi8_epi16(_mm256_extracti128_si256(v, 1)));
+}
+
+static inline __attribute__((always_inline)) void kunpack(int kind, const void *group, int64_t n, int16_t *w16, float *S, float *M)
+{
+    int ul = unit_len(kind), nu = QK_K / ul, off = kind == K3 ? 4 : kind == K6 ? 32 : 0;
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        const uint8_t *sb = (const uint8_t *)group + (size_t)b * sb_bytes_of[kind];
+        for (int u = 0; u < nu; u++) {
+            int64_t uu = b * nu + u;
+            __m256 s, m;
+            kscale8(kind, sb, u, &s, &m);
+            _mm256_storeu_ps(S + uu * 8, s);
+            if (kind_has_min(kind))
+                _mm256_storeu_ps(M + uu * 8, m);
+            for (int i = 0; i < ul / 4; i++) {
+                int h, c, sel, elt;
+                unit_chunk(kind, u, i, &h, &c, &sel, &elt);
+                /* elements elt..elt+3 of the unit: pairs elt/2, elt/2 + 1 */
+                store_pairs(kfield(kind, sb, h, c, sel), off, w16 + (uu * ul / 2 + elt / 2) * 16);
+            }
+        }
+    }
+}
+
+#define KAVX2(NAME, KIND)                                                                          \
+    static void NAME##_gemv_avx2(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1, \
+                                 const void *a, float *y0, float *y1)                              \
+    {                                                                                              \
+        kgemv(KIND, w, r0, r1, s0, s1, a, y0, y1);                                                      \
+    }                                                                                              \
+    static void NAME##_unpack_avx2(const void *g, int64_t n, int16_t *w16, float *S, float *M)     \
+    {                                                                                              \
+        kunpack(KIND, g, n, w16, S, M);                                                            \
+    }
+KAVX2(q2_K, K2)
+KAVX2(q3_K, K3)
+KAVX2(q4_K, K4)
+KAVX2(q5_K, K5)
+KAVX2(q6_K, K6)
+
 #pragma GCC pop_options
 #endif
 
 /* ==== registration ==== */
 
-void llm_quant_k_init(struct llm_type_ops *t, unsigned cpu)
+#define KFUNCS(NAME, KIND)                                                                         \
+    static size_t NAME##_group_bytes(int64_t n) { return (size_t)(n / QK_K) * sb_bytes_of[KIND]; } \
+    static void NAME##_pack(const void *rows, size_t stride, int64_t nr, int64_t n, void *g)       \
+    {                                                                                              \
+        kpack(KIND, rows, stride, nr, n, g);                                                       \
+    }                                                                                              \
+    static void NAME##_row_to_float(const void *g, int r, int64_t n, float *y) { krow_to_float(KIND, g, r, n, y); } \
+    static float NAME##_dot_ref(const struct llm_mat *w, int64_t r, const void *a) { return kdot_ref(KIND, w, r, a); } \
+    static void NAME##_unpack_ref(const void *g, int64_t n, int16_t *w16, float *S, float *M)      \
+    {                                                                                              \
+        kunpack_ref(KIND, g, n, w16, S, M);                                                        \
+    }
+KFUNCS(q2_K, K2)
+KFUNCS(q3_K, K3)
+KFUNCS(q4_K, K4)
+KFUNCS(q5_K, K5)
+KFUNCS(q6_K, K6)
+
+#define KENTRY(NAME)                                                                               \
+    ((struct llm_mm_ops){.act = LLM_ACT_I16, .packed = true, .group_bytes = NAME##_group_bytes,    \
+                         .pack = NAME##_pack, .group_row_to_float = NAME##_row_to_float,           \
+                         .dot_ref = NAME##_dot_ref, .gemv = llm_mm_gemv_by_ref, .gemm = llm_mm_packed_gemm, \
+                         .gemm_scratch = llm_mm_packed_scratch})
+#define KUNPACK(NAME, UL, MIN)                                                                     \
+    ((struct llm_unpack_ops){UL, MIN, NAME##_unpack_ref, NAME##_unpack_ref, llm_mm_gemv_by_ref})
+
+void llm_quant_k_init(struct llm_type_ops *t, struct llm_mm_ops *mm, struct llm_unpack_ops *un, unsigned cpu)
 {
     /* no weight quantizers for the K-quants: from_float is NULL */
-    t[LLM_TYPE_Q2_K] = (struct llm_type_ops){LLM_TYPE_Q8_K, q2_K_to_float_ref, q2_K_to_float_ref,
-                                             NULL, q2_K_vec_dot_ref, q2_K_vec_dot_ref};
-    t[LLM_TYPE_Q3_K] = (struct llm_type_ops){LLM_TYPE_Q8_K, q3_K_to_float_ref, q3_K_to_float_ref,
-                                             NULL, q3_K_vec_dot_ref, q3_K_vec_dot_ref};
-    t[LLM_TYPE_Q4_K] = (struct llm_type_ops){LLM_TYPE_Q8_K, q4_K_to_float_ref, q4_K_to_float_ref,
-                                             NULL, q4_K_vec_dot_ref, q4_K_vec_dot_ref};
-    t[LLM_TYPE_Q5_K] = (struct llm_type_ops){LLM_TYPE_Q8_K, q5_K_to_float_ref, q5_K_to_float_ref,
-                                             NULL, q5_K_vec_dot_ref, q5_K_vec_dot_ref};
-    t[LLM_TYPE_Q6_K] = (struct llm_type_ops){LLM_TYPE_Q8_K, q6_K_to_float_ref, q6_K_to_float_ref,
-                                             NULL, q6_K_vec_dot_ref, q6_K_vec_dot_ref};
-    /* activations only: no vec_dot of its own */
-    t[LLM_TYPE_Q8_K] = (struct llm_type_ops){LLM_TYPE_Q8_K, q8_K_to_float, q8_K_to_float,
-                                             q8_K_from_float, NULL, NULL};
+    t[LLM_TYPE_Q2_K] = (struct llm_type_ops){q2_K_to_float_ref, q2_K_to_float_ref, NULL};
+    t[LLM_TYPE_Q3_K] = (struct llm_type_ops){q3_K_to_float_ref, q3_K_to_float_ref, NULL};
+    t[LLM_TYPE_Q4_K] = (struct llm_type_ops){q4_K_to_float_ref, q4_K_to_float_ref, NULL};
+    t[LLM_TYPE_Q5_K] = (struct llm_type_ops){q5_K_to_float_ref, q5_K_to_float_ref, NULL};
+    t[LLM_TYPE_Q6_K] = (struct llm_type_ops){q6_K_to_float_ref, q6_K_to_float_ref, NULL};
+    mm[LLM_TYPE_Q2_K] = KENTRY(q2_K);
+    mm[LLM_TYPE_Q3_K] = KENTRY(q3_K);
+    mm[LLM_TYPE_Q4_K] = KENTRY(q4_K);
+    mm[LLM_TYPE_Q5_K] = KENTRY(q5_K);
+    mm[LLM_TYPE_Q6_K] = KENTRY(q6_K);
+    un[LLM_TYPE_Q2_K] = KUNPACK(q2_K, 16, true);
+    un[LLM_TYPE_Q3_K] = KUNPACK(q3_K, 16, false);
+    un[LLM_TYPE_Q4_K] = KUNPACK(q4_K, 32, true);
+    un[LLM_TYPE_Q5_K] = KUNPACK(q5_K, 32, true);
+    un[LLM_TYPE_Q6_K] = KUNPACK(q6_K, 16, false);
 #ifdef HAVE_X86_KERNELS
     if (cpu & LLM_CPU_AVX2) {
         t[LLM_TYPE_Q2_K].to_float = q2_K_to_float_avx2;
@@ -420,19 +785,15 @@ void llm_quant_k_init(struct llm_type_ops *t, unsigned cpu)
         t[LLM_TYPE_Q4_K].to_float = q4_K_to_float_avx2;
         t[LLM_TYPE_Q5_K].to_float = q5_K_to_float_avx2;
         t[LLM_TYPE_Q6_K].to_float = q6_K_to_float_avx2;
-        t[LLM_TYPE_Q2_K].vec_dot = q2_K_vec_dot_avx2;
-        t[LLM_TYPE_Q3_K].vec_dot = q3_K_vec_dot_avx2;
-        t[LLM_TYPE_Q4_K].vec_dot = q4_K_vec_dot_avx2;
-        t[LLM_TYPE_Q5_K].vec_dot = q5_K_vec_dot_avx2;
-        t[LLM_TYPE_Q6_K].vec_dot = q6_K_vec_dot_avx2;
-        t[LLM_TYPE_Q8_K].from_float = q8_K_from_float_avx2;
-    }
-    if (cpu & LLM_CPU_AVX512_VNNI) {
-        t[LLM_TYPE_Q2_K].vec_dot = q2_K_vec_dot_vnni;
-        t[LLM_TYPE_Q3_K].vec_dot = q3_K_vec_dot_vnni;
-        t[LLM_TYPE_Q4_K].vec_dot = q4_K_vec_dot_vnni;
-        t[LLM_TYPE_Q5_K].vec_dot = q5_K_vec_dot_vnni;
-        t[LLM_TYPE_Q6_K].vec_dot = q6_K_vec_dot_vnni;
+#define KFAST(NAME, TYPE)                                                                          \
+    mm[TYPE].gemv = un[TYPE].gemv = NAME##_gemv_avx2;                                              \
+    un[TYPE].unpack = NAME##_unpack_avx2;
+        KFAST(q2_K, LLM_TYPE_Q2_K)
+        KFAST(q3_K, LLM_TYPE_Q3_K)
+        KFAST(q4_K, LLM_TYPE_Q4_K)
+        KFAST(q5_K, LLM_TYPE_Q5_K)
+        KFAST(q6_K, LLM_TYPE_Q6_K)
+#undef KFAST
     }
 #else
     (void)cpu;

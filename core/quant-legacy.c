@@ -1,27 +1,16 @@
 /*
  * quant-legacy.c - the 32-element "legacy" quantized types Q4_0, Q4_1,
- * Q5_0 and Q5_1 (layouts in core/quant.h): reference dequantizers, fast
- * dequantizers, and dot products against Q8_0 activations.
+ * Q5_0 and Q5_1 as rows (layouts in core/quant.h): reference dequantizers,
+ * AVX2 dequantizers that give the same bits, and round-to-nearest
+ * quantizers (for tests and test models). Their matrix products work on
+ * packed rows (quant-pack.c).
  *
- * Invariants:
- * - to_float on every path (portable, AVX2, AVX-512 VNNI) is bit-identical
- *   to the reference: the same f32 operations in the same order, element by
- *   element (an int quant is converted to float exactly, then d * q, then
- *   + m for the _1 types; no fused multiply-add here). gguf-py's numpy
- *   dequantizers compute the same expressions, which tests/test_quant.c
- *   checks against goldens.
- * - vec_dot on every path is bit-identical to vec_dot_ref. The reference
- *   defines the float order the SIMD kernels use naturally: a block's 32
- *   products are summed exactly as integers in 8 "lanes" of 4 consecutive
- *   elements; each lane's integer sum is scaled and added to the lane's
- *   accumulator with one fused multiply-add (fmaf: a single rounding, as
- *   the SIMD FMA). There are two accumulator sets, acc[b % 2][j] for even
- *   and odd blocks, so that two dependency chains run in parallel; at the
- *   end a[j] = acc[0][j] + acc[1][j] and the 8 lanes are added as
- *   ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)), the tree of a 256-bit
- *   horizontal sum. Integer sums are exact, so only this float order
- *   matters.
- * - Nothing here allocates or keeps state.
+ * Invariant: to_float on every path is bit-identical to the reference: the
+ * same f32 operations in the same order, element by element (an int quant
+ * is converted to float exactly, then d * q, then + m for the _1 types; no
+ * fused multiply-add here). gguf-py's numpy dequantizers compute the same
+ * expressions, which tests/test_quant.c checks against goldens. Nothing
+ * here allocates or keeps state.
  */
 #include "core/llm.h"
 #include "core/quant.h"
@@ -223,93 +212,7 @@ static void q5_1_from_float(const float *x, void *vy, int64_t k)
     }
 }
 
-/* ==== reference dot products against Q8_0 ==== */
-
-/* the 8-lane horizontal sum whose order the SIMD kernels share */
-static float lanes_sum(const float a[8])
-{
-    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
-}
-
-/*
- * One generic loop for the four types: element i of block b has integer
- * value q(i) (offset already applied for the _0 types); per lane j,
- *   qy_j = sum of q(i) * y_i over i = 4j..4j+3,   sy_j = sum of y_i (same i)
- *   acc = fmaf(dx * dy, qy_j, acc)                         (Q4_0, Q5_0)
- *   acc = fmaf(mx * dy, sy_j, fmaf(dx * dy, qy_j, acc))     (Q4_1, Q5_1)
- * for acc = acc[b % 2][j], with dx, mx, dy the blocks' f16 values as f32.
- */
-static float vec_dot_legacy_ref(uint32_t type, int64_t n, const void *vx, const void *vy)
-{
-    const struct block_q8_0 *y = vy;
-    const uint8_t *xb = vx;
-    int64_t bytes = llm_type_block_bytes(type);
-    float acc[2][8] = {{0}};
-    for (int64_t b = 0; b < n / QK; b++, xb += bytes) {
-        int q[QK];
-        float dx, mx = 0;
-        uint16_t h;
-        memcpy(&h, xb, 2);
-        dx = llm_fp16_to_fp32(h);
-        if (type == LLM_TYPE_Q4_1 || type == LLM_TYPE_Q5_1) {
-            memcpy(&h, xb + 2, 2);
-            mx = llm_fp16_to_fp32(h);
-        }
-        switch (type) {
-        case LLM_TYPE_Q4_0:
-            for (int i = 0; i < QK; i++)
-                q[i] = nibble(xb + 2, i) - 8;
-            break;
-        case LLM_TYPE_Q4_1:
-            for (int i = 0; i < QK; i++)
-                q[i] = nibble(xb + 4, i);
-            break;
-        case LLM_TYPE_Q5_0:
-            for (int i = 0; i < QK; i++)
-                q[i] = nibble(xb + 6, i) + 16 * hbit(xb + 2, i) - 16;
-            break;
-        default: /* Q5_1 */
-            for (int i = 0; i < QK; i++)
-                q[i] = nibble(xb + 8, i) + 16 * hbit(xb + 4, i);
-            break;
-        }
-        float dy = llm_fp16_to_fp32(y[b].d), dxy = dx * dy, mxy = mx * dy;
-        for (int j = 0; j < 8; j++) {
-            int qy = 0, sy = 0;
-            for (int i = 4 * j; i < 4 * j + 4; i++) {
-                qy += q[i] * y[b].qs[i];
-                sy += y[b].qs[i];
-            }
-            float *a = &acc[b % 2][j];
-            *a = fmaf(dxy, (float)qy, *a);
-            if (type == LLM_TYPE_Q4_1 || type == LLM_TYPE_Q5_1)
-                *a = fmaf(mxy, (float)sy, *a);
-        }
-    }
-    float a[8];
-    for (int j = 0; j < 8; j++)
-        a[j] = acc[0][j] + acc[1][j];
-    return lanes_sum(a);
-}
-
-static float q4_0_vec_dot_ref(int64_t n, const void *x, const void *y)
-{
-    return vec_dot_legacy_ref(LLM_TYPE_Q4_0, n, x, y);
-}
-static float q4_1_vec_dot_ref(int64_t n, const void *x, const void *y)
-{
-    return vec_dot_legacy_ref(LLM_TYPE_Q4_1, n, x, y);
-}
-static float q5_0_vec_dot_ref(int64_t n, const void *x, const void *y)
-{
-    return vec_dot_legacy_ref(LLM_TYPE_Q5_0, n, x, y);
-}
-static float q5_1_vec_dot_ref(int64_t n, const void *x, const void *y)
-{
-    return vec_dot_legacy_ref(LLM_TYPE_Q5_1, n, x, y);
-}
-
-/* ==== x86 kernels: the same source compiled for AVX2 and AVX-512 VNNI ==== */
+/* ==== AVX2 dequantizers ==== */
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define HAVE_X86_KERNELS 1
@@ -318,19 +221,87 @@ static float q5_1_vec_dot_ref(int64_t n, const void *x, const void *y)
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 #define SFX(name) name##_avx2
-#define USE_VNNI 0
-#include "core/quant-legacy-x86.h"
-#undef SFX
-#undef USE_VNNI
-#pragma GCC pop_options
+/* 32 bytes: element i of the block's 4-bit fields (0..15): the 16 bytes in
+ * both halves, the upper half shifted down by 4 */
+static inline __m256i SFX(nibbles32)(const uint8_t *qs)
+{
+    __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    v = _mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4));
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+}
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
-#define SFX(name) name##_vnni
-#define USE_VNNI 1
-#include "core/quant-legacy-x86.h"
+/* 32 bytes: 0xff where bit i of the little-endian u32 qh is set, else 0 */
+static inline __m256i SFX(hmask32)(const uint8_t *qh)
+{
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                          2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), shuf);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+}
+
+/* 32 bytes: 0x10 where bit i of qh is set, else 0 */
+static inline __m256i SFX(hbits32)(const uint8_t *qh)
+{
+    return _mm256_and_si256(SFX(hmask32)(qh), _mm256_set1_epi8(0x10));
+}
+
+static inline float SFX(h2f)(uint16_t h)
+{
+    return _cvtsh_ss(h);
+}
+
+/* y[0..31] = (float)(q[i] - off) * d (+ m): q as 32 unsigned bytes */
+static inline void SFX(store32)(float *y, __m256i q, int off, float d, float m, int with_m)
+{
+    __m256 vd = _mm256_set1_ps(d), vm = _mm256_set1_ps(m);
+    __m256i voff = _mm256_set1_epi32(off);
+    __m128i h[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
+    for (int p = 0; p < 4; p++) {
+        __m128i b8 = p & 1 ? _mm_srli_si128(h[p / 2], 8) : h[p / 2];
+        __m256i i32 = _mm256_sub_epi32(_mm256_cvtepu8_epi32(b8), voff);
+        __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(i32), vd);
+        if (with_m)
+            f = _mm256_add_ps(f, vm);
+        _mm256_storeu_ps(y + 8 * p, f);
+    }
+}
+
+static void SFX(q4_0_to_float)(const void *vx, float *y, int64_t k)
+{
+    const struct block_q4_0 *x = vx;
+    for (int64_t b = 0; b < k / QK; b++)
+        SFX(store32)(y + b * QK, SFX(nibbles32)(x[b].qs), 8, SFX(h2f)(x[b].d), 0, 0);
+}
+
+static void SFX(q4_1_to_float)(const void *vx, float *y, int64_t k)
+{
+    const struct block_q4_1 *x = vx;
+    for (int64_t b = 0; b < k / QK; b++)
+        SFX(store32)(y + b * QK, SFX(nibbles32)(x[b].qs), 0, SFX(h2f)(x[b].d),
+                     SFX(h2f)(x[b].m), 1);
+}
+
+static void SFX(q5_0_to_float)(const void *vx, float *y, int64_t k)
+{
+    const struct block_q5_0 *x = vx;
+    for (int64_t b = 0; b < k / QK; b++) {
+        __m256i q = _mm256_or_si256(SFX(nibbles32)(x[b].qs), SFX(hbits32)(x[b].qh));
+        SFX(store32)(y + b * QK, q, 16, SFX(h2f)(x[b].d), 0, 0);
+    }
+}
+
+static void SFX(q5_1_to_float)(const void *vx, float *y, int64_t k)
+{
+    const struct block_q5_1 *x = vx;
+    for (int64_t b = 0; b < k / QK; b++) {
+        __m256i q = _mm256_or_si256(SFX(nibbles32)(x[b].qs), SFX(hbits32)(x[b].qh));
+        SFX(store32)(y + b * QK, q, 0, SFX(h2f)(x[b].d), SFX(h2f)(x[b].m), 1);
+    }
+}
 #undef SFX
-#undef USE_VNNI
 #pragma GCC pop_options
 #endif
 
@@ -338,30 +309,16 @@ static float q5_1_vec_dot_ref(int64_t n, const void *x, const void *y)
 
 void llm_quant_legacy_init(struct llm_type_ops *t, unsigned cpu)
 {
-    t[LLM_TYPE_Q4_0] = (struct llm_type_ops){LLM_TYPE_Q8_0, q4_0_to_float_ref, q4_0_to_float_ref,
-                                             q4_0_from_float, q4_0_vec_dot_ref, q4_0_vec_dot_ref};
-    t[LLM_TYPE_Q4_1] = (struct llm_type_ops){LLM_TYPE_Q8_0, q4_1_to_float_ref, q4_1_to_float_ref,
-                                             q4_1_from_float, q4_1_vec_dot_ref, q4_1_vec_dot_ref};
-    t[LLM_TYPE_Q5_0] = (struct llm_type_ops){LLM_TYPE_Q8_0, q5_0_to_float_ref, q5_0_to_float_ref,
-                                             q5_0_from_float, q5_0_vec_dot_ref, q5_0_vec_dot_ref};
-    t[LLM_TYPE_Q5_1] = (struct llm_type_ops){LLM_TYPE_Q8_0, q5_1_to_float_ref, q5_1_to_float_ref,
-                                             q5_1_from_float, q5_1_vec_dot_ref, q5_1_vec_dot_ref};
+    t[LLM_TYPE_Q4_0] = (struct llm_type_ops){q4_0_to_float_ref, q4_0_to_float_ref, q4_0_from_float};
+    t[LLM_TYPE_Q4_1] = (struct llm_type_ops){q4_1_to_float_ref, q4_1_to_float_ref, q4_1_from_float};
+    t[LLM_TYPE_Q5_0] = (struct llm_type_ops){q5_0_to_float_ref, q5_0_to_float_ref, q5_0_from_float};
+    t[LLM_TYPE_Q5_1] = (struct llm_type_ops){q5_1_to_float_ref, q5_1_to_float_ref, q5_1_from_float};
 #ifdef HAVE_X86_KERNELS
     if (cpu & LLM_CPU_AVX2) {
         t[LLM_TYPE_Q4_0].to_float = q4_0_to_float_avx2;
         t[LLM_TYPE_Q4_1].to_float = q4_1_to_float_avx2;
         t[LLM_TYPE_Q5_0].to_float = q5_0_to_float_avx2;
         t[LLM_TYPE_Q5_1].to_float = q5_1_to_float_avx2;
-        t[LLM_TYPE_Q4_0].vec_dot = q4_0_vec_dot_avx2;
-        t[LLM_TYPE_Q4_1].vec_dot = q4_1_vec_dot_avx2;
-        t[LLM_TYPE_Q5_0].vec_dot = q5_0_vec_dot_avx2;
-        t[LLM_TYPE_Q5_1].vec_dot = q5_1_vec_dot_avx2;
-    }
-    if (cpu & LLM_CPU_AVX512_VNNI) {
-        t[LLM_TYPE_Q4_0].vec_dot = q4_0_vec_dot_vnni;
-        t[LLM_TYPE_Q4_1].vec_dot = q4_1_vec_dot_vnni;
-        t[LLM_TYPE_Q5_0].vec_dot = q5_0_vec_dot_vnni;
-        t[LLM_TYPE_Q5_1].vec_dot = q5_1_vec_dot_vnni;
     }
 #else
     (void)cpu;

@@ -1,42 +1,36 @@
 /*
- * quant-pack.c - 8-row interleaved ("packed") forms of Q4_0, Q5_0 and Q8_0
- * weights, for decode on AVX2.
+ * quant-pack.c - the packed forms of the 32-element types Q8_0, Q4_0,
+ * Q5_0, Q4_1 and Q5_1 and their matrix products against I16 activations
+ * (the definition is in quant.h: one unit per block, S = d, M = m).
  *
- * Why: a GEMV on rows stored one after another spends most of its
- * instructions per 32-element block on things other than multiplying: the
- * activation block is loaded again for every row, the f16 scale of each
- * block is converted alone, the fifth bits are spread with a shuffle, the
- * lanes are widened and scaled block by block. Decode of a Q4_K_M file
- * (whose 896-wide tensors are Q5_0) spent 44% of its time in the Q5_0 dot
- * product at half the DRAM bandwidth. Packing the rows of a matrix in
- * groups of 8, block by block, lets one instruction work on 8 rows: the
- * activation bytes are broadcast once for all of them, 8 scales convert in
- * one instruction, the fifth bits are stored in the order a byte compare
- * needs, products of 4 steps are summed in 16 bits before widening, the
- * "-16" (or "-8") offset is one subtraction per block for all 8 rows, and
- * the 8 results land in the 8 lanes of one accumulator (no horizontal sums).
+ * Why packed: a GEMV on rows stored one after another spends most of its
+ * instructions per block on things other than multiplying (the activation
+ * loaded again for every row, each f16 scale converted alone, lanes
+ * widened and summed horizontally). With the rows of a matrix in groups of
+ * 8, block by block, one instruction works on 8 rows, 8 scales convert at
+ * once, and each row's result lands in its own lane of one register.
  *
- * The packed form of 8 rows has exactly their size and replaces them: group
- * g (rows 8g..8g+7) of a matrix starts at 8 g row_bytes. Per block b of 32
- * elements (elements 32b..32b+31 of every row), at (b * 8 * block bytes):
- *   u16 d[8]      the 8 rows' f16 scales
- *   u32 hb[8]     (Q5_0 only) dword k: bit 8e + r is the fifth bit of
- *                 element 4k + e of row r (e < 4)
- *   u8  qs[4][32] chunk c, byte 4r + e: the row's original qs[4c + e], i.e.
- *                 low nibble element 4c + e, high nibble element 16 + 4c + e
- * So chunk c read as bytes gives, in its low nibbles, elements 4c..4c+3 of
- * the 8 rows and, in its high nibbles, elements 16+4c..16+4c+3.
- * Q8_0 (34-byte blocks) is packed the same way without nibbles:
- *   u16 d[8]; i8 qs[8][32]  chunk k, byte 4r + e: element 4k + e of row r
+ * A group of 8 rows stores, for each block b of 32 elements, at
+ * b * (8 * block bytes), so a group has the size of its rows:
+ *   Q8_0  u16 d[8]; i8 w[16][8][2]    pair p, row r: elements 2p, 2p + 1
+ *   Q4_0  u16 d[8]; u8 qs[4][32]      chunk c, byte 4r + e: the row's qs[4c + e]
+ *                                     (low nibble element 4c + e, high 16 + 4c + e)
+ *   Q5_0  u16 d[8]; u8 fifth[32]; u8 qs[4][32]
+ *   Q4_1  u16 d[8]; u16 m[8]; u8 qs[4][32]
+ *   Q5_1  u16 d[8]; u16 m[8]; u8 fifth[32]; u8 qs[4][32]
+ * where fifth byte 4r + e holds the fifth bits of row r: bit c of element
+ * 4c + e and bit 4 + c of element 16 + 4c + e (c < 4), so that one shift
+ * by 4 - c (or c) and a mask put the bit where a byte of chunk c needs it.
  *
- * A packed dot product is defined by its scalar reference below, in this
- * order: per block, the exact integer sum s_r of q * a over the block (q
- * the 4- or 5-bit field minus 8 or 16, or the Q8_0 byte; the AVX2 kernel
- * forms the same integer as sum(field * a) minus 8 or 16 times sum(a)),
- * then acc_r = fmaf((float)s_r, d_r * d_a, acc_r), blocks in order. The
- * AVX2 kernel computes the same operations and matches it bit for bit.
- * (It is not the row-wise reference's order, whose 8 lanes sum separately;
- * both are within f32 rounding of the exact product, which tests check.)
+ * The AVX2 GEMV forms each block's exact integer sums for the 8 rows
+ * (Q8_0: the bytes widened to 16 bits, vpmaddwd against pairs of
+ * activations; 4- and 5-bit fields: vpmaddubsw against the activations'
+ * low 7 bits and high 8 bits separately, their 16-bit sums bounded by
+ * 2 * 127 * 31 per step, summed two chunks at a time), then the float steps
+ * of the definition on 8 lanes. Two groups (from the two halves of a
+ * matrix) are read block by block together: two streams of weights keep
+ * more DRAM reads in flight. The batched product unpacks groups to 16-bit
+ * integers and multiplies them for many tokens at once (mm.c).
  */
 #include "core/llm.h"
 #include "core/quant.h"
@@ -47,13 +41,31 @@
 #define QK 32
 #define ROWS LLM_PACK_ROWS
 
-/* the kinds of packed group: Q4_0, Q5_0, Q8_0 */
-enum { Q4 = 0, Q5 = 1, Q8 = 2 };
+enum { Q8 = 0, Q4 = 1, Q5 = 2, Q41 = 3, Q51 = 4 };
 
-/* bytes of one block of one row, and of the 8 rows' block in a group */
-static size_t block_bytes(int kind) { return kind == Q8 ? 34 : kind == Q5 ? 22 : 18; }
-static size_t group_block_bytes(int kind) { return ROWS * block_bytes(kind); }
-static size_t qs_offset(int kind) { return kind == Q5 ? 48 : 16; }
+static size_t block_bytes(int kind)
+{
+    static const size_t b[] = {34, 18, 22, 20, 24};
+    return b[kind];
+}
+static size_t gbb(int kind) { return ROWS * block_bytes(kind); }
+static bool has_min(int kind) { return kind == Q41 || kind == Q51; }
+static bool has_fifth(int kind) { return kind == Q5 || kind == Q51; }
+/* offsets in a group block: of the mins, of the fifth bits, of the quants */
+static size_t m_off(void) { return 16; }
+static size_t fifth_off(int kind) { return kind == Q51 ? 32 : 16; }
+static size_t qs_off(int kind)
+{
+    static const size_t o[] = {16, 16, 48, 32, 64};
+    return o[kind];
+}
+/* in a stored block: where its qs and qh start */
+static size_t src_qs(int kind)
+{
+    static const size_t o[] = {2, 2, 6, 4, 8};
+    return o[kind];
+}
+static size_t src_qh(int kind) { return kind == Q51 ? 4 : 2; }
 
 static uint16_t ld16(const uint8_t *p)
 {
@@ -62,122 +74,108 @@ static uint16_t ld16(const uint8_t *p)
     return v;
 }
 
-static uint32_t ld32(const uint8_t *p)
+static int32_t ld32s(const void *p)
 {
-    uint32_t v;
+    int32_t v;
     memcpy(&v, p, 4);
     return v;
 }
 
-/* ==== packing (at model load) ==== */
+/* ==== packing ==== */
 
-/* the 4 bits of a nibble spread to bit 0 of 4 bytes */
-static const uint32_t spread4[16] = {
-    0x00000000, 0x00000001, 0x00000100, 0x00000101, 0x00010000, 0x00010001, 0x00010100, 0x00010101,
-    0x01000000, 0x01000001, 0x01000100, 0x01000101, 0x01010000, 0x01010001, 0x01010100, 0x01010101,
-};
-
-/* scales, (Q5_0) fifth bits, then the quants 4 bytes per row at a time:
- * chunk c of the group block gets bytes 4c..4c+3 of each row's quants */
-static void pack_rows(int kind, const void *rows, size_t stride, int64_t n, void *dst)
+static void pack_kind(int kind, const void *rows, size_t stride, int64_t n_rows, int64_t n, void *dst)
 {
     const uint8_t *src = rows;
     uint8_t *out = dst;
-    size_t bb = block_bytes(kind), qo = kind == Q5 ? 6 : 2;
-    int chunks = kind == Q8 ? 8 : 4;
-    for (int64_t b = 0; b < n / QK; b++, out += group_block_bytes(kind)) {
-        uint32_t hb[8] = {0};
-        for (int r = 0; r < ROWS; r++) {
+    size_t bb = block_bytes(kind);
+    memset(dst, 0, (size_t)(n / QK) * gbb(kind));
+    for (int64_t b = 0; b < n / QK; b++, out += gbb(kind))
+        for (int r = 0; r < n_rows; r++) {
             const uint8_t *blk = src + (size_t)r * stride + (size_t)b * bb;
             memcpy(out + 2 * r, blk, 2);
-            for (int c = 0; c < chunks; c++)
-                memcpy(out + qs_offset(kind) + 32 * c + 4 * r, blk + qo + 4 * c, 4);
-            if (kind == Q5) {
-                uint32_t qh = ld32(blk + 2);
-                for (int k = 0; k < 8; k++)
-                    hb[k] |= spread4[(qh >> (4 * k)) & 15] << r;
+            if (has_min(kind))
+                memcpy(out + m_off() + 2 * r, blk + 2, 2);
+            if (kind == Q8) {
+                for (int p = 0; p < 16; p++)
+                    memcpy(out + 16 + 16 * p + 2 * r, blk + 2 + 2 * p, 2);
+                continue;
+            }
+            for (int c = 0; c < 4; c++)
+                memcpy(out + qs_off(kind) + 32 * c + 4 * r, blk + src_qs(kind) + 4 * c, 4);
+            if (has_fifth(kind)) {
+                uint32_t qh;
+                memcpy(&qh, blk + src_qh(kind), 4);
+                for (int c = 0; c < 4; c++)
+                    for (int e = 0; e < 4; e++)
+                        out[fifth_off(kind) + 4 * r + e] |=
+                            (uint8_t)((((qh >> (4 * c + e)) & 1) << c) | (((qh >> (16 + 4 * c + e)) & 1) << (4 + c)));
             }
         }
-        if (kind == Q5)
-            memcpy(out + 16, hb, sizeof hb);
-    }
 }
 
-static void q4_0_pack(const void *rows, size_t stride, int64_t n, void *dst) { pack_rows(Q4, rows, stride, n, dst); }
-static void q5_0_pack(const void *rows, size_t stride, int64_t n, void *dst) { pack_rows(Q5, rows, stride, n, dst); }
-static void q8_0_pack(const void *rows, size_t stride, int64_t n, void *dst) { pack_rows(Q8, rows, stride, n, dst); }
+/* ==== the scalar definition ==== */
 
-/* ==== scalar references ==== */
-
-/* element i of row r in a group block, as the signed integer its scale
- * multiplies: the 4- or 5-bit field minus 8 or 16, or the Q8_0 byte */
+/* v of element i of row r in a group block (quant.h: the field minus 8 or
+ * 16 for the _0 types) */
 static int value(int kind, const uint8_t *gb, int r, int i)
 {
     if (kind == Q8)
-        return (int8_t)gb[16 + 32 * (i / 4) + 4 * r + i % 4];
-    int c = (i % 16) / 4, e = i % 4;
-    uint8_t byte = gb[qs_offset(kind) + 32 * c + 4 * r + e];
-    int q = i < 16 ? byte & 15 : byte >> 4;
-    if (kind == Q5)
-        q |= (int)((ld32(gb + 16 + 4 * (i / 4)) >> (8 * e + r)) & 1) << 4;
-    return q - (kind == Q5 ? 16 : 8);
+        return (int8_t)gb[16 + 16 * (i / 2) + 2 * r + i % 2];
+    int c = (i % 16) / 4, e = i % 4, hi = i >= 16;
+    uint8_t byte = gb[qs_off(kind) + 32 * c + 4 * r + e];
+    int f = hi ? byte >> 4 : byte & 15;
+    if (has_fifth(kind))
+        f |= ((gb[fifth_off(kind) + 4 * r + e] >> (c + 4 * hi)) & 1) << 4;
+    return kind == Q4 ? f - 8 : kind == Q5 ? f - 16 : f;
 }
 
-static void to_float_ref(int kind, const void *group, float *y, int64_t ldy, int64_t n)
+static void row_to_float(int kind, const void *group, int r, int64_t n, float *y)
 {
-    const uint8_t *g = group;
     for (int64_t b = 0; b < n / QK; b++) {
-        const uint8_t *gb = g + (size_t)b * group_block_bytes(kind);
-        for (int r = 0; r < ROWS; r++) {
-            float d = llm_fp16_to_fp32(ld16(gb + 2 * r));
-            for (int i = 0; i < QK; i++)
-                y[r * ldy + b * QK + i] = (float)value(kind, gb, r, i) * d;
+        const uint8_t *gb = (const uint8_t *)group + (size_t)b * gbb(kind);
+        float d = llm_fp16_to_fp32(ld16(gb + 2 * r));
+        float m = has_min(kind) ? llm_fp16_to_fp32(ld16(gb + m_off() + 2 * r)) : 0;
+        for (int i = 0; i < QK; i++) {
+            float x = (float)value(kind, gb, r, i) * d;
+            y[b * QK + i] = has_min(kind) ? x + m : x;
         }
     }
 }
 
-static void dot_ref(int kind, int64_t n, const void *group, const void *act, float out[ROWS])
+static float dot_ref(int kind, const struct llm_mat *w, int64_t r, const void *act)
 {
-    const uint8_t *g = group;
-    const struct block_q8_0 *a = act;
-    float acc[ROWS] = {0};
+    int64_t n = w->n_in;
+    const uint8_t *g = w->data + (size_t)(r / ROWS) * w->group_bytes;
+    int rr = (int)(r % ROWS);
+    struct llm_act16 a = llm_act16_view(act, n);
+    float acc = 0;
     for (int64_t b = 0; b < n / QK; b++) {
-        const uint8_t *gb = g + (size_t)b * group_block_bytes(kind);
-        float da = llm_fp16_to_fp32(a[b].d);
-        for (int r = 0; r < ROWS; r++) {
-            int32_t s = 0;
-            for (int i = 0; i < QK; i++)
-                s += value(kind, gb, r, i) * a[b].qs[i];
-            acc[r] = fmaf((float)s, llm_fp16_to_fp32(ld16(gb + 2 * r)) * da, acc[r]);
+        const uint8_t *gb = g + (size_t)b * gbb(kind);
+        int32_t isum = 0;
+        for (int i = 0; i < QK; i++)
+            isum += value(kind, gb, rr, i) * a.q[b * QK + i];
+        acc = fmaf((float)isum, llm_fp16_to_fp32(ld16(gb + 2 * rr)) * a.d[b], acc);
+        if (has_min(kind)) {
+            int32_t asum = a.s16[2 * b] + a.s16[2 * b + 1];
+            acc = fmaf((float)asum, llm_fp16_to_fp32(ld16(gb + m_off() + 2 * rr)) * a.d[b], acc);
         }
     }
-    memcpy(out, acc, sizeof acc);
+    return acc;
 }
 
-/* two groups: by definition the two products */
-static void dot2_ref(int kind, int64_t n, const void *g0, const void *g1, const void *a, float *y0, float *y1)
+static void unpack_ref(int kind, const void *group, int64_t n, int16_t *w16, float *S, float *M)
 {
-    dot_ref(kind, n, g0, a, y0);
-    dot_ref(kind, n, g1, a, y1);
-}
-
-#define REFS(NAME, KIND)                                                                           \
-    static void NAME##_to_float_ref(const void *g, float *y, int64_t ldy, int64_t n)               \
-    {                                                                                              \
-        to_float_ref(KIND, g, y, ldy, n);                                                          \
-    }                                                                                              \
-    static void NAME##_dot_ref(int64_t n, const void *g, const void *a, float *y)                  \
-    {                                                                                              \
-        dot_ref(KIND, n, g, a, y);                                                                 \
-    }                                                                                              \
-    static void NAME##_dot2_ref(int64_t n, const void *g0, const void *g1, const void *a, float *y0, \
-                                float *y1)                                                         \
-    {                                                                                              \
-        dot2_ref(KIND, n, g0, g1, a, y0, y1);                                                      \
+    for (int64_t b = 0; b < n / QK; b++) {
+        const uint8_t *gb = (const uint8_t *)group + (size_t)b * gbb(kind);
+        for (int r = 0; r < ROWS; r++) {
+            S[b * ROWS + r] = llm_fp16_to_fp32(ld16(gb + 2 * r));
+            if (has_min(kind))
+                M[b * ROWS + r] = llm_fp16_to_fp32(ld16(gb + m_off() + 2 * r));
+            for (int i = 0; i < QK; i++)
+                w16[((b * 16 + i / 2) * ROWS + r) * 2 + i % 2] = (int16_t)value(kind, gb, r, i);
+        }
     }
-REFS(q4_0, Q4)
-REFS(q5_0, Q5)
-REFS(q8_0, Q8)
+}
 
 /* ==== AVX2 ==== */
 
@@ -188,195 +186,235 @@ REFS(q8_0, Q8)
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 
-/* 0x10 in byte 4r + e where bit 8e + r of the dword at p is set */
-static inline __m256i fifth_bits(const uint8_t *p, __m256i sel)
+/* the 8 rows' exact sums of v * q over one Q8_0 block */
+static inline __attribute__((always_inline)) __m256i isum_q8(const uint8_t *gb, const int16_t *q)
 {
-    __m256i v = _mm256_and_si256(_mm256_set1_epi32((int)ld32(p)), sel);
-    return _mm256_and_si256(_mm256_cmpeq_epi8(v, sel), _mm256_set1_epi8(0x10));
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0;
+#pragma GCC unroll 8
+    for (int p = 0; p < 16; p += 2) {
+        __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(gb + 16 + 16 * p)));
+        __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(gb + 32 + 16 * p)));
+        s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(w0, _mm256_set1_epi32(ld32s(q + 2 * p))));
+        s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(w1, _mm256_set1_epi32(ld32s(q + 2 * p + 2))));
+    }
+    return _mm256_add_epi32(s0, s1);
 }
 
-/* the 8 rows' fields of elements 4k..4k+3, for k = c and k = c + 4 */
-static inline void fields(int kind, const uint8_t *gb, int c, __m256i sel, __m256i *lo, __m256i *hi)
+/* the fields (0..31) of chunk c: *L elements 4c + e, *H elements 16 + 4c + e, byte 4r + e */
+static inline __attribute__((always_inline)) void fields(int kind, const uint8_t *gb, int c, __m256i fifth, __m256i *L, __m256i *H)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
-    __m256i raw = _mm256_loadu_si256((const __m256i *)(gb + qs_offset(kind) + 32 * c));
-    *lo = _mm256_and_si256(raw, m4);
-    *hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-    if (kind == Q5) {
-        *lo = _mm256_or_si256(*lo, fifth_bits(gb + 16 + 4 * c, sel));
-        *hi = _mm256_or_si256(*hi, fifth_bits(gb + 16 + 4 * (c + 4), sel));
+    __m256i raw = _mm256_loadu_si256((const __m256i *)(gb + qs_off(kind) + 32 * c));
+    *L = _mm256_and_si256(raw, m4);
+    *H = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+    if (has_fifth(kind)) {
+        /* bit c of each byte to bit 4 (shifts within 16-bit lanes move no
+         * other byte's bit to bit 4 for these distances), and bit 4 + c */
+        const __m256i b4 = _mm256_set1_epi8(0x10);
+        __m256i fl = c == 0 ? _mm256_slli_epi16(fifth, 4) : c == 1 ? _mm256_slli_epi16(fifth, 3)
+                   : c == 2 ? _mm256_slli_epi16(fifth, 2) : _mm256_slli_epi16(fifth, 1);
+        __m256i fh = c == 0 ? fifth : c == 1 ? _mm256_srli_epi16(fifth, 1)
+                   : c == 2 ? _mm256_srli_epi16(fifth, 2) : _mm256_srli_epi16(fifth, 3);
+        *L = _mm256_or_si256(*L, _mm256_and_si256(fl, b4));
+        *H = _mm256_or_si256(*H, _mm256_and_si256(fh, b4));
     }
 }
 
-/* byte 4r + e: 1 << r, the bit each byte of a fifth-bit dword is tested for */
-static inline __m256i row_bits(void)
+/* the 8 rows' exact sums of field * q over one block of a nibble type:
+ * q = 128 hi + lo, each half through vpmaddubsw (|16-bit sum| <= 2 * 2 *
+ * 127 * 31 per chunk, so two chunks fit), then to 32 bits */
+static inline __attribute__((always_inline)) __m256i fsum_nib(int kind, const uint8_t *gb, const uint8_t *lo, const int8_t *hi)
 {
-    return _mm256_setr_epi8(1, 1, 1, 1, 2, 2, 2, 2, 4, 4, 4, 4, 8, 8, 8, 8, 16, 16, 16, 16, 32, 32,
-                            32, 32, 64, 64, 64, 64, (char)128, (char)128, (char)128, (char)128);
-}
-
-/* off (16 or 8) times the sum of an activation block's 32 bytes, in all lanes */
-static inline __m256i offset_sum(int kind, const uint8_t *aq)
-{
-    __m256i sa = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)aq)),
-                                   _mm256_set1_epi16(1));
-    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sa), _mm256_extracti128_si256(sa, 1));
-    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
-    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm256_broadcastd_epi32(_mm_slli_epi32(s4, kind == Q5 ? 4 : 3));
-}
-
-/* one block of a Q4_0/Q5_0 group against activation block aq (scale dy,
- * offset sum corr): acc + (sum - corr) * d_r * dy, lane r */
-static inline __m256 step_q45(int kind, const uint8_t *gb, const uint8_t *aq, __m256i corr, __m256 dy,
-                              __m256 acc)
-{
-    const __m256i sel = row_bits(), ones16 = _mm256_set1_epi16(1);
-    /* 16-bit sums of 4 steps each: |sum| <= 4 * 2 * 31 * 128 < 2^15 */
-    __m256i s16lo = _mm256_setzero_si256(), s16hi = _mm256_setzero_si256();
-    for (int c = 0; c < 4; c++) {
-        __m256i lo, hi;
-        fields(kind, gb, c, sel, &lo, &hi);
-        s16lo = _mm256_add_epi16(s16lo, _mm256_maddubs_epi16(lo, _mm256_set1_epi32((int)ld32(aq + 4 * c))));
-        s16hi = _mm256_add_epi16(s16hi, _mm256_maddubs_epi16(hi, _mm256_set1_epi32((int)ld32(aq + 16 + 4 * c))));
-    }
-    __m256i s = _mm256_add_epi32(_mm256_madd_epi16(s16lo, ones16), _mm256_madd_epi16(s16hi, ones16));
-    s = _mm256_sub_epi32(s, corr);
-    __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gb)), dy);
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc);
-}
-
-/* one block of a Q8_0 group: |w| * sign(a, w) in vpmaddubsw, exact while
- * a != -128 (activations are quantized to -127..127) */
-static inline __m256 step_q8(const uint8_t *gb, const uint8_t *aq, __m256 dy, __m256 acc)
-{
-    const __m256i ones16 = _mm256_set1_epi16(1);
-    __m256i s = _mm256_setzero_si256();
-    for (int k = 0; k < 8; k++) {
-        __m256i w = _mm256_loadu_si256((const __m256i *)(gb + 16 + 32 * k));
-        __m256i av = _mm256_set1_epi32((int)ld32(aq + 4 * k));
-        __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(av, w));
-        s = _mm256_add_epi32(s, _mm256_madd_epi16(p, ones16));
-    }
-    __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gb)), dy);
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc);
-}
-
-/* One group (g1 NULL) or two, block by block
- * (two streams of weights keep more DRAM reads in flight); each group's
- * result is the same either way. */
-static inline void dot_groups_avx2(int kind, int64_t n, const uint8_t *g0, const uint8_t *g1,
-                                   const struct block_q8_0 *a, float *y0, float *y1)
-{
-    size_t gbb = group_block_bytes(kind);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / QK; b++) {
-        const uint8_t *aq = (const uint8_t *)a[b].qs;
-        __m256 dy = _mm256_set1_ps(_cvtsh_ss(a[b].d));
-        if (kind == Q8) {
-            acc0 = step_q8(g0 + (size_t)b * gbb, aq, dy, acc0);
-            if (g1)
-                acc1 = step_q8(g1 + (size_t)b * gbb, aq, dy, acc1);
-        } else {
-            __m256i corr = offset_sum(kind, aq);
-            acc0 = step_q45(kind, g0 + (size_t)b * gbb, aq, corr, dy, acc0);
-            if (g1)
-                acc1 = step_q45(kind, g1 + (size_t)b * gbb, aq, corr, dy, acc1);
+    const __m256i ones = _mm256_set1_epi16(1), s128 = _mm256_set1_epi16(128);
+    __m256i fifth = has_fifth(kind) ? _mm256_loadu_si256((const __m256i *)(gb + fifth_off(kind)))
+                                    : _mm256_setzero_si256();
+    __m256i slo = _mm256_setzero_si256(), shi = slo;
+#pragma GCC unroll 2
+    for (int c = 0; c < 4; c += 2) {
+        __m256i plo = _mm256_setzero_si256(), phi = plo;
+#pragma GCC unroll 2
+        for (int k = c; k < c + 2; k++) {
+            __m256i L, H;
+            fields(kind, gb, k, fifth, &L, &H);
+            __m256i aL = _mm256_set1_epi32(ld32s(lo + 4 * k)), aH = _mm256_set1_epi32(ld32s(lo + 16 + 4 * k));
+            __m256i hL = _mm256_set1_epi32(ld32s(hi + 4 * k)), hH = _mm256_set1_epi32(ld32s(hi + 16 + 4 * k));
+            plo = _mm256_add_epi16(plo, _mm256_add_epi16(_mm256_maddubs_epi16(aL, L), _mm256_maddubs_epi16(aH, H)));
+            phi = _mm256_add_epi16(phi, _mm256_add_epi16(_mm256_maddubs_epi16(L, hL), _mm256_maddubs_epi16(H, hH)));
         }
+        slo = _mm256_add_epi32(slo, _mm256_madd_epi16(plo, ones));
+        shi = _mm256_add_epi32(shi, _mm256_madd_epi16(phi, s128));
+    }
+    return _mm256_add_epi32(slo, shi);
+}
+
+/* one block of a group: acc with the block's steps of the definition */
+static inline __attribute__((always_inline)) __m256 block_step(int kind, const uint8_t *gb, const struct llm_act16 *a, int64_t b, __m256 acc)
+{
+    __m256 da = _mm256_set1_ps(a->d[b]);
+    __m256i isum;
+    int32_t asum = a->s16[2 * b] + a->s16[2 * b + 1];
+    if (kind == Q8) {
+        isum = isum_q8(gb, a->q + b * QK);
+    } else {
+        isum = fsum_nib(kind, gb, a->lo + b * QK, a->hi + b * QK);
+        if (kind == Q4 || kind == Q5)
+            isum = _mm256_sub_epi32(isum, _mm256_set1_epi32((kind == Q4 ? 8 : 16) * asum));
+    }
+    __m256 s = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gb)), da);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), s, acc);
+    if (has_min(kind)) {
+        __m256 m = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gb + m_off()))), da);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps((float)asum), m, acc);
+    }
+    return acc;
+}
+
+/* the 8 results of group g0 (and of g1 if not NULL), block by block */
+static inline __attribute__((always_inline)) void dot_groups(int kind, int64_t n, const uint8_t *g0, const uint8_t *g1, const struct llm_act16 *a,
+                              float *y0, float *y1)
+{
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+    for (int64_t b = 0; b < n / QK; b++) {
+        acc0 = block_step(kind, g0 + (size_t)b * gbb(kind), a, b, acc0);
+        if (g1)
+            acc1 = block_step(kind, g1 + (size_t)b * gbb(kind), a, b, acc1);
     }
     _mm256_storeu_ps(y0, acc0);
     if (g1)
         _mm256_storeu_ps(y1, acc1);
 }
 
-/* 8 rows x 4 elements (byte 4r + e of q, signed) times the rows' scales d8,
- * stored at y + r * ldy */
-static inline void store_rows4(__m256i q, __m256 d8, float *y, int64_t ldy)
+/* y[r] for the rows of [r0, r1) and [s0, s1), groups of the two ranges in pairs */
+static inline __attribute__((always_inline)) void gemv_kind(int kind, const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1,
+                             const void *act, float *y0, float *y1)
 {
-    for (int p = 0; p < 4; p++) { /* rows 2p, 2p+1 */
-        __m128i b8 = p < 2 ? _mm256_castsi256_si128(q) : _mm256_extracti128_si256(q, 1);
-        if (p & 1)
-            b8 = _mm_unpackhi_epi64(b8, b8);
-        __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b8));
-        __m256 dd = _mm256_permutevar8x32_ps(
-            d8, _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1));
-        f = _mm256_mul_ps(f, dd);
-        _mm_storeu_ps(y + (2 * p) * ldy, _mm256_castps256_ps128(f));
-        _mm_storeu_ps(y + (2 * p + 1) * ldy, _mm256_extractf128_ps(f, 1));
+    struct llm_act16 a = llm_act16_view(act, w->n_in);
+    int64_t nr = (r1 - r0 + ROWS - 1) / ROWS, ns = s1 > s0 ? (s1 - s0 + ROWS - 1) / ROWS : 0;
+    for (int64_t i = 0; i < (nr > ns ? nr : ns); i++) {
+        int64_t ra = r0 + i * ROWS, sa = s0 + i * ROWS;
+        bool two = i < nr && i < ns;
+        const uint8_t *g0 = w->data + (size_t)((i < nr ? ra : sa) / ROWS) * w->group_bytes;
+        const uint8_t *g1 = two ? w->data + (size_t)(sa / ROWS) * w->group_bytes : NULL;
+        float out0[ROWS], out1[ROWS];
+        dot_groups(kind, w->n_in, g0, g1, &a, out0, out1);
+        int64_t base0 = i < nr ? ra : sa, end0 = i < nr ? r1 : s1;
+        float *d0 = i < nr ? y0 + (ra - r0) : y1 + (sa - s0);
+        for (int r = 0; r < ROWS && base0 + r < end0; r++)
+            d0[r] = out0[r];
+        for (int r = 0; two && r < ROWS && sa + r < s1; r++)
+            y1[sa - s0 + r] = out1[r];
     }
 }
 
-static inline void to_float_avx2(int kind, const void *group, float *y, int64_t ldy, int64_t n)
+/* a block's 16-bit values v for pairs p, 8 rows: w16[(p * 8 + r) * 2 + j] */
+static inline __attribute__((always_inline)) void unpack_block(int kind, const uint8_t *gb, int16_t *w16)
 {
-    const uint8_t *g = group;
-    const __m256i sel = row_bits(), offv = _mm256_set1_epi8((char)(kind == Q5 ? 16 : 8));
-    for (int64_t b = 0; b < n / QK; b++) {
-        const uint8_t *gb = g + (size_t)b * group_block_bytes(kind);
-        __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gb));
-        for (int c = 0; c < 4; c++) {
-            __m256i lo, hi;
-            fields(kind, gb, c, sel, &lo, &hi);
-            store_rows4(_mm256_sub_epi8(lo, offv), d8, y + b * QK + 4 * c, ldy);
-            store_rows4(_mm256_sub_epi8(hi, offv), d8, y + b * QK + 16 + 4 * c, ldy);
+    if (kind == Q8) {
+        for (int p = 0; p < 16; p++)
+            _mm256_storeu_si256((__m256i *)(w16 + 16 * p),
+                                _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(gb + 16 + 16 * p))));
+        return;
+    }
+    /* chunk c, 16-bit word 2r + k (k < 2) holds elements 4c + 2k, +1 of row r:
+     * even words are pair 2c, odd words pair 2c + 1 */
+    const __m256i split = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                           0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    __m256i off = _mm256_set1_epi8((char)(kind == Q4 ? 8 : kind == Q5 ? 16 : 0));
+    __m256i fifth = has_fifth(kind) ? _mm256_loadu_si256((const __m256i *)(gb + fifth_off(kind)))
+                                    : _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        __m256i F[2];
+        fields(kind, gb, c, fifth, &F[0], &F[1]);
+        for (int h = 0; h < 2; h++) { /* low fields: pairs 2c, 2c+1; high: 8 + 2c, 9 + 2c */
+            __m256i v = _mm256_sub_epi8(F[h], off);
+            v = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, split), 0xd8);
+            int p = 8 * h + 2 * c;
+            _mm256_storeu_si256((__m256i *)(w16 + 16 * p), _mm256_cvtepi8_epi16(_mm256_castsi256_si128(v)));
+            _mm256_storeu_si256((__m256i *)(w16 + 16 * (p + 1)), _mm256_cvtepi8_epi16(_mm256_extracti128_si256(v, 1)));
         }
     }
 }
 
-static void q8_0_to_float_avx2(const void *group, float *y, int64_t ldy, int64_t n)
+static inline __attribute__((always_inline)) void unpack_kind(int kind, const void *group, int64_t n, int16_t *w16, float *S, float *M)
 {
-    const uint8_t *g = group;
     for (int64_t b = 0; b < n / QK; b++) {
-        const uint8_t *gb = g + (size_t)b * group_block_bytes(Q8);
-        __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gb));
-        for (int k = 0; k < 8; k++)
-            store_rows4(_mm256_loadu_si256((const __m256i *)(gb + 16 + 32 * k)), d8, y + b * QK + 4 * k, ldy);
+        const uint8_t *gb = (const uint8_t *)group + (size_t)b * gbb(kind);
+        _mm256_storeu_ps(S + b * ROWS, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gb)));
+        if (has_min(kind))
+            _mm256_storeu_ps(M + b * ROWS, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gb + m_off()))));
+        unpack_block(kind, gb, w16 + b * 16 * ROWS * 2);
     }
 }
 
-#define DOTS_AVX2(NAME, KIND)                                                                      \
-    static void NAME##_dot_avx2(int64_t n, const void *g, const void *a, float *y)                 \
+#define AVX2_KIND(NAME, KIND)                                                                      \
+    static void NAME##_gemv_avx2(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1, \
+                                 const void *a, float *y0, float *y1)                              \
     {                                                                                              \
-        dot_groups_avx2(KIND, n, g, NULL, a, y, NULL);                                             \
+        gemv_kind(KIND, w, r0, r1, s0, s1, a, y0, y1);                                                  \
     }                                                                                              \
-    static void NAME##_dot2_avx2(int64_t n, const void *g0, const void *g1, const void *a, float *y0, \
-                                 float *y1)                                                        \
+    static void NAME##_unpack_avx2(const void *g, int64_t n, int16_t *w16, float *S, float *M)     \
     {                                                                                              \
-        dot_groups_avx2(KIND, n, g0, g1, a, y0, y1);                                               \
+        unpack_kind(KIND, g, n, w16, S, M);                                                        \
     }
-DOTS_AVX2(q4_0, Q4)
-DOTS_AVX2(q5_0, Q5)
-DOTS_AVX2(q8_0, Q8)
-static void q4_0_to_float_avx2(const void *g, float *y, int64_t ldy, int64_t n) { to_float_avx2(Q4, g, y, ldy, n); }
-static void q5_0_to_float_avx2(const void *g, float *y, int64_t ldy, int64_t n) { to_float_avx2(Q5, g, y, ldy, n); }
+AVX2_KIND(q8_0, Q8)
+AVX2_KIND(q4_0, Q4)
+AVX2_KIND(q5_0, Q5)
+AVX2_KIND(q4_1, Q41)
+AVX2_KIND(q5_1, Q51)
 
 #pragma GCC pop_options
 #endif
 
-/* ==== registration ==== */
+/* ==== the table ==== */
 
-void llm_quant_pack_init(struct llm_pack_ops *t, unsigned cpu)
+#define KIND_FUNCS(NAME, KIND)                                                                     \
+    static size_t NAME##_group_bytes(int64_t n) { return (size_t)(n / QK) * gbb(KIND); }          \
+    static void NAME##_pack(const void *rows, size_t stride, int64_t nr, int64_t n, void *g)       \
+    {                                                                                              \
+        pack_kind(KIND, rows, stride, nr, n, g);                                                   \
+    }                                                                                              \
+    static void NAME##_row_to_float(const void *g, int r, int64_t n, float *y) { row_to_float(KIND, g, r, n, y); } \
+    static float NAME##_dot_ref(const struct llm_mat *w, int64_t r, const void *a) { return dot_ref(KIND, w, r, a); } \
+    static void NAME##_unpack_ref(const void *g, int64_t n, int16_t *w16, float *S, float *M)      \
+    {                                                                                              \
+        unpack_ref(KIND, g, n, w16, S, M);                                                         \
+    }
+KIND_FUNCS(q8_0, Q8)
+KIND_FUNCS(q4_0, Q4)
+KIND_FUNCS(q5_0, Q5)
+KIND_FUNCS(q4_1, Q41)
+KIND_FUNCS(q5_1, Q51)
+
+#define ENTRY(NAME)                                                                                \
+    ((struct llm_mm_ops){.act = LLM_ACT_I16, .packed = true, .group_bytes = NAME##_group_bytes,    \
+                         .pack = NAME##_pack, .group_row_to_float = NAME##_row_to_float,           \
+                         .dot_ref = NAME##_dot_ref, .gemv = llm_mm_gemv_by_ref, .gemm = llm_mm_packed_gemm, \
+                         .gemm_scratch = llm_mm_packed_scratch})
+#define UNPACK(NAME, MIN) ((struct llm_unpack_ops){32, MIN, NAME##_unpack_ref, NAME##_unpack_ref, llm_mm_gemv_by_ref})
+
+void llm_quant_pack_init(struct llm_mm_ops *mm, struct llm_unpack_ops *un, unsigned cpu)
 {
-    t[LLM_TYPE_Q4_0] = (struct llm_pack_ops){q4_0_pack, q4_0_dot_ref, q4_0_dot_ref, q4_0_dot2_ref,
-                                             q4_0_to_float_ref, q4_0_to_float_ref, false};
-    t[LLM_TYPE_Q5_0] = (struct llm_pack_ops){q5_0_pack, q5_0_dot_ref, q5_0_dot_ref, q5_0_dot2_ref,
-                                             q5_0_to_float_ref, q5_0_to_float_ref, false};
-    t[LLM_TYPE_Q8_0] = (struct llm_pack_ops){q8_0_pack, q8_0_dot_ref, q8_0_dot_ref, q8_0_dot2_ref,
-                                             q8_0_to_float_ref, q8_0_to_float_ref, false};
+    mm[LLM_TYPE_Q8_0] = ENTRY(q8_0);
+    mm[LLM_TYPE_Q4_0] = ENTRY(q4_0);
+    mm[LLM_TYPE_Q5_0] = ENTRY(q5_0);
+    mm[LLM_TYPE_Q4_1] = ENTRY(q4_1);
+    mm[LLM_TYPE_Q5_1] = ENTRY(q5_1);
+    un[LLM_TYPE_Q8_0] = UNPACK(q8_0, false);
+    un[LLM_TYPE_Q4_0] = UNPACK(q4_0, false);
+    un[LLM_TYPE_Q5_0] = UNPACK(q5_0, false);
+    un[LLM_TYPE_Q4_1] = UNPACK(q4_1, true);
+    un[LLM_TYPE_Q5_1] = UNPACK(q5_1, true);
 #ifdef HAVE_X86_KERNELS
     if (cpu & LLM_CPU_AVX2) {
-        t[LLM_TYPE_Q4_0].dot = q4_0_dot_avx2;
-        t[LLM_TYPE_Q4_0].dot2 = q4_0_dot2_avx2;
-        t[LLM_TYPE_Q4_0].to_float = q4_0_to_float_avx2;
-        t[LLM_TYPE_Q5_0].dot = q5_0_dot_avx2;
-        t[LLM_TYPE_Q5_0].dot2 = q5_0_dot2_avx2;
-        t[LLM_TYPE_Q5_0].to_float = q5_0_to_float_avx2;
-        t[LLM_TYPE_Q8_0].dot = q8_0_dot_avx2;
-        t[LLM_TYPE_Q8_0].dot2 = q8_0_dot2_avx2;
-        t[LLM_TYPE_Q8_0].to_float = q8_0_to_float_avx2;
-        t[LLM_TYPE_Q4_0].fast = t[LLM_TYPE_Q5_0].fast = true;
-        /* with AVX-512 VNNI, Q8_0 rows stay as they are: prefill multiplies
-         * them with its own blocked kernel (llm_get_mm_ops) */
-        t[LLM_TYPE_Q8_0].fast = !(cpu & LLM_CPU_AVX512_VNNI);
+#define FAST(NAME, TYPE)                                                                           \
+    mm[TYPE].gemv = un[TYPE].gemv = NAME##_gemv_avx2;                                              \
+    un[TYPE].unpack = NAME##_unpack_avx2;
+        FAST(q8_0, LLM_TYPE_Q8_0)
+        FAST(q4_0, LLM_TYPE_Q4_0)
+        FAST(q5_0, LLM_TYPE_Q5_0)
+        FAST(q4_1, LLM_TYPE_Q4_1)
+        FAST(q5_1, LLM_TYPE_Q5_1)
+#undef FAST
     }
 #else
     (void)cpu;

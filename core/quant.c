@@ -160,14 +160,14 @@ int64_t llm_quantize_row(uint32_t type, const float *x, void *row, int64_t k)
     }
 }
 
-/* ==== the kernel table ==== */
+/* ==== the kernel tables ==== */
 
 #include <pthread.h>
 #include <stdlib.h>
 
 static struct llm_type_ops ops_table[LLM_TYPE_COUNT];
 static struct llm_mm_ops mm_table[LLM_TYPE_COUNT];
-static struct llm_pack_ops pack_table[LLM_TYPE_COUNT];
+static struct llm_unpack_ops unpack_table[LLM_TYPE_COUNT];
 static unsigned cpu_features;
 static pthread_once_t ops_once = PTHREAD_ONCE_INIT;
 
@@ -200,32 +200,31 @@ static unsigned detect_cpu(void)
 static void ops_init(void)
 {
     cpu_features = detect_cpu();
-    llm_quant_basic_init(ops_table, cpu_features);
-    llm_quant_basic_mm_init(mm_table, cpu_features);
+    llm_act_init(cpu_features);
+    llm_mm_init(cpu_features);
+    llm_quant_basic_init(ops_table, mm_table, cpu_features);
     llm_quant_legacy_init(ops_table, cpu_features);
-    llm_quant_k_init(ops_table, cpu_features);
-    llm_quant_pack_init(pack_table, cpu_features);
-    /* other quant files add their init calls here */
+    llm_quant_pack_init(mm_table, unpack_table, cpu_features);
+    llm_quant_k_init(ops_table, mm_table, unpack_table, cpu_features);
+    /* other kernel files add their init calls here */
 }
 
 const struct llm_type_ops *llm_get_type_ops(uint32_t type)
 {
     pthread_once(&ops_once, ops_init);
-    if (type >= LLM_TYPE_COUNT || (!ops_table[type].to_float && !ops_table[type].from_float))
-        return NULL;
-    return &ops_table[type];
+    return type < LLM_TYPE_COUNT && ops_table[type].to_float ? &ops_table[type] : NULL;
 }
 
 const struct llm_mm_ops *llm_get_mm_ops(uint32_t type)
 {
     pthread_once(&ops_once, ops_init);
-    return type < LLM_TYPE_COUNT && mm_table[type].mul_mat ? &mm_table[type] : NULL;
+    return type < LLM_TYPE_COUNT && mm_table[type].gemv ? &mm_table[type] : NULL;
 }
 
-const struct llm_pack_ops *llm_get_pack_ops(uint32_t type)
+const struct llm_unpack_ops *llm_get_unpack_ops(uint32_t type)
 {
     pthread_once(&ops_once, ops_init);
-    return type < LLM_TYPE_COUNT && pack_table[type].fast ? &pack_table[type] : NULL;
+    return type < LLM_TYPE_COUNT && unpack_table[type].unpack ? &unpack_table[type] : NULL;
 }
 
 unsigned llm_cpu_features(void)
@@ -236,6 +235,5 @@ unsigned llm_cpu_features(void)
 
 const char *llm_cpu_path(void)
 {
-    unsigned f = llm_cpu_features();
-    return f & LLM_CPU_AVX512 ? "avx512" : f & LLM_CPU_AVX2 ? "avx2" : "generic";
+    return llm_cpu_features() & LLM_CPU_AVX2 ? "avx2" : "generic";
 }

@@ -1,7 +1,8 @@
 /*
- * quant.h - (internal to core/ and its tests) scalar conversions between f32
- * and the stored tensor types: the reference definitions that SIMD kernels
- * are tested against.
+ * quant.h - (internal to core/ and its tests) the tensor types' kernels:
+ * row conversions between f32 and the stored types, the activation format
+ * of quantized weights, and the matrix products of every weight type, each
+ * defined by a scalar reference that every fast path matches bit for bit.
  *
  * Block layouts (little-endian, as GGUF stores them):
  *   F16   u16 IEEE half
@@ -38,9 +39,49 @@
  *   Q6_K  210 bytes: u8 ql[128] (low 4 bits); u8 qh[64] (high 2 bits);
  *         i8 scales[16]; f16 d
  *         x = d * sc * (q - 32)                          (16-element sub-blocks)
- *   Q8_K  292 bytes (activations only, never in files): f32 d; i8 qs[256];
- *         i16 bsums[16] (sums of 16 consecutive qs)     x = d * qs[i]
  * The exact bit positions are in quant-legacy.c and quant-k.c.
+ *
+ * ==== how a weight multiplies activations (one definition per type) ====
+ *
+ * Each output element y = W_r . x is computed by one fixed sequence of
+ * float operations, whatever the path (portable or AVX2), the number of
+ * tokens multiplied at once, the tile an element falls in or the thread
+ * that computes it. That is what makes the engine batch-invariant.
+ *
+ * F32, F16, BF16 weights meet f32 activations. Eight lanes: element k goes
+ * to lane k % 8, each lane a chain of fused multiply-adds in increasing k
+ * (acc = fma(w_k, x_k, acc), acc starting at +0; F16/BF16 weights widen to
+ * f32 exactly), and y = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)).
+ *
+ * Quantized weights meet activations quantized to 15-bit integers (the I16
+ * activation format below: x_i ~ d_a * q_i, one f32 d_a per 32 elements).
+ * A weight type is a sequence of units (its blocks or sub-blocks of 16 or
+ * 32 elements), unit u holding integers v_i with an exact f32 scale S_u
+ * and, for types with mins, an exact f32 min M_u:  w_i = S_u v_i + M_u.
+ * Then, with isum_u = sum v_i q_i and asum_u = sum q_i over the unit
+ * (exact integers) and d_a the scale of the activation block holding it:
+ *   acc = +0; for each unit in order:
+ *       acc = fmaf((float)isum_u, S_u * d_a, acc);
+ *       if the type has mins: acc = fmaf((float)asum_u, M_u * d_a, acc);
+ *   y = acc.
+ * The units, v, S and M of each type:
+ *   Q8_0  32, v = qs,                    S = d
+ *   Q4_0  32, v = nibble - 8,            S = d
+ *   Q5_0  32, v = nibble + 16 hbit - 16, S = d
+ *   Q4_1  32, v = nibble,                S = d, M = m
+ *   Q5_1  32, v = nibble + 16 hbit,      S = d, M = m
+ *   Q2_K  16, v = q,                     S = d sc, M = -(dmin m)
+ *   Q3_K  16, v = q - (hbit ? 0 : 4),    S = d (sc - 32)
+ *   Q4_K  32, v = q,                     S = d sc, M = -(dmin m)
+ *   Q5_K  32, v = q + 16 hbit,           S = d sc, M = -(dmin m)
+ *   Q6_K  16, v = q - 32,                S = d sc
+ * (products of an f16 and a 6- or 8-bit integer, so exact in f32).
+ *
+ * Quantized weights are stored "packed": the rows of a matrix in groups of
+ * LLM_PACK_ROWS = 8, block by block, so that one instruction works on 8
+ * rows (layouts in quant-pack.c and quant-k.c); the model packs them at
+ * load (packed.c), the last group padded with zero rows. The dequantized
+ * values of a packed row are bit for bit those of the stored row.
  */
 #ifndef KVCHAT_CORE_QUANT_H
 #define KVCHAT_CORE_QUANT_H
@@ -50,6 +91,7 @@
 #include <stdint.h>
 
 #define QK8_0 32
+#define QK_K 256
 struct block_q8_0 {
     uint16_t d;      /* f16 scale */
     int8_t qs[QK8_0];
@@ -71,89 +113,122 @@ int llm_dequantize_row(uint32_t type, const void *row, float *y, int64_t k);
  * returns bytes written, or -1 for a type not handled here. */
 int64_t llm_quantize_row(uint32_t type, const float *x, void *row, int64_t k);
 
-/* ==== kernels per type: the only way the engine touches tensor data ====
- *
- * A weight matrix of type T multiplies activations like this:
- *   prefill: rows of W -> to_float -> f32 panels -> BLIS sgemm;
- *   decode:  the activation vector -> ops(vec_dot_type)->from_float once per
- *            matrix, then vec_dot(W row, converted vector) for every row.
- * k and n are multiples of the type's block size. The *_ref functions are the
- * scalar definitions the fast ones are tested against; the fast ones are
- * picked once by cpuid (AVX-512, AVX2 or portable) and are deterministic:
- * the same inputs give the same bits on the same path. Any member may be NULL
- * where a type does not have it (an activation-only type such as Q8_K has no
- * vec_dot); the engine refuses weights whose type lacks to_float, vec_dot or
- * a vec_dot_type with from_float.
+/* ==== row conversions ====
+ * to_float_ref is the scalar definition of a type's values; to_float gives
+ * the same bits faster; from_float (F32, F16, BF16, Q8_0 and the legacy
+ * types: round to nearest, for tests and the KV cache) may be NULL.
  */
 struct llm_type_ops {
-    uint32_t vec_dot_type; /* the type activations are converted to for vec_dot */
     void (*to_float_ref)(const void *x, float *y, int64_t k);
     void (*to_float)(const void *x, float *y, int64_t k);
     void (*from_float)(const float *x, void *y, int64_t k);
-    /* sum over i < n of x[i] * y[i]; x of this type, y of vec_dot_type */
-    float (*vec_dot_ref)(int64_t n, const void *x, const void *y);
-    float (*vec_dot)(int64_t n, const void *x, const void *y);
 };
-
-/* The table entry for a type, or NULL where kvchat has no kernels for it. */
+/* NULL where kvchat has no conversions for the type */
 const struct llm_type_ops *llm_get_type_ops(uint32_t type);
 
-/* Optional blocked products for prefill, for types that have them (a table
- * beside llm_type_ops so that struct stays as it is). Activations are
- * first converted to vec_dot_type (from_float), then to the kernel's own
- * form: prepare(row, dst, n) writes prepared_bytes(n) bytes (dst 64-byte
- * aligned). Then
- *   y[t * ldy + r] = sum over i < n of W_r[i] * A_t[i]
- * for nr rows of the type (row r at w + r * w_stride) and nt prepared rows
- * (row t at a + t * a_stride, a multiple of 64), using scratch of
- * scratch_bytes(n, nr) bytes (64-byte aligned) for this call alone. Where
- * present the engine uses it instead of to_float + sgemm. Each result
- * depends only on its row and activation row, not on nr or nt. */
-struct llm_mm_ops {
-    void (*mul_mat)(int64_t n, int64_t nr, int64_t nt, const void *w, size_t w_stride,
-                    const void *a, size_t a_stride, float *y, int64_t ldy, void *scratch);
-    size_t (*scratch_bytes)(int64_t n, int64_t nr);
-    void (*prepare)(const void *a, void *dst, int64_t n);
-    size_t (*prepared_bytes)(int64_t n);
-};
-/* NULL where the type has none on this CPU */
-const struct llm_mm_ops *llm_get_mm_ops(uint32_t type);
-/* quant-basic.c: Q8_0 x Q8_0 with AVX-512 VNNI */
-void llm_quant_basic_mm_init(struct llm_mm_ops *table, unsigned cpu);
-
-/* ==== 8-row interleaved ("packed") weights (quant-pack.c) ====
- * For some types decode is faster when the rows of a matrix are stored in
- * groups of LLM_PACK_ROWS, block by block (the layout is described in
- * quant-pack.c). The packed group of rows 8g..8g+7 has their size and takes
- * their place, at 8 g row_bytes. The model packs a weight at load when
- * llm_get_pack_ops gives ops for its type and n_out is a multiple of 8;
- * the engine then uses these instead of the type's vec_dot and to_float.
+/* ==== activations ====
+ * LLM_ACT_F32: the f32 row itself.
+ * LLM_ACT_I16: a row of n elements (n a multiple of 32), stored from a
+ * 64-byte aligned address as
+ *   f32 d[nb8]      per block b of 32: d = max|x| / 16383 (nb8: n/32 rounded
+ *                   up to 8, the rest zero)
+ *   i32 s16[ns8]    per 16 elements j: the sum of their q (ns8: n/16 rounded up to 8)
+ *   i16 q[n]        q = nearest-even(x * (d ? 1 / d : 0)), clamped to +-16383
+ *   u8  lo[n]       q & 127
+ *   i8  hi[n]       q >> 7 (so q = 128 hi + lo)
+ * The representation is per token: quantizing a row does not depend on
+ * any other row.
  */
-#define LLM_PACK_ROWS 8
-struct llm_pack_ops {
-    /* 8 rows of n elements (row r at rows + r * stride) into a group at dst */
-    void (*pack)(const void *rows, size_t stride, int64_t n, void *dst);
-    /* y[r] = sum over i < n of W_r[i] * a[i] for the group's 8 rows; a of
-     * the type's vec_dot_type. dot matches dot_ref bit for bit. */
-    void (*dot_ref)(int64_t n, const void *group, const void *a, float *y);
-    void (*dot)(int64_t n, const void *group, const void *a, float *y);
-    /* the same for two groups at once, block by block (decode reads two
-     * places of a matrix at a time: more DRAM reads in flight); y0 and y1
-     * are bit for bit what dot gives for g0 and g1 */
-    void (*dot2)(int64_t n, const void *g0, const void *g1, const void *a, float *y0, float *y1);
-    /* the group's rows as f32, row r at y + r * ldy; both bit-identical to
-     * the type's to_float_ref of the unpacked rows */
-    void (*to_float_ref)(const void *group, float *y, int64_t ldy, int64_t n);
-    void (*to_float)(const void *group, float *y, int64_t ldy, int64_t n);
-    bool fast; /* dot is a SIMD kernel: packing pays on this CPU */
+enum { LLM_ACT_F32 = 0, LLM_ACT_I16 = 1 };
+size_t llm_act_bytes(int kind, int64_t n);
+struct llm_act16 {
+    const float *d;
+    const int32_t *s16;
+    const int16_t *q;
+    const uint8_t *lo;
+    const int8_t *hi;
 };
-/* NULL where packing does not pay for the type on this CPU */
-const struct llm_pack_ops *llm_get_pack_ops(uint32_t type);
-/* fills Q4_0, Q5_0 and Q8_0 (reference pointers always, fast ones for cpu) */
-void llm_quant_pack_init(struct llm_pack_ops *table, unsigned cpu);
+struct llm_act16 llm_act16_view(const void *a, int64_t n);
+/* x (n floats) to the I16 format at dst; the fast one writes the same bytes */
+void llm_act16_quantize_ref(const float *x, void *dst, int64_t n);
+void llm_act16_quantize(const float *x, void *dst, int64_t n);
+
+/* ==== matrix products ==== */
+
+#define LLM_PACK_ROWS 8
+
+/* a weight matrix as the kernels see it: n_out rows of n_in elements,
+ * stored as rows (row_bytes each) or as packed groups (group_bytes each,
+ * ceil(n_out / 8) of them) */
+struct llm_mat {
+    const uint8_t *data;
+    uint32_t type;
+    int64_t n_in, n_out;
+    size_t row_bytes, group_bytes;
+};
+
+struct llm_mm_ops {
+    int act;     /* LLM_ACT_F32 or LLM_ACT_I16 */
+    bool packed; /* stored as groups of 8 rows */
+    /* packed: bytes of a group of rows of n elements */
+    size_t (*group_bytes)(int64_t n);
+    /* packed: n_rows (1..8) stored rows (row i at rows + i * stride) of n
+     * elements into a group; rows after n_rows are zero */
+    void (*pack)(const void *rows, size_t stride, int64_t n_rows, int64_t n, void *group);
+    /* packed: row r of a group as f32, bit for bit the stored row's to_float_ref */
+    void (*group_row_to_float)(const void *group, int r, int64_t n, float *y);
+    /* the definition of one element: W_r . a (a: activations of the kind above) */
+    float (*dot_ref)(const struct llm_mat *w, int64_t r, const void *a);
+    /* one token: y0[r - r0] = W_r . a for r in [r0, r1), y1[r - s0] for r
+     * in [s0, s1) (the second range may be empty; packed: r0, s0 multiples
+     * of 8; the two are read together, two streams of weights) */
+    void (*gemv)(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1, const void *a,
+                 float *y0, float *y1);
+    /* nt tokens (token t's activations at a + t * a_stride): y[t * ldy + r
+     * - r0] = W_r . a_t for r in [r0, r1) (packed: r0 a multiple of 8),
+     * using scratch of gemm_scratch(n_in) bytes (64-byte aligned) */
+    void (*gemm)(const struct llm_mat *w, int64_t r0, int64_t r1, const void *a, size_t a_stride, int64_t nt,
+                 float *y, int64_t ldy, void *scratch);
+    size_t (*gemm_scratch)(int64_t n_in);
+};
+/* NULL where kvchat cannot multiply with the type */
+const struct llm_mm_ops *llm_get_mm_ops(uint32_t type);
+
+/* ==== inside the quant files ====
+ * A packed type's groups unpack to int16 for the batched product (mm.c),
+ * unit by unit: w16[((u * ul / 2 + p) * 8 + r) * 2 + j] = v of element
+ * u * ul + 2p + j of row r; S[u * 8 + r] = S_u of row r; M likewise (types
+ * with mins). The batched product is the definition above over these.
+ */
+struct llm_unpack_ops {
+    int ul;        /* elements per unit: 16 or 32 */
+    bool has_min;
+    void (*unpack_ref)(const void *group, int64_t n, int16_t *w16, float *S, float *M);
+    void (*unpack)(const void *group, int64_t n, int16_t *w16, float *S, float *M); /* same bits */
+    /* the type's one-token product (llm_mm_ops.gemv), for few tokens */
+    void (*gemv)(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1, const void *a,
+                 float *y0, float *y1);
+};
+/* the unpacking of a packed type (NULL for others) */
+const struct llm_unpack_ops *llm_get_unpack_ops(uint32_t type);
+/* the batched product of any packed type (mm.c): few tokens through the
+ * type's gemv, more through its groups unpacked and llm_mm_units */
+void llm_mm_packed_gemm(const struct llm_mat *w, int64_t r0, int64_t r1, const void *a, size_t a_stride,
+                        int64_t nt, float *y, int64_t ldy, void *scratch);
+size_t llm_mm_packed_scratch(int64_t n_in);
+/* the definition over unpacked units, for nt tokens and the 8 rows of one
+ * group (y[t * ldy + r], r < 8): the scalar reference and the fast one */
+void llm_mm_units_ref(const struct llm_unpack_ops *u, int64_t n, const int16_t *w16, const float *S,
+                      const float *M, const void *a, size_t a_stride, int64_t nt, float *y, int64_t ldy);
+/* the portable product of any packed type: every element by dot_ref */
+void llm_mm_gemv_by_ref(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1,
+                        const void *a, float *y0, float *y1);
+void llm_mm_gemm_by_ref(const struct llm_mat *w, int64_t r0, int64_t r1, const void *a, size_t a_stride,
+                        int64_t nt, float *y, int64_t ldy, void *scratch);
 
 /* CPU features the kernels choose by (bits of llm_cpu_features()). Setting
- * KVCHAT_CPU=generic|avx2 in the environment caps them (for testing). */
+ * KVCHAT_CPU=generic|avx2 in the environment caps them (for testing). Only
+ * AVX2 has kernels of its own; AVX-512 CPUs run them. */
 enum llm_cpu_feature {
     LLM_CPU_AVX2 = 1u << 0,        /* with FMA and F16C */
     LLM_CPU_AVX512 = 1u << 1,      /* F, BW, VL, DQ */
@@ -161,26 +236,16 @@ enum llm_cpu_feature {
     LLM_CPU_AVX512_BF16 = 1u << 3,
 };
 unsigned llm_cpu_features(void);
-/* "avx512", "avx2" or "generic": the kernel path in use */
+/* "avx2" or "generic": the kernel path in use */
 const char *llm_cpu_path(void);
 
-/* Each quant file fills its types' entries (reference and fast pointers for
- * the given features); llm_get_type_ops calls them all once. */
-void llm_quant_basic_init(struct llm_type_ops *table, unsigned cpu);
-/* quant-legacy.c: Q4_0 Q4_1 Q5_0 Q5_1, vec_dot against Q8_0 */
-void llm_quant_legacy_init(struct llm_type_ops *table, unsigned cpu);
-/* quant-k.c: Q2_K Q3_K Q4_K Q5_K Q6_K, vec_dot against Q8_K; and Q8_K */
-void llm_quant_k_init(struct llm_type_ops *table, unsigned cpu);
-
-/* ==== Q8_K: the activation type of the K-quants' vec_dot ==== */
-#define QK_K 256
-struct block_q8_K {
-    float d;                  /* scale */
-    int8_t qs[QK_K];          /* quants, -127..127 */
-    int16_t bsums[QK_K / 16]; /* sum of qs[16 j .. 16 j + 15] */
-};
-/* k a multiple of QK_K; round to nearest, the block's extreme maps to -127 */
-void llm_quantize_row_q8_K(const float *x, struct block_q8_K *y, int64_t k);
-void llm_dequantize_row_q8_K(const struct block_q8_K *x, float *y, int64_t k);
+/* Each kernel file fills its types' entries for the given features;
+ * llm_get_type_ops and llm_get_mm_ops call them all once. */
+void llm_quant_basic_init(struct llm_type_ops *t, struct llm_mm_ops *mm, unsigned cpu);
+void llm_quant_legacy_init(struct llm_type_ops *t, unsigned cpu);
+void llm_quant_pack_init(struct llm_mm_ops *mm, struct llm_unpack_ops *un, unsigned cpu);
+void llm_quant_k_init(struct llm_type_ops *t, struct llm_mm_ops *mm, struct llm_unpack_ops *un, unsigned cpu);
+void llm_mm_init(unsigned cpu);
+void llm_act_init(unsigned cpu);
 
 #endif

@@ -1,30 +1,33 @@
 /*
- * bench_quant.c - (a benchmark, not a test; built by `make bench`) measures
- * decode GEMV bandwidth per tensor type on Qwen2.5-0.5B-shaped weights and
- * compares it with the DRAM read bandwidth from llm_measure_membw.
+ * bench_quant.c - (a benchmark, not a test; built by `make bench`) the
+ * matrix products of each weight type on Qwen2.5-0.5B-shaped weights:
  *
- *   tests/bench_quant [-t THREADS] [-r REPS] [-l LAYERS] [--types Q4_0,Q4_K,...]
- *                     [--path generic|avx2|native]
+ *   tests/bench_quant [-t THREADS] [-r REPS] [-l LAYERS] [--types Q8_0,Q4_K,...]
+ *                     [--prefill-tokens T]
  *
- * Each type gets random blocks (small normal f16 scales) for LAYERS layers
- * of two matrix sets, allocated once (hundreds of MB, far beyond the
- * caches):
+ * Decode: each type gets random blocks (small normal f16 scales) for
+ * LAYERS layers of two matrix sets, allocated once (hundreds of MB, far
+ * beyond the caches), in the form the engine reads (quantized types packed
+ * 8 rows at a time):
  *   layer  q 896x896, k 896x128, v 896x128, o 896x896, gate 896x4864,
  *          up 896x4864, down 4864x896 (n_in x n_out), as in the model; only
  *          types whose block divides 896 (not the K-quants: llama.cpp itself
  *          falls back to other types for these rows)
  *   ffn    three 4864x896 matrices per layer (every type)
- * A pass converts a random activation vector to the type's vec_dot type
- * once per matrix (inside the timed region, as decode does) and computes
- * every row's vec_dot, rows split over THREADS OpenMP threads (static
- * schedule, one parallel region per pass). The figure is weight bytes read
- * per second, best of REPS passes; and the dequantizer (to_float, the
- * prefill panel path) in elements per second over the same rows.
- * Types that kvchat packs on this CPU (quant.h, llm_get_pack_ops) get a
- * second line, "packed": the same matrices packed 8 rows at a time into
- * huge pages, the rows of each matrix's two halves read two groups at a
- * time (dot2) as decode does, and the packed dequantizer.
+ * A pass converts a random activation vector to the type's activations once
+ * per matrix (inside the timed region, as decode does) and runs the
+ * one-token product over every row (group g of the first half read with
+ * group g of the second, as decode does), rows split over THREADS OpenMP
+ * threads. The figure is weight bytes read per second, best of REPS
+ * passes, against the DRAM read bandwidth from llm_measure_membw.
+ *
+ * Prefill: the batched product of one layer's matrices with T (default
+ * 512) tokens on THREADS threads, in G multiply-adds per second (the
+ * activations quantized outside the timed region); for F32 also BLIS's
+ * sgemm on the same data (each thread a block of 64 rows, as kvchat used to
+ * run it), the comparison that made kvchat multiply F32 with its own tile.
  */
+#include "core/gemm.h"
 #include "core/llm.h"
 #include "core/quant.h"
 
@@ -45,6 +48,8 @@ static uint64_t rnd64(void)
     return rng * 0x2545F4914F6CDD1DULL;
 }
 
+static float rnd_unit(void) { return (float)((double)(rnd64() >> 11) / 9007199254740992.0 - 0.5); }
+
 /* byte offsets of a block's f16 fields (-1 terminated) */
 static const int *f16_fields(uint32_t type)
 {
@@ -60,25 +65,85 @@ static const int *f16_fields(uint32_t type)
     }
 }
 
-static void fill_blocks(uint32_t type, uint8_t *p, int64_t n_blocks)
+/* n_out rows of a type: random blocks, or (float types) random values */
+static uint8_t *random_rows(uint32_t type, int64_t n_in, int64_t n_out, size_t *row_bytes)
 {
-    int64_t bb = llm_type_block_bytes(type);
-    for (int64_t i = 0; i + 8 <= n_blocks * bb; i += 8) {
+    int64_t bs = llm_type_block_size(type), bb = llm_type_block_bytes(type);
+    *row_bytes = (size_t)(n_in / bs * bb);
+    uint8_t *p = malloc(*row_bytes * (size_t)n_out);
+    if (!p)
+        return NULL;
+    if (bs == 1) {
+        const struct llm_type_ops *ops = llm_get_type_ops(type);
+        float *x = malloc((size_t)n_in * sizeof *x);
+        for (int64_t r = 0; r < n_out; r++) {
+            for (int64_t i = 0; i < n_in; i++)
+                x[i] = rnd_unit();
+            ops->from_float(x, p + (size_t)r * *row_bytes, n_in);
+        }
+        free(x);
+        return p;
+    }
+    int64_t nb = n_in / bs * n_out;
+    for (int64_t i = 0; i + 8 <= nb * bb; i += 8) {
         uint64_t r = rnd64();
         memcpy(p + i, &r, 8);
     }
-    for (int64_t b = 0; b < n_blocks; b++)
+    for (int64_t b = 0; b < nb; b++)
         for (const int *f = f16_fields(type); *f >= 0; f++) {
             uint16_t h = llm_fp32_to_fp16(0.001f + (float)(rnd64() % 1000) * 1e-5f);
             memcpy(p + b * bb + *f, &h, 2);
         }
+    return p;
 }
 
+/* a matrix in the engine's form (packed groups in huge pages, or rows) */
 struct mat {
-    int64_t n_in, n_out;
-    size_t row_bytes;
-    uint8_t *w;
+    struct llm_mat m;
+    uint8_t *map;
+    size_t map_bytes;
+    float *rows_f32; /* (F32 only, for BLIS) */
 };
+
+static int make_mat(struct mat *mt, uint32_t type, int64_t n_in, int64_t n_out)
+{
+    const struct llm_mm_ops *mm = llm_get_mm_ops(type);
+    size_t rb;
+    uint8_t *rows = random_rows(type, n_in, n_out, &rb);
+    if (!rows)
+        return -1;
+    memset(mt, 0, sizeof *mt);
+    mt->m = (struct llm_mat){.type = type, .n_in = n_in, .n_out = n_out, .row_bytes = rb,
+                             .group_bytes = mm->packed ? mm->group_bytes(n_in) : 0};
+    mt->map_bytes = mm->packed ? (size_t)((n_out + 7) / 8) * mt->m.group_bytes : rb * (size_t)n_out;
+    mt->map = mmap(NULL, mt->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mt->map == MAP_FAILED) {
+        free(rows);
+        return -1;
+    }
+    madvise(mt->map, mt->map_bytes, MADV_HUGEPAGE);
+    if (mm->packed) {
+        for (int64_t g = 0; g < (n_out + 7) / 8; g++) {
+            int64_t nr = n_out - 8 * g < 8 ? n_out - 8 * g : 8;
+            mm->pack(rows + (size_t)(8 * g) * rb, rb, nr, n_in, mt->map + (size_t)g * mt->m.group_bytes);
+        }
+    } else {
+        memcpy(mt->map, rows, mt->map_bytes);
+    }
+    if (type == LLM_TYPE_F32) {
+        mt->rows_f32 = malloc(mt->map_bytes);
+        memcpy(mt->rows_f32, rows, mt->map_bytes);
+    }
+    mt->m.data = mt->map;
+    free(rows);
+    return 0;
+}
+
+static void free_mat(struct mat *mt)
+{
+    munmap(mt->map, mt->map_bytes);
+    free(mt->rows_f32);
+}
 
 struct set {
     const char *name;
@@ -87,30 +152,27 @@ struct set {
     double bytes;
 };
 
+static const int64_t layer_shape[7][2] = {{896, 896}, {896, 128}, {896, 128}, {896, 896},
+                                          {896, 4864}, {896, 4864}, {4864, 896}};
+static const int64_t ffn_shape[3][2] = {{4864, 896}, {4864, 896}, {4864, 896}};
+
 static int make_set(struct set *s, const char *name, uint32_t type, int layers, int full)
 {
-    static const int64_t layer_shape[7][2] = {{896, 896}, {896, 128},  {896, 128}, {896, 896},
-                                              {896, 4864}, {896, 4864}, {4864, 896}};
-    static const int64_t ffn_shape[3][2] = {{4864, 896}, {4864, 896}, {4864, 896}};
     const int64_t(*shape)[2] = full ? layer_shape : ffn_shape;
     int per = full ? 7 : 3;
     s->name = name;
-    s->n = layers * per;
-    s->m = calloc((size_t)s->n, sizeof *s->m);
+    s->n = 0;
+    s->m = calloc((size_t)(layers * per), sizeof *s->m);
     s->bytes = 0;
-    int64_t bs = llm_type_block_size(type), bb = llm_type_block_bytes(type);
-    for (int i = 0; i < s->n; i++) {
-        struct mat *m = &s->m[i];
-        m->n_in = shape[i % per][0];
-        m->n_out = shape[i % per][1];
-        if (m->n_in % bs)
+    int64_t bs = llm_type_block_size(type);
+    int64_t need = llm_get_mm_ops(type)->act == LLM_ACT_I16 ? (bs > 32 ? bs : 32) : bs;
+    for (int i = 0; i < layers * per; i++) {
+        if (shape[i % per][0] % need)
             return -1;
-        m->row_bytes = (size_t)(m->n_in / bs * bb);
-        m->w = aligned_alloc(64, (m->row_bytes * (size_t)m->n_out + 63) / 64 * 64);
-        if (!m->w)
+        if (make_mat(&s->m[i], type, shape[i % per][0], shape[i % per][1]))
             return -1;
-        fill_blocks(type, m->w, m->n_in / bs * m->n_out);
-        s->bytes += (double)m->row_bytes * (double)m->n_out;
+        s->n++;
+        s->bytes += (double)s->m[i].m.row_bytes * (double)s->m[i].m.n_out;
     }
     return 0;
 }
@@ -118,93 +180,81 @@ static int make_set(struct set *s, const char *name, uint32_t type, int layers, 
 static void free_set(struct set *s)
 {
     for (int i = 0; i < s->n; i++)
-        free(s->m[i].w);
+        free_mat(&s->m[i]);
     free(s->m);
     s->m = NULL;
 }
 
-/* one pass over the set; returns seconds. po: the set is packed (group g
- * of each matrix's first half read with group g of its second, an odd last
- * group alone, as decode does) */
-static double run_pass(const struct set *s, const struct llm_type_ops *ops,
-                       const struct llm_pack_ops *po, const struct llm_type_ops *vd, const float *x,
-                       void *xq, float *out, int threads)
+/* activations of x for a product (n elements) into buf */
+static const void *prepare(const struct llm_mm_ops *mm, const float *x, int64_t n, void *buf)
+{
+    if (mm->act == LLM_ACT_F32)
+        return x;
+    llm_act16_quantize(x, buf, n);
+    return buf;
+}
+
+/* one decode pass over the set; seconds */
+static double decode_pass(const struct set *s, const float *x, void *xq, float *out, int threads)
 {
     double t0 = omp_get_wtime();
 #pragma omp parallel num_threads(threads)
     for (int i = 0; i < s->n; i++) {
-        const struct mat *m = &s->m[i];
-        int64_t groups = m->n_out / LLM_PACK_ROWS, half = groups / 2;
-        size_t gb = LLM_PACK_ROWS * m->row_bytes;
-#pragma omp single
-        vd->from_float(x, xq, m->n_in);
-        if (!po) {
-#pragma omp for schedule(static)
-            for (int64_t r = 0; r < m->n_out; r++)
-                out[r] = ops->vec_dot(m->n_in, m->w + (size_t)r * m->row_bytes, xq);
-            continue;
-        }
+        const struct llm_mat *m = &s->m[i].m;
+        const struct llm_mm_ops *mm = llm_get_mm_ops(m->type);
+        int64_t groups = (m->n_out + 7) / 8, half = groups / 2;
+        const void *a;
+#pragma omp single copyprivate(a)
+        a = prepare(mm, x, m->n_in, xq);
 #pragma omp for schedule(static)
         for (int64_t g = 0; g < half + groups % 2; g++) {
-            if (g == half)
-                po->dot(m->n_in, m->w + (size_t)(2 * half) * gb, xq, out + 2 * half * LLM_PACK_ROWS);
-            else
-                po->dot2(m->n_in, m->w + (size_t)g * gb, m->w + (size_t)(g + half) * gb, xq,
-                         out + g * LLM_PACK_ROWS, out + (g + half) * LLM_PACK_ROWS);
+            if (g == half) {
+                mm->gemv(m, 16 * half, m->n_out, 0, 0, a, out + 16 * half, NULL);
+            } else {
+                int64_t r0 = 8 * g, s0 = 8 * (g + half);
+                mm->gemv(m, r0, r0 + 8, s0, s0 + 8, a, out + r0, out + s0);
+            }
         }
     }
     return omp_get_wtime() - t0;
 }
 
-/* to_float of every row (each thread into its own buffer of 8 rows, the
- * packed set a group at a time); seconds */
-static double run_deq(const struct set *s, const struct llm_type_ops *ops,
-                      const struct llm_pack_ops *po, float *rowbuf, int threads)
+/* the batched product of one layer's set with T tokens; seconds (the
+ * activations' quantization not counted). blis: F32 through BLIS sgemm */
+static double prefill_pass(const struct set *s, uint8_t *act, size_t a_stride, const float *xf, float *y,
+                           int64_t T, int threads, int blis)
 {
-    double t0 = omp_get_wtime();
+    double total = 0;
+    for (int i = 0; i < 7 && i < s->n; i++) {
+        const struct llm_mat *m = &s->m[i].m;
+        const struct llm_mm_ops *mm = llm_get_mm_ops(m->type);
+        if (mm->act == LLM_ACT_I16)
+            for (int64_t t = 0; t < T; t++)
+                llm_act16_quantize(xf + t * m->n_in, act + (size_t)t * a_stride, m->n_in);
+        double t0 = omp_get_wtime();
+        const uint8_t *a = mm->act == LLM_ACT_F32 ? (const uint8_t *)xf : act;
+        size_t stride = mm->act == LLM_ACT_F32 ? (size_t)m->n_in * sizeof(float) : a_stride;
+        int64_t rows = 32, items = (m->n_out + rows - 1) / rows;
+        int64_t tb = 128, nt = (T + tb - 1) / tb;
 #pragma omp parallel num_threads(threads)
-    for (int i = 0; i < s->n; i++) {
-        const struct mat *m = &s->m[i];
-        float *rows = rowbuf + (size_t)omp_get_thread_num() * LLM_PACK_ROWS * 4864;
-        int64_t step = po ? LLM_PACK_ROWS : 1;
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < m->n_out; r += step) {
-            if (po)
-                po->to_float(m->w + (size_t)r * m->row_bytes, rows, m->n_in, m->n_in);
-            else
-                ops->to_float(m->w + (size_t)r * m->row_bytes, rows, m->n_in);
+        {
+            void *scratch = aligned_alloc(64, mm->gemm_scratch(m->n_in) + 64);
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t k = 0; k < items * nt; k++) {
+                int64_t r0 = k % items * rows, r1 = r0 + rows < m->n_out ? r0 + rows : m->n_out, t0 = k / items * tb;
+                int64_t t1 = t0 + tb < T ? t0 + tb : T;
+                if (blis)
+                    llm_sgemm_nt(1, t1 - t0, r1 - r0, m->n_in, 1.0f, xf + t0 * m->n_in, m->n_in,
+                                 s->m[i].rows_f32 + r0 * m->n_in, m->n_in, 0.0f, y + t0 * m->n_out + r0, m->n_out);
+                else
+                    mm->gemm(m, r0, r1, a + (size_t)t0 * stride, stride, t1 - t0, y + t0 * m->n_out + r0, m->n_out,
+                             scratch);
+            }
+            free(scratch);
         }
+        total += omp_get_wtime() - t0;
     }
-    return omp_get_wtime() - t0;
-}
-
-/* the set's matrices packed (each in its own huge-page mapping); 0 or -1 */
-static int pack_set(struct set *s, const struct llm_pack_ops *po)
-{
-    for (int i = 0; i < s->n; i++) {
-        struct mat *m = &s->m[i];
-        size_t bytes = m->row_bytes * (size_t)m->n_out;
-        uint8_t *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED || m->n_out % LLM_PACK_ROWS)
-            return -1;
-        madvise(p, bytes, MADV_HUGEPAGE);
-        for (int64_t g = 0; g < m->n_out / LLM_PACK_ROWS; g++)
-            po->pack(m->w + (size_t)g * LLM_PACK_ROWS * m->row_bytes, m->row_bytes, m->n_in,
-                     p + (size_t)g * LLM_PACK_ROWS * m->row_bytes);
-        free(m->w);
-        m->w = p;
-    }
-    return 0;
-}
-
-static void unpack_set(struct set *s)
-{
-    for (int i = 0; i < s->n; i++) {
-        munmap(s->m[i].w, s->m[i].row_bytes * (size_t)s->m[i].n_out);
-        s->m[i].w = NULL;
-    }
-    free(s->m);
-    s->m = NULL;
+    return total;
 }
 
 static int parse_type(const char *name)
@@ -218,7 +268,8 @@ static int parse_type(const char *name)
 int main(int argc, char **argv)
 {
     int threads = 2, reps = 5, layers = 24;
-    const char *types_arg = "Q8_0,Q4_0,Q4_1,Q5_0,Q5_1,Q2_K,Q3_K,Q4_K,Q5_K,Q6_K";
+    int64_t T = 512;
+    const char *types_arg = "F32,F16,BF16,Q8_0,Q4_0,Q4_1,Q5_0,Q5_1,Q2_K,Q3_K,Q4_K,Q5_K,Q6_K";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-t") && i + 1 < argc)
             threads = atoi(argv[++i]);
@@ -228,92 +279,91 @@ int main(int argc, char **argv)
             layers = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--types") && i + 1 < argc)
             types_arg = argv[++i];
+        else if (!strcmp(argv[i], "--prefill-tokens") && i + 1 < argc)
+            T = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [-t THREADS] [-r REPS] [-l LAYERS] [--types T,T,...]\n",
+            fprintf(stderr, "usage: %s [-t THREADS] [-r REPS] [-l LAYERS] [--types T,T,...] [--prefill-tokens T]\n",
                     argv[0]);
             return 1;
         }
     }
-    if (threads < 1 || reps < 1 || layers < 1) {
-        fprintf(stderr, "bench_quant: -t, -r and -l take positive numbers\n");
+    if (threads < 1 || reps < 1 || layers < 1 || T < 1) {
+        fprintf(stderr, "bench_quant: -t, -r, -l and --prefill-tokens take positive numbers\n");
         return 1;
     }
+    llm_gemm_setup();
     /* measured again at the end: on a shared machine the larger is nearer
      * the truth */
     double membw = llm_measure_membw(threads, 512LL << 20, 5);
-    printf("kernel path: %s; %d threads; %d layers of Qwen2.5-0.5B-shaped matrices\n",
-           llm_cpu_path(), threads, layers);
-    printf("DRAM read bandwidth (llm_measure_membw, 512 MiB, best of 5): %.1f GB/s\n\n",
-           membw / 1e9);
-    printf("%-6s %-6s %9s %9s %10s %9s %8s %12s\n", "type", "set", "bytes/w", "MB", "ms/pass",
-           "GB/s", "of DRAM", "to_float G/s");
+    printf("kernel path: %s; %d threads; %d layers of Qwen2.5-0.5B-shaped matrices; prefill of %lld tokens\n",
+           llm_cpu_path(), threads, layers, (long long)T);
+    printf("DRAM read bandwidth (llm_measure_membw, 512 MiB, best of 5): %.1f GB/s\n\n", membw / 1e9);
+    printf("%-6s %-6s %9s %9s %10s %9s %8s %14s\n", "type", "set", "bytes/w", "MB", "ms/pass", "GB/s", "of DRAM",
+           "prefill GMAC/s");
 
-    float *x = malloc(4864 * sizeof *x), *out = malloc(4864 * sizeof *out);
-    float *rowbuf = malloc((size_t)threads * LLM_PACK_ROWS * 4864 * sizeof *rowbuf);
-    void *xq = malloc(4864 * 4 + 1024);
+    float *x = malloc(4864 * sizeof *x), *out = malloc(151936 * sizeof *out);
+    void *xq = aligned_alloc(64, llm_act_bytes(LLM_ACT_I16, 4864) + 64);
     for (int i = 0; i < 4864; i++)
-        x[i] = (float)((double)(rnd64() >> 11) / 9007199254740992.0 - 0.5);
+        x[i] = rnd_unit();
+    /* prefill inputs: T rows of 4864 floats and their I16 form */
+    size_t a_stride = (llm_act_bytes(LLM_ACT_I16, 4864) + 63) / 64 * 64;
+    float *xf = malloc((size_t)T * 4864 * sizeof *xf), *y = malloc((size_t)T * 4864 * sizeof *y);
+    uint8_t *act = aligned_alloc(64, a_stride * (size_t)T);
+    for (int64_t i = 0; i < T * 4864; i++)
+        xf[i] = rnd_unit();
 
     char list[256];
     snprintf(list, sizeof list, "%s", types_arg);
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
         int type = parse_type(tok);
-        const struct llm_type_ops *ops = type >= 0 ? llm_get_type_ops((uint32_t)type) : NULL;
-        if (!ops || !ops->vec_dot) {
-            fprintf(stderr, "bench_quant: no vec_dot for type '%s'\n", tok);
+        if (type < 0 || !llm_get_mm_ops((uint32_t)type)) {
+            fprintf(stderr, "bench_quant: no products for type '%s'\n", tok);
             return 1;
         }
-        const struct llm_type_ops *vd = llm_get_type_ops(ops->vec_dot_type);
-        double bpw = (double)llm_type_block_bytes((uint32_t)type) /
-                     (double)llm_type_block_size((uint32_t)type);
+        double bpw = (double)llm_type_block_bytes((uint32_t)type) / (double)llm_type_block_size((uint32_t)type);
         for (int full = 1; full >= 0; full--) {
             struct set s;
-            if (make_set(&s, full ? "layer" : "ffn", (uint32_t)type, layers, full)) {
+            if (make_set(&s, full ? "layer" : "ffn", (uint32_t)type, full ? layers : layers, full)) {
                 free_set(&s);
                 continue; /* rows of 896 are not whole blocks of this type */
             }
             double best = 1e30;
-            run_pass(&s, ops, NULL, vd, x, xq, out, threads); /* warm-up */
+            decode_pass(&s, x, xq, out, threads); /* warm-up */
             for (int r = 0; r < reps; r++) {
-                double t = run_pass(&s, ops, NULL, vd, x, xq, out, threads);
-                if (t < best)
-                    best = t;
-            }
-            double best_deq = 1e30, elems = s.bytes / bpw;
-            for (int r = 0; r < reps; r++) {
-                double t = run_deq(&s, ops, NULL, rowbuf, threads);
-                if (t < best_deq)
-                    best_deq = t;
-            }
-            printf("%-6s %-6s %9.4f %9.1f %10.3f %9.1f %7.0f%% %12.2f\n", tok, s.name, bpw,
-                   s.bytes / 1e6, best * 1e3, s.bytes / best / 1e9, 100 * s.bytes / best / membw,
-                   elems / best_deq / 1e9);
-            fflush(stdout);
-            const struct llm_pack_ops *po = llm_get_pack_ops((uint32_t)type);
-            if (!po || pack_set(&s, po)) {
-                free_set(&s);
-                continue;
-            }
-            best = best_deq = 1e30;
-            run_pass(&s, ops, po, vd, x, xq, out, threads); /* warm-up */
-            for (int r = 0; r < reps; r++) {
-                double t = run_pass(&s, ops, po, vd, x, xq, out, threads);
+                double t = decode_pass(&s, x, xq, out, threads);
                 best = t < best ? t : best;
-                t = run_deq(&s, ops, po, rowbuf, threads);
-                best_deq = t < best_deq ? t : best_deq;
             }
-            printf("%-6s %-6s %9.4f %9.1f %10.3f %9.1f %7.0f%% %12.2f  packed\n", tok, s.name, bpw,
-                   s.bytes / 1e6, best * 1e3, s.bytes / best / 1e9, 100 * s.bytes / best / membw,
-                   elems / best_deq / 1e9);
+            /* prefill on the set's first layer (7 or 3 matrices) */
+            int n_pre = full ? 7 : 3;
+            double macs = 0, bp = 1e30, bb = 1e30;
+            for (int i = 0; i < n_pre; i++)
+                macs += (double)s.m[i].m.n_in * (double)s.m[i].m.n_out * (double)T;
+            struct set one = s;
+            one.n = n_pre;
+            for (int r = 0; r < (reps < 3 ? reps : 3); r++) {
+                double t = prefill_pass(&one, act, a_stride, xf, y, T, threads, 0);
+                bp = t < bp ? t : bp;
+                if (type == LLM_TYPE_F32) {
+                    t = prefill_pass(&one, act, a_stride, xf, y, T, threads, 1);
+                    bb = t < bb ? t : bb;
+                }
+            }
+            printf("%-6s %-6s %9.4f %9.1f %10.3f %9.1f %7.0f%% %14.1f", tok, s.name, bpw, s.bytes / 1e6, best * 1e3,
+                   s.bytes / best / 1e9, 100 * s.bytes / best / membw, macs / bp / 1e9);
+            if (type == LLM_TYPE_F32)
+                printf("   (BLIS sgemm %.1f)", macs / bb / 1e9);
+            printf("\n");
             fflush(stdout);
-            unpack_set(&s);
+            free_set(&s);
         }
     }
     double membw2 = llm_measure_membw(threads, 512LL << 20, 5);
     printf("\nDRAM read bandwidth measured again at the end: %.1f GB/s\n", membw2 / 1e9);
     free(x);
     free(out);
-    free(rowbuf);
     free(xq);
+    free(xf);
+    free(y);
+    free(act);
     return 0;
 }

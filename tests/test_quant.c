@@ -1,21 +1,21 @@
 /*
- * test_quant.c - the quantized tensor types' kernels (core/quant-legacy.c,
- * core/quant-k.c) against their definitions:
+ * test_quant.c - the tensor types' kernels against their definitions:
  * - the reference dequantizers against llama.cpp's gguf-py (numpy) on
  *   files quantized by llama.cpp (tests/data/quant, goldens.txt made by
- *   tests/data/regen-quant.sh): bit-identical f32 for every tensor;
- * - every kernel path's (portable, AVX2, AVX-512 VNNI) to_float and vec_dot against the references, bit for
- *   bit, on random blocks that include extreme f16 scales (zero, -0,
- *   subnormal, largest) and all-ones / all-zero quant bytes;
- * - the 8-row packed forms of Q4_0, Q5_0 and Q8_0 (core/quant-pack.c): every
- *   path's packed to_float against the rows' reference dequantization and
- *   packed dot against the packed reference, bit for bit, and the packed
- *   reference against the exact product;
- * - the reference vec_dot against a double-precision dot product of the
- *   dequantized operands (so the reference itself is right), and the Q8_K
- *   and legacy quantizers' rounding;
- * - the GGUF reader refusing K-quant tensors with ragged rows or truncated
- *   data.
+ *   tests/data/regen-quant.sh): bit-identical f32 for every tensor; every
+ *   path's (portable, AVX2) fast dequantizer the same bits, also on random
+ *   blocks with extreme f16 scales (zero, -0, subnormal, largest) and
+ *   all-ones / all-zero quant bytes;
+ * - the I16 activation quantizer: the fast one writes the reference's
+ *   bytes (also for zero, huge, tiny and NaN rows), and rounds right;
+ * - every weight type's matrix products (quant.h's definition): packing
+ *   keeps every row's dequantized bits; dot_ref is within f32 rounding of
+ *   the exact product of the dequantized operands; the one-token GEMV (with
+ *   two row ranges) and the batched product for 1 to 13 tokens and any row
+ *   range give dot_ref's bits for every element; the fast unpacking gives
+ *   the reference's;
+ * - the legacy quantizers' rounding; the GGUF reader refusing K-quant
+ *   tensors with ragged rows or truncated data.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -38,11 +38,12 @@ static const uint32_t quant_types[] = {
 };
 #define N_QUANT_TYPES (sizeof quant_types / sizeof quant_types[0])
 
-/* Every kernel path this CPU can run, each as its own table filled by the
- * quant files' init functions with that path's feature bits. */
-static struct llm_type_ops path_table[3][LLM_TYPE_COUNT];
-static struct llm_pack_ops pack_table[3][LLM_TYPE_COUNT];
-static const char *path_name[3];
+/* Every dequantizer path this CPU can run, each as its own table filled by
+ * the kernel files' init functions with that path's feature bits. */
+static struct llm_type_ops path_table[2][LLM_TYPE_COUNT];
+static struct llm_mm_ops path_mm[2][LLM_TYPE_COUNT];
+static struct llm_unpack_ops path_un[2][LLM_TYPE_COUNT];
+static const char *path_name[2];
 static int n_paths;
 
 static int setup_paths(void **state)
@@ -54,17 +55,16 @@ static int setup_paths(void **state)
     } all[] = {
         {"portable", 0},
         {"avx2", LLM_CPU_AVX2},
-        {"avx512-vnni", LLM_CPU_AVX2 | LLM_CPU_AVX512 | LLM_CPU_AVX512_VNNI},
     };
     unsigned have = llm_cpu_features();
     n_paths = 0;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 2; i++) {
         if ((all[i].cpu & have) != all[i].cpu)
             continue;
-        llm_quant_basic_init(path_table[n_paths], all[i].cpu);
+        llm_quant_basic_init(path_table[n_paths], path_mm[n_paths], all[i].cpu);
         llm_quant_legacy_init(path_table[n_paths], all[i].cpu);
-        llm_quant_k_init(path_table[n_paths], all[i].cpu);
-        llm_quant_pack_init(pack_table[n_paths], all[i].cpu);
+        llm_quant_k_init(path_table[n_paths], path_mm[n_paths], path_un[n_paths], all[i].cpu);
+        llm_quant_pack_init(path_mm[n_paths], path_un[n_paths], all[i].cpu);
         path_name[n_paths++] = all[i].name;
     }
     return 0;
@@ -278,264 +278,18 @@ static void test_to_float_paths(void **state)
     }
 }
 
-/* ==== vec_dot ==== */
+/* ==== the I16 activation quantizer ==== */
 
-/* n activations quantized to the vec_dot type; extreme: also huge/tiny/zero */
-static void *random_activations(const struct llm_type_ops *ops, int64_t n, int extreme,
-                                float *deq /* n floats: the quantized values, or NULL */)
-{
-    const struct llm_type_ops *yo = llm_get_type_ops(ops->vec_dot_type);
-    assert_non_null(yo);
-    float *a = malloc((size_t)n * sizeof *a);
-    int64_t blk = llm_type_block_size(ops->vec_dot_type);
-    for (int64_t b = 0; b < n / blk; b++) {
-        int kind = extreme ? (int)(rnd() % 5) : 0;
-        float scale = kind == 1 ? 1e30f : kind == 2 ? 1e-30f : 1.0f;
-        for (int64_t i = 0; i < blk; i++) {
-            float v = scale * rnd_normal();
-            if (kind == 3)
-                v = 0;
-            if (kind == 4) /* every element at the extreme */
-                v = i & 1 ? -3.0f : 3.0f;
-            a[b * blk + i] = v;
-        }
-    }
-    void *y = malloc((size_t)(n / blk * llm_type_block_bytes(ops->vec_dot_type)));
-    yo->from_float(a, y, n);
-    if (deq)
-        yo->to_float_ref(y, deq, n);
-    free(a);
-    return y;
-}
-
-static const int64_t dot_sizes[] = {256, 512, 896, 1024, 4864};
-
-static void test_vec_dot_paths(void **state)
+static void test_act16(void **state)
 {
     (void)state;
-    for (size_t ti = 0; ti < N_QUANT_TYPES; ti++) {
-        uint32_t type = quant_types[ti];
-        const struct llm_type_ops *ref = &path_table[0][type];
-        int64_t block = type == LLM_TYPE_Q4_0 || type == LLM_TYPE_Q4_1 ||
-                                type == LLM_TYPE_Q5_0 || type == LLM_TYPE_Q5_1
-                            ? 32
-                            : QK_K;
-        for (size_t si = 0; si < sizeof dot_sizes / sizeof dot_sizes[0]; si++) {
-            int64_t n = dot_sizes[si];
-            if (n % block)
-                continue;
-            for (int rep = 0; rep < 20; rep++) {
-                int extreme = rep % 2;
-                uint8_t *x = random_blocks(type, n / block, extreme);
-                void *y = random_activations(ref, n, extreme, NULL);
-                float want = ref->vec_dot_ref(n, x, y);
-                for (int lv = 0; lv < n_paths; lv++) {
-                    const struct llm_type_ops *o = &path_table[lv][type];
-                    float got = o->vec_dot(n, x, y);
-                    if (!same_float(want, got)) {
-                        print_error("%s n=%lld rep %d path %s: %a, reference %a\n",
-                                    llm_type_name(type), (long long)n, rep, path_name[lv], got,
-                                    want);
-                        fail();
-                    }
-                }
-                free(x);
-                free(y);
-            }
-        }
-    }
-}
-
-/* ==== packed (8-row interleaved) weights ==== */
-
-/*
- * 8 random rows (extreme blocks too) packed by quant-pack.c: every path's
- * packed to_float gives the unpacked rows' reference dequantization bit for
- * bit; every path's packed dot equals the packed dot_ref bit for bit; and
- * dot_ref is within f32 rounding of the exact product of the dequantized
- * operands: (nb + 2) 2^-24 sum |x_i y_i| (nb block products, each scale
- * product rounded once, each fma rounded once).
- */
-static void test_pack_paths(void **state)
-{
-    (void)state;
-    static const uint32_t types[] = {LLM_TYPE_Q4_0, LLM_TYPE_Q5_0, LLM_TYPE_Q8_0};
-    static const int64_t sizes[] = {32, 64, 896, 4864};
-    for (size_t ti = 0; ti < 3; ti++) {
-        uint32_t type = types[ti];
-        const struct llm_type_ops *ref = &path_table[0][type];
-        const struct llm_pack_ops *pref = &pack_table[0][type];
-        size_t bb = (size_t)llm_type_block_bytes(type);
-        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
-            int64_t n = sizes[si], nb = n / 32;
-            size_t row_bytes = (size_t)nb * bb;
-            for (int rep = 0; rep < 16; rep++) {
-                int extreme = rep % 2;
-                uint8_t *rows = random_blocks(type, nb * LLM_PACK_ROWS, extreme);
-                uint8_t *group = malloc(row_bytes * LLM_PACK_ROWS);
-                float *want = malloc((size_t)(n * LLM_PACK_ROWS) * sizeof(float));
-                float *got = malloc((size_t)(n * LLM_PACK_ROWS) * sizeof(float));
-                float *yf = malloc((size_t)n * sizeof(float));
-                assert_non_null(group);
-                pref->pack(rows, row_bytes, n, group);
-                uint8_t *rows2 = random_blocks(type, nb * LLM_PACK_ROWS, extreme);
-                uint8_t *group2 = malloc(row_bytes * LLM_PACK_ROWS);
-                assert_non_null(group2);
-                pref->pack(rows2, row_bytes, n, group2);
-                for (int r = 0; r < LLM_PACK_ROWS; r++)
-                    ref->to_float_ref(rows + r * row_bytes, want + r * n, n);
-                void *y = random_activations(ref, n, extreme, yf);
-                float dref[LLM_PACK_ROWS], dgot[LLM_PACK_ROWS];
-                pref->dot_ref(n, group, y, dref);
-                for (int lv = 0; lv < n_paths; lv++) {
-                    const struct llm_pack_ops *o = &pack_table[lv][type];
-                    for (int k = 0; k < 2; k++) {
-                        memset(got, 0xa5, (size_t)(n * LLM_PACK_ROWS) * sizeof(float));
-                        (k ? o->to_float : o->to_float_ref)(group, got, n, n);
-                        for (int64_t i = 0; i < n * LLM_PACK_ROWS; i++)
-                            if (!same_float(want[i], got[i])) {
-                                print_error("%s packed %s path %s n=%lld row %lld element %lld: %a, "
-                                            "reference %a\n",
-                                            llm_type_name(type), k ? "to_float" : "to_float_ref",
-                                            path_name[lv], (long long)n, (long long)(i / n),
-                                            (long long)(i % n), got[i], want[i]);
-                                fail();
-                            }
-                    }
-                    /* dot, and dot2 with the group first and second (with
-                     * another group of random rows) */
-                    float d2[LLM_PACK_ROWS], dref2[LLM_PACK_ROWS];
-                    pref->dot_ref(n, group2, y, dref2);
-                    for (int k = 0; k < 3; k++) {
-                        if (k == 0)
-                            o->dot(n, group, y, dgot);
-                        else if (k == 1)
-                            o->dot2(n, group, group2, y, dgot, d2);
-                        else
-                            o->dot2(n, group2, group, y, d2, dgot);
-                        for (int r = 0; r < LLM_PACK_ROWS; r++)
-                            if (!same_float(dref[r], dgot[r]) || (k && !same_float(dref2[r], d2[r]))) {
-                                print_error("%s packed %s path %s n=%lld rep %d row %d: %a %a, dot_ref %a %a\n",
-                                            llm_type_name(type), k ? "dot2" : "dot", path_name[lv],
-                                            (long long)n, rep, r, dgot[r], d2[r], dref[r], dref2[r]);
-                                fail();
-                            }
-                    }
-                }
-                for (int r = 0; r < LLM_PACK_ROWS; r++) {
-                    double exact = 0, mag = 0;
-                    for (int64_t i = 0; i < n; i++) {
-                        exact += (double)want[r * n + i] * yf[i];
-                        mag += fabs((double)want[r * n + i] * yf[i]);
-                    }
-                    if (!(mag < 1e30))
-                        continue; /* overflowing operands: bit equality above is the check */
-                    double bound = (double)(nb + 2) * ldexp(1.0, -24) * mag + 1e-37;
-                    if (!(fabs(dref[r] - exact) <= bound)) {
-                        print_error("%s packed dot_ref n=%lld rep %d row %d: %.9g, exact %.9g "
-                                    "(bound %.3g)\n",
-                                    llm_type_name(type), (long long)n, rep, r, dref[r], exact, bound);
-                        fail();
-                    }
-                }
-                free(rows);
-                free(group);
-                free(group2);
-                free(rows2);
-                free(want);
-                free(got);
-                free(yf);
-                free(y);
-            }
-        }
-    }
-}
-
-/* The reference vec_dot equals the exact dot product of the dequantized
- * operands up to f32 rounding: |ref - exact| <= 2e-5 * sum |x_i y_i|. */
-static void test_vec_dot_ref_accuracy(void **state)
-{
-    (void)state;
-    for (size_t ti = 0; ti < N_QUANT_TYPES; ti++) {
-        uint32_t type = quant_types[ti];
-        const struct llm_type_ops *ops = llm_get_type_ops(type);
-        const int64_t n = 4864; /* 19 super-blocks, 152 blocks of 32 */
-        for (int rep = 0; rep < 10; rep++) {
-            uint8_t *x = random_blocks(type, n / llm_type_block_size(type), 0);
-            float *xf = malloc((size_t)n * sizeof *xf), *yf = malloc((size_t)n * sizeof *yf);
-            void *y = random_activations(ops, n, 0, yf);
-            ops->to_float_ref(x, xf, n);
-            double exact = 0, mag = 0;
-            for (int64_t i = 0; i < n; i++) {
-                exact += (double)xf[i] * yf[i];
-                mag += fabs((double)xf[i] * yf[i]);
-            }
-            float got = ops->vec_dot_ref(n, x, y);
-            if (fabs(got - exact) > 2e-5 * mag + 1e-30) {
-                print_error("%s rep %d: vec_dot_ref %.9g, exact %.9g (magnitude %.3g)\n",
-                            llm_type_name(type), rep, got, exact, mag);
-                fail();
-            }
-            free(x);
-            free(xf);
-            free(yf);
-            free(y);
-        }
-    }
-}
-
-/* ==== quantizers ==== */
-
-static void test_q8_K_quantize(void **state)
-{
-    (void)state;
-    const int64_t n = 4 * QK_K;
-    float x[4 * QK_K], back[4 * QK_K];
-    struct block_q8_K y[4];
-    for (int64_t i = 0; i < n; i++)
-        x[i] = rnd_normal() * (i < QK_K ? 1.0f : i < 2 * QK_K ? 1e-20f : 1e20f);
-    for (int64_t i = 3 * QK_K; i < n; i++)
-        x[i] = 0; /* an all-zero block */
-    llm_quantize_row_q8_K(x, y, n);
-    llm_dequantize_row_q8_K(y, back, n);
-    for (int b = 0; b < 4; b++) {
-        float amax = 0;
-        int imax = 0;
-        for (int i = 0; i < QK_K; i++)
-            if (fabsf(x[b * QK_K + i]) > amax) {
-                amax = fabsf(x[b * QK_K + i]);
-                imax = i;
-            }
-        if (amax == 0) {
-            assert_true(y[b].d == 0);
-        } else {
-            assert_int_equal(y[b].qs[imax], -127); /* the extreme maps to -127 */
-            assert_true(fabsf(fabsf(y[b].d) * 127 - amax) <= amax * 1e-6f);
-        }
-        for (int i = 0; i < QK_K; i++)
-            assert_true(fabsf(back[b * QK_K + i] - x[b * QK_K + i]) <=
-                        fabsf(y[b].d) * 0.5f * (1 + 1e-5f));
-        for (int j = 0; j < QK_K / 16; j++) {
-            int s = 0;
-            for (int i = 0; i < 16; i++)
-                s += y[b].qs[16 * j + i];
-            assert_int_equal(y[b].bsums[j], s);
-        }
-    }
-}
-
-/* Every path's Q8_K quantizer writes the reference's bytes, including for
- * ties between +max and -max, zero blocks, huge and tiny values, and values
- * exactly half-way between integers after scaling. */
-static void test_q8_K_paths(void **state)
-{
-    (void)state;
-    enum { NB = 8 };
-    static float x[NB * QK_K];
-    static struct block_q8_K want[NB], got[NB];
-    for (int rep = 0; rep < 50; rep++) {
-        for (int i = 0; i < NB * QK_K; i++) {
-            int blk = i / QK_K;
+    const int64_t n = 32 * 12;
+    float x[32 * 12];
+    size_t bytes = llm_act_bytes(LLM_ACT_I16, n);
+    uint8_t *want = aligned_alloc(64, bytes), *got = aligned_alloc(64, bytes);
+    for (int rep = 0; rep < 200; rep++) {
+        for (int64_t i = 0; i < n; i++) {
+            int blk = (int)(i / 32);
             float v = rnd_normal();
             if (blk == 1)
                 v = 0;
@@ -543,28 +297,288 @@ static void test_q8_K_paths(void **state)
                 v *= 1e30f;
             if (blk == 3)
                 v *= 1e-30f;
-            if (blk == 5) /* subnormal: -127 / max overflows */
-                v *= 1e-40f;
-            if (blk == 4) /* ties of magnitude, and halves after scaling by 127/127 */
-                v = (float)((int)(rnd() % 255) - 127) + ((rnd() & 1) ? 0.5f : 0.0f);
+            if (blk == 4) /* halves after scaling: max 16383 maps to itself */
+                v = (float)((int)(rnd() % 32767) - 16383) + ((rnd() & 1) ? 0.5f : 0.0f);
+            if (blk == 5 && i % 32 == 7 && rep % 3 == 0)
+                v = NAN;
+            if (blk == 6)
+                v *= 1e-40f; /* subnormal */
             x[i] = v;
         }
-        x[4 * QK_K + 7] = 127.5f;
-        x[4 * QK_K + 9] = -127.5f;
-        llm_quantize_row_q8_K(x, want, NB * QK_K);
-        for (int lv = 0; lv < n_paths; lv++) {
-            memset(got, 0x5a, sizeof got);
-            path_table[lv][LLM_TYPE_Q8_K].from_float(x, got, NB * QK_K);
-            if (memcmp(want, got, sizeof want)) {
-                for (int b = 0; b < NB; b++)
-                    if (memcmp(&want[b], &got[b], sizeof want[b]))
-                        print_error("rep %d path %s: Q8_K block %d differs (d %a vs %a)\n", rep,
-                                    path_name[lv], b, got[b].d, want[b].d);
-                fail();
+        x[4 * 32] = 16383.0f;
+        memset(want, 0x5a, bytes);
+        memset(got, 0xa5, bytes);
+        llm_act16_quantize_ref(x, want, n);
+        llm_act16_quantize(x, got, n);
+        if (memcmp(want, got, bytes)) {
+            size_t at = 0;
+            while (want[at] == got[at])
+                at++;
+            print_error("rep %d: the fast I16 quantizer differs from the reference at byte %zu of %zu\n", rep, at,
+                        bytes);
+            fail();
+        }
+        struct llm_act16 a = llm_act16_view(want, n);
+        for (int64_t b = 0; b < n / 32; b++) {
+            int32_t s[2] = {0, 0};
+            for (int i = 0; i < 32; i++) {
+                int64_t e = 32 * b + i;
+                assert_int_equal(a.q[e], 128 * a.hi[e] + a.lo[e]);
+                assert_true(a.q[e] >= -16383 && a.q[e] <= 16383);
+                s[i / 16] += a.q[e];
+                if (b != 5 && b != 6) /* not the blocks with a NaN or of subnormals */
+                    assert_true(fabsf(a.d[b] * (float)a.q[e] - x[e]) <=
+                                a.d[b] * 0.5f * (1 + 1e-5f) + fabsf(x[e]) * 1.2e-7f);
+            }
+            assert_int_equal(a.s16[2 * b], s[0]);
+            assert_int_equal(a.s16[2 * b + 1], s[1]);
+        }
+    }
+    free(want);
+    free(got);
+}
+
+/* ==== matrix products ==== */
+
+#define NT_MAX 13
+#define N_OUT 21 /* two groups of 8 and a partial one */
+
+struct mat_case {
+    uint32_t type;
+    int64_t n;
+    uint8_t *stored; /* N_OUT rows */
+    size_t row_bytes;
+    struct llm_mat w;
+    uint8_t *data;
+    uint8_t *act;    /* NT_MAX rows */
+    size_t a_stride;
+    float *wf, *af;  /* the operands' values */
+};
+
+static void make_case(struct mat_case *c, uint32_t type, int64_t n, int extreme)
+{
+    const struct llm_type_ops *ops = llm_get_type_ops(type);
+    const struct llm_mm_ops *mm = llm_get_mm_ops(type);
+    assert_non_null(ops);
+    assert_non_null(mm);
+    memset(c, 0, sizeof *c);
+    c->type = type;
+    c->n = n;
+    int64_t bs = llm_type_block_size(type);
+    c->row_bytes = (size_t)(n / bs * llm_type_block_bytes(type));
+    c->wf = malloc((size_t)(N_OUT * n) * sizeof(float));
+    c->af = malloc((size_t)(NT_MAX * n) * sizeof(float));
+    if (bs == 1) { /* float types: values through from_float */
+        c->stored = malloc(c->row_bytes * N_OUT);
+        for (int64_t i = 0; i < N_OUT * n; i++)
+            c->wf[i] = rnd_normal();
+        for (int r = 0; r < N_OUT; r++)
+            ops->from_float(c->wf + r * n, c->stored + r * c->row_bytes, n);
+    } else {
+        c->stored = random_blocks(type, N_OUT * n / bs, extreme);
+        if (extreme == 2) { /* every field at its largest */
+            int64_t bb = llm_type_block_bytes(type);
+            for (int64_t b = 0; b < N_OUT * n / bs; b++) {
+                uint8_t keep[4];
+                const int *f = f16_fields(type);
+                for (int j = 0; f[j] >= 0; j++)
+                    memcpy(keep + 2 * j, c->stored + b * bb + f[j], 2);
+                memset(c->stored + b * bb, 0xff, (size_t)bb);
+                for (int j = 0; f[j] >= 0; j++)
+                    memcpy(c->stored + b * bb + f[j], keep + 2 * j, 2);
             }
         }
     }
+    for (int r = 0; r < N_OUT; r++)
+        ops->to_float_ref(c->stored + r * c->row_bytes, c->wf + r * n, n);
+    c->w = (struct llm_mat){.type = type, .n_in = n, .n_out = N_OUT, .row_bytes = c->row_bytes};
+    if (mm->packed) {
+        int64_t groups = (N_OUT + 7) / 8;
+        c->w.group_bytes = mm->group_bytes(n);
+        c->data = malloc(c->w.group_bytes * (size_t)groups);
+        for (int64_t g = 0; g < groups; g++) {
+            int64_t nr = N_OUT - 8 * g < 8 ? N_OUT - 8 * g : 8;
+            mm->pack(c->stored + (size_t)(8 * g) * c->row_bytes, c->row_bytes, nr, n,
+                     c->data + (size_t)g * c->w.group_bytes);
+        }
+        c->w.data = c->data;
+    } else {
+        c->w.data = c->stored;
+    }
+    c->a_stride = (llm_act_bytes(mm->act, n) + 63) / 64 * 64;
+    c->act = aligned_alloc(64, c->a_stride * NT_MAX);
+    for (int t = 0; t < NT_MAX; t++) {
+        float *x = c->af + t * n;
+        for (int64_t i = 0; i < n; i++) {
+            int kind = extreme == 2 ? 4 : extreme ? (int)((i / 32 + t) % 5) : 0;
+            /* kind 4: every element at the extreme (+-16383), the largest 16-bit sums */
+            x[i] = kind == 1 ? 0 : kind == 2 ? 1e20f * rnd_normal() : kind == 3 ? 1e-20f * rnd_normal()
+                 : kind == 4 ? (t % 2 ? -3.0f : 3.0f) : rnd_normal();
+        }
+        uint8_t *dst = c->act + (size_t)t * c->a_stride;
+        if (mm->act == LLM_ACT_F32) {
+            memcpy(dst, x, (size_t)n * sizeof(float));
+        } else {
+            llm_act16_quantize(x, dst, n);
+            struct llm_act16 a = llm_act16_view(dst, n);
+            for (int64_t i = 0; i < n; i++)
+                x[i] = a.d[i / 32] * (float)a.q[i];
+        }
+    }
 }
+
+static void free_case(struct mat_case *c)
+{
+    free(c->stored);
+    free(c->data);
+    free(c->act);
+    free(c->wf);
+    free(c->af);
+}
+
+static const uint8_t *act_of(const struct mat_case *c, int t) { return c->act + (size_t)t * c->a_stride; }
+
+static void check_products(struct mat_case *c, int extreme)
+{
+    const struct llm_mm_ops *mm = llm_get_mm_ops(c->type);
+    const char *name = llm_type_name(c->type);
+    int64_t n = c->n;
+    /* the packed rows dequantize to the stored rows' bits */
+    if (mm->packed) {
+        float *y = malloc((size_t)n * sizeof *y);
+        for (int r = 0; r < N_OUT; r++) {
+            mm->group_row_to_float(c->data + (size_t)(r / 8) * c->w.group_bytes, r % 8, n, y);
+            for (int64_t i = 0; i < n; i++)
+                if (!same_float(y[i], c->wf[r * n + i])) {
+                    print_error("%s n=%lld row %d element %lld: packed %a, stored %a\n", name, (long long)n, r,
+                                (long long)i, y[i], c->wf[r * n + i]);
+                    fail();
+                }
+        }
+        free(y);
+        /* the fast unpacking gives the reference's bits */
+        const struct llm_unpack_ops *u = llm_get_unpack_ops(c->type);
+        assert_non_null(u);
+        size_t nw = (size_t)n * 8, ns = (size_t)(n / 16) * 8;
+        int16_t *w1 = calloc(nw, 2), *w2 = calloc(nw, 2);
+        float *s1 = calloc(2 * ns, 4), *s2 = calloc(2 * ns, 4);
+        for (int64_t g = 0; g < (N_OUT + 7) / 8; g++) {
+            const uint8_t *grp = c->data + (size_t)g * c->w.group_bytes;
+            u->unpack_ref(grp, n, w1, s1, s1 + ns);
+            u->unpack(grp, n, w2, s2, s2 + ns);
+            assert_memory_equal(w1, w2, nw * 2);
+            assert_memory_equal(s1, s2, (u->has_min ? 2 : 1) * (size_t)(n / u->ul) * 8 * 4);
+        }
+        free(w1);
+        free(w2);
+        free(s1);
+        free(s2);
+    }
+    float want[NT_MAX][N_OUT];
+    for (int t = 0; t < NT_MAX; t++)
+        for (int r = 0; r < N_OUT; r++) {
+            want[t][r] = mm->dot_ref(&c->w, r, act_of(c, t));
+            if (extreme)
+                continue;
+            double exact = 0, mag = 0;
+            for (int64_t i = 0; i < n; i++) {
+                double p = (double)c->wf[r * n + i] * c->af[t * n + i];
+                exact += p;
+                mag += fabs(p);
+            }
+            double units = mm->act == LLM_ACT_F32 ? (double)n / 8 + 3 : 3.0 * (double)(n / 16) + 2;
+            if (fabs(want[t][r] - exact) > units * 6e-8 * mag + 1e-30) {
+                print_error("%s n=%lld row %d token %d: dot_ref %.9g, exact %.9g (magnitude %.3g)\n", name,
+                            (long long)n, r, t, want[t][r], exact, mag);
+                fail();
+            }
+        }
+    /* one token: GEMV, one range and two */
+    static const int64_t ranges[][4] = {{0, N_OUT, 0, 0}, {0, 8, 16, N_OUT}, {8, 16, 0, 8}, {16, N_OUT, 0, 0}};
+    for (size_t k = 0; k < sizeof ranges / sizeof ranges[0]; k++) {
+        float y0[N_OUT + 1], y1[N_OUT + 1];
+        for (int r = 0; r <= N_OUT; r++)
+            y0[r] = y1[r] = -1234.5f;
+        const int64_t *g = ranges[k];
+        mm->gemv(&c->w, g[0], g[1], g[2], g[3], act_of(c, 3), y0, y1);
+        for (int j = 0; j < 2; j++) {
+            const float *y = j ? y1 : y0;
+            int64_t a = g[2 * j], b = g[2 * j + 1];
+            for (int64_t i = 0; i <= N_OUT; i++) {
+                bool in = i < b - a;
+                if (in ? !same_float(y[i], want[3][a + i]) : y[i] != -1234.5f) {
+                    print_error("%s n=%lld gemv [%lld,%lld)+[%lld,%lld) range %d element %lld: %a, dot_ref %a\n",
+                                name, (long long)n, (long long)g[0], (long long)g[1], (long long)g[2],
+                                (long long)g[3], j, (long long)i, y[i], in ? want[3][a + i] : -1234.5f);
+                    fail();
+                }
+            }
+        }
+    }
+    /* many tokens: the batched product, any number of them, any row range */
+    static const int nts[] = {1, 2, 3, 4, 5, 7, 8, 9, 13};
+    static const int64_t rr[][2] = {{0, N_OUT}, {8, N_OUT}, {0, 16}, {8, 16}};
+    void *scratch = aligned_alloc(64, mm->gemm_scratch(n) + 64);
+    const int64_t ldy = N_OUT + 3;
+    float *y = malloc(sizeof(float) * (size_t)(NT_MAX * ldy));
+    for (size_t i = 0; i < sizeof nts / sizeof nts[0]; i++)
+        for (size_t k = 0; k < sizeof rr / sizeof rr[0]; k++) {
+            int nt = nts[i];
+            for (int64_t j = 0; j < NT_MAX * ldy; j++)
+                y[j] = -1234.5f;
+            mm->gemm(&c->w, rr[k][0], rr[k][1], c->act, c->a_stride, nt, y, ldy, scratch);
+            for (int t = 0; t < NT_MAX; t++)
+                for (int64_t r = rr[k][0]; r < rr[k][0] + ldy; r++) {
+                    bool in = t < nt && r < rr[k][1];
+                    float got = y[t * ldy + r - rr[k][0]];
+                    if (in ? !same_float(got, want[t][r]) : got != -1234.5f) {
+                        print_error("%s n=%lld gemm of %d tokens rows [%lld,%lld): token %d row %lld: %a, "
+                                    "dot_ref %a\n", name, (long long)n, nt, (long long)rr[k][0],
+                                    (long long)rr[k][1], t, (long long)r, got, in ? want[t][r] : -1234.5f);
+                        fail();
+                    }
+                }
+        }
+    free(y);
+    free(scratch);
+    /* every path's table: the portable products are the definition itself */
+    for (int lv = 0; lv < n_paths; lv++) {
+        const struct llm_mm_ops *o = &path_mm[lv][c->type];
+        float yy[N_OUT];
+        o->gemv(&c->w, 0, N_OUT, 0, 0, act_of(c, 5), yy, NULL);
+        for (int r = 0; r < N_OUT; r++)
+            if (!same_float(yy[r], want[5][r])) {
+                print_error("%s n=%lld path %s gemv row %d: %a, dot_ref %a\n", name, (long long)n, path_name[lv], r,
+                            yy[r], want[5][r]);
+                fail();
+            }
+    }
+}
+
+static void test_products(void **state)
+{
+    (void)state;
+    static const uint32_t types[] = {LLM_TYPE_F32,  LLM_TYPE_F16,  LLM_TYPE_BF16, LLM_TYPE_Q8_0, LLM_TYPE_Q4_0,
+                                     LLM_TYPE_Q4_1, LLM_TYPE_Q5_0, LLM_TYPE_Q5_1, LLM_TYPE_Q2_K, LLM_TYPE_Q3_K,
+                                     LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K};
+    static const int64_t float_n[] = {13, 64, 100, 896}, legacy_n[] = {32, 96, 896}, k_n[] = {256, 512, 1280};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        uint32_t type = types[ti];
+        int64_t bs = llm_type_block_size(type);
+        const int64_t *ns = bs == 1 ? float_n : bs == 32 ? legacy_n : k_n;
+        int nn = bs == 1 ? 4 : 3;
+        for (int i = 0; i < nn; i++)
+            for (int extreme = 0; extreme < 3; extreme++) { /* 2: largest fields and activations */
+                struct mat_case c;
+                make_case(&c, type, ns[i], extreme);
+                check_products(&c, extreme);
+                free_case(&c);
+            }
+    }
+}
+
+
+/* ==== quantizers ==== */
 
 /* The legacy types' round-to-nearest quantizers: every element comes back
  * within one quantization step (the scale d), and a constant row exactly. */
@@ -658,11 +672,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_goldens),
         cmocka_unit_test(test_to_float_paths),
-        cmocka_unit_test(test_vec_dot_paths),
-        cmocka_unit_test(test_vec_dot_ref_accuracy),
-        cmocka_unit_test(test_pack_paths),
-        cmocka_unit_test(test_q8_K_quantize),
-        cmocka_unit_test(test_q8_K_paths),
+        cmocka_unit_test(test_act16),
+        cmocka_unit_test(test_products),
         cmocka_unit_test(test_legacy_quantizers),
         cmocka_unit_test(test_gguf_refuses_bad_k_tensors),
     };

@@ -1,0 +1,233 @@
+/*
+ * mm.c - the batched product of packed (quantized) weights with many
+ * tokens, shared by every packed type: a group of 8 rows is unpacked once
+ * to 16-bit integers per unit (the type's llm_unpack_ops), then multiplied
+ * with the I16 activations of all the tokens: vpmaddwd of a pair of
+ * elements for the 8 rows against the token's pair, broadcast; each unit's
+ * exact integer sum then takes the float steps of quant.h's definition. So
+ * every element is computed exactly as the one-token GEMV computes it, in
+ * whatever tile it falls.
+ *
+ * Tiles are 2 groups x 4 tokens (8 integer and 8 float accumulators); for
+ * fewer tokens than MIN_TILED the type's own GEMV runs once per token (its
+ * rows stay in the cache), which is faster than unpacking.
+ * Nothing here allocates: the caller gives scratch of
+ * llm_mm_packed_scratch(n_in) bytes.
+ */
+#include "core/llm.h"
+#include "core/quant.h"
+
+#include <math.h>
+#include <string.h>
+
+#define ROWS LLM_PACK_ROWS
+#define NG 2        /* groups per tile */
+#define NT 4        /* tokens per tile */
+#define MIN_TILED 4 /* fewer tokens go through the GEMV */
+
+/* ==== the definition over unpacked units ==== */
+
+void llm_mm_units_ref(const struct llm_unpack_ops *u, int64_t n, const int16_t *w16, const float *S,
+                      const float *M, const void *act, size_t a_stride, int64_t nt, float *y, int64_t ldy)
+{
+    int64_t nu = n / u->ul;
+    for (int64_t t = 0; t < nt; t++) {
+        struct llm_act16 a = llm_act16_view((const uint8_t *)act + (size_t)t * a_stride, n);
+        for (int r = 0; r < ROWS; r++) {
+            float acc = 0;
+            for (int64_t k = 0; k < nu; k++) {
+                int32_t isum = 0, asum = 0;
+                for (int i = 0; i < u->ul; i++) {
+                    int64_t e = k * u->ul + i;
+                    isum += w16[((k * u->ul / 2 + i / 2) * ROWS + r) * 2 + i % 2] * a.q[e];
+                    asum += a.q[e];
+                }
+                float da = a.d[k * u->ul / 32];
+                acc = fmaf((float)isum, S[k * ROWS + r] * da, acc);
+                if (u->has_min)
+                    acc = fmaf((float)asum, M[k * ROWS + r] * da, acc);
+            }
+            y[t * ldy + r] = acc;
+        }
+    }
+}
+
+/* ==== the portable products: every element by its definition ==== */
+
+void llm_mm_gemv_by_ref(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1,
+                        const void *a, float *y0, float *y1)
+{
+    const struct llm_mm_ops *mm = llm_get_mm_ops(w->type);
+    for (int64_t r = r0; r < r1; r++)
+        y0[r - r0] = mm->dot_ref(w, r, a);
+    for (int64_t r = s0; r < s1; r++)
+        y1[r - s0] = mm->dot_ref(w, r, a);
+}
+
+void llm_mm_gemm_by_ref(const struct llm_mat *w, int64_t r0, int64_t r1, const void *a, size_t a_stride,
+                        int64_t nt, float *y, int64_t ldy, void *scratch)
+{
+    (void)scratch;
+    const struct llm_mm_ops *mm = llm_get_mm_ops(w->type);
+    for (int64_t t = 0; t < nt; t++)
+        for (int64_t r = r0; r < r1; r++)
+            y[t * ldy + r - r0] = mm->dot_ref(w, r, (const uint8_t *)a + (size_t)t * a_stride);
+}
+
+/* ==== AVX2 ==== */
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define HAVE_X86_KERNELS 1
+#include <immintrin.h>
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+static inline int32_t ld32s(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/*
+ * ng (<= NG) unpacked groups (w16 + j * wstride, S + j * sstride, ...)
+ * against nt tokens: y[t * ldy + 8 j + r]. UL and MIN are constants in each
+ * caller, so the loops below unroll for them.
+ */
+static inline __attribute__((always_inline)) void units_avx2(int UL, bool MIN, int64_t n, int ng,
+                                                             const int16_t *w16, size_t wstride, const float *S,
+                                                             const float *M, size_t sstride, const void *act,
+                                                             size_t a_stride, int64_t nt, float *y, int64_t ldy)
+{
+    int64_t nu = n / UL;
+    for (int64_t t0 = 0; t0 < nt; t0 += NT) {
+        int tn = nt - t0 < NT ? (int)(nt - t0) : NT;
+        struct llm_act16 a[NT];
+        for (int t = 0; t < NT; t++)
+            a[t] = llm_act16_view((const uint8_t *)act + (size_t)(t0 + (t < tn ? t : 0)) * a_stride, n);
+        __m256 acc[NG][NT];
+        for (int j = 0; j < NG; j++)
+            for (int t = 0; t < NT; t++)
+                acc[j][t] = _mm256_setzero_ps();
+        for (int64_t k = 0; k < nu; k++) {
+            __m256i is[NG][NT];
+            for (int j = 0; j < NG; j++)
+                for (int t = 0; t < NT; t++)
+                    is[j][t] = _mm256_setzero_si256();
+            const int16_t *wk = w16 + k * UL * ROWS;
+#pragma GCC unroll 2
+            for (int p = 0; p < UL / 2; p++) {
+                __m256i wv[NG];
+                for (int j = 0; j < NG; j++)
+                    wv[j] = _mm256_loadu_si256((const __m256i *)(wk + (size_t)j * wstride + 16 * p));
+#pragma GCC unroll 4
+                for (int t = 0; t < NT; t++) {
+                    __m256i av = _mm256_set1_epi32(ld32s(a[t].q + k * UL + 2 * p));
+#pragma GCC unroll 2
+                    for (int j = 0; j < NG; j++)
+                        is[j][t] = _mm256_add_epi32(is[j][t], _mm256_madd_epi16(wv[j], av));
+                }
+            }
+            for (int j = 0; j < ng; j++) {
+                __m256 s = _mm256_loadu_ps(S + (size_t)j * sstride + k * ROWS);
+                __m256 m = MIN ? _mm256_loadu_ps(M + (size_t)j * sstride + k * ROWS) : s;
+#pragma GCC unroll 4
+                for (int t = 0; t < NT; t++) {
+                    __m256 da = _mm256_set1_ps(a[t].d[k * UL / 32]);
+                    acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[j][t]), _mm256_mul_ps(s, da), acc[j][t]);
+                    if (MIN) {
+                        int32_t as = UL == 16 ? a[t].s16[k] : a[t].s16[2 * k] + a[t].s16[2 * k + 1];
+                        acc[j][t] = _mm256_fmadd_ps(_mm256_set1_ps((float)as), _mm256_mul_ps(m, da), acc[j][t]);
+                    }
+                }
+            }
+        }
+        for (int j = 0; j < ng; j++)
+            for (int t = 0; t < tn; t++)
+                _mm256_storeu_ps(y + (t0 + t) * ldy + 8 * j, acc[j][t]);
+    }
+}
+
+static void units_avx2_dispatch(const struct llm_unpack_ops *u, int64_t n, int ng, const int16_t *w16,
+                                size_t wstride, const float *S, const float *M, size_t sstride, const void *act,
+                                size_t a_stride, int64_t nt, float *y, int64_t ldy)
+{
+    if (u->ul == 32 && !u->has_min)
+        units_avx2(32, false, n, ng, w16, wstride, S, M, sstride, act, a_stride, nt, y, ldy);
+    else if (u->ul == 32)
+        units_avx2(32, true, n, ng, w16, wstride, S, M, sstride, act, a_stride, nt, y, ldy);
+    else if (!u->has_min)
+        units_avx2(16, false, n, ng, w16, wstride, S, M, sstride, act, a_stride, nt, y, ldy);
+    else
+        units_avx2(16, true, n, ng, w16, wstride, S, M, sstride, act, a_stride, nt, y, ldy);
+}
+
+#pragma GCC pop_options
+#endif
+
+/* the portable tile: the reference, group by group */
+static void units_ref_dispatch(const struct llm_unpack_ops *u, int64_t n, int ng, const int16_t *w16,
+                               size_t wstride, const float *S, const float *M, size_t sstride, const void *act,
+                               size_t a_stride, int64_t nt, float *y, int64_t ldy)
+{
+    for (int j = 0; j < ng; j++)
+        llm_mm_units_ref(u, n, w16 + (size_t)j * wstride, S + (size_t)j * sstride,
+                         M ? M + (size_t)j * sstride : NULL, act, a_stride, nt, y + 8 * j, ldy);
+}
+
+static void (*units_fn)(const struct llm_unpack_ops *, int64_t, int, const int16_t *, size_t, const float *,
+                        const float *, size_t, const void *, size_t, int64_t, float *, int64_t) = units_ref_dispatch;
+
+void llm_mm_init(unsigned cpu)
+{
+#ifdef HAVE_X86_KERNELS
+    if (cpu & LLM_CPU_AVX2)
+        units_fn = units_avx2_dispatch;
+#else
+    (void)cpu;
+#endif
+}
+
+/* ==== the driver ==== */
+
+/* scratch: NG groups' w16 (8 n int16 each), S and M (n / 16 * 8 floats
+ * each), and an output tile of NT tokens x NG groups for partial groups */
+size_t llm_mm_packed_scratch(int64_t n)
+{
+    return (size_t)NG * ((size_t)n * 16 + (size_t)n * 4) + 64 * sizeof(float) + 256;
+}
+
+void llm_mm_packed_gemm(const struct llm_mat *w, int64_t r0, int64_t r1, const void *a, size_t a_stride,
+                        int64_t nt, float *y, int64_t ldy, void *scratch)
+{
+    const struct llm_unpack_ops *u = llm_get_unpack_ops(w->type);
+    if (nt < MIN_TILED) {
+        for (int64_t t = 0; t < nt; t++)
+            u->gemv(w, r0, r1, 0, 0, (const uint8_t *)a + (size_t)t * a_stride, y + t * ldy, NULL);
+        return;
+    }
+    int64_t n = w->n_in;
+    size_t wstride = (size_t)n * ROWS, sstride = (size_t)(n / 16) * ROWS;
+    int16_t *w16 = scratch;
+    float *S = (float *)(w16 + NG * wstride), *M = S + NG * sstride;
+    for (int64_t g0 = r0; g0 < r1; g0 += NG * ROWS) {
+        int ng = (int)((r1 - g0 + ROWS - 1) / ROWS < NG ? (r1 - g0 + ROWS - 1) / ROWS : NG);
+        for (int j = 0; j < ng; j++)
+            u->unpack(w->data + (size_t)((g0 + j * ROWS) / ROWS) * w->group_bytes, n, w16 + j * wstride,
+                      S + j * sstride, M + j * sstride);
+        if (g0 + ng * ROWS <= r1) {
+            units_fn(u, n, ng, w16, wstride, S, u->has_min ? M : NULL, sstride, a, a_stride, nt, y + (g0 - r0), ldy);
+            continue;
+        }
+        /* the last groups reach past r1: through a small tile, rows < r1 kept */
+        float tmp[NT * NG * ROWS];
+        for (int64_t t0 = 0; t0 < nt; t0 += NT) {
+            int64_t tn = nt - t0 < NT ? nt - t0 : NT;
+            units_fn(u, n, ng, w16, wstride, S, u->has_min ? M : NULL, sstride,
+                     (const uint8_t *)a + (size_t)t0 * a_stride, a_stride, tn, tmp, NG * ROWS);
+            for (int64_t t = 0; t < tn; t++)
+                memcpy(y + (t0 + t) * ldy + (g0 - r0), tmp + t * NG * ROWS, (size_t)(r1 - g0) * sizeof(float));
+        }
+    }
+}
