@@ -2,8 +2,9 @@
  * cmd-run.c - `kvchat run`: one turn for a script. The prompt comes from the
  * arguments and/or stdin (stdin first, as llm does); only the answer goes to
  * stdout, streamed as it is generated (or one JSON object with --json);
- * diagnostics go to stderr. With -s NAME the turn is appended to a named
- * session, resuming its KV cache from the snapshots.
+ * diagnostics go to stderr. The KV cache of any prompt computed before (by
+ * any command) is read back from the block store instead of computed; with
+ * -s NAME the turn is appended to a named session.
  */
 #include "cli/cmd.h"
 #include "sessions/sess.h"
@@ -21,6 +22,10 @@ static const char run_usage[] =
     "One turn: the answer to PROMPT (or to all of stdin when no PROMPT is given;\n"
     "with both, stdin comes first, then PROMPT) goes to stdout, nothing else.\n"
     "\n"
+    "The KV cache of every prompt is kept on disk as blocks: a prompt that\n"
+    "shares a prefix with one computed before (by any command) computes only\n"
+    "the rest.\n"
+    "\n"
     "  -s, --session NAME       append the turn to session NAME (created if new),\n"
     "                           resuming its KV cache from disk with no re-prefill\n"
     "                           (with --no-cache: the session is recomputed and\n"
@@ -28,7 +33,8 @@ static const char run_usage[] =
     "      --json               print one JSON object: answer, session, model,\n"
     "                           prompt_tokens, cached_tokens, prefilled_tokens,\n"
     "                           generated_tokens, ttft_ms, prefill_tok_s,\n"
-    "                           decode_tok_s, stop_reason\n"
+    "                           decode_tok_s, stop_reason, restore_ms,\n"
+    "                           restored_tokens, blocks_written\n"
     CMD_OPTS_HELP
     "\n"
     "Exit status: 0 ok, 1 usage, 2 model or file error, 3 session error,\n"
@@ -212,26 +218,34 @@ static int run_exec(int argc, char **argv)
         cmd_opts_free(&o);
         return rc;
     }
-    if (sess_conv_init(l.model, l.vocab, l.ctx, cmd_opts_conv_params(&o, &l), &conv, err, sizeof err)) {
+    /* the block store, unless there is nothing to read or write; without
+     * it a run without a session still answers */
+    if ((session || !o.no_cache) && cmd_store_open(true, &st)) {
+        if (session) {
+            rc = CMD_EXIT_SESSION;
+            goto out;
+        }
+        fprintf(stderr, "kvchat: the KV cache on disk is off for this run\n");
+    }
+    if (sess_conv_init(st, cmd_opts_conv_params(&o, &l), &conv, err, sizeof err)) {
         rc = cmd_fail(CMD_EXIT_MODEL, "cannot start the conversation: %s", err);
         goto out;
     }
     if (session) {
         struct sess_restore_stats rs;
-        if ((rc = cmd_store_open(&st)))
-            goto out;
-        int r = sess_conv_attach(conv, st, session, true, &rs);
+        int r = sess_conv_attach(conv, session, true, &rs);
         if (r) {
             rc = cmd_fail(CMD_EXIT_SESSION, "%s", sess_conv_errmsg(conv));
             goto out;
         }
         last_restore_ms = rs.ms;
-        if (rs.damaged)
-            fprintf(stderr, "kvchat: %s; recomputed %lld tokens\n", rs.first_problem,
-                    (long long)rs.prefilled_tokens);
+        if (rs.first_problem[0])
+            fprintf(stderr, "kvchat: %s\n", rs.first_problem);
         if (o.verbose)
-            fprintf(stderr, "kvchat: session '%s': %lld tokens restored, %lld computed, in %.1f ms\n",
-                    session, (long long)rs.restored_tokens, (long long)rs.prefilled_tokens, rs.ms);
+            fprintf(stderr, "kvchat: session '%s': %lld tokens restored from %lld blocks, %lld to compute, "
+                            "in %.1f ms\n",
+                    session, (long long)rs.restored_tokens, (long long)rs.restored_blocks,
+                    (long long)rs.missing_tokens, rs.ms);
         if (o.no_cache)
             fprintf(stderr, "kvchat: --no-cache: session '%s' is read and computed again, not saved\n",
                     session);
@@ -246,6 +260,8 @@ static int run_exec(int argc, char **argv)
     double restore_ms = session ? last_restore_ms : 0;
     struct sess_turn_stats ts;
     int r = sess_conv_say(conv, prompt, on_text, &sink, &interrupted, &ts);
+    if (ts.kv_problem[0])
+        fprintf(stderr, "kvchat: %s\n", ts.kv_problem);
     if (r == SESS_ERR_INTERRUPTED) {
         rc = CMD_EXIT_INTERRUPTED;
     } else if (r == SESS_ERR_CTX_FULL) {
@@ -264,19 +280,22 @@ static int run_exec(int argc, char **argv)
         cmd_json_str(stdout, l.path, strlen(l.path));
         printf(", \"prompt_tokens\": %lld, \"cached_tokens\": %lld, \"prefilled_tokens\": %lld, "
                "\"generated_tokens\": %lld, \"ttft_ms\": %.3f, \"prefill_tok_s\": %.3f, "
-               "\"decode_tok_s\": %.3f, \"stop_reason\": \"%s\", \"restore_ms\": %.3f}\n",
+               "\"decode_tok_s\": %.3f, \"stop_reason\": \"%s\", \"restore_ms\": %.3f, "
+               "\"restored_tokens\": %lld, \"blocks_written\": %lld}\n",
                (long long)ts.prompt_tokens, (long long)ts.cached_tokens, (long long)ts.prefilled_tokens,
                (long long)ts.generated_tokens, ts.ttft_ms, ts.prefill_tok_s, ts.decode_tok_s, ts.stop_reason,
-               restore_ms);
+               restore_ms + ts.restore_ms, (long long)ts.restored_tokens, (long long)ts.blocks_written);
     } else if (!sink.broken && isatty(1)) {
         fputc('\n', stdout);
     }
     if (r == 0 && o.verbose)
-        fprintf(stderr, "kvchat: %lld prompt tokens (%lld cached, %lld prefilled), %lld generated; "
-                        "ttft %.1f ms, prefill %.1f tok/s, decode %.1f tok/s; stop: %s\n",
-                (long long)ts.prompt_tokens, (long long)ts.cached_tokens, (long long)ts.prefilled_tokens,
+        fprintf(stderr, "kvchat: %lld prompt tokens (%lld cached, %lld of them restored from disk; %lld "
+                        "prefilled), %lld generated; ttft %.1f ms, prefill %.1f tok/s, decode %.1f tok/s; "
+                        "%lld KV blocks written; stop: %s\n",
+                (long long)ts.prompt_tokens, (long long)ts.cached_tokens, (long long)ts.restored_tokens,
+                (long long)ts.prefilled_tokens,
                 (long long)ts.generated_tokens, ts.ttft_ms, ts.prefill_tok_s, ts.decode_tok_s,
-                ts.stop_reason);
+                (long long)ts.blocks_written, ts.stop_reason);
     if (r == 0 && interrupted)
         rc = CMD_EXIT_INTERRUPTED;
     free(sink.buf);

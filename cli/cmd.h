@@ -96,7 +96,7 @@ void cmd_json_str(FILE *f, const char *s, size_t n);
  *     }
  *     if ((rc = cmd_opts_finish(e, &o))) ...               // reads --system-file
  *     struct cmd_llm l; if ((rc = cmd_llm_open(&o, offer_pull, &l))) ...
- *     sess_conv_init(l.model, l.vocab, l.ctx, cmd_opts_conv_params(&o, &l), ...)
+ *     sess_conv_init(store, cmd_opts_conv_params(&o, &l), ...)   // takes l.ctx
  */
 #include "core/llm.h"
 
@@ -122,7 +122,7 @@ struct cmd_opts {
     const char *system;        /* --system TEXT or --system-file's text, or NULL */
     const char *system_file;   /* --system-file F ("-": stdin) */
     bool no_cache, verbose, special;
-    int64_t cache_max;         /* --cache-max: bytes of KV segments kept (default 4 GiB) */
+    int64_t cache_max;         /* --cache-max: bytes of KV blocks kept (default 4 GiB) */
     uint64_t given;            /* bit CMD_OPT_X: given on the command line */
     /* owned: strings from the config file, the system file's text */
     char *config_strs[CMD_OPTS_MAX_CONFIG];
@@ -149,11 +149,12 @@ struct cmd_opts {
     "  -c, --ctx-size N         context window in tokens (default: model's, at most 4096)\n" \
     "      --kv-type f16|f32    KV cache element type (default f16)\n" \
     "      --special            special tokens written in messages are tokens\n" \
-    "      --no-cache           recompute the whole conversation every turn; keep no\n" \
-    "                           KV snapshots (for comparison)\n" \
-    "      --cache-max SIZE     keep at most SIZE of KV segments on disk (default 4G):\n" \
-    "                           least-recently-used ones that are not a session's\n" \
-    "                           latest are evicted (and recomputed if needed again)\n" \
+    "      --no-cache           neither read nor write the KV cache on disk, and\n" \
+    "                           recompute the whole conversation every turn (for\n" \
+    "                           comparison); a session is then read, not changed\n" \
+    "      --cache-max SIZE     keep at most SIZE of KV blocks on disk (default 4G):\n" \
+    "                           the least recently used go first, named sessions'\n" \
+    "                           last (and are computed again if needed)\n" \
     "  -v, --verbose            model details, and per-turn statistics on stderr\n"
 
 /* defaults; a random seed */
@@ -192,9 +193,13 @@ void cmd_describe_packed(const struct llm_model *m, FILE *f);
 int cmd_llm_open(const struct cmd_opts *o, bool offer_pull, struct cmd_llm *l);
 void cmd_llm_close(struct cmd_llm *l);
 struct sess_conv_params;
-struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, const struct cmd_llm *l);
+/* a conversation's parameters from the options; l's context goes to the
+ * conversation (l->ctx becomes NULL) */
+struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, struct cmd_llm *l);
 struct sess_store;
-/* open $KVCHAT_HOME's session store: 0, or CMD_EXIT_SESSION (printed) */
-int cmd_store_open(struct sess_store **st);
+/* open $KVCHAT_HOME's store (created if create): 0; CMD_EXIT_SESSION
+ * (printed); -1 (quietly) when !create and there is none. A note about
+ * opening it (an upgrade) goes to stderr. */
+int cmd_store_open(bool create, struct sess_store **st);
 
 #endif

@@ -34,7 +34,7 @@ for h in ${HISTORY:-1000 4000 16000}; do
     rms=$(num restore_ms < "$home/resume.json")
     rt=$(awk -v a="$rms" -v b="$(num ttft_ms < "$home/resume.json")" 'BEGIN { printf "%.1f", a + b }')
     nt=$(num ttft_ms < "$home/nocache.json")
-    bytes=$(find "$home/kv" -name '*.kvseg' -printf '%s\n' | sort -n | tail -1)  # the system prompt's
+    bytes=$(find "$home/kv" -name '*.kvblk' -printf '%s\n' | awk '{s += $1} END {print s + 0}')
     ref=-
     if [ -x "$LLREF" ]; then
         # llref prints restore_s in seconds

@@ -1,25 +1,28 @@
 /*
- * kvseg.c - KV segment files (format in kvseg.h): writing them atomically and
- * reading them back into a KV cache with every byte verified.
+ * kvblock.c - KV block files (format in kvblock.h): writing them atomically
+ * and reading them back into a KV cache with every byte verified.
  *
- * Invariants: a segment file at its final path is complete (written to a
- * temporary name, fsync'd, renamed, directory fsync'd); a reader trusts no
- * field before checking it against the file size and what the caller
- * expects, and reports the first mismatch as one line. A failed read may
- * have written into the destination rows: the caller then recomputes them.
+ * Invariants: a block file at its final path is complete (written to a
+ * temporary name created exclusively, data synced, renamed, directory
+ * synced); a reader opens nothing that could block, trusts no field before
+ * checking it against the file size and what the caller expects, and
+ * reports the first mismatch as one line. A failed read may have written
+ * into the destination rows: the caller then recomputes them.
  */
-#include "sessions/kvseg.h"
-#include "models/mdl.h"
+#include "sessions/kvblock.h"
+#include "core/llm.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 /* ==== CRC-32C ==== */
@@ -152,33 +155,27 @@ static void put_u64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
 static uint32_t get_u32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static uint64_t get_u64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 
+static int fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t n, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err, n, fmt, ap);
     va_end(ap);
-    return -1;
+    return KV_BLOCK_DAMAGED;
 }
 
-void kv_seg_id(const struct kv_seg_desc *d, uint8_t id[32])
+int kv_block_id(const struct kv_block_desc *d, uint8_t id[32])
 {
-    struct mdl_sha256 *h = mdl_sha256_init();
     uint8_t t[4];
-    if (!h) {
-        memset(id, 0, 32);
-        return;
-    }
-    mdl_sha256_update(h, d->fingerprint, 32);
     put_u32(t, d->kv_type);
-    mdl_sha256_update(h, t, 4);
-    mdl_sha256_update(h, d->parent, 32);
-    /* tokens may point into a file buffer: read them bytewise, as LE i32 */
-    mdl_sha256_update(h, d->tokens, 4ull * d->n_tokens);
-    mdl_sha256_final(h, id);
+    /* tokens may point into a file buffer: hashed bytewise, as LE i32 */
+    struct llm_bytes parts[4] = {
+        {d->fingerprint, 32}, {t, 4}, {d->parent, 32}, {d->tokens, 4ull * d->n_tokens}};
+    return llm_sha256_parts(parts, 4, id) == LLM_OK ? 0 : -1;
 }
 
-size_t kv_seg_elem_size(uint32_t kv_type)
+size_t kv_block_elem_size(uint32_t kv_type)
 {
     return kv_type == 0 ? 4 : kv_type == 1 ? 2 : 0;
 }
@@ -186,17 +183,32 @@ size_t kv_seg_elem_size(uint32_t kv_type)
 /* header size for a shape, or 0 if the shape is not allowed */
 static uint32_t header_size(uint32_t n_tokens, uint32_t n_layer)
 {
-    if (n_tokens == 0 || n_tokens > KV_SEG_MAX_TOKENS || n_layer == 0 || n_layer > KV_SEG_MAX_LAYERS)
+    if (n_tokens == 0 || n_tokens > KV_BLOCK_MAX_TOKENS || n_layer == 0 || n_layer > KV_BLOCK_MAX_LAYERS)
         return 0;
-    uint64_t n = KV_SEG_FIXED_BYTES + 4ull * n_tokens + 8ull * n_layer;
+    uint64_t n = KV_BLOCK_FIXED_BYTES + 4ull * n_tokens + 8ull * n_layer;
     return (uint32_t)((n + 63) / 64 * 64);
 }
 
-/* bytes of one layer's K (or V) block; 0 on overflow */
-static uint64_t block_bytes(uint32_t n_tokens, uint32_t n_embd, uint32_t kv_type)
+static bool shape_ok(const struct kv_block_desc *d)
 {
-    uint64_t b = (uint64_t)n_tokens * n_embd * kv_seg_elem_size(kv_type);
-    return b;
+    return header_size(d->n_tokens, d->n_layer) && kv_block_elem_size(d->kv_type) && d->n_embd_k &&
+           d->n_embd_v && d->n_embd_k <= (1u << 20) && d->n_embd_v <= (1u << 20);
+}
+
+/* bytes of one layer's K (kv = 0) or V rows */
+static uint64_t run_bytes(const struct kv_block_desc *d, int kv)
+{
+    return (uint64_t)d->n_tokens * (kv ? d->n_embd_v : d->n_embd_k) * kv_block_elem_size(d->kv_type);
+}
+
+uint64_t kv_block_rows_bytes(const struct kv_block_desc *d)
+{
+    return shape_ok(d) ? (run_bytes(d, 0) + run_bytes(d, 1)) * d->n_layer : 0;
+}
+
+uint64_t kv_block_file_bytes(const struct kv_block_desc *d)
+{
+    return shape_ok(d) ? header_size(d->n_tokens, d->n_layer) + kv_block_rows_bytes(d) : 0;
 }
 
 /* ==== writing ==== */
@@ -238,21 +250,35 @@ static int fsync_dir_of(const char *path)
     return rc;
 }
 
-int kv_seg_write(const char *path, const struct kv_seg_desc *d, const uint8_t id[32],
-                 const void *const *k_rows, const void *const *v_rows, char *err, size_t err_size)
+/* something that is not a regular file where a block goes: remove it (a
+ * directory only if it is empty) so the rename can put the block there */
+static void clear_non_file(const char *path)
 {
+    struct stat sb;
+    if (lstat(path, &sb) != 0 || S_ISREG(sb.st_mode))
+        return;
+    if (S_ISDIR(sb.st_mode))
+        rmdir(path);
+    else
+        unlink(path);
+}
+
+int kv_block_write(const char *path, const struct kv_block_desc *d, const uint8_t id[32],
+                   const void *rows, char *err, size_t err_size, int *err_no)
+{
+    *err_no = EINVAL;
+    if (!shape_ok(d))
+        return fail(err, err_size, "cannot write a block of %" PRIu32 " tokens, %" PRIu32 " layers, kv type %" PRIu32,
+                    d->n_tokens, d->n_layer, d->kv_type);
     uint32_t hb = header_size(d->n_tokens, d->n_layer);
-    size_t es = kv_seg_elem_size(d->kv_type);
-    if (!hb || !es || !d->n_embd_k || !d->n_embd_v)
-        return fail(err, err_size, "cannot write a segment of %" PRIu32 " tokens, %" PRIu32
-                    " layers, kv type %" PRIu32, d->n_tokens, d->n_layer, d->kv_type);
-    uint64_t kb = block_bytes(d->n_tokens, d->n_embd_k, d->kv_type);
-    uint64_t vb = block_bytes(d->n_tokens, d->n_embd_v, d->kv_type);
+    uint64_t kb = run_bytes(d, 0), vb = run_bytes(d, 1), rb = kv_block_rows_bytes(d);
     uint8_t *h = calloc(1, hb);
-    if (!h)
+    if (!h) {
+        *err_no = ENOMEM;
         return fail(err, err_size, "out of memory");
-    memcpy(h, KV_SEG_MAGIC, 8); /* with its NUL */
-    put_u32(h + 8, KV_SEG_VERSION);
+    }
+    memcpy(h, KV_BLOCK_MAGIC, 8); /* with its NUL */
+    put_u32(h + 8, KV_BLOCK_VERSION);
     put_u32(h + 12, hb);
     memcpy(h + 16, id, 32);
     memcpy(h + 48, d->parent, 32);
@@ -263,59 +289,67 @@ int kv_seg_write(const char *path, const struct kv_seg_desc *d, const uint8_t id
     put_u32(h + 124, d->n_embd_v);
     put_u32(h + 128, d->pos0);
     put_u32(h + 132, d->n_tokens);
-    put_u64(h + 136, (kb + vb) * d->n_layer);
+    put_u64(h + 136, rb);
     for (uint32_t i = 0; i < d->n_tokens; i++)
-        put_u32(h + KV_SEG_FIXED_BYTES + 4 * i, (uint32_t)d->tokens[i]);
-    uint8_t *crcs = h + KV_SEG_FIXED_BYTES + 4ull * d->n_tokens;
+        put_u32(h + KV_BLOCK_FIXED_BYTES + 4 * i, (uint32_t)d->tokens[i]);
+    uint8_t *crcs = h + KV_BLOCK_FIXED_BYTES + 4ull * d->n_tokens;
+    const uint8_t *r = rows;
     for (uint32_t l = 0; l < d->n_layer; l++) {
-        put_u32(crcs + 8 * l, kv_crc32c(0, k_rows[l], kb));
-        put_u32(crcs + 8 * l + 4, kv_crc32c(0, v_rows[l], vb));
+        put_u32(crcs + 8 * l, kv_crc32c(0, r + (kb + vb) * l, kb));
+        put_u32(crcs + 8 * l + 4, kv_crc32c(0, r + (kb + vb) * l + kb, vb));
     }
     put_u32(h + 144, kv_crc32c(0, h, hb));
 
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    unlink(tmp); /* a leftover of a dead process with our pid */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
+        *err_no = errno;
         free(h);
         return fail(err, err_size, "cannot create '%s': %s", tmp, strerror(errno));
     }
-    int rc = write_all(fd, h, hb);
-    for (uint32_t l = 0; l < d->n_layer && !rc; l++)
-        rc = write_all(fd, k_rows[l], kb) || write_all(fd, v_rows[l], vb) ? -1 : 0;
+    int rc = write_all(fd, h, hb) || write_all(fd, rows, rb) ? -1 : 0;
     free(h);
-    if (rc == 0 && fsync(fd) != 0)
+    if (rc == 0 && fdatasync(fd) != 0)
         rc = -1;
     int e = errno;
     if (close(fd) != 0 && rc == 0) {
         rc = -1;
         e = errno;
     }
-    if (rc == 0 && rename(tmp, path) != 0) {
-        rc = -1;
-        e = errno;
+    if (rc == 0) {
+        clear_non_file(path);
+        if (rename(tmp, path) != 0) {
+            rc = -1;
+            e = errno;
+        }
     }
     if (rc) {
         unlink(tmp);
+        *err_no = e;
         return fail(err, err_size, "cannot write '%s': %s", path, strerror(e));
     }
-    if (fsync_dir_of(path) != 0)
+    if (fsync_dir_of(path) != 0) {
+        *err_no = errno;
         return fail(err, err_size, "cannot sync the directory of '%s': %s", path, strerror(errno));
+    }
+    *err_no = 0;
     return 0;
 }
 
 /* ==== reading ==== */
 
-int kv_seg_parse_header(const uint8_t *buf, size_t size, struct kv_seg_desc *d, uint8_t id[32],
-                        uint32_t *header_bytes, char *err, size_t err_size)
+int kv_block_parse_header(const uint8_t *buf, size_t size, struct kv_block_desc *d, uint8_t id[32],
+                          uint32_t *header_bytes, char *err, size_t err_size)
 {
-    if (size < KV_SEG_FIXED_BYTES)
-        return fail(err, err_size, "too short for a segment header (%zu bytes)", size);
-    if (memcmp(buf, KV_SEG_MAGIC, 8))
-        return fail(err, err_size, "not a KV segment (bad magic)");
+    if (size < KV_BLOCK_FIXED_BYTES)
+        return fail(err, err_size, "too short for a block header (%zu bytes)", size);
+    if (memcmp(buf, KV_BLOCK_MAGIC, 8))
+        return fail(err, err_size, "not a KV block (bad magic)");
     uint32_t version = get_u32(buf + 8);
-    if (version != KV_SEG_VERSION)
-        return fail(err, err_size, "unsupported segment format version %" PRIu32, version);
+    if (version != KV_BLOCK_VERSION)
+        return fail(err, err_size, "unsupported block format version %" PRIu32, version);
     memset(d, 0, sizeof *d);
     uint32_t hb = get_u32(buf + 12);
     memcpy(id, buf + 16, 32);
@@ -334,140 +368,145 @@ int kv_seg_parse_header(const uint8_t *buf, size_t size, struct kv_seg_desc *d, 
                     d->n_layer);
     if (hb != want_hb)
         return fail(err, err_size, "header size %" PRIu32 " should be %" PRIu32, hb, want_hb);
-    if (!kv_seg_elem_size(d->kv_type))
+    if (!kv_block_elem_size(d->kv_type))
         return fail(err, err_size, "unknown kv type %" PRIu32, d->kv_type);
-    if (!d->n_embd_k || !d->n_embd_v || d->n_embd_k > (1u << 20) || d->n_embd_v > (1u << 20))
+    if (!shape_ok(d))
         return fail(err, err_size, "bad row size (%" PRIu32 ", %" PRIu32 ")", d->n_embd_k, d->n_embd_v);
-    uint64_t want_rows = (block_bytes(d->n_tokens, d->n_embd_k, d->kv_type) +
-                          block_bytes(d->n_tokens, d->n_embd_v, d->kv_type)) * d->n_layer;
-    if (rows != want_rows)
-        return fail(err, err_size, "rows of %" PRIu64 " bytes should be %" PRIu64, rows, want_rows);
+    if (rows != kv_block_rows_bytes(d))
+        return fail(err, err_size, "rows of %" PRIu64 " bytes should be %" PRIu64, rows,
+                    kv_block_rows_bytes(d));
     if (hb > size)
         return fail(err, err_size, "truncated: header of %" PRIu32 " bytes, file of %zu", hb, size);
-    uint8_t *copy = malloc(hb);
-    if (!copy)
-        return fail(err, err_size, "out of memory");
-    memcpy(copy, buf, hb);
-    put_u32(copy + 144, 0);
-    uint32_t crc = kv_crc32c(0, copy, hb);
-    free(copy);
+    /* the CRC of the header with its own field taken as zero */
+    uint8_t zero[4] = {0};
+    uint32_t crc = kv_crc32c(0, buf, 144);
+    crc = kv_crc32c(crc, zero, 4);
+    crc = kv_crc32c(crc, buf + 148, hb - 148);
     if (crc != get_u32(buf + 144))
         return fail(err, err_size, "header checksum mismatch");
-    d->tokens = (const int32_t *)(const void *)(buf + KV_SEG_FIXED_BYTES);
+    d->tokens = (const int32_t *)(const void *)(buf + KV_BLOCK_FIXED_BYTES);
     *header_bytes = hb;
     return 0;
 }
 
-/* pread exactly n bytes at off into p; 0, or an errno */
-static int pread_full(int fd, uint8_t *p, size_t n, uint64_t off)
+/* Read the file's bytes from off into the n iovecs (updated as they fill):
+ * 0, or an errno (EIO: the file ended first). */
+static int preadv_full(int fd, struct iovec *iov, int n, uint64_t off)
 {
-    while (n) {
-        ssize_t r = pread(fd, p, n, (off_t)off);
+    while (n > 0) {
+        ssize_t r = preadv(fd, iov, n > IOV_MAX ? IOV_MAX : n, (off_t)off);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
             return r < 0 ? errno : EIO;
-        p += r;
         off += (uint64_t)r;
-        n -= (size_t)r;
+        while (n > 0 && (size_t)r >= iov->iov_len) {
+            r -= (ssize_t)iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0 && r > 0) {
+            iov->iov_base = (uint8_t *)iov->iov_base + r;
+            iov->iov_len -= (size_t)r;
+        }
     }
     return 0;
 }
 
-int kv_seg_read(const char *path, const struct kv_seg_desc *want, const uint8_t id[32],
-                int32_t *tokens_out, const struct kv_seg_dst *dst, char *err, size_t err_size)
+int kv_block_read(const char *path, const struct kv_block_desc *want, const uint8_t id[32],
+                  const struct kv_block_dst *dst, char *err, size_t err_size)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return fail(err, err_size, "%s", strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        close(fd);
-        return fail(err, err_size, "%s", strerror(errno));
+    /* O_NONBLOCK: a FIFO (or a device) in the block's place must not hang us */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        fail(err, err_size, "%s", strerror(e));
+        return e == ENOENT || e == ENOTDIR || e == ELOOP || e == ENXIO ? KV_BLOCK_MISSING : KV_BLOCK_DAMAGED;
     }
-    uint32_t hb = header_size(want->n_tokens, want->n_layer);
-    size_t es = kv_seg_elem_size(want->kv_type);
-    uint64_t kb = block_bytes(want->n_tokens, want->n_embd_k, want->kv_type);
-    uint64_t vb = block_bytes(want->n_tokens, want->n_embd_v, want->kv_type);
-    if (!hb || !es) {
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        fail(err, err_size, "not a regular file");
+        return KV_BLOCK_MISSING;
+    }
+    if (!shape_ok(want)) {
         close(fd);
         return fail(err, err_size, "bad expected shape");
     }
+    uint32_t hb = header_size(want->n_tokens, want->n_layer);
+    uint64_t kb = run_bytes(want, 0), vb = run_bytes(want, 1);
     uint8_t *h = malloc(hb);
-    if (!h) {
+    int64_t n_iov = 0;
+    for (uint32_t r = 0; r < 2 * want->n_layer; r++)
+        n_iov += dst[r].n_chunks;
+    struct iovec *iov = malloc((size_t)(n_iov ? n_iov : 1) * sizeof *iov);
+    if (!h || !iov) {
+        free(h);
+        free(iov);
         close(fd);
         return fail(err, err_size, "out of memory");
     }
     int rc = 0;
     ssize_t got = pread(fd, h, hb, 0);
-    struct kv_seg_desc d;
-    uint8_t fid[32];
+    struct kv_block_desc d;
+    uint8_t fid[32], cid[32];
     uint32_t fhb;
     if (got < 0)
         rc = fail(err, err_size, "%s", strerror(errno));
-    else if (kv_seg_parse_header(h, (size_t)got, &d, fid, &fhb, err, err_size))
-        rc = -1;
+    else if (kv_block_parse_header(h, (size_t)got, &d, fid, &fhb, err, err_size))
+        rc = KV_BLOCK_DAMAGED;
     else if (memcmp(fid, id, 32))
-        rc = fail(err, err_size, "segment id does not match its name");
+        rc = fail(err, err_size, "block id does not match its name");
     else if (memcmp(d.fingerprint, want->fingerprint, 32))
         rc = fail(err, err_size, "made for another model (fingerprint differs)");
     else if (d.kv_type != want->kv_type)
         rc = fail(err, err_size, "kv type %" PRIu32 ", expected %" PRIu32, d.kv_type, want->kv_type);
-    else if (d.n_layer != want->n_layer || d.n_embd_k != want->n_embd_k ||
-             d.n_embd_v != want->n_embd_v || d.n_tokens != want->n_tokens)
+    else if (d.n_layer != want->n_layer || d.n_embd_k != want->n_embd_k || d.n_embd_v != want->n_embd_v ||
+             d.n_tokens != want->n_tokens)
         rc = fail(err, err_size, "shape differs from the model's KV cache");
     else if (memcmp(d.parent, want->parent, 32))
         rc = fail(err, err_size, "parent differs from the chain");
     else if (d.pos0 != want->pos0)
         rc = fail(err, err_size, "starts at position %" PRIu32 ", expected %" PRIu32, d.pos0, want->pos0);
+    else if (memcmp(h + KV_BLOCK_FIXED_BYTES, want->tokens, 4ull * d.n_tokens))
+        rc = fail(err, err_size, "holds other tokens");
     else if ((uint64_t)st.st_size != hb + (kb + vb) * d.n_layer)
         rc = fail(err, err_size, "file is %lld bytes, expected %" PRIu64, (long long)st.st_size,
                   hb + (kb + vb) * d.n_layer);
+    /* the id is a content address: recomputed from the header's fields */
+    else if (kv_block_id(&d, cid) != 0)
+        rc = fail(err, err_size, "cannot compute the block id");
+    else if (memcmp(cid, id, 32))
+        rc = fail(err, err_size, "content does not hash to the block id");
     if (rc == 0) {
-        /* the id is a content address: recompute it from the header's fields */
-        uint8_t cid[32];
-        kv_seg_id(&d, cid);
-        if (memcmp(cid, id, 32))
-            rc = fail(err, err_size, "content does not hash to the segment id");
-    }
-    if (rc) {
-        free(h);
-        close(fd);
-        return rc;
-    }
-    memcpy(tokens_out, h + KV_SEG_FIXED_BYTES, 4ull * d.n_tokens);
-    const uint8_t *crcs = h + KV_SEG_FIXED_BYTES + 4ull * d.n_tokens;
-    int bad = -1, io_errno = 0;
-    /* block by block, each piece verified while it is in cache: sequential,
-     * since reading from the page cache is memory-bound and a thread team
-     * costs more than it saves on a busy machine (measured) */
-    for (int64_t b = 0; b < 2 * (int64_t)d.n_layer; b++) {
-        uint32_t l = (uint32_t)(b / 2);
-        bool is_v = b & 1;
-        uint64_t n = is_v ? vb : kb;
-        uint64_t off = hb + (kb + vb) * l + (is_v ? kb : 0);
-        const struct kv_seg_dst *o = &dst[b];
-        int e = (uint64_t)o->n_chunks * o->chunk_bytes == n ? 0 : EINVAL;
-        uint32_t crc = 0;
-        /* each piece is checked right after it is read, while it is in cache */
-        for (int64_t g = 0; g < o->n_chunks && !e; g++) {
-            uint8_t *p = o->base + (size_t)g * o->stride;
-            e = pread_full(fd, p, o->chunk_bytes, off + (uint64_t)g * o->chunk_bytes);
-            if (!e)
-                crc = kv_crc32c(crc, p, o->chunk_bytes);
+        /* every run's pieces in one scattered read, then each run verified
+         * while it is still in the cache */
+        struct iovec *v = iov;
+        for (uint32_t r = 0; r < 2 * want->n_layer && rc == 0; r++) {
+            const struct kv_block_dst *o = &dst[r];
+            if ((uint64_t)o->n_chunks * o->chunk_bytes != (r & 1 ? vb : kb))
+                rc = fail(err, err_size, "destination of run %" PRIu32 " has the wrong size", r);
+            for (int64_t g = 0; g < o->n_chunks; g++, v++) {
+                v->iov_base = o->base + (size_t)g * o->stride;
+                v->iov_len = o->chunk_bytes;
+            }
         }
-        if (e || crc != get_u32(crcs + 4 * b)) {
-            io_errno = e;
-            bad = (int)b;
-            break;
+        int e = rc ? 0 : preadv_full(fd, iov, (int)n_iov, hb);
+        if (e)
+            rc = fail(err, err_size, "read error: %s", strerror(e));
+        const uint8_t *crcs = h + KV_BLOCK_FIXED_BYTES + 4ull * d.n_tokens;
+        for (uint32_t r = 0; r < 2 * want->n_layer && rc == 0; r++) {
+            const struct kv_block_dst *o = &dst[r];
+            uint32_t crc = 0;
+            for (int64_t g = 0; g < o->n_chunks; g++)
+                crc = kv_crc32c(crc, o->base + (size_t)g * o->stride, o->chunk_bytes);
+            if (crc != get_u32(crcs + 4 * r))
+                rc = fail(err, err_size, "checksum mismatch in layer %" PRIu32 "'s %s rows", r / 2,
+                          r & 1 ? "V" : "K");
         }
     }
     free(h);
+    free(iov);
     close(fd);
-    if (bad >= 0) {
-        if (io_errno)
-            return fail(err, err_size, "read error: %s", strerror(io_errno));
-        return fail(err, err_size, "checksum mismatch in layer %d's %s rows", bad / 2, bad & 1 ? "V" : "K");
-    }
-    return 0;
+    return rc;
 }
