@@ -34,14 +34,14 @@ static const char run_usage[] =
     "                           prompt_tokens, cached_tokens, prefilled_tokens,\n"
     "                           generated_tokens, ttft_ms, prefill_tok_s,\n"
     "                           decode_tok_s, stop_reason, restore_ms,\n"
-    "                           restored_tokens, blocks_written\n"
+    "                           restored_tokens, restored_blocks, blocks_written\n"
     CMD_OPTS_HELP
     "\n"
     "Exit status: 0 ok, 1 usage, 2 model or file error, 3 session error,\n"
     "130 interrupted (the partial answer is kept in the session).\n";
 
 static volatile sig_atomic_t interrupted;
-static double last_restore_ms; /* of the session's KV cache, for --json */
+static struct sess_restore_stats attach_rs; /* of the session's KV cache, for --json */
 
 static void on_sigint(int sig)
 {
@@ -238,7 +238,7 @@ static int run_exec(int argc, char **argv)
             rc = cmd_fail(CMD_EXIT_SESSION, "%s", sess_conv_errmsg(conv));
             goto out;
         }
-        last_restore_ms = rs.ms;
+        attach_rs = rs;
         if (rs.first_problem[0])
             fprintf(stderr, "kvchat: %s\n", rs.first_problem);
         if (o.verbose)
@@ -257,7 +257,6 @@ static int run_exec(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     struct sink sink = {json, false, NULL, 0, 0};
-    double restore_ms = session ? last_restore_ms : 0;
     struct sess_turn_stats ts;
     int r = sess_conv_say(conv, prompt, on_text, &sink, &interrupted, &ts);
     if (ts.kv_problem[0])
@@ -281,10 +280,11 @@ static int run_exec(int argc, char **argv)
         printf(", \"prompt_tokens\": %lld, \"cached_tokens\": %lld, \"prefilled_tokens\": %lld, "
                "\"generated_tokens\": %lld, \"ttft_ms\": %.3f, \"prefill_tok_s\": %.3f, "
                "\"decode_tok_s\": %.3f, \"stop_reason\": \"%s\", \"restore_ms\": %.3f, "
-               "\"restored_tokens\": %lld, \"blocks_written\": %lld}\n",
+               "\"restored_tokens\": %lld, \"restored_blocks\": %lld, \"blocks_written\": %lld}\n",
                (long long)ts.prompt_tokens, (long long)ts.cached_tokens, (long long)ts.prefilled_tokens,
                (long long)ts.generated_tokens, ts.ttft_ms, ts.prefill_tok_s, ts.decode_tok_s, ts.stop_reason,
-               restore_ms + ts.restore_ms, (long long)ts.restored_tokens, (long long)ts.blocks_written);
+               attach_rs.ms + ts.restore_ms, (long long)(attach_rs.restored_tokens + ts.restored_tokens),
+               (long long)(attach_rs.restored_blocks + ts.restored_blocks), (long long)ts.blocks_written);
     } else if (!sink.broken && isatty(1)) {
         fputc('\n', stdout);
     }

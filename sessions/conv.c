@@ -580,7 +580,7 @@ int sess_conv_init(struct sess_store *st, struct sess_conv_params p, struct sess
         return SESS_ERR;
     }
     /* the model's fingerprint is computed only with a store */
-    if (sess_kv_init(p.no_cache ? NULL : st, c->m, c->ctx, c->model_path, &c->kv, err, err_size)) {
+    if (sess_kv_init(st, c->m, c->ctx, c->model_path, &c->kv, err, err_size)) {
         sess_conv_free(c);
         return SESS_ERR;
     }
@@ -894,6 +894,7 @@ static int prepare(struct sess_conv *c, volatile sig_atomic_t *interrupt, struct
     if (rc)
         return rc;
     ts->restored_tokens = c->n_kv > before ? c->n_kv - before : 0;
+    ts->restored_blocks = r.blocks;
     ts->restore_ms = r.ms;
     if (r.first_problem[0])
         snprintf(ts->kv_problem, sizeof ts->kv_problem, "%.490s; recomputed", r.first_problem);
@@ -1170,6 +1171,8 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
         return cfail(c, "%s", sess_errmsg(c->st));
     bool exists = rc == SESS_OK;
     if (exists && attached(c) && sid == c->sid)
+        return SESS_OK;
+    if (!exists && c->p.no_cache) /* --no-cache changes nothing: not even a new session */
         return SESS_OK;
     if (!exists) {
         char err[256];

@@ -244,6 +244,7 @@ struct sess_turn_stats {
     int64_t prompt_tokens;    /* tokens the answer was conditioned on */
     int64_t cached_tokens;    /* of them, not computed: in memory or restored from blocks */
     int64_t restored_tokens;  /* of the cached, read from block files by this call */
+    int64_t restored_blocks;  /* the block files they came from (the last may be partly used) */
     int64_t prefilled_tokens; /* computed this turn */
     int64_t generated_tokens;
     double restore_ms;        /* of the blocks read by this call */

@@ -608,11 +608,14 @@ int sess_create(struct sess_store *st, const struct sess_new *n, int64_t *id)
     sqlite3_bind_int(s, 4, (int)n->kv_type);
     sqlite3_bind_int64(s, 5, now());
     int rc = sqlite3_step(s);
-    sqlite3_finalize(s);
-    if (rc == SQLITE_CONSTRAINT)
+    if (rc == SQLITE_CONSTRAINT && sqlite3_extended_errcode(st->db) == SQLITE_CONSTRAINT_UNIQUE) {
+        sqlite3_finalize(s);
         return sess_fail(st, "a session named '%s' already exists", n->name);
-    if (rc != SQLITE_DONE)
-        return db_fail(st);
+    }
+    int r = rc == SQLITE_DONE ? SESS_OK : db_fail(st);
+    sqlite3_finalize(s);
+    if (r)
+        return r;
     *id = sqlite3_last_insert_rowid(st->db);
     return SESS_OK;
 }
@@ -751,10 +754,12 @@ static int set_name(struct sess_store *st, int64_t id, const char *name)
     sqlite3_bind_int64(s, 2, id);
     sqlite3_bind_int64(s, 3, now());
     int r = sqlite3_step(s);
+    int ext = sqlite3_extended_errcode(st->db);
+    int rc = r == SQLITE_DONE ? SESS_OK
+             : ext == SQLITE_CONSTRAINT_UNIQUE ? sess_fail(st, "a session named '%s' already exists", name)
+                                               : db_fail(st);
     sqlite3_finalize(s);
-    if (r == SQLITE_CONSTRAINT)
-        return sess_fail(st, "a session named '%s' already exists", name);
-    return r == SQLITE_DONE ? SESS_OK : db_fail(st);
+    return rc;
 }
 
 int sess_set_name(struct sess_store *st, int64_t id, const char *name)
@@ -855,11 +860,11 @@ int sess_fork(struct sess_store *st, const char *src, const char *dst, int64_t a
         if (np >= 6) sqlite3_bind_int64(s, 6, SESS_BLOCK_TOKENS);
         if (np >= 7) sqlite3_bind_int64(s, 7, kept_tokens);
         int r = sqlite3_step(s);
-        sqlite3_finalize(s);
-        if (r == SQLITE_CONSTRAINT && i == 0)
+        if (r == SQLITE_CONSTRAINT && i == 0 && sqlite3_extended_errcode(st->db) == SQLITE_CONSTRAINT_UNIQUE)
             rc = sess_fail(st, "a session named '%s' already exists", dst);
         else if (r != SQLITE_DONE)
             rc = db_fail(st);
+        sqlite3_finalize(s);
         if (i == 0)
             did = sqlite3_last_insert_rowid(st->db);
     }
