@@ -100,7 +100,7 @@ struct chat {
     struct cmd_opts o;
     struct cmd_llm l;
     struct sess_conv *conv;
-    struct sess_store *st; /* the store (NULL when it cannot be opened, or with --no-cache) */
+    struct sess_store *st; /* the store (NULL when it cannot be opened) */
     char *name;            /* the session's name; NULL for an unnamed chat */
     struct repl *repl;
     FILE *ui;              /* stdout on a terminal, else stderr */
@@ -179,8 +179,7 @@ static int store_need(struct chat *ch)
 {
     if (ch->st)
         return 0;
-    chat_err(ch, "no session store: %s", ch->o.no_cache ? "with --no-cache, sessions are only read"
-                                                        : "it could not be opened (see above)");
+    chat_err(ch, "no session store: it could not be opened (see above)");
     return -1;
 }
 
@@ -1064,8 +1063,8 @@ static int chat_exec(int argc, char **argv)
     ch.color = want_color(ch.ui);
     ch.interactive = isatty(0);
     /* the store: sessions, and the KV blocks of every prompt (with
-     * --no-cache only a session is read from it) */
-    if ((session || !ch.o.no_cache) && cmd_store_open(true, &ch.st)) {
+     * --no-cache sessions are only read from it) */
+    if (cmd_store_open(true, &ch.st)) {
         if (session) {
             cmd_opts_free(&ch.o);
             return CMD_EXIT_SESSION;

@@ -968,9 +968,12 @@ int sess_conv_retry(struct sess_conv *c, sess_text_fn on_text, void *ud, volatil
     double t0 = now_ms();
     if (drop_messages(c, L))
         return SESS_ERR;
-    /* the cache may lack part of the conversation (a session just opened) */
-    int rc = c->n_kv + 1 < c->n_tokens ? prepare(c, interrupt, ts) : SESS_OK;
-    if (rc == SESS_OK && c->n_kv == c->n_tokens) { /* logits of the last token: computed again */
+    /* the cache may lack part of the conversation (a session just opened):
+     * computing it gives the last token's logits; else they are computed again */
+    int rc;
+    if (c->n_kv < c->n_tokens) {
+        rc = prepare(c, interrupt, ts);
+    } else {
         rc = refresh_logits(c);
         ts->cached_tokens = c->n_tokens - 1;
         ts->prefilled_tokens = 1;

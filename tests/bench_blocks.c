@@ -13,14 +13,24 @@
  *   - a chat turn's write: one full block and the tail;
  *   - the lookup of an N-token prompt in an index of --index blocks (default
  *     100,000): the chain of ids hashed, the longest stored chain found,
- *     and the child that shares the most tokens with what follows.
+ *     and the child that shares the most tokens with what follows;
+ *   - with --split MODEL, how far the answer's logits with reused blocks are
+ *     from --no-cache's in the script case: a document of --doc ids (3,000)
+ *     and a question of 20 computed as `kvchat run --no-cache` does (passes
+ *     of 256 from the start), against the document's rows as an earlier call
+ *     (document and another question) left them plus the question computed
+ *     in one pass, as a cached call does. Zero once the engine is
+ *     batch-invariant (issue 14).
  *
  *   tests/bench_blocks [-n TOKENS] [--index BLOCKS] [--sizes 16,32,64,128,256] [--dir DIR]
+ *                      [--split MODEL [--doc IDS]]
  */
 #include "sessions/sess-int.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,10 +309,97 @@ static void lookup_bench(struct sess_store *st, int64_t model_id, const int32_t 
     free(other);
 }
 
+/* prefill ids[0..n) into c (empty) in passes of pass tokens */
+static void prefill(struct llm_ctx *c, const int32_t *ids, int64_t n, int64_t pass)
+{
+    for (int64_t a = 0; a < n; a += pass)
+        if (llm_ctx_decode(c, ids + a, a + pass < n ? pass : n - a) != LLM_OK)
+            die("decode", llm_ctx_errmsg(c));
+}
+
+static void split_bench(const char *path, int64_t doc)
+{
+    struct llm_model *m;
+    char err[512];
+    if (llm_model_open(path, llm_model_default_params(), &m, err, sizeof err))
+        die(path, err);
+    int64_t nv = llm_model_n_vocab(m), q = 20, n = doc + q;
+    int32_t *first = malloc((size_t)n * sizeof *first), *second = malloc((size_t)n * sizeof *second);
+    uint64_t rnd = 0x9e3779b97f4a7c15ull;
+    for (int64_t i = 0; i < n; i++) {
+        rnd ^= rnd << 13, rnd ^= rnd >> 7, rnd ^= rnd << 17;
+        first[i] = second[i] = (int32_t)(rnd % (uint64_t)(nv < 150000 ? nv : 150000));
+    }
+    for (int64_t i = doc; i < n; i++) {
+        rnd ^= rnd << 13, rnd ^= rnd >> 7, rnd ^= rnd << 17;
+        second[i] = (int32_t)(rnd % (uint64_t)(nv < 150000 ? nv : 150000));
+    }
+    struct llm_ctx_params cp = llm_ctx_default_params();
+    cp.n_ctx = (int32_t)n + 16;
+    struct llm_ctx *a, *b, *c;
+    if (llm_ctx_init(m, cp, &a, err, sizeof err) || llm_ctx_init(m, cp, &b, err, sizeof err) ||
+        llm_ctx_init(m, cp, &c, err, sizeof err))
+        die("context", err);
+    /* --no-cache: the second prompt in passes of 256 */
+    prefill(a, second, n, 256);
+    float *la = malloc((size_t)nv * sizeof *la);
+    memcpy(la, llm_ctx_logits(a), (size_t)nv * sizeof *la);
+    /* the earlier call: the first prompt in passes of 256; its document rows
+     * become the second call's, which computes its question in one pass */
+    prefill(b, first, n, 256);
+    size_t size = llm_ctx_kv_size(b, 0, doc);
+    void *rows = malloc(size);
+    if (llm_ctx_kv_export(b, 0, doc, rows, size) != (int64_t)size || llm_ctx_kv_import(c, 0, doc, rows, size))
+        die("rows", llm_ctx_errmsg(b));
+    if (llm_ctx_decode(c, second + doc, q) != LLM_OK)
+        die("decode", llm_ctx_errmsg(c));
+    const float *lc = llm_ctx_logits(c);
+    double maxd = 0, lo = la[0], hi = la[0];
+    int64_t am = 0, bm = 0;
+    for (int64_t i = 0; i < nv; i++) {
+        double d = fabs((double)la[i] - lc[i]);
+        maxd = d > maxd ? d : maxd;
+        lo = la[i] < lo ? la[i] : lo;
+        hi = la[i] > hi ? la[i] : hi;
+        am = la[i] > la[am] ? i : am;
+        bm = lc[i] > lc[bm] ? i : bm;
+    }
+    /* the same split computed in one process (the document in passes of
+     * 256, then the question in one pass): the restore changes no bit */
+    struct llm_ctx *e;
+    if (llm_ctx_init(m, cp, &e, err, sizeof err))
+        die("context", err);
+    prefill(e, second, doc, 256);
+    if (llm_ctx_decode(e, second + doc, q) != LLM_OK)
+        die("decode", llm_ctx_errmsg(e));
+    bool live_same = !memcmp(llm_ctx_logits(e), lc, (size_t)nv * sizeof *lc);
+    llm_ctx_free(e);
+    /* and the rows themselves: the document's, recomputed in other passes */
+    void *rows2 = malloc(size);
+    llm_ctx_kv_export(a, 0, doc, rows2, size);
+    int64_t differ = 0;
+    for (size_t i = 0; i < size / 2; i++)
+        differ += ((uint16_t *)rows)[i] != ((uint16_t *)rows2)[i];
+    printf("split: %lld-id document, %lld-id question: reused rows + one pass against --no-cache's passes of 256: "
+           "max |logit difference| %.3g = %.2e of the logit range; argmax %s (%lld vs %lld); %.4f%% of the "
+           "document's KV elements differ bitwise; the same split computed in one process gives %s logits\n",
+           (long long)doc, (long long)q, maxd, maxd / (hi - lo), am == bm ? "equal" : "differs", (long long)am,
+           (long long)bm, 100.0 * (double)differ / (double)(size / 2), live_same ? "bit-identical" : "OTHER");
+    free(rows);
+    free(rows2);
+    free(la);
+    free(first);
+    free(second);
+    llm_ctx_free(a);
+    llm_ctx_free(b);
+    llm_ctx_free(c);
+    llm_model_close(m);
+}
+
 int main(int argc, char **argv)
 {
-    int64_t n = 16000, index = 100000;
-    const char *sizes = "16,32,64,128,256", *base = NULL;
+    int64_t n = 16000, index = 100000, doc = 3000;
+    const char *sizes = "16,32,64,128,256", *base = NULL, *split = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-n") && i + 1 < argc)
             n = atoll(argv[++i]);
@@ -312,10 +409,19 @@ int main(int argc, char **argv)
             sizes = argv[++i];
         else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
             base = argv[++i];
+        else if (!strcmp(argv[i], "--split") && i + 1 < argc)
+            split = argv[++i];
+        else if (!strcmp(argv[i], "--doc") && i + 1 < argc)
+            doc = atoll(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench_blocks [-n TOKENS] [--index BLOCKS] [--sizes 16,32,...] [--dir DIR]\n");
+            fprintf(stderr, "usage: bench_blocks [-n TOKENS] [--index BLOCKS] [--sizes 16,32,...] [--dir DIR] "
+                            "[--split MODEL [--doc IDS]]\n");
             return 1;
         }
+    }
+    if (split) {
+        split_bench(split, doc);
+        return 0;
     }
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/kvchat-bench-blocks-XXXXXX", base ? base : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
