@@ -268,7 +268,7 @@ int sess_kv_restore(struct sess_kv *kv, const int32_t *tokens, int64_t limit, st
     if (chain_ids(kv, tokens, k_full * B, &n_ids) ||
         sess_blocks_find(kv->st, (const uint8_t(*)[32])kv->ids + first, k_full - first, kv->rows + first, &found))
         return SESS_ERR;
-    int64_t m = first, used0 = first;
+    int64_t m = first;
     for (; m < first + found; m++) {
         struct kv_block_desc d;
         describe(kv, tokens, m, B, m ? kv->ids[m - 1] : NULL, &d);
@@ -279,7 +279,6 @@ int sess_kv_restore(struct sess_kv *kv, const int32_t *tokens, int64_t limit, st
             break;
         r->blocks++;
     }
-    int64_t n_read = m - used0;
     /* then the block after the chain that shares the most tokens with what
      * follows: its first rows are ours (the prefix-sharing property) */
     int64_t at = m * B, want = limit - at < B ? limit - at : B;
@@ -301,19 +300,15 @@ int sess_kv_restore(struct sess_kv *kv, const int32_t *tokens, int64_t limit, st
             rc = read_block(kv, &d, row.id, at + common, r);
             if (rc < 0)
                 return SESS_ERR;
-            if (rc == 1) {
+            if (rc == 1)
                 r->blocks++;
-                memcpy(kv->ids[m], row.id, 32);
-                n_read++;
-            }
         }
     }
     r->tokens = llm_ctx_n_past(kv->ctx) - have;
     if (r->tokens < 0)
         r->tokens = 0;
-    /* the blocks read were used now (one transaction) */
-    if (n_read > 0 && sess_blocks_touch(kv->st, (const uint8_t(*)[32])kv->ids + used0, n_read, sess_now_ms()))
-        return SESS_ERR;
+    /* (the blocks read are marked used when the turn's blocks are saved,
+     * after the answer: not here, where it would delay the first token) */
     r->ms = ms_since(&t0);
     return SESS_OK;
 }

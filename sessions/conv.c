@@ -414,19 +414,18 @@ static int replace_tokens(struct sess_conv *c, const int32_t *new, int64_t n)
     return SESS_OK;
 }
 
-/* extend the cache from the store's blocks up to limit positions */
-static int restore_blocks(struct sess_conv *c, int64_t limit, struct sess_kv_restore *r)
+/* Extend the cache from the store's blocks up to limit positions. A
+ * failure to read the index is not the turn's: it is said in r's
+ * first_problem and what the cache lacks is computed. */
+static void restore_blocks(struct sess_conv *c, int64_t limit, struct sess_kv_restore *r)
 {
     memset(r, 0, sizeof *r);
     if (!c->st || c->p.no_cache || limit <= c->n_kv)
-        return SESS_OK;
-    if (sess_kv_restore(c->kv, c->tokens, limit, r)) {
-        /* the cache is as it was: what it lacks is computed */
-        c->n_kv = llm_ctx_n_past(c->ctx);
-        return cfail(c, "cannot read the KV cache's index: %s", sess_errmsg(c->st));
-    }
+        return;
+    if (sess_kv_restore(c->kv, c->tokens, limit, r))
+        snprintf(r->first_problem, sizeof r->first_problem, "cannot read the KV cache's index: %.450s",
+                 sess_errmsg(c->st));
     c->n_kv = llm_ctx_n_past(c->ctx);
-    return SESS_OK;
 }
 
 /* logits for the next position after a truncation: compute the last token
@@ -890,9 +889,7 @@ static int prepare(struct sess_conv *c, volatile sig_atomic_t *interrupt, struct
     struct sess_kv_restore r;
     int64_t before = c->n_kv;
     /* the last token is always computed: its logits are the answer's start */
-    int rc = restore_blocks(c, c->n_tokens - 1, &r);
-    if (rc)
-        return rc;
+    restore_blocks(c, c->n_tokens - 1, &r);
     ts->restored_tokens = c->n_kv > before ? c->n_kv - before : 0;
     ts->restored_blocks = r.blocks;
     ts->restore_ms = r.ms;
@@ -900,7 +897,7 @@ static int prepare(struct sess_conv *c, volatile sig_atomic_t *interrupt, struct
         snprintf(ts->kv_problem, sizeof ts->kv_problem, "%.490s; recomputed", r.first_problem);
     ts->cached_tokens = c->n_kv;
     int64_t done;
-    rc = sync_kv_interruptible(c, &done, interrupt);
+    int rc = sync_kv_interruptible(c, &done, interrupt);
     ts->prefilled_tokens = done;
     return rc;
 }
@@ -1241,8 +1238,7 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
     } else {
         struct sess_kv_restore r;
         int64_t before = c->n_kv;
-        if (restore_blocks(c, c->n_tokens, &r))
-            return SESS_ERR;
+        restore_blocks(c, c->n_tokens, &r);
         rs->restored_tokens = c->n_kv - before;
         rs->restored_blocks = r.blocks;
         rs->damaged = r.damaged;
