@@ -26,8 +26,8 @@ export KVCHAT_HOME=$home
 B=64
 num() { sed -n "s/.*\"$1\": \([0-9.]*\).*/\1/p"; }
 str() { python3 -c "import json, sys; print(json.load(sys.stdin)['$1'])"; }
-kvbytes() { find "$home/kv" -name '*.kvblk' -printf '%s\n' | awk '{s += $1} END {print s + 0}'; }
-nblk() { find "$home/kv" -name '*.kvblk' | wc -l; }
+kvbytes() { find "$home/kv" -name '*.kvblk' -printf '%s\n' 2>/dev/null | awk '{s += $1} END {print s + 0}'; }
+nblk() { find "$home/kv" -name '*.kvblk' 2>/dev/null | wc -l; }
 run() { ./kvchat run -m "$model" -t "$threads" -c 8192 -n 16 --json "$@" < /dev/null; }
 echo "bench-cache: $threads threads, B = $B; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
