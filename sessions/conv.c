@@ -334,7 +334,8 @@ static int add_tokens(struct sess_conv *c, const int32_t *toks, int64_t n)
 {
     if (c->n_tokens + n > c->n_ctx)
         return cfail(c, "context full");
-    memcpy(c->tokens + c->n_tokens, toks, (size_t)n * sizeof *toks);
+    if (n)
+        memcpy(c->tokens + c->n_tokens, toks, (size_t)n * sizeof *toks);
     c->n_tokens += n;
     return SESS_OK;
 }
@@ -409,7 +410,8 @@ static int replace_tokens(struct sess_conv *c, const int32_t *new, int64_t n)
         k++;
     if (truncate_to(c, k))
         return SESS_ERR;
-    memcpy(c->tokens, new, (size_t)n * sizeof *new);
+    if (n)
+        memcpy(c->tokens, new, (size_t)n * sizeof *new);
     c->n_tokens = n;
     return SESS_OK;
 }
@@ -661,17 +663,24 @@ void sess_conv_set_n_predict(struct sess_conv *c, int32_t n_predict)
     c->p.n_predict = n_predict;
 }
 
-int sess_conv_reset(struct sess_conv *c, const char *system)
+/* a conversation of system prompt `system` alone, with a fresh sampler;
+ * the cache keeps what it shares with the old one */
+static int restart(struct sess_conv *c, const char *system)
 {
-    leave_session(c);
     drop_all_messages(c);
-    char *sys = system ? strdup(system) : NULL;
+    char *sys = system ? strdup(system) : NULL; /* system may be c->system */
     if (system && !sys)
         return cfail(c, "out of memory");
     int rc = start_with_system(c, sys);
     free(sys);
     sess_conv_set_sampling(c, c->p.sampling);
     return rc;
+}
+
+int sess_conv_reset(struct sess_conv *c, const char *system)
+{
+    leave_session(c);
+    return restart(c, system);
 }
 
 int sess_conv_rename(struct sess_conv *c, const char *new_name)
@@ -1086,13 +1095,7 @@ int sess_conv_drop_oldest(struct sess_conv *c, int64_t n)
 
 int sess_conv_set_system(struct sess_conv *c, const char *system)
 {
-    drop_all_messages(c);
-    char *sys = system ? strdup(system) : NULL;
-    if (system && !sys)
-        return cfail(c, "out of memory");
-    int rc = start_with_system(c, sys);
-    free(sys);
-    sampler_rewind(c);
+    int rc = restart(c, system);
     return rc ? rc : persist(c, 0, NULL);
 }
 

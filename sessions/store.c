@@ -371,34 +371,54 @@ static int migrate(struct sess_store *st)
     return SESS_OK;
 }
 
-/* after 1 -> 2: the segment files of the first release */
-static void drop_segment_files(struct sess_store *st)
+/* Call fn on every entry of the xx fan-out directories of kv/ (never
+ * "." or "..": what is done stays inside kv/), with its path and lstat. */
+typedef void (*kv_entry_fn)(struct sess_store *st, const char *path, const char *name, const struct stat *sb,
+                            void *ud);
+static void for_each_kv_entry(struct sess_store *st, kv_entry_fn fn, void *ud)
 {
     char dir[PATH_MAX + 8];
     snprintf(dir, sizeof dir, "%s/kv", st->home);
     DIR *top = opendir(dir);
-    while (top) {
-        struct dirent *e = readdir(top);
-        if (!e)
-            break;
+    if (!top)
+        return;
+    struct dirent *e;
+    while ((e = readdir(top))) {
         if (strlen(e->d_name) != 2 || !isxdigit((unsigned char)e->d_name[0]) ||
             !isxdigit((unsigned char)e->d_name[1]))
             continue;
         char sub[PATH_MAX + 16];
         snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
         DIR *d = opendir(sub);
-        for (struct dirent *f; d && (f = readdir(d));) {
-            if (strstr(f->d_name, ".kvseg")) {
-                char p[PATH_MAX + 300];
-                snprintf(p, sizeof p, "%s/%s", sub, f->d_name);
-                unlink(p);
-            }
+        if (!d)
+            continue;
+        struct dirent *f;
+        while ((f = readdir(d))) {
+            if (!strcmp(f->d_name, ".") || !strcmp(f->d_name, ".."))
+                continue;
+            char path[PATH_MAX + 300];
+            struct stat sb;
+            snprintf(path, sizeof path, "%s/%s", sub, f->d_name);
+            if (lstat(path, &sb) == 0)
+                fn(st, path, f->d_name, &sb, ud);
         }
-        if (d)
-            closedir(d);
+        closedir(d);
     }
-    if (top)
-        closedir(top);
+    closedir(top);
+}
+
+static void drop_segment_file(struct sess_store *st, const char *path, const char *name, const struct stat *sb,
+                              void *ud)
+{
+    (void)st, (void)sb, (void)ud;
+    if (strstr(name, ".kvseg"))
+        unlink(path);
+}
+
+/* after 1 -> 2: the segment files of the first release */
+static void drop_segment_files(struct sess_store *st)
+{
+    for_each_kv_entry(st, drop_segment_file, NULL);
     snprintf(st->notice, sizeof st->notice,
              "the session index '%s' was upgraded: KV segments of earlier releases are not used any "
              "more, so each session's history is computed once more at its next turn",
@@ -1269,52 +1289,22 @@ static bool dead_writers_temp(const char *name)
     return pid <= 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
 }
 
-/* files in kv/ with no row: left by a crash between write and record,
- * temporary files of dead writers, files of earlier releases, and anything
- * else that is not a block (a FIFO, an empty directory) */
-static void remove_stray_files(struct sess_store *st, struct sess_gc_stats *out)
+/* a file in kv/ with no row (left by a crash between write and record), a
+ * temporary file of a dead writer, a file of an earlier release, or
+ * anything else that is not a block (a FIFO, an empty directory): removed */
+static void remove_stray(struct sess_store *st, const char *path, const char *name, const struct stat *sb, void *ud)
 {
-    char dir[PATH_MAX + 8];
-    snprintf(dir, sizeof dir, "%s/kv", st->home);
-    DIR *top = opendir(dir);
-    if (!top)
-        return;
-    struct dirent *e;
-    while ((e = readdir(top))) {
-        /* only the xx fan-out directories (never "..": gc must stay in kv/) */
-        if (strlen(e->d_name) != 2 || !isxdigit((unsigned char)e->d_name[0]) ||
-            !isxdigit((unsigned char)e->d_name[1]))
-            continue;
-        char sub[PATH_MAX + 16];
-        snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
-        DIR *d = opendir(sub);
-        if (!d)
-            continue;
-        struct dirent *f;
-        while ((f = readdir(d))) {
-            if (!strcmp(f->d_name, ".") || !strcmp(f->d_name, ".."))
-                continue;
-            char path[PATH_MAX + 300];
-            snprintf(path, sizeof path, "%s/%s", sub, f->d_name);
-            struct stat sb;
-            if (lstat(path, &sb) != 0)
-                continue;
-            uint8_t id[32];
-            bool stray;
-            if (strstr(f->d_name, ".tmp."))
-                stray = dead_writers_temp(f->d_name);
-            else
-                stray = !S_ISREG(sb.st_mode) || parse_hex_id(f->d_name, id) != 0 || block_known(st, id) == 0;
-            if (!stray)
-                continue;
-            if (S_ISDIR(sb.st_mode) ? rmdir(path) == 0 : unlink(path) == 0) {
-                out->blocks += S_ISREG(sb.st_mode);
-                out->bytes += S_ISREG(sb.st_mode) ? sb.st_size : 0;
-            }
-        }
-        closedir(d);
+    struct sess_gc_stats *out = ud;
+    uint8_t id[32];
+    bool stray;
+    if (strstr(name, ".tmp."))
+        stray = dead_writers_temp(name);
+    else
+        stray = !S_ISREG(sb->st_mode) || parse_hex_id(name, id) != 0 || block_known(st, id) == 0;
+    if (stray && (S_ISDIR(sb->st_mode) ? rmdir(path) == 0 : unlink(path) == 0)) {
+        out->blocks += S_ISREG(sb->st_mode);
+        out->bytes += S_ISREG(sb->st_mode) ? sb->st_size : 0;
     }
-    closedir(top);
 }
 
 int sess_gc(struct sess_store *st, struct sess_gc_stats *out)
@@ -1326,7 +1316,7 @@ int sess_gc(struct sess_store *st, struct sess_gc_stats *out)
                                      "(SELECT block FROM session_blocks)"),
                         -1, &total, out))
         return SESS_ERR;
-    remove_stray_files(st, out);
+    for_each_kv_entry(st, remove_stray, out);
     return SESS_OK;
 }
 

@@ -309,6 +309,18 @@ static void lookup_bench(struct sess_store *st, int64_t model_id, const int32_t 
     free(other);
 }
 
+/* a store in home with the bench's model recorded */
+static struct sess_store *bench_store(const char *home, int64_t *model_id)
+{
+    struct sess_store *st;
+    char err[512];
+    if (sess_store_open(home, sess_store_default_params(), &st, err, sizeof err))
+        die(home, err);
+    if (sess_model_id(st, fp, "/bench.gguf", model_id))
+        die("model", sess_errmsg(st));
+    return st;
+}
+
 /* prefill ids[0..n) into c (empty) in passes of pass tokens */
 static void prefill(struct llm_ctx *c, const int32_t *ids, int64_t n, int64_t pass)
 {
@@ -459,13 +471,8 @@ int main(int argc, char **argv)
             die("--sizes", p);
         char home[4200];
         snprintf(home, sizeof home, "%s/B%lld", dir, (long long)bsize);
-        struct sess_store *st;
-        char err[512];
-        if (sess_store_open(home, sess_store_default_params(), &st, err, sizeof err))
-            die(home, err);
         int64_t model_id;
-        if (sess_model_id(st, fp, "/bench.gguf", &model_id))
-            die("model", sess_errmsg(st));
+        struct sess_store *st = bench_store(home, &model_id);
         struct result a = {0}, b = {0};
         per_block(st, model_id, tokens, n, bsize, rows, cache, n_ctx, &a);
         packed(home, tokens, n, bsize, rows, cache, n_ctx, &b);
@@ -490,13 +497,8 @@ int main(int argc, char **argv)
     if (index > 0) {
         char home[4200];
         snprintf(home, sizeof home, "%s/index", dir);
-        struct sess_store *st;
-        char err[512];
-        if (sess_store_open(home, sess_store_default_params(), &st, err, sizeof err))
-            die(home, err);
         int64_t model_id;
-        if (sess_model_id(st, fp, "/bench.gguf", &model_id))
-            die("model", sess_errmsg(st));
+        struct sess_store *st = bench_store(home, &model_id);
         lookup_bench(st, model_id, tokens, n, index);
         sess_store_close(st);
     }

@@ -84,6 +84,32 @@ static int64_t new_session(struct fx *f, const char *name, const char *system)
     return id;
 }
 
+/* block k of n tokens after parent (NULL: the first), 2 layers of 8 f16 */
+static void test_desc(struct fx *f, const uint8_t *parent, int64_t k, uint32_t n, const int32_t *toks,
+                      struct kv_block_desc *d)
+{
+    memset(d, 0, sizeof *d);
+    memcpy(d->fingerprint, f->fp, 32);
+    if (parent)
+        memcpy(d->parent, parent, 32);
+    d->kv_type = 1;
+    d->n_layer = 2;
+    d->n_embd_k = d->n_embd_v = 8;
+    d->pos0 = (uint32_t)(k * B);
+    d->n_tokens = n;
+    d->tokens = toks;
+}
+
+/* record (only: no file) block k of toks[0..n) after parent; its id into out */
+static void record_row(struct fx *f, const uint8_t *parent, int64_t k, const int32_t *toks, uint32_t n,
+                       uint8_t out[32])
+{
+    struct kv_block_desc d;
+    test_desc(f, parent, k, n, toks, &d);
+    assert_int_equal(kv_block_id(&d, out), 0);
+    assert_int_equal(sess_block_record(f->st, &d, out, f->model_id, 100, 0), 0);
+}
+
 /* Write and record block k (n tokens first_token, first_token + 1, ...)
  * after parent; its id into out. */
 static int64_t add_block(struct fx *f, const uint8_t *parent, int64_t k, uint32_t n, int32_t first_token,
@@ -93,16 +119,8 @@ static int64_t add_block(struct fx *f, const uint8_t *parent, int64_t k, uint32_
     assert_true(n <= B);
     for (uint32_t i = 0; i < n; i++)
         toks[i] = first_token + (int32_t)i;
-    struct kv_block_desc d = {0};
-    memcpy(d.fingerprint, f->fp, 32);
-    if (parent)
-        memcpy(d.parent, parent, 32);
-    d.kv_type = 1;
-    d.n_layer = 2;
-    d.n_embd_k = d.n_embd_v = 8;
-    d.pos0 = (uint32_t)(k * B);
-    d.n_tokens = n;
-    d.tokens = toks;
+    struct kv_block_desc d;
+    test_desc(f, parent, k, n, toks, &d);
     assert_int_equal(kv_block_id(&d, out), 0);
     static uint8_t rows[B * 8 * 2 * 2 * 2];
     char path[4200], err[256];
@@ -400,18 +418,8 @@ static void test_block_index(void **state)
         int nt = 1 + (c * 7) % B;
         for (int i = 0; i < nt; i++)
             toks[i] = 5000 + i + (i >= c % 20 ? 1000 * (c + 1) : 0); /* shares c % 20 tokens */
-        struct kv_block_desc d = {0};
-        memcpy(d.fingerprint, f->fp, 32);
-        memcpy(d.parent, ids[1], 32);
-        d.kv_type = 1;
-        d.n_layer = 2;
-        d.n_embd_k = d.n_embd_v = 8;
-        d.pos0 = 2 * B;
-        d.n_tokens = (uint32_t)nt;
-        d.tokens = toks;
         uint8_t cid[32];
-        assert_int_equal(kv_block_id(&d, cid), 0);
-        assert_int_equal(sess_block_record(f->st, &d, cid, f->model_id, 100, 0), 0);
+        record_row(f, ids[1], 2, toks, (uint32_t)nt, cid);
     }
     struct sess_block_row row;
     int64_t common, best = 0;
@@ -428,18 +436,8 @@ static void test_block_index(void **state)
     int32_t toks50[B];
     memcpy(toks50, want, sizeof toks50);
     toks50[50] = -1;
-    struct kv_block_desc d = {0};
-    memcpy(d.fingerprint, f->fp, 32);
-    memcpy(d.parent, ids[1], 32);
-    d.kv_type = 1;
-    d.n_layer = 2;
-    d.n_embd_k = d.n_embd_v = 8;
-    d.pos0 = 2 * B;
-    d.n_tokens = B;
-    d.tokens = toks50;
     uint8_t id50[32];
-    assert_int_equal(kv_block_id(&d, id50), 0);
-    assert_int_equal(sess_block_record(f->st, &d, id50, f->model_id, 100, 0), 0);
+    record_row(f, ids[1], 2, toks50, B, id50);
     assert_int_equal(sess_block_best_child(f->st, ids[1], f->model_id, 1, want, B, &row, &common, got), 1);
     assert_int_equal(common, 50);
     assert_memory_equal(row.id, id50, 32);
