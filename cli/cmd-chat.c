@@ -2,9 +2,10 @@
  * cmd-chat.c - `kvchat [chat] [SESSION]`: the interactive chat (SPEC §3
  * "The REPL").
  *
- * One conversation (sessions/ sess_conv) lives on one context for the whole
- * process, so each turn prefills only its own new tokens; /undo and /retry
- * cut the KV cache back instead of recomputing. Lines come from cli/repl.c
+ * One conversation (sessions/ sess_conv, which owns the engine context)
+ * lives for the whole process, so each turn prefills only its own new
+ * tokens, and whatever the KV block store already has is read instead of
+ * computed; /undo and /retry cut the KV cache back instead of recomputing. Lines come from cli/repl.c
  * (readline on a terminal). Slash commands are entries of slash_table.
  *
  * Invariants:
@@ -27,7 +28,6 @@
  */
 #include "cli/cmd.h"
 #include "cli/repl.h"
-#include "models/mdl.h"
 #include "sessions/sess.h"
 
 #include <errno.h>
@@ -38,7 +38,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -102,7 +101,7 @@ struct chat {
     struct cmd_opts o;
     struct cmd_llm l;
     struct sess_conv *conv;
-    struct sess_store *st; /* opened when sessions are first needed */
+    struct sess_store *st; /* the store (NULL when it cannot be opened) */
     char *name;            /* the session's name; NULL for an unnamed chat */
     struct repl *repl;
     FILE *ui;              /* stdout on a terminal, else stderr */
@@ -178,21 +177,13 @@ static void print_fit(struct chat *ch, enum color c, const char *line)
     fflush(ch->ui);
 }
 
+/* the store is there for sessions; says why not */
 static int store_need(struct chat *ch)
 {
     if (ch->st)
         return 0;
-    char home[4096], err[5200];
-    if (cmd_store_home(home, sizeof home, err, sizeof err)) {
-        chat_err(ch, "%s", err);
-        return -1;
-    }
-    if (sess_store_open(home, &ch->st, err, sizeof err)) {
-        chat_err(ch, "cannot open the session index: %s", err);
-        ch->st = NULL;
-        return -1;
-    }
-    return 0;
+    chat_err(ch, "no session store: it could not be opened (see above)");
+    return -1;
 }
 
 /* ==== turns ==== */
@@ -249,6 +240,8 @@ static void turn_done(struct chat *ch, int rc, const struct sess_turn_stats *ts)
                          "afresh, /undo drops the last exchange]");
     else if (!strcmp(why, "length") && ch->o.verbose)
         note(ch, C_DIM, "[stopped at %" PRId32 " token%s (-n)]", ch->o.n_predict, cmd_s(ch->o.n_predict));
+    if (ts->kv_problem[0])
+        chat_err(ch, "%s", ts->kv_problem);
     if (ch->o.verbose)
         stats_line(ch, ts);
 }
@@ -256,7 +249,7 @@ static void turn_done(struct chat *ch, int rc, const struct sess_turn_stats *ts)
 /* the message does not fit: say so, and offer to drop the oldest exchanges */
 static int make_room(struct chat *ch, const char *text)
 {
-    int64_t used = sess_conv_n_tokens(ch->conv), n_ctx = llm_ctx_n_ctx(ch->l.ctx);
+    int64_t used = sess_conv_n_tokens(ch->conv), n_ctx = llm_ctx_n_ctx(sess_conv_ctx(ch->conv));
     int64_t ex = sess_conv_n_exchanges(ch->conv);
     chat_err(ch, "the message does not fit in the context window (%" PRId64 " of %" PRId64
                  " tokens used, %" PRId64 " exchange%s)", used, n_ctx, ex, cmd_s(ex));
@@ -329,20 +322,24 @@ static void say(struct chat *ch, const char *text)
 
 /* ==== conversations ==== */
 
+/* a new unnamed chat: the conversation (and its engine context) is made
+ * once, then started afresh */
 static int conv_new(struct chat *ch, const char *system)
 {
     char err[1024];
-    if (ch->conv) {
-        sess_conv_free(ch->conv);
-        ch->conv = NULL;
-    }
     free(ch->name);
     ch->name = NULL;
     ch->have_last = false;
-    llm_ctx_truncate(ch->l.ctx, 0);
+    if (ch->conv) {
+        if (sess_conv_reset(ch->conv, system) != SESS_OK) {
+            chat_err(ch, "cannot start a conversation: %s", sess_conv_errmsg(ch->conv));
+            return -1;
+        }
+        return 0;
+    }
     struct sess_conv_params p = cmd_opts_conv_params(&ch->o, &ch->l);
     p.system = system && *system ? system : NULL;
-    if (sess_conv_init(ch->l.model, ch->l.vocab, ch->l.ctx, p, &ch->conv, err, sizeof err) != 0) {
+    if (sess_conv_init(ch->st, p, &ch->conv, err, sizeof err) != 0) {
         chat_err(ch, "cannot start a conversation: %s", err);
         return -1;
     }
@@ -360,36 +357,35 @@ static const char *conv_system(const struct chat *ch)
 
 static void restore_report(struct chat *ch, const char *name, const struct sess_restore_stats *rs)
 {
-    if (rs->damaged && rs->first_problem[0])
+    if (rs->first_problem[0])
         chat_err(ch, "session '%s': %s", name, rs->first_problem);
-    if (ch->o.verbose || rs->prefilled_tokens > 0 || rs->damaged)
+    if (ch->o.verbose || rs->missing_tokens > 0 || rs->damaged)
         fprintf(stderr,
-                "kvchat: session '%s': %" PRId64 " token%s restored from snapshots, %" PRId64
-                " recomputed%s, in %.1f ms\n",
-                name, rs->restored_tokens, cmd_s(rs->restored_tokens), rs->prefilled_tokens,
-                rs->rewritten ? " (snapshots rewritten)" : "", rs->ms);
+                "kvchat: session '%s': %" PRId64 " token%s restored from %" PRId64 " KV block%s in %.1f ms, %" PRId64
+                " to compute\n",
+                name, rs->restored_tokens, cmd_s(rs->restored_tokens), rs->restored_blocks,
+                cmd_s(rs->restored_blocks), rs->ms, rs->missing_tokens);
 }
 
 /*
- * Open session name (create: make it if absent) as the conversation. The
- * old conversation is freed first (its session unlocked). Returns 0, or an
- * exit code after printing the error, leaving a fresh unnamed chat.
+ * Open session name (create: make it if absent) as the conversation; a
+ * session the chat was in is left (it stays saved). Returns 0, or an exit
+ * code after printing the error, with the conversation as it was.
  */
-static int conv_attach(struct chat *ch, const char *name, bool create, const char *system)
+static int conv_attach(struct chat *ch, const char *name, bool create)
 {
     if (store_need(ch))
         return CMD_EXIT_SESSION;
-    if (conv_new(ch, system))
-        return CMD_EXIT_MODEL;
     struct sess_restore_stats rs;
     memset(&rs, 0, sizeof rs);
-    int rc = sess_conv_attach(ch->conv, ch->st, name, create, &rs);
+    int rc = sess_conv_attach(ch->conv, name, create, &rs);
     if (rc != SESS_OK) {
         chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
-        conv_new(ch, system);
-        return rc == SESS_ERR_BUSY ? CMD_EXIT_SESSION : CMD_EXIT_SESSION;
+        return CMD_EXIT_SESSION;
     }
+    free(ch->name);
     ch->name = strdup(name);
+    ch->have_last = false;
     restore_report(ch, name, &rs);
     /* the session's sampling (restored) is the chat's from now on */
     ch->o.sampling = sess_conv_get_params(ch->conv).sampling;
@@ -413,33 +409,28 @@ static bool may_discard(struct chat *ch, const char *what)
 /* 0 if session name exists and no other process has it open; prints why not */
 static int session_available(struct chat *ch, const char *name)
 {
-    int64_t id;
     if (store_need(ch))
         return -1;
-    if (sess_find(ch->st, name, &id)) {
+    int rc = sess_available(ch->st, name);
+    if (rc == SESS_ERR_NOT_FOUND)
         chat_err(ch, "no session '%s' (/sessions lists them)", name);
-        return -1;
-    }
-    struct sess_lock *lk;
-    if (sess_lock(ch->st, id, &lk)) {
+    else if (rc)
         chat_err(ch, "%s", sess_errmsg(ch->st));
-        return -1;
-    }
-    sess_unlock(lk);
-    return 0;
+    return rc ? -1 : 0;
 }
 
+/* a name for a new session (the store's one rule) */
 static bool name_ok(struct chat *ch, const char *name)
 {
+    char err[512];
     if (!*name) {
         chat_err(ch, "expected a session name");
         return false;
     }
-    for (const char *s = name; *s; s++)
-        if ((unsigned char)*s < 0x20 || *s == ' ' || *s == '/') {
-            chat_err(ch, "bad session name '%s': no spaces, slashes or control characters", name);
-            return false;
-        }
+    if (sess_name_check(name, err, sizeof err)) {
+        chat_err(ch, "%s", err);
+        return false;
+    }
     return true;
 }
 
@@ -518,20 +509,16 @@ static int slash_sessions(struct chat *ch, char *arg)
 
 static int slash_load(struct chat *ch, char *arg)
 {
-    if (!name_ok(ch, arg))
-        return 0;
     if (ch->name && !strcmp(ch->name, arg)) {
         note(ch, C_DIM, "session '%s' is already open", arg);
         return 0;
     }
     if (session_available(ch, arg) || !may_discard(ch, "/load"))
         return 0;
-    char *sys = conv_system(ch) ? strdup(conv_system(ch)) : NULL;
-    if (conv_attach(ch, arg, false, sys) == 0)
+    if (conv_attach(ch, arg, false) == 0)
         note(ch, C_DIM, "session '%s': %" PRId64 " exchange%s, %" PRId64 " token%s", arg,
              sess_conv_n_exchanges(ch->conv), cmd_s(sess_conv_n_exchanges(ch->conv)),
              sess_conv_n_tokens(ch->conv), cmd_s(sess_conv_n_tokens(ch->conv)));
-    free(sys);
     return 0;
 }
 
@@ -551,9 +538,9 @@ static int slash_save(struct chat *ch, char *arg)
         return 0;
     }
     if (ch->name) {
-        /* a named chat: rename it (we hold its lock) */
-        if (sess_rename(ch->st, ch->name, arg)) {
-            chat_err(ch, "%s", sess_errmsg(ch->st));
+        /* a named chat: rename it (the conversation holds its lock) */
+        if (sess_conv_rename(ch->conv, arg)) {
+            chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
             return 0;
         }
         note(ch, C_DIM, "session '%s' is now '%s'", ch->name, arg);
@@ -561,14 +548,8 @@ static int slash_save(struct chat *ch, char *arg)
         ch->name = strdup(arg);
         return 0;
     }
-    struct sess_restore_stats rs;
-    memset(&rs, 0, sizeof rs);
-    if (sess_conv_attach(ch->conv, ch->st, arg, true, &rs) != SESS_OK) {
-        chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
-        return 0;
-    }
-    ch->name = strdup(arg);
-    note(ch, C_DIM, "saved as session '%s' (and after every exchange from now on)", arg);
+    if (conv_attach(ch, arg, true) == 0)
+        note(ch, C_DIM, "saved as session '%s' (and after every exchange from now on)", arg);
     return 0;
 }
 
@@ -583,7 +564,7 @@ static int slash_fork(struct chat *ch, char *arg)
         return 0;
     }
     char *old = strdup(ch->name);
-    if (conv_attach(ch, arg, false, NULL) == 0)
+    if (conv_attach(ch, arg, false) == 0)
         note(ch, C_DIM, "forked '%s' as '%s'; you are now in '%s' ('%s' stays as it was)", old, arg,
              arg, old);
     free(old);
@@ -736,7 +717,8 @@ static int slash_show(struct chat *ch, char *arg)
     (void)arg;
     const struct llm_model_meta *m = llm_model_get_meta(ch->l.model);
     char mem[32], line[8192];
-    cmd_fmt_bytes(mem, sizeof mem, (double)llm_ctx_kv_bytes(ch->l.ctx, llm_ctx_n_past(ch->l.ctx)));
+    const struct llm_ctx *ctx = sess_conv_ctx(ch->conv);
+    cmd_fmt_bytes(mem, sizeof mem, (double)llm_ctx_kv_bytes(ctx, llm_ctx_n_past(ctx)));
     snprintf(line, sizeof line, "model      %s (%s%s%s, template %s)", ch->l.path, m->arch,
              m->name[0] ? ", " : "", m->name, llm_template_name(ch->l.tmpl));
     print_fit(ch, C_RESET, line);
@@ -753,11 +735,11 @@ static int slash_show(struct chat *ch, char *arg)
     print_fit(ch, C_RESET, line);
     snprintf(line, sizeof line,
              "context    %" PRId64 " of %" PRId64 " tokens, %" PRId64 " exchange%s, KV %s in memory",
-             sess_conv_n_tokens(ch->conv), llm_ctx_n_ctx(ch->l.ctx), sess_conv_n_exchanges(ch->conv),
+             sess_conv_n_tokens(ch->conv), llm_ctx_n_ctx(ctx), sess_conv_n_exchanges(ch->conv),
              cmd_s(sess_conv_n_exchanges(ch->conv)), mem);
     print_fit(ch, C_RESET, line);
-    snprintf(line, sizeof line, "engine     %d thread%s, KV %s%s", llm_ctx_n_threads(ch->l.ctx),
-             cmd_s(llm_ctx_n_threads(ch->l.ctx)), llm_type_name(llm_ctx_kv_type(ch->l.ctx)),
+    snprintf(line, sizeof line, "engine     %d thread%s, KV %s%s", llm_ctx_n_threads(ctx),
+             cmd_s(llm_ctx_n_threads(ctx)), llm_type_name(llm_ctx_kv_type(ctx)),
              ch->o.no_cache ? ", --no-cache" : "");
     print_fit(ch, C_RESET, line);
     show_settings(ch);
@@ -776,7 +758,7 @@ static int slash_stats(struct chat *ch, char *arg)
     snprintf(line, sizeof line,
              "conversation: %" PRId64 " of %" PRId64 " tokens, %" PRId64 " exchange%s; this process: %" PRId64
              " answer%s, %" PRId64 " token%s prefilled, %" PRId64 " reused, %" PRId64 " generated",
-             sess_conv_n_tokens(ch->conv), llm_ctx_n_ctx(ch->l.ctx), ex, cmd_s(ex), ch->turns,
+             sess_conv_n_tokens(ch->conv), llm_ctx_n_ctx(sess_conv_ctx(ch->conv)), ex, cmd_s(ex), ch->turns,
              cmd_s(ch->turns), ch->total_prefilled, cmd_s(ch->total_prefilled), ch->total_cached,
              ch->total_generated);
     print_fit(ch, C_DIM, line);
@@ -1127,31 +1109,45 @@ static int chat_exec(int argc, char **argv)
     if (cmd_answer_init(&ch.ans, stdout, true, ch.color))
         return cmd_fail(CMD_EXIT_MODEL, "out of memory");
     ch.interactive = isatty(0);
-    if (session && !name_ok(&ch, session)) {
+    /* the store: sessions, and the KV blocks of every prompt (with
+     * --no-cache sessions are only read from it) */
+    if (cmd_store_open(true, &ch.st)) {
+        if (session) {
+            cmd_answer_free(&ch.ans);
+            cmd_opts_free(&ch.o);
+            return CMD_EXIT_SESSION;
+        }
+        fprintf(stderr, "kvchat: the KV cache on disk is off for this chat\n");
+    }
+    /* a name that is not a session yet must be one the store accepts */
+    int64_t sid;
+    if (session && sess_find(ch.st, session, &sid) != SESS_OK && !name_ok(&ch, session)) {
+        sess_store_close(ch.st);
         cmd_answer_free(&ch.ans);
         cmd_opts_free(&ch.o);
         return CMD_EXIT_USAGE;
     }
     rc = cmd_llm_open(&ch.o, true, &ch.l);
     if (rc) {
+        sess_store_close(ch.st);
         cmd_answer_free(&ch.ans);
         cmd_opts_free(&ch.o);
         return rc;
     }
     signals_install();
-    if (session) {
+    if (conv_new(&ch, ch.o.system)) {
+        rc = CMD_EXIT_MODEL;
+    } else if (session) {
         if (ch.o.no_cache)
             fprintf(stderr, "kvchat: --no-cache: session '%s' is read, computed again, and not written\n",
                     session);
-        rc = conv_attach(&ch, session, true, ch.o.system);
+        rc = conv_attach(&ch, session, true);
         if (!rc && ch.o.system) {
             const char *s = conv_system(&ch);
             if (!s || strcmp(s, ch.o.system))
                 note(&ch, C_WARN, "session '%s' keeps its own system prompt; /system TEXT changes it",
                      session);
         }
-    } else if (conv_new(&ch, ch.o.system)) {
-        rc = CMD_EXIT_MODEL;
     }
     if (!rc) {
         char hist[4096];
@@ -1201,18 +1197,11 @@ static int chat_exec(int argc, char **argv)
 
 bool cmd_chat_session_exists(const char *name)
 {
-    char home[4096], path[4200], err[256];
-    struct stat sb;
-    if (mdl_home(home, sizeof home))
-        return false;
-    snprintf(path, sizeof path, "%s/kvchat.db", home);
-    if (stat(path, &sb))
-        return false;
     struct sess_store *st;
-    if (sess_store_open(home, &st, err, sizeof err))
+    if (cmd_store_open(false, &st)) /* no store: no session (and none is made) */
         return false;
     int64_t id;
-    bool found = sess_find(st, name, &id) == 0;
+    bool found = sess_find(st, name, &id) == SESS_OK;
     sess_store_close(st);
     return found;
 }

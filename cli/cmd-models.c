@@ -862,49 +862,35 @@ static int models_list(int argc, char **argv)
 }
 
 /*
- * Does a named session use the model? A session records the path of its
- * model (sessions/); the paths are compared after realpath. With no session
- * index yet there is nothing to ask (and none is created).
+ * Does a named session use the model? The store knows which model each
+ * session was last used with. With no store yet there is nothing to ask
+ * (and none is created).
  */
 static int model_in_use(void *ctx, const char *name, const char *path, char *who, size_t who_size)
 {
     (void)ctx, (void)name;
-    char home[4096], db[4200], want[PATH_MAX], got[PATH_MAX];
-    struct stat st;
-    if (mdl_home(home, sizeof home) || !realpath(path, want))
-        return 0;
-    snprintf(db, sizeof db, "%s/kvchat.db", home);
-    if (stat(db, &st))
-        return 0;
     struct sess_store *store;
-    char err[256];
-    if (sess_store_open(home, &store, err, sizeof err)) {
-        snprintf(who, who_size, "%s", err);
+    int rc = cmd_store_open(false, &store);
+    if (rc < 0)
+        return 0; /* no store */
+    if (rc) {
+        snprintf(who, who_size, "the session store cannot be read");
         return -1;
     }
     struct sess_info *list;
     int64_t n;
-    if (sess_list(store, &list, &n)) {
+    if (sess_model_users(store, path, &list, &n)) {
         snprintf(who, who_size, "%s", sess_errmsg(store));
         sess_store_close(store);
         return -1;
     }
-    int64_t users = 0;
-    const char *first = NULL;
-    for (int64_t i = 0; i < n; i++) {
-        const char *mp = list[i].model_path;
-        if (mp && (realpath(mp, got) ? !strcmp(got, want) : !strcmp(mp, path))) {
-            if (!users++)
-                first = list[i].name;
-        }
-    }
-    if (users == 1)
-        snprintf(who, who_size, "session '%s'", first ? first : "?");
-    else if (users > 1)
-        snprintf(who, who_size, "%lld sessions ('%s', ...)", (long long)users, first ? first : "?");
+    if (n == 1)
+        snprintf(who, who_size, "session '%s'", list[0].name);
+    else if (n > 1)
+        snprintf(who, who_size, "%lld sessions ('%s', ...)", (long long)n, list[0].name);
     sess_list_free(list, n);
     sess_store_close(store);
-    return users > 0;
+    return n > 0;
 }
 
 static int models_rm(int argc, char **argv)

@@ -2,8 +2,9 @@
  * cmd-run.c - `kvchat run`: one turn for a script. The prompt comes from the
  * arguments and/or stdin (stdin first, as llm does); only the answer goes to
  * stdout, streamed as it is generated (or one JSON object with --json);
- * diagnostics go to stderr. With -s NAME the turn is appended to a named
- * session, resuming its KV cache from the snapshots.
+ * diagnostics go to stderr. The KV cache of any prompt computed before (by
+ * any command) is read back from the block store instead of computed; with
+ * -s NAME the turn is appended to a named session.
  */
 #include "cli/cmd.h"
 #include "models/mdl.h"
@@ -23,6 +24,10 @@ static const char run_usage[] =
     "One turn: the answer to PROMPT (or to all of stdin when no PROMPT is given;\n"
     "with both, stdin comes first, then PROMPT) goes to stdout, nothing else.\n"
     "\n"
+    "The KV cache of every prompt is kept on disk as blocks: a prompt that\n"
+    "shares a prefix with one computed before (by any command) computes only\n"
+    "the rest.\n"
+    "\n"
     "  -s, --session NAME       append the turn to session NAME (created if new),\n"
     "                           resuming its KV cache from disk with no re-prefill\n"
     "                           (with --no-cache: the session is recomputed and\n"
@@ -31,7 +36,8 @@ static const char run_usage[] =
     "                           <think> span, or null), session, model, prompt_tokens,\n"
     "                           cached_tokens, prefilled_tokens,\n"
     "                           generated_tokens, ttft_ms, prefill_tok_s,\n"
-    "                           decode_tok_s, stop_reason, restore_ms\n"
+    "                           decode_tok_s, stop_reason, restore_ms,\n"
+    "                           restored_tokens, restored_blocks, blocks_written\n"
     CMD_OPTS_HELP
     "\n"
     "With -s, --system (or --system-file) is for a new session: an existing\n"
@@ -49,7 +55,7 @@ static const char run_usage[] =
     "(the partial answer is printed, with --json too, and kept in the session).\n";
 
 static volatile sig_atomic_t interrupted;
-static double last_restore_ms; /* of the session's KV cache, for --json */
+static struct sess_restore_stats attach_rs; /* of the session's KV cache, for --json */
 
 /* SIGINT, SIGTERM (as `timeout` sends) and SIGHUP all end the answer
  * where it is: the partial answer is printed and saved, exit 130 */
@@ -72,7 +78,7 @@ static void signals_install(void)
 }
 
 static void print_json(const struct cmd_answer *ans, const char *session, const char *model,
-                       const struct sess_turn_stats *ts, double restore_ms)
+                       const struct sess_turn_stats *ts)
 {
     printf("{\"answer\": ");
     cmd_json_str(stdout, ans->text[0].s ? ans->text[0].s : "", ans->text[0].len);
@@ -90,10 +96,13 @@ static void print_json(const struct cmd_answer *ans, const char *session, const 
     cmd_json_str(stdout, model, strlen(model));
     printf(", \"prompt_tokens\": %lld, \"cached_tokens\": %lld, \"prefilled_tokens\": %lld, "
            "\"generated_tokens\": %lld, \"ttft_ms\": %.3f, \"prefill_tok_s\": %.3f, "
-           "\"decode_tok_s\": %.3f, \"stop_reason\": \"%s\", \"restore_ms\": %.3f}\n",
+           "\"decode_tok_s\": %.3f, \"stop_reason\": \"%s\", \"restore_ms\": %.3f, "
+           "\"restored_tokens\": %lld, \"restored_blocks\": %lld, \"blocks_written\": %lld}\n",
            (long long)ts->prompt_tokens, (long long)ts->cached_tokens, (long long)ts->prefilled_tokens,
            (long long)ts->generated_tokens, ts->ttft_ms, ts->prefill_tok_s, ts->decode_tok_s,
-           ts->stop_reason ? ts->stop_reason : "interrupted", restore_ms);
+           ts->stop_reason ? ts->stop_reason : "interrupted", attach_rs.ms + ts->restore_ms,
+           (long long)(attach_rs.restored_tokens + ts->restored_tokens),
+           (long long)(attach_rs.restored_blocks + ts->restored_blocks), (long long)ts->blocks_written);
 }
 
 /* The most bytes of text n_ctx tokens can stand for: n_ctx times the
@@ -263,23 +272,29 @@ static int run_exec(int argc, char **argv)
                       pl, llm_ctx_n_ctx(l.ctx));
         goto out;
     }
-    if (sess_conv_init(l.model, l.vocab, l.ctx, cmd_opts_conv_params(&o, &l), &conv, err, sizeof err)) {
+    /* the block store, unless there is nothing to read or write; without
+     * it a run without a session still answers */
+    if ((session || !o.no_cache) && cmd_store_open(true, &st)) {
+        if (session) {
+            rc = CMD_EXIT_SESSION;
+            goto out;
+        }
+        fprintf(stderr, "kvchat: the KV cache on disk is off for this run\n");
+    }
+    if (sess_conv_init(st, cmd_opts_conv_params(&o, &l), &conv, err, sizeof err)) {
         rc = cmd_fail(CMD_EXIT_MODEL, "cannot start the conversation: %s", err);
         goto out;
     }
     if (session) {
         struct sess_restore_stats rs;
-        if ((rc = cmd_store_open(&st)))
-            goto out;
-        int r = sess_conv_attach(conv, st, session, true, &rs);
+        int r = sess_conv_attach(conv, session, true, &rs);
         if (r) {
             rc = cmd_fail(CMD_EXIT_SESSION, "%s", sess_conv_errmsg(conv));
             goto out;
         }
-        last_restore_ms = rs.ms;
-        if (rs.damaged)
-            fprintf(stderr, "kvchat: %s; recomputed %lld token%s\n", rs.first_problem,
-                    (long long)rs.prefilled_tokens, cmd_s(rs.prefilled_tokens));
+        attach_rs = rs;
+        if (rs.first_problem[0])
+            fprintf(stderr, "kvchat: %s\n", rs.first_problem);
         /* --system is for a new session: the chat warns and offers /system;
          * a script cannot answer, so run refuses and changes nothing */
         const char *has = NULL;
@@ -295,9 +310,10 @@ static int run_exec(int argc, char **argv)
             goto out;
         }
         if (o.verbose)
-            fprintf(stderr, "kvchat: session '%s': %lld token%s restored, %lld computed, in %.1f ms\n",
+            fprintf(stderr, "kvchat: session '%s': %lld token%s restored from %lld block%s, %lld to compute, "
+                            "in %.1f ms\n",
                     session, (long long)rs.restored_tokens, cmd_s(rs.restored_tokens),
-                    (long long)rs.prefilled_tokens, rs.ms);
+                    (long long)rs.restored_blocks, cmd_s(rs.restored_blocks), (long long)rs.missing_tokens, rs.ms);
         if (o.no_cache)
             fprintf(stderr, "kvchat: --no-cache: session '%s' is read and computed again, not saved\n",
                     session);
@@ -312,34 +328,36 @@ static int run_exec(int argc, char **argv)
         rc = cmd_fail(CMD_EXIT_MODEL, "out of memory");
         goto out;
     }
-    double restore_ms = session ? last_restore_ms : 0;
     struct sess_turn_stats ts;
     int r = sess_conv_say(conv, prompt, cmd_answer_text, &ans, &interrupted, &ts);
     cmd_answer_end(&ans);
+    if (ts.kv_problem[0])
+        fprintf(stderr, "kvchat: %s\n", ts.kv_problem);
     if (r == SESS_ERR_INTERRUPTED) { /* before the answer began: nothing was saved */
         rc = CMD_EXIT_INTERRUPTED;
         fprintf(stderr, "kvchat: interrupted before the answer began: the message was not sent\n");
         if (json) {
             memset(&ts, 0, sizeof ts);
-            print_json(&ans, session, l.path, &ts, restore_ms);
+            print_json(&ans, session, l.path, &ts);
         }
     } else if (r == SESS_ERR_CTX_FULL) {
         rc = cmd_fail(CMD_EXIT_MODEL, "the prompt does not fit: %s (a larger -c helps)", sess_conv_errmsg(conv));
     } else if (r) {
         rc = cmd_fail(CMD_EXIT_MODEL, "%s", sess_conv_errmsg(conv));
     } else if (json) {
-        print_json(&ans, session, l.path, &ts, restore_ms);
+        print_json(&ans, session, l.path, &ts);
     } else if (!ans.broken && ans.last_char != '\n') {
         /* each answer ends its line, as llm's and ollama's do: answers
          * appended to one log stay apart */
         fputc('\n', stdout);
     }
     if (r == 0 && o.verbose)
-        fprintf(stderr, "kvchat: %lld prompt tokens (%lld cached, %lld prefilled), %lld generated; "
-                        "ttft %.1f ms, prefill %.1f tok/s, decode %.1f tok/s; stop: %s\n",
-                (long long)ts.prompt_tokens, (long long)ts.cached_tokens, (long long)ts.prefilled_tokens,
-                (long long)ts.generated_tokens, ts.ttft_ms, ts.prefill_tok_s, ts.decode_tok_s,
-                ts.stop_reason);
+        fprintf(stderr, "kvchat: %lld prompt tokens (%lld cached, %lld of them restored from disk; %lld "
+                        "prefilled), %lld generated; ttft %.1f ms, prefill %.1f tok/s, decode %.1f tok/s; "
+                        "%lld KV block%s written; stop: %s\n",
+                (long long)ts.prompt_tokens, (long long)ts.cached_tokens, (long long)ts.restored_tokens,
+                (long long)ts.prefilled_tokens, (long long)ts.generated_tokens, ts.ttft_ms, ts.prefill_tok_s,
+                ts.decode_tok_s, (long long)ts.blocks_written, cmd_s(ts.blocks_written), ts.stop_reason);
     if (r == 0 && interrupted)
         rc = CMD_EXIT_INTERRUPTED;
     cmd_answer_free(&ans);

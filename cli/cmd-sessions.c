@@ -1,11 +1,9 @@
 /*
  * cmd-sessions.c - `kvchat sessions ...`: list, show, rm, rename, fork,
- * export and gc over the session index (sessions/sess.h). Session errors
- * exit 3. Removing or renaming takes the session's write lock first, so a
- * session open in a chat is never changed under it.
+ * export and gc over the store (sessions/sess.h). Session errors exit 3; the
+ * store refuses to remove or rename a session another process has open.
  */
 #include "cli/cmd.h"
-#include "models/mdl.h"
 #include "sessions/sess.h"
 
 #include <getopt.h>
@@ -26,16 +24,18 @@ static const char sessions_usage[] =
     "\n"
     "  list      named sessions: model, turns, tokens, KV bytes on disk, last update\n"
     "  show      a session's transcript\n"
-    "  rm        remove sessions (their KV segments go at the next gc)\n"
+    "  rm        remove sessions (their KV blocks stay as cache until gc or eviction)\n"
     "  rename    rename a session\n"
-    "  fork      copy SRC to DST, sharing its KV segments; --at TURN keeps only the\n"
+    "  fork      copy SRC to DST, sharing its KV blocks; --at TURN keeps only the\n"
     "            first TURN exchanges\n"
     "  export    the transcript as JSON (default) or Markdown on stdout\n"
-    "  gc        delete KV segments no session uses; with --cache-max SIZE (e.g.\n"
-    "            4G, 500M) also evict least-recently-used segments that are not a\n"
-    "            session's latest until the store fits\n"
+    "  gc        delete KV blocks no session uses (the cache of runs without a\n"
+    "            session too) and leftovers of interrupted writes; with\n"
+    "            --cache-max SIZE (e.g. 4G, 500M) also evict the least recently\n"
+    "            used blocks, named sessions' last, until the store fits\n"
     "\n"
-    "Sessions live in $KVCHAT_HOME/kvchat.db, KV segments in $KVCHAT_HOME/kv/.\n"
+    "Sessions and the index of KV blocks live in $KVCHAT_HOME/kvchat.db, the\n"
+    "blocks in $KVCHAT_HOME/kv/.\n"
     "Exit status: 0 ok, 1 usage error, 3 session error.\n";
 
 static int store_fail(struct sess_store *st)
@@ -186,31 +186,6 @@ static int transcript(struct sess_store *st, const char *name, const char *forma
     return CMD_EXIT_OK;
 }
 
-/* run fn on a session while holding its write lock */
-static int with_lock(struct sess_store *st, const char *name, int (*fn)(struct sess_store *, const char *,
-                                                                         const char *),
-                     const char *arg)
-{
-    int64_t id;
-    struct sess_lock *l;
-    if (sess_find(st, name, &id) || sess_lock(st, id, &l))
-        return -1;
-    int rc = fn(st, name, arg);
-    sess_unlock(l);
-    return rc;
-}
-
-static int rm_one(struct sess_store *st, const char *name, const char *unused)
-{
-    (void)unused;
-    return sess_rm(st, name);
-}
-
-static int rename_one(struct sess_store *st, const char *name, const char *to)
-{
-    return sess_rename(st, name, to);
-}
-
 static int sessions_exec(int argc, char **argv)
 {
     if (argc < 2)
@@ -247,7 +222,7 @@ static int sessions_exec(int argc, char **argv)
                                o.cache_max);
 
     struct sess_store *st;
-    if ((rc = cmd_store_open(&st)))
+    if ((rc = cmd_store_open(true, &st)))
         return rc;
     switch (which) {
     case 0:
@@ -256,11 +231,11 @@ static int sessions_exec(int argc, char **argv)
         return transcript(st, pos[0], o.json ? "json" : "text");
     case 2:
         for (int i = 0; i < npos; i++)
-            if (with_lock(st, pos[i], rm_one, NULL))
+            if (sess_rm(st, pos[i]))
                 return store_fail(st);
         break;
     case 3:
-        if (with_lock(st, pos[0], rename_one, pos[1]))
+        if (sess_rename(st, pos[0], pos[1]))
             return store_fail(st);
         break;
     case 4:
@@ -270,16 +245,20 @@ static int sessions_exec(int argc, char **argv)
     case 5:
         return transcript(st, pos[0], o.format);
     case 6: {
-        int64_t n, freed, n2 = 0, freed2 = 0;
-        if (sess_gc(st, &n, &freed))
+        struct sess_gc_stats g, e = {0};
+        int64_t kept, n_kept;
+        if (sess_gc(st, &g))
             return store_fail(st);
-        if (cache_max >= 0 && sess_evict(st, cache_max, &n2, &freed2))
+        if (cache_max >= 0 && sess_evict(st, cache_max, &e))
+            return store_fail(st);
+        if (sess_store_bytes(st, &kept, &n_kept))
             return store_fail(st);
         char b[32], t[32];
-        cmd_fmt_bytes(b, sizeof b, (double)(freed + freed2));
-        cmd_fmt_bytes(t, sizeof t, (double)sess_store_bytes(st));
-        fprintf(stderr, "gc: removed %" PRId64 " segment file%s, %s freed; %s of KV segments kept\n",
-                n + n2, n + n2 == 1 ? "" : "s", b, t);
+        int64_t n = g.blocks + e.blocks;
+        cmd_fmt_bytes(b, sizeof b, (double)(g.bytes + e.bytes));
+        cmd_fmt_bytes(t, sizeof t, (double)kept);
+        fprintf(stderr, "gc: removed %" PRId64 " block file%s, %s freed; %" PRId64 " block%s (%s) kept\n", n,
+                n == 1 ? "" : "s", b, n_kept, n_kept == 1 ? "" : "s", t);
         break;
     }
     }
@@ -289,7 +268,7 @@ static int sessions_exec(int argc, char **argv)
 
 const struct cmd_entry cmd_sessions_entry = {
     .name = "sessions",
-    .summary = "list, show, rm, rename, fork, export saved sessions; gc their KV segments",
+    .summary = "list, show, rm, rename, fork, export saved sessions; gc the KV blocks",
     .usage = sessions_usage,
     .exec = sessions_exec,
 };

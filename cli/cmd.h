@@ -167,7 +167,7 @@ void cmd_answer_free(struct cmd_answer *a);
  *     }
  *     if ((rc = cmd_opts_finish(e, &o))) ...               // reads --system-file
  *     struct cmd_llm l; if ((rc = cmd_llm_open(&o, offer_pull, &l))) ...
- *     sess_conv_init(l.model, l.vocab, l.ctx, cmd_opts_conv_params(&o, &l), ...)
+ *     sess_conv_init(store, cmd_opts_conv_params(&o, &l), ...)   // takes l.ctx
  */
 #include "core/llm.h"
 
@@ -193,7 +193,7 @@ struct cmd_opts {
     const char *system;        /* --system TEXT or --system-file's text, or NULL */
     const char *system_file;   /* --system-file F ("-": stdin) */
     bool no_cache, verbose, special;
-    int64_t cache_max;         /* --cache-max: bytes of KV segments kept (default 4 GiB) */
+    int64_t cache_max;         /* --cache-max: bytes of KV blocks kept (default 4 GiB) */
     bool think_off;            /* --think off: the template's no-thinking form (Qwen3) */
     bool think_hide;           /* --think hide: reasoning is not shown */
     bool think_show;           /* --think show given: reasoning shown even in pipe mode */
@@ -227,11 +227,12 @@ struct cmd_opts {
     "      --think show|hide|on|off  reasoning models: show the <think> span dimmed\n" \
     "                           (default on a terminal) or hide it; off asks the\n" \
     "                           model not to think (Qwen3's enable_thinking), on again\n" \
-    "      --no-cache           recompute the whole conversation every turn; keep no\n" \
-    "                           KV snapshots (for comparison)\n" \
-    "      --cache-max SIZE     keep at most SIZE of KV segments on disk (default 4G):\n" \
-    "                           least-recently-used ones that are not a session's\n" \
-    "                           latest are evicted (and recomputed if needed again)\n" \
+    "      --no-cache           neither read nor write the KV cache on disk, and\n" \
+    "                           recompute the whole conversation every turn (for\n" \
+    "                           comparison); a session is then read, not changed\n" \
+    "      --cache-max SIZE     keep at most SIZE of KV blocks on disk (default 4G):\n" \
+    "                           the least recently used go first, named sessions'\n" \
+    "                           last (and are computed again if needed)\n" \
     "  -v, --verbose            model details, and per-turn statistics on stderr\n"
 
 /* defaults; a random seed */
@@ -276,10 +277,14 @@ void cmd_describe_packed(const struct llm_model *m, FILE *f);
 int cmd_llm_open(const struct cmd_opts *o, bool offer_pull, struct cmd_llm *l);
 void cmd_llm_close(struct cmd_llm *l);
 struct sess_conv_params;
-struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, const struct cmd_llm *l);
+/* a conversation's parameters from the options; l's context goes to the
+ * conversation (l->ctx becomes NULL) */
+struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, struct cmd_llm *l);
 struct sess_store;
-/* open $KVCHAT_HOME's session store: 0, or CMD_EXIT_SESSION (printed) */
-int cmd_store_open(struct sess_store **st);
+/* open $KVCHAT_HOME's store (created if create): 0; CMD_EXIT_SESSION
+ * (printed); -1 (quietly) when !create and there is none. A note about
+ * opening it (an upgrade) goes to stderr. */
+int cmd_store_open(bool create, struct sess_store **st);
 /* the home for the session store into home: 0, or -1 with why in err (no
  * home, a bad path variable, a path too long for SQLite) */
 int cmd_store_home(char *home, size_t size, char *err, size_t err_size);

@@ -454,9 +454,13 @@ void cmd_llm_close(struct cmd_llm *l)
     memset(l, 0, sizeof *l);
 }
 
-struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, const struct cmd_llm *l)
+struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, struct cmd_llm *l)
 {
     struct sess_conv_params p = sess_conv_default_params();
+    p.model = l->model;
+    p.vocab = l->vocab;
+    p.ctx = l->ctx; /* the conversation owns it from now on */
+    l->ctx = NULL;
     p.system = o->system && o->system[0] ? o->system : NULL;
     p.tmpl = cmd_llm_template(o, l);
     p.model_path = l->path;
@@ -465,7 +469,6 @@ struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, const str
     p.parse_special = o->special;
     p.no_cache = o->no_cache;
     p.cache_max = o->cache_max;
-    p.model_path = l->path;
     return p;
 }
 
@@ -511,12 +514,20 @@ int cmd_store_home(char *home, size_t size, char *err, size_t err_size)
     return 0;
 }
 
-int cmd_store_open(struct sess_store **st)
+int cmd_store_open(bool create, struct sess_store **st)
 {
     char home[4096], err[5200];
+    *st = NULL;
     if (cmd_store_home(home, sizeof home, err, sizeof err))
         return cmd_fail(CMD_EXIT_SESSION, "%s", err);
-    if (sess_store_open(home, st, err, sizeof err))
-        return cmd_fail(CMD_EXIT_SESSION, "cannot open the session index: %s", err);
+    struct sess_store_params p = sess_store_default_params();
+    p.create = create;
+    int rc = sess_store_open(home, p, st, err, sizeof err);
+    if (rc == SESS_ERR_NOT_FOUND)
+        return -1;
+    if (rc)
+        return cmd_fail(CMD_EXIT_SESSION, "cannot open the session store: %s", err);
+    if (sess_store_notice(*st))
+        fprintf(stderr, "kvchat: note: %s\n", sess_store_notice(*st));
     return 0;
 }

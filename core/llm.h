@@ -672,6 +672,28 @@ int64_t llm_sampler_state_save(const struct llm_sampler *s, void *buf, size_t si
 /* restore a saved state (of a sampler with the same penalty_last_n) */
 int llm_sampler_state_load(struct llm_sampler *s, const void *buf, size_t size);
 
+/* ==== SHA-256 (mbedTLS): content addresses, fingerprints, download checks ====
+ * A hash that cannot be computed is an error (LLM_ERR), never a digest of
+ * zeros. */
+
+struct llm_sha256;
+/* A streaming hash; NULL when out of memory (update ignores NULL and final
+ * then fails). Finish with llm_sha256_final, which frees it. */
+struct llm_sha256 *llm_sha256_init(void);
+void llm_sha256_update(struct llm_sha256 *h, const void *p, size_t n);
+/* the digest into out: LLM_OK, or LLM_ERR if anything failed (out is then
+ * not to be used) */
+int llm_sha256_final(struct llm_sha256 *h, uint8_t out[32]);
+/* bytes to hash, one of several pieces */
+struct llm_bytes {
+    const void *p;
+    size_t n;
+};
+/* The digest of the pieces in order, allocating nothing: LLM_OK or LLM_ERR. */
+int llm_sha256_parts(const struct llm_bytes *parts, size_t n_parts, uint8_t out[32]);
+/* n bytes as 2n lowercase hex digits and a NUL */
+void llm_hex(const uint8_t *p, size_t n, char *out);
+
 /* ==== machine ==== */
 
 /*

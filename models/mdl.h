@@ -387,16 +387,4 @@ int mdl_utf8_seq(const unsigned char *p, size_t n);
 /* the TLS library's name and version, for --version and bug reports */
 const char *mdl_tls_version(void);
 
-/* ==== SHA-256 (mbedTLS), for content addresses and download checks ==== */
-
-struct mdl_sha256;
-/* NULL when out of memory; finish with mdl_sha256_final, which frees it */
-struct mdl_sha256 *mdl_sha256_init(void);
-void mdl_sha256_update(struct mdl_sha256 *h, const void *p, size_t n);
-void mdl_sha256_final(struct mdl_sha256 *h, unsigned char out[32]);
-/* the digest of one buffer */
-void mdl_sha256(const void *p, size_t n, unsigned char out[32]);
-/* 64 lowercase hex digits and a NUL */
-void mdl_hex(const unsigned char *p, size_t n, char *out);
-
 #endif

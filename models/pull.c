@@ -356,7 +356,7 @@ struct hasher {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int fd;
-    struct mdl_sha256 *sha;
+    struct llm_sha256 *sha;
     uint64_t hashed;  /* bytes hashed (the thread's) */
     uint64_t written; /* bytes that may be hashed (the downloader's) */
     bool done;        /* no more bytes will come: hash up to written, stop */
@@ -384,7 +384,7 @@ static void *hasher_main(void *arg)
         ssize_t k = pread(h->fd, buf, want, (off_t)at);
         int e = k < 0 ? errno : k == 0 ? -1 : 0;
         if (k > 0)
-            mdl_sha256_update(h->sha, buf, (size_t)k);
+            llm_sha256_update(h->sha, buf, (size_t)k);
         pthread_mutex_lock(&h->mu);
         if (k > 0)
             h->hashed += (uint64_t)k;
@@ -404,7 +404,7 @@ static struct hasher *hasher_start(int fd, uint64_t written)
         return NULL;
     h->fd = fd;
     h->written = written;
-    h->sha = mdl_sha256_init();
+    h->sha = llm_sha256_init();
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->cv, NULL);
     sigset_t all, old;
@@ -414,8 +414,8 @@ static struct hasher *hasher_start(int fd, uint64_t written)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc) {
         if (h->sha) {
-            unsigned char d[32];
-            mdl_sha256_final(h->sha, d);
+            uint8_t d[32];
+            llm_sha256_final(h->sha, d);
         }
         pthread_mutex_destroy(&h->mu);
         pthread_cond_destroy(&h->cv);
@@ -450,16 +450,19 @@ static int hasher_end(struct hasher *h, char hex[65], char *err, size_t err_size
     pthread_cond_signal(&h->cv);
     pthread_mutex_unlock(&h->mu);
     pthread_join(h->th, NULL);
-    unsigned char d[32];
-    mdl_sha256_final(h->sha, d);
+    uint8_t d[32];
+    int hashed = llm_sha256_final(h->sha, d);
     int rc = 0;
     if (hex) {
-        if (h->read_errno || h->hashed != h->written) {
+        if (hashed != LLM_OK) {
+            snprintf(err, err_size, "cannot compute the download's SHA-256");
+            rc = -1;
+        } else if (h->read_errno || h->hashed != h->written) {
             snprintf(err, err_size, "cannot read back the download: %s",
                      h->read_errno > 0 ? strerror(h->read_errno) : "the file shrank");
             rc = -1;
         } else {
-            mdl_hex(d, 32, hex);
+            llm_hex(d, 32, hex);
         }
     }
     pthread_mutex_destroy(&h->mu);

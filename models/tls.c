@@ -1,9 +1,8 @@
 /*
- * tls.c - the one file that includes mbedTLS: a TLS client connection over
- * a socket the caller has connected (for models/http.c), the same interface
- * over a plain socket (http:// to private addresses), waits on sockets, and
- * SHA-256 (the mdl_sha256 functions of mdl.h, for downloads and content
- * addresses).
+ * tls.c - the one file that includes mbedTLS's TLS headers: a TLS client
+ * connection over a socket the caller has connected (for models/http.c), the
+ * same interface over a plain socket (http:// to private addresses), and
+ * waits on sockets. (SHA-256 is core's, core/sha256.c.)
  *
  * Invariants: a handshake succeeds only with a certificate chain that
  * verifies against the given CA bundle and names the host we asked for
@@ -42,70 +41,11 @@
 #include <mbedtls/entropy.h>
 #include <mbedtls/error.h>
 #include <mbedtls/net_sockets.h>
-#include <mbedtls/sha256.h>
 #include <mbedtls/ssl.h>
 #include <mbedtls/x509_crt.h>
 #if MBEDTLS_VERSION_NUMBER >= 0x03000000 && defined(MBEDTLS_PSA_CRYPTO_C)
 #include <psa/crypto.h>
 #endif
-
-/* ==== SHA-256 (mbedTLS 2.28 has the _ret names, 3.x the plain ones) ==== */
-
-#if MBEDTLS_VERSION_NUMBER >= 0x03000000
-#define sha256_starts mbedtls_sha256_starts
-#define sha256_update mbedtls_sha256_update
-#define sha256_finish mbedtls_sha256_finish
-#else
-#define sha256_starts mbedtls_sha256_starts_ret
-#define sha256_update mbedtls_sha256_update_ret
-#define sha256_finish mbedtls_sha256_finish_ret
-#endif
-
-struct mdl_sha256 {
-    mbedtls_sha256_context ctx;
-};
-
-struct mdl_sha256 *mdl_sha256_init(void)
-{
-    struct mdl_sha256 *h = malloc(sizeof *h);
-    if (!h)
-        return NULL;
-    mbedtls_sha256_init(&h->ctx);
-    sha256_starts(&h->ctx, 0);
-    return h;
-}
-
-void mdl_sha256_update(struct mdl_sha256 *h, const void *p, size_t n)
-{
-    sha256_update(&h->ctx, p, n);
-}
-
-void mdl_sha256_final(struct mdl_sha256 *h, unsigned char out[32])
-{
-    sha256_finish(&h->ctx, out);
-    mbedtls_sha256_free(&h->ctx);
-    free(h);
-}
-
-void mdl_sha256(const void *p, size_t n, unsigned char out[32])
-{
-    mbedtls_sha256_context ctx;
-    mbedtls_sha256_init(&ctx);
-    sha256_starts(&ctx, 0);
-    sha256_update(&ctx, p, n);
-    sha256_finish(&ctx, out);
-    mbedtls_sha256_free(&ctx);
-}
-
-void mdl_hex(const unsigned char *p, size_t n, char *out)
-{
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[p[i] >> 4];
-        out[2 * i + 1] = digits[p[i] & 15];
-    }
-    out[2 * n] = 0;
-}
 
 /* ==== base64 ==== */
 

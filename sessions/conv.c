@@ -1,48 +1,53 @@
 /*
  * conv.c - a conversation over a live KV cache: messages rendered with the
- * chat template, only the new tokens of each turn prefilled, answers
- * generated and streamed, and (attached to a store) every finished exchange
- * saved as messages with their token ids plus one KV segment.
+ * chat template, answers generated and streamed, and, before each answer,
+ * the KV cache extended from the store's blocks (blocks.c) so that only what
+ * no command ever computed is prefilled; after it, the new blocks stored
+ * and (attached to a session) the exchange saved.
  *
  * Invariants:
- *   - tokens[0..n_tokens) are exactly the KV cache's positions, and
- *     n_tokens == llm_ctx_n_past(ctx) between calls;
+ *   - tokens[0..n_tokens) is the conversation; the context holds the KV of
+ *     tokens[0..n_kv), n_kv <= n_tokens, n_kv == llm_ctx_n_past(ctx): when
+ *     the conversation changes, the cache keeps the prefix it shares with
+ *     the new tokens (and the store fills in what it has);
  *   - msgs[i].tokens are the ids message i put in the cache: the first
  *     message's include BOS; a user message's include the previous answer's
  *     terminator, its own turn and the assistant's opening; an answer's are
  *     the generated ids (without the end-of-generation token, which the next
  *     user span's terminator text brings);
- *   - spans (segments) are: the system message, then each exchange (user +
- *     answer); when there is no system prompt the first exchange is the first
- *     span. The KV text is the rendering of the messages, except that an
- *     answer is the model's generated tokens (kept, never re-tokenized).
+ *   - an answer carries the sampler's state after it; the live sampler is
+ *     the state after the last answer (or fresh from the seed), so undo
+ *     gives back the state of the turn before;
+ *   - attached, the store holds exactly msgs[] after every call, each
+ *     change in one transaction; block files come after (best effort);
  *   - template text is tokenized with special tokens parsed; a user's text
  *     only with --special (found by rendering a sentinel in its place).
  */
 #include "core/llm.h"
-#include "sessions/sess.h"
+#include "sessions/sess-int.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-
-int sess_kv_fail(struct sess_store *st, const char *fmt, ...); /* store.c */
 
 struct conv_msg {
     enum sess_role role;
     char *text;
     int32_t *tokens;
     int64_t n_tokens;
-    int64_t start; /* KV position of its first token */
+    int64_t start;      /* KV position of its first token */
+    void *state;        /* an answer's sampler state after it, or NULL */
+    size_t state_bytes;
 };
 
 struct sess_conv {
+    /* the engine */
     const struct llm_model *m;
     const struct llm_vocab *v;
-    struct llm_ctx *ctx;
+    struct llm_ctx *ctx;    /* owned */
+    struct sess_kv *kv;     /* its blocks in the store */
     struct sess_conv_params p;
     char *system;
     char *model_path;
@@ -51,15 +56,15 @@ struct sess_conv {
     int64_t n_msgs, cap_msgs;
     int32_t *tokens; /* n_ctx */
     int64_t n_tokens, n_kv, n_ctx;
-    /* attached */
-    struct sess_store *st;
+    struct sess_store *st; /* borrowed; NULL: nothing on disk */
+    /* attached to a session */
     int64_t sid;
+    char *name;
     struct sess_lock *lock;
-    int64_t recomputed; /* tokens restore had to compute, not yet reported by a turn */
-    uint8_t fp[32];
     char err[1024];
 };
 
+static int cfail(struct sess_conv *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int cfail(struct sess_conv *c, const char *fmt, ...)
 {
     va_list ap;
@@ -88,12 +93,44 @@ struct sess_conv_params sess_conv_default_params(void)
     return p;
 }
 
+static bool attached(const struct sess_conv *c) { return c->sid >= 0; }
+
+/* the sampler's state into m (an answer) */
+static int keep_state(struct sess_conv *c, struct conv_msg *m)
+{
+    int64_t need = llm_sampler_state_save(c->smp, NULL, 0);
+    size_t size = (size_t)(need < 0 ? -need : need);
+    void *buf = malloc(size ? size : 1);
+    if (!buf)
+        return cfail(c, "out of memory");
+    int64_t got = llm_sampler_state_save(c->smp, buf, size);
+    if (got < 0) {
+        free(buf);
+        return cfail(c, "cannot save the sampler state");
+    }
+    free(m->state);
+    m->state = buf;
+    m->state_bytes = (size_t)got;
+    return SESS_OK;
+}
+
+/* the live sampler back to its state after the last answer (or fresh) */
+static void sampler_rewind(struct sess_conv *c)
+{
+    for (int64_t i = c->n_msgs - 1; i >= 0; i--)
+        if (c->msgs[i].role == SESS_ROLE_ASSISTANT && c->msgs[i].state &&
+            llm_sampler_state_load(c->smp, c->msgs[i].state, c->msgs[i].state_bytes) == 0)
+            return;
+    sess_conv_set_sampling(c, c->p.sampling);
+}
+
 /* ==== messages ==== */
 
 static void msg_free(struct conv_msg *m)
 {
     free(m->text);
     free(m->tokens);
+    free(m->state);
     memset(m, 0, sizeof *m);
 }
 
@@ -123,6 +160,8 @@ static int push_msg(struct sess_conv *c, enum sess_role role, const char *text, 
         memcpy(m->tokens, toks, (size_t)n * sizeof *toks);
     m->n_tokens = n;
     m->start = start;
+    m->state = NULL;
+    m->state_bytes = 0;
     c->n_msgs++;
     return SESS_OK;
 }
@@ -289,15 +328,14 @@ done:
     return rc;
 }
 
-/* ==== the KV cache ====
- * tokens[0..n_tokens) is the conversation; the cache holds [0..n_kv) of it:
- * a system prompt is computed (or restored) only when first needed. */
+/* ==== the KV cache ==== */
 
 static int add_tokens(struct sess_conv *c, const int32_t *toks, int64_t n)
 {
     if (c->n_tokens + n > c->n_ctx)
         return cfail(c, "context full");
-    memcpy(c->tokens + c->n_tokens, toks, (size_t)n * sizeof *toks);
+    if (n)
+        memcpy(c->tokens + c->n_tokens, toks, (size_t)n * sizeof *toks);
     c->n_tokens += n;
     return SESS_OK;
 }
@@ -354,6 +392,44 @@ static int truncate_to(struct sess_conv *c, int64_t n)
     return SESS_OK;
 }
 
+/* the cache emptied (the conversation's tokens stay) */
+static int drop_cache(struct sess_conv *c)
+{
+    if (llm_ctx_truncate(c->ctx, 0) != LLM_OK)
+        return cfail(c, "%s", llm_ctx_errmsg(c->ctx));
+    c->n_kv = 0;
+    return SESS_OK;
+}
+
+/* The conversation's tokens became new[0..n): the cache keeps the prefix
+ * they share with the old ones. */
+static int replace_tokens(struct sess_conv *c, const int32_t *new, int64_t n)
+{
+    int64_t k = 0;
+    while (k < n && k < c->n_kv && c->tokens[k] == new[k])
+        k++;
+    if (truncate_to(c, k))
+        return SESS_ERR;
+    if (n)
+        memcpy(c->tokens, new, (size_t)n * sizeof *new);
+    c->n_tokens = n;
+    return SESS_OK;
+}
+
+/* Extend the cache from the store's blocks up to limit positions. A
+ * failure to read the index is not the turn's: it is said in r's
+ * first_problem and what the cache lacks is computed. */
+static void restore_blocks(struct sess_conv *c, int64_t limit, struct sess_kv_restore *r)
+{
+    memset(r, 0, sizeof *r);
+    if (!c->st || c->p.no_cache || limit <= c->n_kv)
+        return;
+    if (sess_kv_restore(c->kv, c->tokens, limit, r))
+        snprintf(r->first_problem, sizeof r->first_problem, "cannot read the KV cache's index: %.450s",
+                 sess_errmsg(c->st));
+    c->n_kv = llm_ctx_n_past(c->ctx);
+}
+
 /* logits for the next position after a truncation: compute the last token
  * again */
 static int refresh_logits(struct sess_conv *c)
@@ -365,165 +441,194 @@ static int refresh_logits(struct sess_conv *c)
     return sync_kv(c, NULL);
 }
 
-/* ==== spans and persistence ==== */
+/* ==== persistence ==== */
 
-/* index of the first message of span k and how many spans there are */
 static bool has_system(const struct sess_conv *c)
 {
     return c->n_msgs > 0 && c->msgs[0].role == SESS_ROLE_SYSTEM;
 }
 
-/* the span bounds (KV end positions) and the last message of each span */
-static int64_t spans(const struct sess_conv *c, int64_t *bounds, int64_t *last)
+/* the sampling parameters as the session keeps them (JSON) */
+static void params_json(const struct sess_conv *c, char *buf, size_t n)
 {
-    int64_t n = 0;
-    for (int64_t i = 0; i < c->n_msgs; i++) {
-        bool end = c->msgs[i].role == SESS_ROLE_SYSTEM || c->msgs[i].role == SESS_ROLE_ASSISTANT;
-        if (end && c->msgs[i].start + c->msgs[i].n_tokens > (n ? bounds[n - 1] : 0)) {
-            bounds[n] = c->msgs[i].start + c->msgs[i].n_tokens;
-            last[n] = i;
-            n++;
-        }
+    const struct llm_sampler_params *s = &c->p.sampling;
+    snprintf(buf, n,
+             "{\"temp\": %g, \"top_k\": %d, \"top_p\": %g, \"min_p\": %g, \"repeat_penalty\": %g, "
+             "\"presence_penalty\": %g, \"repeat_last_n\": %d, \"seed\": %llu, \"n_predict\": %d}",
+             (double)s->temp, (int)s->top_k, (double)s->top_p, (double)s->min_p, (double)s->repeat_penalty,
+             (double)s->presence_penalty, (int)s->penalty_last_n, (unsigned long long)s->seed, (int)c->p.n_predict);
+}
+
+/* Store the blocks of what the cache holds that the store lacks, and (in
+ * a session) which blocks cover it. Best effort: a failure goes to
+ * problem (if given) and the turn stands. */
+static void save_blocks(struct sess_conv *c, struct sess_turn_stats *ts)
+{
+    if (!c->st || c->p.no_cache || c->n_kv == 0)
+        return;
+    struct sess_kv_save s;
+    const char *why = NULL;
+    if (sess_kv_save(c->kv, c->tokens, c->n_kv, &s))
+        why = sess_errmsg(c->st);
+    else if (s.problem[0])
+        why = s.problem;
+    if (!why && attached(c) && sess_set_blocks(c->st, c->sid, 0, (const uint8_t(*)[32])s.ids, s.n_ids))
+        why = sess_errmsg(c->st);
+    if (ts) {
+        ts->blocks_written = s.written;
+        ts->kv_bytes_disk = s.bytes;
+        if (why && !ts->kv_problem[0])
+            snprintf(ts->kv_problem, sizeof ts->kv_problem, "%.470s; the turn is saved without it", why);
     }
-    return n;
+    if (c->p.cache_max > 0) {
+        int64_t total;
+        struct sess_gc_stats gs;
+        if (sess_store_bytes(c->st, &total, NULL) == SESS_OK && total > c->p.cache_max)
+            sess_evict(c->st, c->p.cache_max, &gs); /* best effort: the cache is only a cache */
+    }
 }
 
-static int save_state(struct sess_conv *c)
+/*
+ * Write messages [from, n_msgs) as the session's from seq `from` on (one
+ * transaction), then the blocks of the cache (when it holds the whole
+ * conversation). Without a session only the blocks.
+ */
+static int persist(struct sess_conv *c, int64_t from, struct sess_turn_stats *ts)
 {
-    int64_t need = llm_sampler_state_save(c->smp, NULL, 0);
-    size_t size = (size_t)(need < 0 ? -need : need);
-    void *buf = malloc(size ? size : 1);
-    if (!buf)
-        return cfail(c, "out of memory");
-    int64_t got = llm_sampler_state_save(c->smp, buf, size);
-    int rc = got >= 0 && sess_save_state(c->st, c->sid, buf, (size_t)got) == 0
-                 ? SESS_OK
-                 : cfail(c, "cannot save the sampler state: %s", sess_errmsg(c->st));
-    free(buf);
-    return rc;
-}
-
-/* write messages [from, n_msgs) and the segment of the span ending at the
- * last of them */
-static int persist(struct sess_conv *c, int64_t from)
-{
-    if (!c->st || c->p.no_cache) /* --no-cache: the session is only read */
+    if (c->p.no_cache) /* --no-cache: nothing is written; a session is only read */
         return SESS_OK;
-    for (int64_t i = from; i < c->n_msgs; i++) {
-        struct conv_msg *m = &c->msgs[i];
-        if (sess_append_message(c->st, c->sid, m->role, m->text, m->n_tokens, m->tokens))
+    if (attached(c)) {
+        int64_t n = c->n_msgs - from;
+        struct sess_msg_rec *r = malloc((size_t)(n > 0 ? n : 1) * sizeof *r);
+        if (!r)
+            return cfail(c, "out of memory");
+        for (int64_t i = 0; i < n; i++) {
+            const struct conv_msg *m = &c->msgs[from + i];
+            r[i] = (struct sess_msg_rec){m->role, m->text, m->tokens, m->n_tokens, m->state, m->state_bytes};
+        }
+        /* the blocks that covered tokens from the first change on no longer do */
+        int64_t changed = from < c->n_msgs ? c->msgs[from].start : c->n_tokens;
+        char params[512];
+        params_json(c, params, sizeof params);
+        int rc = sess_write_messages(c->st, c->sid, from, r, n, (changed + SESS_BLOCK_TOKENS - 1) / SESS_BLOCK_TOKENS,
+                                     sess_kv_model_id(c->kv), params);
+        free(r);
+        if (rc)
             return cfail(c, "cannot save the conversation: %s", sess_errmsg(c->st));
     }
-    int64_t *bounds = malloc((size_t)(c->n_msgs + 1) * 2 * sizeof *bounds);
-    if (!bounds)
-        return cfail(c, "out of memory");
-    int64_t *last = bounds + c->n_msgs + 1;
-    int64_t ns = spans(c, bounds, last);
-    int rc = SESS_OK;
-    uint8_t parent[32] = {0}, seg[32];
-    if (c->p.no_cache)
-        ns = 0; /* --no-cache writes no snapshots */
-    for (int64_t k = 0; k < ns && rc == SESS_OK; k++) {
-        int64_t a = k ? bounds[k - 1] : 0, b = bounds[k];
-        if (b <= a || b > c->n_kv)
-            break;
-        /* a span saved before (or shared with another chat) is not written again */
-        int have = sess_kv_have(c->st, c->m, c->ctx, c->fp, parent, c->tokens, a, b, seg);
-        if (have < 0)
-            rc = cfail(c, "cannot save the KV cache: %s", sess_errmsg(c->st));
-        else if (have == 0 || last[k] >= from) {
-            if (have == 1) { /* known: only put it in this session's chain */
-                char path[4200];
-                struct stat sb;
-                if (sess_segment_path(c->st, seg, path, sizeof path) || stat(path, &sb) ||
-                    sess_chain_append(c->st, c->sid, seg, parent, c->fp,
-                                      llm_ctx_kv_type(c->ctx) == LLM_TYPE_F32 ? 0 : 1, a, b - a,
-                                      sb.st_size, last[k]))
-                    rc = cfail(c, "cannot save the KV cache: %s", sess_errmsg(c->st));
-            } else if (sess_kv_snapshot(c->st, c->sid, c->m, c->ctx, c->fp, parent, c->tokens, a, b,
-                                        last[k], seg)) {
-                rc = cfail(c, "cannot save the KV cache: %s", sess_errmsg(c->st));
-            }
-        }
-        memcpy(parent, seg, 32);
-    }
-    free(bounds);
-    if (rc == SESS_OK)
-        rc = save_state(c);
-    if (rc == SESS_OK && c->p.cache_max > 0 && sess_store_bytes(c->st) > c->p.cache_max) {
-        int64_t n, freed;
-        sess_evict(c->st, c->p.cache_max, &n, &freed); /* best effort: the cache is only a cache */
-    }
-    return rc;
+    if (c->n_kv == c->n_tokens)
+        save_blocks(c, ts);
+    return SESS_OK;
 }
 
 /* ==== life cycle ==== */
 
-int sess_conv_init(const struct llm_model *m, const struct llm_vocab *v, struct llm_ctx *ctx,
-                   struct sess_conv_params p, struct sess_conv **out, char *err, size_t err_size)
+/* the system message's tokens, and the conversation made of it alone */
+static int start_with_system(struct sess_conv *c, const char *system)
+{
+    free(c->system);
+    c->system = system && *system ? strdup(system) : NULL;
+    c->p.system = c->system;
+    if (system && *system && !c->system)
+        return cfail(c, "out of memory");
+    if (!c->system)
+        return replace_tokens(c, NULL, 0);
+    struct llm_chat_msg cm = {"system", c->system};
+    int32_t *toks;
+    int64_t n;
+    int rc = message_tokens(c, &cm, 0, false, 1, false, -1, 0, &toks, &n);
+    if (rc == SESS_OK && n > c->n_ctx)
+        rc = cfail(c, "the system prompt (%lld tokens) does not fit in the context (%lld)", (long long)n,
+                   (long long)c->n_ctx);
+    if (rc == SESS_OK)
+        rc = push_msg(c, SESS_ROLE_SYSTEM, c->system, strlen(c->system), toks, n, 0);
+    if (rc == SESS_OK)
+        rc = replace_tokens(c, toks, n);
+    free(toks);
+    return rc;
+}
+
+int sess_conv_init(struct sess_store *st, struct sess_conv_params p, struct sess_conv **out, char *err,
+                   size_t err_size)
 {
     *out = NULL;
-    if (llm_ctx_n_past(ctx) != 0) {
-        snprintf(err, err_size, "the context is not empty");
-        return SESS_ERR;
-    }
     struct sess_conv *c = calloc(1, sizeof *c);
     if (!c) {
+        llm_ctx_free(p.ctx);
         snprintf(err, err_size, "out of memory");
         return SESS_ERR;
     }
-    c->m = m;
-    c->v = v;
-    c->ctx = ctx;
+    c->ctx = p.ctx;
+    c->m = p.model;
+    c->v = p.vocab;
     c->p = p;
+    c->st = st;
     c->sid = -1;
-    c->n_ctx = llm_ctx_n_ctx(ctx);
+    if (!c->ctx || !c->m || !c->v || llm_ctx_n_past(c->ctx) != 0) {
+        snprintf(err, err_size, "a conversation needs a model, its vocabulary and an empty context");
+        sess_conv_free(c);
+        return SESS_ERR;
+    }
+    c->n_ctx = llm_ctx_n_ctx(c->ctx);
     c->tokens = malloc((size_t)c->n_ctx * sizeof *c->tokens);
-    c->smp = llm_sampler_init(p.sampling, llm_model_n_vocab(m));
-    c->system = p.system && *p.system ? strdup(p.system) : NULL;
+    c->smp = llm_sampler_init(p.sampling, llm_model_n_vocab(c->m));
     c->model_path = strdup(p.model_path ? p.model_path : "");
-    c->p.system = c->system;
     c->p.model_path = c->model_path;
-    /* the model fingerprint is needed only with a store: see attach */
-    if (!c->tokens || !c->smp || !c->model_path || (p.system && *p.system && !c->system)) {
+    c->p.system = NULL;
+    if (!c->tokens || !c->smp || !c->model_path) {
         sess_conv_free(c);
         snprintf(err, err_size, "out of memory");
         return SESS_ERR;
     }
-    if (c->system) {
-        struct llm_chat_msg cm = {"system", c->system};
-        int32_t *toks;
-        int64_t n;
-        if (message_tokens(c, &cm, 0, false, 1, false, -1, 0, &toks, &n) ||
-            push_msg(c, SESS_ROLE_SYSTEM, c->system, strlen(c->system), toks, n, 0) ||
-            add_tokens(c, toks, n)) {
-            free(toks);
-            snprintf(err, err_size, "%s", c->err);
-            sess_conv_free(c);
-            return SESS_ERR;
-        }
-        free(toks);
+    /* the model's fingerprint is computed only with a store */
+    if (sess_kv_init(st, c->m, c->ctx, c->model_path, &c->kv, err, err_size)) {
+        sess_conv_free(c);
+        return SESS_ERR;
+    }
+    if (start_with_system(c, p.system)) {
+        snprintf(err, err_size, "%s", c->err);
+        sess_conv_free(c);
+        return SESS_ERR;
     }
     *out = c;
     return SESS_OK;
+}
+
+static void drop_all_messages(struct sess_conv *c)
+{
+    for (int64_t i = 0; i < c->n_msgs; i++)
+        msg_free(&c->msgs[i]);
+    c->n_msgs = 0;
+}
+
+static void leave_session(struct sess_conv *c)
+{
+    sess_unlock(c->lock);
+    c->lock = NULL;
+    c->sid = -1;
+    free(c->name);
+    c->name = NULL;
 }
 
 void sess_conv_free(struct sess_conv *c)
 {
     if (!c)
         return;
-    for (int64_t i = 0; i < c->n_msgs; i++)
-        msg_free(&c->msgs[i]);
+    drop_all_messages(c);
     free(c->msgs);
     free(c->tokens);
     llm_sampler_free(c->smp);
     free(c->system);
     free(c->model_path);
-    sess_unlock(c->lock);
+    leave_session(c);
+    sess_kv_free(c->kv);
+    llm_ctx_free(c->ctx);
     free(c);
 }
 
-int64_t sess_conv_session(const struct sess_conv *c) { return c->st ? c->sid : -1; }
+const struct llm_ctx *sess_conv_ctx(const struct sess_conv *c) { return c->ctx; }
+int64_t sess_conv_session(const struct sess_conv *c) { return c->sid; }
+const char *sess_conv_session_name(const struct sess_conv *c) { return c->name; }
 int64_t sess_conv_n_messages(const struct sess_conv *c) { return c->n_msgs; }
 int64_t sess_conv_n_tokens(const struct sess_conv *c) { return c->n_tokens; }
 const int32_t *sess_conv_tokens(const struct sess_conv *c) { return c->tokens; }
@@ -556,6 +661,42 @@ void sess_conv_set_sampling(struct sess_conv *c, struct llm_sampler_params p)
 void sess_conv_set_n_predict(struct sess_conv *c, int32_t n_predict)
 {
     c->p.n_predict = n_predict;
+}
+
+/* a conversation of system prompt `system` alone, with a fresh sampler;
+ * the cache keeps what it shares with the old one */
+static int restart(struct sess_conv *c, const char *system)
+{
+    drop_all_messages(c);
+    char *sys = system ? strdup(system) : NULL; /* system may be c->system */
+    if (system && !sys)
+        return cfail(c, "out of memory");
+    int rc = start_with_system(c, sys);
+    free(sys);
+    sess_conv_set_sampling(c, c->p.sampling);
+    return rc;
+}
+
+int sess_conv_reset(struct sess_conv *c, const char *system)
+{
+    leave_session(c);
+    return restart(c, system);
+}
+
+int sess_conv_rename(struct sess_conv *c, const char *new_name)
+{
+    if (!attached(c))
+        return cfail(c, "the conversation is not a saved session");
+    char *dup = strdup(new_name);
+    if (!dup)
+        return cfail(c, "out of memory");
+    if (sess_set_name(c->st, c->sid, new_name)) {
+        free(dup);
+        return cfail(c, "%s", sess_errmsg(c->st));
+    }
+    free(c->name);
+    c->name = dup;
+    return SESS_OK;
 }
 
 /* ==== generating an answer ==== */
@@ -704,25 +845,13 @@ static int generate(struct sess_conv *c, sess_text_fn on_text, void *ud, volatil
     ts->decode_tok_s = n_gen > 1 && t_end > t_first ? (n_gen - 1) * 1e3 / (t_end - t_first) : 0;
     if (rc == SESS_OK)
         rc = push_msg(c, SESS_ROLE_ASSISTANT, g.text ? g.text : "", g.len, c->tokens + start, n_gen, start);
+    if (rc == SESS_OK) /* the sampler after this answer, saved with it */
+        rc = keep_state(c, &c->msgs[c->n_msgs - 1]);
     llm_detok_free(dt);
     free(g.text);
     free(g.ends);
     return rc;
 }
-
-static void finish_stats(struct sess_conv *c, struct sess_turn_stats *ts)
-{
-    ts->kv_bytes_mem = llm_ctx_kv_bytes(c->ctx, c->n_kv);
-    ts->kv_bytes_disk = 0;
-    if (c->st) {
-        struct sess_info info;
-        if (sess_get(c->st, c->sid, &info) == 0) {
-            ts->kv_bytes_disk = info.kv_bytes;
-            sess_info_free(&info);
-        }
-    }
-}
-
 /* ==== turns ==== */
 
 /* The tokens a user message appends, given everything before it. */
@@ -757,6 +886,31 @@ static int user_tokens(struct sess_conv *c, const char *user_text, int32_t **tok
     return rc;
 }
 
+static void finish_stats(struct sess_conv *c, struct sess_turn_stats *ts)
+{
+    ts->kv_bytes_mem = llm_ctx_kv_bytes(c->ctx, c->n_kv);
+}
+
+/* the cache made to hold all the tokens with the last one's logits:
+ * restored from blocks where it can be, the rest prefilled */
+static int prepare(struct sess_conv *c, volatile sig_atomic_t *interrupt, struct sess_turn_stats *ts)
+{
+    struct sess_kv_restore r;
+    int64_t before = c->n_kv;
+    /* the last token is always computed: its logits are the answer's start */
+    restore_blocks(c, c->n_tokens - 1, &r);
+    ts->restored_tokens = c->n_kv > before ? c->n_kv - before : 0;
+    ts->restored_blocks = r.blocks;
+    ts->restore_ms = r.ms;
+    if (r.first_problem[0])
+        snprintf(ts->kv_problem, sizeof ts->kv_problem, "%.490s; recomputed", r.first_problem);
+    ts->cached_tokens = c->n_kv;
+    int64_t done;
+    int rc = sync_kv_interruptible(c, &done, interrupt);
+    ts->prefilled_tokens = done;
+    return rc;
+}
+
 int sess_conv_say(struct sess_conv *c, const char *user_text, sess_text_fn on_text, void *ud,
                   volatile sig_atomic_t *interrupt, struct sess_turn_stats *ts)
 {
@@ -764,6 +918,8 @@ int sess_conv_say(struct sess_conv *c, const char *user_text, sess_text_fn on_te
     double t0 = now_ms();
     int32_t *toks;
     int64_t n;
+    if (c->p.no_cache && drop_cache(c)) /* the whole conversation again */
+        return SESS_ERR;
     if (user_tokens(c, user_text, &toks, &n))
         return SESS_ERR;
     /* room for the message and at least one answer token */
@@ -774,42 +930,37 @@ int sess_conv_say(struct sess_conv *c, const char *user_text, sess_text_fn on_te
         return SESS_ERR_CTX_FULL;
     }
     int64_t start = c->n_tokens, user_idx = c->n_msgs;
-    if (c->p.no_cache)
-        truncate_to(c, c->n_tokens), llm_ctx_truncate(c->ctx, 0), c->n_kv = 0;
-    ts->cached_tokens = c->n_kv - c->recomputed;
-    int64_t done;
     if (add_tokens(c, toks, n) || push_msg(c, SESS_ROLE_USER, user_text, strlen(user_text), toks, n, start)) {
         free(toks);
         return SESS_ERR;
     }
     free(toks);
-    int src = sync_kv_interruptible(c, &done, interrupt);
-    if (src) { /* take the message back: the conversation is as it was */
+    int rc = prepare(c, interrupt, ts);
+    if (rc) { /* take the message back: the conversation is as it was */
         msg_free(&c->msgs[--c->n_msgs]);
         truncate_to(c, start);
-        if (src == SESS_ERR_INTERRUPTED)
+        if (rc == SESS_ERR_INTERRUPTED)
             cfail(c, "interrupted");
-        return src;
+        return rc;
     }
     double t_pf = now_ms();
-    ts->prefilled_tokens = done + c->recomputed;
-    c->recomputed = 0;
     ts->prompt_tokens = c->n_tokens;
-    ts->prefill_tok_s = t_pf > t0 && done ? done * 1e3 / (t_pf - t0) : 0;
-    int rc = generate(c, on_text, ud, interrupt, ts, t0);
+    ts->prefill_tok_s = t_pf > t0 && ts->prefilled_tokens ? ts->prefilled_tokens * 1e3 / (t_pf - t0) : 0;
+    rc = generate(c, on_text, ud, interrupt, ts, t0);
     if (rc == SESS_OK)
-        rc = persist(c, user_idx);
+        rc = persist(c, user_idx, ts);
     finish_stats(c, ts);
     return rc;
 }
 
+/* drop messages [from, n_msgs) and the tokens they put in the cache */
 static int drop_messages(struct sess_conv *c, int64_t from)
 {
+    if (from < c->n_msgs && truncate_to(c, c->msgs[from].start))
+        return SESS_ERR;
     for (int64_t i = from; i < c->n_msgs; i++)
         msg_free(&c->msgs[i]);
     c->n_msgs = from;
-    if (c->st && sess_truncate_messages(c->st, c->sid, from))
-        return cfail(c, "cannot change the session: %s", sess_errmsg(c->st));
     return SESS_OK;
 }
 
@@ -821,14 +972,24 @@ int sess_conv_retry(struct sess_conv *c, sess_text_fn on_text, void *ud, volatil
     if (L < 0 || c->msgs[L].role != SESS_ROLE_ASSISTANT)
         return cfail(c, "there is no answer to retry");
     double t0 = now_ms();
-    if (truncate_to(c, c->msgs[L].start) || drop_messages(c, L) || refresh_logits(c))
+    if (drop_messages(c, L))
         return SESS_ERR;
-    ts->cached_tokens = c->n_tokens - 1;
-    ts->prefilled_tokens = 1;
+    /* the cache may lack part of the conversation (a session just opened):
+     * computing it gives the last token's logits; else they are computed again */
+    int rc;
+    if (c->n_kv < c->n_tokens) {
+        rc = prepare(c, interrupt, ts);
+    } else {
+        rc = refresh_logits(c);
+        ts->cached_tokens = c->n_tokens - 1;
+        ts->prefilled_tokens = 1;
+    }
+    if (rc)
+        return rc == SESS_ERR_INTERRUPTED ? cfail(c, "interrupted"), SESS_ERR_INTERRUPTED : SESS_ERR;
     ts->prompt_tokens = c->n_tokens;
-    int rc = generate(c, on_text, ud, interrupt, ts, t0);
+    rc = generate(c, on_text, ud, interrupt, ts, t0);
     if (rc == SESS_OK)
-        rc = persist(c, L);
+        rc = persist(c, L, ts);
     finish_stats(c, ts);
     return rc;
 }
@@ -840,19 +1001,20 @@ int sess_conv_undo(struct sess_conv *c)
         u--;
     if (u < 0)
         return cfail(c, "there is nothing to undo");
-    if (truncate_to(c, c->msgs[u].start))
+    if (drop_messages(c, u))
         return SESS_ERR;
-    return drop_messages(c, u);
+    sampler_rewind(c);
+    return persist(c, u, NULL);
 }
 
 int sess_conv_clear(struct sess_conv *c)
 {
     int64_t keep = has_system(c) ? 1 : 0;
-    if (truncate_to(c, keep ? c->msgs[0].n_tokens : 0))
+    if (drop_messages(c, keep))
         return SESS_ERR;
-    return drop_messages(c, keep);
+    sampler_rewind(c);
+    return persist(c, keep, NULL);
 }
-
 /* recompute the tokens of messages [from, n_msgs) from their text (answers
  * keep their generated tokens), after the cache was cut at msgs[from] */
 static int retokenize_from(struct sess_conv *c, int64_t from)
@@ -879,6 +1041,11 @@ static int retokenize_from(struct sess_conv *c, int64_t from)
             rc = add_tokens(c, toks, n);
         if (rc == SESS_OK)
             rc = push_msg(c, m.role, m.text, strlen(m.text), toks, n, c->n_tokens - n);
+        if (rc == SESS_OK) { /* an answer keeps the sampler state saved with it */
+            c->msgs[c->n_msgs - 1].state = m.state;
+            c->msgs[c->n_msgs - 1].state_bytes = m.state_bytes;
+            m.state = NULL;
+        }
         free(toks);
         msg_free(&m);
         if (rc) {
@@ -899,158 +1066,189 @@ int sess_conv_drop_oldest(struct sess_conv *c, int64_t n)
     }
     if (users == 0)
         return cfail(c, "there is no exchange to drop");
-    /* move the kept messages down, then compute their tokens again */
+    /* the kept messages move down and their tokens are made again; the
+     * cache keeps what the new tokens share with the old (the system
+     * prompt) and the next turn restores or computes the rest */
+    int32_t *old = malloc((size_t)(c->n_tokens ? c->n_tokens : 1) * sizeof *old);
+    if (!old)
+        return cfail(c, "out of memory");
+    int64_t n_old = c->n_tokens, n_kv = c->n_kv;
+    memcpy(old, c->tokens, (size_t)n_old * sizeof *old);
     for (int64_t j = first; j < i; j++)
         msg_free(&c->msgs[j]);
     memmove(c->msgs + first, c->msgs + i, (size_t)(c->n_msgs - i) * sizeof *c->msgs);
     c->n_msgs -= i - first;
-    if (truncate_to(c, first ? c->msgs[0].n_tokens : 0) || retokenize_from(c, first) || sync_kv(c, NULL))
-        return SESS_ERR;
-    if (c->st) { /* the session is rewritten from its first message */
-        if (sess_truncate_messages(c->st, c->sid, 0))
-            return cfail(c, "cannot change the session: %s", sess_errmsg(c->st));
-        return persist(c, 0);
+    c->n_tokens = first ? c->msgs[0].n_tokens : 0;
+    int rc = retokenize_from(c, first);
+    if (rc == SESS_OK) { /* what the cache holds is old[0..n_kv): keep the common prefix */
+        int64_t k = 0;
+        while (k < n_kv && k < c->n_tokens && old[k] == c->tokens[k])
+            k++;
+        if (k < c->n_kv && llm_ctx_truncate(c->ctx, k) != LLM_OK)
+            rc = cfail(c, "%s", llm_ctx_errmsg(c->ctx));
+        else
+            c->n_kv = k;
     }
-    return SESS_OK;
+    free(old);
+    return rc ? rc : persist(c, 0, NULL);
 }
 
 int sess_conv_set_system(struct sess_conv *c, const char *system)
 {
-    if (truncate_to(c, 0) || drop_messages(c, 0))
-        return SESS_ERR;
-    free(c->system);
-    c->system = system && *system ? strdup(system) : NULL;
-    c->p.system = c->system;
-    if (!c->system)
-        return SESS_OK;
-    struct llm_chat_msg cm = {"system", c->system};
-    int32_t *toks;
-    int64_t n;
-    int rc = message_tokens(c, &cm, 0, false, 1, false, -1, 0, &toks, &n);
-    if (rc == SESS_OK)
-        rc = push_msg(c, SESS_ROLE_SYSTEM, c->system, strlen(c->system), toks, n, 0);
-    if (rc == SESS_OK)
-        rc = add_tokens(c, toks, n);
-    free(toks);
-    if (rc == SESS_OK && c->st)
-        rc = persist(c, 0);
-    return rc;
+    int rc = restart(c, system);
+    return rc ? rc : persist(c, 0, NULL);
 }
 
 /* ==== sessions ==== */
 
-/* the cache for the whole conversation from the store's segments */
-static int restore_all(struct sess_conv *c, struct sess_restore_stats *rs)
+/* a session's messages, as the conversation's (their tokens made again
+ * where they were not recorded); on failure the conversation is unchanged */
+static int load_messages(struct sess_conv *c, const struct sess_message *msgs, int64_t n)
 {
-    int64_t *bounds = malloc((size_t)(c->n_msgs + 1) * 2 * sizeof *bounds);
-    if (!bounds)
+    struct sess_conv tmp = *c; /* build into a copy, then swap */
+    tmp.msgs = NULL;
+    tmp.n_msgs = tmp.cap_msgs = 0;
+    tmp.n_tokens = 0;
+    tmp.n_kv = 0;
+    tmp.tokens = malloc((size_t)c->n_ctx * sizeof *tmp.tokens);
+    if (!tmp.tokens)
         return cfail(c, "out of memory");
-    int64_t *last = bounds + c->n_msgs + 1;
-    int64_t ns = spans(c, bounds, last);
-    int rc = SESS_OK;
-    if (truncate_to(c, c->n_tokens) || llm_ctx_truncate(c->ctx, 0) != LLM_OK)
-        rc = cfail(c, "%s", llm_ctx_errmsg(c->ctx));
-    c->n_kv = 0;
-    if (rc == SESS_OK && ns > 0 &&
-        sess_kv_restore(c->st, c->sid, c->m, c->ctx, c->fp, c->tokens, bounds, last, ns, rs))
-        rc = cfail(c, "cannot restore the session: %s", sess_errmsg(c->st));
-    if (rc == SESS_OK) {
-        c->n_kv = ns > 0 ? bounds[ns - 1] : 0;
-        c->recomputed = rs->prefilled_tokens;
-    }
-    free(bounds);
-    return rc;
-}
-
-int sess_conv_attach(struct sess_conv *c, struct sess_store *st, const char *name, bool create,
-                     struct sess_restore_stats *rs)
-{
-    memset(rs, 0, sizeof *rs);
-    int64_t sid;
-    if (c->st)
-        return cfail(c, "the conversation is already in a session");
-    sess_model_fingerprint_cached(st, c->model_path, llm_model_gguf(c->m), c->fp);
-    bool exists = name && sess_find(st, name, &sid) == 0;
-    if (!exists && !create)
-        return cfail(c, "no session '%s'", name);
-    if (!exists) {
-        struct sess_new n = {name, c->model_path, c->fp, c->system, NULL,
-                             llm_ctx_kv_type(c->ctx) == LLM_TYPE_F32 ? 0 : 1};
-        if (sess_create(st, &n, &sid))
-            return cfail(c, "%s", sess_errmsg(st));
-    }
-    struct sess_lock *lock;
-    if (sess_lock(st, sid, &lock)) {
-        cfail(c, "%s", sess_errmsg(st));
-        return SESS_ERR_BUSY;
-    }
-    c->st = st;
-    c->sid = sid;
-    c->lock = lock;
-    if (!exists) {
-        /* a system prompt already on disk (another chat's) is read, not computed */
-        int rc = SESS_OK;
-        if (has_system(c) && c->n_kv == 0 && c->n_msgs == 1) {
-            /* only a segment that is there is read: a missing one would count
-             * as damage, so it is simply computed */
-            int64_t b = c->msgs[0].n_tokens, l = 0;
-            struct sess_restore_stats tmp;
-            if (sess_kv_have(st, c->m, c->ctx, c->fp, NULL, c->tokens, 0, b, NULL) == 1 &&
-                sess_kv_restore(st, sid, c->m, c->ctx, c->fp, c->tokens, &b, &l, 1, &tmp) == 0 &&
-                tmp.damaged == 0) {
-                c->n_kv = b;
-                rs->restored_tokens = tmp.restored_tokens;
-            } else {
-                llm_ctx_truncate(c->ctx, 0);
-            }
-        }
-        /* what is not restored is computed by the first turn (and counted there) */
-        if (rc == SESS_OK)
-            rc = persist(c, 0);
-        return rc;
-    }
-    /* an existing session: its messages replace the conversation's */
-    if (c->n_msgs > (has_system(c) ? 1 : 0))
-        return cfail(c, "cannot load a session into a conversation that has turns");
-    struct sess_message *msgs;
-    int64_t n;
-    if (sess_messages(st, sid, &msgs, &n))
-        return cfail(c, "%s", sess_errmsg(st));
-    for (int64_t i = 0; i < c->n_msgs; i++)
-        msg_free(&c->msgs[i]);
-    c->n_msgs = 0;
-    truncate_to(c, 0);
-    int rc = SESS_OK;
     bool all_tokens = true;
     for (int64_t i = 0; i < n; i++)
         all_tokens &= msgs[i].tokens != NULL || msgs[i].n_tokens == 0;
+    int rc = SESS_OK;
     for (int64_t i = 0; i < n && rc == SESS_OK; i++) {
-        rc = push_msg(c, msgs[i].role, msgs[i].text, strlen(msgs[i].text), msgs[i].tokens,
-                      all_tokens ? msgs[i].n_tokens : 0, c->n_tokens);
-        if (rc == SESS_OK && all_tokens)
-            rc = add_tokens(c, msgs[i].tokens, msgs[i].n_tokens);
+        int64_t nt = all_tokens ? msgs[i].n_tokens : 0;
+        if (tmp.n_tokens + nt > tmp.n_ctx)
+            rc = cfail(&tmp, "the session has more tokens than the context holds (-c %lld is too small)",
+                       (long long)tmp.n_ctx);
+        if (rc == SESS_OK)
+            rc = push_msg(&tmp, msgs[i].role, msgs[i].text, strlen(msgs[i].text), msgs[i].tokens, nt,
+                          tmp.n_tokens);
+        if (rc == SESS_OK)
+            rc = add_tokens(&tmp, msgs[i].tokens, nt);
+        if (rc == SESS_OK && msgs[i].sampler_state) {
+            struct conv_msg *m = &tmp.msgs[tmp.n_msgs - 1];
+            m->state = malloc(msgs[i].sampler_state_bytes ? msgs[i].sampler_state_bytes : 1);
+            if (!m->state)
+                rc = cfail(&tmp, "out of memory");
+            else
+                memcpy(m->state, msgs[i].sampler_state, msgs[i].sampler_state_bytes);
+            m->state_bytes = msgs[i].sampler_state_bytes;
+        }
     }
-    sess_messages_free(msgs, n);
     if (rc == SESS_OK && !all_tokens) /* recorded without ids: render them again */
-        rc = retokenize_from(c, 0);
+        rc = retokenize_from(&tmp, 0);
+    if (rc) {
+        snprintf(c->err, sizeof c->err, "%s", tmp.err);
+        for (int64_t i = 0; i < tmp.n_msgs; i++)
+            msg_free(&tmp.msgs[i]);
+        free(tmp.msgs);
+        free(tmp.tokens);
+        return SESS_ERR;
+    }
+    /* the new conversation; the cache keeps what it shares with the old */
+    drop_all_messages(c);
+    free(c->msgs);
+    c->msgs = tmp.msgs;
+    c->n_msgs = tmp.n_msgs;
+    c->cap_msgs = tmp.cap_msgs;
+    rc = replace_tokens(c, tmp.tokens, tmp.n_tokens);
+    free(tmp.tokens);
     free(c->system);
     c->system = has_system(c) ? strdup(c->msgs[0].text) : NULL;
     c->p.system = c->system;
-    if (rc == SESS_OK && c->p.no_cache) { /* recompute it all, at the first turn */
-        if (llm_ctx_truncate(c->ctx, 0) != LLM_OK)
-            rc = cfail(c, "%s", llm_ctx_errmsg(c->ctx));
-        c->n_kv = 0;
-    } else if (rc == SESS_OK) {
-        rc = restore_all(c, rs);
-    }
-    void *state;
-    size_t sn;
-    if (rc == SESS_OK && sess_load_state(st, sid, &state, &sn) == 0 && state) {
-        if (llm_sampler_state_load(c->smp, state, sn) != 0)
-            snprintf(rs->first_problem[0] ? rs->first_problem + strlen(rs->first_problem) : rs->first_problem,
-                     sizeof rs->first_problem - strlen(rs->first_problem), "%s",
-                     rs->first_problem[0] ? "" : "the saved sampler state does not fit the sampler");
-        free(state);
-    }
     return rc;
+}
+
+int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct sess_restore_stats *rs)
+{
+    memset(rs, 0, sizeof *rs);
+    if (!c->st)
+        return cfail(c, "no session store");
+    int64_t sid;
+    int rc = sess_find(c->st, name, &sid);
+    if (rc == SESS_ERR_NOT_FOUND && !create)
+        return cfail(c, "%s", sess_errmsg(c->st)), SESS_ERR_NOT_FOUND;
+    if (rc && rc != SESS_ERR_NOT_FOUND)
+        return cfail(c, "%s", sess_errmsg(c->st));
+    bool exists = rc == SESS_OK;
+    if (exists && attached(c) && sid == c->sid)
+        return SESS_OK;
+    if (!exists && c->p.no_cache) /* --no-cache changes nothing: not even a new session */
+        return SESS_OK;
+    if (!exists) {
+        char err[256];
+        if (sess_name_check(name, err, sizeof err))
+            return cfail(c, "%s", err);
+        struct sess_new n = {name, sess_kv_model_id(c->kv), c->system,
+                             llm_ctx_kv_type(c->ctx) == LLM_TYPE_F32 ? 0 : 1};
+        if (sess_create(c->st, &n, &sid))
+            return cfail(c, "%s", sess_errmsg(c->st));
+    }
+    struct sess_lock *lock;
+    rc = sess_lock(c->st, sid, &lock);
+    if (rc) {
+        cfail(c, "%s", sess_errmsg(c->st));
+        return rc == SESS_ERR_BUSY ? SESS_ERR_BUSY : SESS_ERR;
+    }
+    char *dup = strdup(name);
+    if (!dup) {
+        sess_unlock(lock);
+        return cfail(c, "out of memory");
+    }
+    if (!exists) { /* a new session: what the conversation has so far */
+        leave_session(c);
+        c->sid = sid;
+        c->lock = lock;
+        c->name = dup;
+        return persist(c, 0, NULL);
+    }
+    struct sess_message *msgs;
+    struct sess_info info;
+    int64_t n;
+    if (sess_get(c->st, sid, &info)) {
+        sess_unlock(lock);
+        free(dup);
+        return cfail(c, "%s", sess_errmsg(c->st));
+    }
+    if (sess_messages(c->st, sid, &msgs, &n)) {
+        sess_info_free(&info);
+        sess_unlock(lock);
+        free(dup);
+        return cfail(c, "%s", sess_errmsg(c->st));
+    }
+    rc = load_messages(c, msgs, n);
+    sess_messages_free(msgs, n);
+    if (rc == SESS_OK && memcmp(info.fingerprint, sess_kv_fingerprint(c->kv), 32) && !c->p.no_cache)
+        snprintf(rs->first_problem, sizeof rs->first_problem,
+                 "session '%s' was saved with another model ('%s'): its KV cache is computed again", name,
+                 info.model_path ? info.model_path : "?");
+    sess_info_free(&info);
+    if (rc) {
+        sess_unlock(lock);
+        free(dup);
+        return rc;
+    }
+    leave_session(c);
+    c->sid = sid;
+    c->lock = lock;
+    c->name = dup;
+    sampler_rewind(c);
+    if (c->p.no_cache) { /* recomputed at the first turn */
+        if (drop_cache(c))
+            return SESS_ERR;
+    } else {
+        struct sess_kv_restore r;
+        int64_t before = c->n_kv;
+        restore_blocks(c, c->n_tokens, &r);
+        rs->restored_tokens = c->n_kv - before;
+        rs->restored_blocks = r.blocks;
+        rs->damaged = r.damaged;
+        rs->ms = r.ms;
+        if (r.first_problem[0] && !rs->first_problem[0])
+            snprintf(rs->first_problem, sizeof rs->first_problem, "%s", r.first_problem);
+    }
+    rs->missing_tokens = c->n_tokens - c->n_kv;
+    return SESS_OK;
 }

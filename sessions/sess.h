@@ -1,12 +1,22 @@
 /*
- * sess.h - the public interface of sessions/: conversations that outlive the
- * process. The messages in SQLite ($KVCHAT_HOME/kvchat.db) are the source of
- * truth; KV segment files ($KVCHAT_HOME/kv/xx/<id>.kvseg, format in
- * sessions/kvseg.h and kvchat-files(5)) are a cache that can always be
- * rebuilt from them. sessions/ is the only user of SQLite.
+ * sess.h - the public interface of sessions/: conversations, and the store
+ * that keeps them and every prompt's KV cache.
  *
- * Ownership: handles are opaque; lists returned to the caller are freed
- * with the matching *_free; strings inside them belong to the list.
+ * The store is $KVCHAT_HOME: kvchat.db (SQLite, the index) and kv/ (KV
+ * block files, format in kvchat-files(5)). Saved sessions' messages are the
+ * source of truth; the KV cache of any token sequence any command computed
+ * is kept as content-addressed blocks of SESS_BLOCK_TOKENS positions, a
+ * cache that can always be rebuilt from the tokens. A conversation looks up
+ * the longest chain of stored blocks matching its tokens before it
+ * prefills, and stores the new blocks after each turn, so every prompt that
+ * shares a prefix with anything computed before resumes without
+ * recomputing it. sessions/ is the only user of SQLite.
+ *
+ * Errors: functions return SESS_OK (0) or a negative enum sess_status and
+ * leave a message on their handle (sess_errmsg, sess_conv_errmsg); SQLite's
+ * errors read "database '<path>': <SQLite's reason>".
+ * Ownership: handles are opaque; lists returned to the caller are freed with
+ * the matching *_free; strings inside them belong to the list.
  */
 #ifndef KVCHAT_SESSIONS_SESS_H
 #define KVCHAT_SESSIONS_SESS_H
@@ -18,47 +28,70 @@
 
 #include "core/llm.h"
 
+/* positions per KV block (B): chosen by measurement (README, "The KV cache on
+ * disk"); blocks of another B are simply never found */
+#define SESS_BLOCK_TOKENS 64
+
+enum sess_status {
+    SESS_OK = 0,
+    SESS_ERR = -1,             /* see the handle's message */
+    SESS_ERR_CTX_FULL = -2,    /* the message does not fit in the context window */
+    SESS_ERR_BUSY = -3,        /* the session is open in another process */
+    SESS_ERR_INTERRUPTED = -4, /* interrupted before the answer began: nothing changed */
+    SESS_ERR_NOT_FOUND = -5,   /* no such session (or, opening without create, no store) */
+};
+
+/* ==== the store ==== */
+
 struct sess_store;
 
-/* Open (creating it and its directories if needed) the store under home:
- * kvchat.db in WAL mode with foreign keys on, migrated to the current
- * schema. Returns 0, or -1 with a reason in err. Close with sess_store_close. */
-int sess_store_open(const char *home, struct sess_store **out, char *err, size_t err_size);
+struct sess_store_params {
+    bool create; /* create kvchat.db (and kv/) if absent; false: SESS_ERR_NOT_FOUND */
+};
+struct sess_store_params sess_store_default_params(void);
+
+/*
+ * Open the store under home: kvchat.db in WAL mode with foreign keys on,
+ * migrated to the current schema. Returns SESS_OK, SESS_ERR_NOT_FOUND (no
+ * store and !p.create), or SESS_ERR with a reason in err. A database made
+ * by an earlier release keeps its sessions and messages; what it held of
+ * the KV cache in an older form is dropped (sess_store_notice says so
+ * once). Close with sess_store_close.
+ */
+int sess_store_open(const char *home, struct sess_store_params p, struct sess_store **out, char *err,
+                    size_t err_size);
 void sess_store_close(struct sess_store *st);
 /* the last error on this handle: borrowed until the next call */
 const char *sess_errmsg(const struct sess_store *st);
+/* something the user should hear once about opening (a migration), or NULL */
+const char *sess_store_notice(const struct sess_store *st);
 /* the schema version the database is at */
 int sess_schema_version(struct sess_store *st);
 
-/* ==== sessions ==== */
+/* ==== session names ====
+ * A new name (create, rename, fork, /save) is 1 to 200 bytes of UTF-8 with
+ * no white space, control character or '/', and does not start with '-'.
+ * Names an earlier release accepted stay openable. */
+int sess_name_check(const char *name, char *err, size_t err_size);
+
+/* ==== store administration ==== */
 
 struct sess_info {
     int64_t id;
-    char *name;          /* NULL for an unnamed chat */
-    char *model_path;
+    char *name;          /* NULL for an unnamed session */
+    char *model_path;    /* the model it was last used with */
     uint8_t fingerprint[32];
     char *system_prompt;
-    char *params;        /* sampling parameters as JSON text */
+    char *params;        /* sampling parameters as JSON text, or NULL */
     uint32_t kv_type;
     int64_t n_messages;
     int64_t n_turns;     /* user messages */
     int64_t n_tokens;    /* tokens of all messages */
-    int64_t kv_bytes;    /* bytes of the segment files its chain uses */
+    int64_t kv_bytes;    /* bytes of the block files that cover it */
     int64_t created, updated; /* unix seconds */
 };
 
-struct sess_new {
-    const char *name;          /* NULL: unnamed */
-    const char *model_path;
-    const uint8_t *fingerprint; /* 32 bytes */
-    const char *system_prompt; /* may be NULL */
-    const char *params;        /* JSON, may be NULL */
-    uint32_t kv_type;
-};
-
-/* Create a session; fails if the name is taken. *id gets its id. */
-int sess_create(struct sess_store *st, const struct sess_new *n, int64_t *id);
-/* 0 and the id, or -1 (with "no session 'x'") */
+/* SESS_OK and the id, or SESS_ERR_NOT_FOUND ("no session 'x'") */
 int sess_find(struct sess_store *st, const char *name, int64_t *id);
 /* one session's summary; free with sess_info_free */
 int sess_get(struct sess_store *st, int64_t id, struct sess_info *out);
@@ -66,16 +99,21 @@ void sess_info_free(struct sess_info *info);
 /* every named session, most recently updated first; free with sess_list_free */
 int sess_list(struct sess_store *st, struct sess_info **out, int64_t *n);
 void sess_list_free(struct sess_info *list, int64_t n);
+/* Named sessions whose model is the file at model_path (compared after
+ * realpath), most recent first; free with sess_list_free. */
+int sess_model_users(struct sess_store *st, const char *model_path, struct sess_info **out, int64_t *n);
+/* SESS_OK if session name exists and no other process has it open;
+ * SESS_ERR_NOT_FOUND or SESS_ERR_BUSY ("session 'x' is in use by pid N") */
+int sess_available(struct sess_store *st, const char *name);
+/* Rename or remove a session; refused (SESS_ERR_BUSY) while another process
+ * has it open. A removed session's blocks stay as cache until evicted or
+ * collected. */
 int sess_rename(struct sess_store *st, const char *old_name, const char *new_name);
-/* give an unnamed session a name (or rename a named one) */
-int sess_set_name(struct sess_store *st, int64_t id, const char *name);
 int sess_rm(struct sess_store *st, const char *name);
-/* Fork: a new session named dst with src's messages and chain up to turn
- * `at_turn` (a count of user turns kept; -1: all). Shares segments. */
+/* Fork: a new session dst with src's messages up to turn at_turn (a count
+ * of exchanges kept; -1: all; more than src has is refused), and the
+ * sampler state saved with the last turn kept. Shares every block. */
 int sess_fork(struct sess_store *st, const char *src, const char *dst, int64_t at_turn);
-int sess_set_params(struct sess_store *st, int64_t id, const char *params_json);
-
-/* ==== messages: the source of truth ==== */
 
 enum sess_role { SESS_ROLE_SYSTEM, SESS_ROLE_USER, SESS_ROLE_ASSISTANT, SESS_ROLE_COUNT };
 const char *sess_role_name(enum sess_role r);
@@ -85,182 +123,139 @@ struct sess_message {
     enum sess_role role;
     char *text;
     int64_t n_tokens;
-    int32_t *tokens; /* the ids this message put in the KV cache (template
-                        tokens included), or NULL when not recorded */
+    int32_t *tokens;      /* the ids this message put in the KV cache (template
+                             tokens included), or NULL when not recorded */
+    void *sampler_state;  /* an answer's: the sampler after it, or NULL */
+    size_t sampler_state_bytes;
 };
-
-/* tokens (n_tokens ids) may be NULL: then only the count is kept */
-int sess_append_message(struct sess_store *st, int64_t id, enum sess_role role, const char *text,
-                        int64_t n_tokens, const int32_t *tokens);
-/* messages in order; free with sess_messages_free */
+/* a session's messages in order; free with sess_messages_free */
 int sess_messages(struct sess_store *st, int64_t id, struct sess_message **out, int64_t *n);
 void sess_messages_free(struct sess_message *m, int64_t n);
-/* drop messages with seq >= from_seq (undo, retry), and the chain entries
- * that covered them */
-int sess_truncate_messages(struct sess_store *st, int64_t id, int64_t from_seq);
 
-/* ==== the KV segment chain ==== */
-
-struct sess_chain_link {
-    uint8_t segment[32];
-    int64_t pos0;      /* position of its first token */
-    int64_t n_tokens;
-    int64_t last_seq;  /* the last message seq it covers */
+struct sess_gc_stats {
+    int64_t blocks;       /* block files removed */
+    int64_t bytes;        /* bytes freed */
 };
+/* Delete blocks no session uses (the cache of commands without a session
+ * goes too), index rows whose file is gone, and files with no row
+ * (leftovers of interrupted writes, files of earlier releases). */
+int sess_gc(struct sess_store *st, struct sess_gc_stats *out);
+/* Evict least recently used blocks until the block files take at most
+ * max_bytes: blocks no named session uses first, deepest first within a
+ * tie. */
+int sess_evict(struct sess_store *st, int64_t max_bytes, struct sess_gc_stats *out);
+/* bytes and number of all block files */
+int sess_store_bytes(struct sess_store *st, int64_t *bytes, int64_t *n_blocks);
 
-/* The path of a segment file: $home/kv/xx/<hex id>.kvseg (the xx directory
- * is created). Returns 0 or -1. */
-int sess_segment_path(struct sess_store *st, const uint8_t id[32], char *buf, size_t size);
-/* Record a segment file just written (idempotent) and append it to the
- * session's chain, in one transaction. */
-int sess_chain_append(struct sess_store *st, int64_t id, const uint8_t segment[32],
-                      const uint8_t parent[32], const uint8_t fingerprint[32], uint32_t kv_type,
-                      int64_t pos0, int64_t n_tokens, int64_t bytes, int64_t last_seq);
-/* a session's chain from the root; free with free() */
-int sess_chain(struct sess_store *st, int64_t id, struct sess_chain_link **out, int64_t *n);
-/* Mark segments as used now (for the LRU). */
-int sess_touch_segments(struct sess_store *st, const struct sess_chain_link *links, int64_t n);
-/* A segment file found missing or damaged: forget it so it is rewritten. */
-int sess_forget_segment(struct sess_store *st, const uint8_t segment[32]);
-/* Is this segment recorded (its file believed present)? 1, 0, or -1 on error. */
-int sess_segment_known(struct sess_store *st, const uint8_t segment[32]);
-
-/* The saved sampler state (opaque bytes from core) with the chain head. */
-int sess_save_state(struct sess_store *st, int64_t id, const void *state, size_t n);
-/* *out is malloc'd (free()), *n its size; *out NULL when none was saved */
-int sess_load_state(struct sess_store *st, int64_t id, void **out, size_t *n);
-
-/* ==== a model's identity, and the KV cache on disk ==== */
+/* ==== a model's identity ==== */
 
 struct llm_gguf;
-struct llm_model;
-struct llm_ctx;
-
 /*
- * The model fingerprint segments are tied to: SHA-256 over the GGUF header,
+ * The model fingerprint blocks are tied to: SHA-256 over the GGUF header,
  * all metadata and tensor infos (bytes [0, data offset)), the file size, and
  * 4 KiB samples of every tensor's data (its start, middle and end), so two
- * files with the same shapes but other weights never share a snapshot.
+ * files with the same shapes but other weights never share a block.
+ * Returns SESS_OK or SESS_ERR (the hash could not be computed).
  */
-void sess_model_fingerprint(const struct llm_gguf *g, uint8_t out[32]);
-/* The same, remembered in st by the file's identity (path, device, inode,
- * size, status-change time: any write, and cp --preserve, changes it) so an unchanged file is hashed once: 1 if it was
- * remembered, 0 if computed. */
-int sess_model_fingerprint_cached(struct sess_store *st, const char *path, const struct llm_gguf *g,
-                                  uint8_t out[32]);
-
-/*
- * A conversation's tokens split into spans: span i covers tokens
- * [bounds[i-1], bounds[i]) (bounds[-1] = 0) and is one segment, the last
- * message it covers being last_seq[i]. The system prompt is span 0, each
- * exchange one more.
- */
-struct sess_restore_stats {
-    int64_t restored_tokens;  /* rows read from segment files */
-    int64_t prefilled_tokens; /* rows computed again */
-    int64_t rewritten;        /* segments written again */
-    int64_t damaged;          /* segments found missing, damaged or foreign */
-    double ms;                /* wall time of the restore */
-    char first_problem[512];  /* the first problem, for one line on stderr */
-};
-
-/*
- * Fill ctx (empty; a context of model m) with the KV of tokens[0, bounds[n_spans-1]): each span
- * from its segment file when it is there and verifies, otherwise computed
- * with llm_ctx_decode and its segment rewritten. The chain of session id is
- * made to match. Returns 0 (stats filled), or -1 on an error that leaves
- * ctx unusable (the message in sess_errmsg).
- */
-int sess_kv_restore(struct sess_store *st, int64_t id, const struct llm_model *m, struct llm_ctx *ctx,
-                    const uint8_t fp[32],
-                    const int32_t *tokens, const int64_t *bounds, const int64_t *last_seq,
-                    int64_t n_spans, struct sess_restore_stats *stats);
-
-/*
- * Snapshot the rows of tokens [a, b) from ctx as one segment whose parent is
- * the segment ending at a (parent: 32 zero bytes when a == 0), and append it
- * to the session's chain. tokens holds the whole conversation so far.
- * *seg_id (may be NULL) gets the new segment's id. Returns 0 or -1.
- */
-int sess_kv_snapshot(struct sess_store *st, int64_t id, const struct llm_model *m, struct llm_ctx *ctx,
-                     const uint8_t fp[32],
-                     const uint8_t parent[32], const int32_t *tokens, int64_t a, int64_t b,
-                     int64_t last_seq, uint8_t seg_id[32]);
-
-/* 1 if the segment of tokens [a, b) after parent (NULL: the root) is
- * recorded and its file present, 0 if not, -1 on error; id (may be NULL)
- * gets the segment's id either way */
-int sess_kv_have(struct sess_store *st, const struct llm_model *m, struct llm_ctx *ctx,
-                 const uint8_t fp[32], const uint8_t *parent, const int32_t *tokens, int64_t a,
-                 int64_t b, uint8_t id[32]);
+int sess_model_fingerprint(const struct llm_gguf *g, uint8_t out[32]);
 
 /* ==== a conversation: messages, their tokens in a KV cache, answers ====
  *
- * The KV cache of ctx always holds exactly the conversation's tokens: the
- * system span (BOS and the rendered system prompt), then for each exchange
- * the user span (what the template adds before the answer: the previous
- * turn's terminator, the user's message, the assistant's opening) and the
- * answer's generated tokens. A new message only prefills its own tokens;
- * /undo and /retry truncate the cache instead of recomputing. Attached to a
- * store, every finished exchange is saved (messages with their token ids,
- * one KV segment, the sampler state) before the call returns.
+ * A conversation owns its engine: today a local model's context (a remote
+ * engine, with no KV cache, would be another kind behind the same calls).
+ * The KV cache holds a prefix of the conversation's tokens: the system span
+ * (BOS and the rendered system prompt), then for each exchange the user span
+ * (the previous turn's terminator, the user's message, the assistant's
+ * opening) and the answer's generated tokens. Before each answer, what the
+ * cache lacks is restored from the store's blocks (the longest chain
+ * matching the tokens, and the first rows of a block that diverges) and the
+ * rest is prefilled; after it, the new blocks are stored. /undo and /retry
+ * cut the cache back instead of recomputing. Attached to a session, every
+ * finished exchange is saved (its messages with their token ids and the
+ * sampler state after it, in one transaction) before the call returns; the
+ * KV blocks are written after that, and a failure to write them (a full
+ * disk) never fails the turn.
  */
 
 struct sess_conv;
 
 struct sess_conv_params {
+    /* the engine: a local model (borrowed; must outlive the conversation) */
+    const struct llm_model *model;
+    const struct llm_vocab *vocab;
+    struct llm_ctx *ctx;         /* an empty context of model: the conversation takes ownership */
+    const char *model_path;      /* recorded with sessions */
     const char *system;          /* system prompt, or NULL */
-    const char *model_path;      /* recorded with a new session */
     enum llm_template tmpl;      /* how messages become text */
     struct llm_sampler_params sampling;
     int32_t n_predict;           /* most tokens per answer; <= 0: until the context is full */
     bool parse_special;          /* special tokens in user text are tokens (--special) */
-    bool no_cache;               /* recompute the whole conversation each turn (for comparison);
-                                    an attached session is then only read: no KV restored,
-                                    nothing saved */
-    int64_t cache_max;           /* bytes of segments the store keeps (LRU eviction); <= 0: no limit */
+    bool no_cache;               /* neither read nor write the block store and recompute the
+                                    whole conversation each turn (for comparison); an
+                                    attached session is then only read */
+    int64_t cache_max;           /* bytes of blocks the store keeps (LRU eviction); <= 0: no limit */
 };
 struct sess_conv_params sess_conv_default_params(void);
 
-/* Model, vocab and ctx are borrowed and must outlive the conversation; ctx
- * must be empty. Free with sess_conv_free. */
-int sess_conv_init(const struct llm_model *m, const struct llm_vocab *v, struct llm_ctx *ctx,
-                   struct sess_conv_params p, struct sess_conv **out, char *err, size_t err_size);
+/* A conversation over store st (borrowed; NULL: nothing on disk). It owns
+ * p.ctx from the call on, even when it fails. Free with sess_conv_free. */
+int sess_conv_init(struct sess_store *st, struct sess_conv_params p, struct sess_conv **out, char *err,
+                   size_t err_size);
 void sess_conv_free(struct sess_conv *c);
 /* borrowed until the next call */
 const char *sess_conv_errmsg(const struct sess_conv *c);
+/* the engine's context, to read its settings (NULL for an engine without one) */
+const struct llm_ctx *sess_conv_ctx(const struct sess_conv *c);
 
-enum sess_status {
-    SESS_OK = 0,
-    SESS_ERR = -1,          /* see sess_conv_errmsg */
-    SESS_ERR_CTX_FULL = -2, /* the message does not fit in the context window */
-    SESS_ERR_BUSY = -3,     /* the session is open in another process */
-    SESS_ERR_INTERRUPTED = -4, /* interrupted before the answer began: nothing changed */
+struct sess_restore_stats {
+    int64_t restored_tokens;  /* rows read from block files */
+    int64_t restored_blocks;  /* blocks read (a partial one included) */
+    int64_t missing_tokens;   /* not on disk: computed by the next turn */
+    int64_t damaged;          /* blocks found missing, damaged or foreign (and dropped) */
+    double ms;                /* wall time of the restore */
+    char first_problem[512];  /* the first problem, for one line on stderr */
 };
 
 /*
- * Tie the conversation to session `name` in st (borrowed): if it exists,
- * its messages replace the conversation's and its KV cache is restored from
- * segments (recomputing what is missing; rs says what happened) along with
- * the sampler state; if not, and create is true, it is created with the
- * conversation's messages so far. The session stays locked for writing
- * until sess_conv_free. Negative on error (SESS_ERR_BUSY when in use).
+ * Tie the conversation to session `name` of its store. If it exists, its
+ * messages replace the conversation's (an unsaved conversation's exchanges
+ * are dropped: ask first), the KV cache keeps what the two share and is
+ * extended from the blocks there are (rs says what happened; what is
+ * missing is computed by the next turn), and the sampler takes the state
+ * saved with its last turn. If not, and create is true, it is created with
+ * the conversation's messages so far. A session the conversation was in is
+ * left (it stays saved). The session stays locked for writing until the
+ * conversation leaves it. On failure the conversation is as it was.
+ * SESS_ERR_BUSY when the session is in use, SESS_ERR_NOT_FOUND when it does
+ * not exist and !create.
  */
-int sess_conv_attach(struct sess_conv *c, struct sess_store *st, const char *name, bool create,
-                     struct sess_restore_stats *rs);
-/* the session id (-1 when not attached) */
+int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct sess_restore_stats *rs);
+/* the session id (-1 when not attached) and name (NULL), borrowed */
 int64_t sess_conv_session(const struct sess_conv *c);
+const char *sess_conv_session_name(const struct sess_conv *c);
+/* rename the attached session (we hold its lock) */
+int sess_conv_rename(struct sess_conv *c, const char *new_name);
+/* Leave the session (unlocked; it stays saved) and start a new unnamed
+ * conversation with system prompt `system` (NULL: none). The KV cache keeps
+ * what the new conversation shares with the old one. */
+int sess_conv_reset(struct sess_conv *c, const char *system);
 
 struct sess_turn_stats {
     int64_t prompt_tokens;    /* tokens the answer was conditioned on */
-    int64_t cached_tokens;    /* of them, already in the KV cache */
-    int64_t prefilled_tokens; /* of them, computed this turn */
+    int64_t cached_tokens;    /* of them, not computed: in memory or restored from blocks */
+    int64_t restored_tokens;  /* of the cached, read from block files by this call */
+    int64_t restored_blocks;  /* the block files they came from (the last may be partly used) */
+    int64_t prefilled_tokens; /* computed this turn */
     int64_t generated_tokens;
-    double ttft_ms;           /* from the call to the first answer token */
+    double restore_ms;        /* of the blocks read by this call */
+    double ttft_ms;           /* from the call to the first answer token (restore included) */
     double prefill_tok_s, decode_tok_s;
     const char *stop_reason;  /* "stop", "length", "context_full", "interrupted" */
     uint64_t kv_bytes_mem;    /* KV bytes held for the conversation */
-    int64_t kv_bytes_disk;    /* bytes of its segments on disk (attached), else 0 */
+    int64_t kv_bytes_disk;    /* bytes of the block files that cover it */
+    int64_t blocks_written;   /* block files written after the turn */
+    char kv_problem[512];     /* a block found damaged, or one that could not be written
+                                 (the turn is saved all the same): one line for stderr */
 };
 
 /* Called with each piece of the answer as soon as it is complete UTF-8 and
@@ -283,14 +278,17 @@ int sess_conv_say(struct sess_conv *c, const char *user_text, sess_text_fn on_te
  * temperature it differs). */
 int sess_conv_retry(struct sess_conv *c, sess_text_fn on_text, void *ud,
                     volatile sig_atomic_t *interrupt, struct sess_turn_stats *ts);
-/* Drop the last exchange. SESS_ERR when there is none. */
+/* Drop the last exchange; the sampler goes back to its state after the
+ * exchange before. SESS_ERR when there is none. */
 int sess_conv_undo(struct sess_conv *c);
 /* Drop every exchange, keeping the system prompt. */
 int sess_conv_clear(struct sess_conv *c);
-/* Drop the oldest n exchanges (to make room); the rest is computed again. */
+/* Drop the oldest n exchanges (to make room); the rest is computed again
+ * (or restored, where its blocks are stored). */
 int sess_conv_drop_oldest(struct sess_conv *c, int64_t n);
 /* Start again with another system prompt (NULL: none); exchanges are dropped. */
 int sess_conv_set_system(struct sess_conv *c, const char *system);
+/* new sampling parameters (a fresh sampler seeded with p.seed) */
 void sess_conv_set_sampling(struct sess_conv *c, struct llm_sampler_params p);
 /* most tokens per answer from now on (<= 0: until the context is full) */
 void sess_conv_set_n_predict(struct sess_conv *c, int32_t n_predict);
@@ -300,27 +298,8 @@ int64_t sess_conv_n_messages(const struct sess_conv *c);
 /* message i's role and text, borrowed until the next change */
 enum sess_role sess_conv_message(const struct sess_conv *c, int64_t i, const char **text);
 int64_t sess_conv_n_tokens(const struct sess_conv *c);
-/* the conversation's token ids (what the KV cache holds), borrowed until the next change */
+/* the conversation's token ids, borrowed until the next change */
 const int32_t *sess_conv_tokens(const struct sess_conv *c);
 int64_t sess_conv_n_exchanges(const struct sess_conv *c);
-
-/* ==== housekeeping ==== */
-
-/* Delete segments no session's chain uses; *freed gets the bytes removed. */
-int sess_gc(struct sess_store *st, int64_t *n_segments, int64_t *freed);
-/* Evict least recently used segments that are not a session's head until
- * the store is at most max_bytes. */
-int sess_evict(struct sess_store *st, int64_t max_bytes, int64_t *n_segments, int64_t *freed);
-/* bytes of all segment files */
-int64_t sess_store_bytes(struct sess_store *st);
-
-/* ==== one writer per session ==== */
-
-struct sess_lock;
-/* Take the session's write lock (flock on $home/locks/<id>.lock; released
- * by the kernel if the process dies). Held by another process: -1 and
- * "session 'x' is in use by pid N". */
-int sess_lock(struct sess_store *st, int64_t id, struct sess_lock **out);
-void sess_unlock(struct sess_lock *l);
 
 #endif

@@ -1,27 +1,27 @@
 /*
- * store.c - the session index in SQLite: sessions, their messages (the
- * source of truth), the KV segments on disk and each session's chain of
- * them, plus gc, LRU eviction and per-session write locks. The only file
- * that includes sqlite3.h.
+ * store.c - the index in SQLite: sessions and their messages (the source of
+ * truth), the KV blocks on disk (what each holds, how big, when last used)
+ * and which blocks cover each session; schema migrations, gc, LRU eviction,
+ * session names and per-session write locks. The only file that includes
+ * sqlite3.h.
  *
  * Invariants: the database is in WAL mode with foreign keys on; every
  * change that spans tables happens in one transaction, so a process killed
- * at any moment leaves a consistent index (at worst a segment file with no
- * row, which gc removes). A segment row exists only for a file that was
- * completely written; chain entries may name segments whose file was lost
- * or evicted: those are rebuilt from the messages.
+ * at any moment leaves a consistent index (at worst a block file with no
+ * row, which gc removes). A block row exists only for a file that was
+ * completely written; a session's block list may name blocks whose file was
+ * lost or evicted: they are computed again from the messages' tokens.
+ * Every SQLite failure is reported as "database '<path>': <its reason>".
  */
-#include "sessions/sess.h"
-#include "sessions/kvseg.h"
-#include "models/mdl.h"
+#include "sessions/sess-int.h"
 
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
-#include <stdbool.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -34,8 +34,12 @@
 
 struct sess_store {
     sqlite3 *db;
-    char home[4096];
+    char home[PATH_MAX];
+    char path[PATH_MAX + 16]; /* of kvchat.db */
     char err[1024];
+    char notice[PATH_MAX + 256];
+    /* statements of the hot paths, prepared once */
+    sqlite3_stmt *find_block, *child_le, *child_gt;
 };
 
 struct sess_lock {
@@ -44,68 +48,93 @@ struct sess_lock {
 
 /* ==== errors and small helpers ==== */
 
-static int fail(struct sess_store *st, const char *fmt, ...)
+static int vfail(struct sess_store *st, const char *fmt, va_list ap)
+{
+    vsnprintf(st->err, sizeof st->err, fmt, ap);
+    return SESS_ERR;
+}
+
+int sess_fail(struct sess_store *st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(st->err, sizeof st->err, fmt, ap);
+    vfail(st, fmt, ap);
     va_end(ap);
-    return -1;
+    return SESS_ERR;
 }
 
-static int db_fail(struct sess_store *st, const char *what)
+/* SQLite's reason for the last failure, in the one form users see */
+static int db_fail(struct sess_store *st)
 {
-    return fail(st, "%s: %s", what, sqlite3_errmsg(st->db));
+    return sess_fail(st, "database '%s': %s", st->path, sqlite3_errmsg(st->db));
 }
 
-/* for the other files of sessions/ */
-int sess_kv_fail(struct sess_store *st, const char *fmt, ...)
+const char *sess_errmsg(const struct sess_store *st) { return st->err; }
+const char *sess_store_notice(const struct sess_store *st) { return st->notice[0] ? st->notice : NULL; }
+const char *sess_store_home(const struct sess_store *st) { return st->home; }
+
+int64_t sess_now_ms(void)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(st->err, sizeof st->err, fmt, ap);
-    va_end(ap);
-    return -1;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-const char *sess_errmsg(const struct sess_store *st)
-{
-    return st->err;
-}
+static int64_t now(void) { return (int64_t)time(NULL); }
 
 static int exec(struct sess_store *st, const char *sql)
 {
     char *msg = NULL;
     if (sqlite3_exec(st->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-        fail(st, "database error: %s", msg ? msg : sqlite3_errmsg(st->db));
+        sess_fail(st, "database '%s': %s", st->path, msg ? msg : sqlite3_errmsg(st->db));
         sqlite3_free(msg);
-        return -1;
+        return SESS_ERR;
     }
-    return 0;
+    return SESS_OK;
 }
 
 static sqlite3_stmt *prep(struct sess_store *st, const char *sql)
 {
     sqlite3_stmt *s = NULL;
     if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) {
-        db_fail(st, "database error");
+        db_fail(st);
         return NULL;
     }
     return s;
 }
 
-/* step a statement that returns no rows and finalize it: 0, or -1 with
- * "what: <SQLite's reason>" */
-static int step_done(struct sess_store *st, sqlite3_stmt *s, const char *what)
+/* a statement kept for the handle's life, prepared on first use and reset */
+static sqlite3_stmt *kept(struct sess_store *st, sqlite3_stmt **slot, const char *sql)
+{
+    if (!*slot)
+        *slot = prep(st, sql);
+    else {
+        sqlite3_reset(*slot);
+        sqlite3_clear_bindings(*slot);
+    }
+    return *slot;
+}
+
+/* step a statement that returns no rows and finalize it */
+static int step_done(struct sess_store *st, sqlite3_stmt *s)
 {
     int rc = sqlite3_step(s);
+    int r = rc == SQLITE_DONE ? SESS_OK : db_fail(st);
     sqlite3_finalize(s);
-    return rc == SQLITE_DONE ? 0 : db_fail(st, what);
+    return r;
 }
 
 static int begin(struct sess_store *st) { return exec(st, "BEGIN IMMEDIATE"); }
 static int commit(struct sess_store *st) { return exec(st, "COMMIT"); }
 static void rollback(struct sess_store *st) { sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL); }
+/* end a transaction: commit if rc is SESS_OK, else roll back; returns the outcome */
+static int finish(struct sess_store *st, int rc)
+{
+    if (rc == SESS_OK)
+        return commit(st);
+    rollback(st);
+    return rc;
+}
 
 static char *dup_col(sqlite3_stmt *s, int i)
 {
@@ -113,10 +142,34 @@ static char *dup_col(sqlite3_stmt *s, int i)
     return t ? strdup((const char *)t) : NULL;
 }
 
+static void *dup_blob(sqlite3_stmt *s, int i, size_t *n)
+{
+    *n = 0;
+    if (sqlite3_column_type(s, i) != SQLITE_BLOB)
+        return NULL;
+    int len = sqlite3_column_bytes(s, i);
+    void *p = malloc(len ? (size_t)len : 1);
+    if (p) {
+        memcpy(p, sqlite3_column_blob(s, i), (size_t)len);
+        *n = (size_t)len;
+    }
+    return p;
+}
+
+static void col_id(sqlite3_stmt *s, int i, uint8_t id[32])
+{
+    memset(id, 0, 32);
+    if (sqlite3_column_bytes(s, i) == 32)
+        memcpy(id, sqlite3_column_blob(s, i), 32);
+}
+
 static int mkdirs(const char *path)
 {
-    char p[4096];
-    snprintf(p, sizeof p, "%s", path);
+    char p[PATH_MAX];
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
     for (char *q = p + 1; *q; q++) {
         if (*q == '/') {
             *q = 0;
@@ -128,9 +181,8 @@ static int mkdirs(const char *path)
     return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
-/* Make room for one more element in a growing array (*p of *n used, *cap
- * allocated, elements of size bytes): 0, or -1 when out of memory (*p is
- * left as it was). */
+/* Make room for one more element in a growing array (*p of n used, *cap
+ * allocated, elements of size bytes): 0, or -1 when out of memory. */
 static int grow(void *p, int64_t n, int64_t *cap, size_t size)
 {
     if (n < *cap)
@@ -144,20 +196,18 @@ static int grow(void *p, int64_t n, int64_t *cap, size_t size)
     return 0;
 }
 
-/* Run sql (binding ?1, if it has one, to id) and decode each row into a growing array of
- * elements of elt bytes. 0, or -1 (the array freed with free_fn). */
+/* Run s (bound by the caller) and decode each row into a growing array of
+ * elements of elt bytes; s is finalized. SESS_OK, or SESS_ERR (the array
+ * freed with free_fn). */
 typedef void (*row_fn)(sqlite3_stmt *s, void *elt);
-static int select_rows(struct sess_store *st, const char *sql, int64_t id, void *out, int64_t *n,
-                       size_t elt, row_fn decode, void (*free_fn)(void *, int64_t), const char *what)
+static int collect_rows(struct sess_store *st, sqlite3_stmt *s, void *out, int64_t *n, size_t elt, row_fn decode,
+                        void (*free_fn)(void *, int64_t))
 {
     void **arr = out;
     *arr = NULL;
     *n = 0;
-    sqlite3_stmt *s = prep(st, sql);
     if (!s)
-        return -1;
-    if (sqlite3_bind_parameter_count(s) > 0)
-        sqlite3_bind_int64(s, 1, id);
+        return SESS_ERR;
     int64_t cap = 0;
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
@@ -165,71 +215,117 @@ static int select_rows(struct sess_store *st, const char *sql, int64_t id, void 
             rc = SQLITE_NOMEM;
             break;
         }
+        memset((uint8_t *)*arr + (size_t)*n * elt, 0, elt);
         decode(s, (uint8_t *)*arr + (size_t)(*n)++ * elt);
     }
+    int r = rc == SQLITE_DONE ? SESS_OK : rc == SQLITE_NOMEM ? sess_fail(st, "out of memory") : db_fail(st);
     sqlite3_finalize(s);
-    if (rc != SQLITE_DONE) {
+    if (r) {
         free_fn(*arr, *n);
         *arr = NULL;
         *n = 0;
-        return fail(st, "%s", what);
     }
-    return 0;
+    return r;
 }
 
 /* ==== schema ==== */
 
-/* Forward migrations: migrations[i] takes the schema from version i to i+1. */
-static const char *const migrations[] = {
-    /* 0 -> 1 */
-    "CREATE TABLE models("
-    "  id INTEGER PRIMARY KEY,"
-    "  fingerprint BLOB NOT NULL UNIQUE,"
-    "  path TEXT NOT NULL,"
-    "  name TEXT);"
-    /* fingerprints by file identity, so an unchanged file is not hashed again */
-    "CREATE TABLE fingerprints("
-    "  path TEXT PRIMARY KEY,"
-    "  dev INTEGER NOT NULL, ino INTEGER NOT NULL, size INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,"
-    "  fingerprint BLOB NOT NULL) WITHOUT ROWID;"
-    "CREATE TABLE sessions("
-    "  id INTEGER PRIMARY KEY,"
-    "  name TEXT UNIQUE,"
-    "  model_id INTEGER NOT NULL REFERENCES models(id),"
-    "  system_prompt TEXT,"
-    "  params TEXT,"
-    "  kv_type INTEGER NOT NULL,"
-    "  sampler_state BLOB,"
-    "  created INTEGER NOT NULL,"
-    "  updated INTEGER NOT NULL);"
-    "CREATE TABLE messages("
-    "  session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
-    "  seq INTEGER NOT NULL,"
-    "  role INTEGER NOT NULL CHECK (role BETWEEN 0 AND 2),"
-    "  text TEXT NOT NULL,"
-    "  n_tokens INTEGER NOT NULL,"
-    "  tokens BLOB,"
-    "  created INTEGER NOT NULL,"
-    "  PRIMARY KEY (session_id, seq)) WITHOUT ROWID;"
-    "CREATE TABLE segments("
-    "  id BLOB PRIMARY KEY,"
-    "  parent BLOB,"
-    "  fingerprint BLOB NOT NULL,"
-    "  kv_type INTEGER NOT NULL,"
-    "  pos0 INTEGER NOT NULL,"
-    "  n_tokens INTEGER NOT NULL,"
-    "  bytes INTEGER NOT NULL,"
-    "  created INTEGER NOT NULL,"
-    "  last_used INTEGER NOT NULL) WITHOUT ROWID;"
-    "CREATE TABLE chain("
-    "  session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
-    "  idx INTEGER NOT NULL,"
-    "  segment BLOB NOT NULL,"
-    "  pos0 INTEGER NOT NULL,"
-    "  n_tokens INTEGER NOT NULL,"
-    "  last_seq INTEGER NOT NULL,"
-    "  PRIMARY KEY (session_id, idx)) WITHOUT ROWID;"
-    "CREATE INDEX chain_segment ON chain(segment);",
+/*
+ * Forward migrations: migrations[i] takes the schema from version i to
+ * i+1, in one transaction with the version bump; after_commit (may be NULL)
+ * then runs once outside it (file system work). A new database runs them
+ * all. To change the schema, append an entry.
+ */
+static void drop_segment_files(struct sess_store *st);
+static const struct migration {
+    const char *sql;
+    void (*after_commit)(struct sess_store *st);
+} migrations[] = {
+    /* 0 -> 1: the first release (KV as one segment per message) */
+    {"CREATE TABLE models("
+     "  id INTEGER PRIMARY KEY,"
+     "  fingerprint BLOB NOT NULL UNIQUE,"
+     "  path TEXT NOT NULL,"
+     "  name TEXT);"
+     "CREATE TABLE fingerprints("
+     "  path TEXT PRIMARY KEY,"
+     "  dev INTEGER NOT NULL, ino INTEGER NOT NULL, size INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,"
+     "  fingerprint BLOB NOT NULL) WITHOUT ROWID;"
+     "CREATE TABLE sessions("
+     "  id INTEGER PRIMARY KEY,"
+     "  name TEXT UNIQUE,"
+     "  model_id INTEGER NOT NULL REFERENCES models(id),"
+     "  system_prompt TEXT,"
+     "  params TEXT,"
+     "  kv_type INTEGER NOT NULL,"
+     "  sampler_state BLOB,"
+     "  created INTEGER NOT NULL,"
+     "  updated INTEGER NOT NULL);"
+     "CREATE TABLE messages("
+     "  session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
+     "  seq INTEGER NOT NULL,"
+     "  role INTEGER NOT NULL CHECK (role BETWEEN 0 AND 2),"
+     "  text TEXT NOT NULL,"
+     "  n_tokens INTEGER NOT NULL,"
+     "  tokens BLOB,"
+     "  created INTEGER NOT NULL,"
+     "  PRIMARY KEY (session_id, seq)) WITHOUT ROWID;"
+     "CREATE TABLE segments("
+     "  id BLOB PRIMARY KEY, parent BLOB, fingerprint BLOB NOT NULL, kv_type INTEGER NOT NULL,"
+     "  pos0 INTEGER NOT NULL, n_tokens INTEGER NOT NULL, bytes INTEGER NOT NULL,"
+     "  created INTEGER NOT NULL, last_used INTEGER NOT NULL) WITHOUT ROWID;"
+     "CREATE TABLE chain("
+     "  session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
+     "  idx INTEGER NOT NULL, segment BLOB NOT NULL, pos0 INTEGER NOT NULL,"
+     "  n_tokens INTEGER NOT NULL, last_seq INTEGER NOT NULL,"
+     "  PRIMARY KEY (session_id, idx)) WITHOUT ROWID;"
+     "CREATE INDEX chain_segment ON chain(segment);",
+     NULL},
+    /* 1 -> 2: KV blocks for every prompt; sessions are views on them. The
+     * sampler state moves to the answer it follows (so a fork at turn N
+     * carries the state after turn N); segments are dropped (their files
+     * too, after the commit): a session's KV is computed again, once. */
+    {"ALTER TABLE messages ADD COLUMN sampler_state BLOB;"
+     "UPDATE messages SET sampler_state ="
+     "  (SELECT s.sampler_state FROM sessions s WHERE s.id = messages.session_id)"
+     "  WHERE role = 2 AND seq = (SELECT max(m.seq) FROM messages m WHERE m.session_id = messages.session_id);"
+     "ALTER TABLE sessions DROP COLUMN sampler_state;"
+     "DROP TABLE chain;"
+     "DROP TABLE segments;"
+     /* one row per block file: tokens in the row too, so the block that
+      * shares the longest prefix with a prompt is found by the index */
+     "CREATE TABLE blocks("
+     "  id BLOB NOT NULL UNIQUE,"          /* the content address, 32 bytes */
+     "  parent BLOB NOT NULL,"             /* the previous block's id (zeros: the first) */
+     "  model_id INTEGER NOT NULL REFERENCES models(id),"
+     "  kv_type INTEGER NOT NULL,"
+     "  tokens BLOB NOT NULL,"             /* n_tokens i32 LE */
+     "  n_tokens INTEGER NOT NULL,"
+     "  pos0 INTEGER NOT NULL,"
+     "  bytes INTEGER NOT NULL,"           /* of the file */
+     "  created INTEGER NOT NULL,"
+     "  last_used INTEGER NOT NULL);"      /* unix ms, the LRU clock */
+     "CREATE INDEX blocks_children ON blocks(parent, model_id, kv_type, tokens);"
+     "CREATE INDEX blocks_lru ON blocks(last_used);"
+     /* the blocks that cover a session's tokens: block idx holds positions
+      * [idx B, idx B + B); the last may cover more than the session has */
+     "CREATE TABLE session_blocks("
+     "  session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
+     "  idx INTEGER NOT NULL,"
+     "  block BLOB NOT NULL,"
+     "  PRIMARY KEY (session_id, idx)) WITHOUT ROWID;"
+     "CREATE INDEX session_blocks_block ON session_blocks(block);"
+     /* totals kept by triggers: the eviction check is one row */
+     "CREATE TABLE block_totals(one INTEGER PRIMARY KEY CHECK (one = 1), n INTEGER NOT NULL,"
+     "  bytes INTEGER NOT NULL);"
+     "INSERT INTO block_totals VALUES(1, 0, 0);"
+     "CREATE TRIGGER blocks_insert AFTER INSERT ON blocks BEGIN"
+     "  UPDATE block_totals SET n = n + 1, bytes = bytes + NEW.bytes; END;"
+     "CREATE TRIGGER blocks_delete AFTER DELETE ON blocks BEGIN"
+     "  UPDATE block_totals SET n = n - 1, bytes = bytes - OLD.bytes; END;"
+     "CREATE TRIGGER blocks_update AFTER UPDATE OF bytes ON blocks BEGIN"
+     "  UPDATE block_totals SET bytes = bytes - OLD.bytes + NEW.bytes; END;",
+     drop_segment_files},
 };
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof *migrations))
 
@@ -239,6 +335,8 @@ int sess_schema_version(struct sess_store *st)
     int v = -1;
     if (s && sqlite3_step(s) == SQLITE_ROW)
         v = sqlite3_column_int(s, 0);
+    else if (s)
+        db_fail(st);
     sqlite3_finalize(s);
     return v;
 }
@@ -246,470 +344,234 @@ int sess_schema_version(struct sess_store *st)
 static int migrate(struct sess_store *st)
 {
     if (begin(st))
-        return -1;
-    int v = sess_schema_version(st);
+        return SESS_ERR;
+    int v = sess_schema_version(st), from = v;
     if (v < 0) {
         rollback(st);
-        return -1;
+        return SESS_ERR;
     }
     if (v > SCHEMA_VERSION) {
         rollback(st);
-        return fail(st, "the session index is at schema version %d, newer than this kvchat (%d)", v,
-                    SCHEMA_VERSION);
+        return sess_fail(st, "database '%s': at schema version %d, newer than this kvchat's (%d)", st->path,
+                         v, SCHEMA_VERSION);
     }
     for (; v < SCHEMA_VERSION; v++) {
         char sql[64];
         snprintf(sql, sizeof sql, "PRAGMA user_version = %d", v + 1);
-        if (exec(st, migrations[v]) || exec(st, sql)) {
+        if (exec(st, migrations[v].sql) || exec(st, sql)) {
             rollback(st);
-            return -1;
+            return SESS_ERR;
         }
     }
-    return commit(st);
+    if (commit(st))
+        return SESS_ERR;
+    for (v = from; v < SCHEMA_VERSION; v++)
+        if (migrations[v].after_commit && from > 0)
+            migrations[v].after_commit(st);
+    return SESS_OK;
 }
 
-int sess_store_open(const char *home, struct sess_store **out, char *err, size_t err_size)
+/* Call fn on every entry of the xx fan-out directories of kv/ (never
+ * "." or "..": what is done stays inside kv/), with its path and lstat. */
+typedef void (*kv_entry_fn)(struct sess_store *st, const char *path, const char *name, const struct stat *sb,
+                            void *ud);
+static void for_each_kv_entry(struct sess_store *st, kv_entry_fn fn, void *ud)
+{
+    char dir[PATH_MAX + 8];
+    snprintf(dir, sizeof dir, "%s/kv", st->home);
+    DIR *top = opendir(dir);
+    if (!top)
+        return;
+    struct dirent *e;
+    while ((e = readdir(top))) {
+        if (strlen(e->d_name) != 2 || !isxdigit((unsigned char)e->d_name[0]) ||
+            !isxdigit((unsigned char)e->d_name[1]))
+            continue;
+        char sub[PATH_MAX + 16];
+        snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
+        DIR *d = opendir(sub);
+        if (!d)
+            continue;
+        struct dirent *f;
+        while ((f = readdir(d))) {
+            if (!strcmp(f->d_name, ".") || !strcmp(f->d_name, ".."))
+                continue;
+            char path[PATH_MAX + 300];
+            struct stat sb;
+            snprintf(path, sizeof path, "%s/%s", sub, f->d_name);
+            if (lstat(path, &sb) == 0)
+                fn(st, path, f->d_name, &sb, ud);
+        }
+        closedir(d);
+    }
+    closedir(top);
+}
+
+static void drop_segment_file(struct sess_store *st, const char *path, const char *name, const struct stat *sb,
+                              void *ud)
+{
+    (void)st, (void)sb, (void)ud;
+    if (strstr(name, ".kvseg"))
+        unlink(path);
+}
+
+/* after 1 -> 2: the segment files of the first release */
+static void drop_segment_files(struct sess_store *st)
+{
+    for_each_kv_entry(st, drop_segment_file, NULL);
+    snprintf(st->notice, sizeof st->notice,
+             "the session index '%s' was upgraded: KV segments of earlier releases are not used any "
+             "more, so each session's history is computed once more at its next turn",
+             st->path);
+}
+
+struct sess_store_params sess_store_default_params(void)
+{
+    struct sess_store_params p = {.create = true};
+    return p;
+}
+
+int sess_store_open(const char *home, struct sess_store_params p, struct sess_store **out, char *err,
+                    size_t err_size)
 {
     *out = NULL;
+    if (!home || !*home) {
+        snprintf(err, err_size, "no home directory for the store");
+        return SESS_ERR;
+    }
+    if (strlen(home) > PATH_MAX - 100) {
+        snprintf(err, err_size, "the home directory '%.64s...' is longer than %d bytes", home, PATH_MAX - 100);
+        return SESS_ERR;
+    }
     struct sess_store *st = calloc(1, sizeof *st);
     if (!st) {
         snprintf(err, err_size, "out of memory");
-        return -1;
+        return SESS_ERR;
     }
     snprintf(st->home, sizeof st->home, "%s", home);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/kv", home);
-    if (mkdirs(path)) {
-        snprintf(err, err_size, "cannot create '%s': %s", path, strerror(errno));
+    snprintf(st->path, sizeof st->path, "%s/kvchat.db", home);
+    struct stat sb;
+    if (!p.create && stat(st->path, &sb) != 0) {
+        snprintf(err, err_size, "no session index '%s'", st->path);
         free(st);
-        return -1;
+        return SESS_ERR_NOT_FOUND;
     }
-    snprintf(path, sizeof path, "%s/locks", home);
-    mkdirs(path);
-    snprintf(path, sizeof path, "%s/kvchat.db", home);
-    if (sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
-        snprintf(err, err_size, "cannot open '%s': %s", path,
-                 st->db ? sqlite3_errmsg(st->db) : "out of memory");
+    char dir[PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/kv", home);
+    if (mkdirs(dir)) {
+        snprintf(err, err_size, "cannot create '%s': %s", dir, strerror(errno));
+        free(st);
+        return SESS_ERR;
+    }
+    snprintf(dir, sizeof dir, "%s/locks", home);
+    mkdirs(dir);
+    int flags = SQLITE_OPEN_READWRITE | (p.create ? SQLITE_OPEN_CREATE : 0);
+    if (sqlite3_open_v2(st->path, &st->db, flags, NULL) != SQLITE_OK) {
+        snprintf(err, err_size, "database '%s': %s", st->path, st->db ? sqlite3_errmsg(st->db) : "out of memory");
         sqlite3_close(st->db);
         free(st);
-        return -1;
+        return SESS_ERR;
     }
     sqlite3_busy_timeout(st->db, 5000);
     if (exec(st, "PRAGMA journal_mode=WAL") || exec(st, "PRAGMA foreign_keys=ON") ||
         exec(st, "PRAGMA synchronous=NORMAL") || migrate(st)) {
-        snprintf(err, err_size, "cannot open '%s': %s", path, st->err);
+        snprintf(err, err_size, "%s", st->err);
         sqlite3_close(st->db);
         free(st);
-        return -1;
+        return SESS_ERR;
     }
     *out = st;
-    return 0;
+    return SESS_OK;
 }
 
 void sess_store_close(struct sess_store *st)
 {
     if (!st)
         return;
+    sqlite3_finalize(st->find_block);
+    sqlite3_finalize(st->child_le);
+    sqlite3_finalize(st->child_gt);
     sqlite3_close(st->db);
     free(st);
 }
 
-/* ==== sessions ==== */
+/* ==== names ==== */
 
-static int64_t now(void) { return (int64_t)time(NULL); }
-
-static int model_id(struct sess_store *st, const uint8_t *fp, const char *path, int64_t *id)
+/* length of the valid UTF-8 sequence at p, 0 if invalid */
+static int utf8_len(const unsigned char *p)
 {
-    sqlite3_stmt *s = prep(st, "INSERT INTO models(fingerprint, path) VALUES(?1, ?2) "
-                               "ON CONFLICT(fingerprint) DO UPDATE SET path = excluded.path");
-    if (!s)
-        return -1;
-    sqlite3_bind_blob(s, 1, fp, 32, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, path ? path : "", -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : db_fail(st, "cannot record the model");
-    sqlite3_finalize(s);
-    if (rc)
-        return rc;
-    s = prep(st, "SELECT id FROM models WHERE fingerprint = ?1");
-    if (!s)
-        return -1;
-    sqlite3_bind_blob(s, 1, fp, 32, SQLITE_STATIC);
-    rc = sqlite3_step(s) == SQLITE_ROW ? 0 : db_fail(st, "cannot find the model");
-    if (!rc)
-        *id = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
-    return rc;
+    int n = p[0] < 0x80 ? 1 : p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+          : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
+    for (int i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    if ((n == 3 && p[0] == 0xe0 && p[1] < 0xa0) || (n == 3 && p[0] == 0xed && p[1] > 0x9f) ||
+        (n == 4 && p[0] == 0xf0 && p[1] < 0x90) || (n == 4 && p[0] == 0xf4 && p[1] > 0x8f))
+        return 0;
+    return n;
+}
+
+int sess_name_check(const char *name, char *err, size_t err_size)
+{
+    if (!name || !*name) {
+        snprintf(err, err_size, "a session name cannot be empty");
+        return SESS_ERR;
+    }
+    if (strlen(name) > 200) {
+        snprintf(err, err_size, "session name too long (at most 200 bytes)");
+        return SESS_ERR;
+    }
+    if (name[0] == '-') {
+        snprintf(err, err_size, "bad session name '%s': it cannot start with '-'", name);
+        return SESS_ERR;
+    }
+    for (const unsigned char *p = (const unsigned char *)name; *p;) {
+        int n = utf8_len(p);
+        if (n == 0 || *p <= 0x20 || *p == 0x7f || *p == '/') {
+            snprintf(err, err_size, "bad session name '%s': no white space, '/', control characters "
+                     "or invalid UTF-8", name);
+            return SESS_ERR;
+        }
+        p += n;
+    }
+    return SESS_OK;
 }
 
 static int check_name(struct sess_store *st, const char *name)
 {
-    if (!name || !*name)
-        return fail(st, "a session name cannot be empty");
-    if (strlen(name) > 200)
-        return fail(st, "session name too long (at most 200 bytes)");
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-        if (*p < 0x20 || *p == 0x7f)
-            return fail(st, "session name '%s' has a control character", name);
-    return 0;
+    return sess_name_check(name, st->err, sizeof st->err);
 }
 
-int sess_create(struct sess_store *st, const struct sess_new *n, int64_t *id)
-{
-    if (n->name && check_name(st, n->name))
-        return -1;
-    if (begin(st))
-        return -1;
-    int64_t mid;
-    if (model_id(st, n->fingerprint, n->model_path, &mid)) {
-        rollback(st);
-        return -1;
-    }
-    sqlite3_stmt *s = prep(st, "INSERT INTO sessions(name, model_id, system_prompt, params, kv_type, "
-                               "created, updated) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?6)");
-    if (!s) {
-        rollback(st);
-        return -1;
-    }
-    if (n->name)
-        sqlite3_bind_text(s, 1, n->name, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, mid);
-    if (n->system_prompt)
-        sqlite3_bind_text(s, 3, n->system_prompt, -1, SQLITE_STATIC);
-    if (n->params)
-        sqlite3_bind_text(s, 4, n->params, -1, SQLITE_STATIC);
-    sqlite3_bind_int(s, 5, (int)n->kv_type);
-    sqlite3_bind_int64(s, 6, now());
-    int rc = sqlite3_step(s);
-    sqlite3_finalize(s);
-    if (rc == SQLITE_CONSTRAINT) {
-        rollback(st);
-        return fail(st, "a session named '%s' already exists", n->name);
-    }
-    if (rc != SQLITE_DONE) {
-        db_fail(st, "cannot create the session");
-        rollback(st);
-        return -1;
-    }
-    *id = sqlite3_last_insert_rowid(st->db);
-    return commit(st);
-}
+/* ==== models and fingerprints ==== */
 
-int sess_find(struct sess_store *st, const char *name, int64_t *id)
+int sess_model_id(struct sess_store *st, const uint8_t fp[32], const char *path, int64_t *id)
 {
-    sqlite3_stmt *s = prep(st, "SELECT id FROM sessions WHERE name = ?1");
+    sqlite3_stmt *s = prep(st, "INSERT INTO models(fingerprint, path) VALUES(?1, ?2) "
+                               "ON CONFLICT(fingerprint) DO UPDATE SET path = excluded.path "
+                               "WHERE excluded.path <> '' RETURNING id");
     if (!s)
-        return -1;
-    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+        return SESS_ERR;
+    sqlite3_bind_blob(s, 1, fp, 32, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, path ? path : "", -1, SQLITE_STATIC);
     int rc = sqlite3_step(s);
     if (rc == SQLITE_ROW)
         *id = sqlite3_column_int64(s, 0);
     sqlite3_finalize(s);
-    return rc == SQLITE_ROW ? 0 : fail(st, "no session '%s'", name);
-}
-
-#define INFO_SELECT                                                                         \
-    "SELECT s.id, s.name, m.path, m.fingerprint, s.system_prompt, s.params, s.kv_type,"     \
-    " (SELECT count(*) FROM messages WHERE session_id = s.id),"                            \
-    " (SELECT count(*) FROM messages WHERE session_id = s.id AND role = 1),"               \
-    " (SELECT coalesce(sum(n_tokens), 0) FROM messages WHERE session_id = s.id),"          \
-    " (SELECT coalesce(sum(g.bytes), 0) FROM segments g WHERE g.id IN"                     \
-    "    (SELECT segment FROM chain WHERE session_id = s.id)),"                            \
-    " s.created, s.updated FROM sessions s JOIN models m ON m.id = s.model_id "
-
-static void info_row(sqlite3_stmt *s, struct sess_info *o)
-{
-    memset(o, 0, sizeof *o);
-    o->id = sqlite3_column_int64(s, 0);
-    o->name = dup_col(s, 1);
-    o->model_path = dup_col(s, 2);
-    if (sqlite3_column_bytes(s, 3) == 32)
-        memcpy(o->fingerprint, sqlite3_column_blob(s, 3), 32);
-    o->system_prompt = dup_col(s, 4);
-    o->params = dup_col(s, 5);
-    o->kv_type = (uint32_t)sqlite3_column_int(s, 6);
-    o->n_messages = sqlite3_column_int64(s, 7);
-    o->n_turns = sqlite3_column_int64(s, 8);
-    o->n_tokens = sqlite3_column_int64(s, 9);
-    o->kv_bytes = sqlite3_column_int64(s, 10);
-    o->created = sqlite3_column_int64(s, 11);
-    o->updated = sqlite3_column_int64(s, 12);
-}
-
-int sess_get(struct sess_store *st, int64_t id, struct sess_info *out)
-{
-    sqlite3_stmt *s = prep(st, INFO_SELECT "WHERE s.id = ?1");
-    if (!s)
-        return -1;
-    sqlite3_bind_int64(s, 1, id);
-    int rc = sqlite3_step(s);
     if (rc == SQLITE_ROW)
-        info_row(s, out);
-    sqlite3_finalize(s);
-    return rc == SQLITE_ROW ? 0 : fail(st, "no session with id %" PRId64, id);
-}
-
-void sess_info_free(struct sess_info *o)
-{
-    free(o->name);
-    free(o->model_path);
-    free(o->system_prompt);
-    free(o->params);
-    memset(o, 0, sizeof *o);
-}
-
-static void info_row_fn(sqlite3_stmt *s, void *elt) { info_row(s, elt); }
-static void list_free(void *p, int64_t n) { sess_list_free(p, n); }
-
-int sess_list(struct sess_store *st, struct sess_info **out, int64_t *n)
-{
-    return select_rows(st, INFO_SELECT "WHERE s.name IS NOT NULL ORDER BY s.updated DESC, s.id DESC",
-                       0, out, n, sizeof **out, info_row_fn, list_free, "cannot list sessions");
-}
-
-void sess_list_free(struct sess_info *list, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        sess_info_free(&list[i]);
-    free(list);
-}
-
-/* run one statement binding (text a, text b | int64 id); 1 row changed or error */
-static int change_one(struct sess_store *st, const char *sql, const char *a, const char *b,
-                      int64_t id, const char *what)
-{
-    sqlite3_stmt *s = prep(st, sql);
-    if (!s)
-        return -1;
-    if (a)
-        sqlite3_bind_text(s, 1, a, -1, SQLITE_STATIC);
-    if (b)
-        sqlite3_bind_text(s, 2, b, -1, SQLITE_STATIC);
-    else
-        sqlite3_bind_int64(s, 2, id);
-    sqlite3_bind_int64(s, 3, now());
-    int rc = sqlite3_step(s);
-    sqlite3_finalize(s);
-    if (rc == SQLITE_CONSTRAINT)
-        return fail(st, "a session named '%s' already exists", a);
+        return SESS_OK;
     if (rc != SQLITE_DONE)
-        return db_fail(st, what);
-    if (sqlite3_changes(st->db) != 1)
-        return fail(st, "no session '%s'", b ? b : a);
-    return 0;
-}
-
-int sess_rename(struct sess_store *st, const char *old_name, const char *new_name)
-{
-    if (check_name(st, new_name))
-        return -1;
-    return change_one(st, "UPDATE sessions SET name = ?1, updated = ?3 WHERE name = ?2", new_name,
-                      old_name, 0, "cannot rename the session");
-}
-
-int sess_set_name(struct sess_store *st, int64_t id, const char *name)
-{
-    if (check_name(st, name))
-        return -1;
-    return change_one(st, "UPDATE sessions SET name = ?1, updated = ?3 WHERE id = ?2", name, NULL, id,
-                      "cannot name the session");
-}
-
-int sess_set_params(struct sess_store *st, int64_t id, const char *params)
-{
-    sqlite3_stmt *s = prep(st, "UPDATE sessions SET params = ?1, updated = ?3 WHERE id = ?2");
+        return db_fail(st);
+    /* the row was there and kept its path: RETURNING gave nothing */
+    s = prep(st, "SELECT id FROM models WHERE fingerprint = ?1");
     if (!s)
-        return -1;
-    sqlite3_bind_text(s, 1, params, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, id);
-    sqlite3_bind_int64(s, 3, now());
-    int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : db_fail(st, "cannot save the parameters");
+        return SESS_ERR;
+    sqlite3_bind_blob(s, 1, fp, 32, SQLITE_STATIC);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW)
+        *id = sqlite3_column_int64(s, 0);
     sqlite3_finalize(s);
-    return rc;
+    return rc == SQLITE_ROW ? SESS_OK : db_fail(st);
 }
-
-int sess_rm(struct sess_store *st, const char *name)
-{
-    sqlite3_stmt *s = prep(st, "DELETE FROM sessions WHERE name = ?1");
-    if (!s)
-        return -1;
-    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    sqlite3_finalize(s);
-    if (rc != SQLITE_DONE)
-        return db_fail(st, "cannot remove the session");
-    return sqlite3_changes(st->db) == 1 ? 0 : fail(st, "no session '%s'", name);
-}
-
-int sess_fork(struct sess_store *st, const char *src, const char *dst, int64_t at_turn)
-{
-    int64_t sid, did;
-    if (check_name(st, dst) || sess_find(st, src, &sid))
-        return -1;
-    if (begin(st))
-        return -1;
-    /* the last message seq kept: everything before the (at_turn+1)-th user message */
-    int64_t limit = INT64_MAX;
-    if (at_turn >= 0) {
-        sqlite3_stmt *s = prep(st, "SELECT seq FROM messages WHERE session_id = ?1 AND role = 1 "
-                                   "ORDER BY seq LIMIT 1 OFFSET ?2");
-        if (!s) {
-            rollback(st);
-            return -1;
-        }
-        sqlite3_bind_int64(s, 1, sid);
-        sqlite3_bind_int64(s, 2, at_turn);
-        if (sqlite3_step(s) == SQLITE_ROW)
-            limit = sqlite3_column_int64(s, 0) - 1;
-        sqlite3_finalize(s);
-    }
-    static const char *const copy[] = {
-        "INSERT INTO sessions(name, model_id, system_prompt, params, kv_type, sampler_state, "
-        "created, updated) SELECT ?1, model_id, system_prompt, params, kv_type, "
-        "CASE WHEN ?3 = 9223372036854775807 THEN sampler_state END, ?4, ?4 FROM sessions WHERE id = ?2",
-        "INSERT INTO messages(session_id, seq, role, text, n_tokens, tokens, created) SELECT ?5, seq, "
-        "role, text, n_tokens, tokens, created FROM messages WHERE session_id = ?2 AND seq <= ?3",
-        "INSERT INTO chain(session_id, idx, segment, pos0, n_tokens, last_seq) SELECT ?5, idx, "
-        "segment, pos0, n_tokens, last_seq FROM chain WHERE session_id = ?2 AND last_seq <= ?3",
-    };
-    did = 0;
-    for (int i = 0; i < 3; i++) {
-        sqlite3_stmt *s = prep(st, copy[i]);
-        if (!s) {
-            rollback(st);
-            return -1;
-        }
-        /* bind only the parameters each statement has */
-        int np = sqlite3_bind_parameter_count(s);
-        if (np >= 1) sqlite3_bind_text(s, 1, dst, -1, SQLITE_STATIC);
-        if (np >= 2) sqlite3_bind_int64(s, 2, sid);
-        if (np >= 3) sqlite3_bind_int64(s, 3, limit);
-        if (np >= 4) sqlite3_bind_int64(s, 4, now());
-        if (np >= 5) sqlite3_bind_int64(s, 5, did);
-        int rc = sqlite3_step(s);
-        sqlite3_finalize(s);
-        if (rc == SQLITE_CONSTRAINT && i == 0) {
-            rollback(st);
-            return fail(st, "a session named '%s' already exists", dst);
-        }
-        if (rc != SQLITE_DONE) {
-            db_fail(st, "cannot fork the session");
-            rollback(st);
-            return -1;
-        }
-        if (i == 0)
-            did = sqlite3_last_insert_rowid(st->db);
-    }
-    return commit(st);
-}
-
-/* ==== messages ==== */
-
-const char *sess_role_name(enum sess_role r)
-{
-    static const char *const names[SESS_ROLE_COUNT] = {"system", "user", "assistant"};
-    return (unsigned)r < SESS_ROLE_COUNT ? names[r] : "?";
-}
-
-int sess_append_message(struct sess_store *st, int64_t id, enum sess_role role, const char *text,
-                        int64_t n_tokens, const int32_t *tokens)
-{
-    if (begin(st))
-        return -1;
-    sqlite3_stmt *s = prep(st, "INSERT INTO messages(session_id, seq, role, text, n_tokens, tokens, created) "
-                               "VALUES(?1, (SELECT coalesce(max(seq), -1) + 1 FROM messages "
-                               "WHERE session_id = ?1), ?2, ?3, ?4, ?6, ?5)");
-    if (!s) {
-        rollback(st);
-        return -1;
-    }
-    sqlite3_bind_int64(s, 1, id);
-    sqlite3_bind_int(s, 2, (int)role);
-    sqlite3_bind_text(s, 3, text, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 4, n_tokens);
-    sqlite3_bind_int64(s, 5, now());
-    if (tokens && n_tokens > 0)
-        sqlite3_bind_blob64(s, 6, tokens, (sqlite3_uint64)n_tokens * 4, SQLITE_STATIC);
-    if (step_done(st, s, "cannot save the message")) {
-        rollback(st);
-        return -1;
-    }
-    s = prep(st, "UPDATE sessions SET updated = ?2 WHERE id = ?1");
-    if (!s) {
-        rollback(st);
-        return -1;
-    }
-    sqlite3_bind_int64(s, 1, id);
-    sqlite3_bind_int64(s, 2, now());
-    if (step_done(st, s, "cannot save the message")) {
-        rollback(st);
-        return -1;
-    }
-    return commit(st);
-}
-
-static void message_row(sqlite3_stmt *s, void *elt)
-{
-    struct sess_message *m = elt;
-    m->seq = sqlite3_column_int64(s, 0);
-    m->role = (enum sess_role)sqlite3_column_int(s, 1);
-    m->text = dup_col(s, 2);
-    m->n_tokens = sqlite3_column_int64(s, 3);
-    m->tokens = NULL;
-    int nb = sqlite3_column_bytes(s, 4);
-    if (nb > 0 && nb == m->n_tokens * 4 && (m->tokens = malloc((size_t)nb)))
-        memcpy(m->tokens, sqlite3_column_blob(s, 4), (size_t)nb);
-}
-
-static void messages_free(void *m, int64_t n) { sess_messages_free(m, n); }
-
-int sess_messages(struct sess_store *st, int64_t id, struct sess_message **out, int64_t *n)
-{
-    return select_rows(st, "SELECT seq, role, text, n_tokens, tokens FROM messages WHERE session_id = ?1 "
-                           "ORDER BY seq",
-                       id, out, n, sizeof **out, message_row, messages_free, "cannot read the messages");
-}
-
-void sess_messages_free(struct sess_message *m, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++) {
-        free(m[i].text);
-        free(m[i].tokens);
-    }
-    free(m);
-}
-
-int sess_truncate_messages(struct sess_store *st, int64_t id, int64_t from_seq)
-{
-    if (begin(st))
-        return -1;
-    static const char *const sql[] = {
-        "DELETE FROM messages WHERE session_id = ?1 AND seq >= ?2",
-        "DELETE FROM chain WHERE session_id = ?1 AND last_seq >= ?2",
-        "UPDATE sessions SET sampler_state = NULL, updated = ?3 WHERE id = ?1",
-    };
-    for (int i = 0; i < 3; i++) {
-        sqlite3_stmt *s = prep(st, sql[i]);
-        if (!s) {
-            rollback(st);
-            return -1;
-        }
-        sqlite3_bind_int64(s, 1, id);
-        if (i < 2)
-            sqlite3_bind_int64(s, 2, from_seq);
-        else
-            sqlite3_bind_int64(s, 3, now());
-        int rc = sqlite3_step(s);
-        sqlite3_finalize(s);
-        if (rc != SQLITE_DONE) {
-            db_fail(st, "cannot truncate the session");
-            rollback(st);
-            return -1;
-        }
-    }
-    return commit(st);
-}
-
-/* ==== model fingerprints, remembered by file identity ==== */
 
 /* ?1..?5: path, device, inode, size, ctime in ns: what says the file is unchanged */
 static void bind_file_identity(sqlite3_stmt *s, const char *path, const struct stat *sb)
@@ -726,13 +588,15 @@ int sess_fingerprint_lookup(struct sess_store *st, const char *path, const struc
     sqlite3_stmt *s = prep(st, "SELECT fingerprint FROM fingerprints WHERE path = ?1 AND dev = ?2 AND "
                                "ino = ?3 AND size = ?4 AND ctime_ns = ?5");
     if (!s)
-        return -1;
+        return SESS_ERR;
     bind_file_identity(s, path, sb);
-    int found = sqlite3_step(s) == SQLITE_ROW && sqlite3_column_bytes(s, 0) == 32;
+    int rc = sqlite3_step(s);
+    int found = rc == SQLITE_ROW && sqlite3_column_bytes(s, 0) == 32;
     if (found)
         memcpy(fp, sqlite3_column_blob(s, 0), 32);
+    int r = rc == SQLITE_ROW || rc == SQLITE_DONE ? found : db_fail(st);
     sqlite3_finalize(s);
-    return found;
+    return r;
 }
 
 int sess_fingerprint_remember(struct sess_store *st, const char *path, const struct stat *sb,
@@ -741,358 +605,749 @@ int sess_fingerprint_remember(struct sess_store *st, const char *path, const str
     sqlite3_stmt *s = prep(st, "INSERT OR REPLACE INTO fingerprints(path, dev, ino, size, ctime_ns, "
                                "fingerprint) VALUES(?1, ?2, ?3, ?4, ?5, ?6)");
     if (!s)
-        return -1;
+        return SESS_ERR;
     bind_file_identity(s, path, sb);
     sqlite3_bind_blob(s, 6, fp, 32, SQLITE_STATIC);
-    int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : db_fail(st, "cannot remember the fingerprint");
+    return step_done(st, s);
+}
+
+/* ==== sessions ==== */
+
+int sess_create(struct sess_store *st, const struct sess_new *n, int64_t *id)
+{
+    if (check_name(st, n->name))
+        return SESS_ERR;
+    sqlite3_stmt *s = prep(st, "INSERT INTO sessions(name, model_id, system_prompt, kv_type, created, updated) "
+                               "VALUES(?1, ?2, ?3, ?4, ?5, ?5)");
+    if (!s)
+        return SESS_ERR;
+    sqlite3_bind_text(s, 1, n->name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, n->model_id);
+    if (n->system_prompt)
+        sqlite3_bind_text(s, 3, n->system_prompt, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 4, (int)n->kv_type);
+    sqlite3_bind_int64(s, 5, now());
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_CONSTRAINT && sqlite3_extended_errcode(st->db) == SQLITE_CONSTRAINT_UNIQUE) {
+        sqlite3_finalize(s);
+        return sess_fail(st, "a session named '%s' already exists", n->name);
+    }
+    int r = rc == SQLITE_DONE ? SESS_OK : db_fail(st);
+    sqlite3_finalize(s);
+    if (r)
+        return r;
+    *id = sqlite3_last_insert_rowid(st->db);
+    return SESS_OK;
+}
+
+int sess_find(struct sess_store *st, const char *name, int64_t *id)
+{
+    sqlite3_stmt *s = prep(st, "SELECT id FROM sessions WHERE name = ?1");
+    if (!s)
+        return SESS_ERR;
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW)
+        *id = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    if (rc == SQLITE_ROW)
+        return SESS_OK;
+    if (rc != SQLITE_DONE)
+        return db_fail(st);
+    sess_fail(st, "no session '%s'", name);
+    return SESS_ERR_NOT_FOUND;
+}
+
+#define INFO_SELECT                                                                          \
+    "SELECT s.id, s.name, m.path, m.fingerprint, s.system_prompt, s.params, s.kv_type,"      \
+    " (SELECT count(*) FROM messages WHERE session_id = s.id),"                             \
+    " (SELECT count(*) FROM messages WHERE session_id = s.id AND role = 1),"                \
+    " (SELECT coalesce(sum(n_tokens), 0) FROM messages WHERE session_id = s.id),"           \
+    " (SELECT coalesce(sum(b.bytes), 0) FROM session_blocks sb JOIN blocks b ON b.id = sb.block" \
+    "    WHERE sb.session_id = s.id),"                                                      \
+    " s.created, s.updated FROM sessions s JOIN models m ON m.id = s.model_id "
+
+static void info_row(sqlite3_stmt *s, void *elt)
+{
+    struct sess_info *o = elt;
+    memset(o, 0, sizeof *o);
+    o->id = sqlite3_column_int64(s, 0);
+    o->name = dup_col(s, 1);
+    o->model_path = dup_col(s, 2);
+    col_id(s, 3, o->fingerprint);
+    o->system_prompt = dup_col(s, 4);
+    o->params = dup_col(s, 5);
+    o->kv_type = (uint32_t)sqlite3_column_int(s, 6);
+    o->n_messages = sqlite3_column_int64(s, 7);
+    o->n_turns = sqlite3_column_int64(s, 8);
+    o->n_tokens = sqlite3_column_int64(s, 9);
+    o->kv_bytes = sqlite3_column_int64(s, 10);
+    o->created = sqlite3_column_int64(s, 11);
+    o->updated = sqlite3_column_int64(s, 12);
+}
+
+int sess_get(struct sess_store *st, int64_t id, struct sess_info *out)
+{
+    sqlite3_stmt *s = prep(st, INFO_SELECT "WHERE s.id = ?1");
+    if (!s)
+        return SESS_ERR;
+    sqlite3_bind_int64(s, 1, id);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW)
+        info_row(s, out);
+    sqlite3_finalize(s);
+    if (rc == SQLITE_ROW)
+        return SESS_OK;
+    if (rc != SQLITE_DONE)
+        return db_fail(st);
+    sess_fail(st, "no session with id %" PRId64, id);
+    return SESS_ERR_NOT_FOUND;
+}
+
+void sess_info_free(struct sess_info *o)
+{
+    free(o->name);
+    free(o->model_path);
+    free(o->system_prompt);
+    free(o->params);
+    memset(o, 0, sizeof *o);
+}
+
+static void list_free(void *p, int64_t n) { sess_list_free(p, n); }
+
+int sess_list(struct sess_store *st, struct sess_info **out, int64_t *n)
+{
+    return collect_rows(st, prep(st, INFO_SELECT "WHERE s.name IS NOT NULL ORDER BY s.updated DESC, s.id DESC"),
+                        out, n, sizeof **out, info_row, list_free);
+}
+
+void sess_list_free(struct sess_info *list, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        sess_info_free(&list[i]);
+    free(list);
+}
+
+int sess_model_users(struct sess_store *st, const char *model_path, struct sess_info **out, int64_t *n)
+{
+    char want[PATH_MAX], got[PATH_MAX];
+    bool real = realpath(model_path, want) != NULL;
+    if (sess_list(st, out, n))
+        return SESS_ERR;
+    int64_t k = 0;
+    for (int64_t i = 0; i < *n; i++) {
+        const char *mp = (*out)[i].model_path;
+        bool same = mp && (real && realpath(mp, got) ? !strcmp(got, want) : !strcmp(mp, model_path));
+        if (same)
+            (*out)[k++] = (*out)[i];
+        else
+            sess_info_free(&(*out)[i]);
+    }
+    *n = k;
+    return SESS_OK;
+}
+
+/* find name and take its lock: SESS_OK with both, or the failure */
+static int find_locked(struct sess_store *st, const char *name, int64_t *id, struct sess_lock **l)
+{
+    int rc = sess_find(st, name, id);
+    return rc ? rc : sess_lock(st, *id, l);
+}
+
+int sess_available(struct sess_store *st, const char *name)
+{
+    int64_t id;
+    struct sess_lock *l;
+    int rc = find_locked(st, name, &id, &l);
+    if (rc == SESS_OK)
+        sess_unlock(l);
+    return rc;
+}
+
+/* UPDATE the name of session id (caller holds its lock or need not) */
+static int set_name(struct sess_store *st, int64_t id, const char *name)
+{
+    sqlite3_stmt *s = prep(st, "UPDATE sessions SET name = ?1, updated = ?3 WHERE id = ?2");
+    if (!s)
+        return SESS_ERR;
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, id);
+    sqlite3_bind_int64(s, 3, now());
+    int r = sqlite3_step(s);
+    int ext = sqlite3_extended_errcode(st->db);
+    int rc = r == SQLITE_DONE ? SESS_OK
+             : ext == SQLITE_CONSTRAINT_UNIQUE ? sess_fail(st, "a session named '%s' already exists", name)
+                                               : db_fail(st);
     sqlite3_finalize(s);
     return rc;
 }
 
-/* ==== segments and chains ==== */
+int sess_set_name(struct sess_store *st, int64_t id, const char *name)
+{
+    return check_name(st, name) ? SESS_ERR : set_name(st, id, name);
+}
 
-int sess_segment_path(struct sess_store *st, const uint8_t id[32], char *buf, size_t size)
+int sess_rename(struct sess_store *st, const char *old_name, const char *new_name)
+{
+    int64_t id;
+    struct sess_lock *l;
+    if (check_name(st, new_name))
+        return SESS_ERR;
+    int rc = find_locked(st, old_name, &id, &l);
+    if (rc)
+        return rc;
+    rc = set_name(st, id, new_name);
+    sess_unlock(l);
+    return rc;
+}
+
+int sess_rm(struct sess_store *st, const char *name)
+{
+    int64_t id;
+    struct sess_lock *l;
+    int rc = find_locked(st, name, &id, &l);
+    if (rc)
+        return rc;
+    sqlite3_stmt *s = prep(st, "DELETE FROM sessions WHERE id = ?1");
+    if (s)
+        sqlite3_bind_int64(s, 1, id);
+    rc = s ? step_done(st, s) : SESS_ERR;
+    sess_unlock(l);
+    return rc;
+}
+
+/* one int64 from a query with ?1 = a (and ?2 = b): SESS_OK, or SESS_ERR */
+static int query_int(struct sess_store *st, const char *sql, int64_t a, int64_t b, int64_t *out)
+{
+    sqlite3_stmt *s = prep(st, sql);
+    if (!s)
+        return SESS_ERR;
+    sqlite3_bind_int64(s, 1, a);
+    if (sqlite3_bind_parameter_count(s) > 1)
+        sqlite3_bind_int64(s, 2, b);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW)
+        *out = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    return rc == SQLITE_ROW ? SESS_OK : db_fail(st);
+}
+
+int sess_fork(struct sess_store *st, const char *src, const char *dst, int64_t at_turn)
+{
+    int64_t sid;
+    if (check_name(st, dst))
+        return SESS_ERR;
+    int rc = sess_find(st, src, &sid);
+    if (rc)
+        return rc;
+    if (begin(st))
+        return SESS_ERR;
+    int64_t turns = 0, limit = INT64_MAX, kept_tokens = 0;
+    rc = query_int(st, "SELECT count(*) FROM messages WHERE session_id = ?1 AND role = 1", sid, 0, &turns);
+    if (rc == SESS_OK && at_turn > turns)
+        rc = sess_fail(st, "session '%s' has %" PRId64 " turn%s: --at %" PRId64 " is past its end", src, turns,
+                       turns == 1 ? "" : "s", at_turn);
+    /* the last message kept: the one before the (at_turn+1)-th user message */
+    if (rc == SESS_OK && at_turn >= 0 && at_turn < turns)
+        rc = query_int(st, "SELECT seq - 1 FROM messages WHERE session_id = ?1 AND role = 1 "
+                           "ORDER BY seq LIMIT 1 OFFSET ?2", sid, at_turn, &limit);
+    if (rc == SESS_OK)
+        rc = query_int(st, "SELECT coalesce(sum(n_tokens), 0) FROM messages WHERE session_id = ?1 AND seq <= ?2",
+                       sid, limit, &kept_tokens);
+    static const char *const copy[] = {
+        "INSERT INTO sessions(name, model_id, system_prompt, params, kv_type, created, updated) "
+        "SELECT ?1, model_id, system_prompt, params, kv_type, ?4, ?4 FROM sessions WHERE id = ?2",
+        "INSERT INTO messages(session_id, seq, role, text, n_tokens, tokens, sampler_state, created) "
+        "SELECT ?5, seq, role, text, n_tokens, tokens, sampler_state, created FROM messages "
+        "WHERE session_id = ?2 AND seq <= ?3",
+        /* the blocks that cover the tokens kept */
+        "INSERT INTO session_blocks(session_id, idx, block) SELECT ?5, idx, block FROM session_blocks "
+        "WHERE session_id = ?2 AND idx * ?6 < ?7",
+    };
+    int64_t did = 0;
+    for (int i = 0; i < 3 && rc == SESS_OK; i++) {
+        sqlite3_stmt *s = prep(st, copy[i]);
+        if (!s) {
+            rc = SESS_ERR;
+            break;
+        }
+        int np = sqlite3_bind_parameter_count(s); /* bind only the parameters each has */
+        if (np >= 1) sqlite3_bind_text(s, 1, dst, -1, SQLITE_STATIC);
+        if (np >= 2) sqlite3_bind_int64(s, 2, sid);
+        if (np >= 3) sqlite3_bind_int64(s, 3, limit);
+        if (np >= 4) sqlite3_bind_int64(s, 4, now());
+        if (np >= 5) sqlite3_bind_int64(s, 5, did);
+        if (np >= 6) sqlite3_bind_int64(s, 6, SESS_BLOCK_TOKENS);
+        if (np >= 7) sqlite3_bind_int64(s, 7, kept_tokens);
+        int r = sqlite3_step(s);
+        if (r == SQLITE_CONSTRAINT && i == 0 && sqlite3_extended_errcode(st->db) == SQLITE_CONSTRAINT_UNIQUE)
+            rc = sess_fail(st, "a session named '%s' already exists", dst);
+        else if (r != SQLITE_DONE)
+            rc = db_fail(st);
+        sqlite3_finalize(s);
+        if (i == 0)
+            did = sqlite3_last_insert_rowid(st->db);
+    }
+    return finish(st, rc);
+}
+
+/* ==== messages ==== */
+
+const char *sess_role_name(enum sess_role r)
+{
+    static const char *const names[SESS_ROLE_COUNT] = {"system", "user", "assistant"};
+    return (unsigned)r < SESS_ROLE_COUNT ? names[r] : "?";
+}
+
+/* run sql binding ?1 = id, ?2 = v */
+static int exec_id(struct sess_store *st, const char *sql, int64_t id, int64_t v)
+{
+    sqlite3_stmt *s = prep(st, sql);
+    if (!s)
+        return SESS_ERR;
+    sqlite3_bind_int64(s, 1, id);
+    if (sqlite3_bind_parameter_count(s) > 1)
+        sqlite3_bind_int64(s, 2, v);
+    return step_done(st, s);
+}
+
+int sess_write_messages(struct sess_store *st, int64_t id, int64_t from, const struct sess_msg_rec *m,
+                        int64_t n, int64_t first_block, int64_t model_id, const char *params)
+{
+    if (begin(st))
+        return SESS_ERR;
+    int rc = exec_id(st, "DELETE FROM messages WHERE session_id = ?1 AND seq >= ?2", id, from);
+    sqlite3_stmt *s = rc ? NULL
+                         : prep(st, "INSERT INTO messages(session_id, seq, role, text, n_tokens, tokens, "
+                                    "sampler_state, created) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+    if (!rc && !s)
+        rc = SESS_ERR;
+    for (int64_t i = 0; i < n && rc == SESS_OK; i++) {
+        sqlite3_reset(s);
+        sqlite3_clear_bindings(s);
+        sqlite3_bind_int64(s, 1, id);
+        sqlite3_bind_int64(s, 2, from + i);
+        sqlite3_bind_int(s, 3, (int)m[i].role);
+        sqlite3_bind_text(s, 4, m[i].text, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 5, m[i].n_tokens);
+        if (m[i].tokens && m[i].n_tokens > 0)
+            sqlite3_bind_blob64(s, 6, m[i].tokens, (sqlite3_uint64)m[i].n_tokens * 4, SQLITE_STATIC);
+        if (m[i].state)
+            sqlite3_bind_blob64(s, 7, m[i].state, m[i].state_bytes, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 8, now());
+        if (sqlite3_step(s) != SQLITE_DONE)
+            rc = db_fail(st);
+    }
+    sqlite3_finalize(s);
+    if (rc == SESS_OK)
+        rc = exec_id(st, "DELETE FROM session_blocks WHERE session_id = ?1 AND idx >= ?2", id, first_block);
+    if (rc == SESS_OK) {
+        s = prep(st, "UPDATE sessions SET updated = ?2, model_id = ?3, params = coalesce(?4, params) "
+                     "WHERE id = ?1");
+        if (s) {
+            sqlite3_bind_int64(s, 1, id);
+            sqlite3_bind_int64(s, 2, now());
+            sqlite3_bind_int64(s, 3, model_id);
+            if (params)
+                sqlite3_bind_text(s, 4, params, -1, SQLITE_STATIC);
+        }
+        rc = s ? step_done(st, s) : SESS_ERR;
+    }
+    return finish(st, rc);
+}
+
+static void message_row(sqlite3_stmt *s, void *elt)
+{
+    struct sess_message *m = elt;
+    m->seq = sqlite3_column_int64(s, 0);
+    m->role = (enum sess_role)sqlite3_column_int(s, 1);
+    m->text = dup_col(s, 2);
+    m->n_tokens = sqlite3_column_int64(s, 3);
+    int nb = sqlite3_column_bytes(s, 4);
+    if (nb > 0 && nb == m->n_tokens * 4 && (m->tokens = malloc((size_t)nb)))
+        memcpy(m->tokens, sqlite3_column_blob(s, 4), (size_t)nb);
+    m->sampler_state = dup_blob(s, 5, &m->sampler_state_bytes);
+    if (!m->text)
+        m->text = strdup("");
+}
+
+static void messages_free(void *m, int64_t n) { sess_messages_free(m, n); }
+
+int sess_messages(struct sess_store *st, int64_t id, struct sess_message **out, int64_t *n)
+{
+    sqlite3_stmt *s = prep(st, "SELECT seq, role, text, n_tokens, tokens, sampler_state FROM messages "
+                               "WHERE session_id = ?1 ORDER BY seq");
+    if (s)
+        sqlite3_bind_int64(s, 1, id);
+    return collect_rows(st, s, out, n, sizeof **out, message_row, messages_free);
+}
+
+void sess_messages_free(struct sess_message *m, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        free(m[i].text);
+        free(m[i].tokens);
+        free(m[i].sampler_state);
+    }
+    free(m);
+}
+
+/* ==== the block index ==== */
+
+int sess_block_path(struct sess_store *st, const uint8_t id[32], bool make_dir, char *buf, size_t size)
 {
     char hex[65];
-    mdl_hex(id, 32, hex);
+    llm_hex(id, 32, hex);
     int n = snprintf(buf, size, "%s/kv/%.2s", st->home, hex);
     if (n < 0 || (size_t)n >= size)
-        return fail(st, "path too long");
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-        return fail(st, "cannot create '%s': %s", buf, strerror(errno));
-    n = snprintf(buf, size, "%s/kv/%.2s/%s.kvseg", st->home, hex, hex);
-    return n < 0 || (size_t)n >= size ? fail(st, "path too long") : 0;
+        return sess_fail(st, "path too long");
+    if (make_dir && mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return sess_fail(st, "cannot create '%s': %s", buf, strerror(errno));
+    n = snprintf(buf, size, "%s/kv/%.2s/%s" KV_BLOCK_SUFFIX, st->home, hex, hex);
+    return n < 0 || (size_t)n >= size ? sess_fail(st, "path too long") : SESS_OK;
 }
 
-int sess_chain_append(struct sess_store *st, int64_t id, const uint8_t segment[32],
-                      const uint8_t parent[32], const uint8_t fingerprint[32], uint32_t kv_type,
-                      int64_t pos0, int64_t n_tokens, int64_t bytes, int64_t last_seq)
+int sess_blocks_find(struct sess_store *st, const uint8_t (*ids)[32], int64_t n, struct sess_block_row *rows,
+                     int64_t *n_found)
 {
-    static const uint8_t zero[32];
-    if (begin(st))
-        return -1;
-    sqlite3_stmt *s = prep(st, "INSERT INTO segments(id, parent, fingerprint, kv_type, pos0, n_tokens, "
-                               "bytes, created, last_used) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8) "
-                               "ON CONFLICT(id) DO UPDATE SET last_used = ?8, bytes = ?7");
-    if (!s) {
-        rollback(st);
-        return -1;
-    }
-    sqlite3_bind_blob(s, 1, segment, 32, SQLITE_STATIC);
-    if (memcmp(parent, zero, 32))
-        sqlite3_bind_blob(s, 2, parent, 32, SQLITE_STATIC);
-    sqlite3_bind_blob(s, 3, fingerprint, 32, SQLITE_STATIC);
-    sqlite3_bind_int(s, 4, (int)kv_type);
-    sqlite3_bind_int64(s, 5, pos0);
-    sqlite3_bind_int64(s, 6, n_tokens);
-    sqlite3_bind_int64(s, 7, bytes);
-    sqlite3_bind_int64(s, 8, now());
-    if (step_done(st, s, "cannot record the segment")) {
-        rollback(st);
-        return -1;
-    }
-    /* a rewritten segment (after damage) may already be in the chain */
-    s = prep(st, "INSERT INTO chain(session_id, idx, segment, pos0, n_tokens, last_seq) "
-                 "SELECT ?1, (SELECT coalesce(max(idx), -1) + 1 FROM chain WHERE session_id = ?1), "
-                 "?2, ?3, ?4, ?5 WHERE NOT EXISTS (SELECT 1 FROM chain WHERE session_id = ?1 AND "
-                 "segment = ?2 AND pos0 = ?3)");
-    if (!s) {
-        rollback(st);
-        return -1;
-    }
-    sqlite3_bind_int64(s, 1, id);
-    sqlite3_bind_blob(s, 2, segment, 32, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 3, pos0);
-    sqlite3_bind_int64(s, 4, n_tokens);
-    sqlite3_bind_int64(s, 5, last_seq);
-    if (step_done(st, s, "cannot extend the chain")) {
-        rollback(st);
-        return -1;
-    }
-    return commit(st);
-}
-
-static void link_row(sqlite3_stmt *s, void *elt)
-{
-    struct sess_chain_link *c = elt;
-    memset(c->segment, 0, 32);
-    if (sqlite3_column_bytes(s, 0) == 32)
-        memcpy(c->segment, sqlite3_column_blob(s, 0), 32);
-    c->pos0 = sqlite3_column_int64(s, 1);
-    c->n_tokens = sqlite3_column_int64(s, 2);
-    c->last_seq = sqlite3_column_int64(s, 3);
-}
-
-static void links_free(void *p, int64_t n)
-{
-    (void)n;
-    free(p);
-}
-
-int sess_chain(struct sess_store *st, int64_t id, struct sess_chain_link **out, int64_t *n)
-{
-    return select_rows(st, "SELECT segment, pos0, n_tokens, last_seq FROM chain WHERE session_id = ?1 "
-                           "ORDER BY idx",
-                       id, out, n, sizeof **out, link_row, links_free, "cannot read the chain");
-}
-
-int sess_touch_segments(struct sess_store *st, const struct sess_chain_link *links, int64_t n)
-{
-    if (begin(st))
-        return -1;
-    sqlite3_stmt *s = prep(st, "UPDATE segments SET last_used = ?2 WHERE id = ?1");
-    if (!s) {
-        rollback(st);
-        return -1;
-    }
+    *n_found = 0;
     for (int64_t i = 0; i < n; i++) {
-        sqlite3_bind_blob(s, 1, links[i].segment, 32, SQLITE_STATIC);
-        sqlite3_bind_int64(s, 2, now());
-        if (sqlite3_step(s) != SQLITE_DONE) {
-            sqlite3_finalize(s);
-            db_fail(st, "cannot update the segments");
-            rollback(st);
-            return -1;
+        sqlite3_stmt *s = kept(st, &st->find_block, "SELECT n_tokens, bytes FROM blocks WHERE id = ?1");
+        if (!s)
+            return SESS_ERR;
+        sqlite3_bind_blob(s, 1, ids[i], 32, SQLITE_STATIC);
+        int rc = sqlite3_step(s);
+        if (rc == SQLITE_DONE)
+            break;
+        if (rc != SQLITE_ROW)
+            return db_fail(st);
+        memcpy(rows[i].id, ids[i], 32);
+        rows[i].n_tokens = sqlite3_column_int64(s, 0);
+        rows[i].bytes = sqlite3_column_int64(s, 1);
+        (*n_found)++;
+    }
+    if (st->find_block)
+        sqlite3_reset(st->find_block);
+    return SESS_OK;
+}
+
+/* tokens two blobs of i32 share from the start */
+static int64_t common_tokens(const void *a, int64_t na, const void *b, int64_t nb)
+{
+    int64_t n = na < nb ? na : nb, k = 0;
+    while (k < n && !memcmp((const uint8_t *)a + 4 * k, (const uint8_t *)b + 4 * k, 4))
+        k++;
+    return k;
+}
+
+int sess_block_best_child(struct sess_store *st, const uint8_t parent[32], int64_t model_id, uint32_t kv_type,
+                          const int32_t *tokens, int64_t n, struct sess_block_row *row, int64_t *common,
+                          int32_t *child_tokens)
+{
+    /* In memcmp order the blob sharing the longest prefix with the query
+     * is next to where the query would go: the last one <= it or the
+     * first one > it. Two index probes, whatever the number of children. */
+    static const char *const sql[2] = {
+        "SELECT id, n_tokens, bytes, tokens FROM blocks WHERE parent = ?1 AND model_id = ?2 AND "
+        "kv_type = ?3 AND tokens <= ?4 ORDER BY tokens DESC LIMIT 1",
+        "SELECT id, n_tokens, bytes, tokens FROM blocks WHERE parent = ?1 AND model_id = ?2 AND "
+        "kv_type = ?3 AND tokens > ?4 ORDER BY tokens LIMIT 1",
+    };
+    sqlite3_stmt **slot[2] = {&st->child_le, &st->child_gt};
+    *common = 0;
+    for (int q = 0; q < 2; q++) {
+        sqlite3_stmt *s = kept(st, slot[q], sql[q]);
+        if (!s)
+            return SESS_ERR;
+        sqlite3_bind_blob(s, 1, parent, 32, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, model_id);
+        sqlite3_bind_int(s, 3, (int)kv_type);
+        sqlite3_bind_blob64(s, 4, tokens, (sqlite3_uint64)n * 4, SQLITE_STATIC);
+        int rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW) {
+            int64_t nt = sqlite3_column_bytes(s, 3) / 4;
+            int64_t k = common_tokens(sqlite3_column_blob(s, 3), nt, tokens, n);
+            if (k > *common && nt == sqlite3_column_int64(s, 1) && nt <= SESS_BLOCK_TOKENS) {
+                *common = k;
+                memcpy(child_tokens, sqlite3_column_blob(s, 3), (size_t)nt * 4);
+                col_id(s, 0, row->id);
+                row->n_tokens = nt;
+                row->bytes = sqlite3_column_int64(s, 2);
+            }
+        } else if (rc != SQLITE_DONE) {
+            return db_fail(st);
         }
         sqlite3_reset(s);
     }
-    sqlite3_finalize(s);
-    return commit(st);
+    return *common > 0;
 }
 
-static int delete_segment_row(struct sess_store *st, const uint8_t seg[32])
+int sess_block_record(struct sess_store *st, const struct kv_block_desc *d, const uint8_t id[32],
+                      int64_t model_id, int64_t bytes, int64_t last_used)
 {
-    sqlite3_stmt *s = prep(st, "DELETE FROM segments WHERE id = ?1");
+    sqlite3_stmt *s = prep(st, "INSERT INTO blocks(id, parent, model_id, kv_type, tokens, n_tokens, pos0, bytes, "
+                               "created, last_used) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) "
+                               "ON CONFLICT(id) DO UPDATE SET last_used = excluded.last_used, "
+                               "bytes = excluded.bytes");
     if (!s)
-        return -1;
-    sqlite3_bind_blob(s, 1, seg, 32, SQLITE_STATIC);
-    int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : db_fail(st, "cannot forget the segment");
-    sqlite3_finalize(s);
-    return rc;
+        return SESS_ERR;
+    sqlite3_bind_blob(s, 1, id, 32, SQLITE_STATIC);
+    sqlite3_bind_blob(s, 2, d->parent, 32, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, model_id);
+    sqlite3_bind_int(s, 4, (int)d->kv_type);
+    sqlite3_bind_blob64(s, 5, d->tokens, (sqlite3_uint64)d->n_tokens * 4, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 6, d->n_tokens);
+    sqlite3_bind_int64(s, 7, d->pos0);
+    sqlite3_bind_int64(s, 8, bytes);
+    sqlite3_bind_int64(s, 9, now());
+    sqlite3_bind_int64(s, 10, last_used);
+    return step_done(st, s);
 }
 
-int sess_forget_segment(struct sess_store *st, const uint8_t segment[32])
+static int delete_block_row(struct sess_store *st, const uint8_t id[32])
 {
-    char path[4200];
-    if (delete_segment_row(st, segment))
-        return -1;
-    if (sess_segment_path(st, segment, path, sizeof path) == 0)
+    sqlite3_stmt *s = prep(st, "DELETE FROM blocks WHERE id = ?1");
+    if (!s)
+        return SESS_ERR;
+    sqlite3_bind_blob(s, 1, id, 32, SQLITE_STATIC);
+    return step_done(st, s);
+}
+
+int sess_block_forget(struct sess_store *st, const uint8_t id[32])
+{
+    char path[PATH_MAX + 128];
+    if (delete_block_row(st, id))
+        return SESS_ERR;
+    if (sess_block_path(st, id, false, path, sizeof path) == SESS_OK)
         unlink(path);
-    return 0;
+    return SESS_OK;
 }
 
-int sess_segment_known(struct sess_store *st, const uint8_t segment[32])
+int sess_blocks_touch(struct sess_store *st, const uint8_t (*ids)[32], int64_t n, int64_t t)
 {
-    sqlite3_stmt *s = prep(st, "SELECT 1 FROM segments WHERE id = ?1");
-    if (!s)
-        return -1;
-    sqlite3_bind_blob(s, 1, segment, 32, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    sqlite3_finalize(s);
-    return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : db_fail(st, "cannot look up the segment");
-}
-
-int sess_save_state(struct sess_store *st, int64_t id, const void *state, size_t n)
-{
-    sqlite3_stmt *s = prep(st, "UPDATE sessions SET sampler_state = ?2, updated = ?3 WHERE id = ?1");
-    if (!s)
-        return -1;
-    sqlite3_bind_int64(s, 1, id);
-    sqlite3_bind_blob(s, 2, state, (int)n, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 3, now());
-    int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : db_fail(st, "cannot save the sampler state");
-    sqlite3_finalize(s);
-    return rc;
-}
-
-int sess_load_state(struct sess_store *st, int64_t id, void **out, size_t *n)
-{
-    *out = NULL;
-    *n = 0;
-    sqlite3_stmt *s = prep(st, "SELECT sampler_state FROM sessions WHERE id = ?1");
-    if (!s)
-        return -1;
-    sqlite3_bind_int64(s, 1, id);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW && sqlite3_column_type(s, 0) == SQLITE_BLOB) {
-        int len = sqlite3_column_bytes(s, 0);
-        *out = malloc(len ? (size_t)len : 1);
-        if (*out) {
-            memcpy(*out, sqlite3_column_blob(s, 0), (size_t)len);
-            *n = (size_t)len;
-        }
+    if (n == 0)
+        return SESS_OK;
+    if (begin(st))
+        return SESS_ERR;
+    sqlite3_stmt *s = prep(st, "UPDATE blocks SET last_used = ?2 WHERE id = ?1");
+    int rc = s ? SESS_OK : SESS_ERR;
+    for (int64_t i = 0; i < n && rc == SESS_OK; i++) {
+        sqlite3_reset(s);
+        sqlite3_bind_blob(s, 1, ids[i], 32, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, t);
+        if (sqlite3_step(s) != SQLITE_DONE)
+            rc = db_fail(st);
     }
     sqlite3_finalize(s);
-    if (rc != SQLITE_ROW)
-        return fail(st, "no session with id %" PRId64, id);
-    return 0;
+    return finish(st, rc);
+}
+
+int sess_set_blocks(struct sess_store *st, int64_t id, int64_t from, const uint8_t (*ids)[32], int64_t n)
+{
+    if (begin(st))
+        return SESS_ERR;
+    int rc = exec_id(st, "DELETE FROM session_blocks WHERE session_id = ?1 AND idx >= ?2", id, from);
+    sqlite3_stmt *s = rc ? NULL : prep(st, "INSERT INTO session_blocks(session_id, idx, block) VALUES(?1, ?2, ?3)");
+    if (!rc && !s)
+        rc = SESS_ERR;
+    for (int64_t i = 0; i < n && rc == SESS_OK; i++) {
+        sqlite3_reset(s);
+        sqlite3_bind_int64(s, 1, id);
+        sqlite3_bind_int64(s, 2, from + i);
+        sqlite3_bind_blob(s, 3, ids[i], 32, SQLITE_STATIC);
+        if (sqlite3_step(s) != SQLITE_DONE)
+            rc = db_fail(st);
+    }
+    sqlite3_finalize(s);
+    return finish(st, rc);
 }
 
 /* ==== housekeeping ==== */
 
-/* delete the segments a query selects (columns: id, bytes); counts what went */
-static int delete_selected(struct sess_store *st, const char *sql, int64_t budget, int64_t total,
-                           int64_t *n_segments, int64_t *freed)
+int sess_store_bytes(struct sess_store *st, int64_t *bytes, int64_t *n_blocks)
 {
-    *n_segments = 0;
-    *freed = 0;
-    sqlite3_stmt *s = prep(st, sql);
+    sqlite3_stmt *s = prep(st, "SELECT bytes, n FROM block_totals");
     if (!s)
-        return -1;
-    struct victim {
-        uint8_t id[32];
-        int64_t bytes;
-    } *v = NULL;
+        return SESS_ERR;
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        *bytes = sqlite3_column_int64(s, 0);
+        if (n_blocks)
+            *n_blocks = sqlite3_column_int64(s, 1);
+    }
+    sqlite3_finalize(s);
+    return rc == SQLITE_ROW ? SESS_OK : db_fail(st);
+}
+
+struct victim {
+    uint8_t id[32];
+    int64_t bytes;
+};
+
+/* Delete the rows of the blocks s selects (columns: id, bytes), stopping
+ * once *total is at most budget (budget < 0: all of them); then their
+ * files. Rows first, in one transaction (a crash between leaves files with
+ * no row, which the next gc removes). */
+static int delete_selected(struct sess_store *st, sqlite3_stmt *s, int64_t budget, int64_t *total,
+                           struct sess_gc_stats *out)
+{
+    if (!s)
+        return SESS_ERR;
+    struct victim *v = NULL;
     int64_t nv = 0, cap = 0;
     int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (budget >= 0 && total <= budget)
-            break;
+    while ((budget < 0 || *total > budget) && (rc = sqlite3_step(s)) == SQLITE_ROW) {
         if (grow(&v, nv, &cap, sizeof *v)) {
             rc = SQLITE_NOMEM;
             break;
         }
-        memset(v[nv].id, 0, 32);
-        if (sqlite3_column_bytes(s, 0) == 32)
-            memcpy(v[nv].id, sqlite3_column_blob(s, 0), 32);
+        col_id(s, 0, v[nv].id);
         v[nv].bytes = sqlite3_column_int64(s, 1);
-        total -= v[nv].bytes;
+        *total -= v[nv].bytes;
         nv++;
     }
+    if (budget >= 0 && *total <= budget)
+        rc = SQLITE_DONE;
+    int r = rc == SQLITE_DONE ? SESS_OK : rc == SQLITE_NOMEM ? sess_fail(st, "out of memory") : db_fail(st);
     sqlite3_finalize(s);
-    if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
-        free(v);
-        return fail(st, "cannot select segments");
+    if (r == SESS_OK && nv > 0 && (r = begin(st)) == SESS_OK) {
+        for (int64_t i = 0; i < nv && r == SESS_OK; i++)
+            r = delete_block_row(st, v[i].id);
+        r = finish(st, r);
     }
-    /* rows first, in one transaction; then files (a crash between leaves
-     * files with no row, which the next gc removes) */
-    if (begin(st)) {
-        free(v);
-        return -1;
-    }
-    for (int64_t i = 0; i < nv; i++)
-        if (delete_segment_row(st, v[i].id)) {
-            rollback(st);
-            free(v);
-            return -1;
-        }
-    if (commit(st)) {
-        free(v);
-        return -1;
-    }
-    for (int64_t i = 0; i < nv; i++) {
-        char path[4200];
-        if (sess_segment_path(st, v[i].id, path, sizeof path) == 0 && unlink(path) == 0) {
-            (*n_segments)++;
-            *freed += v[i].bytes;
+    for (int64_t i = 0; i < nv && r == SESS_OK; i++) {
+        char path[PATH_MAX + 128];
+        if (sess_block_path(st, v[i].id, false, path, sizeof path) == SESS_OK && unlink(path) == 0) {
+            out->blocks++;
+            out->bytes += v[i].bytes;
         }
     }
     free(v);
-    return 0;
+    return r;
 }
 
 static int parse_hex_id(const char *name, uint8_t id[32])
 {
     for (int i = 0; i < 32; i++) {
         unsigned v;
-        if (sscanf(name + 2 * i, "%2x", &v) != 1)
+        if (!isxdigit((unsigned char)name[2 * i]) || !isxdigit((unsigned char)name[2 * i + 1]) ||
+            sscanf(name + 2 * i, "%2x", &v) != 1)
             return -1;
         id[i] = (uint8_t)v;
     }
-    return strcmp(name + 64, ".kvseg") == 0 ? 0 : -1;
+    return strcmp(name + 64, KV_BLOCK_SUFFIX) == 0 ? 0 : -1;
 }
 
-/* files in kv/ with no row: left by a crash between write and record, or
- * temporary files of dead writers */
-static void remove_stray_files(struct sess_store *st, int64_t *n_segments, int64_t *freed)
+/* is a block with this id recorded? 1, 0, or SESS_ERR */
+static int block_known(struct sess_store *st, const uint8_t id[32])
 {
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/kv", st->home);
-    DIR *top = opendir(dir);
-    if (!top)
-        return;
-    struct dirent *e;
-    while ((e = readdir(top))) {
-        /* only the xx fan-out directories (never "..": gc must stay in kv/) */
-        if (strlen(e->d_name) != 2 || !isxdigit((unsigned char)e->d_name[0]) ||
-            !isxdigit((unsigned char)e->d_name[1]))
-            continue;
-        char sub[4300];
-        snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
-        DIR *d = opendir(sub);
-        if (!d)
-            continue;
-        struct dirent *f;
-        while ((f = readdir(d))) {
-            if (f->d_name[0] == '.' || f->d_type == DT_DIR)
-                continue;
-            char path[4600];
-            snprintf(path, sizeof path, "%s/%s", sub, f->d_name);
-            uint8_t id[32];
-            const char *tmp = strstr(f->d_name, ".kvseg.tmp.");
-            bool stray;
-            if (tmp) { /* a temporary file: stray if its writer is gone */
-                long pid = strtol(tmp + 11, NULL, 10);
-                stray = pid <= 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
-            } else {
-                stray = parse_hex_id(f->d_name, id) != 0 || sess_segment_known(st, id) == 0;
+    struct sess_block_row row;
+    int64_t n;
+    if (sess_blocks_find(st, (const uint8_t(*)[32])id, 1, &row, &n))
+        return SESS_ERR;
+    return n == 1;
+}
+
+/* rows whose file is gone (or is not a regular file): forgotten */
+static int forget_lost_rows(struct sess_store *st)
+{
+    uint8_t (*ids)[32] = NULL;
+    int64_t n = 0, cap = 0;
+    sqlite3_stmt *s = prep(st, "SELECT id FROM blocks");
+    if (!s)
+        return SESS_ERR;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        uint8_t id[32];
+        char path[PATH_MAX + 128];
+        struct stat sb;
+        col_id(s, 0, id);
+        if (sess_block_path(st, id, false, path, sizeof path) == SESS_OK &&
+            (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode))) {
+            if (grow(&ids, n, &cap, sizeof *ids)) {
+                rc = SQLITE_NOMEM;
+                break;
             }
-            struct stat sb;
-            if (stray && stat(path, &sb) == 0 && unlink(path) == 0) {
-                (*n_segments)++;
-                *freed += sb.st_size;
-            }
+            memcpy(ids[n++], id, 32);
         }
-        closedir(d);
     }
-    closedir(top);
-}
-
-int sess_gc(struct sess_store *st, int64_t *n_segments, int64_t *freed)
-{
-    if (delete_selected(st, "SELECT id, bytes FROM segments WHERE id NOT IN (SELECT segment FROM chain)",
-                        -1, 0, n_segments, freed))
-        return -1;
-    remove_stray_files(st, n_segments, freed);
-    return 0;
-}
-
-int64_t sess_store_bytes(struct sess_store *st)
-{
-    sqlite3_stmt *s = prep(st, "SELECT coalesce(sum(bytes), 0) FROM segments");
-    int64_t v = -1;
-    if (s && sqlite3_step(s) == SQLITE_ROW)
-        v = sqlite3_column_int64(s, 0);
+    int r = rc == SQLITE_DONE ? SESS_OK : rc == SQLITE_NOMEM ? sess_fail(st, "out of memory") : db_fail(st);
     sqlite3_finalize(s);
-    return v;
+    for (int64_t i = 0; i < n && r == SESS_OK; i++)
+        r = delete_block_row(st, ids[i]);
+    free(ids);
+    return r;
 }
 
-int sess_evict(struct sess_store *st, int64_t max_bytes, int64_t *n_segments, int64_t *freed)
+/* a temporary file "<name>.tmp.PID" whose writer is gone */
+static bool dead_writers_temp(const char *name)
 {
-    int64_t total = sess_store_bytes(st);
-    if (total < 0)
-        return -1;
-    *n_segments = *freed = 0;
+    const char *tmp = strstr(name, ".tmp.");
+    if (!tmp)
+        return false;
+    long pid = strtol(tmp + 5, NULL, 10);
+    return pid <= 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+}
+
+/* a file in kv/ with no row (left by a crash between write and record), a
+ * temporary file of a dead writer, a file of an earlier release, or
+ * anything else that is not a block (a FIFO, an empty directory): removed */
+static void remove_stray(struct sess_store *st, const char *path, const char *name, const struct stat *sb, void *ud)
+{
+    struct sess_gc_stats *out = ud;
+    uint8_t id[32];
+    bool stray;
+    if (strstr(name, ".tmp."))
+        stray = dead_writers_temp(name);
+    else
+        stray = !S_ISREG(sb->st_mode) || parse_hex_id(name, id) != 0 || block_known(st, id) == 0;
+    if (stray && (S_ISDIR(sb->st_mode) ? rmdir(path) == 0 : unlink(path) == 0)) {
+        out->blocks += S_ISREG(sb->st_mode);
+        out->bytes += S_ISREG(sb->st_mode) ? sb->st_size : 0;
+    }
+}
+
+int sess_gc(struct sess_store *st, struct sess_gc_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    int64_t total = 0;
+    if (forget_lost_rows(st) ||
+        delete_selected(st, prep(st, "SELECT id, bytes FROM blocks WHERE id NOT IN "
+                                     "(SELECT block FROM session_blocks)"),
+                        -1, &total, out))
+        return SESS_ERR;
+    for_each_kv_entry(st, remove_stray, out);
+    return SESS_OK;
+}
+
+int sess_evict(struct sess_store *st, int64_t max_bytes, struct sess_gc_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    int64_t total;
+    if (sess_store_bytes(st, &total, NULL))
+        return SESS_ERR;
     if (total <= max_bytes)
-        return 0;
+        return SESS_OK;
+    /* unpinned first; the oldest first; of a chain used at one time, its
+     * end first (so what stays is still a chain from the start) */
     return delete_selected(st,
-                           "SELECT id, bytes FROM segments WHERE id NOT IN ("
-                           " SELECT c.segment FROM chain c WHERE c.idx = "
-                           "  (SELECT max(idx) FROM chain WHERE session_id = c.session_id)) "
-                           "ORDER BY last_used, created",
-                           max_bytes, total, n_segments, freed);
+                           prep(st, "SELECT b.id, b.bytes, EXISTS (SELECT 1 FROM session_blocks sb "
+                                    "JOIN sessions s ON s.id = sb.session_id WHERE sb.block = b.id AND "
+                                    "s.name IS NOT NULL) AS pinned FROM blocks b "
+                                    "ORDER BY pinned, b.last_used, b.pos0 DESC"),
+                           max_bytes, &total, out);
 }
 
 /* ==== locks ==== */
 
 int sess_lock(struct sess_store *st, int64_t id, struct sess_lock **out)
 {
-    char path[4200];
+    char path[PATH_MAX + 64];
     *out = NULL;
     snprintf(path, sizeof path, "%s/locks/%" PRId64 ".lock", st->home, id);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
     if (fd < 0)
-        return fail(st, "cannot open '%s': %s", path, strerror(errno));
+        return sess_fail(st, "cannot open '%s': %s", path, strerror(errno));
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
         char buf[32] = "";
@@ -1100,31 +1355,31 @@ int sess_lock(struct sess_store *st, int64_t id, struct sess_lock **out)
         close(fd);
         long pid = r > 0 ? strtol(buf, NULL, 10) : 0;
         struct sess_info info;
-        const char *name = "?";
-        if (sess_get(st, id, &info) == 0 && info.name)
-            name = info.name;
+        bool named = sess_get(st, id, &info) == SESS_OK;
+        const char *name = named && info.name ? info.name : "?";
         if (e == EWOULDBLOCK)
-            fail(st, "session '%s' is in use by pid %ld", name, pid);
+            sess_fail(st, "session '%s' is in use by pid %ld", name, pid);
         else
-            fail(st, "cannot lock session '%s': %s", name, strerror(e));
-        if (strcmp(name, "?"))
+            sess_fail(st, "cannot lock session '%s': %s", name, strerror(e));
+        if (named)
             sess_info_free(&info);
-        return -1;
+        return e == EWOULDBLOCK ? SESS_ERR_BUSY : SESS_ERR;
     }
     char buf[32];
     int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
     if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, (size_t)n, 0) != n) {
+        int e = errno;
         close(fd);
-        return fail(st, "cannot write '%s': %s", path, strerror(errno));
+        return sess_fail(st, "cannot write '%s': %s", path, strerror(e));
     }
     struct sess_lock *l = malloc(sizeof *l);
     if (!l) {
         close(fd);
-        return fail(st, "out of memory");
+        return sess_fail(st, "out of memory");
     }
     l->fd = fd;
     *out = l;
-    return 0;
+    return SESS_OK;
 }
 
 void sess_unlock(struct sess_lock *l)

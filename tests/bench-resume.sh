@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench-resume.sh - what keeping the KV cache buys: on the Qwen2.5-0.5B-shaped
 # Q8_0 model (the one tests/bench.sh makes), a session with H tokens of
-# history is resumed by `kvchat run -s` (KV read from its segment files) and,
+# history is resumed by `kvchat run -s` (KV read from its block files) and,
 # for comparison, the same history is computed again with --no-cache. Also
 # restore time against llama.cpp's llama_state_seq_load_file (`llref resume`)
 # and bytes on disk per token. Part of `make bench`; not a test.
@@ -34,7 +34,11 @@ for h in ${HISTORY:-1000 4000 16000}; do
     rms=$(num restore_ms < "$home/resume.json")
     rt=$(awk -v a="$rms" -v b="$(num ttft_ms < "$home/resume.json")" 'BEGIN { printf "%.1f", a + b }')
     nt=$(num ttft_ms < "$home/nocache.json")
-    bytes=$(find "$home/kv" -name '*.kvseg' -printf '%s\n' | sort -n | tail -1)  # the system prompt's
+    # the bytes of the blocks that cover the session, per token it holds
+    per_tok=$(./kvchat sessions list --json | python3 -c "
+import json, sys
+s = [x for x in json.load(sys.stdin) if x['name'] == 'h$h'][0]
+print(round(s['kv_bytes'] / s['tokens']))")
     ref=-
     if [ -x "$LLREF" ]; then
         # llref prints restore_s in seconds
@@ -45,7 +49,7 @@ for h in ${HISTORY:-1000 4000 16000}; do
     printf '%8s %10s ms %10s ms %8sx %12s %12s %7s %10s\n' "$hist" "$rt" "$nt" \
         "$(awk -v a="$nt" -v b="$rt" 'BEGIN { printf "%.0f", a / b }')" "$rms" "$ref" \
         "$(awk -v a="$rms" -v b="$ref" 'BEGIN { if (b + 0 > 0) printf "%.2f", a / b; else print "-" }')" \
-        "$(awk -v a="$bytes" -v b="$hist" 'BEGIN { printf "%.0f", a / b }')"
+        "$per_tok"
 done
 echo "KV f16 of this model: 24 layers x 2 (K, V) x 128 x 2 bytes = 12288 bytes per token"
 

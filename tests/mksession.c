@@ -1,65 +1,24 @@
 /*
- * mksession.c - (tests only) puts a session into a store the way the chat
- * will: messages, then a KV segment per exchange written with kv_seg_write
- * and appended to the chain. Lets CLI tests exercise `kvchat sessions`
+ * mksession.c - (tests only) puts a session into a store the way a chat
+ * does: its messages (one token per byte of text, so counts are easy to
+ * check), then the KV blocks of its token sequence (SESS_BLOCK_TOKENS
+ * positions each, the last one partial) written as block files, recorded,
+ * and listed as the session's. Lets CLI tests exercise `kvchat sessions`
  * before a model is involved.
- *   tests/mksession HOME NAME [--system TEXT] [--turns N] [--seed S]
- * Segments are content-addressed from the (deterministic) token ids, so two
- * sessions with the same --system share the first segment.
+ *   tests/mksession HOME NAME [--system TEXT] [--turns N] [--model PATH]
+ * Blocks are content-addressed from the token ids, so two sessions whose
+ * system prompts agree share the blocks that prompt fills.
  */
-#include "sessions/kvseg.h"
-#include "sessions/sess.h"
+#include "sessions/sess-int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 static void die(const char *what, const char *why)
 {
     fprintf(stderr, "mksession: %s: %s\n", what, why);
     exit(2);
-}
-
-/* a segment of n tokens derived from text; returns its id */
-static void segment(struct sess_store *st, int64_t id, const uint8_t fp[32], uint8_t parent[32],
-                    uint32_t *pos, const char *text, int64_t last_seq)
-{
-    uint32_t n = (uint32_t)strlen(text);
-    if (n == 0)
-        n = 1;
-    int32_t *toks = malloc(n * sizeof *toks);
-    for (uint32_t i = 0; i < n; i++)
-        toks[i] = (unsigned char)text[i % (strlen(text) ? strlen(text) : 1)];
-    struct kv_seg_desc d = {0};
-    memcpy(d.fingerprint, fp, 32);
-    memcpy(d.parent, parent, 32);
-    d.kv_type = 1;
-    d.n_layer = 2;
-    d.n_embd_k = d.n_embd_v = 16;
-    d.pos0 = *pos;
-    d.n_tokens = n;
-    d.tokens = toks;
-    uint8_t sid[32];
-    kv_seg_id(&d, sid);
-    size_t rb = (size_t)n * 16 * 2;
-    uint8_t *rows = malloc(rb);
-    for (size_t i = 0; i < rb; i++)
-        rows[i] = (uint8_t)(i * 13 + *pos);
-    const void *k[2] = {rows, rows}, *v[2] = {rows, rows};
-    char path[4200], err[256];
-    if (sess_segment_path(st, sid, path, sizeof path))
-        die("segment path", sess_errmsg(st));
-    struct stat sb;
-    if (stat(path, &sb) != 0 && kv_seg_write(path, &d, sid, k, v, err, sizeof err))
-        die("segment", err);
-    stat(path, &sb);
-    if (sess_chain_append(st, id, sid, parent, fp, 1, *pos, n, sb.st_size, last_seq))
-        die("chain", sess_errmsg(st));
-    memcpy(parent, sid, 32);
-    *pos += n;
-    free(rows);
-    free(toks);
 }
 
 int main(int argc, char **argv)
@@ -82,30 +41,80 @@ int main(int argc, char **argv)
     }
     struct sess_store *st;
     char err[1024];
-    if (sess_store_open(home, &st, err, sizeof err))
+    if (sess_store_open(home, sess_store_default_params(), &st, err, sizeof err))
         die(home, err);
-    uint8_t fp[32], parent[32] = {0};
+    uint8_t fp[32];
     memset(fp, 0x42, 32);
-    struct sess_new n = {name, model, fp, system, "{\"temp\": 0.8, \"seed\": 7}", 1};
-    int64_t id;
+    int64_t model_id, id;
+    if (sess_model_id(st, fp, model, &model_id))
+        die(model, sess_errmsg(st));
+    struct sess_new n = {name, model_id, system, 1};
     if (sess_create(st, &n, &id))
         die(name, sess_errmsg(st));
-    uint32_t pos = 0;
-    int64_t seq = 0;
-    if (system) {
-        sess_append_message(st, id, SESS_ROLE_SYSTEM, system, (int64_t)strlen(system), NULL);
-        segment(st, id, fp, parent, &pos, system, seq++);
+
+    /* the messages, and all their tokens in one sequence */
+    int n_msgs = (system ? 1 : 0) + 2 * turns;
+    char **texts = calloc((size_t)n_msgs, sizeof *texts);
+    struct sess_msg_rec *m = calloc((size_t)n_msgs, sizeof *m);
+    int32_t *tokens = NULL;
+    int64_t n_tok = 0;
+    for (int i = 0; i < n_msgs; i++) {
+        char buf[256];
+        int t = (i - (system ? 1 : 0)) / 2 + 1;
+        enum sess_role role = system && i == 0 ? SESS_ROLE_SYSTEM
+                              : (i - (system ? 1 : 0)) % 2 == 0 ? SESS_ROLE_USER : SESS_ROLE_ASSISTANT;
+        if (role == SESS_ROLE_SYSTEM)
+            snprintf(buf, sizeof buf, "%s", system);
+        else if (role == SESS_ROLE_USER)
+            snprintf(buf, sizeof buf, "question %d of %s", t, name);
+        else
+            snprintf(buf, sizeof buf, "answer %d: \"quoted\"\nsecond line", t);
+        texts[i] = strdup(buf);
+        int64_t len = (int64_t)strlen(buf);
+        tokens = realloc(tokens, (size_t)(n_tok + len) * sizeof *tokens);
+        for (int64_t k = 0; k < len; k++)
+            tokens[n_tok + k] = (unsigned char)buf[k];
+        m[i] = (struct sess_msg_rec){role, texts[i], NULL, len, NULL, 0};
+        n_tok += len;
     }
-    for (int t = 0; t < turns; t++) {
-        char q[64], a[128], both[200];
-        snprintf(q, sizeof q, "question %d of %s", t + 1, name);
-        snprintf(a, sizeof a, "answer %d: \"quoted\"\nsecond line", t + 1);
-        sess_append_message(st, id, SESS_ROLE_USER, q, (int64_t)strlen(q), NULL);
-        sess_append_message(st, id, SESS_ROLE_ASSISTANT, a, (int64_t)strlen(a), NULL);
-        seq += 2;
-        snprintf(both, sizeof both, "%s%s", q, a);
-        segment(st, id, fp, parent, &pos, both, seq - 1);
+    for (int i = 0, at = 0; i < n_msgs; at += (int)m[i].n_tokens, i++)
+        m[i].tokens = tokens + at;
+    if (sess_write_messages(st, id, 0, m, n_msgs, 0, model_id, "{\"temp\": 0.8, \"seed\": 7}"))
+        die(name, sess_errmsg(st));
+
+    /* its blocks: 2 layers of 8 f16 elements per token */
+    int64_t n_blocks = (n_tok + SESS_BLOCK_TOKENS - 1) / SESS_BLOCK_TOKENS;
+    uint8_t (*ids)[32] = calloc((size_t)(n_blocks ? n_blocks : 1), sizeof *ids);
+    static uint8_t rows[SESS_BLOCK_TOKENS * 2 * 2 * 8 * 2];
+    for (int64_t k = 0; k < n_blocks; k++) {
+        struct kv_block_desc d = {0};
+        memcpy(d.fingerprint, fp, 32);
+        if (k)
+            memcpy(d.parent, ids[k - 1], 32);
+        d.kv_type = 1;
+        d.n_layer = 2;
+        d.n_embd_k = d.n_embd_v = 8;
+        d.pos0 = (uint32_t)(k * SESS_BLOCK_TOKENS);
+        d.n_tokens = (uint32_t)(n_tok - d.pos0 < SESS_BLOCK_TOKENS ? n_tok - d.pos0 : SESS_BLOCK_TOKENS);
+        d.tokens = tokens + d.pos0;
+        for (size_t i = 0; i < sizeof rows; i++)
+            rows[i] = (uint8_t)(i * 13 + d.pos0);
+        char path[4200];
+        int e;
+        err[0] = 0;
+        if (kv_block_id(&d, ids[k]) || sess_block_path(st, ids[k], true, path, sizeof path) ||
+            kv_block_write(path, &d, ids[k], rows, err, sizeof err, &e) ||
+            sess_block_record(st, &d, ids[k], model_id, (int64_t)kv_block_file_bytes(&d), sess_now_ms()))
+            die("block", err[0] ? err : sess_errmsg(st));
     }
+    if (sess_set_blocks(st, id, 0, (const uint8_t(*)[32])ids, n_blocks))
+        die(name, sess_errmsg(st));
+    for (int i = 0; i < n_msgs; i++)
+        free(texts[i]);
+    free(texts);
+    free(m);
+    free(tokens);
+    free(ids);
     sess_store_close(st);
     return 0;
 }

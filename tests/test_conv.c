@@ -2,8 +2,11 @@
  * test_conv.c - conversations (sessions/conv.c) over the real engine with a
  * real vocabulary and chat template: only new tokens are prefilled; a
  * session resumed in a fresh context answers turn 2 byte for byte as the
- * process that did both turns (greedy and sampled); prefix sharing; /undo,
- * /retry, Ctrl-C mid-answer; a full context; special tokens in user text.
+ * process that did both turns (greedy and sampled); conversations without
+ * a session share the block store (the script case); the sampler state
+ * saved with each turn (undo goes back to it, a fork at turn N carries it);
+ * a full disk never fails a turn; /undo, /retry, Ctrl-C mid-answer; a full
+ * context; special tokens in user text.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,10 +17,23 @@
 #include "core/llm.h"
 #include "sessions/sess.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* block writes that find the disk full (-Wl,--wrap=write) */
+ssize_t __real_write(int fd, const void *p, size_t n);
+static int enospc; /* all writes fail with ENOSPC */
+ssize_t __wrap_write(int fd, const void *p, size_t n)
+{
+    if (enospc) {
+        errno = ENOSPC;
+        return -1;
+    }
+    return __real_write(fd, p, n);
+}
 
 static char dir[64], model_path[128];
 static struct llm_model *model;
@@ -61,9 +77,9 @@ static int group_teardown(void **state)
     return system(cmd) ? -1 : 0;
 }
 
-/* a conversation in a fresh context */
+/* a conversation in a fresh context, over the store in home (NULL: none) */
 struct chat {
-    struct llm_ctx *ctx;
+    const struct llm_ctx *ctx;
     struct sess_conv *conv;
     struct sess_store *st;
 };
@@ -74,27 +90,31 @@ static void chat_open(struct chat *ch, const char *system, float temp, int n_ctx
     cp.n_ctx = n_ctx;
     cp.n_threads = 2;
     char err[512];
-    if (llm_ctx_init(model, cp, &ch->ctx, err, sizeof err))
+    struct llm_ctx *ctx;
+    if (llm_ctx_init(model, cp, &ctx, err, sizeof err))
+        fail_msg("%s", err);
+    ch->st = NULL;
+    if (home && sess_store_open(home, sess_store_default_params(), &ch->st, err, sizeof err))
         fail_msg("%s", err);
     struct sess_conv_params p = sess_conv_default_params();
+    p.model = model;
+    p.vocab = vocab;
+    p.ctx = ctx;
     p.system = system;
     p.tmpl = tmpl;
     p.model_path = model_path;
     p.sampling.temp = temp;
     p.sampling.seed = 7;
     p.n_predict = 12;
-    if (sess_conv_init(model, vocab, ch->ctx, p, &ch->conv, err, sizeof err))
+    if (sess_conv_init(ch->st, p, &ch->conv, err, sizeof err))
         fail_msg("%s", err);
-    ch->st = NULL;
-    if (home && sess_store_open(home, &ch->st, err, sizeof err))
-        fail_msg("%s", err);
+    ch->ctx = sess_conv_ctx(ch->conv);
 }
 
 static void chat_close(struct chat *ch)
 {
     sess_conv_free(ch->conv);
     sess_store_close(ch->st);
-    llm_ctx_free(ch->ctx);
 }
 
 struct answer {
@@ -141,16 +161,16 @@ static void exact_resume(float temp)
     /* two processes through a session */
     struct sess_restore_stats rs;
     chat_open(&a, "You are terse.", temp, 256, home);
-    assert_int_equal(sess_conv_attach(a.conv, a.st, "s", true, &rs), 0);
+    assert_int_equal(sess_conv_attach(a.conv, "s", true, &rs), 0);
     say(&a, "Hello there", &y1, &ts);
     assert_int_equal(ts.cached_tokens, 0);
     chat_close(&a);
     chat_open(&b, NULL, temp, 256, home);
-    assert_int_equal(sess_conv_attach(b.conv, b.st, "s", false, &rs), 0);
+    assert_int_equal(sess_conv_attach(b.conv, "s", false, &rs), 0);
     assert_int_equal(rs.damaged, 0);
-    assert_int_equal(rs.prefilled_tokens, 0);
+    assert_int_equal(rs.missing_tokens, 0);
     int64_t restored = rs.restored_tokens;
-    assert_true(restored > 0);
+    assert_int_equal(restored, sess_conv_n_tokens(b.conv));
     say(&b, "Tell me more", &y2, &ts);
     /* only the new message was computed */
     assert_int_equal(ts.cached_tokens, restored);
@@ -177,7 +197,7 @@ static void test_incremental_and_sharing(void **state)
     struct sess_restore_stats rs;
     const char *sys = "You are a helpful assistant who answers in one short sentence.";
     chat_open(&a, sys, 0, 512, home);
-    assert_int_equal(sess_conv_attach(a.conv, a.st, "first", true, &rs), 0);
+    assert_int_equal(sess_conv_attach(a.conv, "first", true, &rs), 0);
     say(&a, "one", &x, &ts);
     int64_t sys_tokens = ts.prompt_tokens;
     for (int turn = 2; turn <= 3; turn++) {
@@ -189,23 +209,139 @@ static void test_incremental_and_sharing(void **state)
     }
     assert_int_equal(sess_conv_n_exchanges(a.conv), 3);
     chat_close(&a);
-    /* a second chat with the same system prompt reads its segment */
+    /* a second chat with the same system prompt reads what it shares
+     * (the system prompt and the user turn's opening) from the blocks */
     chat_open(&b, sys, 0, 512, home);
-    assert_int_equal(sess_conv_attach(b.conv, b.st, "second", true, &rs), 0);
-    assert_true(rs.restored_tokens > 0);
+    int64_t sys_only = sess_conv_n_tokens(b.conv);
+    assert_int_equal(sess_conv_attach(b.conv, "second", true, &rs), 0);
     say(&b, "other", &x, &ts);
-    assert_int_equal(ts.cached_tokens, rs.restored_tokens);
+    assert_true(ts.restored_tokens > sys_only);
+    assert_int_equal(ts.cached_tokens, ts.restored_tokens);
     assert_true(ts.cached_tokens < sys_tokens);
+    assert_int_equal(ts.prefilled_tokens, ts.prompt_tokens - ts.cached_tokens);
     chat_close(&b);
     /* in use by another: the lock */
     struct chat c1, c2;
     chat_open(&c1, NULL, 0, 256, home);
     chat_open(&c2, NULL, 0, 256, home);
-    assert_int_equal(sess_conv_attach(c1.conv, c1.st, "first", false, &rs), 0);
-    assert_int_equal(sess_conv_attach(c2.conv, c2.st, "first", false, &rs), SESS_ERR_BUSY);
+    assert_int_equal(sess_conv_attach(c1.conv, "first", false, &rs), 0);
+    assert_int_equal(sess_conv_attach(c2.conv, "first", false, &rs), SESS_ERR_BUSY);
     assert_non_null(strstr(sess_conv_errmsg(c2.conv), "is in use by pid"));
     chat_close(&c2);
     chat_close(&c1);
+}
+
+/* conversations with no session, one after another over one store: the
+ * second prompt's shared prefix is read, not computed, and it answers as
+ * the first did for the same prompt */
+static void test_script_case(void **state)
+{
+    (void)state;
+    char home[128];
+    snprintf(home, sizeof home, "%s/home-script", dir);
+    char doc[4096] = "";
+    for (int i = 0; i < 120; i++) {
+        char w[32];
+        snprintf(w, sizeof w, "word%d ", i);
+        strcat(doc, w);
+    }
+    char q1[4200], q2[4200];
+    snprintf(q1, sizeof q1, "%sWhat is the first word?", doc);
+    snprintf(q2, sizeof q2, "%sWhat is the last word?", doc);
+    struct chat a, b, c;
+    struct answer x, y, z;
+    struct sess_turn_stats ts1, ts2, ts3;
+    chat_open(&a, NULL, 0, 1024, home);
+    say(&a, q1, &x, &ts1);
+    assert_int_equal(ts1.cached_tokens, 0);
+    assert_true(ts1.blocks_written >= ts1.prompt_tokens / SESS_BLOCK_TOKENS);
+    chat_close(&a);
+    chat_open(&b, NULL, 0, 1024, home);
+    say(&b, q2, &y, &ts2);
+    /* all of the document, and no more than the question's own tokens computed */
+    assert_true(ts2.restored_tokens > ts2.prompt_tokens - 12);
+    assert_int_equal(ts2.prefilled_tokens, ts2.prompt_tokens - ts2.restored_tokens);
+    chat_close(&b);
+    /* the first prompt again: everything but its last token from disk, and
+     * (greedy) its answer */
+    chat_open(&c, NULL, 0, 1024, home);
+    say(&c, q1, &z, &ts3);
+    assert_int_equal(ts3.prefilled_tokens, 1);
+    assert_string_equal(z.text, x.text);
+    chat_close(&c);
+}
+
+/* each answer keeps the sampler state after it: undo goes back to the
+ * state after the exchange before, a fork at turn 1 carries turn 1's */
+static void test_sampler_per_turn(void **state)
+{
+    (void)state;
+    char home[128];
+    snprintf(home, sizeof home, "%s/home-sampler", dir);
+    struct chat a, f;
+    struct answer t1, t2, t2b, t3, t2f;
+    struct sess_turn_stats ts;
+    struct sess_restore_stats rs;
+    chat_open(&a, NULL, 0.9f, 512, home);
+    assert_int_equal(sess_conv_attach(a.conv, "orig", true, &rs), 0);
+    say(&a, "one", &t1, &ts);
+    say(&a, "two", &t2, &ts);
+    assert_int_equal(sess_conv_undo(a.conv), SESS_OK);
+    say(&a, "two", &t2b, &ts);
+    assert_string_equal(t2.text, t2b.text); /* the same draw again */
+    say(&a, "three", &t3, &ts);
+    chat_close(&a);
+    struct sess_store *st;
+    char err[256];
+    assert_int_equal(sess_store_open(home, sess_store_default_params(), &st, err, sizeof err), 0);
+    assert_int_equal(sess_fork(st, "orig", "fork1", 1), 0);
+    sess_store_close(st);
+    /* a fresh process with another seed: the saved state decides */
+    chat_open(&f, NULL, 0.9f, 512, home);
+    struct llm_sampler_params sp = sess_conv_get_params(f.conv).sampling;
+    sp.seed = 12345;
+    sess_conv_set_sampling(f.conv, sp);
+    assert_int_equal(sess_conv_attach(f.conv, "fork1", false, &rs), 0);
+    assert_int_equal(sess_conv_n_exchanges(f.conv), 1);
+    say(&f, "two", &t2f, &ts);
+    assert_string_equal(t2f.text, t2.text);
+    chat_close(&f);
+}
+
+/* a full disk: the turn is saved without its KV, with the reason; the next
+ * process recomputes what is missing and goes on */
+static void test_full_disk(void **state)
+{
+    (void)state;
+    char home[128];
+    snprintf(home, sizeof home, "%s/home-full", dir);
+    struct chat a, b, ref;
+    struct answer x, y, r;
+    struct sess_turn_stats ts;
+    struct sess_restore_stats rs;
+    chat_open(&a, "sys", 0, 512, home);
+    assert_int_equal(sess_conv_attach(a.conv, "full", true, &rs), 0);
+    enospc = 1;
+    say(&a, "one", &x, &ts);
+    enospc = 0;
+    print_message("%s\n", ts.kv_problem);
+    assert_non_null(strstr(ts.kv_problem, "No space left on device"));
+    assert_non_null(strstr(ts.kv_problem, "the turn is saved without it"));
+    assert_int_equal(ts.blocks_written, 0);
+    chat_close(&a);
+    chat_open(&b, NULL, 0, 512, home);
+    assert_int_equal(sess_conv_attach(b.conv, "full", false, &rs), 0);
+    assert_int_equal(sess_conv_n_exchanges(b.conv), 1);
+    assert_true(rs.missing_tokens > 0);
+    say(&b, "two", &y, &ts);
+    assert_int_equal(ts.kv_problem[0], 0);
+    assert_true(ts.blocks_written > 0);
+    chat_close(&b);
+    chat_open(&ref, "sys", 0, 512, NULL);
+    say(&ref, "one", &r, &ts);
+    say(&ref, "two", &r, &ts);
+    assert_string_equal(r.text, y.text);
+    chat_close(&ref);
 }
 
 static void test_undo_retry_interrupt(void **state)
@@ -316,7 +452,10 @@ static void test_context_full(void **state)
     int64_t ex = sess_conv_n_exchanges(a.conv);
     assert_int_equal(sess_conv_drop_oldest(a.conv, 1), SESS_OK);
     assert_int_equal(sess_conv_n_exchanges(a.conv), ex - 1);
-    assert_int_equal(llm_ctx_n_past(a.ctx), sess_conv_n_tokens(a.conv));
+    /* the cache keeps what did not move; the next turn computes the rest */
+    assert_true(llm_ctx_n_past(a.ctx) < sess_conv_n_tokens(a.conv));
+    say(&a, "more", &x, &ts);
+    assert_int_equal(ts.prefilled_tokens, ts.prompt_tokens - ts.cached_tokens);
     chat_close(&a);
 }
 
@@ -346,6 +485,9 @@ int main(void)
         cmocka_unit_test(test_exact_resume_greedy),
         cmocka_unit_test(test_exact_resume_sampled),
         cmocka_unit_test(test_incremental_and_sharing),
+        cmocka_unit_test(test_script_case),
+        cmocka_unit_test(test_sampler_per_turn),
+        cmocka_unit_test(test_full_disk),
         cmocka_unit_test(test_undo_retry_interrupt),
         cmocka_unit_test(test_interrupted_prefill),
         cmocka_unit_test(test_context_full),

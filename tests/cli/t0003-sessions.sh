@@ -1,25 +1,29 @@
 #!/bin/sh
-# t0003: `kvchat sessions` over a store made by tests/mksession: list, show,
-# export, rename, fork (segments shared, not copied), rm, gc, the write lock.
+# t0003: `kvchat sessions` over a store made by tests/mksession (one token
+# a byte, KV blocks of 64 positions): list, show, export, rename, fork
+# (blocks shared, not copied), rm, gc, eviction, the write lock.
 . "$TOP/tests/cli/lib.sh"
 : "${MKSESSION:?}"
 H=$KVCHAT_HOME
-kvbytes() { find "$H/kv" -name '*.kvseg' -printf '%s\n' | awk '{s += $1} END {print s + 0}'; }
-nseg() { find "$H/kv" -name '*.kvseg' | wc -l; }
+kvbytes() { find "$H/kv" -name '*.kvblk' -printf '%s\n' | awk '{s += $1} END {print s + 0}'; }
+nblk() { find "$H/kv" -name '*.kvblk' | wc -l; }
 
 run "$KVCHAT" sessions list
 expect_rc 0; expect_out_empty; expect_err 'no sessions yet'
 
-"$MKSESSION" "$H" one --system "You are terse." --turns 2
-"$MKSESSION" "$H" two --system "You are terse." --turns 1
-# the shared system prompt is one file: 1 + 2 + 1 segments
-[ "$(nseg)" = 4 ] && ok "shared system segment stored once" || not_ok "segments: $(nseg)"
+# a system prompt of 150 tokens fills two blocks; each exchange is 47 tokens
+sys=$(printf 'You are terse. %.0s' 1 2 3 4 5 6 7 8 9 10)
+"$MKSESSION" "$H" one --system "$sys" --turns 2
+"$MKSESSION" "$H" two --system "$sys" --turns 1
+# one: 244 tokens, 4 blocks; two: 197 tokens, 4 blocks; the two blocks of
+# the system prompt are the same files
+[ "$(nblk)" = 6 ] && ok "the shared system prompt's blocks stored once" || not_ok "blocks: $(nblk)"
 
 run "$KVCHAT" sessions list
 expect_rc 0
 expect_out '^NAME  *MODEL  *TURNS  *TOKENS  *KV  *UPDATED'
-expect_out '^one  *test.gguf  *2  *108 '
-expect_out '^two  *test.gguf  *1  *61 '
+expect_out '^one  *test.gguf  *2  *244 '
+expect_out '^two  *test.gguf  *1  *197 '
 run "$KVCHAT" sessions list --json
 expect_rc 0
 [ "$(jq length "$T/out")" = 2 ] && ok "two sessions in JSON" || not_ok "json list"
@@ -37,7 +41,7 @@ expect_rc 0; expect_out '^# two'; expect_out '^## Assistant'
 run "$KVCHAT" sessions export two --format yaml
 expect_rc 1; expect_err 'format must be json or markdown'
 
-# fork shares every segment: no new bytes on disk
+# fork shares every block: no new bytes on disk
 before=$(kvbytes)
 run "$KVCHAT" sessions fork one one-b
 expect_rc 0
@@ -59,19 +63,27 @@ expect_rc 3; expect_out_empty; expect_err "kvchat: no session 'two'"
 
 # gc keeps what any session uses
 run "$KVCHAT" sessions gc
-expect_rc 0; expect_err 'gc: removed 0 segment files'
-# rm one and its forks: their turn segments become garbage; three keeps the system one
+expect_rc 0; expect_err 'gc: removed 0 block files'
+# rm one and its forks: their own two blocks become garbage; three keeps the system's
 run "$KVCHAT" sessions rm one one-b one-c
 expect_rc 0
 run "$KVCHAT" sessions gc
-expect_rc 0; expect_err 'gc: removed 2 segment files'
-[ "$(nseg)" = 2 ] && ok "two segments left for 'three'" || not_ok "segments left: $(nseg)"
+expect_rc 0; expect_err 'gc: removed 2 block files.*; 4 blocks .* kept'
+[ "$(nblk)" = 4 ] && ok "four blocks left for 'three'" || not_ok "blocks left: $(nblk)"
 run "$KVCHAT" sessions rm one
 expect_rc 3; expect_err "no session 'one'"
+run "$KVCHAT" sessions show three
+expect_rc 0; expect_out 'question 1 of two'
 
-# --cache-max evicts what is not a session's head
+# --cache-max evicts the least recently used until the store fits
+one_block=$(find "$H/kv" -name '*.kvblk' -printf '%s\n' | sort -n | tail -1)
+run "$KVCHAT" sessions gc --cache-max $((3 * one_block))
+expect_rc 0; expect_err 'gc: removed 1 block file,'
 run "$KVCHAT" sessions gc --cache-max 0
-expect_rc 0; expect_err 'gc: removed 1 segment file,'
+expect_rc 0; expect_err 'gc: removed 3 block files,'
+[ "$(nblk)" = 0 ] && ok "--cache-max 0 empties the store" || not_ok "blocks left: $(nblk)"
+run "$KVCHAT" sessions show three
+expect_rc 0; expect_out 'question 1 of two'
 run "$KVCHAT" sessions gc --cache-max lots
 expect_rc 1; expect_err "cache-max takes a size"
 

@@ -1,16 +1,16 @@
 #!/bin/sh
 # t0005: sessions through `kvchat run -s`: only new tokens computed on
-# resume, a shared system prompt stored once, forks, damaged segments
-# detected and repaired, another model, kill -9 at random moments, and one
-# writer per session.
+# resume, a shared system prompt stored once, forks, damaged KV blocks
+# detected and repaired, another model, kill -9 at random moments, one
+# writer per session, and eviction under --cache-max.
 . "$TOP/tests/cli/lib.sh"
 M=$T/m.gguf
 "$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
     --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 --ctx 4096 >/dev/null
 R="$KVCHAT run -m $M -t 2 --temp 0 -n 8 --json"
 H=$KVCHAT_HOME
-nseg() { find "$H/kv" -name '*.kvseg' | wc -l; }
-segs() { find "$H/kv" -name '*.kvseg' | sort; }
+nblk() { find "$H/kv" -name '*.kvblk' | wc -l; }
+kvbytes() { find "$H/kv" -name '*.kvblk' -printf '%s\n' | awk '{s += $1} END {print s + 0}'; }
 field() { jq -r ".$1" "$T/out"; }
 
 # ---- resume computes only the new message
@@ -44,28 +44,28 @@ run sh -c "$R -s a 'Once more' < /dev/null"
 
 # ---- a 1,000-token system prompt is stored once
 sys=$(python3 -c "print(' '.join('word%d' % i for i in range(300)))")
-before=$(nseg)
 run sh -c "$KVCHAT run -m $M -t 2 --temp 0 -n 4 --json -c 2048 -s p1 --system '$sys' 'first' < /dev/null"
 expect_rc 0
 sys_tokens=$(field prompt_tokens)
 [ "$sys_tokens" -gt 1000 ] && ok "system prompt of $sys_tokens tokens" || not_ok "system prompt only $sys_tokens tokens"
+before=$(nblk) bytes_before=$(kvbytes)
 run sh -c "$KVCHAT run -m $M -t 2 --temp 0 -n 4 --json -c 2048 -s p2 --system '$sys' 'second' < /dev/null"
 expect_rc 0
 cached=$(field cached_tokens)
 [ "$cached" -gt 1000 ] && ok "second session reused $cached system tokens" || not_ok "second session cached $cached"
-[ "$(( $(nseg) - before ))" = 3 ] && ok "system segment stored once (3 new files)" || not_ok "$(( $(nseg) - before )) new files"
-big=$(find "$H/kv" -name '*.kvseg' -size +100k | wc -l)
-[ "$big" = 1 ] && ok "one large (system) segment file" || not_ok "$big large segment files"
+[ "$(( $(nblk) - before ))" -le 2 ] && ok "the system prompt's blocks stored once ($(( $(nblk) - before )) new files)" || not_ok "$(( $(nblk) - before )) new files"
+[ "$(( ($(kvbytes) - bytes_before) * 10 ))" -lt "$bytes_before" ] && ok "the second session added < 10% of the bytes" || not_ok "second session added $(( $(kvbytes) - bytes_before )) bytes to $bytes_before"
 
 # ---- fork: both branches work, the shared part is not copied
 run "$KVCHAT" sessions fork a a2
 expect_rc 0
-n=$(nseg)
+n=$(nblk)
 run sh -c "$R -s a 'Branch one' < /dev/null"; expect_rc 0; b1=$(field answer); c1=$(field cached_tokens)
+w1=$(field blocks_written)
 run sh -c "$R -s a2 'Branch one' < /dev/null"; expect_rc 0
 [ "$(field answer)" = "$b1" ] && ok "fork answers like its source" || not_ok "fork answer differs"
-[ "$(field cached_tokens)" = "$c1" ] && ok "fork resumed from shared segments" || not_ok "fork cached $(field cached_tokens)"
-[ "$(nseg)" = "$((n + 1))" ] && ok "identical turns share one segment" || not_ok "segments $(nseg), want $((n + 1))"
+[ "$(field cached_tokens)" -ge "$c1" ] && ok "fork resumed from shared blocks" || not_ok "fork cached $(field cached_tokens)"
+[ "$(field blocks_written)" = 0 ] && [ "$(nblk)" = "$((n + w1))" ] && ok "identical turns share their blocks" || not_ok "blocks $(nblk), want $((n + w1))"
 
 # ---- damage: each detected once, answered the same, repaired
 damage() { # what, command
@@ -77,19 +77,19 @@ damage() { # what, command
     "$@"
     run sh -c "$R -s d2-$what 'After damage' < /dev/null"
     expect_rc 0
-    [ "$(grep -c 'kvchat:.*KV segment' "$T/err")" = 1 ] && ok "$what: reported once" || { not_ok "$what: not reported once"; cat "$T/err"; }
+    [ "$(grep -c 'kvchat:.*KV block' "$T/err")" = 1 ] && ok "$what: reported once" || { not_ok "$what: not reported once"; cat "$T/err"; }
     [ "$(field answer)" = "$want" ] && ok "$what: answered as undamaged" || not_ok "$what: answer differs"
     run sh -c "$R -s d2-$what 'And again' < /dev/null"
     [ ! -s "$T/err" ] && ok "$what: repaired" || { not_ok "$what: still reported"; cat "$T/err"; }
 }
-victim() { # the largest segment of session a's chain that is not the system prompt's
+victim() { # session a's first block (a full one)
     python3 - "$H" <<'PY'
 import sqlite3, sys, os
 h = sys.argv[1]
 db = sqlite3.connect(h + "/kvchat.db")
 sid = db.execute("select id from sessions where name='a'").fetchone()[0]
-seg = db.execute("select segment from chain where session_id=? order by idx limit 1 offset 1", (sid,)).fetchone()[0].hex()
-print(os.path.join(h, "kv", seg[:2], seg + ".kvseg"))
+b = db.execute("select block from session_blocks where session_id=? order by idx limit 1", (sid,)).fetchone()[0].hex()
+print(os.path.join(h, "kv", b[:2], b + ".kvblk"))
 PY
 }
 v=$(victim)
@@ -99,6 +99,10 @@ damage flipped python3 -c "
 f = open('$v', 'r+b'); f.seek(-7, 2); b = f.read(1); f.seek(-7, 2); f.write(bytes([b[0] ^ 1])); f.close()"
 v=$(victim)
 damage deleted rm -f "$v"
+v=$(victim)
+damage fifo sh -c "rm -f '$v' && mkfifo '$v'"
+v=$(victim)
+damage directory sh -c "rm -f '$v' && mkdir '$v'"
 
 # another model under the same file name: nothing is reused, nothing is wrong
 cp "$M" "$T/m.orig"
@@ -107,7 +111,7 @@ cp "$M" "$T/m.orig"
 run sh -c "$R -s a 'Other model' < /dev/null"
 expect_rc 0
 [ "$(field cached_tokens)" = 0 ] && ok "another model reuses no KV" || not_ok "another model cached $(field cached_tokens)"
-grep -q 'KV segment' "$T/err" && ok "the mismatch is reported" || not_ok "mismatch not reported"
+grep -q "session 'a' was saved with another model" "$T/err" && ok "the mismatch is reported" || not_ok "mismatch not reported"
 run sh -c "$R -s fresh 'Other model' < /dev/null"
 cp "$M" "$T/m.other"; cp "$T/m.orig" "$M"
 
@@ -141,14 +145,23 @@ expect_rc 0
 run sh -c "$R -c 4096 -s k 'after gc' < /dev/null"
 expect_rc 0
 [ ! -s "$T/err" ] && ok "session k intact after gc" || { not_ok "session k after gc"; cat "$T/err"; }
-# ---- --cache-max: the store is trimmed to the sessions' latest segments
-heads=$(python3 -c "import sqlite3; print(sqlite3.connect('$H/kvchat.db').execute('select count(distinct segment) from chain c where idx = (select max(idx) from chain where session_id = c.session_id)').fetchone()[0])")
-run sh -c "$R -s a --cache-max 1 'Trim it' < /dev/null"
+# ---- --cache-max: the least recently used go, the session in use stays
+abytes=$("$KVCHAT" sessions list --json | jq '.[] | select(.name == "a") | .kv_bytes')
+budget=$((3 * abytes))
+[ "$(kvbytes)" -gt "$budget" ] && ok "the store holds more than the budget" || not_ok "store $(kvbytes) <= $budget"
+run sh -c "$R -s a --cache-max $budget 'Trim it' < /dev/null"
 expect_rc 0
-[ "$(nseg)" -le "$((heads + 1))" ] && ok "--cache-max 1 keeps only heads ($(nseg) files)" || not_ok "$(nseg) files after --cache-max 1 (heads $heads)"
+[ "$(kvbytes)" -le "$budget" ] && ok "--cache-max $budget: $(kvbytes) bytes kept" || not_ok "$(kvbytes) bytes after --cache-max $budget"
+ptok=$(field prompt_tokens) gtok=$(field generated_tokens)
 run sh -c "$R -s a 'After trim' < /dev/null"
 expect_rc 0
-[ "$(field cached_tokens)" -gt 0 ] && ok "evicted history recomputed, the head restored" || not_ok "after trim cached $(field cached_tokens)"
+[ "$(field cached_tokens)" = $((ptok + gtok)) ] && ok "the session's own blocks were kept" || not_ok "after trim cached $(field cached_tokens), want $((ptok + gtok))"
+run sh -c "$R -s a --cache-max 1 'Trim all' < /dev/null"
+expect_rc 0
+[ "$(nblk)" = 0 ] && ok "--cache-max 1 keeps nothing" || not_ok "$(nblk) files after --cache-max 1"
+run sh -c "$R -s a 'After trim' < /dev/null"
+expect_rc 0
+[ "$(field cached_tokens)" = 0 ] && ok "evicted history is computed again" || not_ok "after trim all cached $(field cached_tokens)"
 run sh -c "$R -s a --cache-max lots 'x' < /dev/null"
 expect_rc 1; expect_err "expected a size like 4G"
 finish

@@ -1,6 +1,6 @@
 #!/bin/sh
 # t0502: named sessions in the REPL - `kvchat chat NAME` saves every
-# exchange and resumes from KV snapshots (no re-prefill; the same answer as
+# exchange and resumes from its KV blocks (no re-prefill; the same answer as
 # one process doing all turns), `kvchat NAME`, a session in use by another
 # process (exit 3), /save, /load, /fork, /sessions, completion of session
 # names, an unnamed chat discarded at exit, SIGTERM and SIGHUP.
@@ -28,7 +28,7 @@ send \x04
 exit 0
 EOF
 drive work2 $K --temp 0 -n 8 -v chat work <<'EOF'
-capture restored session 'work': ([0-9]+) tokens restored from snapshots, 0 recomputed
+capture restored session 'work': ([0-9]+) tokens restored from [0-9]+ KV blocks? in [0-9.]+ ms, 0 to compute
 expect session 'work': 2 exchanges so far
 expect work> 
 say And of Italy? a3
@@ -36,7 +36,9 @@ send \x04
 exit 0
 EOF
 restored=$(cat "$T/work2/restored")
-expect_eq "turn 3 after a resume reuses every restored token" "$(stat_of "$T/work2/a3" reused)" "$restored"
+# (at least: the reference above stored the blocks of its own turn 3 too)
+[ "$(stat_of "$T/work2/a3" reused)" -ge "$restored" ] && ok "turn 3 after a resume reuses every restored token" ||
+    not_ok "turn 3 after a resume reused $(stat_of "$T/work2/a3" reused) of $restored restored"
 [ "$(stat_of "$T/work2/a3" prefilled)" -lt 30 ] && ok "turn 3 after a resume prefills only its message" ||
     not_ok "turn 3 after a resume prefilled $(stat_of "$T/work2/a3" prefilled)"
 grep -v '^\[' "$T/work2/a3" >"$T/work2.a3"

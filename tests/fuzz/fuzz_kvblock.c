@@ -1,10 +1,11 @@
 /*
- * fuzz_kvseg.c - libFuzzer target for the KV segment header parser: any
+ * fuzz_kvblock.c - libFuzzer target for the KV block header parser: any
  * bytes are refused with a reason or parsed into fields that stay inside
- * the buffer (tokens included).
- *   ./tests/fuzz/fuzz_kvseg -max_total_time=600 /tmp/kvseg-work tests/fuzz/corpus/kvseg
+ * the buffer (tokens included), whose id can be computed.
+ *   ./tests/fuzz/fuzz_kvblock -max_total_time=600 /tmp/kvblock-work tests/fuzz/corpus/kvblock
+ * The corpus: KVCHAT_WRITE_CORPUS=tests/fuzz/corpus/kvblock tests/test_kvblock
  */
-#include "sessions/kvseg.h"
+#include "sessions/kvblock.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,20 +19,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!buf)
         return 0;
     memcpy(buf, data, size);
-    struct kv_seg_desc d;
+    struct kv_block_desc d;
     uint8_t id[32], cid[32];
     uint32_t hb;
     char err[256] = "";
-    if (kv_seg_parse_header(buf, size, &d, id, &hb, err, sizeof err) == 0) {
-        if (hb > size)
+    if (kv_block_parse_header(buf, size, &d, id, &hb, err, sizeof err) == 0) {
+        if (hb > size || kv_block_rows_bytes(&d) == 0)
             abort();
         for (uint32_t i = 0; i < d.n_tokens; i++) {
             int32_t t;
             memcpy(&t, (const uint8_t *)d.tokens + 4 * i, 4);
             sink += (uint32_t)t;
         }
-        kv_seg_id(&d, cid);
-        sink += cid[0];
+        if (kv_block_id(&d, cid) == 0)
+            sink += cid[0];
     } else if (!err[0]) {
         abort();
     }

@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0006: a cache hit gives the bits of a recomputation. Ten-turn
+# t0404: a cache hit gives the bits of a recomputation. Ten-turn
 # conversations through `kvchat run -s` (each turn resumed from the KV
 # segments on disk, so only its new message is computed) answer byte for
 # byte what `--no-cache` (the whole conversation prefilled again, in one

@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0007: the path variables - an empty KVCHAT_HOME is an error, not the
+# t0012: the path variables - an empty KVCHAT_HOME is an error, not the
 # default; a variable longer than the checked limit (PATH_MAX less room for
 # kvchat's own names) is refused by name; a home longer than SQLite can
 # open a database under (494 bytes, after symbolic links) is refused with

@@ -1,0 +1,393 @@
+/*
+ * blocks.c - the KV cache of an engine context on disk, as content-addressed
+ * blocks of SESS_BLOCK_TOKENS positions (format in kvblock.h): restoring the
+ * longest stored chain that matches a prompt's tokens (and the first rows of
+ * a block that diverges from it), and storing the blocks a context holds
+ * that the store does not.
+ *
+ * The caller always supplies the tokens; blocks are a cache keyed by
+ * content, so a block whose address does not match the tokens is simply
+ * not found, and one that is found but fails any check is dropped from the
+ * index, reported, and computed again. Rows move between the context and
+ * the files through core's llm_ctx_kv_rows (reading straight into the
+ * cache) and llm_ctx_kv_export, whose layout is the block file's.
+ */
+#include "core/llm.h"
+#include "sessions/sess-int.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define B SESS_BLOCK_TOKENS
+
+struct sess_kv {
+    struct sess_store *st;
+    const struct llm_model *m;
+    struct llm_ctx *ctx;
+    uint8_t fp[32];
+    int64_t model_id;
+    uint32_t kv_type, n_layer, n_embd;
+    uint8_t (*ids)[32];      /* ids of the blocks of the tokens last looked at */
+    struct sess_block_row *rows;
+    int64_t cap_ids;
+    struct kv_block_dst *dst; /* 2 n_layer: where each run of a block goes */
+    uint8_t *rows_buf;       /* one block's rows, for writing */
+    int32_t child_tokens[B];
+};
+
+/* ==== the model fingerprint ==== */
+
+int sess_model_fingerprint(const struct llm_gguf *g, uint8_t out[32])
+{
+    struct llm_sha256 *h = llm_sha256_init();
+    uint64_t size = llm_gguf_file_size(g), data = llm_gguf_data_offset(g);
+    llm_sha256_update(h, "kvchat-fingerprint-1", 20);
+    llm_sha256_update(h, &size, 8);
+    llm_sha256_update(h, llm_gguf_bytes(g), data); /* header, metadata, tensor infos */
+    for (int64_t i = 0; i < llm_gguf_n_tensors(g); i++) {
+        const struct llm_tensor_info *t = llm_gguf_tensor(g, i);
+        const uint8_t *p = t->data;
+        uint64_t n = t->n_bytes, k = n < 4096 ? n : 4096;
+        llm_sha256_update(h, p, k);
+        llm_sha256_update(h, p + (n - k) / 2, k);
+        llm_sha256_update(h, p + n - k, k);
+    }
+    return llm_sha256_final(h, out) == LLM_OK ? SESS_OK : SESS_ERR;
+}
+
+/* The fingerprint, remembered in the store by the file's identity (path,
+ * device, inode, size, status-change time: any write, and cp --preserve,
+ * changes it) so an unchanged file is hashed once. */
+static int fingerprint_cached(struct sess_store *st, const char *path, const struct llm_gguf *g, uint8_t out[32])
+{
+    struct stat sb;
+    /* the mapping is of the file as it was opened: trust the record only if
+     * the file still has that size (and identity, and time) */
+    if (!path || !*path || stat(path, &sb) != 0 || (uint64_t)sb.st_size != llm_gguf_file_size(g))
+        return sess_model_fingerprint(g, out);
+    if (sess_fingerprint_lookup(st, path, &sb, out) == 1)
+        return SESS_OK;
+    if (sess_model_fingerprint(g, out))
+        return SESS_ERR;
+    sess_fingerprint_remember(st, path, &sb, out); /* best effort */
+    return SESS_OK;
+}
+
+/* ==== life cycle ==== */
+
+int sess_kv_init(struct sess_store *st, const struct llm_model *m, struct llm_ctx *ctx, const char *model_path,
+                 struct sess_kv **out, char *err, size_t err_size)
+{
+    *out = NULL;
+    struct sess_kv *kv = calloc(1, sizeof *kv);
+    if (!kv) {
+        snprintf(err, err_size, "out of memory");
+        return SESS_ERR;
+    }
+    kv->st = st;
+    kv->m = m;
+    kv->ctx = ctx;
+    kv->kv_type = llm_ctx_kv_type(ctx) == LLM_TYPE_F32 ? 0 : 1;
+    kv->n_layer = (uint32_t)llm_model_n_layer(m);
+    kv->n_embd = (uint32_t)llm_model_n_embd_kv(m);
+    uint64_t block_bytes = (uint64_t)B * kv->n_layer * 2 * kv->n_embd * kv_block_elem_size(kv->kv_type);
+    kv->dst = malloc(2 * (size_t)kv->n_layer * sizeof *kv->dst);
+    kv->rows_buf = malloc(block_bytes ? block_bytes : 1);
+    if (!kv->dst || !kv->rows_buf) {
+        sess_kv_free(kv);
+        snprintf(err, err_size, "out of memory");
+        return SESS_ERR;
+    }
+    if (llm_ctx_kv_size(ctx, 0, B) != block_bytes) {
+        sess_kv_free(kv);
+        snprintf(err, err_size, "the KV cache's layout is not the block files'");
+        return SESS_ERR;
+    }
+    if (st) {
+        if (fingerprint_cached(st, model_path, llm_model_gguf(m), kv->fp)) {
+            snprintf(err, err_size, "cannot compute the model's fingerprint");
+            sess_kv_free(kv);
+            return SESS_ERR;
+        }
+        if (sess_model_id(st, kv->fp, model_path, &kv->model_id)) {
+            snprintf(err, err_size, "%s", sess_errmsg(st));
+            sess_kv_free(kv);
+            return SESS_ERR;
+        }
+    }
+    *out = kv;
+    return SESS_OK;
+}
+
+void sess_kv_free(struct sess_kv *kv)
+{
+    if (!kv)
+        return;
+    free(kv->ids);
+    free(kv->rows);
+    free(kv->dst);
+    free(kv->rows_buf);
+    free(kv);
+}
+
+const uint8_t *sess_kv_fingerprint(const struct sess_kv *kv) { return kv->fp; }
+int64_t sess_kv_model_id(const struct sess_kv *kv) { return kv->model_id; }
+
+/* ==== block ids ==== */
+
+/* the description of block k of tokens (n_tok of them from position kB) */
+static void describe(const struct sess_kv *kv, const int32_t *tokens, int64_t k, int64_t n_tok,
+                     const uint8_t *parent, struct kv_block_desc *d)
+{
+    memset(d, 0, sizeof *d);
+    memcpy(d->fingerprint, kv->fp, 32);
+    if (parent)
+        memcpy(d->parent, parent, 32);
+    d->kv_type = kv->kv_type;
+    d->n_layer = kv->n_layer;
+    d->n_embd_k = d->n_embd_v = kv->n_embd;
+    d->pos0 = (uint32_t)(k * B);
+    d->n_tokens = (uint32_t)n_tok;
+    d->tokens = tokens + k * B;
+}
+
+/* room for n ids (and rows) */
+static int ids_reserve(struct sess_kv *kv, int64_t n)
+{
+    if (n <= kv->cap_ids)
+        return SESS_OK;
+    int64_t cap = kv->cap_ids ? kv->cap_ids : 64;
+    while (cap < n)
+        cap *= 2;
+    uint8_t (*ids)[32] = realloc(kv->ids, (size_t)cap * sizeof *ids);
+    if (ids)
+        kv->ids = ids;
+    struct sess_block_row *rows = realloc(kv->rows, (size_t)cap * sizeof *rows);
+    if (rows)
+        kv->rows = rows;
+    if (!ids || !rows)
+        return sess_fail(kv->st, "out of memory");
+    kv->cap_ids = cap;
+    return SESS_OK;
+}
+
+/* kv->ids[0..k_end) for the blocks of tokens[0..n): full blocks, and when
+ * the last is partial, its id as a tail of n mod B tokens */
+static int chain_ids(struct sess_kv *kv, const int32_t *tokens, int64_t n, int64_t *k_end)
+{
+    int64_t k_full = n / B, k = k_full + (n % B != 0);
+    if (ids_reserve(kv, k + 1))
+        return SESS_ERR;
+    for (int64_t i = 0; i < k; i++) {
+        struct kv_block_desc d;
+        describe(kv, tokens, i, i < k_full ? B : n % B, i ? kv->ids[i - 1] : NULL, &d);
+        if (kv_block_id(&d, kv->ids[i]))
+            return sess_fail(kv->st, "cannot compute a KV block's id");
+    }
+    *k_end = k;
+    return SESS_OK;
+}
+
+/* ==== restoring ==== */
+
+static void problem(struct sess_kv_restore *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void problem(struct sess_kv_restore *r, const char *fmt, ...)
+{
+    r->damaged++;
+    if (r->first_problem[0])
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->first_problem, sizeof r->first_problem, fmt, ap);
+    va_end(ap);
+}
+
+/*
+ * Read block d (id) into the context's positions [pos0, pos0 + n_tokens)
+ * and let the context hold [0, keep). A block that is missing or damaged is
+ * reported and forgotten, and the context then holds at most [0, pos0).
+ * 1 read, 0 not, SESS_ERR.
+ */
+static int read_block(struct sess_kv *kv, const struct kv_block_desc *d, const uint8_t id[32], int64_t keep,
+                      struct sess_kv_restore *r)
+{
+    int64_t a = d->pos0, b = a + d->n_tokens;
+    for (uint32_t l = 0; l < kv->n_layer; l++)
+        for (int v = 0; v < 2; v++) {
+            struct kv_block_dst *o = &kv->dst[2 * l + v];
+            if (llm_ctx_kv_rows(kv->ctx, l, v, a, b, &o->base, &o->stride, &o->n_chunks, &o->chunk_bytes))
+                return sess_fail(kv->st, "%s", llm_ctx_errmsg(kv->ctx));
+        }
+    char path[4200], err[512];
+    if (sess_block_path(kv->st, id, false, path, sizeof path))
+        return SESS_ERR;
+    int rc = kv_block_read(path, d, id, kv->dst, err, sizeof err);
+    if (rc != KV_BLOCK_OK) {
+        if (rc == KV_BLOCK_MISSING)
+            problem(r, "KV block '%s' (tokens %lld-%lld) is missing%s%s", path, (long long)a, (long long)b,
+                    strcmp(err, "not a regular file") ? "" : ": ", strcmp(err, "not a regular file") ? "" : err);
+        else
+            problem(r, "KV block '%s' is unusable (%s)", path, err);
+        /* what was read may have overwritten rows the context held */
+        if (llm_ctx_n_past(kv->ctx) > a && llm_ctx_truncate(kv->ctx, a) != LLM_OK)
+            return sess_fail(kv->st, "%s", llm_ctx_errmsg(kv->ctx));
+        if (sess_block_forget(kv->st, id))
+            return SESS_ERR;
+        return 0;
+    }
+    if (keep > llm_ctx_n_past(kv->ctx) && llm_ctx_kv_commit(kv->ctx, keep) != LLM_OK)
+        return sess_fail(kv->st, "cannot load the KV cache: %s", llm_ctx_errmsg(kv->ctx));
+    return 1;
+}
+
+static double ms_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (t1.tv_sec - t0->tv_sec) * 1e3 + (t1.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+int sess_kv_restore(struct sess_kv *kv, const int32_t *tokens, int64_t limit, struct sess_kv_restore *r)
+{
+    memset(r, 0, sizeof *r);
+    int64_t have = llm_ctx_n_past(kv->ctx);
+    if (!kv->st || limit <= have)
+        return SESS_OK;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (limit > llm_ctx_n_ctx(kv->ctx))
+        limit = llm_ctx_n_ctx(kv->ctx);
+    int64_t k_full = limit / B, first = have / B, n_ids, found;
+    /* the ids of the full blocks up to limit (a tail's id is not wanted) */
+    if (chain_ids(kv, tokens, k_full * B, &n_ids) ||
+        sess_blocks_find(kv->st, (const uint8_t(*)[32])kv->ids + first, k_full - first, kv->rows + first, &found))
+        return SESS_ERR;
+    int64_t m = first;
+    for (; m < first + found; m++) {
+        struct kv_block_desc d;
+        describe(kv, tokens, m, B, m ? kv->ids[m - 1] : NULL, &d);
+        int rc = read_block(kv, &d, kv->ids[m], (m + 1) * B, r);
+        if (rc < 0)
+            return SESS_ERR;
+        if (rc == 0)
+            break;
+        r->blocks++;
+    }
+    /* then the block after the chain that shares the most tokens with what
+     * follows: its first rows are ours (the prefix-sharing property) */
+    int64_t at = m * B, want = limit - at < B ? limit - at : B;
+    if (want > 0 && at + want > llm_ctx_n_past(kv->ctx)) {
+        struct sess_block_row row;
+        int64_t common;
+        const uint8_t *parent = m ? kv->ids[m - 1] : NULL;
+        static const uint8_t root[32];
+        int rc = sess_block_best_child(kv->st, parent ? parent : root, kv->model_id, kv->kv_type, tokens + at,
+                                       want, &row, &common, kv->child_tokens);
+        if (rc < 0)
+            return SESS_ERR;
+        if (rc == 1 && at + common > llm_ctx_n_past(kv->ctx) && at + row.n_tokens <= llm_ctx_n_ctx(kv->ctx) &&
+            row.n_tokens <= B) {
+            /* checked against the child's own tokens (ours where they agree) */
+            struct kv_block_desc d;
+            describe(kv, tokens, m, row.n_tokens, parent, &d);
+            d.tokens = kv->child_tokens;
+            rc = read_block(kv, &d, row.id, at + common, r);
+            if (rc < 0)
+                return SESS_ERR;
+            if (rc == 1)
+                r->blocks++;
+        }
+    }
+    r->tokens = llm_ctx_n_past(kv->ctx) - have;
+    if (r->tokens < 0)
+        r->tokens = 0;
+    /* (the blocks read are marked used when the turn's blocks are saved,
+     * after the answer: not here, where it would delay the first token) */
+    r->ms = ms_since(&t0);
+    return SESS_OK;
+}
+
+/* ==== storing ==== */
+
+/* Write block k (d, id) from the context's rows; record it. SESS_OK, or
+ * SESS_ERR with why in the store's message and *err_no the write's errno. */
+static int write_block(struct sess_kv *kv, const struct kv_block_desc *d, const uint8_t id[32], int64_t t,
+                       int64_t *bytes, int *err_no)
+{
+    uint64_t size = kv_block_rows_bytes(d);
+    char path[4200], err[512];
+    *err_no = 0;
+    if (llm_ctx_kv_export(kv->ctx, d->pos0, (int64_t)d->pos0 + d->n_tokens, kv->rows_buf, size) != (int64_t)size)
+        return sess_fail(kv->st, "cannot export the KV cache: %s", llm_ctx_errmsg(kv->ctx));
+    if (sess_block_path(kv->st, id, true, path, sizeof path))
+        return SESS_ERR;
+    if (kv_block_write(path, d, id, kv->rows_buf, err, sizeof err, err_no))
+        return sess_fail(kv->st, "%s", err);
+    *bytes = (int64_t)kv_block_file_bytes(d);
+    return sess_block_record(kv->st, d, id, kv->model_id, *bytes, t);
+}
+
+/* write_block, and when the disk is full, make room by evicting the least
+ * recently used blocks and try once more */
+static int write_block_or_evict(struct sess_kv *kv, const struct kv_block_desc *d, const uint8_t id[32],
+                                int64_t t, int64_t *bytes)
+{
+    int err_no;
+    int rc = write_block(kv, d, id, t, bytes, &err_no);
+    if (rc == SESS_OK || (err_no != ENOSPC && err_no != EDQUOT))
+        return rc;
+    char why[1024];
+    snprintf(why, sizeof why, "%s", sess_errmsg(kv->st));
+    int64_t total, need = 4 * (int64_t)kv_block_file_bytes(d);
+    struct sess_gc_stats gs;
+    if (sess_store_bytes(kv->st, &total, NULL) == SESS_OK && total > 0 &&
+        sess_evict(kv->st, total > need ? total - need : 0, &gs) == SESS_OK && gs.blocks > 0 &&
+        write_block(kv, d, id, t, bytes, &err_no) == SESS_OK)
+        return SESS_OK;
+    return sess_fail(kv->st, "%s (the disk is full: free space, or keep less with --cache-max)", why);
+}
+
+int sess_kv_save(struct sess_kv *kv, const int32_t *tokens, int64_t n, struct sess_kv_save *s)
+{
+    memset(s, 0, sizeof *s);
+    if (!kv->st || n <= 0)
+        return SESS_OK;
+    int64_t n_ids, found, k_full = n / B, t = sess_now_ms();
+    if (chain_ids(kv, tokens, n, &n_ids))
+        return SESS_ERR;
+    s->ids = kv->ids;
+    s->n_ids = n_ids;
+    int64_t n_known = 0; /* kv->rows[0..n_known): ids of blocks that were there */
+    for (int64_t k = 0; k < n_ids; k++) {
+        struct kv_block_desc d;
+        describe(kv, tokens, k, k < k_full ? B : n - k * B, k ? kv->ids[k - 1] : NULL, &d);
+        if (sess_blocks_find(kv->st, (const uint8_t(*)[32])kv->ids + k, 1, kv->rows + n_known, &found))
+            return SESS_ERR;
+        if (found) {
+            s->bytes += kv->rows[n_known++].bytes;
+        } else if (!s->problem[0]) {
+            int64_t bytes;
+            if (write_block_or_evict(kv, &d, kv->ids[k], t, &bytes) == SESS_OK) {
+                s->written++;
+                s->bytes += bytes;
+            } else { /* the rest is not written: the turn goes on without it */
+                snprintf(s->problem, sizeof s->problem, "cannot store the KV cache: %s", sess_errmsg(kv->st));
+            }
+        }
+    }
+    /* every block of the prompt was used now, at one time (for the LRU) */
+    uint8_t (*known)[32] = malloc((size_t)(n_known ? n_known : 1) * sizeof *known);
+    if (!known)
+        return sess_fail(kv->st, "out of memory");
+    for (int64_t i = 0; i < n_known; i++)
+        memcpy(known[i], kv->rows[i].id, 32);
+    int rc = sess_blocks_touch(kv->st, (const uint8_t(*)[32])known, n_known, t);
+    free(known);
+    return rc;
+}

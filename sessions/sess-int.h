@@ -1,0 +1,155 @@
+/*
+ * sess-int.h - (internal to sessions/ and its tests) what the files of
+ * sessions/ share: the store's lower layer that blocks.c and conv.c build
+ * on (store.c is the only file that includes sqlite3.h), and the block
+ * cache over an engine context (blocks.c) that conv.c uses.
+ */
+#ifndef KVCHAT_SESSIONS_SESS_INT_H
+#define KVCHAT_SESSIONS_SESS_INT_H
+
+#include "sessions/kvblock.h"
+#include "sessions/sess.h"
+
+#include <sys/stat.h>
+
+/* ==== store.c: errors, paths ==== */
+
+/* set the store's message; returns SESS_ERR */
+int sess_fail(struct sess_store *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* the home directory the store is in, borrowed */
+const char *sess_store_home(const struct sess_store *st);
+/* $home/kv/xx/<hex id>.kvblk into buf; with mkdir, the xx directory is made.
+ * SESS_OK or SESS_ERR. */
+int sess_block_path(struct sess_store *st, const uint8_t id[32], bool mkdir, char *buf, size_t size);
+/* unix milliseconds (the LRU clock) */
+int64_t sess_now_ms(void);
+
+/* ==== store.c: models and fingerprints ==== */
+
+/* the models row of a fingerprint (made, or its path updated): its id */
+int sess_model_id(struct sess_store *st, const uint8_t fp[32], const char *path, int64_t *id);
+/* a fingerprint remembered for a file's identity (path, device, inode,
+ * size, status-change time): 1 and fp, 0 if none, SESS_ERR */
+int sess_fingerprint_lookup(struct sess_store *st, const char *path, const struct stat *sb, uint8_t fp[32]);
+int sess_fingerprint_remember(struct sess_store *st, const char *path, const struct stat *sb,
+                              const uint8_t fp[32]);
+
+/* ==== store.c: the block index ==== */
+
+struct sess_block_row {
+    uint8_t id[32];
+    int64_t n_tokens;
+    int64_t bytes;
+};
+
+/* How many of ids[0..n) are recorded, counting from the first up to the
+ * first that is not: *n_found, with their rows in rows (n entries). */
+int sess_blocks_find(struct sess_store *st, const uint8_t (*ids)[32], int64_t n, struct sess_block_row *rows,
+                     int64_t *n_found);
+/* The recorded block after parent (model model_id, kv type) whose tokens
+ * share the longest prefix with tokens[0..n): 1 with the row, *common (>= 1)
+ * tokens in common and its row->n_tokens ids in child_tokens (room for
+ * SESS_BLOCK_TOKENS), 0 if none shares any, SESS_ERR. */
+int sess_block_best_child(struct sess_store *st, const uint8_t parent[32], int64_t model_id, uint32_t kv_type,
+                          const int32_t *tokens, int64_t n, struct sess_block_row *row, int64_t *common,
+                          int32_t *child_tokens);
+/* Record a block file just written (or known again), used at time
+ * last_used (unix ms): idempotent. */
+int sess_block_record(struct sess_store *st, const struct kv_block_desc *d, const uint8_t id[32],
+                      int64_t model_id, int64_t bytes, int64_t last_used);
+/* A block found missing or damaged: its row and file go (rewritten when next computed). */
+int sess_block_forget(struct sess_store *st, const uint8_t id[32]);
+/* mark blocks as used at time t (unix ms, for the LRU): the blocks of one
+ * prompt get one time, so eviction takes a chain from its end */
+int sess_blocks_touch(struct sess_store *st, const uint8_t (*ids)[32], int64_t n, int64_t t);
+
+/* ==== store.c: sessions ==== */
+
+struct sess_new {
+    const char *name;           /* must pass sess_name_check */
+    int64_t model_id;
+    const char *system_prompt;  /* may be NULL */
+    uint32_t kv_type;
+};
+/* SESS_OK and *id; SESS_ERR ("a session named 'x' already exists", ...) */
+int sess_create(struct sess_store *st, const struct sess_new *n, int64_t *id);
+
+/* name (or rename) session id; the caller holds its lock */
+int sess_set_name(struct sess_store *st, int64_t id, const char *name);
+
+/* one message as written by sess_write_messages */
+struct sess_msg_rec {
+    enum sess_role role;
+    const char *text;
+    const int32_t *tokens;
+    int64_t n_tokens;
+    const void *state;   /* an answer's sampler state after it, or NULL */
+    size_t state_bytes;
+};
+/*
+ * In one transaction: the session's messages from seq `from` on become
+ * m[0..n) (seq from, from+1, ...), its blocks from index first_block on
+ * are dropped (the ones before still cover its tokens), and the session
+ * records model_id and params (JSON, may be NULL) as its own.
+ */
+int sess_write_messages(struct sess_store *st, int64_t id, int64_t from, const struct sess_msg_rec *m,
+                        int64_t n, int64_t first_block, int64_t model_id, const char *params);
+/* the session's blocks from index `from` on become ids[0..n) (one transaction) */
+int sess_set_blocks(struct sess_store *st, int64_t id, int64_t from, const uint8_t (*ids)[32], int64_t n);
+
+/* one writer per session: flock on $home/locks/<id>.lock, released by the
+ * kernel if the process dies. Held elsewhere: SESS_ERR_BUSY and "session
+ * 'x' is in use by pid N". */
+struct sess_lock;
+int sess_lock(struct sess_store *st, int64_t id, struct sess_lock **out);
+void sess_unlock(struct sess_lock *l);
+
+/* ==== blocks.c: the block cache over one engine context ==== */
+
+struct sess_kv;
+
+/* The block cache of ctx (borrowed), a context of model m, over st
+ * (borrowed; may be NULL: then nothing is read or written). Free with
+ * sess_kv_free. */
+int sess_kv_init(struct sess_store *st, const struct llm_model *m, struct llm_ctx *ctx, const char *model_path,
+                 struct sess_kv **out, char *err, size_t err_size);
+void sess_kv_free(struct sess_kv *kv);
+/* the model's fingerprint and its models row (after a successful init) */
+const uint8_t *sess_kv_fingerprint(const struct sess_kv *kv);
+int64_t sess_kv_model_id(const struct sess_kv *kv);
+
+struct sess_kv_restore {
+    int64_t tokens, blocks;   /* restored */
+    int64_t damaged;
+    double ms;
+    char first_problem[512];
+};
+/*
+ * The context holds tokens[0..n_past); extend it from the store up to at
+ * most `limit` positions: the longest chain of recorded blocks that match
+ * tokens[0..limit), then the first rows of the child block that shares the
+ * most tokens with what follows. A block that is missing or fails its
+ * checks is reported (the first in r->first_problem), dropped from the
+ * index, and ends the chain. SESS_OK (the context may have grown), or
+ * SESS_ERR with the message in the store (the context is then as it was).
+ */
+int sess_kv_restore(struct sess_kv *kv, const int32_t *tokens, int64_t limit, struct sess_kv_restore *r);
+
+struct sess_kv_save {
+    uint8_t (*ids)[32];  /* the ids of the blocks covering tokens[0..n) (the last one
+                            maybe partial); borrowed until the next call */
+    int64_t n_ids;
+    int64_t written;     /* block files written */
+    int64_t bytes;       /* bytes of the covering blocks' files */
+    char problem[512];   /* why a block could not be written, or "" */
+};
+/*
+ * Store the blocks of tokens[0..n) (all in the context) that the store does
+ * not have: each full block, then the partial last one. Writing is best
+ * effort: a failure (ENOSPC: the disk is full; unpinned blocks are evicted
+ * first and the write tried once more) is put in s->problem and the rest is
+ * skipped. SESS_OK, or SESS_ERR only for a failure to read the index.
+ */
+int sess_kv_save(struct sess_kv *kv, const int32_t *tokens, int64_t n, struct sess_kv_save *s);
+
+#endif

@@ -1,0 +1,44 @@
+#!/bin/sh
+# t0007: a session index written by the first release (schema 1, KV as one
+# segment file per message; tests/data/sessions/v1.db, made by
+# tests/data/sessions/regen-v1.sh) opens: its sessions and messages are
+# kept, the upgrade is noted once, the old segment files go, and each
+# session's next turn (its history computed once more) answers as that
+# release answered it, greedy and sampled (the sampler state it saved).
+. "$TOP/tests/cli/lib.sh"
+M=$T/m.gguf
+"$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
+    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 >/dev/null
+H=$KVCHAT_HOME
+mkdir -p "$H/kv/3f"
+cp "$TOP/tests/data/sessions/v1.db" "$H/kvchat.db"
+echo junk > "$H/kv/3f/3f00.kvseg"
+R="$KVCHAT run -m $M -t 2 -n 6 --json"
+field() { jq -r ".$1" "$T/out"; }
+
+run "$KVCHAT" sessions list --json
+expect_rc 0
+expect_err "note: the session index '.*kvchat.db' was upgraded"
+[ "$(jq length "$T/out")" = 2 ] && ok "both sessions kept" || not_ok "sessions: $(cat "$T/out")"
+[ "$(jq '[.[] | .turns] | add' "$T/out")" = 4 ] && ok "all four turns kept" || not_ok "turns"
+[ ! -e "$H/kv/3f/3f00.kvseg" ] && ok "the old segment files are gone" || not_ok "segment file left"
+run "$KVCHAT" sessions show sampled
+expect_rc 0; expect_out '^system: You are terse.'; expect_out '^user: second question'
+run "$KVCHAT" sessions list
+expect_rc 0
+grep -q 'upgraded' "$T/err" && not_ok "the upgrade noted twice" || ok "the upgrade is noted once"
+
+run sh -c "$R --temp 0 -s greedy 'third question' < /dev/null"
+expect_rc 0
+[ "$(field cached_tokens)" = 0 ] && ok "the history is computed once more" || not_ok "cached from nowhere"
+[ "$(field answer)" = "$(cat "$TOP/tests/data/sessions/v1-greedy-turn3.txt")" ] && ok "greedy turn 3 as the first release answered it" ||
+    not_ok "greedy turn 3: '$(field answer)'"
+run sh -c "$R --temp 0.8 -s sampled 'third question' < /dev/null"
+expect_rc 0
+[ "$(field answer)" = "$(cat "$TOP/tests/data/sessions/v1-sampled-turn3.txt")" ] && ok "sampled turn 3 as the first release answered it" ||
+    not_ok "sampled turn 3: '$(field answer)'"
+# and from now on the blocks are there
+run sh -c "$R --temp 0 -s greedy 'fourth question' < /dev/null"
+expect_rc 0
+[ "$(field prefilled_tokens)" -lt 20 ] && ok "turn 4 computes only its message" || not_ok "turn 4 prefilled $(field prefilled_tokens)"
+finish
