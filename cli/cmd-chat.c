@@ -27,6 +27,7 @@
  */
 #include "cli/cmd.h"
 #include "cli/repl.h"
+#include "cli/wrap.h"
 #include "models/mdl.h"
 #include "sessions/sess.h"
 
@@ -53,13 +54,19 @@ static const char chat_usage[] =
     "\n" CMD_OPTS_HELP
     "\n"
     "Keys: Enter sends; a line ending in \\ continues on the next line; a line\n"
-    "\"\"\" starts a block that a line \"\"\" ends; Ctrl-C stops an answer or clears\n"
-    "the line; Ctrl-D (on an empty line) leaves; Tab completes /commands and\n"
-    "session names; Up/Down recall earlier inputs (kept in\n"
+    "starting with \"\"\" starts a block that a line ending with \"\"\" ends\n"
+    "(\"\"\"hello ... world\"\"\"); Ctrl-C stops an answer or clears the line;\n"
+    "Ctrl-D (on an empty line) leaves; Tab completes /commands, session names\n"
+    "and file names; Up/Down recall earlier inputs (kept in\n"
     "$XDG_STATE_HOME/kvchat/history).\n"
     "\n"
     "Commands inside the chat (/help lists them): /help /sessions /load /save\n"
-    "/new /fork /system /undo /retry /set /show /stats /clear /exit\n"
+    "/new /fork /system /read /undo /retry /set /show /stats /clear /exit; a\n"
+    "unique prefix runs /help /sessions /set /show /stats, the others only run\n"
+    "by their full name.\n"
+    "\n"
+    "Answers on a terminal are wrapped at its width (not inside ``` blocks);\n"
+    "--no-wrap, 'wrap = off' in the config file or /set wrap off turn it off.\n"
     "\n"
     "Exit status: 0 ok, 1 usage error, 2 model error, 3 session error\n"
     "(e.g. the session is open in another kvchat), 130 ended by a signal.\n";
@@ -109,6 +116,8 @@ struct chat {
     bool interactive;      /* stdin is a terminal */
     bool out_broken;       /* stdout went away */
     char last_char;        /* of the answer being streamed */
+    struct wrap wrap;      /* word wrap of answers on a terminal */
+    bool wrapping;         /* the answer being streamed is wrapped */
     struct sess_turn_stats last;
     bool have_last;
     int64_t turns;          /* answers in this process */
@@ -199,12 +208,32 @@ static int on_text(void *ud, const char *text, size_t n)
     struct chat *ch = ud;
     if (!n)
         return 0;
-    if (fwrite(text, 1, n, stdout) != n || fflush(stdout) != 0) {
+    int bad = ch->wrapping ? wrap_write(&ch->wrap, repl_width(1), text, n) : fwrite(text, 1, n, stdout) != n;
+    if (bad || fflush(stdout) != 0) {
         ch->out_broken = true;
         return 1;
     }
     ch->last_char = text[n - 1];
     return 0;
+}
+
+/* an answer starts streaming: wrapped (on a terminal, unless --no-wrap),
+ * keys typed meanwhile not echoed, Ctrl-C armed */
+static void answer_begin(struct chat *ch)
+{
+    ch->last_char = 0;
+    g_interrupt = 0;
+    ch->wrapping = ch->o.wrap && isatty(1);
+    if (ch->wrapping)
+        wrap_begin(&ch->wrap);
+    repl_quiet(ch->repl, true);
+}
+
+static void answer_end(struct chat *ch)
+{
+    repl_quiet(ch->repl, false);
+    if (ch->wrapping && wrap_end(&ch->wrap, repl_width(1)))
+        ch->out_broken = true;
 }
 
 static void stats_line(struct chat *ch, const struct sess_turn_stats *ts)
@@ -222,7 +251,7 @@ static void stats_line(struct chat *ch, const struct sess_turn_stats *ts)
 
 static void turn_done(struct chat *ch, int rc, const struct sess_turn_stats *ts)
 {
-    if (ch->last_char != '\n' && ch->last_char != 0) {
+    if (ch->wrapping ? wrap_col(&ch->wrap) != 0 : ch->last_char != '\n' && ch->last_char != 0) {
         fputc('\n', stdout);
         fflush(stdout);
     }
@@ -272,12 +301,10 @@ static int make_room(struct chat *ch, const char *text)
         }
         dropped++;
         /* try again: nothing changes when it still does not fit */
-        ch->last_char = 0;
-        g_interrupt = 0;
         memset(&ts, 0, sizeof ts);
-        repl_quiet(ch->repl, true);
+        answer_begin(ch);
         rc = sess_conv_say(ch->conv, text, on_text, ch, &g_interrupt, &ts);
-        repl_quiet(ch->repl, false);
+        answer_end(ch);
         if (rc != SESS_ERR_CTX_FULL)
             break;
     }
@@ -298,11 +325,9 @@ static void say(struct chat *ch, const char *text)
 {
     struct sess_turn_stats ts;
     memset(&ts, 0, sizeof ts);
-    ch->last_char = 0;
-    g_interrupt = 0;
-    repl_quiet(ch->repl, true);
+    answer_begin(ch);
     int rc = sess_conv_say(ch->conv, text, on_text, ch, &g_interrupt, &ts);
-    repl_quiet(ch->repl, false);
+    answer_end(ch);
     if (rc == SESS_ERR_CTX_FULL) {
         make_room(ch, text);
         return;
@@ -434,13 +459,16 @@ static bool name_ok(struct chat *ch, const char *name)
 
 /* ==== slash commands ==== */
 
-enum slash_arg { SLASH_ARG_NONE, SLASH_ARG_SESSION, SLASH_ARG_SET_KEY, SLASH_ARG_COMMAND };
+enum slash_arg { SLASH_ARG_NONE, SLASH_ARG_SESSION, SLASH_ARG_SET_KEY, SLASH_ARG_COMMAND, SLASH_ARG_FILE };
 
 struct slash_cmd {
     const char *name; /* with its slash */
     const char *args;
-    const char *help;
+    const char *help; /* NULL: an alias, not listed by /help nor taken by prefix */
     enum slash_arg complete;
+    /* runs only by its full name: it leaves the chat or changes the
+     * conversation, which a slip of the fingers must not do (/e, /r) */
+    bool full_name;
     int (*exec)(struct chat *ch, char *arg); /* 1: leave the chat */
 };
 
@@ -457,10 +485,13 @@ static int slash_help(struct chat *ch, char *arg)
         fprintf(ch->ui, "  %s%-16s%s %s\n", col(ch, C_BOLD), left, col(ch, C_RESET), s->help);
     }
     fprintf(ch->ui,
-            "\nEnter sends. End a line with \\ to go on with the next one, or put \"\"\" alone\n"
-            "on a line to start a block and again to end it. A line starting with // sends\n"
-            "a message that starts with /. Ctrl-C stops an answer or clears the line;\n"
-            "Ctrl-D leaves; Tab completes; Up/Down recall earlier inputs.\n");
+            "\nEnter sends. End a line with \\ to go on with the next one, or start a line\n"
+            "with \"\"\" to start a block and end a line with \"\"\" to end it. A line starting\n"
+            "with // sends a message that starts with /. A unique prefix is enough for\n"
+            "/help /sessions /set /show /stats; the others need their full name.\n"
+            "Ctrl-C stops an answer or clears the line; Ctrl-D leaves; Tab completes;\n"
+            "Up/Down recall earlier inputs. /set system TEXT and /set parameter KEY VALUE\n"
+            "work as in ollama.\n");
     fflush(ch->ui);
     return 0;
 }
@@ -637,14 +668,49 @@ static int slash_retry(struct chat *ch, char *arg)
     }
     struct sess_turn_stats ts;
     memset(&ts, 0, sizeof ts);
-    ch->last_char = 0;
-    g_interrupt = 0;
-    repl_quiet(ch->repl, true);
+    answer_begin(ch);
     int rc = sess_conv_retry(ch->conv, on_text, ch, &g_interrupt, &ts);
-    repl_quiet(ch->repl, false);
+    answer_end(ch);
     turn_done(ch, rc, &ts);
     if (rc != SESS_OK)
         chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
+    return 0;
+}
+
+/* /read FILE: the file's text is the next message, after a note of its size */
+static int slash_read(struct chat *ch, char *arg)
+{
+    char path[4096], err[4600], *text;
+    size_t len;
+    const char *home = getenv("HOME");
+    if (arg[0] == '~' && arg[1] == '/' && home && *home)
+        snprintf(path, sizeof path, "%s%s", home, arg + 1);
+    else
+        snprintf(path, sizeof path, "%s", arg);
+    if (cmd_read_text(path, CMD_TEXT_MAX, &text, &len, err, sizeof err)) {
+        chat_err(ch, "%s", err);
+        return 0;
+    }
+    /* the file's last newline is not the message's (as with run -f and stdin) */
+    while (len && (text[len - 1] == '\n' || text[len - 1] == '\r'))
+        text[--len] = 0;
+    /* the exchanges can be dropped to make room; the system prompt cannot */
+    int64_t n_tok, kept = sess_conv_n_tokens(ch->conv);
+    const char *sys = conv_system(ch);
+    if (sess_conv_n_exchanges(ch->conv) > 0) {
+        int32_t r = sys ? llm_tokenize(ch->l.vocab, sys, strlen(sys), NULL, 0, true, false) : 0;
+        kept = r < 0 && r != INT32_MIN ? -(int64_t)r : 0;
+    }
+    int64_t room = llm_ctx_n_ctx(ch->l.ctx) - kept;
+    if (len == 0) {
+        note(ch, C_DIM, "'%s' is empty: nothing sent", arg);
+    } else if (cmd_text_fits(&ch->l, ch->o.special, arg, text, len, room, &n_tok, err, sizeof err)) {
+        chat_err(ch, "%s", err);
+    } else {
+        note(ch, C_DIM, "[read '%s': %zu bytes, %" PRId64 " token%s]", arg, len, n_tok, n_tok == 1 ? "" : "s");
+        say(ch, text);
+    }
+    free(text);
     return 0;
 }
 
@@ -656,28 +722,81 @@ static void show_settings(struct chat *ch)
     fflush(ch->ui);
 }
 
-static int slash_set(struct chat *ch, char *arg)
+/* ollama's names for /set parameter KEY VALUE */
+static const char *const ollama_params[][2] = {
+    {"temperature", "temp"}, {"num_predict", "n_predict"}, {NULL, NULL},
+};
+
+/* split "KEY VALUE" (or KEY=VALUE) at arg: the value, or "" */
+static char *split_key(char *arg)
 {
-    if (!*arg) {
-        show_settings(ch);
-        return 0;
-    }
-    char *key = arg, *value = arg;
+    char *value = arg;
     while (*value && *value != ' ' && *value != '\t' && *value != '=')
         value++;
     if (*value)
         *value++ = 0;
     while (*value == ' ' || *value == '\t' || *value == '=')
         value++;
+    return value;
+}
+
+static int slash_set(struct chat *ch, char *arg)
+{
+    if (!*arg) {
+        show_settings(ch);
+        return 0;
+    }
+    /* ollama's forms: /set system TEXT, /set parameter KEY VALUE, and the
+     * switches wordwrap, nowordwrap, verbose, quiet */
+    size_t kl = strcspn(arg, " \t");
+    if (kl == 6 && !strncmp(arg, "system", 6)) {
+        char *text = arg + 6;
+        while (*text == ' ' || *text == '\t')
+            text++;
+        return slash_system(ch, text);
+    }
+    static const struct {
+        const char *name, *key, *value;
+    } switches[] = {
+        {"wordwrap", "wrap", "on"}, {"nowordwrap", "wrap", "off"}, {"verbose", NULL, "on"}, {"quiet", NULL, "off"},
+    };
+    for (size_t i = 0; i < sizeof switches / sizeof *switches; i++)
+        if (!strcmp(arg, switches[i].name)) {
+            if (switches[i].key) {
+                char kv[32];
+                snprintf(kv, sizeof kv, "%s %s", switches[i].key, switches[i].value);
+                return slash_set(ch, kv);
+            }
+            ch->o.verbose = !strcmp(switches[i].value, "on");
+            note(ch, C_DIM, "statistics after every answer: %s", switches[i].value);
+            return 0;
+        }
+    char *key = arg, *value = split_key(arg);
+    if (!strcmp(key, "parameter")) {
+        key = value;
+        value = split_key(value);
+        for (size_t i = 0; ollama_params[i][0]; i++)
+            if (!strcmp(key, ollama_params[i][0]))
+                key = (char *)ollama_params[i][1];
+        if (!strcmp(key, "num_ctx")) {
+            chat_err(ch, "the context size is fixed for a chat: start kvchat with -c N");
+            return 0;
+        }
+    }
     if (!*value) {
         chat_err(ch, "usage: /set KEY VALUE (keys: temp, top_k, top_p, min_p, repeat_penalty, "
-                     "presence_penalty, seed, n_predict)");
+                     "presence_penalty, seed, n_predict, wrap)");
         return 0;
     }
     char err[512];
     struct cmd_opts next = ch->o;
     if (cmd_opts_set(&next, key, value, err, sizeof err)) {
         chat_err(ch, "%s", err);
+        return 0;
+    }
+    if (next.wrap != ch->o.wrap || !strcmp(key, "wrap")) {
+        ch->o.wrap = next.wrap;
+        note(ch, C_DIM, "word wrap %s", ch->o.wrap ? "on (at the terminal's width)" : "off");
         return 0;
     }
     ch->o.sampling = next.sampling;
@@ -717,6 +836,12 @@ static int slash_show(struct chat *ch, char *arg)
     snprintf(line, sizeof line, "engine     %d threads, KV %s%s", llm_ctx_n_threads(ch->l.ctx),
              llm_type_name(llm_ctx_kv_type(ch->l.ctx)), ch->o.no_cache ? ", --no-cache" : "");
     print_fit(ch, C_RESET, line);
+    if (isatty(1))
+        snprintf(line, sizeof line, "terminal   %d columns, word wrap %s", repl_width(1),
+                 ch->o.wrap ? "on" : "off (/set wrap on)");
+    else
+        snprintf(line, sizeof line, "terminal   none: answers go to a pipe or file, never wrapped");
+    print_fit(ch, C_RESET, line);
     show_settings(ch);
     return 0;
 }
@@ -751,24 +876,27 @@ static int slash_clear(struct chat *ch, char *arg)
 }
 
 static const struct slash_cmd slash_table[] = {
-    {"/help", NULL, "this list", SLASH_ARG_COMMAND, slash_help},
-    {"/sessions", NULL, "list saved sessions", SLASH_ARG_NONE, slash_sessions},
-    {"/load", "NAME", "open a saved session (this chat is left)", SLASH_ARG_SESSION, slash_load},
-    {"/save", "NAME", "save this chat as session NAME", SLASH_ARG_NONE, slash_save},
-    {"/new", NULL, "start a new unnamed chat", SLASH_ARG_NONE, slash_new},
-    {"/fork", "NAME", "copy this session as NAME and go on in the copy", SLASH_ARG_NONE, slash_fork},
-    {"/system", "TEXT", "set the system prompt (restarts the conversation)", SLASH_ARG_NONE,
+    {"/help", NULL, "this list (also /?)", SLASH_ARG_COMMAND, false, slash_help},
+    {"/?", NULL, NULL, SLASH_ARG_COMMAND, false, slash_help},
+    {"/sessions", NULL, "list saved sessions", SLASH_ARG_NONE, false, slash_sessions},
+    {"/load", "NAME", "open a saved session (this chat is left)", SLASH_ARG_SESSION, true, slash_load},
+    {"/save", "NAME", "save this chat as session NAME", SLASH_ARG_NONE, true, slash_save},
+    {"/new", NULL, "start a new unnamed chat", SLASH_ARG_NONE, true, slash_new},
+    {"/fork", "NAME", "copy this session as NAME and go on in the copy", SLASH_ARG_NONE, true, slash_fork},
+    {"/system", "TEXT", "set the system prompt (restarts the conversation)", SLASH_ARG_NONE, true,
      slash_system},
-    {"/undo", NULL, "drop the last exchange", SLASH_ARG_NONE, slash_undo},
-    {"/retry", NULL, "answer the last message again", SLASH_ARG_NONE, slash_retry},
-    {"/set", "KEY VALUE", "change sampling: temp top_k top_p min_p repeat_penalty seed n_predict",
-     SLASH_ARG_SET_KEY, slash_set},
-    {"/show", NULL, "model, session, system prompt, parameters", SLASH_ARG_NONE, slash_show},
-    {"/stats", NULL, "tokens prefilled and reused, speed, KV bytes", SLASH_ARG_NONE, slash_stats},
-    {"/clear", NULL, "drop every exchange, keep the system prompt", SLASH_ARG_NONE, slash_clear},
-    {"/exit", NULL, "leave (also /quit, Ctrl-D)", SLASH_ARG_NONE, slash_exit},
-    {"/quit", NULL, NULL, SLASH_ARG_NONE, slash_exit},
-    {NULL, NULL, NULL, SLASH_ARG_NONE, NULL},
+    {"/read", "FILE", "send a text file as the next message", SLASH_ARG_FILE, true, slash_read},
+    {"/undo", NULL, "drop the last exchange", SLASH_ARG_NONE, true, slash_undo},
+    {"/retry", NULL, "answer the last message again", SLASH_ARG_NONE, true, slash_retry},
+    {"/set", "KEY VALUE", "change sampling: temp top_k top_p min_p repeat_penalty presence_penalty "
+     "seed n_predict; wrap on|off", SLASH_ARG_SET_KEY, false, slash_set},
+    {"/show", NULL, "model, session, system prompt, parameters", SLASH_ARG_NONE, false, slash_show},
+    {"/stats", NULL, "tokens prefilled and reused, speed, KV bytes", SLASH_ARG_NONE, false, slash_stats},
+    {"/clear", NULL, "drop every exchange, keep the system prompt", SLASH_ARG_NONE, true, slash_clear},
+    {"/exit", NULL, "leave (also /quit, /bye, Ctrl-D)", SLASH_ARG_NONE, true, slash_exit},
+    {"/quit", NULL, NULL, SLASH_ARG_NONE, true, slash_exit},
+    {"/bye", NULL, NULL, SLASH_ARG_NONE, true, slash_exit},
+    {NULL, NULL, NULL, SLASH_ARG_NONE, false, NULL},
 };
 
 /* returns 1 to leave the chat */
@@ -786,6 +914,7 @@ static int run_slash(struct chat *ch, char *line)
         arg[--n] = 0;
     const struct slash_cmd *hit = NULL;
     int n_hits = 0;
+    char names[256] = "";
     for (const struct slash_cmd *s = slash_table; s->name; s++) {
         if (!strcmp(s->name, line)) {
             hit = s;
@@ -795,11 +924,21 @@ static int run_slash(struct chat *ch, char *line)
         if (!strncmp(s->name, line, strlen(line)) && s->help) {
             hit = s;
             n_hits++;
+            size_t k = strlen(names);
+            snprintf(names + k, sizeof names - k, "%s%s", k ? ", " : "", s->name);
         }
     }
-    if (n_hits != 1) {
-        chat_err(ch, "%s command '%s' (/help lists them; // starts a message with /)",
-                 n_hits ? "ambiguous" : "unknown", line);
+    if (n_hits == 0) {
+        chat_err(ch, "unknown command '%s' (/help lists them; // starts a message with /)", line);
+        return 0;
+    }
+    if (n_hits > 1) {
+        chat_err(ch, "ambiguous command '%s': %s", line, names);
+        return 0;
+    }
+    if (hit->full_name && strcmp(hit->name, line)) {
+        chat_err(ch, "'%s' runs nothing: type %s in full (commands that leave the chat or change the "
+                     "conversation are never abbreviated)", line, hit->name);
         return 0;
     }
     if (hit->args && !*arg && hit->exec != slash_set && hit->exec != slash_system) {
@@ -811,7 +950,7 @@ static int run_slash(struct chat *ch, char *line)
 
 /* ==== completion ==== */
 
-static void complete(void *ud, const char *line, int start, repl_add_fn add, void *acc)
+static bool complete(void *ud, const char *line, int start, repl_add_fn add, void *acc)
 {
     struct chat *ch = ud;
     /* the words before the one being completed */
@@ -822,31 +961,31 @@ static void complete(void *ud, const char *line, int start, repl_add_fn add, voi
         if (*p == '/' || start == (int)(p - line))
             for (const struct slash_cmd *s = slash_table; s->name; s++)
                 add(acc, s->name);
-        return;
+        return false;
     }
     if (*p != '/')
-        return;
+        return false;
     size_t len = strcspn(p, " \t");
     const struct slash_cmd *cmd = NULL;
     for (const struct slash_cmd *s = slash_table; s->name; s++)
         if (strlen(s->name) == len && !strncmp(s->name, p, len))
             cmd = s;
     if (!cmd)
-        return;
+        return false;
     /* only the first argument completes */
     const char *q = p + len;
     while (*q == ' ' || *q == '\t')
         q++;
     if (q - line != start)
-        return;
+        return false;
     switch (cmd->complete) {
     case SLASH_ARG_SESSION: {
         if (store_need(ch))
-            return;
+            return false;
         struct sess_info *list;
         int64_t n;
         if (sess_list(ch->st, &list, &n))
-            return;
+            return false;
         for (int64_t i = 0; i < n; i++)
             add(acc, list[i].name);
         sess_list_free(list, n);
@@ -855,14 +994,19 @@ static void complete(void *ud, const char *line, int start, repl_add_fn add, voi
     case SLASH_ARG_SET_KEY:
         for (const char *const *k = cmd_opts_set_keys(); *k; k++)
             add(acc, *k);
+        add(acc, "system");
+        add(acc, "parameter");
         break;
     case SLASH_ARG_COMMAND:
         for (const struct slash_cmd *s = slash_table; s->name; s++)
             add(acc, s->name);
         break;
+    case SLASH_ARG_FILE:
+        return true;
     case SLASH_ARG_NONE:
         break;
     }
+    return false;
 }
 
 /* ==== input: one message, maybe of several lines ==== */
@@ -879,21 +1023,45 @@ static char *xstrcat(char *a, const char *b)
     return s;
 }
 
-static bool is_fence(const char *s)
+/* a line opening a """ block: the text after the quotes, else NULL */
+static char *block_open(char *s)
 {
     while (*s == ' ' || *s == '\t')
         s++;
-    if (strncmp(s, "\"\"\"", 3))
+    return strncmp(s, "\"\"\"", 3) ? NULL : s + 3;
+}
+
+/* does s end a """ block (blanks may follow the quotes)? Then s is cut
+ * before them, and blanks before them too when nothing else is there */
+static bool block_close(char *s)
+{
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+        n--;
+    if (n < 3 || strncmp(s + n - 3, "\"\"\"", 3))
         return false;
-    s += 3;
-    while (*s == ' ' || *s == '\t')
-        s++;
-    return *s == 0;
+    n -= 3;
+    s[n] = 0;
+    if (strspn(s, " \t") == n)
+        s[0] = 0;
+    return true;
+}
+
+/* a line of a block onto acc (NULL: none yet), blank lines kept */
+static char *block_add(char *acc, bool *first, const char *line)
+{
+    if (!*first && !(acc = xstrcat(acc, "\n")))
+        return NULL;
+    *first = false;
+    return xstrcat(acc, line);
 }
 
 /*
  * Read one input: a line; lines joined while one ends in a backslash; or a
- * """ block (the end of input also ends these two). *text gets it
+ * """ block (the end of input also ends these two). A block opens with a
+ * line starting with """ and closes with a line ending with """; text on
+ * those two lines belongs to the message, as ollama takes it ("""hello ...
+ * world"""; """one line""" is a message on its own). *text gets it
  * (malloc'd). Returns REPL_LINE, or another status (nothing in *text):
  * Ctrl-C drops everything typed for this input.
  */
@@ -905,11 +1073,19 @@ static enum repl_status read_input(struct chat *ch, const char *prompt, char **t
     if (st != REPL_LINE)
         return st;
     const char *cont = ch->interactive ? "... " : "";
-    if (is_fence(line)) {
-        free(line);
+    char *rest = block_open(line);
+    if (rest) {
         char *acc = NULL;
-        bool first = true;
-        for (;;) {
+        bool first = true, done = block_close(rest);
+        if (*rest || done) { /* the opening line's own text */
+            acc = block_add(acc, &first, rest);
+            if (!acc) {
+                free(line);
+                return REPL_EOF;
+            }
+        }
+        free(line);
+        while (!done) {
             st = repl_read(ch->repl, cont, &line);
             if (st == REPL_EOF && acc) { /* the end of input ends the block too */
                 *text = acc;
@@ -919,16 +1095,11 @@ static enum repl_status read_input(struct chat *ch, const char *prompt, char **t
                 free(acc);
                 return st;
             }
-            if (is_fence(line)) {
-                free(line);
-                break;
-            }
-            if (!first)
-                acc = xstrcat(acc, "\n");
-            acc = xstrcat(acc, line);
+            done = block_close(line);
+            if (!done || *line)
+                acc = block_add(acc, &first, line);
             free(line);
-            first = false;
-            if (!acc)
+            if (!acc && !first)
                 return REPL_EOF;
         }
         *text = acc ? acc : strdup("");
@@ -1080,12 +1251,15 @@ static int chat_exec(int argc, char **argv)
     ch.ui = isatty(1) ? stdout : stderr;
     ch.color = want_color(ch.ui);
     ch.interactive = isatty(0);
+    wrap_init(&ch.wrap, stdout);
     if (session && !name_ok(&ch, session)) {
+        wrap_free(&ch.wrap);
         cmd_opts_free(&ch.o);
         return CMD_EXIT_USAGE;
     }
     rc = cmd_llm_open(&ch.o, true, &ch.l);
     if (rc) {
+        wrap_free(&ch.wrap);
         cmd_opts_free(&ch.o);
         return rc;
     }
@@ -1125,10 +1299,10 @@ static int chat_exec(int argc, char **argv)
             if (ch.interactive) {
                 const struct llm_model_meta *m = llm_model_get_meta(ch.l.model);
                 const char *base = strrchr(ch.l.path, '/');
-                char head[5200];
-                snprintf(head, sizeof head, "kvchat %s · %s (%s) · %s · /help for commands, Ctrl-D to leave",
+                char head[5400];
+                snprintf(head, sizeof head, "kvchat %s · %s (%s) · %s%s · /help for commands, Ctrl-D to leave",
                          KVCHAT_VERSION, base ? base + 1 : ch.l.path, m->arch,
-                         ch.name ? "session" : "unnamed chat");
+                         ch.name ? "session " : "unnamed chat", ch.name ? ch.name : "");
                 print_fit(&ch, C_DIM, head);
                 if (ch.name && sess_conv_n_exchanges(ch.conv) > 0)
                     note(&ch, C_DIM, "session '%s': %" PRId64 " exchanges so far", ch.name,
@@ -1143,6 +1317,7 @@ static int chat_exec(int argc, char **argv)
     if (ch.st)
         sess_store_close(ch.st);
     free(ch.name);
+    wrap_free(&ch.wrap);
     cmd_llm_close(&ch.l);
     cmd_opts_free(&ch.o);
     return rc;

@@ -23,18 +23,27 @@
 #include <string.h>
 
 static const char models_usage[] =
-    "usage: kvchat models list [--json]\n"
+    "usage: kvchat models [list] [--json]\n"
+    "       kvchat models add [--name NAME] [--copy | --symlink] [--force] FILE\n"
     "       kvchat models pull [--name NAME] [--sha256 HEX] [--ca-file FILE] [--force]\n"
     "                          [--retries N] [--timeout SECONDS] REF\n"
     "       kvchat models rm [--force] NAME...\n"
     "       kvchat models default [NAME | --unset]\n"
     "       kvchat models info [--json] [--all] MODEL\n"
-    "       kvchat models aliases\n"
+    "       kvchat models aliases [--json]\n"
     "       kvchat models path [MODEL]\n"
     "\n"
-    "  list          the models in the store: name, size, quantization, architecture,\n"
-    "                parameters, when pulled, path ('*' marks the default)\n"
-    "      --json    one JSON object per line instead\n"
+    "  list, ls      the models in the store: name, size, quantization, architecture,\n"
+    "                parameters, when pulled, path ('*' marks the default); also\n"
+    "                'kvchat models' alone\n"
+    "      --json    one JSON array of objects instead\n"
+    "  add FILE      put a GGUF file you already have into the store (its header is\n"
+    "                checked): a hard link where the file system allows, else a\n"
+    "                symbolic link to it; the file is never changed or moved\n"
+    "      --name NAME       store it as NAME (default: the file name without .gguf)\n"
+    "      --copy            copy the file instead of linking it\n"
+    "      --symlink         a symbolic link even where a hard link is possible\n"
+    "      --force           replace a model of that name\n"
     "  pull REF      download a model into the store over HTTPS, resuming an\n"
     "                interrupted download, checking its SHA-256 (the hub's\n"
     "                X-Linked-ETag, or --sha256) and its GGUF header. REF is\n"
@@ -61,6 +70,7 @@ static const char models_usage[] =
     "      --json    print one JSON object instead\n"
     "      --all     also every metadata key (long arrays and strings abbreviated)\n"
     "  aliases       the built-in table of model aliases\n"
+    "      --json    one JSON array of objects instead\n"
     "  path [MODEL]  the file MODEL (a path or store name) stands for; without MODEL,\n"
     "                the default model's (KVCHAT_MODEL, else the config file)\n"
     "\n"
@@ -68,6 +78,7 @@ static const char models_usage[] =
     "Environment: HF_TOKEN (sent only to the hub), KVCHAT_HF_ENDPOINT or HF_ENDPOINT\n"
     "(the hub, default https://huggingface.co), HTTPS_PROXY and NO_PROXY,\n"
     "KVCHAT_CA_FILE, KVCHAT_MODEL (overrides the default model).\n"
+    "JSON output is one document: an array for lists, an object for one thing.\n"
     "Exit status: 0 ok, 1 usage error, 2 the model cannot be read or written,\n"
     "4 network or verification failure, 130 interrupted.\n";
 
@@ -515,6 +526,16 @@ static int mdl_exit(int rc)
     }
 }
 
+/* the first model pulled or added becomes the default */
+static void first_default(const char *name)
+{
+    char cur[4096], err[512];
+    if (mdl_config_get("model", cur, sizeof cur) == 0 && !getenv("KVCHAT_MODEL")) {
+        if (mdl_config_set("model", name, err, sizeof err) == 0)
+            fprintf(stderr, "kvchat: '%s' is now the default model\n", name);
+    }
+}
+
 int cmd_models_pull_ref(const char *ref, const struct mdl_pull_params *given, char *name_out,
                         size_t name_size)
 {
@@ -552,12 +573,7 @@ int cmd_models_pull_ref(const char *ref, const struct mdl_pull_params *given, ch
                 res.seconds, rate, res.sha256,
                 res.sha256_checked ? "verified" : "(no checksum was published to check against)");
     }
-    /* the first model pulled becomes the default */
-    char cur[4096];
-    if (mdl_config_get("model", cur, sizeof cur) == 0 && !getenv("KVCHAT_MODEL")) {
-        if (mdl_config_set("model", res.name, err, sizeof err) == 0)
-            fprintf(stderr, "kvchat: '%s' is now the default model\n", res.name);
-    }
+    first_default(res.name);
     return CMD_EXIT_OK;
 }
 
@@ -603,9 +619,79 @@ static int models_pull(int argc, char **argv)
     }
     if (optind != argc - 1)
         return cmd_usage_error(&cmd_models_entry, "models pull: expected one REF");
+    const char *ref = argv[optind];
+    struct stat st;
+    if (!strncmp(ref, "file:", 5) || (stat(ref, &st) == 0 && !S_ISDIR(st.st_mode)))
+        return cmd_usage_error(&cmd_models_entry,
+                               "models pull: '%s' is a file on disk, not a download; "
+                               "'kvchat models add %s' puts it into the store",
+                               ref, !strncmp(ref, "file://", 7) ? ref + 7 : !strncmp(ref, "file:", 5) ? ref + 5 : ref);
     if (p.ca_file && access(p.ca_file, R_OK))
         return cmd_fail(CMD_EXIT_USAGE, "cannot read --ca-file '%s': %s", p.ca_file, strerror(errno));
     return cmd_models_pull_ref(argv[optind], &p, NULL, 0);
+}
+
+/* ==== add ==== */
+
+static int models_add(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"name", required_argument, NULL, 'N'},
+        {"copy", no_argument, NULL, 'c'},
+        {"symlink", no_argument, NULL, 's'},
+        {"force", no_argument, NULL, 'f'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct mdl_add_params p = {0};
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "hf", opts, NULL)) != -1) {
+        switch (c) {
+        case 'N': p.name = optarg; break;
+        case 'c': p.copy = true; break;
+        case 's': p.symlink = true; break;
+        case 'f': p.force = true; break;
+        case 'h': return cmd_help(&cmd_models_entry);
+        default:
+            return cmd_usage_error(&cmd_models_entry, "models add: %s '%s'",
+                                   optopt ? "option needs a value:" : "unknown option", argv[optind - 1]);
+        }
+    }
+    if (optind != argc - 1)
+        return cmd_usage_error(&cmd_models_entry, "models add: expected one FILE");
+    if (p.copy && p.symlink)
+        return cmd_usage_error(&cmd_models_entry, "models add: --copy or --symlink, not both");
+    const char *file = argv[optind];
+    struct mdl_add_result res;
+    char err[5000];
+    struct sigaction sa = {.sa_handler = on_sigint}, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    pull_cancel = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    p.cancel = &pull_cancel;
+    int rc = mdl_add(file, &p, &res, err, sizeof err);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (rc)
+        return cmd_fail(mdl_exit(rc), "%s", err);
+    char size[32];
+    fmt_bytes(size, sizeof size, (double)res.size);
+    if (res.already) {
+        fprintf(stderr, "kvchat: '%s' is already in the store as '%s'\n", file, res.name);
+    } else {
+        fprintf(stderr, "kvchat: added '%s' (%s; a %s %s %s)\n", res.name, size, mdl_add_how_name(res.how),
+                res.how == MDL_ADD_COPY ? "of" : "to", res.target);
+        if (res.how == MDL_ADD_SYMLINK)
+            fprintf(stderr, "kvchat: note: the store refers to the file where it is: moving or deleting it "
+                            "breaks '%s' (--copy makes a copy instead)\n", res.name);
+        if (res.warning[0])
+            fprintf(stderr, "kvchat: %s\n", res.warning);
+    }
+    first_default(res.name);
+    return CMD_EXIT_OK;
 }
 
 /* ==== list, rm, default, aliases ==== */
@@ -655,6 +741,7 @@ static int models_list(int argc, char **argv)
         bool is_def = defpath[0] && !strcmp(defpath, e->path);
         char size[32], params[32], pulled[32];
         if (json) {
+            cmd_json_list_item(stdout, (int64_t)i);
             fputs("{\"name\": ", stdout);
             cmd_json_str(stdout, e->name, strlen(e->name));
             printf(", \"size\": %" PRIu64 ", \"quant\": ", e->size);
@@ -692,7 +779,7 @@ static int models_list(int argc, char **argv)
                 fputs(", \"error\": ", stdout);
                 cmd_json_str(stdout, e->error, strlen(e->error));
             }
-            fputs("}\n", stdout);
+            fputs("}", stdout);
             continue;
         }
         fmt_bytes(size, sizeof size, (double)e->size);
@@ -707,6 +794,8 @@ static int models_list(int argc, char **argv)
             printf("  (unreadable: %s)", e->error);
         putchar('\n');
     }
+    if (json)
+        cmd_json_list_end(stdout, (int64_t)n);
     free(es);
     return CMD_EXIT_OK;
 }
@@ -864,13 +953,34 @@ static int models_path(int argc, char **argv)
 
 static int models_aliases(int argc, char **argv)
 {
-    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")))
-        return cmd_help(&cmd_models_entry);
-    for (const struct mdl_alias *a = mdl_aliases; a->name; a++) {
-        char size[32];
-        fmt_bytes(size, sizeof size, (double)a->size);
-        printf("%-14s %-40s ~%-10s hf:%s/%s\n", a->name, a->about, size, a->repo, a->file);
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+            return cmd_help(&cmd_models_entry);
+        if (strcmp(argv[i], "--json"))
+            return cmd_usage_error(&cmd_models_entry, "models aliases: unexpected '%s'", argv[i]);
+        json = true;
     }
+    int64_t n = 0;
+    for (const struct mdl_alias *a = mdl_aliases; a->name; a++, n++) {
+        char size[32], ref[1024];
+        snprintf(ref, sizeof ref, "hf:%s/%s", a->repo, a->file);
+        if (json) {
+            cmd_json_list_item(stdout, n);
+            fputs("{\"name\": ", stdout);
+            cmd_json_str(stdout, a->name, strlen(a->name));
+            fputs(", \"about\": ", stdout);
+            cmd_json_str(stdout, a->about, strlen(a->about));
+            printf(", \"size\": %" PRIu64 ", \"ref\": ", a->size);
+            cmd_json_str(stdout, ref, strlen(ref));
+            fputs("}", stdout);
+            continue;
+        }
+        fmt_bytes(size, sizeof size, (double)a->size);
+        printf("%-14s %-40s ~%-10s %s\n", a->name, a->about, size, ref);
+    }
+    if (json)
+        cmd_json_list_end(stdout, n);
     return CMD_EXIT_OK;
 }
 
@@ -934,10 +1044,13 @@ int cmd_model_resolve(const char *m_arg, bool offer_pull, char *path, size_t siz
 
 static int models_exec(int argc, char **argv)
 {
-    if (argc < 2)
-        return cmd_usage_error(&cmd_models_entry, "models: expected a subcommand");
+    /* `kvchat models` and `kvchat models --json` list */
+    if (argc < 2 || (argv[1][0] == '-' && strcmp(argv[1], "-h") && strcmp(argv[1], "--help")))
+        return models_list(argc, argv);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))
         return cmd_help(&cmd_models_entry);
+    if (!strcmp(argv[1], "add"))
+        return models_add(argc - 1, argv + 1);
     if (!strcmp(argv[1], "info"))
         return models_info(argc - 1, argv + 1);
     if (!strcmp(argv[1], "pull"))
@@ -957,7 +1070,7 @@ static int models_exec(int argc, char **argv)
 
 const struct cmd_entry cmd_models_entry = {
     .name = "models",
-    .summary = "the model store: list, pull, rm, default, info, aliases",
+    .summary = "the model store: list, add, pull, rm, default, info, aliases, path",
     .usage = models_usage,
     .exec = models_exec,
 };

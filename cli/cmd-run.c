@@ -3,9 +3,12 @@
  * arguments and/or stdin (stdin first, as llm does); only the answer goes to
  * stdout, streamed as it is generated (or one JSON object with --json);
  * diagnostics go to stderr. With -s NAME the turn is appended to a named
- * session, resuming its KV cache from the snapshots.
+ * session, resuming its KV cache from the snapshots. -f FILE sends a text
+ * file instead of stdin. On a terminal the answer is word-wrapped.
  */
 #include "cli/cmd.h"
+#include "cli/repl.h"
+#include "cli/wrap.h"
 #include "sessions/sess.h"
 
 #include <errno.h>
@@ -16,11 +19,16 @@
 #include <unistd.h>
 
 static const char run_usage[] =
-    "usage: kvchat run [-s SESSION] [-m MODEL] [--json] [options] [PROMPT...]\n"
+    "usage: kvchat run [-s SESSION] [-m MODEL] [-f FILE]... [--json] [options] [PROMPT...]\n"
     "\n"
     "One turn: the answer to PROMPT (or to all of stdin when no PROMPT is given;\n"
     "with both, stdin comes first, then PROMPT) goes to stdout, nothing else.\n"
     "\n"
+    "  -f, --file FILE          send FILE's text (before PROMPT; stdin is then not\n"
+    "                           read, unless FILE is '-'); again for more files.\n"
+    "                           Binary files and files too large for the context\n"
+    "                           are refused; the token count is noted on stderr\n"
+    "                           when it is a terminal, or with -v\n"
     "  -s, --session NAME       append the turn to session NAME (created if new),\n"
     "                           resuming its KV cache from disk with no re-prefill\n"
     "                           (with --no-cache: the session is recomputed and\n"
@@ -47,6 +55,7 @@ struct sink {
     bool json, broken;
     char *buf;
     size_t len, cap;
+    struct wrap *wrap; /* the answer is wrapped (stdout is a terminal), or NULL */
 };
 
 static int on_text(void *ud, const char *text, size_t n)
@@ -68,7 +77,8 @@ static int on_text(void *ud, const char *text, size_t n)
         s->buf[s->len] = 0;
         return 0;
     }
-    if (fwrite(text, 1, n, stdout) != n || fflush(stdout) != 0) {
+    int bad = s->wrap ? wrap_write(s->wrap, repl_width(1), text, n) : fwrite(text, 1, n, stdout) != n;
+    if (bad || fflush(stdout) != 0) {
         s->broken = true; /* the reader went away (| head): stop quietly */
         return 1;
     }
@@ -101,6 +111,42 @@ static char *slurp(FILE *f, size_t *len)
     return b;
 }
 
+/* the texts of the -f files, each without its trailing newlines, joined
+ * by one: 0, or an exit code with the reason in err */
+static int read_files(const char **files, int n, char **out, size_t *len, char *err, size_t err_size)
+{
+    char *acc = NULL;
+    size_t al = 0;
+    for (int i = 0; i < n; i++) {
+        char *t;
+        size_t tl;
+        if (cmd_read_text(files[i], CMD_TEXT_MAX, &t, &tl, err, err_size)) {
+            free(acc);
+            return CMD_EXIT_MODEL;
+        }
+        while (tl && (t[tl - 1] == '\n' || t[tl - 1] == '\r'))
+            tl--;
+        char *na = al + tl + 2 > CMD_TEXT_MAX ? NULL : realloc(acc, al + tl + 2);
+        if (!na) {
+            snprintf(err, err_size, "cannot read '%s': %s", files[i],
+                     al + tl + 2 > CMD_TEXT_MAX ? "the files are too large together" : "out of memory");
+            free(t);
+            free(acc);
+            return CMD_EXIT_MODEL;
+        }
+        acc = na;
+        if (al)
+            acc[al++] = '\n';
+        memcpy(acc + al, t, tl);
+        al += tl;
+        acc[al] = 0;
+        free(t);
+    }
+    *out = acc;
+    *len = al;
+    return 0;
+}
+
 static int run_exec(int argc, char **argv)
 {
     struct cmd_opts o;
@@ -111,13 +157,18 @@ static int run_exec(int argc, char **argv)
     const char *session = NULL;
     bool json = false;
     char **words = calloc((size_t)argc + 1, sizeof *words);
-    int n_words = 0;
-    if (!words)
+    const char **files = calloc((size_t)argc + 1, sizeof *files);
+    int n_words = 0, n_files = 0;
+    if (!words || !files) {
+        free(words);
+        free(files);
         return cmd_fail(CMD_EXIT_MODEL, "out of memory");
+    }
     for (int i = 1; i < argc;) {
         int r = cmd_opts_take(&cmd_run_entry, &o, argc, argv, &i);
         if (r < 0) {
             free(words);
+            free(files);
             cmd_opts_free(&o);
             return CMD_EXIT_USAGE;
         }
@@ -126,6 +177,7 @@ static int run_exec(int argc, char **argv)
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             free(words);
+            free(files);
             cmd_opts_free(&o);
             return cmd_help(&cmd_run_entry);
         } else if (!strcmp(a, "--json")) {
@@ -133,18 +185,30 @@ static int run_exec(int argc, char **argv)
         } else if (!strcmp(a, "-s") || !strcmp(a, "--session")) {
             if (i + 1 >= argc) {
                 free(words);
+                free(files);
                 cmd_opts_free(&o);
                 return cmd_usage_error(&cmd_run_entry, "%s needs a session name", a);
             }
             session = argv[++i];
         } else if (!strncmp(a, "--session=", 10)) {
             session = a + 10;
+        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
+            if (i + 1 >= argc) {
+                free(words);
+                free(files);
+                cmd_opts_free(&o);
+                return cmd_usage_error(&cmd_run_entry, "%s needs a file name", a);
+            }
+            files[n_files++] = argv[++i];
+        } else if (!strncmp(a, "--file=", 7)) {
+            files[n_files++] = a + 7;
         } else if (!strcmp(a, "--")) {
             while (++i < argc)
                 words[n_words++] = argv[i];
             break;
         } else if (a[0] == '-' && a[1]) {
             free(words);
+            free(files);
             cmd_opts_free(&o);
             return cmd_usage_error(&cmd_run_entry, "run: unknown option '%s'", a);
         } else {
@@ -154,14 +218,24 @@ static int run_exec(int argc, char **argv)
     }
     if ((rc = cmd_opts_finish(&cmd_run_entry, &o))) {
         free(words);
+        free(files);
         cmd_opts_free(&o);
         return rc;
     }
 
-    /* the prompt: stdin (unless it is a terminal and PROMPT was given), then PROMPT */
+    /* the prompt: the files, else stdin (unless it is a terminal and PROMPT
+     * was given), then PROMPT */
     size_t in_len = 0, cap = 1;
     char *in = NULL;
-    if (n_words == 0 || !isatty(0)) {
+    if (n_files) {
+        char err[4400];
+        if ((rc = read_files(files, n_files, &in, &in_len, err, sizeof err))) {
+            free(words);
+            free(files);
+            cmd_opts_free(&o);
+            return cmd_fail(rc, "%s", err);
+        }
+    } else if (n_words == 0 || !isatty(0)) {
         if (n_words == 0 && isatty(0))
             fprintf(stderr, "kvchat: reading the prompt from stdin (end with Ctrl-D)\n");
         in = slurp(stdin, &in_len);
@@ -170,6 +244,7 @@ static int run_exec(int argc, char **argv)
             in[--in_len] = 0;
         if (!in) {
             free(words);
+            free(files);
             cmd_opts_free(&o);
             return cmd_fail(CMD_EXIT_MODEL, "cannot read stdin: %s", strerror(errno));
         }
@@ -194,14 +269,20 @@ static int run_exec(int argc, char **argv)
     free(in);
     free(words);
     if (!prompt) {
+        free(files);
         cmd_opts_free(&o);
         return cmd_fail(CMD_EXIT_MODEL, "out of memory");
     }
     if (pl == 0) {
+        free(files);
         free(prompt);
         cmd_opts_free(&o);
         return cmd_usage_error(&cmd_run_entry, "run: the prompt is empty");
     }
+    /* how the -f files are named in notes */
+    char what[4200];
+    snprintf(what, sizeof what, "%s%s", n_files ? files[0] : "", n_files > 1 ? " and the other files" : "");
+    free(files);
 
     struct cmd_llm l;
     struct sess_store *st = NULL;
@@ -236,16 +317,37 @@ static int run_exec(int argc, char **argv)
             fprintf(stderr, "kvchat: --no-cache: session '%s' is read and computed again, not saved\n",
                     session);
     }
+    if (n_files) { /* the files' text must fit in what the context has left */
+        int64_t n_tok;
+        char ferr[4600];
+        if (cmd_text_fits(&l, o.special, what, prompt, pl, llm_ctx_n_ctx(l.ctx) - sess_conv_n_tokens(conv),
+                          &n_tok, ferr, sizeof ferr)) {
+            rc = cmd_fail(CMD_EXIT_MODEL, "%s", ferr);
+            goto out;
+        }
+        if (o.verbose || isatty(2))
+            fprintf(stderr, "kvchat: read '%s': %zu bytes, %lld token%s\n", what, pl, (long long)n_tok,
+                    n_tok == 1 ? "" : "s");
+    }
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    struct sink sink = {json, false, NULL, 0, 0};
+    struct wrap wrap;
+    struct sink sink = {json, false, NULL, 0, 0, NULL};
+    if (!json && o.wrap && isatty(1)) {
+        wrap_init(&wrap, stdout);
+        sink.wrap = &wrap;
+    }
     double restore_ms = session ? last_restore_ms : 0;
     struct sess_turn_stats ts;
     int r = sess_conv_say(conv, prompt, on_text, &sink, &interrupted, &ts);
+    if (sink.wrap) {
+        wrap_end(&wrap, repl_width(1));
+        wrap_free(&wrap);
+    }
     if (r == SESS_ERR_INTERRUPTED) {
         rc = CMD_EXIT_INTERRUPTED;
     } else if (r == SESS_ERR_CTX_FULL) {

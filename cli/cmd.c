@@ -4,10 +4,15 @@
  */
 #include "cli/cmd.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 const struct cmd_entry *const cmd_table[] = {
     &cmd_chat_entry,
@@ -158,6 +163,112 @@ void cmd_json_str(FILE *f, const char *s, size_t n)
         i++;
     }
     fputc('"', f);
+}
+
+void cmd_json_list_item(FILE *f, int64_t i)
+{
+    fputs(i ? ",\n " : "[", f);
+}
+
+void cmd_json_list_end(FILE *f, int64_t n)
+{
+    fputs(n ? "]\n" : "[]\n", f);
+}
+
+int cmd_read_text(const char *path, size_t max, char **out, size_t *len, char *err, size_t err_size)
+{
+    bool is_stdin = !strcmp(path, "-");
+    const char *shown = is_stdin ? "standard input" : path;
+    int fd = is_stdin ? 0 : open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    *out = NULL;
+    *len = 0;
+    if (fd < 0) {
+        snprintf(err, err_size, "cannot read '%s': %s", shown, strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &st) == 0 && !is_stdin && !S_ISREG(st.st_mode)) {
+        snprintf(err, err_size, "cannot read '%s': %s", shown,
+                 S_ISDIR(st.st_mode) ? "it is a directory" : "it is not a regular file");
+        close(fd);
+        return -1;
+    }
+    if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > max) {
+        snprintf(err, err_size, "cannot read '%s': it is too large (%.1f MiB; at most %.0f MiB)", shown,
+                 (double)st.st_size / (1 << 20), (double)max / (1 << 20));
+        if (!is_stdin)
+            close(fd);
+        return -1;
+    }
+    if (!is_stdin)
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    size_t cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 65536, n = 0;
+    char *buf = malloc(cap);
+    const char *why = NULL;
+    while (buf) {
+        if (n + 1 == cap) {
+            if (n > max) {
+                why = "too large";
+                break;
+            }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                why = "out of memory";
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t k = read(fd, buf + n, cap - 1 - n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            why = strerror(errno);
+            break;
+        }
+        if (k == 0)
+            break;
+        n += (size_t)k;
+    }
+    if (!is_stdin)
+        close(fd);
+    if (!buf)
+        why = "out of memory";
+    if (!why && n > max)
+        why = "too large";
+    if (why) {
+        free(buf);
+        if (!strcmp(why, "too large"))
+            snprintf(err, err_size, "cannot read '%s': it is too large (more than %.0f MiB)", shown,
+                     (double)max / (1 << 20));
+        else
+            snprintf(err, err_size, "cannot read '%s': %s", shown, why);
+        return -1;
+    }
+    buf[n] = 0;
+    /* text, not binary: no NUL byte, and UTF-8 throughout */
+    const char *nul = memchr(buf, 0, n);
+    if (nul) {
+        snprintf(err, err_size, "cannot use '%s': it is a binary file (a NUL byte at offset %zu); only text can be sent",
+                 shown, (size_t)(nul - buf));
+        free(buf);
+        return -1;
+    }
+    for (size_t i = 0; i < n;) {
+        int k = utf8_seq((const unsigned char *)buf + i, n - i);
+        if (k < 0) {
+            snprintf(err, err_size,
+                     "cannot use '%s': it is not UTF-8 text (byte 0x%02x at offset %zu); convert it first "
+                     "(e.g. iconv -f latin1 -t utf-8)",
+                     shown, (unsigned char)buf[i], i);
+            free(buf);
+            return -1;
+        }
+        i += (size_t)k;
+    }
+    *out = buf;
+    *len = n;
+    return 0;
 }
 
 static void main_usage(FILE *f)

@@ -83,6 +83,19 @@ void cmd_fmt_bytes(char *buf, size_t n, double v);
 
 /* JSON output: a string with escapes */
 void cmd_json_str(FILE *f, const char *s, size_t n);
+/* JSON output of a list: one array, whole (README "JSON output"). Before
+ * item i, cmd_json_list_item(f, i) writes "[" or a separator; after n
+ * items, cmd_json_list_end(f, n) closes it (an empty list is "[]"). */
+void cmd_json_list_item(FILE *f, int64_t i);
+void cmd_json_list_end(FILE *f, int64_t n);
+
+/* A file's text for a prompt (/read, run -f, --system-file): path ("-":
+ * stdin), at most max bytes. Refuses what is not text: a directory or
+ * device, a NUL byte ("binary"), bytes that are not UTF-8. Returns 0 with
+ * *out (malloc'd, NUL-terminated; caller frees) and *len, or -1 with the
+ * reason in err (no "kvchat:" prefix, the path quoted). */
+int cmd_read_text(const char *path, size_t max, char **out, size_t *len, char *err, size_t err_size);
+#define CMD_TEXT_MAX (64u << 20) /* bytes of a file /read or run -f takes */
 
 /* ==== options that chat and run share (cli/opts.c) ====
  * Each is also a config-file key (`temp = 0.7`) and, for the sampling ones,
@@ -105,7 +118,7 @@ enum cmd_opt {
     CMD_OPT_MIN_P, CMD_OPT_REPEAT_PENALTY, CMD_OPT_PRESENCE_PENALTY, CMD_OPT_REPEAT_LAST_N,
     CMD_OPT_SEED, CMD_OPT_N_PREDICT, CMD_OPT_KV_TYPE, CMD_OPT_TEMPLATE, CMD_OPT_SYSTEM,
     CMD_OPT_SYSTEM_FILE, CMD_OPT_NO_CACHE, CMD_OPT_VERBOSE, CMD_OPT_SPECIAL, CMD_OPT_CACHE_MAX,
-    CMD_OPT_COUNT
+    CMD_OPT_WRAP, CMD_OPT_COUNT
 };
 
 #define CMD_OPTS_MAX_CONFIG 32
@@ -122,6 +135,7 @@ struct cmd_opts {
     const char *system;        /* --system TEXT or --system-file's text, or NULL */
     const char *system_file;   /* --system-file F ("-": stdin) */
     bool no_cache, verbose, special;
+    bool wrap;                 /* word-wrap answers on a terminal (--no-wrap, `wrap = off`) */
     int64_t cache_max;         /* --cache-max: bytes of KV segments kept (default 4 GiB) */
     uint64_t given;            /* bit CMD_OPT_X: given on the command line */
     /* owned: strings from the config file, the system file's text */
@@ -154,6 +168,8 @@ struct cmd_opts {
     "      --cache-max SIZE     keep at most SIZE of KV segments on disk (default 4G):\n" \
     "                           least-recently-used ones that are not a session's\n" \
     "                           latest are evicted (and recomputed if needed again)\n" \
+    "      --no-wrap            do not wrap answers at the terminal's width (they\n" \
+    "                           are never wrapped when not written to a terminal)\n" \
     "  -v, --verbose            model details, and per-turn statistics on stderr\n"
 
 /* defaults; a random seed */
@@ -162,7 +178,8 @@ void cmd_opts_init(struct cmd_opts *o);
 int cmd_opts_config(struct cmd_opts *o);
 /* Take argv[*i] if it is a common option (with its value), advancing *i
  * past it: 1; 0 if it is not one (*i unchanged); -1 after printing a usage
- * error. Values are borrowed from argv. */
+ * error. Values are borrowed from argv. An on/off option --X is turned off
+ * by --no-X. */
 int cmd_opts_take(const struct cmd_entry *e, struct cmd_opts *o, int argc, char **argv, int *i);
 /* after parsing: read --system-file, check --template; an exit code or 0 */
 int cmd_opts_finish(const struct cmd_entry *e, struct cmd_opts *o);
@@ -193,6 +210,12 @@ int cmd_llm_open(const struct cmd_opts *o, bool offer_pull, struct cmd_llm *l);
 void cmd_llm_close(struct cmd_llm *l);
 struct sess_conv_params;
 struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, const struct cmd_llm *l);
+/* Would text (a file's, named by what) fit as a message in l's context,
+ * which has room tokens left for it? Its token count into *n_tokens (a
+ * lower bound when it is plainly too large). 0 if it fits, else -1 with
+ * the numbers in err. */
+int cmd_text_fits(const struct cmd_llm *l, bool special, const char *what, const char *text, size_t len,
+                  int64_t room, int64_t *n_tokens, char *err, size_t err_size);
 struct sess_store;
 /* open $KVCHAT_HOME's session store: 0, or CMD_EXIT_SESSION (printed) */
 int cmd_store_open(struct sess_store **st);

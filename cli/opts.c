@@ -63,6 +63,7 @@ static const struct opt_def opt_table[] = {
     {CMD_OPT_VERBOSE, "verbose", "verbose", 'v', OPT_KIND_FLAG, 0, 0, 0},
     {CMD_OPT_SPECIAL, "special", "special", 0, OPT_KIND_FLAG, 0, 0, 0},
     {CMD_OPT_CACHE_MAX, "cache_max", "cache-max", 0, OPT_KIND_STR, 0, 0, OPT_IN_CONFIG},
+    {CMD_OPT_WRAP, "wrap", "wrap", 0, OPT_KIND_FLAG, 0, 0, OPT_IN_CONFIG | OPT_IN_SET},
 };
 #define N_OPTS (sizeof opt_table / sizeof opt_table[0])
 
@@ -83,6 +84,7 @@ void cmd_opts_init(struct cmd_opts *o)
     o->n_predict = -1;
     o->kv_type = LLM_TYPE_F16;
     o->cache_max = 4ll << 30;
+    o->wrap = true;
     /* a fresh seed per process unless one is given: chats differ from run
      * to run as users of llama.cpp and ollama expect; --seed fixes it */
     uint64_t seed;
@@ -172,6 +174,7 @@ static int opt_apply(struct cmd_opts *o, const struct opt_def *d, const char *v,
     case CMD_OPT_VERBOSE: o->verbose = flag; break;
     case CMD_OPT_SPECIAL: o->special = flag; break;
     case CMD_OPT_CACHE_MAX: o->cache_max = cmd_parse_size(v); break;
+    case CMD_OPT_WRAP: o->wrap = flag; break;
     case CMD_OPT_COUNT: break;
     }
     o->given |= 1ull << d->id;
@@ -228,11 +231,18 @@ int cmd_opts_take(const struct cmd_entry *e, struct cmd_opts *o, int argc, char 
                 d = &opt_table[k];
         if (!d && len == 9 && !strncmp(name, "n-predict", 9))
             d = opt_by_key("n_predict");
+        /* --no-X turns the on/off option X off */
+        for (size_t k = 0; !d && len > 3 && !strncmp(name, "no-", 3) && k < N_OPTS; k++)
+            if (opt_table[k].kind == OPT_KIND_FLAG && strlen(opt_table[k].lng) == len - 3 &&
+                !strncmp(opt_table[k].lng, name + 3, len - 3)) {
+                d = &opt_table[k];
+                val = "0";
+            }
         if (!d)
             return 0;
         if (eq) {
             if (d->kind == OPT_KIND_FLAG) {
-                cmd_usage_error(e, "option '--%s' takes no value", d->lng);
+                cmd_usage_error(e, "option '--%.*s' takes no value", (int)len, name);
                 return -1;
             }
             val = eq + 1;
@@ -250,7 +260,7 @@ int cmd_opts_take(const struct cmd_entry *e, struct cmd_opts *o, int argc, char 
         }
     }
     if (d->kind == OPT_KIND_FLAG) {
-        val = "1";
+        val = val ? val : "1";
     } else if (!val) {
         if (*i + 1 >= argc) {
             cmd_usage_error(e, "option '%s' needs a value", a);
@@ -271,47 +281,13 @@ int cmd_opts_finish(const struct cmd_entry *e, struct cmd_opts *o)
 {
     (void)e;
     if (o->system_file) {
-        FILE *f = !strcmp(o->system_file, "-") ? stdin : fopen(o->system_file, "rb");
-        if (!f)
-            return cmd_fail(CMD_EXIT_MODEL, "cannot read system prompt file '%s': %s", o->system_file,
-                            strerror(errno));
-        size_t cap = 4096, len = 0;
-        char *buf = malloc(cap);
-        for (;;) {
-            if (!buf)
-                break;
-            if (len + 1 >= cap) {
-                char *nb = cap > (64u << 20) ? NULL : realloc(buf, cap * 2);
-                if (!nb) {
-                    free(buf);
-                    buf = NULL;
-                    break;
-                }
-                buf = nb;
-                cap *= 2;
-            }
-            size_t got = fread(buf + len, 1, cap - 1 - len, f);
-            len += got;
-            if (got == 0)
-                break;
-        }
-        bool bad = ferror(f);
-        if (f != stdin)
-            fclose(f);
-        if (!buf || bad) {
-            free(buf);
-            return cmd_fail(CMD_EXIT_MODEL, "cannot read system prompt file '%s'%s", o->system_file,
-                            buf ? "" : ": too large");
-        }
-        buf[len] = 0;
+        char *buf, err[4400];
+        size_t len;
+        if (cmd_read_text(o->system_file, CMD_TEXT_MAX, &buf, &len, err, sizeof err))
+            return cmd_fail(CMD_EXIT_MODEL, "--system-file: %s", err);
         /* one trailing newline is the file's, not the prompt's */
         if (len && buf[len - 1] == '\n')
             buf[--len] = 0;
-        if (strlen(buf) != len) {
-            free(buf);
-            return cmd_fail(CMD_EXIT_MODEL, "cannot use system prompt file '%s': it holds a NUL byte",
-                            o->system_file);
-        }
         free(o->system_buf);
         o->system_buf = buf;
         o->system = buf;
@@ -338,7 +314,7 @@ int cmd_opts_set(struct cmd_opts *o, const char *key, const char *value, char *e
     const struct opt_def *d = opt_by_key(key);
     if (!d || !(d->where & OPT_IN_SET)) {
         snprintf(err, n, "unknown setting '%s' (try: temp, top_k, top_p, min_p, repeat_penalty, "
-                         "presence_penalty, seed, n_predict)", key);
+                         "presence_penalty, seed, n_predict, wrap)", key);
         return -1;
     }
     return opt_apply(o, d, value, err, n);
@@ -455,6 +431,57 @@ struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, const str
     p.cache_max = o->cache_max;
     p.model_path = l->path;
     return p;
+}
+
+/* the most bytes one token of v stands for (its stored text is at least
+ * as long as the bytes it decodes to) */
+static size_t token_max_bytes(const struct llm_vocab *v)
+{
+    static const struct llm_vocab *cached;
+    static size_t max;
+    if (v != cached) {
+        max = 1;
+        for (int32_t i = 0; i < llm_vocab_n_tokens(v); i++) {
+            size_t n = 0;
+            if (llm_token_text(v, i, &n) && n > max)
+                max = n;
+        }
+        cached = v;
+    }
+    return max;
+}
+
+int cmd_text_fits(const struct cmd_llm *l, bool special, const char *what, const char *text, size_t len,
+                  int64_t room, int64_t *n_tokens, char *err, size_t err_size)
+{
+    int64_t n_ctx = llm_ctx_n_ctx(l->ctx);
+    if (room < 0)
+        room = 0;
+    /* plainly too large: do not tokenize megabytes to say so */
+    size_t per = token_max_bytes(l->vocab);
+    int64_t at_least = (int64_t)((len + per - 1) / per);
+    if (at_least > room) {
+        *n_tokens = at_least;
+        snprintf(err, err_size,
+                 "'%s' is too large for the context: at least %" PRId64 " tokens (%zu bytes), and the "
+                 "context has room for %" PRId64 " of its %" PRId64 " (-c N sets a larger context)",
+                 what, at_least, len, room, n_ctx);
+        return -1;
+    }
+    int32_t r = llm_tokenize(l->vocab, text, len, NULL, 0, false, special);
+    if (r == INT32_MIN) {
+        snprintf(err, err_size, "cannot count the tokens of '%s': out of memory", what);
+        return -1;
+    }
+    *n_tokens = r < 0 ? -(int64_t)r : r;
+    if (*n_tokens > room) {
+        snprintf(err, err_size,
+                 "'%s' is too large for the context: %" PRId64 " tokens, and the context has room for "
+                 "%" PRId64 " of its %" PRId64 " (-c N sets a larger context)",
+                 what, *n_tokens, room, n_ctx);
+        return -1;
+    }
+    return 0;
 }
 
 int cmd_store_open(struct sess_store **st)
