@@ -1325,15 +1325,9 @@ static int chat_exec(int argc, char **argv)
 
 bool cmd_chat_session_exists(const char *name)
 {
-    char home[4096], path[4200], err[256];
-    struct stat sb;
-    if (mdl_home(home, sizeof home))
-        return false;
-    snprintf(path, sizeof path, "%s/kvchat.db", home);
-    if (stat(path, &sb))
-        return false;
+    char err[256];
     struct sess_store *st;
-    if (sess_store_open(home, &st, err, sizeof err))
+    if (cmd_store_open_existing(&st, err, sizeof err) != 1)
         return false;
     int64_t id;
     bool found = sess_find(st, name, &id) == 0;

@@ -808,19 +808,16 @@ static int models_list(int argc, char **argv)
 static int model_in_use(void *ctx, const char *name, const char *path, char *who, size_t who_size)
 {
     (void)ctx, (void)name;
-    char home[4096], db[4200], want[PATH_MAX], got[PATH_MAX];
-    struct stat st;
-    if (mdl_home(home, sizeof home) || !realpath(path, want))
-        return 0;
-    snprintf(db, sizeof db, "%s/kvchat.db", home);
-    if (stat(db, &st))
+    char want[PATH_MAX], got[PATH_MAX];
+    if (!realpath(path, want))
         return 0;
     struct sess_store *store;
     char err[256];
-    if (sess_store_open(home, &store, err, sizeof err)) {
+    int has = cmd_store_open_existing(&store, err, sizeof err);
+    if (has < 0)
         snprintf(who, who_size, "%s", err);
-        return -1;
-    }
+    if (has <= 0)
+        return has;
     struct sess_info *list;
     int64_t n;
     if (sess_list(store, &list, &n)) {

@@ -288,6 +288,8 @@ int cmd_main(int argc, char **argv)
     if (!name || (name[0] == '-' && strcmp(name, "--version") && strcmp(name, "-V") &&
                   strcmp(name, "--help") && strcmp(name, "-h")))
         return cmd_chat_entry.exec(argc, argv);
+    if (!strcmp(name, "__complete"))
+        return cmd_complete(argc - 1, argv + 1);
     if (!strcmp(name, "--version") || !strcmp(name, "-V")) {
         printf("kvchat %s\n", KVCHAT_VERSION);
         return CMD_EXIT_OK;

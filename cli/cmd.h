@@ -62,6 +62,9 @@ bool cmd_chat_session_exists(const char *name);
 
 /* dispatch argv to the table; returns the exit code */
 int cmd_main(int argc, char **argv);
+/* `kvchat __complete WORD... CURRENT` (hidden): the candidates for the word
+ * being completed, for the bash and zsh scripts (cli/completion/) */
+int cmd_complete(int argc, char **argv);
 
 /* the table, NULL-terminated */
 extern const struct cmd_entry *const cmd_table[];
@@ -168,8 +171,9 @@ struct cmd_opts {
     "      --cache-max SIZE     keep at most SIZE of KV segments on disk (default 4G):\n" \
     "                           least-recently-used ones that are not a session's\n" \
     "                           latest are evicted (and recomputed if needed again)\n" \
-    "      --no-wrap            do not wrap answers at the terminal's width (they\n" \
-    "                           are never wrapped when not written to a terminal)\n" \
+    "      --no-wrap            do not wrap answers at the terminal's width (--wrap:\n" \
+    "                           do; they are never wrapped when not written to a\n" \
+    "                           terminal)\n" \
     "  -v, --verbose            model details, and per-turn statistics on stderr\n"
 
 /* defaults; a random seed */
@@ -188,6 +192,12 @@ void cmd_opts_free(struct cmd_opts *o);
 int cmd_opts_set(struct cmd_opts *o, const char *key, const char *value, char *err, size_t n);
 /* the /set keys, NULL-terminated, static */
 const char *const *cmd_opts_set_keys(void);
+/* the i-th common option, for shell completion: its long name without
+ * "--" (NULL past the last), its short letter (0: none) in *shrt, and
+ * whether it takes a value. Every on/off one has a --no- form; *negated
+ * says whether it is worth offering (the setting can be on by default or
+ * from the config file) */
+const char *cmd_opts_option(size_t i, char *shrt, bool *takes_value, bool *negated);
 /* "temp 0.8, top_k 40, ..." on one line (no newline) */
 void cmd_opts_describe(const struct cmd_opts *o, FILE *f);
 
@@ -219,5 +229,8 @@ int cmd_text_fits(const struct cmd_llm *l, bool special, const char *what, const
 struct sess_store;
 /* open $KVCHAT_HOME's session store: 0, or CMD_EXIT_SESSION (printed) */
 int cmd_store_open(struct sess_store **st);
+/* open the session store only if there is one (nothing is created): 1
+ * with *st, 0 if there is none, -1 if it cannot be opened (err says why) */
+int cmd_store_open_existing(struct sess_store **st, char *err, size_t err_size);
 
 #endif

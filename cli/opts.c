@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 
 enum opt_kind { OPT_KIND_INT, OPT_KIND_FLOAT, OPT_KIND_U64, OPT_KIND_STR, OPT_KIND_FLAG, OPT_KIND_KV };
@@ -333,6 +334,16 @@ const char *const *cmd_opts_set_keys(void)
     return keys;
 }
 
+const char *cmd_opts_option(size_t i, char *shrt, bool *takes_value, bool *negated)
+{
+    if (i >= N_OPTS)
+        return NULL;
+    *shrt = opt_table[i].shrt;
+    *takes_value = opt_table[i].kind != OPT_KIND_FLAG;
+    *negated = !*takes_value && (opt_table[i].where & OPT_IN_CONFIG);
+    return opt_table[i].lng;
+}
+
 void cmd_opts_describe(const struct cmd_opts *o, FILE *f)
 {
     const struct llm_sampler_params *s = &o->sampling;
@@ -482,6 +493,19 @@ int cmd_text_fits(const struct cmd_llm *l, bool special, const char *what, const
         return -1;
     }
     return 0;
+}
+
+int cmd_store_open_existing(struct sess_store **st, char *err, size_t err_size)
+{
+    char home[4096], db[4200];
+    struct stat sb;
+    *st = NULL;
+    if (mdl_home(home, sizeof home))
+        return 0;
+    snprintf(db, sizeof db, "%s/kvchat.db", home);
+    if (stat(db, &sb))
+        return 0;
+    return sess_store_open(home, st, err, err_size) ? -1 : 1;
 }
 
 int cmd_store_open(struct sess_store **st)

@@ -87,6 +87,9 @@ struct mdl_entry {
 /* Every model in the store, sorted by name. *out is an array the caller
  * frees with free(); *n its length. An absent store is an empty list. */
 int mdl_list(struct mdl_entry **out, size_t *n, char *err, size_t err_size);
+/* mdl_list with only name and path filled in: no file is opened (fast,
+ * for shell completion) */
+int mdl_list_names(struct mdl_entry **out, size_t *n, char *err, size_t err_size);
 /* One store model by name: 0, MDL_ERR_NOT_FOUND or MDL_ERR_USAGE. */
 int mdl_stat(const char *name, struct mdl_entry *e, char *err, size_t err_size);
 

@@ -156,7 +156,19 @@ static int cmp_entry(const void *a, const void *b)
     return strcmp(((const struct mdl_entry *)a)->name, ((const struct mdl_entry *)b)->name);
 }
 
+static int list_store(struct mdl_entry **out, size_t *n, bool headers, char *err, size_t err_size);
+
 int mdl_list(struct mdl_entry **out, size_t *n, char *err, size_t err_size)
+{
+    return list_store(out, n, true, err, err_size);
+}
+
+int mdl_list_names(struct mdl_entry **out, size_t *n, char *err, size_t err_size)
+{
+    return list_store(out, n, false, err, err_size);
+}
+
+static int list_store(struct mdl_entry **out, size_t *n, bool headers, char *err, size_t err_size)
 {
     char home[4096], dir[4200];
     *out = NULL;
@@ -207,7 +219,8 @@ int mdl_list(struct mdl_entry **out, size_t *n, char *err, size_t err_size)
             (*n)--;
             continue;
         }
-        fill_entry(e);
+        if (headers)
+            fill_entry(e);
     }
     closedir(d);
     if (*n)
