@@ -692,6 +692,7 @@ static int slash_read(struct chat *ch, char *arg)
         return 0;
     }
     /* the file's last newline is not the message's (as with run -f and stdin) */
+    size_t size = len;
     while (len && (text[len - 1] == '\n' || text[len - 1] == '\r'))
         text[--len] = 0;
     /* the exchanges can be dropped to make room; the system prompt cannot */
@@ -703,11 +704,11 @@ static int slash_read(struct chat *ch, char *arg)
     }
     int64_t room = llm_ctx_n_ctx(ch->l.ctx) - kept;
     if (len == 0) {
-        note(ch, C_DIM, "'%s' is empty: nothing sent", arg);
+        note(ch, C_DIM, "'%s' holds no text: nothing sent", arg);
     } else if (cmd_text_fits(&ch->l, ch->o.special, arg, text, len, room, &n_tok, err, sizeof err)) {
         chat_err(ch, "%s", err);
     } else {
-        note(ch, C_DIM, "[read '%s': %zu bytes, %" PRId64 " token%s]", arg, len, n_tok, n_tok == 1 ? "" : "s");
+        note(ch, C_DIM, "[read '%s': %zu bytes, %" PRId64 " token%s]", arg, size, n_tok, n_tok == 1 ? "" : "s");
         say(ch, text);
     }
     free(text);

@@ -112,11 +112,13 @@ static char *slurp(FILE *f, size_t *len)
 }
 
 /* the texts of the -f files, each without its trailing newlines, joined
- * by one: 0, or an exit code with the reason in err */
-static int read_files(const char **files, int n, char **out, size_t *len, char *err, size_t err_size)
+ * by one; *bytes the files' sizes: 0, or an exit code with the reason in err */
+static int read_files(const char **files, int n, char **out, size_t *len, size_t *bytes, char *err,
+                      size_t err_size)
 {
     char *acc = NULL;
     size_t al = 0;
+    *bytes = 0;
     for (int i = 0; i < n; i++) {
         char *t;
         size_t tl;
@@ -124,6 +126,7 @@ static int read_files(const char **files, int n, char **out, size_t *len, char *
             free(acc);
             return CMD_EXIT_MODEL;
         }
+        *bytes += tl;
         while (tl && (t[tl - 1] == '\n' || t[tl - 1] == '\r'))
             tl--;
         char *na = al + tl + 2 > CMD_TEXT_MAX ? NULL : realloc(acc, al + tl + 2);
@@ -225,11 +228,11 @@ static int run_exec(int argc, char **argv)
 
     /* the prompt: the files, else stdin (unless it is a terminal and PROMPT
      * was given), then PROMPT */
-    size_t in_len = 0, cap = 1;
+    size_t in_len = 0, cap = 1, file_bytes = 0;
     char *in = NULL;
     if (n_files) {
         char err[4400];
-        if ((rc = read_files(files, n_files, &in, &in_len, err, sizeof err))) {
+        if ((rc = read_files(files, n_files, &in, &in_len, &file_bytes, err, sizeof err))) {
             free(words);
             free(files);
             cmd_opts_free(&o);
@@ -266,6 +269,7 @@ static int run_exec(int argc, char **argv)
         }
         prompt[pl] = 0;
     }
+    size_t files_len = n_files ? in_len : 0;
     free(in);
     free(words);
     if (!prompt) {
@@ -317,16 +321,16 @@ static int run_exec(int argc, char **argv)
             fprintf(stderr, "kvchat: --no-cache: session '%s' is read and computed again, not saved\n",
                     session);
     }
-    if (n_files) { /* the files' text must fit in what the context has left */
+    if (n_files) { /* the files' text (the prompt's start) must fit in what the context has left */
         int64_t n_tok;
         char ferr[4600];
-        if (cmd_text_fits(&l, o.special, what, prompt, pl, llm_ctx_n_ctx(l.ctx) - sess_conv_n_tokens(conv),
+        if (cmd_text_fits(&l, o.special, what, prompt, files_len, llm_ctx_n_ctx(l.ctx) - sess_conv_n_tokens(conv),
                           &n_tok, ferr, sizeof ferr)) {
             rc = cmd_fail(CMD_EXIT_MODEL, "%s", ferr);
             goto out;
         }
         if (o.verbose || isatty(2))
-            fprintf(stderr, "kvchat: read '%s': %zu bytes, %lld token%s\n", what, pl, (long long)n_tok,
+            fprintf(stderr, "kvchat: read '%s': %zu bytes, %lld token%s\n", what, file_bytes, (long long)n_tok,
                     n_tok == 1 ? "" : "s");
     }
 
