@@ -774,11 +774,11 @@ static int models_list(int argc, char **argv)
                 cmd_json_str(stdout, e->sha256, strlen(e->sha256));
             else
                 fputs("null", stdout);
-            printf(", \"default\": %s", is_def ? "true" : "false");
-            if (e->error[0]) {
-                fputs(", \"error\": ", stdout);
+            printf(", \"default\": %s, \"error\": ", is_def ? "true" : "false");
+            if (e->error[0])
                 cmd_json_str(stdout, e->error, strlen(e->error));
-            }
+            else
+                fputs("null", stdout);
             fputs("}", stdout);
             continue;
         }
