@@ -106,31 +106,12 @@ expect_eq "bash: --kv-type" "$(bash_complete 'kvchat run --kv-type f1')" "f16"
 # ---- bash and zsh on a terminal, as a user presses Tab
 export TERM=xterm
 PATH="$T:$PATH"
-cat >"$T/bash.script" <<EOF
+# the keys a user types in either shell, after SETUP (which sets PROMPT)
+tab_keys() { # SETUP PROMPT
+    cat <<EOF
 sleep 0.3
-line PS1='bash> '; . $BASH_SCRIPT
-expect bash> 
-send kvchat sessions show tri\t
-expect show trip
-send \x15
-send kvchat models rm qw\t
-expect rm qw:small
-send \x15
-send kvchat mod\t
-expect kvchat models
-send \x15
-line exit
-exit 0
-EOF
-if python3 "$TOP/tests/cli/ptydrive.py" --timeout 20 --log "$T/bash.log" -- bash --norc --noprofile -i <"$T/bash.script" >"$T/bash.drv" 2>&1; then
-    ok "bash on a terminal: sessions, models with a colon, commands"
-else
-    not_ok "bash on a terminal"; sed 's/^/  /' "$T/bash.drv"
-fi
-cat >"$T/zsh.script" <<EOF
-sleep 0.3
-line PS1='zsh> '; fpath=($ZSH_DIR \$fpath); autoload -U compinit; compinit -u -D
-expect zsh> 
+line $1
+expect $2
 send kvchat sessions show tri\t
 expect show trip
 send \x15
@@ -146,11 +127,20 @@ send \x15
 line exit
 exit 0
 EOF
-if python3 "$TOP/tests/cli/ptydrive.py" --timeout 20 --log "$T/zsh.log" -- zsh -f -i <"$T/zsh.script" >"$T/zsh.drv" 2>&1; then
-    ok "zsh on a terminal: sessions, models with a colon, subcommands, options"
-else
-    not_ok "zsh on a terminal"; sed 's/^/  /' "$T/zsh.drv"
-fi
+}
+on_terminal() { # SHELL SETUP SHELL-COMMAND...
+    sh=$1 setup=$2
+    shift 2
+    tab_keys "$setup" "$sh> " >"$T/$sh.script"
+    if python3 "$TOP/tests/cli/ptydrive.py" --timeout 20 --log "$T/$sh.log" -- "$@" <"$T/$sh.script" >"$T/$sh.drv" 2>&1; then
+        ok "$sh on a terminal: sessions, models with a colon, subcommands, options"
+    else
+        not_ok "$sh on a terminal"
+        sed 's/^/  /' "$T/$sh.drv"
+    fi
+}
+on_terminal bash "PS1='bash> '; . $BASH_SCRIPT" bash --norc --noprofile -i
+on_terminal zsh "PS1='zsh> '; fpath=($ZSH_DIR \$fpath); autoload -U compinit; compinit -u -D" zsh -f -i
 
 # ---- make install puts both scripts under DESTDIR and PREFIX; uninstall removes them
 D=$T/dest
