@@ -49,7 +49,6 @@ drive resize --cols 60 $K --temp 0 -n 300 <<EOF
 expect > 
 sleep 0.5
 line $LONG
-mark a0
 expect sea\.\n(?s:.{200})
 resize 30
 mark r
@@ -63,11 +62,11 @@ answer_of rs 1 >"$T/rs.answer"
 # the answer as shown (after the echoed line, before the prompt), and where
 # the resize came in it: lines that start after it must fit 30 columns,
 # lines that end before it 60 (the line in progress fits 60)
-python3 - "$T/resize.log" "$(cat "$T/resize/a0")" "$(cat "$T/resize/r")" "$(cat "$T/resize/a1")" "$T/rs" <<'PY'
+python3 - "$T/resize.log" "$(cat "$T/resize/r")" "$(cat "$T/resize/a1")" "$T/rs" <<'PY'
 import sys
 t = open(sys.argv[1], encoding="utf-8", errors="replace").read()
-a0, r, a1, out = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-begin = t.index("sea.\n", a0) + 5
+r, a1, out = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+begin = t.index("sea.\n") + 5  # after the echo of the message
 end = t.rindex("\n> ", begin, a1 + 1)
 ans, at = t[begin:end], r - begin
 open(out + ".shown", "w").write(ans)
