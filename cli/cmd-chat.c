@@ -1300,10 +1300,11 @@ static int chat_exec(int argc, char **argv)
             if (ch.interactive) {
                 const struct llm_model_meta *m = llm_model_get_meta(ch.l.model);
                 const char *base = strrchr(ch.l.path, '/');
+                /* the session first: a narrow terminal cuts the line's end */
                 char head[5400];
-                snprintf(head, sizeof head, "kvchat %s · %s (%s) · %s%s · /help for commands, Ctrl-D to leave",
-                         KVCHAT_VERSION, base ? base + 1 : ch.l.path, m->arch,
-                         ch.name ? "session " : "unnamed chat", ch.name ? ch.name : "");
+                snprintf(head, sizeof head, "kvchat %s · %s%s · %s (%s) · /help for commands, Ctrl-D to leave",
+                         KVCHAT_VERSION, ch.name ? "session " : "unnamed chat", ch.name ? ch.name : "",
+                         base ? base + 1 : ch.l.path, m->arch);
                 print_fit(&ch, C_DIM, head);
                 if (ch.name && sess_conv_n_exchanges(ch.conv) > 0)
                     note(&ch, C_DIM, "session '%s': %" PRId64 " exchanges so far", ch.name,

@@ -264,13 +264,13 @@ grep -q 'conversation: ' "$T/prefix/st" && ok "/st runs /stats" || not_ok "/st: 
 
 # ---- the banner names the session
 drive banner $K chat trip <<'EOF'
-expect · session trip · /help for commands
+expect ^kvchat [0-9.]+ · session trip · m\.gguf \(qwen2\) · /help for commands
 expect > 
 send \x04
 exit 0
 EOF
 drive banner2 $K <<'EOF'
-expect · unnamed chat · /help for commands
+expect ^kvchat [0-9.]+ · unnamed chat · m\.gguf \(qwen2\) · /help for commands
 expect > 
 send \x04
 exit 0
