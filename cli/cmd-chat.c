@@ -118,6 +118,7 @@ struct chat {
     char last_char;        /* of the answer being streamed */
     struct wrap wrap;      /* word wrap of answers on a terminal */
     bool wrapping;         /* the answer being streamed is wrapped */
+    struct cmd_answer ans; /* splits reasoning from the answer as it streams */
     struct sess_turn_stats last;
     bool have_last;
     int64_t turns;          /* answers in this process */
@@ -208,13 +209,14 @@ static int on_text(void *ud, const char *text, size_t n)
     struct chat *ch = ud;
     if (!n)
         return 0;
-    int bad = ch->wrapping ? wrap_write(&ch->wrap, repl_width(1), text, n) : fwrite(text, 1, n, stdout) != n;
-    if (bad || fflush(stdout) != 0) {
+    ch->ans.show_reasoning = !ch->o.think_hide;
+    ch->ans.dim = ch->color;
+    int r = cmd_answer_text(&ch->ans, text, n);
+    if (ch->ans.broken)
         ch->out_broken = true;
-        return 1;
-    }
-    ch->last_char = text[n - 1];
-    return 0;
+    if (ch->ans.last_char)
+        ch->last_char = ch->ans.last_char;
+    return r;
 }
 
 /* an answer starts streaming: wrapped (on a terminal, unless --no-wrap),
@@ -226,14 +228,13 @@ static void answer_begin(struct chat *ch)
     ch->wrapping = ch->o.wrap && isatty(1);
     if (ch->wrapping)
         wrap_begin(&ch->wrap);
+    ch->ans.wrap = ch->wrapping ? &ch->wrap : NULL; /* cmd_answer_end ends the wrap (turn_done) */
     repl_quiet(ch->repl, true);
 }
 
 static void answer_end(struct chat *ch)
 {
     repl_quiet(ch->repl, false);
-    if (ch->wrapping && wrap_end(&ch->wrap, repl_width(1)))
-        ch->out_broken = true;
 }
 
 static void stats_line(struct chat *ch, const struct sess_turn_stats *ts)
@@ -251,6 +252,10 @@ static void stats_line(struct chat *ch, const struct sess_turn_stats *ts)
 
 static void turn_done(struct chat *ch, int rc, const struct sess_turn_stats *ts)
 {
+    cmd_answer_end(&ch->ans);
+    ch->ans.last_char = 0;
+    if (ch->ans.broken)
+        ch->out_broken = true;
     if (ch->wrapping ? wrap_col(&ch->wrap) != 0 : ch->last_char != '\n' && ch->last_char != 0) {
         fputc('\n', stdout);
         fflush(stdout);
@@ -795,9 +800,34 @@ static int slash_set(struct chat *ch, char *arg)
         chat_err(ch, "%s", err);
         return 0;
     }
-    if (next.wrap != ch->o.wrap || !strcmp(key, "wrap")) {
+    if (!strcmp(key, "wrap")) {
         ch->o.wrap = next.wrap;
         note(ch, C_DIM, "word wrap %s", ch->o.wrap ? "on (at the terminal's width)" : "off");
+        return 0;
+    }
+    if (!strcmp(key, "think")) {
+        ch->o.think_hide = next.think_hide;
+        if (next.think_off != ch->o.think_off) {
+            if (ch->l.tmpl_nothink == LLM_TEMPLATE_UNKNOWN) {
+                chat_err(ch, "the model's chat template cannot switch thinking off");
+                return 0;
+            }
+            ch->o.think_off = next.think_off;
+            /* the conversation renders with one template (sessions/ has no
+             * way to change it yet): an empty one starts again with the
+             * other, a begun one keeps its own until /new */
+            if (sess_conv_n_messages(ch->conv) <= 1) {
+                const char *sys = conv_system(ch);
+                char *keep = sys ? strdup(sys) : NULL;
+                conv_new(ch, keep);
+                free(keep);
+            }
+            else
+                note(ch, C_DIM, "[thinking %s from the next conversation (/new); this one keeps its template]",
+                     ch->o.think_off ? "off" : "on");
+        }
+        note(ch, C_DIM, "think: %s, %s", ch->o.think_off ? "off" : "on",
+             ch->o.think_hide ? "reasoning hidden" : "reasoning shown dimmed");
         return 0;
     }
     ch->o.sampling = next.sampling;
@@ -1251,6 +1281,8 @@ static int chat_exec(int argc, char **argv)
     }
     ch.ui = isatty(1) ? stdout : stderr;
     ch.color = want_color(ch.ui);
+    if (cmd_answer_init(&ch.ans, stdout, true, ch.color))
+        return cmd_fail(CMD_EXIT_MODEL, "out of memory");
     ch.interactive = isatty(0);
     wrap_init(&ch.wrap, stdout);
     if (session && !name_ok(&ch, session)) {
@@ -1320,6 +1352,7 @@ static int chat_exec(int argc, char **argv)
         sess_store_close(ch.st);
     free(ch.name);
     wrap_free(&ch.wrap);
+    cmd_answer_free(&ch.ans);
     cmd_llm_close(&ch.l);
     cmd_opts_free(&ch.o);
     return rc;

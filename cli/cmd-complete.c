@@ -13,7 +13,7 @@
  * milliseconds: it runs on every Tab.
  *
  * The tables below are kept in step with each command's --help by
- * tests/cli/t0600-completion.sh, which compares the two.
+ * tests/cli/t0700-completion.sh, which compares the two.
  */
 #include "cli/cmd.h"
 #include "models/mdl.h"
@@ -97,7 +97,8 @@ static const struct comp_cmd comp_table[] = {
 static const char *common_value(const char *lng)
 {
     static const char *const kinds[][2] = {
-        {"model", "MODEL"}, {"system-file", "FILE"}, {"template", "TEMPLATE"}, {"kv-type", "f16|f32"}, {NULL, NULL},
+        {"model", "MODEL"}, {"system-file", "FILE"}, {"template", "TEMPLATE"}, {"kv-type", "f16|f32"},
+        {"think", "on|off|show|hide"}, {NULL, NULL},
     };
     for (size_t i = 0; kinds[i][0]; i++)
         if (!strcmp(kinds[i][0], lng))
@@ -148,7 +149,8 @@ static void out_kind(unsigned kinds, const char *family)
     }
     if (kinds & K_ALIAS)
         for (const struct mdl_alias *a = mdl_aliases; a->name; a++)
-            out(a->name, a->about);
+            if (mdl_alias_runs(a))
+                out(a->name, a->about);
     if (kinds & K_TEMPLATE)
         for (int t = LLM_TEMPLATE_CHATML; t < LLM_TEMPLATE_COUNT; t++)
             out(llm_template_name((enum llm_template)t), NULL);

@@ -248,8 +248,87 @@ static void print_id(FILE *f, const char *label, const struct llm_gguf *g, int64
     }
 }
 
+/* what the binding makes of the model: opened with every tensor bound and
+ * checked, not prepared for computing; *why gets the reason it would not
+ * open for computing (empty when it would) */
+struct bound {
+    bool ok;       /* the tensors bind */
+    struct llm_model_arch_info a;
+    char why[512]; /* why it does not run, or "" */
+};
+
+static void bind_check(const char *path, struct bound *bd)
+{
+    struct llm_model_params p = llm_model_default_params();
+    p.bind_only = true;
+    struct llm_model *mdl;
+    memset(bd, 0, sizeof *bd);
+    if (llm_model_open(path, p, &mdl, bd->why, sizeof bd->why))
+        return;
+    bd->ok = true;
+    llm_model_arch_info(mdl, &bd->a);
+    llm_model_close(mdl);
+    if (!bd->a.computable) {
+        /* the refusal a run would give */
+        struct llm_model *m2 = NULL;
+        if (llm_model_open(path, llm_model_default_params(), &m2, bd->why, sizeof bd->why) == 0) {
+            llm_model_close(m2);
+            bd->why[0] = 0;
+        }
+    }
+}
+
+static void arch_text(FILE *f, const struct llm_model_meta *m, const struct bound *bd)
+{
+    if (!bd->ok) {
+        fprintf(f, "runs:           no: %s\n", bd->why);
+        return;
+    }
+    const struct llm_model_arch_info *a = &bd->a;
+    if (a->n_swa > 0) {
+        fprintf(f, "sliding window: %" PRId64 " positions on %" PRId64 " of %" PRId64 " layers",
+                a->n_swa, a->n_swa_layers, m->n_layer);
+        if (a->rope_base_swa != (float)m->rope_freq_base)
+            fprintf(f, " (rope freq base %g there)", a->rope_base_swa);
+        fprintf(f, "\n");
+    } else if (m->n_swa > 0) {
+        fprintf(f, "sliding window: %" PRId64 " declared, not used (as llama.cpp)\n", m->n_swa);
+    }
+    if (a->attn_softcap > 0 || a->final_softcap > 0) {
+        fprintf(f, "soft-capping:   ");
+        if (a->attn_softcap > 0)
+            fprintf(f, "attention %g%s", a->attn_softcap, a->final_softcap > 0 ? ", " : "");
+        if (a->final_softcap > 0)
+            fprintf(f, "final logits %g", a->final_softcap);
+        fprintf(f, "\n");
+    }
+    if (a->rope_factors)
+        fprintf(f, "longrope:       factors long and short, original context %" PRId64
+                   ", attn factor %g\n", a->rope_orig_ctx, a->rope_attn_factor);
+    if (a->fused_qkv || a->fused_gate_up || a->post_norms || a->qk_norm || a->gelu ||
+        a->embd_scale != 1.0f) {
+        fprintf(f, "block:         ");
+        if (a->fused_qkv)
+            fprintf(f, " fused qkv,");
+        if (a->fused_gate_up)
+            fprintf(f, " fused gate+up,");
+        if (a->qk_norm)
+            fprintf(f, " q/k norms,");
+        if (a->post_norms)
+            fprintf(f, " post-norms,");
+        fprintf(f, " %s gating", a->gelu ? "gelu (tanh)" : "silu");
+        if (a->embd_scale != 1.0f)
+            fprintf(f, ", embeddings x%g", a->embd_scale);
+        fprintf(f, ", query scale %g\n", a->attn_scale);
+    }
+    if (bd->why[0])
+        fprintf(f, "runs:           no: %s\n", bd->why);
+    else
+        fprintf(f, "runs:           yes\n");
+}
+
 static void info_text(const char *path, const struct llm_gguf *g, const struct llm_model_meta *m,
-                      bool all)
+                      const struct bound *bd, bool all)
 {
     char a[64], b[64];
     FILE *f = stdout;
@@ -308,6 +387,7 @@ static void info_text(const char *path, const struct llm_gguf *g, const struct l
             : m->chat_template == LLM_TEMPLATE_UNKNOWN
                 ? "present, not recognised (kvchat falls back to chatml)"
                 : llm_template_name(m->chat_template));
+    arch_text(f, m, bd);
     if (!all)
         return;
     fprintf(f, "\nmetadata (%" PRId64 " keys):\n", llm_gguf_n_kv(g));
@@ -338,8 +418,31 @@ static void json_cstr(FILE *f, const char *k, const char *v)
         fputs("null", f);
 }
 
+static void arch_json(FILE *f, const struct bound *bd)
+{
+    const struct llm_model_arch_info *a = &bd->a;
+    fprintf(f, ", \"runs\": %s", bd->ok && !bd->why[0] ? "true" : "false");
+    json_cstr(f, "runs_error", bd->why);
+    if (!bd->ok)
+        return;
+    fprintf(f, ", \"sliding_window\": %" PRId64 ", \"sliding_window_layers\": %" PRId64, a->n_swa,
+            a->n_swa_layers);
+    fprintf(f, ", \"rope_freq_base_swa\": %.9g", a->rope_base_swa);
+    fprintf(f, ", \"attn_logit_softcapping\": %.9g, \"final_logit_softcapping\": %.9g",
+            a->attn_softcap, a->final_softcap);
+    fprintf(f, ", \"rope_factors\": %s", a->rope_factors ? "true" : "false");
+    if (a->rope_factors)
+        fprintf(f, ", \"rope_scaling_original_context_length\": %" PRId64
+                   ", \"rope_scaling_attn_factor\": %.9g", a->rope_orig_ctx, a->rope_attn_factor);
+    fprintf(f, ", \"fused_qkv\": %s, \"fused_gate_up\": %s, \"post_norms\": %s",
+            a->fused_qkv ? "true" : "false", a->fused_gate_up ? "true" : "false",
+            a->post_norms ? "true" : "false");
+    fprintf(f, ", \"ffn_activation\": \"%s\", \"embedding_scale\": %.9g, \"query_scale\": %.9g",
+            a->gelu ? "gelu_tanh" : "silu", a->embd_scale, a->attn_scale);
+}
+
 static void info_json(const char *path, const struct llm_gguf *g, const struct llm_model_meta *m,
-                      bool all)
+                      const struct bound *bd, bool all)
 {
     FILE *f = stdout;
     fputs("{\"file\": ", f);
@@ -385,6 +488,7 @@ static void info_json(const char *path, const struct llm_gguf *g, const struct l
     fprintf(f, ", \"chat_template\": %s", m->chat_template == LLM_TEMPLATE_NONE ? "false" : "true");
     json_cstr(f, "chat_template_family",
               m->chat_template > LLM_TEMPLATE_UNKNOWN ? llm_template_name(m->chat_template) : NULL);
+    arch_json(f, bd);
     if (all) {
         fputs(", \"metadata\": {", f);
         for (int64_t i = 0; i < llm_gguf_n_kv(g); i++) {
@@ -437,10 +541,12 @@ static int models_info(int argc, char **argv)
         llm_gguf_close(g);
         return cmd_fail(CMD_EXIT_MODEL, "cannot open model '%s': %s", arg, err);
     }
+    struct bound bd;
+    bind_check(path, &bd);
     if (json)
-        info_json(path, g, &m, all);
+        info_json(path, g, &m, &bd, all);
     else
-        info_text(path, g, &m, all);
+        info_text(path, g, &m, &bd, all);
     llm_gguf_close(g);
     return CMD_EXIT_OK;
 }
@@ -959,11 +1065,13 @@ static int models_aliases(int argc, char **argv)
         json = true;
     }
     int64_t n = 0;
-    for (const struct mdl_alias *a = mdl_aliases; a->name; a++, n++) {
+    for (const struct mdl_alias *a = mdl_aliases; a->name; a++) {
+        if (!mdl_alias_runs(a))
+            continue; /* prepared for an architecture kvchat does not run yet */
         char size[32], ref[1024];
         snprintf(ref, sizeof ref, "hf:%s/%s", a->repo, a->file);
         if (json) {
-            cmd_json_list_item(stdout, n);
+            cmd_json_list_item(stdout, n++);
             fputs("{\"name\": ", stdout);
             cmd_json_str(stdout, a->name, strlen(a->name));
             fputs(", \"about\": ", stdout);
@@ -975,6 +1083,7 @@ static int models_aliases(int argc, char **argv)
         }
         fmt_bytes(size, sizeof size, (double)a->size);
         printf("%-14s %-40s ~%-10s %s\n", a->name, a->about, size, ref);
+        n++;
     }
     if (json)
         cmd_json_list_end(stdout, n);

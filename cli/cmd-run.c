@@ -33,8 +33,9 @@ static const char run_usage[] =
     "                           resuming its KV cache from disk with no re-prefill\n"
     "                           (with --no-cache: the session is recomputed and\n"
     "                           left unchanged, for comparison)\n"
-    "      --json               print one JSON object: answer, session, model,\n"
-    "                           prompt_tokens, cached_tokens, prefilled_tokens,\n"
+    "      --json               print one JSON object: answer, reasoning (the\n"
+    "                           <think> span, or null), session, model, prompt_tokens,\n"
+    "                           cached_tokens, prefilled_tokens,\n"
     "                           generated_tokens, ttft_ms, prefill_tok_s,\n"
     "                           decode_tok_s, stop_reason\n"
     CMD_OPTS_HELP
@@ -49,40 +50,6 @@ static void on_sigint(int sig)
 {
     (void)sig;
     interrupted = 1;
-}
-
-struct sink {
-    bool json, broken;
-    char *buf;
-    size_t len, cap;
-    struct wrap *wrap; /* the answer is wrapped (stdout is a terminal), or NULL */
-};
-
-static int on_text(void *ud, const char *text, size_t n)
-{
-    struct sink *s = ud;
-    if (s->json) {
-        if (s->len + n + 1 > s->cap) {
-            size_t cap = s->cap ? 2 * s->cap : 4096;
-            while (cap < s->len + n + 1)
-                cap *= 2;
-            char *p = realloc(s->buf, cap);
-            if (!p)
-                return 1;
-            s->buf = p;
-            s->cap = cap;
-        }
-        memcpy(s->buf + s->len, text, n);
-        s->len += n;
-        s->buf[s->len] = 0;
-        return 0;
-    }
-    int bad = s->wrap ? wrap_write(s->wrap, repl_width(1), text, n) : fwrite(text, 1, n, stdout) != n;
-    if (bad || fflush(stdout) != 0) {
-        s->broken = true; /* the reader went away (| head): stop quietly */
-        return 1;
-    }
-    return 0;
 }
 
 /* all of a stream into a malloc'd string */
@@ -339,19 +306,29 @@ static int run_exec(int argc, char **argv)
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* reasoning: dimmed on a terminal unless --think hide; in pipe mode
+     * only the answer unless --think show; apart in --json */
+    struct cmd_answer ans;
+    bool tty = isatty(1);
+    if (cmd_answer_init(&ans, json ? NULL : stdout, tty ? !o.think_hide : o.think_show,
+                        tty && !getenv("NO_COLOR"))) {
+        rc = cmd_fail(CMD_EXIT_MODEL, "out of memory");
+        goto out;
+    }
+    /* on a terminal the answer is word-wrapped */
     struct wrap wrap;
-    struct sink sink = {json, false, NULL, 0, 0, NULL};
-    if (!json && o.wrap && isatty(1)) {
+    bool wrapping = !json && o.wrap && tty;
+    if (wrapping) {
         wrap_init(&wrap, stdout);
-        sink.wrap = &wrap;
+        wrap_begin(&wrap);
+        ans.wrap = &wrap;
     }
     double restore_ms = session ? last_restore_ms : 0;
     struct sess_turn_stats ts;
-    int r = sess_conv_say(conv, prompt, on_text, &sink, &interrupted, &ts);
-    if (sink.wrap) {
-        wrap_end(&wrap, repl_width(1));
+    int r = sess_conv_say(conv, prompt, cmd_answer_text, &ans, &interrupted, &ts);
+    cmd_answer_end(&ans);
+    if (wrapping)
         wrap_free(&wrap);
-    }
     if (r == SESS_ERR_INTERRUPTED) {
         rc = CMD_EXIT_INTERRUPTED;
     } else if (r == SESS_ERR_CTX_FULL) {
@@ -360,7 +337,12 @@ static int run_exec(int argc, char **argv)
         rc = cmd_fail(CMD_EXIT_MODEL, "%s", sess_conv_errmsg(conv));
     } else if (json) {
         printf("{\"answer\": ");
-        cmd_json_str(stdout, sink.buf ? sink.buf : "", sink.len);
+        cmd_json_str(stdout, ans.text[0] ? ans.text[0] : "", ans.len[0]);
+        printf(", \"reasoning\": ");
+        if (ans.text[1])
+            cmd_json_str(stdout, ans.text[1], ans.len[1]);
+        else
+            printf("null");
         printf(", \"session\": ");
         if (session)
             cmd_json_str(stdout, session, strlen(session));
@@ -374,7 +356,7 @@ static int run_exec(int argc, char **argv)
                (long long)ts.prompt_tokens, (long long)ts.cached_tokens, (long long)ts.prefilled_tokens,
                (long long)ts.generated_tokens, ts.ttft_ms, ts.prefill_tok_s, ts.decode_tok_s, ts.stop_reason,
                restore_ms);
-    } else if (!sink.broken && isatty(1)) {
+    } else if (!ans.broken && tty) {
         fputc('\n', stdout);
     }
     if (r == 0 && o.verbose)
@@ -385,7 +367,7 @@ static int run_exec(int argc, char **argv)
                 ts.stop_reason);
     if (r == 0 && interrupted)
         rc = CMD_EXIT_INTERRUPTED;
-    free(sink.buf);
+    cmd_answer_free(&ans);
 out:
     sess_conv_free(conv);
     sess_store_close(st);

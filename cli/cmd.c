@@ -3,6 +3,8 @@
  * Only cli/ talks to the user or exits; commands return an exit code.
  */
 #include "cli/cmd.h"
+#include "cli/repl.h"
+#include "cli/wrap.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -313,4 +315,97 @@ int cmd_main(int argc, char **argv)
     fprintf(stderr, "kvchat: unknown command '%s'\n", name);
     fprintf(stderr, "see 'kvchat --help' (a new chat session: 'kvchat chat %s')\n", name);
     return CMD_EXIT_USAGE;
+}
+
+/* ==== a reasoning model's answer, streamed ==== */
+
+int cmd_answer_init(struct cmd_answer *a, FILE *out, bool show_reasoning, bool dim)
+{
+    memset(a, 0, sizeof *a);
+    a->out = out;
+    a->show_reasoning = show_reasoning;
+    a->dim = dim;
+    a->think = llm_think_init(false);
+    return a->think ? 0 : -1;
+}
+
+static int keep(struct cmd_answer *a, int k, const char *s, size_t n)
+{
+    if (a->len[k] + n + 1 > a->cap[k]) {
+        size_t cap = a->cap[k] ? 2 * a->cap[k] : 4096;
+        while (cap < a->len[k] + n + 1)
+            cap *= 2;
+        char *p = realloc(a->text[k], cap);
+        if (!p)
+            return 1;
+        a->text[k] = p;
+        a->cap[k] = cap;
+    }
+    memcpy(a->text[k] + a->len[k], s, n);
+    a->len[k] += n;
+    a->text[k][a->len[k]] = 0;
+    return 0;
+}
+
+static int put_out(struct cmd_answer *a, const char *s, size_t n)
+{
+    int bad = n && (a->wrap ? wrap_write(a->wrap, repl_width(fileno(a->out)), s, n) : fwrite(s, 1, n, a->out) != n);
+    if (n && (bad || fflush(a->out) != 0)) {
+        a->broken = true;
+        return 1;
+    }
+    if (n)
+        a->last_char = s[n - 1];
+    return 0;
+}
+
+static int answer_part(void *ud, enum llm_think_part part, const char *s, size_t n)
+{
+    struct cmd_answer *a = ud;
+    if (!a->out)
+        return keep(a, part == LLM_THINK_REASONING, s, n);
+    if (part == LLM_THINK_REASONING) {
+        if (!a->show_reasoning)
+            return 0;
+        if (!a->in_reasoning_out) {
+            a->in_reasoning_out = true;
+            if (a->dim && put_out(a, "\033[2m", 4))
+                return 1;
+        }
+        return put_out(a, s, n);
+    }
+    if (a->in_reasoning_out) {
+        /* set the answer apart: the colour back, a blank line */
+        a->in_reasoning_out = false;
+        if ((a->dim && put_out(a, "\033[0m", 4)) ||
+            put_out(a, a->last_char == '\n' ? "\n" : "\n\n", a->last_char == '\n' ? 1 : 2))
+            return 1;
+    }
+    return put_out(a, s, n);
+}
+
+int cmd_answer_text(void *ud, const char *text, size_t n)
+{
+    struct cmd_answer *a = ud;
+    return llm_think_push(a->think, text, n, answer_part, a);
+}
+
+void cmd_answer_end(struct cmd_answer *a)
+{
+    llm_think_flush(a->think, answer_part, a);
+    if (a->out && a->in_reasoning_out && a->dim)
+        put_out(a, "\033[0m", 4);
+    if (a->out && a->wrap && (wrap_end(a->wrap, repl_width(fileno(a->out))) || fflush(a->out)))
+        a->broken = true;
+    a->in_reasoning_out = false;
+    llm_think_free(a->think);
+    a->think = llm_think_init(false);
+}
+
+void cmd_answer_free(struct cmd_answer *a)
+{
+    llm_think_free(a->think);
+    free(a->text[0]);
+    free(a->text[1]);
+    memset(a, 0, sizeof *a);
 }

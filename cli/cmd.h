@@ -100,6 +100,32 @@ void cmd_json_list_end(FILE *f, int64_t n);
 int cmd_read_text(const char *path, size_t max, char **out, size_t *len, char *err, size_t err_size);
 #define CMD_TEXT_MAX (64u << 20) /* bytes of a file /read or run -f takes */
 
+/* Streaming a reasoning model's answer (`run`, the REPL): the generated
+ * text goes through llm_think, and each part to out, or is kept for
+ * --json. Reasoning is shown dimmed (ANSI, when dim) and set apart from
+ * the answer by a blank line, or not at all (show false). */
+struct wrap;
+struct cmd_answer {
+    struct llm_think *think;
+    FILE *out;              /* NULL: keep the text only (--json) */
+    struct wrap *wrap;      /* NULL, or out is a terminal and the text is wrapped
+                             * (cli/wrap.h; set by the caller after init, one
+                             * wrap_begin per answer, wrap_end in cmd_answer_end) */
+    bool show_reasoning, dim;
+    bool in_reasoning_out;  /* reasoning printed, answer not begun */
+    bool broken;            /* writing to out failed (| head) */
+    char last_char;         /* the last byte printed */
+    char *text[2];          /* the answer [0] and the reasoning [1], kept when out is NULL */
+    size_t len[2], cap[2];
+};
+/* 0, or -1 out of memory */
+int cmd_answer_init(struct cmd_answer *a, FILE *out, bool show_reasoning, bool dim);
+/* the sess_conv_say callback: ud is a struct cmd_answer */
+int cmd_answer_text(void *ud, const char *text, size_t n);
+/* the end of one answer: what was held back, the colour reset; ready for the next */
+void cmd_answer_end(struct cmd_answer *a);
+void cmd_answer_free(struct cmd_answer *a);
+
 /* ==== options that chat and run share (cli/opts.c) ====
  * Each is also a config-file key (`temp = 0.7`) and, for the sampling ones,
  * a REPL /set key. Usage:
@@ -121,7 +147,7 @@ enum cmd_opt {
     CMD_OPT_MIN_P, CMD_OPT_REPEAT_PENALTY, CMD_OPT_PRESENCE_PENALTY, CMD_OPT_REPEAT_LAST_N,
     CMD_OPT_SEED, CMD_OPT_N_PREDICT, CMD_OPT_KV_TYPE, CMD_OPT_TEMPLATE, CMD_OPT_SYSTEM,
     CMD_OPT_SYSTEM_FILE, CMD_OPT_NO_CACHE, CMD_OPT_VERBOSE, CMD_OPT_SPECIAL, CMD_OPT_CACHE_MAX,
-    CMD_OPT_WRAP, CMD_OPT_COUNT
+    CMD_OPT_THINK, CMD_OPT_WRAP, CMD_OPT_COUNT
 };
 
 #define CMD_OPTS_MAX_CONFIG 32
@@ -140,6 +166,9 @@ struct cmd_opts {
     bool no_cache, verbose, special;
     bool wrap;                 /* word-wrap answers on a terminal (--no-wrap, `wrap = off`) */
     int64_t cache_max;         /* --cache-max: bytes of KV segments kept (default 4 GiB) */
+    bool think_off;            /* --think off: the template's no-thinking form (Qwen3) */
+    bool think_hide;           /* --think hide: reasoning is not shown */
+    bool think_show;           /* --think show given: reasoning shown even in pipe mode */
     uint64_t given;            /* bit CMD_OPT_X: given on the command line */
     /* owned: strings from the config file, the system file's text */
     char *config_strs[CMD_OPTS_MAX_CONFIG];
@@ -166,6 +195,9 @@ struct cmd_opts {
     "  -c, --ctx-size N         context window in tokens (default: model's, at most 4096)\n" \
     "      --kv-type f16|f32    KV cache element type (default f16)\n" \
     "      --special            special tokens written in messages are tokens\n" \
+    "      --think show|hide|on|off  reasoning models: show the <think> span dimmed\n" \
+    "                           (default on a terminal) or hide it; off asks the\n" \
+    "                           model not to think (Qwen3's enable_thinking), on again\n" \
     "      --no-cache           recompute the whole conversation every turn; keep no\n" \
     "                           KV snapshots (for comparison)\n" \
     "      --cache-max SIZE     keep at most SIZE of KV segments on disk (default 4G):\n" \
@@ -207,8 +239,12 @@ struct cmd_llm {
     struct llm_model *model;
     struct llm_vocab *vocab;
     struct llm_ctx *ctx;
-    enum llm_template tmpl;
+    enum llm_template tmpl;       /* with thinking on */
+    enum llm_template tmpl_nothink; /* with thinking off, LLM_TEMPLATE_UNKNOWN if the model's
+                                       template cannot switch it off */
 };
+/* the template to render with under o's --think */
+enum llm_template cmd_llm_template(const struct cmd_opts *o, const struct cmd_llm *l);
 /* model parameters with the packed-weight cache in $KVCHAT_HOME/packed
  * (dir: its buffer) */
 struct llm_model_params cmd_model_params(char *dir, size_t size);

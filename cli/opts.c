@@ -65,6 +65,7 @@ static const struct opt_def opt_table[] = {
     {CMD_OPT_SPECIAL, "special", "special", 0, OPT_KIND_FLAG, 0, 0, 0},
     {CMD_OPT_CACHE_MAX, "cache_max", "cache-max", 0, OPT_KIND_STR, 0, 0, OPT_IN_CONFIG},
     {CMD_OPT_WRAP, "wrap", "wrap", 0, OPT_KIND_FLAG, 0, 0, OPT_IN_CONFIG | OPT_IN_SET},
+    {CMD_OPT_THINK, "think", "think", 0, OPT_KIND_STR, 0, 0, OPT_IN_CONFIG | OPT_IN_SET},
 };
 #define N_OPTS (sizeof opt_table / sizeof opt_table[0])
 
@@ -144,6 +145,11 @@ static int opt_apply(struct cmd_opts *o, const struct opt_def *d, const char *v,
         }
         break;
     case OPT_KIND_STR:
+        if (d->id == CMD_OPT_THINK && strcmp(v, "show") && strcmp(v, "hide") && strcmp(v, "on") &&
+            strcmp(v, "off")) {
+            snprintf(err, n, "bad value '%s' for %s: expected show, hide, on or off", v, d->key);
+            return -1;
+        }
         break;
     }
     bool flag = !strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on");
@@ -176,6 +182,12 @@ static int opt_apply(struct cmd_opts *o, const struct opt_def *d, const char *v,
     case CMD_OPT_SPECIAL: o->special = flag; break;
     case CMD_OPT_CACHE_MAX: o->cache_max = cmd_parse_size(v); break;
     case CMD_OPT_WRAP: o->wrap = flag; break;
+    case CMD_OPT_THINK:
+        if (!strcmp(v, "on") || !strcmp(v, "off"))
+            o->think_off = !strcmp(v, "off");
+        else
+            o->think_hide = !strcmp(v, "hide"), o->think_show = !o->think_hide;
+        break;
     case CMD_OPT_COUNT: break;
     }
     o->given |= 1ull << d->id;
@@ -315,7 +327,7 @@ int cmd_opts_set(struct cmd_opts *o, const char *key, const char *value, char *e
     const struct opt_def *d = opt_by_key(key);
     if (!d || !(d->where & OPT_IN_SET)) {
         snprintf(err, n, "unknown setting '%s' (try: temp, top_k, top_p, min_p, repeat_penalty, "
-                         "presence_penalty, seed, n_predict, wrap)", key);
+                         "presence_penalty, seed, n_predict, think, wrap)", key);
         return -1;
     }
     return opt_apply(o, d, value, err, n);
@@ -397,6 +409,10 @@ int cmd_llm_open(const struct cmd_opts *o, bool offer_pull, struct cmd_llm *l)
     if (fell_back && !o->template_name)
         fprintf(stderr, "kvchat: warning: %s; using chatml (choose one with --template NAME)\n",
                 has ? "the model's chat template is not one kvchat knows" : "the model has no chat template");
+    l->tmpl_nothink = llm_template_think_off(l->tmpl, has ? jinja.ptr : NULL, has ? (size_t)jinja.len : 0);
+    if (o->think_off && l->tmpl_nothink == LLM_TEMPLATE_UNKNOWN)
+        fprintf(stderr, "kvchat: warning: the model's chat template cannot switch thinking off; "
+                        "--think off does nothing\n");
     struct llm_ctx_params cp = llm_ctx_default_params();
     cp.n_ctx = o->n_ctx;
     cp.n_threads = o->n_threads;
@@ -433,7 +449,7 @@ struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, const str
 {
     struct sess_conv_params p = sess_conv_default_params();
     p.system = o->system && o->system[0] ? o->system : NULL;
-    p.tmpl = l->tmpl;
+    p.tmpl = cmd_llm_template(o, l);
     p.model_path = l->path;
     p.sampling = o->sampling;
     p.n_predict = o->n_predict;
@@ -506,6 +522,11 @@ int cmd_store_open_existing(struct sess_store **st, char *err, size_t err_size)
     if (stat(db, &sb))
         return 0;
     return sess_store_open(home, st, err, err_size) ? -1 : 1;
+}
+
+enum llm_template cmd_llm_template(const struct cmd_opts *o, const struct cmd_llm *l)
+{
+    return o->think_off && l->tmpl_nothink != LLM_TEMPLATE_UNKNOWN ? l->tmpl_nothink : l->tmpl;
 }
 
 int cmd_store_open(struct sess_store **st)

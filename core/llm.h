@@ -342,6 +342,8 @@ enum llm_template {
     LLM_TEMPLATE_MISTRAL_V7_TEKKEN,
     LLM_TEMPLATE_PHI4,
     LLM_TEMPLATE_COMMAND_R,
+    LLM_TEMPLATE_CHATML_NOTHINK, /* ChatML as Qwen3's template renders it with
+                                    enable_thinking false: an empty think block */
     LLM_TEMPLATE_COUNT
 };
 
@@ -403,6 +405,29 @@ struct llm_template_turn_end llm_template_turn_end(enum llm_template t);
  * write instead of its terminator); NULL-terminated, static. */
 const char *const *llm_template_stops(enum llm_template t);
 
+/* Qwen3-style templates that can switch thinking off (their Jinja has
+ * enable_thinking): the template to render with thinking off
+ * (LLM_TEMPLATE_CHATML_NOTHINK for ChatML), or LLM_TEMPLATE_UNKNOWN when
+ * the model's template has no such switch. */
+enum llm_template llm_template_think_off(enum llm_template t, const char *jinja, size_t len);
+
+/* ==== reasoning: <think>...</think> in a streamed answer ====
+ * Splits generated text into the reasoning between <think> and </think>
+ * and the answer, holding back a tag split across pieces; the tags and the
+ * white space after </think> are dropped. */
+struct llm_think;
+enum llm_think_part { LLM_THINK_ANSWER, LLM_THINK_REASONING };
+/* receives each piece; non-zero stops the push and is returned by it */
+typedef int (*llm_think_emit_fn)(void *ud, enum llm_think_part part, const char *text, size_t n);
+/* in_reasoning: the prompt already opened <think> (NULL when out of memory;
+ * caller frees with llm_think_free) */
+struct llm_think *llm_think_init(bool in_reasoning);
+void llm_think_free(struct llm_think *t);
+int llm_think_push(struct llm_think *t, const char *text, size_t n, llm_think_emit_fn fn, void *ud);
+/* pass on what is held back (at the end of the answer) */
+int llm_think_flush(struct llm_think *t, llm_think_emit_fn fn, void *ud);
+bool llm_think_in_reasoning(const struct llm_think *t);
+
 #define LLM_MAX_ARCH 32
 
 /* Hyperparameters and vocabulary facts from metadata; -1 (or 0 for floats)
@@ -431,6 +456,16 @@ struct llm_model_meta {
     int64_t bos_id, eos_id, eot_id, unk_id, pad_id;
     int add_bos;               /* tokenizer.ggml.add_bos_token: 1, 0, or -1 absent */
     enum llm_template chat_template;
+    /* sliding-window attention, soft-capping, longrope (gemma2, gemma3,
+     * phi3); -1 or 0 where absent */
+    int64_t n_swa;             /* {arch}.attention.sliding_window */
+    int64_t swa_period;        /* {arch}.attention.sliding_window_pattern (a number;
+                                  -1 when absent or an array, which llama.cpp ignores) */
+    double rope_freq_base_swa; /* {arch}.rope.freq_base_swa */
+    int64_t rope_orig_ctx;     /* {arch}.rope.scaling.original_context_length */
+    double rope_attn_factor;   /* {arch}.rope.scaling.attn_factor */
+    double attn_softcap;       /* {arch}.attn_logit_softcapping */
+    double final_softcap;      /* {arch}.final_logit_softcapping */
     int64_t n_params;          /* elements of all tensors */
     uint64_t tensor_bytes;     /* bytes of all tensor data */
     int64_t type_count[LLM_TYPE_COUNT]; /* tensors of each type */
@@ -451,6 +486,11 @@ struct llm_sampler;
 
 struct llm_model_params {
     bool vocab_only; /* read metadata only: no tensors are bound or checked */
+    /* bind and check every tensor as for computing, but do not prepare the
+     * weights (no packing): for architectures kvchat binds but cannot yet
+     * compute (gemma2, gemma3, phi3), which otherwise are refused at open;
+     * such a model takes no context (default false) */
+    bool bind_only;
     /* where packed weights are cached between runs (see llm_model_open);
      * NULL (the default): packed in memory at every open */
     const char *pack_dir;
@@ -458,8 +498,10 @@ struct llm_model_params {
 struct llm_model_params llm_model_default_params(void);
 
 /*
- * Open a GGUF model (architectures llama, qwen2, qwen3) and bind its
- * tensors where they lie in the mapping; nothing is copied or dequantized.
+ * Open a GGUF model (architectures llama, qwen2, qwen3; gemma2, gemma3 and
+ * phi3 are bound and checked, then refused unless params.bind_only: their
+ * forward pass is not there yet) and bind its tensors where they lie in the
+ * mapping; nothing is copied or dequantized.
  * A missing or mis-shaped tensor, or one of a type without kernels, is
  * refused with a message naming it. On success *out is a handle the caller
  * closes with llm_model_close (after freeing its contexts); on failure
@@ -489,12 +531,39 @@ int64_t llm_model_n_vocab(const struct llm_model *m);
 int64_t llm_model_n_layer(const struct llm_model *m);
 /* elements of one token's K (and of its V) row summed over the KV heads */
 int64_t llm_model_n_embd_kv(const struct llm_model *m);
+/* What the binding made of the architecture (for `kvchat models info`):
+ * filled from a model opened with tensors bound (not vocab_only). */
+struct llm_model_arch_info {
+    bool computable;        /* kvchat's forward pass runs this architecture */
+    bool fused_qkv;         /* one attn_qkv weight, bound as three row ranges */
+    bool fused_gate_up;     /* one ffn_up weight of 2*n_ff rows: gate, then up */
+    bool post_norms;        /* post_attention_norm and post_ffw_norm */
+    bool qk_norm;           /* attn_q_norm / attn_k_norm */
+    bool gelu;              /* GELU (tanh) gating instead of SiLU */
+    float embd_scale;       /* the token embeddings are multiplied by this */
+    float attn_scale;       /* q is multiplied by this before q.k */
+    float attn_softcap;     /* 0: none */
+    float final_softcap;    /* 0: none */
+    int64_t n_swa;          /* 0: no sliding window (phi3's is ignored, as llama.cpp does) */
+    int64_t n_swa_layers;   /* layers with the sliding window */
+    bool rope_factors;      /* rope_factors_long/short (longrope) */
+    int64_t rope_orig_ctx;  /* longrope: the long factors apply when n_ctx exceeds this */
+    float rope_attn_factor; /* longrope: cos and sin are multiplied by this */
+    float rope_base_swa;    /* RoPE base of the sliding-window layers */
+    float rope_freq_scale_swa;
+};
+void llm_model_arch_info(const struct llm_model *m, struct llm_model_arch_info *out);
+/* true when layer l attends only to the last n_swa positions */
+bool llm_model_layer_swa(const struct llm_model *m, int64_t l);
 /* Bytes of weights one decoded token reads: every layer's matrices, norms
  * and biases, the output norm and the LM head matrix in full, and one row of
  * the token embedding (a tied LM head counts as the full matrix plus that
  * row). The numerator of decode's memory-bandwidth bound. 0 for a model
  * opened vocab_only. */
 uint64_t llm_model_decode_bytes(const struct llm_model *m);
+
+/* true for the architectures kvchat computes (llama, qwen2, qwen3) */
+bool llm_arch_runs(const char *arch);
 
 /* physical cores of this machine (at least 1): the default thread count */
 int llm_default_threads(void);

@@ -70,13 +70,28 @@ int llm_model_meta_read(const struct llm_gguf *g, struct llm_model_meta *m, char
     m->rms_eps = arch_float(g, a, "attention.layer_norm_rms_epsilon", 0);
     m->rope_freq_base = arch_float(g, a, "rope.freq_base", 10000.0);
     m->rope_dim = arch_int(g, a, "rope.dimension_count", m->head_dim_k);
+    /* llama.cpp's llama_model_rope_type: these all rotate NeoX-style */
     m->rope_type = !strcmp(a, "llama") ? "norm"
-                   : !strcmp(a, "qwen2") || !strcmp(a, "qwen3") ? "neox"
-                                                                : "?";
+                   : !strcmp(a, "qwen2") || !strcmp(a, "qwen3") || !strcmp(a, "gemma2") ||
+                           !strcmp(a, "gemma3") || !strcmp(a, "phi3")
+                       ? "neox"
+                       : "?";
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);
     copy_str(g, key, m->rope_scaling, sizeof m->rope_scaling);
     m->rope_scaling_factor = arch_float(g, a, "rope.scaling.factor", 0);
+
+    m->n_swa = arch_int(g, a, "attention.sliding_window", -1);
+    m->swa_period = -1;
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", a);
+    int64_t pi = llm_gguf_find_key(g, key);
+    if (pi >= 0 && llm_gguf_kv_type(g, pi) != LLM_GGUF_TYPE_ARRAY)
+        llm_gguf_get_int(g, pi, &m->swa_period);
+    m->rope_freq_base_swa = arch_float(g, a, "rope.freq_base_swa", 0);
+    m->rope_orig_ctx = arch_int(g, a, "rope.scaling.original_context_length", -1);
+    m->rope_attn_factor = arch_float(g, a, "rope.scaling.attn_factor", 0);
+    m->attn_softcap = arch_float(g, a, "attn_logit_softcapping", 0);
+    m->final_softcap = arch_float(g, a, "final_logit_softcapping", 0);
 
     int64_t ti = llm_gguf_find_key(g, "tokenizer.ggml.tokens");
     m->n_vocab = ti >= 0 && llm_gguf_arr_type(g, ti) == LLM_GGUF_TYPE_STRING

@@ -102,12 +102,81 @@ static int bind_weight(struct binder *b, const char *name, int64_t n_in, int64_t
     return 0;
 }
 
+/* a view on rows [row0, row0 + n_out) of the fused weight *w */
+static void weight_rows(const struct llm_weight *w, int64_t row0, int64_t n_out, struct llm_weight *out)
+{
+    *out = *w;
+    out->data = w->data + (size_t)row0 * w->row_bytes;
+    out->n_out = n_out;
+}
+
+static const struct {
+    const char *name;
+    enum llm_arch arch;
+    bool computable;
+} archs[] = {
+    {"llama", LLM_ARCH_LLAMA, true},    {"qwen2", LLM_ARCH_QWEN2, true},
+    {"qwen3", LLM_ARCH_QWEN3, true},    {"gemma2", LLM_ARCH_GEMMA2, false},
+    {"gemma3", LLM_ARCH_GEMMA3, false}, {"phi3", LLM_ARCH_PHI3, false},
+};
+
+bool llm_arch_runs(const char *arch)
+{
+    for (size_t i = 0; i < sizeof archs / sizeof *archs; i++)
+        if (!strcmp(arch, archs[i].name))
+            return archs[i].computable;
+    return false;
+}
+
+/* which layers use the sliding window, and each layer's RoPE: llama.cpp's
+ * gemma2.cpp/gemma3.cpp load_arch_hparams and llama_hparams::set_swa_pattern
+ * (layer l is local when l % period < period - 1; the default period is 2
+ * for gemma2 and 6 for gemma3; an array-valued pattern key is ignored, as
+ * llama.cpp's get_key_or_arr does for a scalar). phi3 declares a window that
+ * llama.cpp ignores ("Phi SWA is currently disabled"): so does kvchat. */
+static int layer_pattern(struct binder *b)
+{
+    struct llm_model *m = b->m;
+    const struct llm_model_meta *mt = &m->meta;
+    int64_t period = 0;
+    m->n_swa = 0;
+    if (m->arch == LLM_ARCH_GEMMA2) {
+        m->n_swa = mt->n_swa > 0 ? mt->n_swa : 4096; /* llama.cpp's default for gemma 2 */
+        period = mt->swa_period >= 0 ? mt->swa_period : 2;
+    } else if (m->arch == LLM_ARCH_GEMMA3 && mt->n_swa > 0) {
+        m->n_swa = mt->n_swa;
+        period = mt->swa_period >= 0 ? mt->swa_period : 6;
+    }
+    if (m->n_swa > (1 << 30))
+        return fail(b, "metadata key '%s.attention.sliding_window' is out of range", mt->arch);
+    /* gemma2: the local layers use the same base and scale as the global
+     * ones unless rope.freq_base_swa says otherwise; gemma3: base_swa
+     * (default 10000) and no linear scaling on the local layers */
+    float base_swa = m->arch == LLM_ARCH_GEMMA2 ? m->rope_base : 10000.0f;
+    float scale_swa = m->arch == LLM_ARCH_GEMMA2 ? m->rope_freq_scale : 1.0f;
+    if (mt->rope_freq_base_swa > 0)
+        base_swa = (float)mt->rope_freq_base_swa;
+    for (int64_t l = 0; l < m->n_layer; l++) {
+        struct llm_layer *L = &m->layers[l];
+        L->swa = m->n_swa > 0 && (period == 0 || l % period < period - 1);
+        L->rope_base = L->swa ? base_swa : m->rope_base;
+        L->rope_freq_scale = L->swa ? scale_swa : m->rope_freq_scale;
+    }
+    return 0;
+}
+
 static int hparams(struct binder *b)
 {
     struct llm_model *m = b->m;
     const struct llm_model_meta *mt = &m->meta;
-    if (strcmp(mt->arch, "llama") && strcmp(mt->arch, "qwen2") && strcmp(mt->arch, "qwen3"))
-        return fail(b, "architecture '%s' is not supported (llama, qwen2, qwen3 are)", mt->arch);
+    size_t ai = 0;
+    while (ai < sizeof archs / sizeof *archs && strcmp(mt->arch, archs[ai].name))
+        ai++;
+    if (ai == sizeof archs / sizeof *archs)
+        return fail(b, "architecture '%s' is not supported (llama, qwen2, qwen3 are; gemma2, "
+                       "gemma3, phi3 are read but not yet run)", mt->arch);
+    m->arch = archs[ai].arch;
+    m->computable = archs[ai].computable;
     struct { const char *key; int64_t v; } need[] = {
         {"embedding_length", mt->n_embd}, {"block_count", mt->n_layer},
         {"feed_forward_length", mt->n_ff}, {"attention.head_count", mt->n_head},
@@ -136,18 +205,97 @@ static int hparams(struct binder *b)
     m->n_ff = mt->n_ff;
     m->q_dim = m->n_head * m->head_dim;
     m->kv_dim = m->n_head_kv * m->head_dim;
+    if (m->arch == LLM_ARCH_PHI3 && m->q_dim != m->n_embd)
+        return fail(b, "phi3: head_count x key_length is %" PRId64 ", not embedding_length %" PRId64,
+                    m->q_dim, m->n_embd);
     m->rms_eps = (float)mt->rms_eps;
     m->rope_base = (float)mt->rope_freq_base;
     m->rope_dim = mt->rope_dim;
-    m->rope_neox = strcmp(mt->arch, "llama") != 0;
+    m->rope_neox = m->arch != LLM_ARCH_LLAMA;
     m->rope_freq_scale = 1.0f;
     m->n_ctx_train = mt->n_ctx_train > 0 ? mt->n_ctx_train : 2048;
     if (mt->rope_scaling[0] && strcmp(mt->rope_scaling, "none")) {
-        if (strcmp(mt->rope_scaling, "linear"))
-            return fail(b, "rope scaling '%s' is not supported (none, linear are)", mt->rope_scaling);
+        bool longrope = m->arch == LLM_ARCH_PHI3 && !strcmp(mt->rope_scaling, "longrope");
+        if (strcmp(mt->rope_scaling, "linear") && !longrope)
+            return fail(b, "rope scaling '%s' is not supported (none, linear%s are)", mt->rope_scaling,
+                        m->arch == LLM_ARCH_PHI3 ? ", longrope" : "");
         if (mt->rope_scaling_factor > 0)
             m->rope_freq_scale = (float)(1.0 / mt->rope_scaling_factor);
     }
+    /* the architecture's constants (llama.cpp src/models/gemma2.cpp,
+     * gemma3.cpp, phi3.cpp; llama-hparams.h for the soft-cap defaults) */
+    bool gemma = m->arch == LLM_ARCH_GEMMA2 || m->arch == LLM_ARCH_GEMMA3;
+    m->ffn_act = gemma ? LLM_FFN_GELU_TANH : LLM_FFN_SILU;
+    m->embd_scale = gemma ? sqrtf((float)m->n_embd) : 1.0f;
+    /* Gemma 2 27B (46 layers) and Gemma 3 27B (62 layers) scale queries by
+     * n_embd / n_head instead of the head size (gemma_pytorch's config) */
+    bool big = (m->arch == LLM_ARCH_GEMMA2 && m->n_layer == 46) ||
+               (m->arch == LLM_ARCH_GEMMA3 && m->n_layer == 62);
+    m->attn_scale = 1.0f / sqrtf(big ? (float)(m->n_embd / m->n_head) : (float)m->head_dim);
+    m->attn_softcap = 0;
+    m->final_softcap = 0;
+    if (m->arch == LLM_ARCH_GEMMA2) {
+        m->attn_softcap = mt->attn_softcap > 0 ? (float)mt->attn_softcap : 50.0f;
+        m->final_softcap = mt->final_softcap > 0 ? (float)mt->final_softcap : 30.0f;
+    } else if (m->arch == LLM_ARCH_GEMMA3 && mt->final_softcap > 0) {
+        m->final_softcap = (float)mt->final_softcap;
+    }
+    m->rope_orig_ctx = mt->rope_orig_ctx > 0 ? mt->rope_orig_ctx : m->n_ctx_train;
+    m->rope_attn_factor = mt->rope_attn_factor > 0 ? (float)mt->rope_attn_factor : 1.0f;
+    return 0;
+}
+
+/* a 2-D weight or, when the file has the fused form, views on it */
+static int bind_layer(struct binder *b, int64_t l)
+{
+    struct llm_model *m = b->m;
+    struct llm_layer *L = &m->layers[l];
+    bool qk_norm = m->arch == LLM_ARCH_QWEN3 || m->arch == LLM_ARCH_GEMMA3;
+    bool post = m->arch == LLM_ARCH_GEMMA2 || m->arch == LLM_ARCH_GEMMA3;
+    char n[LLM_GGUF_MAX_NAME + 16];
+#define N(s) (snprintf(n, sizeof n, "blk.%" PRId64 ".%s", l, s), n)
+    if (bind_vec(b, N("attn_norm.weight"), m->n_embd, true, &L->attn_norm))
+        return -1;
+    /* llama.cpp's create_tensor_qkv: attn_qkv when present, else q, k, v */
+    if (find(b, N("attn_qkv.weight"), false)) {
+        struct llm_weight qkv;
+        if (bind_weight(b, n, m->n_embd, m->q_dim + 2 * m->kv_dim, &qkv))
+            return -1;
+        weight_rows(&qkv, 0, m->q_dim, &L->wq);
+        weight_rows(&qkv, m->q_dim, m->kv_dim, &L->wk);
+        weight_rows(&qkv, m->q_dim + m->kv_dim, m->kv_dim, &L->wv);
+        m->fused_qkv = true;
+        if (find(b, N("attn_qkv.bias"), false))
+            return fail(b, "tensor '%s' (a fused QKV bias) is not supported", n);
+    } else if (bind_weight(b, N("attn_q.weight"), m->n_embd, m->q_dim, &L->wq) ||
+               bind_weight(b, N("attn_k.weight"), m->n_embd, m->kv_dim, &L->wk) ||
+               bind_weight(b, N("attn_v.weight"), m->n_embd, m->kv_dim, &L->wv) ||
+               bind_vec(b, N("attn_q.bias"), m->q_dim, false, &L->bq) ||
+               bind_vec(b, N("attn_k.bias"), m->kv_dim, false, &L->bk) ||
+               bind_vec(b, N("attn_v.bias"), m->kv_dim, false, &L->bv)) {
+        return -1;
+    }
+    if (bind_weight(b, N("attn_output.weight"), m->q_dim, m->n_embd, &L->wo) ||
+        bind_vec(b, N("attn_q_norm.weight"), m->head_dim, qk_norm, &L->q_norm) ||
+        bind_vec(b, N("attn_k_norm.weight"), m->head_dim, qk_norm, &L->k_norm) ||
+        bind_vec(b, N("post_attention_norm.weight"), m->n_embd, post, &L->attn_post_norm) ||
+        bind_vec(b, N("ffn_norm.weight"), m->n_embd, true, &L->ffn_norm) ||
+        bind_vec(b, N("post_ffw_norm.weight"), m->n_embd, post, &L->ffn_post_norm) ||
+        bind_weight(b, N("ffn_down.weight"), m->n_ff, m->n_embd, &L->w_down))
+        return -1;
+    if (m->arch == LLM_ARCH_PHI3) {
+        /* phi3.cpp: ffn_up {n_embd, 2 n_ff}, LLM_FFN_SWIGLU on it (no gate) */
+        struct llm_weight up;
+        if (bind_weight(b, N("ffn_up.weight"), m->n_embd, 2 * m->n_ff, &up))
+            return -1;
+        weight_rows(&up, 0, m->n_ff, &L->w_gate);
+        weight_rows(&up, m->n_ff, m->n_ff, &L->w_up);
+        m->fused_gate_up = true;
+    } else if (bind_weight(b, N("ffn_gate.weight"), m->n_embd, m->n_ff, &L->w_gate) ||
+               bind_weight(b, N("ffn_up.weight"), m->n_embd, m->n_ff, &L->w_up)) {
+        return -1;
+    }
+#undef N
     return 0;
 }
 
@@ -163,41 +311,75 @@ static int bind_tensors(struct binder *b)
                     m->n_vocab, m->meta.n_vocab);
     if (bind_weight(b, "token_embd.weight", m->n_embd, m->n_vocab, &m->tok_embd))
         return -1;
-    if (find(b, "output.weight", false)) {
+    /* gemma2's LM head is always the token embedding (llama.cpp ignores an
+     * output.weight there) */
+    if (m->arch != LLM_ARCH_GEMMA2 && find(b, "output.weight", false)) {
         if (bind_weight(b, "output.weight", m->n_embd, m->n_vocab, &m->output))
             return -1;
     } else {
         m->output = m->tok_embd; /* tied */
     }
     if (bind_vec(b, "output_norm.weight", m->n_embd, true, &m->output_norm) ||
-        bind_vec(b, "rope_freqs.weight", m->rope_dim / 2, false, &m->rope_freqs))
+        (m->arch != LLM_ARCH_PHI3 &&
+         bind_vec(b, "rope_freqs.weight", m->rope_dim / 2, false, &m->rope_freqs)))
         return -1;
+    if (m->arch == LLM_ARCH_PHI3 &&
+        (bind_vec(b, "rope_factors_long.weight", m->rope_dim / 2, false, &m->rope_factors_long) ||
+         bind_vec(b, "rope_factors_short.weight", m->rope_dim / 2, false, &m->rope_factors_short)))
+        return -1;
+    if (!m->rope_factors_long != !m->rope_factors_short)
+        return fail(b, "tensor 'rope_factors_%s.weight' is missing (longrope needs both)",
+                    m->rope_factors_long ? "short" : "long");
     m->layers = calloc((size_t)m->n_layer, sizeof *m->layers);
     if (!m->layers)
         return fail(b, "out of memory");
-    bool qwen3 = !strcmp(m->meta.arch, "qwen3");
-    for (int64_t l = 0; l < m->n_layer; l++) {
-        struct llm_layer *L = &m->layers[l];
-        char n[LLM_GGUF_MAX_NAME + 16];
-#define N(s) (snprintf(n, sizeof n, "blk.%" PRId64 ".%s", l, s), n)
-        if (bind_vec(b, N("attn_norm.weight"), m->n_embd, true, &L->attn_norm) ||
-            bind_weight(b, N("attn_q.weight"), m->n_embd, m->q_dim, &L->wq) ||
-            bind_weight(b, N("attn_k.weight"), m->n_embd, m->kv_dim, &L->wk) ||
-            bind_weight(b, N("attn_v.weight"), m->n_embd, m->kv_dim, &L->wv) ||
-            bind_weight(b, N("attn_output.weight"), m->q_dim, m->n_embd, &L->wo) ||
-            bind_vec(b, N("attn_q.bias"), m->q_dim, false, &L->bq) ||
-            bind_vec(b, N("attn_k.bias"), m->kv_dim, false, &L->bk) ||
-            bind_vec(b, N("attn_v.bias"), m->kv_dim, false, &L->bv) ||
-            bind_vec(b, N("attn_q_norm.weight"), m->head_dim, qwen3, &L->q_norm) ||
-            bind_vec(b, N("attn_k_norm.weight"), m->head_dim, qwen3, &L->k_norm) ||
-            bind_vec(b, N("ffn_norm.weight"), m->n_embd, true, &L->ffn_norm) ||
-            bind_weight(b, N("ffn_gate.weight"), m->n_embd, m->n_ff, &L->w_gate) ||
-            bind_weight(b, N("ffn_up.weight"), m->n_embd, m->n_ff, &L->w_up) ||
-            bind_weight(b, N("ffn_down.weight"), m->n_ff, m->n_embd, &L->w_down))
+    for (int64_t l = 0; l < m->n_layer; l++)
+        if (bind_layer(b, l))
             return -1;
-#undef N
-    }
-    return 0;
+    return layer_pattern(b);
+}
+
+const float *llm_model_rope_factors(const struct llm_model *m, int64_t n_ctx)
+{
+    if (m->rope_freqs)
+        return m->rope_freqs;
+    return n_ctx > m->rope_orig_ctx ? m->rope_factors_long : m->rope_factors_short;
+}
+
+bool llm_model_layer_swa(const struct llm_model *m, int64_t l)
+{
+    return m->layers && l >= 0 && l < m->n_layer && m->layers[l].swa;
+}
+
+void llm_model_arch_info(const struct llm_model *m, struct llm_model_arch_info *out)
+{
+    memset(out, 0, sizeof *out);
+    out->computable = m->computable;
+    out->embd_scale = m->embd_scale;
+    out->attn_scale = m->attn_scale;
+    out->attn_softcap = m->attn_softcap;
+    out->final_softcap = m->final_softcap;
+    out->gelu = m->ffn_act == LLM_FFN_GELU_TANH;
+    out->n_swa = m->n_swa;
+    out->rope_factors = m->rope_factors_long != NULL;
+    out->rope_orig_ctx = m->rope_orig_ctx;
+    out->rope_attn_factor = m->rope_attn_factor;
+    out->rope_base_swa = m->rope_base;
+    out->rope_freq_scale_swa = m->rope_freq_scale;
+    if (!m->layers)
+        return;
+    const struct llm_layer *L0 = &m->layers[0];
+    out->fused_qkv = m->fused_qkv;
+    out->fused_gate_up = m->fused_gate_up;
+    out->post_norms = L0->attn_post_norm != NULL;
+    out->qk_norm = L0->q_norm != NULL;
+    for (int64_t l = 0; l < m->n_layer; l++)
+        if (m->layers[l].swa) {
+            if (!out->n_swa_layers++) {
+                out->rope_base_swa = m->layers[l].rope_base;
+                out->rope_freq_scale_swa = m->layers[l].rope_freq_scale;
+            }
+        }
 }
 
 int llm_model_open(const char *path, struct llm_model_params params, struct llm_model **out,
@@ -216,7 +398,16 @@ int llm_model_open(const char *path, struct llm_model_params params, struct llm_
         llm_model_close(m);
         return -1;
     }
-    if (!params.vocab_only) {
+    /* phase 1 of issue 17: bound and checked, not yet computed */
+    if (!m->computable && !params.vocab_only && !params.bind_only) {
+        snprintf(err, err_size,
+                 "architecture '%s' is not supported yet: kvchat reads it but cannot run it "
+                 "(llama, qwen2, qwen3 run)",
+                 m->meta.arch);
+        llm_model_close(m);
+        return -1;
+    }
+    if (!params.vocab_only && !params.bind_only) {
         llm_gemm_setup(); /* before anything else touches BLIS */
         llm_model_pack(m, params.pack_dir, path);
     }
@@ -255,6 +446,8 @@ uint64_t llm_model_decode_bytes(const struct llm_model *m)
         n += weight_bytes(&L->wq) + weight_bytes(&L->wk) + weight_bytes(&L->wv) + weight_bytes(&L->wo) +
              weight_bytes(&L->w_gate) + weight_bytes(&L->w_up) + weight_bytes(&L->w_down);
         n += 2 * (uint64_t)m->n_embd * f; /* attn_norm, ffn_norm */
+        if (L->attn_post_norm)
+            n += 2 * (uint64_t)m->n_embd * f; /* and ffn_post_norm */
         if (L->bq)
             n += (uint64_t)m->q_dim * f;
         if (L->bk)

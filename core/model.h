@@ -27,11 +27,36 @@ struct llm_weight {
 
 struct llm_layer {
     const float *attn_norm;  /* (n_embd) */
+    /* phi3's fused attn_qkv is bound as three views on its row ranges
+     * [0, q_dim), [q_dim, q_dim + kv_dim), [q_dim + kv_dim, q_dim + 2 kv_dim) */
     struct llm_weight wq, wk, wv, wo;
     const float *bq, *bk, *bv; /* optional biases (q_dim), (kv_dim), (kv_dim) */
-    const float *q_norm, *k_norm; /* qwen3: (head_dim) */
+    const float *q_norm, *k_norm; /* qwen3, gemma3: (head_dim) */
     const float *ffn_norm;   /* (n_embd) */
+    /* phi3's fused ffn_up (2 n_ff rows) is bound as w_gate = rows [0, n_ff)
+     * and w_up = rows [n_ff, 2 n_ff) (ggml_swiglu: silu(first half) * second) */
     struct llm_weight w_gate, w_up, w_down;
+    /* additions for gemma2/gemma3/phi3 (issue 17) */
+    const float *attn_post_norm; /* gemma: post_attention_norm (n_embd), or NULL */
+    const float *ffn_post_norm;  /* gemma: post_ffw_norm (n_embd), or NULL */
+    bool swa;                    /* attends to the last model n_swa positions only */
+    float rope_base;             /* this layer's RoPE base ... */
+    float rope_freq_scale;       /* ... and linear scale (positions multiplied by it) */
+};
+
+enum llm_arch {
+    LLM_ARCH_LLAMA,
+    LLM_ARCH_QWEN2,
+    LLM_ARCH_QWEN3,
+    LLM_ARCH_GEMMA2,
+    LLM_ARCH_GEMMA3,
+    LLM_ARCH_PHI3,
+    LLM_ARCH_COUNT
+};
+
+enum llm_ffn_act {
+    LLM_FFN_SILU,      /* silu(gate) * up */
+    LLM_FFN_GELU_TANH, /* gelu(gate) * up, GELU's tanh approximation (ggml_gelu) */
 };
 
 struct llm_model {
@@ -50,7 +75,30 @@ struct llm_model {
     struct llm_layer *layers;  /* (n_layer) */
     int64_t max_vd_bytes;      /* largest vd_bytes of any weight */
     struct llm_packed *packed; /* packed.c: the packed weights, or NULL */
+    /* additions for gemma2/gemma3/phi3 (issue 17); for llama/qwen2/qwen3
+     * they hold the values that change nothing (1, 0, SILU, NULL) */
+    enum llm_arch arch;
+    enum llm_ffn_act ffn_act;
+    float embd_scale;          /* gemma: sqrt(n_embd), applied to the looked-up rows; 1 */
+    float attn_scale;          /* q is multiplied by it before q.k: 1/sqrt(head_dim), or
+                                  gemma 27B's 1/sqrt(n_embd / n_head) */
+    float attn_softcap;        /* gemma2: scores s become c tanh(s / c) before the mask
+                                  and softmax; 0: none */
+    float final_softcap;       /* gemma2 (gemma3 if set): logits become c tanh(l / c); 0 */
+    int64_t n_swa;             /* window of the layers with swa set: a query at p sees
+                                  keys at p' with p - p' < n_swa; 0: none */
+    const float *rope_factors_long, *rope_factors_short; /* phi3: (rope_dim / 2) each, or NULL;
+                                  theta_i is divided by factor[i] */
+    int64_t rope_orig_ctx;     /* longrope: long factors when n_ctx > this, else short */
+    float rope_attn_factor;    /* longrope: cos and sin multiplied by it (1 otherwise) */
+    bool fused_qkv;            /* wq, wk, wv are views on one attn_qkv */
+    bool fused_gate_up;        /* w_gate, w_up are views on one ffn_up */
+    bool computable;           /* engine.c computes this architecture */
 };
+
+/* phi3: the factors for a context of n_ctx positions (llama.cpp's
+ * get_rope_factors; llama.cpp compares its n_ctx padded to 256), or NULL */
+const float *llm_model_rope_factors(const struct llm_model *m, int64_t n_ctx);
 
 /* packed.c: pack the weights that have a packed form on this CPU, from the
  * cache file in dir if it matches the model at model_path, else in memory

@@ -6,6 +6,7 @@
  * a download; the download itself is checked against the hub's SHA-256.
  */
 #include "models/mdl.h"
+#include "core/llm.h"
 
 #include <string.h>
 
@@ -13,33 +14,47 @@
 
 const struct mdl_alias mdl_aliases[] = {
     {"qwen2.5:0.5b", "Qwen/Qwen2.5-0.5B-Instruct-GGUF", "qwen2.5-0.5b-instruct-q4_k_m.gguf", 491 * MB,
-     "Qwen2.5 0.5B Instruct, Q4_K_M"},
+     "Qwen2.5 0.5B Instruct, Q4_K_M", "qwen2", "qwen2", "chatml"},
     {"qwen2.5:1.5b", "Qwen/Qwen2.5-1.5B-Instruct-GGUF", "qwen2.5-1.5b-instruct-q4_k_m.gguf", 1117 * MB,
-     "Qwen2.5 1.5B Instruct, Q4_K_M"},
+     "Qwen2.5 1.5B Instruct, Q4_K_M", "qwen2", "qwen2", "chatml"},
     {"qwen2.5:3b", "Qwen/Qwen2.5-3B-Instruct-GGUF", "qwen2.5-3b-instruct-q4_k_m.gguf", 2105 * MB,
-     "Qwen2.5 3B Instruct, Q4_K_M"},
-    {"qwen3:0.6b", "Qwen/Qwen3-0.6B-GGUF", "Qwen3-0.6B-Q8_0.gguf", 639 * MB, "Qwen3 0.6B, Q8_0"},
-    {"qwen3:1.7b", "Qwen/Qwen3-1.7B-GGUF", "Qwen3-1.7B-Q8_0.gguf", 1834 * MB, "Qwen3 1.7B, Q8_0"},
-    {"qwen3:4b", "Qwen/Qwen3-4B-GGUF", "Qwen3-4B-Q4_K_M.gguf", 2497 * MB, "Qwen3 4B, Q4_K_M"},
+     "Qwen2.5 3B Instruct, Q4_K_M", "qwen2", "qwen2", "chatml"},
+    {"qwen3:0.6b", "Qwen/Qwen3-0.6B-GGUF", "Qwen3-0.6B-Q8_0.gguf", 639 * MB, "Qwen3 0.6B, Q8_0", "qwen3", "qwen2", "chatml"},
+    {"qwen3:1.7b", "Qwen/Qwen3-1.7B-GGUF", "Qwen3-1.7B-Q8_0.gguf", 1834 * MB, "Qwen3 1.7B, Q8_0", "qwen3", "qwen2", "chatml"},
+    {"qwen3:4b", "Qwen/Qwen3-4B-GGUF", "Qwen3-4B-Q4_K_M.gguf", 2497 * MB, "Qwen3 4B, Q4_K_M", "qwen3", "qwen2", "chatml"},
     {"llama3.2:1b", "bartowski/Llama-3.2-1B-Instruct-GGUF", "Llama-3.2-1B-Instruct-Q4_K_M.gguf",
-     808 * MB, "Llama 3.2 1B Instruct, Q4_K_M"},
+     808 * MB, "Llama 3.2 1B Instruct, Q4_K_M", "llama", "llama-bpe", "llama3"},
     {"llama3.2:3b", "bartowski/Llama-3.2-3B-Instruct-GGUF", "Llama-3.2-3B-Instruct-Q4_K_M.gguf",
-     2019 * MB, "Llama 3.2 3B Instruct, Q4_K_M"},
+     2019 * MB, "Llama 3.2 3B Instruct, Q4_K_M", "llama", "llama-bpe", "llama3"},
     {"smollm2:360m", "HuggingFaceTB/SmolLM2-360M-Instruct-GGUF", "smollm2-360m-instruct-q8_0.gguf",
-     386 * MB, "SmolLM2 360M Instruct, Q8_0"},
+     386 * MB, "SmolLM2 360M Instruct, Q8_0", "llama", "gpt-2", "chatml"},
     {"smollm2:1.7b", "HuggingFaceTB/SmolLM2-1.7B-Instruct-GGUF", "smollm2-1.7b-instruct-q4_k_m.gguf",
-     1056 * MB, "SmolLM2 1.7B Instruct, Q4_K_M"},
+     1056 * MB, "SmolLM2 1.7B Instruct, Q4_K_M", "llama", "gpt-2", "chatml"},
     {"phi3.5:mini", "bartowski/Phi-3.5-mini-instruct-GGUF", "Phi-3.5-mini-instruct-Q4_K_M.gguf",
-     2393 * MB, "Phi-3.5 mini Instruct (3.8B), Q4_K_M"},
+     2393 * MB, "Phi-3.5 mini Instruct (3.8B), Q4_K_M", "phi3", "phi-3", "phi3"},
     {"mistral:7b", "bartowski/Mistral-7B-Instruct-v0.3-GGUF", "Mistral-7B-Instruct-v0.3-Q4_K_M.gguf",
-     4372 * MB, "Mistral 7B Instruct v0.3, Q4_K_M"},
-    {NULL, NULL, NULL, 0, NULL},
+     4372 * MB, "Mistral 7B Instruct v0.3, Q4_K_M", "llama", "llama-spm", "mistral-v3"},
+    /* prepared for issue 17's phase 2: hidden (mdl_alias_runs) until
+     * kvchat's forward pass runs gemma3 and phi3 */
+    {"gemma3:1b", "ggml-org/gemma-3-1b-it-GGUF", "gemma-3-1b-it-Q4_K_M.gguf", 806 * MB,
+     "Gemma 3 1B Instruct, Q4_K_M", "gemma3", "gemma-3", "gemma"},
+    {"gemma3:4b", "ggml-org/gemma-3-4b-it-GGUF", "gemma-3-4b-it-Q4_K_M.gguf", 2490 * MB,
+     "Gemma 3 4B Instruct (text), Q4_K_M", "gemma3", "gemma-3", "gemma"},
+    {"phi4-mini", "bartowski/microsoft_Phi-4-mini-instruct-GGUF",
+     "microsoft_Phi-4-mini-instruct-Q4_K_M.gguf", 2491 * MB, "Phi-4 mini Instruct (3.8B), Q4_K_M",
+     "phi3", "gpt-2", "phi3"},
+    {NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL},
 };
+
+bool mdl_alias_runs(const struct mdl_alias *a)
+{
+    return llm_arch_runs(a->arch);
+}
 
 const struct mdl_alias *mdl_alias_find(const char *name)
 {
     for (const struct mdl_alias *a = mdl_aliases; a->name; a++)
-        if (!strcmp(a->name, name))
+        if (!strcmp(a->name, name) && mdl_alias_runs(a))
             return a;
     return NULL;
 }

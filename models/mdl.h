@@ -167,11 +167,19 @@ struct mdl_alias {
     const char *file;      /* "qwen2.5-0.5b-instruct-q4_k_m.gguf" */
     uint64_t size;         /* expected bytes (approximate: for messages) */
     const char *about;     /* "Qwen2.5 0.5B Instruct, Q4_K_M" */
+    /* what the file is, for the test that walks the table
+     * (tests/test_models.c: a synthetic model of each) */
+    const char *arch;      /* general.architecture: "qwen2" */
+    const char *vocab;     /* the vocabulary of tests/data/tokenizer it has: "qwen2" */
+    const char *tmpl;      /* its chat template's family: "chatml" */
 };
 /* the table, ended by a NULL name */
 extern const struct mdl_alias mdl_aliases[];
 /* the alias called name, or NULL */
 const struct mdl_alias *mdl_alias_find(const char *name);
+/* true when kvchat runs the alias's architecture: only those are listed
+ * and pulled (the others wait for their forward pass) */
+bool mdl_alias_runs(const struct mdl_alias *a);
 /* the alias offered to a newcomer */
 #define MDL_DEFAULT_ALIAS "qwen2.5:0.5b"
 

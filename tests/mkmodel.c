@@ -2,10 +2,15 @@
  * mkmodel.c - the test-model generator: writes small deterministic GGUF
  * models with random weights for kvchat's tests.
  *
- *   tests/mkmodel OUT.gguf [--arch llama|qwen2|qwen3] [--vocab VOCAB.gguf | --n-vocab N]
+ *   tests/mkmodel OUT.gguf [--arch llama|qwen2|qwen3|gemma2|gemma3|phi3]
+ *                 [--vocab VOCAB.gguf | --n-vocab N]
  *                 [--dim D] [--layers L] [--heads H] [--kv-heads K] [--head-dim HD]
  *                 [--ff F] [--ctx C] [--seed S] [--rope-theta T] [--tied]
- *                 [--scale X] [--type F32|F16|BF16|Q8_0]
+ *                 [--scale X] [--embd-scale X] [--type F32|F16|BF16|Q8_0]
+ *                 [--template FILE]
+ *     gemma2/gemma3: [--swa N] [--swa-pattern P] [--attn-softcap X]
+ *                    [--final-softcap X] [--rope-theta-swa T] [--rope-linear F]
+ *     phi3:          [--swa N] [--rope-dim R] [--orig-ctx C] [--rope-attn-factor X]
  *
  * With the same options it draws the same numbers in the same order as
  * `llref mkmodel` (../shared/peer/llref.c: xorshift64* and Box-Muller), so an
@@ -13,6 +18,29 @@
  * writer would give; qwen3 (per-head q/k norms, optional --head-dim) is ours
  * alone. --type stores every 2-D weight in that type; 1-D norms and biases
  * stay F32, as llama.cpp's quantizer leaves them.
+ *
+ * gemma2, gemma3 and phi3 are written with the tensor names, shapes and
+ * metadata keys that llama.cpp's converter writes for the real models
+ * (conversion/gemma.py, conversion/phi.py; llama.cpp src/models/gemma2.cpp,
+ * gemma3.cpp, phi3.cpp read them), so that llama.cpp loads them as it loads
+ * the real files:
+ *  - gemma2: post_attention_norm and post_ffw_norm per layer, no
+ *    output.weight (the LM head is always token_embd), key_length and
+ *    value_length always written, attn_logit_softcapping,
+ *    final_logit_softcapping, attention.sliding_window (and
+ *    sliding_window_pattern only when --swa-pattern is given: default 2);
+ *  - gemma3: as gemma2 plus attn_q_norm/attn_k_norm (head_dim), no attention
+ *    soft-capping (final only when --final-softcap is given), rope.freq_base
+ *    for the global layers, rope.freq_base_swa for the local ones, linear
+ *    rope scaling (--rope-linear F, as Gemma 3 4B's factor 8) and the
+ *    5-local:1-global pattern (llama.cpp's default 6 unless --swa-pattern);
+ *  - phi3: a fused attn_qkv (rows: q, then k, then v) and a fused ffn_up of
+ *    2*n_ff rows (gate rows, then up rows), no gate tensor, the longrope
+ *    keys (rope.scaling.original_context_length, rope.scaling.attn_factor)
+ *    and rope_factors_long/rope_factors_short (rope_dim/2 each), and the
+ *    attention.sliding_window that llama.cpp ignores for phi3.
+ * Gemma's norm weights are stored as the converter stores them, with the
+ * +1 of Gemma's (1 + w) RMSNorm already added: mean 1 here as for llama.
  */
 #include "core/llm.h"
 #include "core/quant.h"
@@ -39,15 +67,17 @@ static float rng_normal(void)
     return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
 }
 
+static void die(const char *msg) __attribute__((noreturn));
 static void die(const char *msg)
 {
     fprintf(stderr, "mkmodel: %s\n", msg);
     exit(2);
 }
 
+/* the value of the last NAME VALUE pair (a later option overrides) */
 static const char *opt(int argc, char **argv, const char *name, const char *def)
 {
-    for (int i = 0; i < argc - 1; i++)
+    for (int i = argc - 2; i >= 0; i--)
         if (!strcmp(argv[i], name))
             return argv[i + 1];
     return def;
@@ -144,6 +174,27 @@ static int copy_vocab(struct gw *w, const char *path)
     return n_vocab;
 }
 
+/* the whole of a small text file, NUL-terminated (caller frees) */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        die("cannot open the template file");
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    size_t k;
+    while (b && (k = fread(b + n, 1, cap - n - 1, f)) > 0) {
+        n += k;
+        if (n + 1 == cap)
+            b = realloc(b, cap *= 2);
+    }
+    fclose(f);
+    if (!b)
+        die("out of memory");
+    b[n] = 0;
+    return b;
+}
+
 static uint32_t parse_type(const char *s)
 {
     static const uint32_t types[] = {LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q8_0};
@@ -168,10 +219,14 @@ static uint32_t file_type(uint32_t t)
 int main(int argc, char **argv)
 {
     if (argc < 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: mkmodel OUT.gguf [--arch llama|qwen2|qwen3] [--vocab F | --n-vocab N]\n"
+        fprintf(stderr, "usage: mkmodel OUT.gguf [--arch llama|qwen2|qwen3|gemma2|gemma3|phi3]\n"
+                        "       [--vocab F | --n-vocab N]\n"
                         "       [--dim D] [--layers L] [--heads H] [--kv-heads K] [--head-dim HD]\n"
                         "       [--ff F] [--ctx C] [--seed S] [--rope-theta T] [--tied] [--scale X]\n"
-                        "       [--type F32|F16|BF16|Q8_0]\n");
+                        "       [--embd-scale X] [--type F32|F16|BF16|Q8_0] [--template FILE]\n"
+                        "  gemma2/gemma3: [--swa N] [--swa-pattern P] [--attn-softcap X]\n"
+                        "       [--final-softcap X] [--rope-theta-swa T] [--rope-linear F]\n"
+                        "  phi3: [--swa N] [--rope-dim R] [--orig-ctx C] [--rope-attn-factor X]\n");
         return 1;
     }
     const char *out = argv[1];
@@ -190,8 +245,12 @@ int main(int argc, char **argv)
     weight_type = parse_type(opt(argc, argv, "--type", "F32"));
     rng_state = strtoull(opt(argc, argv, "--seed", "1"), NULL, 10) * 0x9E3779B97F4A7C15ULL + 1;
     int is_qwen2 = !strcmp(arch, "qwen2"), is_qwen3 = !strcmp(arch, "qwen3");
-    if (strcmp(arch, "llama") && !is_qwen2 && !is_qwen3)
-        die("--arch must be llama, qwen2 or qwen3");
+    int is_gemma2 = !strcmp(arch, "gemma2"), is_gemma3 = !strcmp(arch, "gemma3");
+    int is_phi3 = !strcmp(arch, "phi3"), is_gemma = is_gemma2 || is_gemma3;
+    if (strcmp(arch, "llama") && !is_qwen2 && !is_qwen3 && !is_gemma && !is_phi3)
+        die("--arch must be llama, qwen2, qwen3, gemma2, gemma3 or phi3");
+    if (is_gemma2)
+        tied = 1; /* llama.cpp's gemma2 always uses token_embd as the LM head */
     if (dim <= 0 || layers <= 0 || heads <= 0 || kv_heads <= 0 || ff <= 0 || ctx <= 0)
         die("sizes must be positive");
     if (heads % kv_heads)
@@ -203,6 +262,13 @@ int main(int argc, char **argv)
         head_dim = dim / heads;
     }
     int q_dim = head_dim * heads, kv_dim = head_dim * kv_heads;
+    if (is_phi3 && q_dim != dim)
+        die("phi3: heads * head-dim must equal dim (llama.cpp's attn_output is dim x dim)");
+    int rope_dim = atoi(opt(argc, argv, "--rope-dim", "0"));
+    if (rope_dim <= 0)
+        rope_dim = head_dim;
+    if (rope_dim > head_dim || rope_dim % 2)
+        die("--rope-dim must be even and at most head-dim");
 
     struct gw *w = gw_init();
     const char *vocab = opt(argc, argv, "--vocab", NULL);
@@ -222,18 +288,74 @@ int main(int argc, char **argv)
     gw_kv_u32(w, KEY("attention.head_count_kv"), (uint32_t)kv_heads);
     gw_kv_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-6f);
     gw_kv_f32(w, KEY("rope.freq_base"), theta);
-    gw_kv_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim);
-    if (q_dim != dim) {
+    gw_kv_u32(w, KEY("rope.dimension_count"), (uint32_t)rope_dim);
+    if (q_dim != dim || is_gemma) {
         gw_kv_u32(w, KEY("attention.key_length"), (uint32_t)head_dim);
         gw_kv_u32(w, KEY("attention.value_length"), (uint32_t)head_dim);
     }
     gw_kv_u32(w, KEY("vocab_size"), (uint32_t)n_vocab);
+    const char *swa = opt(argc, argv, "--swa", NULL), *pattern = opt(argc, argv, "--swa-pattern", NULL);
+    if (swa)
+        gw_kv_u32(w, KEY("attention.sliding_window"), (uint32_t)atoi(swa));
+    if (pattern && is_gemma)
+        gw_kv_u32(w, KEY("attention.sliding_window_pattern"), (uint32_t)atoi(pattern));
+    if (is_gemma2)
+        gw_kv_f32(w, KEY("attn_logit_softcapping"),
+                  (float)atof(opt(argc, argv, "--attn-softcap", "50")));
+    if (is_gemma2 || opt(argc, argv, "--final-softcap", NULL))
+        gw_kv_f32(w, KEY("final_logit_softcapping"),
+                  (float)atof(opt(argc, argv, "--final-softcap", "30")));
+    if (is_gemma3) {
+        gw_kv_f32(w, KEY("rope.freq_base_swa"),
+                  (float)atof(opt(argc, argv, "--rope-theta-swa", "10000")));
+        const char *lin = opt(argc, argv, "--rope-linear", NULL);
+        if (lin) {
+            gw_kv_str(w, KEY("rope.scaling.type"), "linear");
+            gw_kv_f32(w, KEY("rope.scaling.factor"), (float)atof(lin));
+        }
+    }
+    if (is_phi3) {
+        gw_kv_u32(w, KEY("rope.scaling.original_context_length"),
+                  (uint32_t)atoi(opt(argc, argv, "--orig-ctx", "4096")));
+        gw_kv_f32(w, KEY("rope.scaling.attn_factor"),
+                  (float)atof(opt(argc, argv, "--rope-attn-factor", "1.1902381")));
+    }
+    const char *tmpl = opt(argc, argv, "--template", NULL);
+    if (tmpl) {
+        char *t = slurp(tmpl);
+        gw_kv_str(w, "tokenizer.chat_template", t);
+        free(t);
+    }
 
-    add_tensor(w, "token_embd.weight", dim, n_vocab, 1.0f, 0.0f);
+    add_tensor(w, "token_embd.weight", dim, n_vocab, (float)atof(opt(argc, argv, "--embd-scale", "1")),
+               0.0f);
+    if (is_phi3) {
+        /* longrope: 1.0-1.1 for the short factors, 1-30 for the long ones,
+         * rising with the frequency index as the real ones do */
+        int nf = rope_dim / 2;
+        float *f = malloc((size_t)nf * sizeof *f);
+        int64_t ne[2] = {nf, 1};
+        for (int k = 0; k < 2; k++) {
+            for (int i = 0; i < nf; i++)
+                f[i] = k ? 1.0f + 29.0f * (float)i / (float)nf + 0.1f * fabsf(rng_normal())
+                         : 1.0f + 0.1f * (float)i / (float)nf;
+            gw_tensor(w, k ? "rope_factors_long.weight" : "rope_factors_short.weight", LLM_TYPE_F32,
+                      1, ne, f, (uint64_t)nf * sizeof *f);
+        }
+        free(f);
+    }
     for (int l = 0; l < layers; l++) {
         char n[64];
 #define T(s) (snprintf(n, sizeof n, "blk.%d.%s", l, s), n)
         add_tensor(w, T("attn_norm.weight"), dim, 0, 0.1f, 1.0f);
+        if (is_phi3) {
+            add_tensor(w, T("attn_qkv.weight"), dim, q_dim + 2 * kv_dim, scale, 0);
+            add_tensor(w, T("attn_output.weight"), q_dim, dim, scale, 0);
+            add_tensor(w, T("ffn_norm.weight"), dim, 0, 0.1f, 1.0f);
+            add_tensor(w, T("ffn_up.weight"), dim, 2 * ff, scale, 0);
+            add_tensor(w, T("ffn_down.weight"), ff, dim, scale, 0);
+            continue;
+        }
         add_tensor(w, T("attn_q.weight"), dim, q_dim, scale, 0);
         add_tensor(w, T("attn_k.weight"), dim, kv_dim, scale, 0);
         add_tensor(w, T("attn_v.weight"), dim, kv_dim, scale, 0);
@@ -242,15 +364,19 @@ int main(int argc, char **argv)
             add_tensor(w, T("attn_k.bias"), kv_dim, 0, 0.02f, 0);
             add_tensor(w, T("attn_v.bias"), kv_dim, 0, 0.02f, 0);
         }
-        if (is_qwen3) {
+        if (is_qwen3 || is_gemma3) {
             add_tensor(w, T("attn_q_norm.weight"), head_dim, 0, 0.1f, 1.0f);
             add_tensor(w, T("attn_k_norm.weight"), head_dim, 0, 0.1f, 1.0f);
         }
         add_tensor(w, T("attn_output.weight"), q_dim, dim, scale, 0);
+        if (is_gemma)
+            add_tensor(w, T("post_attention_norm.weight"), dim, 0, 0.1f, 1.0f);
         add_tensor(w, T("ffn_norm.weight"), dim, 0, 0.1f, 1.0f);
         add_tensor(w, T("ffn_gate.weight"), dim, ff, scale, 0);
         add_tensor(w, T("ffn_up.weight"), dim, ff, scale, 0);
         add_tensor(w, T("ffn_down.weight"), ff, dim, scale, 0);
+        if (is_gemma)
+            add_tensor(w, T("post_ffw_norm.weight"), dim, 0, 0.1f, 1.0f);
 #undef T
     }
     add_tensor(w, "output_norm.weight", dim, 0, 0.1f, 1.0f);

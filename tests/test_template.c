@@ -249,10 +249,92 @@ static void test_turn_tokens(void **state)
     }
 }
 
+
+/* chatml-nothink: Qwen3's rendering with enable_thinking false (its Jinja
+ * ends "<|im_start|>assistant\n" then "<think>\n\n</think>\n\n"), and its
+ * history keeps what each answer generated */
+static void test_nothink(void **state)
+{
+    (void)state;
+    const struct llm_chat_msg m[] = {
+        {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Why?"},
+        {"assistant", "<think>\nhmm\n</think>\n\nBecause."}, {"user", "Ok"},
+    };
+    char b[1024];
+    assert_true(llm_template_render(LLM_TEMPLATE_CHATML_NOTHINK, m, 1, true, b, sizeof b) > 0);
+    assert_string_equal(b, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    assert_true(llm_template_render(LLM_TEMPLATE_CHATML_NOTHINK, m, 5, true, b, sizeof b) > 0);
+    assert_string_equal(b, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+                           "Hello.<|im_end|>\n<|im_start|>user\nWhy?<|im_end|>\n<|im_start|>assistant\n"
+                           "<think>\nhmm\n</think>\n\nBecause.<|im_end|>\n<|im_start|>user\nOk<|im_end|>\n"
+                           "<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    /* only templates with the switch have it */
+    const char qwen3[] = "{%- if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>"
+                         "<|im_start|>";
+    assert_int_equal(llm_template_think_off(LLM_TEMPLATE_CHATML, qwen3, sizeof qwen3 - 1),
+                     LLM_TEMPLATE_CHATML_NOTHINK);
+    assert_int_equal(llm_template_think_off(LLM_TEMPLATE_CHATML, "<|im_start|>", 12), LLM_TEMPLATE_UNKNOWN);
+    assert_int_equal(llm_template_think_off(LLM_TEMPLATE_LLAMA3, qwen3, sizeof qwen3 - 1), LLM_TEMPLATE_UNKNOWN);
+}
+
+struct parts {
+    char text[2][256];
+    size_t len[2];
+    int calls;
+};
+
+static int collect(void *ud, enum llm_think_part part, const char *s, size_t n)
+{
+    struct parts *p = ud;
+    assert_true(n > 0);
+    assert_true(p->len[part] + n < sizeof p->text[part]);
+    memcpy(p->text[part] + p->len[part], s, n);
+    p->len[part] += n;
+    p->text[part][p->len[part]] = 0;
+    p->calls++;
+    return 0;
+}
+
+/* the split is the same however the stream is cut into pieces */
+static void test_think_split(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *answer, *reasoning;
+    } cases[] = {
+        {"<think>\nLet me see.\n</think>\n\nThe answer is 4.", "The answer is 4.", "\nLet me see.\n"},
+        {"No thinking here, a < b and <b>bold</b>.", "No thinking here, a < b and <b>bold</b>.", ""},
+        {"<think>\n\n</think>\n\nDirect.", "Direct.", "\n\n"},
+        {"<think>x < y, and </thin is not the end</think>Yes", "Yes", "x < y, and </thin is not the end"},
+        {"<thin", "<thin", ""},                 /* held back, then flushed */
+        {"<think>unfinished", "", "unfinished"}, /* cut off while thinking */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        size_t len = strlen(cases[c].in);
+        for (size_t step = 1; step <= len; step++) {
+            struct parts p;
+            memset(&p, 0, sizeof p);
+            struct llm_think *t = llm_think_init(false);
+            assert_non_null(t);
+            for (size_t i = 0; i < len; i += step)
+                assert_int_equal(llm_think_push(t, cases[c].in + i, len - i < step ? len - i : step,
+                                                collect, &p), 0);
+            assert_int_equal(llm_think_flush(t, collect, &p), 0);
+            if (strcmp(p.text[LLM_THINK_ANSWER], cases[c].answer) ||
+                strcmp(p.text[LLM_THINK_REASONING], cases[c].reasoning))
+                fail_msg("case %zu, pieces of %zu: answer '%s' reasoning '%s'", c, step,
+                         p.text[LLM_THINK_ANSWER], p.text[LLM_THINK_REASONING]);
+            llm_think_free(t);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_incremental),
+        cmocka_unit_test(test_nothink),
+        cmocka_unit_test(test_think_split),
         cmocka_unit_test(test_terminators),
         cmocka_unit_test(test_sizes),
         cmocka_unit_test(test_choose),

@@ -13,6 +13,13 @@ vocab=$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf
 "$MKMODEL" "$T/qwen3-f32.gguf" --arch qwen3 --dim 128 --layers 2 --heads 4 --kv-heads 2 --head-dim 64 \
       --ff 256 --n-vocab 300 >/dev/null
 cp "$d"/llama-*.gguf "$T/"
+# gemma2, gemma3, phi3 (tests/data/regen-families.sh made these files)
+fam=
+for a in gemma2 gemma3 phi3; do
+    cp "$TOP/tests/data/families/$a-Q8_0.gguf" "$T/$a-q8_0.gguf"
+    cp "$TOP/tests/data/families/$a-Q4_K_M.gguf" "$T/$a-q4_k_m.gguf"
+    fam="$fam $a-q8_0 $a-q4_k_m"
+done
 
 # compare one JSON field with llama.cpp's figure
 field() { # model json-key ref-key
@@ -21,12 +28,13 @@ field() { # model json-key ref-key
     [ "$got" = "$want" ] && ok "$1 $2 = $want" || not_ok "$1 $2: kvchat says '$got', llama.cpp '$want'"
 }
 
-for m in llama-f32 llama-f16 llama-q8_0 llama-q4_k_m qwen2-vocab qwen3-f32; do
+for m in llama-f32 llama-f16 llama-q8_0 llama-q4_k_m qwen2-vocab qwen3-f32 $fam; do
     run "$KVCHAT" models info --json "$T/$m.gguf"
     expect_rc 0
     jq -e . "$T/out" >/dev/null && ok "$m: valid JSON" || not_ok "$m: invalid JSON"
     for k in n_params weight_bytes context_length embedding_length block_count head_count \
-             head_count_kv vocab_size bos_token_id eos_token_id rope_type chat_template architecture; do
+             head_count_kv vocab_size bos_token_id eos_token_id rope_type chat_template architecture \
+             sliding_window; do
         field "$m" "$k" "$k"
     done
     # llama.cpp's description ends with the file type's name

@@ -53,6 +53,7 @@ int main(int argc, char **argv)
     printf("bos_token_id=%d\n", llama_vocab_bos(v));
     printf("eos_token_id=%d\n", llama_vocab_eos(v));
     printf("rope_type=%s\n", llama_model_rope_type(m) == LLAMA_ROPE_TYPE_NEOX ? "neox" : "norm");
+    printf("sliding_window=%d\n", llama_model_n_swa(m));
     const char *tmpl = llama_model_chat_template(m, NULL);
     printf("chat_template=%s\n", tmpl ? "true" : "false");
     if (llama_model_meta_val_str(m, "general.architecture", buf, sizeof buf) > 0)

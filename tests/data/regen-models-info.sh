@@ -39,4 +39,10 @@ done
 for t in f16 q8_0 q4_k_m; do
     "$tmp/llinfo" "$out/llama-$t.gguf" > "$out/llama-$t.ref"
 done
+# the gemma2/gemma3/phi3 files of tests/data/families (regen-families.sh)
+for m in gemma2 gemma3 phi3; do
+    for t in Q8_0 Q4_K_M; do
+        "$tmp/llinfo" "$top/tests/data/families/$m-$t.gguf" > "$out/$m-$(echo $t | tr 'A-Z' 'a-z').ref"
+    done
+done
 echo "regen-models-info: wrote $out"

@@ -13,10 +13,21 @@ llref=$home/llref
 d=tests/data/templates
 mkdir -p "$d/jinja"
 rm -f "$d"/*.txt "$d"/jinja/*
-for name in $(./kvchat template --list | awk '{print $1}'); do
+for name in $(./kvchat template --list | awk '{print $1}' | grep -v '^chatml-nothink$'); do  # chatml-nothink: Qwen3 with enable_thinking false, no llama.cpp name
     "$llref" template "$name" > "$d/$name.txt"
 done
-for f in "$home"/src/models/templates/*.jinja; do
+# Gemma 3's template is not in llama.cpp's collection: take it from the
+# Gemma 3 vocabulary (tests/data/mkvocab-gemma3.py copied it from the
+# model's tokenizer_config.json)
+extra=$(mktemp -d)
+trap 'rm -rf "$extra"' EXIT
+xz -dc tests/data/tokenizer/ggml-vocab-gemma-3.gguf.xz > "$extra/v.gguf"
+/usr/bin/python3 -c "
+import sys; sys.path.insert(0, '$home/src/gguf-py'); import gguf
+r = gguf.GGUFReader('$extra/v.gguf')
+open('$extra/google-gemma-3-it.jinja', 'w').write(r.fields['tokenizer.chat_template'].contents())"
+rm "$extra/v.gguf"
+for f in "$home"/src/models/templates/*.jinja "$extra"/*.jinja; do
     b=$(basename "$f" .jinja)
     # keep the templates kvchat recognises (no fallback warning) and
     # llama.cpp renders with its built-in formats

