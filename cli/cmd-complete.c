@@ -13,7 +13,7 @@
  * milliseconds: it runs on every Tab.
  *
  * The tables below are kept in step with each command's --help by
- * tests/cli/t0700-completion.sh, which compares the two.
+ * tests/cli/t0800-completion.sh, which compares the two.
  */
 #include "cli/cmd.h"
 #include "models/mdl.h"
@@ -58,9 +58,11 @@ static const struct comp_cmd comp_table[] = {
      "-h,--help --name= --copy --symlink --force", K_FILE, 0, 1},
     {"models pull", "download a model", false,
      "-h,--help --name= --sha256= --ca-file=FILE -f,--force --retries= --timeout=", K_ALIAS, 0, 1},
+    {"models add-remote", "a model on an OpenAI-compatible server", false,
+     "-h,--help --model= --api-key-env= --ca-file=FILE --timeout= --retries= --no-stream --force", 0, 0, 0},
     {"models rm", "remove models from the store", false, "-h,--help -f,--force", K_MODEL, K_MODEL, -1},
     {"models default", "set or show the default model", false, "-h,--help --unset", K_MODEL | K_FILE, 0, 1},
-    {"models info", "what a GGUF file holds", false, "-h,--help --json --all", K_MODEL | K_FILE, 0, 1},
+    {"models info", "what a model holds", false, "-h,--help --json --all --offline", K_MODEL | K_FILE, 0, 1},
     {"models aliases", "the built-in aliases", false, "-h,--help --json", 0, 0, 0},
     {"models path", "the file a model name stands for", false, "-h,--help", K_MODEL | K_FILE, 0, 1},
     {"sessions", NULL, false, "-h,--help --json", K_SUB, 0, 1},

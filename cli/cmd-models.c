@@ -27,9 +27,12 @@ static const char models_usage[] =
     "       kvchat models add [--name NAME] [--copy | --symlink] [--force] FILE\n"
     "       kvchat models pull [--name NAME] [--sha256 HEX] [--ca-file FILE] [--force]\n"
     "                          [--retries N] [--timeout SECONDS] REF\n"
+    "       kvchat models add-remote [--model ID] [--api-key-env VAR] [--ca-file FILE]\n"
+    "                          [--timeout SECONDS] [--retries N] [--no-stream] [--force]\n"
+    "                          NAME URL\n"
     "       kvchat models rm [--force] NAME...\n"
     "       kvchat models default [NAME | --unset]\n"
-    "       kvchat models info [--json] [--all] MODEL\n"
+    "       kvchat models info [--json] [--all] [--offline] MODEL\n"
     "       kvchat models aliases [--json]\n"
     "       kvchat models path [MODEL]\n"
     "\n"
@@ -59,6 +62,17 @@ static const char models_usage[] =
     "      --force           download again even if NAME is in the store\n"
     "      --retries N       retries after a network failure (default 3, with backoff)\n"
     "      --timeout SECONDS give up on a silent connection after this long (default 30)\n"
+    "  add-remote NAME URL\n"
+    "                a model on an OpenAI-compatible server (vLLM, SGLang, llama-server,\n"
+    "                ollama): URL is its /v1 base, https://, or http:// for a loopback or\n"
+    "                private address only. NAME is then used like a local model\n"
+    "      --model ID        the server's model id (default: its only model)\n"
+    "      --api-key-env VAR read the API key from $VAR at each request (never stored)\n"
+    "      --ca-file FILE    trust the CAs in FILE for https (default as for pull)\n"
+    "      --timeout SECONDS give up on a silent server after this long (default 120)\n"
+    "      --retries N       retries after 408, 429 and 5xx, with backoff (default 3)\n"
+    "      --no-stream       ask for whole answers (for proxies that buffer streams)\n"
+    "      --force           replace a remote model of that name\n"
     "  rm NAME       remove a model (and any partial download) from the store;\n"
     "                refuses while a session uses it unless --force\n"
     "  default NAME  make NAME (a store name or a file) the default model, written as\n"
@@ -69,6 +83,8 @@ static const char models_usage[] =
     "                rope settings, chat template, special tokens\n"
     "      --json    print one JSON object instead\n"
     "      --all     also every metadata key (long arrays and strings abbreviated)\n"
+    "                of a remote model: its entry, and the models its server lists\n"
+    "      --offline (remote) do not ask the server\n"
     "  aliases       the built-in table of model aliases\n"
     "      --json    one JSON array of objects instead\n"
     "  path [MODEL]  the file MODEL (a path or store name) stands for; without MODEL,\n"
@@ -511,10 +527,11 @@ static int models_info(int argc, char **argv)
     static const struct option opts[] = {
         {"json", no_argument, NULL, 'j'},
         {"all", no_argument, NULL, 'a'},
+        {"offline", no_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    bool json = false, all = false;
+    bool json = false, all = false, offline = false;
     int c;
     optind = 1;
     opterr = 0;
@@ -522,6 +539,7 @@ static int models_info(int argc, char **argv)
         switch (c) {
         case 'j': json = true; break;
         case 'a': all = true; break;
+        case 'o': offline = true; break;
         case 'h': return cmd_help(&cmd_models_entry);
         default:
             return cmd_usage_error(&cmd_models_entry, "models info: unknown option '%s'",
@@ -533,6 +551,8 @@ static int models_info(int argc, char **argv)
     const char *arg = argv[optind];
     char path[4096], err[512];
     mdl_resolve(arg, path, sizeof path);
+    if (mdl_is_remote(path))
+        return cmd_models_info_remote(path, json, offline);
     struct llm_gguf *g;
     if (llm_gguf_open(path, &g, err, sizeof err))
         return cmd_fail(CMD_EXIT_MODEL, "cannot open model '%s': %s", arg, err);
@@ -552,14 +572,6 @@ static int models_info(int argc, char **argv)
 }
 
 /* ==== pull ==== */
-
-static volatile sig_atomic_t pull_cancel;
-
-static void on_sigint(int sig)
-{
-    (void)sig;
-    pull_cancel = 1;
-}
 
 struct pull_ui {
     bool tty;        /* stderr is a terminal: redraw one progress line */
@@ -650,18 +662,13 @@ int cmd_models_pull_ref(const char *ref, const struct mdl_pull_params *given, ch
     struct pull_ui ui = {.tty = isatty(2), .name = label && label[1] ? label + 1 : ref};
     struct mdl_pull_result res;
     char err[1024];
-    struct sigaction sa = {.sa_handler = on_sigint}, old_int, old_term;
-    sigemptyset(&sa.sa_mask);
-    pull_cancel = 0;
-    sigaction(SIGINT, &sa, &old_int); /* no SA_RESTART: a wait on the network ends */
-    sigaction(SIGTERM, &sa, &old_term);
-    p.cancel = &pull_cancel;
+    cmd_interrupts_catch();
+    p.cancel = &cmd_interrupted;
     p.progress = pull_progress;
     p.note = pull_note;
     p.ctx = &ui;
     int rc = mdl_pull(ref, &p, &res, err, sizeof err);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    cmd_interrupts_restore();
     if (ui.drawn)
         fputc('\n', stderr);
     if (rc)
@@ -772,15 +779,10 @@ static int models_add(int argc, char **argv)
     const char *file = argv[optind];
     struct mdl_add_result res;
     char err[5000];
-    struct sigaction sa = {.sa_handler = on_sigint}, old_int, old_term;
-    sigemptyset(&sa.sa_mask);
-    pull_cancel = 0;
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    p.cancel = &pull_cancel;
+    cmd_interrupts_catch();
+    p.cancel = &cmd_interrupted;
     int rc = mdl_add(file, &p, &res, err, sizeof err);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    cmd_interrupts_restore();
     if (rc)
         return cmd_fail(mdl_exit(rc), "%s", err);
     char size[32];
@@ -812,6 +814,38 @@ static void fmt_time(char *buf, size_t n, int64_t t)
     struct tm tm;
     gmtime_r(&tt, &tm);
     strftime(buf, n, "%Y-%m-%d %H:%M", &tm);
+}
+
+/* one entry of models list --json: the same keys for a file and a remote
+ * model, null where one has no value */
+static void list_json(const struct mdl_entry *e, bool is_def)
+{
+    fputs("{\"name\": ", stdout);
+    cmd_json_str(stdout, e->name, strlen(e->name));
+    printf(", \"remote\": %s", e->remote ? "true" : "false");
+    if (e->remote)
+        fputs(", \"size\": null", stdout);
+    else
+        printf(", \"size\": %" PRIu64, e->size);
+    json_cstr(stdout, "quant", e->remote ? NULL : e->quant);
+    json_cstr(stdout, "arch", e->remote ? NULL : e->arch);
+    if (!e->remote && e->n_params >= 0)
+        printf(", \"n_params\": %" PRId64, e->n_params);
+    else
+        fputs(", \"n_params\": null", stdout);
+    json_cstr(stdout, "path", e->path);
+    if (e->pulled >= 0)
+        printf(", \"pulled\": %" PRId64, e->pulled);
+    else
+        fputs(", \"pulled\": null", stdout);
+    json_cstr(stdout, "source", e->remote ? NULL : e->source);
+    json_cstr(stdout, "sha256", e->remote ? NULL : e->sha256);
+    json_cstr(stdout, "url", e->remote ? e->url : NULL);
+    json_cstr(stdout, "remote_model", e->remote ? e->remote_model : NULL);
+    json_cstr(stdout, "api_key_env", e->remote ? e->api_key_env : NULL);
+    printf(", \"default\": %s", is_def ? "true" : "false");
+    json_cstr(stdout, "error", e->error);
+    fputs("}", stdout);
 }
 
 static int models_list(int argc, char **argv)
@@ -848,44 +882,17 @@ static int models_list(int argc, char **argv)
         char size[32], params[32], pulled[32];
         if (json) {
             cmd_json_list_item(stdout, (int64_t)i);
-            fputs("{\"name\": ", stdout);
-            cmd_json_str(stdout, e->name, strlen(e->name));
-            printf(", \"size\": %" PRIu64 ", \"quant\": ", e->size);
-            if (e->quant[0])
-                cmd_json_str(stdout, e->quant, strlen(e->quant));
-            else
-                fputs("null", stdout);
-            fputs(", \"arch\": ", stdout);
-            if (e->arch[0])
-                cmd_json_str(stdout, e->arch, strlen(e->arch));
-            else
-                fputs("null", stdout);
-            if (e->n_params >= 0)
-                printf(", \"n_params\": %" PRId64, e->n_params);
-            else
-                fputs(", \"n_params\": null", stdout);
-            fputs(", \"path\": ", stdout);
-            cmd_json_str(stdout, e->path, strlen(e->path));
-            if (e->pulled >= 0)
-                printf(", \"pulled\": %" PRId64, e->pulled);
-            else
-                fputs(", \"pulled\": null", stdout);
-            fputs(", \"source\": ", stdout);
-            if (e->source[0])
-                cmd_json_str(stdout, e->source, strlen(e->source));
-            else
-                fputs("null", stdout);
-            fputs(", \"sha256\": ", stdout);
-            if (e->sha256[0])
-                cmd_json_str(stdout, e->sha256, strlen(e->sha256));
-            else
-                fputs("null", stdout);
-            printf(", \"default\": %s, \"error\": ", is_def ? "true" : "false");
+            list_json(e, is_def);
+            continue;
+        }
+        if (e->remote) {
+            fmt_time(pulled, sizeof pulled, e->pulled);
+            printf("%c %-28s %10s  %-8s %-8s %9s  %-16s  %s (model %s%s%s)", is_def ? '*' : ' ', e->name,
+                   "remote", "-", "-", "-", pulled, e->url, e->remote_model,
+                   e->api_key_env[0] ? ", key $" : "", e->api_key_env);
             if (e->error[0])
-                cmd_json_str(stdout, e->error, strlen(e->error));
-            else
-                fputs("null", stdout);
-            fputs("}", stdout);
+                printf("  (unreadable: %s)", e->error);
+            putchar('\n');
             continue;
         }
         fmt_bytes(size, sizeof size, (double)e->size);
@@ -1165,6 +1172,8 @@ static int models_exec(int argc, char **argv)
         return models_list(argc - 1, argv + 1);
     if (!strcmp(argv[1], "rm"))
         return models_rm(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "add-remote"))
+        return cmd_models_add_remote(argc - 1, argv + 1);
     if (!strcmp(argv[1], "default"))
         return models_default(argc - 1, argv + 1);
     if (!strcmp(argv[1], "aliases"))
@@ -1176,7 +1185,7 @@ static int models_exec(int argc, char **argv)
 
 const struct cmd_entry cmd_models_entry = {
     .name = "models",
-    .summary = "the model store: list, add, pull, rm, default, info, aliases, path",
+    .summary = "the model store: list, add, pull, add-remote, rm, default, info, aliases, path",
     .usage = models_usage,
     .exec = models_exec,
 };

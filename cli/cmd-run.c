@@ -9,6 +9,7 @@
 #include "cli/cmd.h"
 #include "cli/repl.h"
 #include "cli/wrap.h"
+#include "models/mdl.h"
 #include "sessions/sess.h"
 
 #include <errno.h>
@@ -40,8 +41,15 @@ static const char run_usage[] =
     "                           decode_tok_s, stop_reason\n"
     CMD_OPTS_HELP
     "\n"
-    "Exit status: 0 ok, 1 usage, 2 model or file error, 3 session error,\n"
-    "130 interrupted (the partial answer is kept in the session).\n";
+    "MODEL may be a remote model ('kvchat models add-remote'): the turn then goes to\n"
+    "its server (no -s yet); --temp, --top-p, --presence-penalty, --seed and -n are\n"
+    "sent, and cached_tokens is what the server took from its prefix cache.\n"
+    "\n"
+    "Exit status: 0 ok, 1 usage, 2 model or file error (for a remote model also a\n"
+    "refused key, an unknown model or a rejected request), 3 session error,\n"
+    "4 network error (cannot connect, timed out, the server failing or busy, an\n"
+    "answer cut off or malformed), 130 interrupted (the partial answer is kept in\n"
+    "the session).\n";
 
 static volatile sig_atomic_t interrupted;
 static double last_restore_ms; /* of the session's KV cache, for --json */
@@ -254,6 +262,21 @@ static int run_exec(int argc, char **argv)
     char what[4200];
     snprintf(what, sizeof what, "%s%s", n_files ? files[0] : "", n_files > 1 ? " and the other files" : "");
     free(files);
+
+    /* a remote model: one turn on its server, no session (yet) */
+    char mpath[4096];
+    if ((rc = cmd_model_resolve(o.model, false, mpath, sizeof mpath)) == 0 && mdl_is_remote(mpath)) {
+        if (session)
+            rc = cmd_fail(CMD_EXIT_USAGE, "'%s' is a remote model: sessions (-s) do not work with remote "
+                                          "models yet; run it without -s", o.model ? o.model : mpath);
+        else
+            rc = cmd_run_remote(&o, mpath, prompt, pl, json);
+    }
+    if (rc || mdl_is_remote(mpath)) {
+        free(prompt);
+        cmd_opts_free(&o);
+        return rc;
+    }
 
     struct cmd_llm l;
     struct sess_store *st = NULL;

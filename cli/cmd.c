@@ -5,10 +5,12 @@
 #include "cli/cmd.h"
 #include "cli/repl.h"
 #include "cli/wrap.h"
+#include "models/mdl.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +74,30 @@ int cmd_help(const struct cmd_entry *e)
     return CMD_EXIT_OK;
 }
 
+volatile sig_atomic_t cmd_interrupted;
+static struct sigaction old_int, old_term;
+
+static void on_interrupt(int sig)
+{
+    (void)sig;
+    cmd_interrupted = 1;
+}
+
+void cmd_interrupts_catch(void)
+{
+    struct sigaction sa = {.sa_handler = on_interrupt};
+    sigemptyset(&sa.sa_mask);
+    cmd_interrupted = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+}
+
+void cmd_interrupts_restore(void)
+{
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+}
+
 void cmd_fmt_bytes(char *buf, size_t n, double v)
 {
     const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -102,44 +128,13 @@ int64_t cmd_parse_size(const char *s)
     return *end ? -1 : (int64_t)(v * mul);
 }
 
-/* length of the valid UTF-8 sequence at p (n bytes left), or -k: the first
- * k bytes are a maximal invalid subpart (Unicode's "substitution of maximal
- * subparts", as Python's errors='replace' does) */
-static int utf8_seq(const unsigned char *p, size_t n)
-{
-    unsigned char c = p[0];
-    int len;
-    unsigned char lo = 0x80, hi = 0xbf;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        len = 2;
-    else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        if (c == 0xe0) lo = 0xa0;
-        if (c == 0xed) hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        if (c == 0xf0) lo = 0x90;
-        if (c == 0xf4) hi = 0x8f;
-    } else
-        return -1;
-    for (int i = 1; i < len; i++) {
-        if ((size_t)i >= n || p[i] < lo || p[i] > hi)
-            return -i;
-        lo = 0x80;
-        hi = 0xbf;
-    }
-    return len;
-}
-
 void cmd_json_str(FILE *f, const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
     fputc('"', f);
     for (size_t i = 0; i < n;) {
         unsigned char c = p[i];
-        int len = utf8_seq(p + i, n - i);
+        int len = mdl_utf8_seq(p + i, n - i);
         if (len < 0) { /* not UTF-8: JSON text must be, so U+FFFD */
             fputs("\\ufffd", f);
             i += (size_t)-len;
@@ -257,7 +252,7 @@ int cmd_read_text(const char *path, size_t max, char **out, size_t *len, char *e
         return -1;
     }
     for (size_t i = 0; i < n;) {
-        int k = utf8_seq((const unsigned char *)buf + i, n - i);
+        int k = mdl_utf8_seq((const unsigned char *)buf + i, n - i);
         if (k < 0) {
             snprintf(err, err_size,
                      "cannot use '%s': it is not UTF-8 text (byte 0x%02x at offset %zu); convert it first "

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 
 #define KVCHAT_VERSION "0.1.0"
@@ -57,6 +58,19 @@ int cmd_model_resolve(const char *m_arg, bool offer_pull, char *path, size_t siz
 int cmd_models_pull_ref(const char *ref, const struct mdl_pull_params *p, char *name_out,
                         size_t name_size);
 
+/* ==== remote models (cli/cmd-remote.c) ==== */
+/* `models add-remote NAME URL [options]` (argv[0] = "add-remote") */
+int cmd_models_add_remote(int argc, char **argv);
+/* `models info` of the remote entry at path (from mdl_resolve) */
+int cmd_models_info_remote(const char *path, bool json, bool offline);
+struct cmd_opts;
+/* One turn of `kvchat run` with the remote model whose entry is at path:
+ * the answer to prompt (len bytes; the system prompt from o), streamed to
+ * stdout, or one JSON object. Returns the exit code, having printed any
+ * error. */
+int cmd_run_remote(const struct cmd_opts *o, const char *path, const char *prompt, size_t len,
+                   bool json);
+
 /* is there a saved session called name? (for `kvchat NAME`) */
 bool cmd_chat_session_exists(const char *name);
 
@@ -78,6 +92,13 @@ int cmd_usage_error(const struct cmd_entry *e, const char *fmt, ...)
 bool cmd_wants_help(int argc, char **argv);
 /* print e's usage to stdout and return CMD_EXIT_OK */
 int cmd_help(const struct cmd_entry *e);
+
+/* Until cmd_interrupts_restore, SIGINT and SIGTERM set cmd_interrupted
+ * (cleared here) and end waits on the network (no SA_RESTART): for the
+ * commands that talk to servers (models pull, remote models) */
+extern volatile sig_atomic_t cmd_interrupted;
+void cmd_interrupts_catch(void);
+void cmd_interrupts_restore(void);
 
 /* "4G", "500M", "1.5GiB", "1024" -> bytes; -1 if malformed */
 int64_t cmd_parse_size(const char *s);
@@ -170,6 +191,7 @@ struct cmd_opts {
     bool think_hide;           /* --think hide: reasoning is not shown */
     bool think_show;           /* --think show given: reasoning shown even in pipe mode */
     uint64_t given;            /* bit CMD_OPT_X: given on the command line */
+    uint64_t configured;       /* bit CMD_OPT_X: set in the config file */
     /* owned: strings from the config file, the system file's text */
     char *config_strs[CMD_OPTS_MAX_CONFIG];
     int n_config_strs;

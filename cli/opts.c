@@ -224,6 +224,7 @@ int cmd_opts_config(struct cmd_opts *o)
         else
             free(copy);
     }
+    o->configured = o->given;
     o->given = 0; /* "given" means on the command line */
     return 0;
 }
@@ -393,6 +394,10 @@ int cmd_llm_open(const struct cmd_opts *o, bool offer_pull, struct cmd_llm *l)
     int rc = cmd_model_resolve(o->model, offer_pull, l->path, sizeof l->path);
     if (rc)
         return rc;
+    if (mdl_is_remote(l->path))
+        return cmd_fail(CMD_EXIT_USAGE, "'%s' is a remote model: the chat and sessions (-s) do not "
+                                        "work with remote models yet; 'kvchat run -m %s PROMPT' does",
+                        o->model ? o->model : l->path, o->model ? o->model : "NAME");
     char err[1024], pack_dir[4096];
     if (llm_model_open(l->path, cmd_model_params(pack_dir, sizeof pack_dir), &l->model, err, sizeof err) < 0)
         return cmd_fail(CMD_EXIT_MODEL, "cannot open model '%s': %s", l->path, err);

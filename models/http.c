@@ -1,18 +1,25 @@
 /*
- * http.c - an HTTP/1.1 client for one job: GET a file over HTTPS, following
- * redirects, through an HTTPS_PROXY if there is one, with Range for resume.
- * Parsing is in http_parse.c; TLS in tls.c.
+ * http.c - an HTTP/1.1 client for two jobs: GET a file over HTTPS, following
+ * redirects, through an HTTPS_PROXY if there is one, with Range for resume
+ * (`models pull`); and POST a JSON request to a remote model's server,
+ * reading the streamed answer (models/remote.c). Parsing is in
+ * http_parse.c; TLS in tls.c.
  *
  * The client sends one request per connection (Connection: close). The
  * bearer token is sent only to its origin and never again after a redirect
- * has left that origin; a redirect may not leave https. Every wait (DNS
- * aside) is bounded by a timeout.
+ * has left that origin; a redirect may not leave https. Plain http:// is
+ * used only when the caller allows it, and then connects only to addresses
+ * http_addr_private accepts (checked on every address the name resolves
+ * to, at every connection, so a name cannot be re-pointed at a public
+ * host), never through a proxy. Every wait (DNS aside) is bounded by a
+ * timeout and ends early when the cancel flag is set.
  */
 #include "models/net.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
@@ -121,15 +128,58 @@ static int resolve(const char *host, int port, int timeout_ms, const volatile si
     return 0;
 }
 
-static int tcp_connect(const char *host, int port, int timeout_ms,
+static void addr_text(const struct sockaddr *sa, char *out, size_t size);
+
+int http_host_private(const char *host, int timeout_ms, const volatile sig_atomic_t *cancel,
+                      char *err, size_t err_size)
+{
+    struct addrinfo *res;
+    int rc = resolve(host, 80, timeout_ms, cancel, &res, err, err_size);
+    if (rc)
+        return rc;
+    int ok = 1;
+    for (struct addrinfo *a = res; a && ok; a = a->ai_next)
+        if (!http_addr_private(a->ai_addr)) {
+            char t[64];
+            addr_text(a->ai_addr, t, sizeof t);
+            if (strcmp(host, t))
+                snprintf(err, err_size, "'%s' resolves to %s, which is not a loopback or private address",
+                         host, t);
+            else
+                snprintf(err, err_size, "%s is not a loopback or private address", t);
+            ok = 0;
+        }
+    freeaddrinfo(res);
+    return ok;
+}
+
+/* an address in words, for messages */
+static void addr_text(const struct sockaddr *sa, char *out, size_t size)
+{
+    const void *a = sa->sa_family == AF_INET6 ? (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr
+                                              : (const void *)&((const struct sockaddr_in *)sa)->sin_addr;
+    if (!inet_ntop(sa->sa_family, a, out, (socklen_t)size))
+        snprintf(out, size, "?");
+}
+
+/* connect to host:port; with only_private, only to the addresses plain
+ * http:// may reach */
+static int tcp_connect(const char *host, int port, int timeout_ms, bool only_private,
                        const volatile sig_atomic_t *cancel, char *err, size_t err_size)
 {
     struct addrinfo *res, *a;
     int rc = resolve(host, port, timeout_ms, cancel, &res, err, err_size);
     if (rc)
         return rc;
-    int fd = -1, last = ECONNREFUSED;
+    int fd = -1, last = ECONNREFUSED, tried = 0;
+    char refused[64] = "";
     for (a = res; a; a = a->ai_next) {
+        if (only_private && !http_addr_private(a->ai_addr)) {
+            if (!refused[0])
+                addr_text(a->ai_addr, refused, sizeof refused);
+            continue;
+        }
+        tried++;
         fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
         if (fd < 0) {
             last = errno;
@@ -138,11 +188,8 @@ static int tcp_connect(const char *host, int port, int timeout_ms,
         if (connect(fd, a->ai_addr, a->ai_addrlen) == 0)
             break;
         if (errno == EINPROGRESS) {
-            struct pollfd p = {.fd = fd, .events = POLLOUT};
-            int r;
-            while ((r = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR && !(cancel && *cancel))
-                ;
-            if (r < 0 && errno == EINTR) {
+            int r = net_wait(fd, POLLOUT, timeout_ms, cancel);
+            if (r == NET_ERR_INTERRUPTED) {
                 close(fd);
                 freeaddrinfo(res);
                 snprintf(err, err_size, "interrupted");
@@ -160,6 +207,12 @@ static int tcp_connect(const char *host, int port, int timeout_ms,
         fd = -1;
     }
     freeaddrinfo(res);
+    if (fd < 0 && !tried) {
+        snprintf(err, err_size,
+                 "refusing plain http:// to '%s' (%s): http:// is only for loopback and private "
+                 "addresses; use https://", host, refused);
+        return NET_ERR_FATAL;
+    }
     if (fd < 0) {
         snprintf(err, err_size, "cannot connect to %s port %d: %s", host, port,
                  last == ETIMEDOUT ? "timed out" : strerror(last));
@@ -168,16 +221,6 @@ static int tcp_connect(const char *host, int port, int timeout_ms,
     int fl = fcntl(fd, F_GETFL);
     fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     return fd;
-}
-
-/* plain-socket helpers for the proxy's CONNECT exchange */
-static int fd_wait(int fd, short ev, int timeout_ms, const volatile sig_atomic_t *cancel)
-{
-    struct pollfd p = {.fd = fd, .events = ev};
-    int r;
-    while ((r = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR && !(cancel && *cancel))
-        ;
-    return r;
 }
 
 static bool host_matches_no_proxy(const char *host, const char *no_proxy)
@@ -266,14 +309,14 @@ static int proxy_connect(const struct http_params *p, const struct http_url *u, 
         }
         port = (int)pn;
     }
-    int fd = tcp_connect(host, port, p->connect_timeout_ms, p->cancel, err, err_size);
+    int fd = tcp_connect(host, port, p->connect_timeout_ms, false, p->cancel, err, err_size);
     if (fd < 0)
         return fd;
     char req[1200];
     int n = snprintf(req, sizeof req, "CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n%s\r\n", u->host,
                      u->port, u->host, u->port, auth);
     memset(auth, 0, sizeof auth);
-    bool sent = fd_wait(fd, POLLOUT, p->read_timeout_ms, p->cancel) == 1 &&
+    bool sent = net_wait(fd, POLLOUT, p->read_timeout_ms, p->cancel) == 1 &&
                 send(fd, req, (size_t)n, MSG_NOSIGNAL) == n;
     memset(req, 0, sizeof req);
     if (!sent) {
@@ -294,7 +337,7 @@ static int proxy_connect(const struct http_params *p, const struct http_url *u, 
     for (;;) {
         char c;
         size_t used;
-        if (fd_wait(fd, POLLIN, p->read_timeout_ms, p->cancel) != 1 || recv(fd, &c, 1, 0) != 1) {
+        if (net_wait(fd, POLLIN, p->read_timeout_ms, p->cancel) != 1 || recv(fd, &c, 1, 0) != 1) {
             snprintf(err, err_size, "proxy %s:%d closed or timed out during CONNECT", host, port);
             rc = NET_ERR_TRANSIENT;
             goto out;
@@ -324,6 +367,25 @@ out:
 
 /* ==== the client ==== */
 
+static const char *env2(const char *a, const char *b)
+{
+    const char *v = getenv(a);
+    if (!v || !*v)
+        v = getenv(b);
+    return v && *v ? v : NULL;
+}
+
+void http_params_from_env(struct http_params *p, const char *ca_file)
+{
+    memset(p, 0, sizeof *p);
+    p->ca_file = ca_file && *ca_file ? ca_file : getenv("KVCHAT_CA_FILE");
+    if (!p->ca_file || !*p->ca_file)
+        p->ca_file = HTTP_DEFAULT_CA_FILE;
+    p->proxy = env2("HTTPS_PROXY", "https_proxy");
+    p->no_proxy = env2("NO_PROXY", "no_proxy");
+    p->user_agent = "kvchat";
+}
+
 struct http_stream {
     struct net_tls *tls;
     struct http_body body;
@@ -340,18 +402,26 @@ void http_stream_close(struct http_stream *s)
     free(s);
 }
 
+/* parse url as the client's settings allow */
+static int parse_url(const struct http_params *p, const char *url, struct http_url *u, char *err,
+                     size_t err_size)
+{
+    return p->allow_http ? http_url_parse_any(url, u, err, err_size)
+                         : http_url_parse(url, u, err, err_size);
+}
+
 /* one request on a new connection; the head is read into resp */
 static int request_once(const struct http_params *p, const char *url, const struct http_req *req,
                         bool with_bearer, struct http_resp *resp, struct http_stream **out,
                         char *err, size_t err_size)
 {
     struct http_url u;
-    int rc = http_url_parse(url, &u, err, err_size), fd;
+    int rc = parse_url(p, url, &u, err, err_size), fd;
     if (rc)
         return rc;
-    bool proxied = p->proxy && *p->proxy && !host_matches_no_proxy(u.host, p->no_proxy);
+    bool proxied = u.tls && p->proxy && *p->proxy && !host_matches_no_proxy(u.host, p->no_proxy);
     fd = proxied ? proxy_connect(p, &u, err, err_size)
-                 : tcp_connect(u.host, u.port, p->connect_timeout_ms, p->cancel, err, err_size);
+                 : tcp_connect(u.host, u.port, p->connect_timeout_ms, !u.tls, p->cancel, err, err_size);
     if (fd < 0)
         return fd;
     struct http_stream *s = calloc(1, sizeof *s);
@@ -360,26 +430,29 @@ static int request_once(const struct http_params *p, const char *url, const stru
         snprintf(err, err_size, "out of memory");
         return NET_ERR_FATAL;
     }
-    rc = net_tls_open(fd, u.host, p->ca_file, p->read_timeout_ms, p->cancel, &s->tls, err, err_size);
+    rc = u.tls ? net_tls_open(fd, u.host, p->ca_file, p->read_timeout_ms, p->cancel, &s->tls, err, err_size)
+               : net_plain_open(fd, p->read_timeout_ms, p->cancel, &s->tls, err, err_size);
     if (rc) {
         close(fd);
         free(s);
         return rc;
     }
-    /* the request */
-    char *rq = malloc(HTTP_MAX_URL + 4096);
+    /* the request head (the body follows it) */
+    size_t cap = HTTP_MAX_URL + 8192;
+    char *rq = malloc(cap);
     if (!rq) {
         http_stream_close(s);
         snprintf(err, err_size, "out of memory");
         return NET_ERR_FATAL;
     }
-    size_t cap = HTTP_MAX_URL + 4096;
-    int n = snprintf(rq, cap, "GET %s HTTP/1.1\r\nHost: %s%s%s", u.path, strchr(u.host, ':') ? "[" : "",
-                     u.host, strchr(u.host, ':') ? "]" : "");
-    if (u.port != 443)
+    const char *method = req->method ? req->method : "GET";
+    bool v6 = strchr(u.host, ':') != NULL;
+    int n = snprintf(rq, cap, "%s %s HTTP/1.1\r\nHost: %s%s%s", method, u.path, v6 ? "[" : "", u.host,
+                     v6 ? "]" : "");
+    if (u.port != (u.tls ? 443 : 80))
         n += snprintf(rq + n, cap - (size_t)n, ":%d", u.port);
-    n += snprintf(rq + n, cap - (size_t)n, "\r\nUser-Agent: %s\r\nAccept: */*\r\nAccept-Encoding: identity\r\nConnection: close\r\n",
-                  p->user_agent ? p->user_agent : "kvchat");
+    n += snprintf(rq + n, cap - (size_t)n, "\r\nUser-Agent: %s\r\nAccept: %s\r\nAccept-Encoding: identity\r\nConnection: close\r\n",
+                  p->user_agent ? p->user_agent : "kvchat", req->accept ? req->accept : "*/*");
     if (with_bearer && req->bearer && *req->bearer)
         n += snprintf(rq + n, cap - (size_t)n, "Authorization: Bearer %s\r\n", req->bearer);
     if (req->range_from >= 0) {
@@ -387,15 +460,22 @@ static int request_once(const struct http_params *p, const char *url, const stru
         if (req->if_range && *req->if_range)
             n += snprintf(rq + n, cap - (size_t)n, "If-Range: %s\r\n", req->if_range);
     }
+    if (req->body)
+        n += snprintf(rq + n, cap - (size_t)n, "Content-Type: %s\r\nContent-Length: %zu\r\n",
+                      req->content_type ? req->content_type : "application/octet-stream", req->body_len);
     n += snprintf(rq + n, cap - (size_t)n, "\r\n");
     if ((size_t)n >= cap) {
+        memset(rq, 0, cap);
         free(rq);
         http_stream_close(s);
         snprintf(err, err_size, "request too long");
         return NET_ERR_FATAL;
     }
     rc = net_tls_write(s->tls, rq, (size_t)n, err, err_size);
+    memset(rq, 0, cap); /* it may hold the token */
     free(rq);
+    if (!rc && req->body && req->body_len)
+        rc = net_tls_write(s->tls, req->body, req->body_len, err, err_size);
     if (rc) {
         http_stream_close(s);
         return rc;
@@ -436,12 +516,13 @@ static int request_once(const struct http_params *p, const char *url, const stru
     return 0;
 }
 
-int http_get(const struct http_params *p, const struct http_req *req, struct http_resp *resp,
-             char *final_url, char *linked_etag, size_t linked_etag_size, int64_t *linked_size,
-             struct http_stream **out, char *err, size_t err_size)
+int http_request(const struct http_params *p, const struct http_req *req, struct http_resp *resp,
+                 char *final_url, char *linked_etag, size_t linked_etag_size, int64_t *linked_size,
+                 struct http_stream **out, char *err, size_t err_size)
 {
     char url[HTTP_MAX_URL], next[HTTP_MAX_URL];
     bool bearer_ok = true; /* false once a redirect has left the token's origin */
+    bool post = req->method && strcmp(req->method, "GET");
     linked_etag[0] = 0;
     *linked_size = -1;
     *out = NULL;
@@ -452,7 +533,7 @@ int http_get(const struct http_params *p, const struct http_req *req, struct htt
     for (int hop = 0;; hop++) {
         struct http_url u;
         char origin[300];
-        int rc = http_url_parse(url, &u, err, err_size);
+        int rc = parse_url(p, url, &u, err, err_size);
         if (rc)
             return rc;
         http_url_origin(&u, origin, sizeof origin);
@@ -467,8 +548,8 @@ int http_get(const struct http_params *p, const struct http_req *req, struct htt
             snprintf(linked_etag, linked_etag_size, "%s", resp->linked_etag);
         if (*linked_size < 0 && resp->linked_size >= 0)
             *linked_size = resp->linked_size;
-        bool redirect = resp->status == 301 || resp->status == 302 || resp->status == 303 ||
-                        resp->status == 307 || resp->status == 308;
+        bool keeps_method = resp->status == 307 || resp->status == 308;
+        bool redirect = keeps_method || resp->status == 301 || resp->status == 302 || resp->status == 303;
         if (!redirect) {
             snprintf(final_url, HTTP_MAX_URL, "%s", url);
             *out = s;
@@ -477,6 +558,11 @@ int http_get(const struct http_params *p, const struct http_req *req, struct htt
         http_stream_close(s);
         if (!resp->location[0]) {
             snprintf(err, err_size, "HTTP %d redirect without a Location", resp->status);
+            return NET_ERR_FATAL;
+        }
+        if (post && !keeps_method) {
+            snprintf(err, err_size, "HTTP %d redirect to '%.300s' would turn the %s into a GET; "
+                                    "use that URL instead", resp->status, resp->location, req->method);
             return NET_ERR_FATAL;
         }
         if (hop >= req->max_redirects) {
@@ -521,4 +607,44 @@ ssize_t http_stream_read(struct http_stream *s, char *buf, size_t n, char *err, 
         if (k == 0)
             s->eof = true;
     }
+}
+
+int http_read_all(struct http_stream *s, size_t max, char **body, size_t *len, char *err,
+                  size_t err_size)
+{
+    size_t cap = 16384, n = 0;
+    char *b = malloc(cap + 1);
+    *body = NULL;
+    *len = 0;
+    for (;;) {
+        if (!b) {
+            snprintf(err, err_size, "out of memory");
+            return NET_ERR_FATAL;
+        }
+        if (n == cap) {
+            if (cap >= max) {
+                free(b);
+                snprintf(err, err_size, "response longer than %zu bytes", max);
+                return NET_ERR_FATAL;
+            }
+            cap = cap * 2 < max ? cap * 2 : max;
+            char *nb = realloc(b, cap + 1);
+            if (!nb)
+                free(b);
+            b = nb;
+            continue;
+        }
+        ssize_t k = http_stream_read(s, b + n, cap - n, err, err_size);
+        if (k < 0) {
+            free(b);
+            return (int)k;
+        }
+        if (k == 0)
+            break;
+        n += (size_t)k;
+    }
+    b[n] = 0;
+    *body = b;
+    *len = n;
+    return 0;
 }

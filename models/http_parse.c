@@ -1,7 +1,8 @@
 /*
- * http_parse.c - HTTP/1.1 response parsing and https:// URLs, from bytes
- * and nothing else (no sockets, no TLS), so that tests/fuzz/fuzz_http.c
- * drives it directly. The client around it is http.c.
+ * http_parse.c - HTTP/1.1 response parsing, http(s):// URLs and the rule for
+ * which addresses plain http:// may reach, from bytes and nothing else (no
+ * sockets, no TLS), so that tests/fuzz/fuzz_http.c drives it directly. The
+ * client around it is http.c.
  *
  * Invariants: the head is at most HTTP_MAX_HEAD bytes; every number is
  * parsed with an overflow check; a body is framed by chunked encoding, by
@@ -12,6 +13,7 @@
 #include "models/net.h"
 
 #include <ctype.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,7 +91,7 @@ void http_head_init(struct http_head *h)
 static int parse_head(const char *buf, size_t n, struct http_resp *r, char *err, size_t err_size)
 {
     memset(r, 0, sizeof *r);
-    r->content_length = r->linked_size = -1;
+    r->content_length = r->linked_size = r->retry_after = -1;
     r->range_first = r->range_last = r->range_total = -1;
     const char *p = buf, *end = buf + n;
     /* status line: HTTP/1.x SP 3DIGIT [SP reason] */
@@ -175,6 +177,15 @@ static int parse_head(const char *buf, size_t n, struct http_resp *r, char *err,
             parse_content_range(r, v, vn);
         } else if (name_is(p, nn, "Accept-Ranges")) {
             r->accept_ranges = vn == 5 && !strncasecmp(v, "bytes", 5);
+        } else if (name_is(p, nn, "Content-Type")) {
+            /* the media type alone, lowercase: "text/event-stream" */
+            size_t k = 0;
+            for (size_t i = 0; i < vn && v[i] != ';' && v[i] != ' ' && k + 1 < sizeof r->content_type; i++)
+                r->content_type[k++] = (char)tolower((unsigned char)v[i]);
+            r->content_type[k] = 0;
+        } else if (name_is(p, nn, "Retry-After")) {
+            /* seconds only; an HTTP date is taken as absent */
+            r->retry_after = parse_dec(v, vn);
         }
         p = eol + 1;
     }
@@ -184,6 +195,9 @@ static int parse_head(const char *buf, size_t n, struct http_resp *r, char *err,
             snprintf(err, err_size, "bad character in redirect location");
             return NET_ERR_FATAL;
         }
+    for (char *s = r->content_type; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f)
+            *s = '?';
     return 0;
 }
 
@@ -373,14 +387,22 @@ int http_body_eof(const struct http_body *b, char *err, size_t err_size)
 
 /* ==== URLs ==== */
 
-int http_url_parse(const char *url, struct http_url *u, char *err, size_t err_size)
+static int url_parse(const char *url, bool allow_http, struct http_url *u, char *err,
+                     size_t err_size)
 {
     memset(u, 0, sizeof *u);
-    if (strncasecmp(url, "https://", 8)) {
-        snprintf(err, err_size, "'%s' is not an https:// URL", url);
+    const char *h;
+    if (!strncasecmp(url, "https://", 8)) {
+        u->tls = true;
+        h = url + 8;
+    } else if (allow_http && !strncasecmp(url, "http://", 7)) {
+        h = url + 7;
+    } else {
+        snprintf(err, err_size, allow_http ? "'%s' is not an http:// or https:// URL"
+                                           : "'%s' is not an https:// URL", url);
         return NET_ERR_FATAL;
     }
-    const char *h = url + 8, *he, *slash = h + strcspn(h, "/?#");
+    const char *he, *slash = h + strcspn(h, "/?#");
     if (memchr(h, '@', (size_t)(slash - h))) {
         snprintf(err, err_size, "credentials in URLs are not supported");
         return NET_ERR_FATAL;
@@ -413,7 +435,7 @@ int http_url_parse(const char *url, struct http_url *u, char *err, size_t err_si
             return NET_ERR_FATAL;
         }
     copy_str(u->host, sizeof u->host, h, hn);
-    u->port = 443;
+    u->port = u->tls ? 443 : 80;
     if (portp) {
         int64_t pn = parse_dec(portp, (size_t)(slash - portp));
         if (pn < 1 || pn > 65535) {
@@ -438,31 +460,42 @@ int http_url_parse(const char *url, struct http_url *u, char *err, size_t err_si
     return 0;
 }
 
+int http_url_parse(const char *url, struct http_url *u, char *err, size_t err_size)
+{
+    return url_parse(url, false, u, err, err_size);
+}
+
+int http_url_parse_any(const char *url, struct http_url *u, char *err, size_t err_size)
+{
+    return url_parse(url, true, u, err, err_size);
+}
+
 int http_url_join(const char *base, const char *loc, char *out, size_t size, char *err,
                   size_t err_size)
 {
     int n;
+    struct http_url b;
+    if (url_parse(base, true, &b, err, err_size))
+        return NET_ERR_FATAL;
+    const char *scheme = b.tls ? "https" : "http";
     if (strstr(loc, "://")) {
-        if (strncasecmp(loc, "https://", 8)) {
-            snprintf(err, err_size, "refusing a redirect away from https to '%.200s'", loc);
+        if (strncasecmp(loc, "https://", 8) && (b.tls || strncasecmp(loc, "http://", 7))) {
+            snprintf(err, err_size, "refusing a redirect away from %s to '%.200s'", scheme, loc);
             return NET_ERR_FATAL;
         }
         n = snprintf(out, size, "%s", loc);
     } else {
-        struct http_url b;
-        if (http_url_parse(base, &b, err, err_size))
-            return NET_ERR_FATAL;
         const char *bracket = strchr(b.host, ':') ? "[" : "", *close = *bracket ? "]" : "";
         if (loc[0] == '/' && loc[1] == '/')
-            n = snprintf(out, size, "https:%s", loc);
+            n = snprintf(out, size, "%s:%s", scheme, loc);
         else if (loc[0] == '/')
-            n = snprintf(out, size, "https://%s%s%s:%d%s", bracket, b.host, close, b.port, loc);
+            n = snprintf(out, size, "%s://%s%s%s:%d%s", scheme, bracket, b.host, close, b.port, loc);
         else {
             /* relative to the base path's directory */
             size_t dir = strcspn(b.path, "?");
             while (dir > 0 && b.path[dir - 1] != '/')
                 dir--;
-            n = snprintf(out, size, "https://%s%s%s:%d%.*s%s", bracket, b.host, close, b.port,
+            n = snprintf(out, size, "%s://%s%s%s:%d%.*s%s", scheme, bracket, b.host, close, b.port,
                          (int)dir, b.path, loc);
         }
     }
@@ -475,8 +508,39 @@ int http_url_join(const char *base, const char *loc, char *out, size_t size, cha
 
 void http_url_origin(const struct http_url *u, char *out, size_t size)
 {
-    snprintf(out, size, "%s:%d", u->host, u->port);
+    snprintf(out, size, "%s%s:%d", u->tls ? "" : "http://", u->host, u->port);
     for (char *s = out; *s; s++)
         *s = (char)tolower((unsigned char)*s);
 }
 
+
+/* ==== which addresses plain http:// may reach ==== */
+
+static bool v4_private(const unsigned char a[4])
+{
+    return a[0] == 127 ||                                  /* loopback 127/8 */
+           a[0] == 10 ||                                   /* 10/8 */
+           (a[0] == 172 && (a[1] & 0xf0) == 16) ||         /* 172.16/12 */
+           (a[0] == 192 && a[1] == 168) ||                 /* 192.168/16 */
+           (a[0] == 169 && a[1] == 254);                   /* link-local 169.254/16 */
+}
+
+bool http_addr_private(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        return v4_private((const unsigned char *)&in->sin_addr.s_addr);
+    }
+    if (sa->sa_family == AF_INET6) {
+        const unsigned char *a = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+        static const unsigned char loop[16] = {[15] = 1};
+        static const unsigned char mapped[12] = {[10] = 0xff, [11] = 0xff};
+        if (!memcmp(a, loop, 16))
+            return true;                                   /* ::1 */
+        if (!memcmp(a, mapped, 12))
+            return v4_private(a + 12);                     /* ::ffff:a.b.c.d */
+        return (a[0] & 0xfe) == 0xfc ||                    /* unique local fc00::/7 */
+               (a[0] == 0xfe && (a[1] & 0xc0) == 0x80);    /* link-local fe80::/10 */
+    }
+    return false;
+}

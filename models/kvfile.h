@@ -1,6 +1,7 @@
 /*
  * kvfile.h - (internal to models/) "key = value" text files: the config
- * file and the store's sidecars (models/config.c).
+ * file and the store's sidecars (models/config.c), and remote models'
+ * entries (models/remote.c).
  */
 #ifndef KVCHAT_MODELS_KVFILE_H
 #define KVCHAT_MODELS_KVFILE_H
@@ -19,5 +20,10 @@ int mkdir_parents(const char *path);
  * (and any ?query), other characters made '-' (models/store.c); may be
  * empty or still invalid */
 void name_from_file(const char *file, char *name, size_t size);
+
+struct mdl_entry;
+/* the store's view of the remote entry at e->path (e->name set): url,
+ * model, key variable, when added; e->error if it cannot be read */
+void mdl_remote_fill_entry(struct mdl_entry *e);
 
 #endif

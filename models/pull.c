@@ -15,6 +15,7 @@
 #include "models/kvfile.h"
 #include "models/mdl.h"
 #include "models/net.h"
+#include "models/proto.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -32,7 +33,6 @@
 #include <unistd.h>
 
 #define DEFAULT_HUB "https://huggingface.co"
-#define DEFAULT_CA_FILE "/etc/ssl/certs/ca-certificates.crt"
 #define HUB_API_MAX (8 << 20) /* bytes of a repo's file list we accept */
 /* fetch_once: the .part cannot be written (distinct from enum net_err) */
 #define FETCH_FILE_ERR (-100)
@@ -112,41 +112,6 @@ static bool repo_valid(const char *s, size_t n)
     return true;
 }
 
-/* JSON: the string starting at p (after the opening quote) into out; returns
- * the position after the closing quote or NULL */
-static const char *json_string(const char *p, const char *end, char *out, size_t size)
-{
-    size_t k = 0;
-    while (p < end && *p != '"') {
-        char ch = *p++;
-        if (ch == '\\') {
-            if (p >= end)
-                return NULL;
-            ch = *p++;
-            switch (ch) {
-            case 'n': ch = '\n'; break;
-            case 't': ch = '\t'; break;
-            case 'r': ch = '\r'; break;
-            case 'b': ch = '\b'; break;
-            case 'f': ch = '\f'; break;
-            case 'u':
-                if (end - p < 4)
-                    return NULL;
-                p += 4;
-                ch = '?';
-                break;
-            default: break; /* \" \\ \/ */
-            }
-        }
-        if (k + 1 < size)
-            out[k++] = ch;
-    }
-    if (p >= end)
-        return NULL;
-    out[k] = 0;
-    return p + 1;
-}
-
 /* does file name the quantization q (as a whole token, any case)? */
 static bool file_has_quant(const char *file, const char *q)
 {
@@ -179,7 +144,7 @@ static int get_small_once(struct pull *c, const char *url, char **body, size_t *
         snprintf(c->err, c->err_size, "out of memory");
         goto out;
     }
-    int nrc = http_get(&c->hp, &rq, resp, final, le, sizeof le, &ls, &s, c->err, c->err_size);
+    int nrc = http_request(&c->hp, &rq, resp, final, le, sizeof le, &ls, &s, c->err, c->err_size);
     if (nrc) {
         rc = nrc;
         goto out;
@@ -191,40 +156,7 @@ static int get_small_once(struct pull *c, const char *url, char **body, size_t *
             rc = NET_ERR_TRANSIENT;
         goto out;
     }
-    size_t cap = 65536, n = 0;
-    char *b = malloc(cap + 1);
-    for (;;) {
-        if (!b) {
-            snprintf(c->err, c->err_size, "out of memory");
-            goto out;
-        }
-        if (n == cap) {
-            if (cap >= HUB_API_MAX) {
-                free(b);
-                snprintf(c->err, c->err_size, "response from '%s' is too large", url);
-                goto out;
-            }
-            cap *= 2;
-            char *nb = realloc(b, cap + 1);
-            if (!nb)
-                free(b);
-            b = nb;
-            continue;
-        }
-        ssize_t k = http_stream_read(s, b + n, cap - n, c->err, c->err_size);
-        if (k < 0) {
-            free(b);
-            rc = (int)k;
-            goto out;
-        }
-        if (k == 0)
-            break;
-        n += (size_t)k;
-    }
-    b[n] = 0;
-    *body = b;
-    *len = n;
-    rc = 0;
+    rc = http_read_all(s, HUB_API_MAX, body, len, c->err, c->err_size);
 out:
     http_stream_close(s);
     free(resp);
@@ -265,26 +197,25 @@ static int hub_pick_file(struct pull *c, const char *repo, const char *quant, ch
     int rc = get_small(c, url, &body, &len);
     if (rc)
         return rc;
-    const char *p = body, *end = body + len;
-    char best[1024] = "", f[1024];
+    /* {"siblings": [{"rfilename": "a.gguf"}, ...], ...} */
+    char **files, best[1024] = "";
+    size_t n_files;
     int n_gguf = 0;
-    while ((p = strstr(p, "\"rfilename\""))) {
-        p += 11;
-        while (p < end && (*p == ' ' || *p == ':' || *p == '\n' || *p == '\t' || *p == '\r'))
-            p++;
-        if (p >= end || *p != '"')
-            continue;
-        p = json_string(p + 1, end, f, sizeof f);
-        if (!p)
-            break;
+    if (json_string_list(body, len, "siblings", "rfilename", &files, &n_files, c->err, c->err_size)) {
+        free(body);
+        return MDL_ERR_NETWORK;
+    }
+    for (size_t i = 0; i < n_files; i++) {
+        const char *f = files[i];
         size_t fl = strlen(f);
         if (fl > 5 && !strcasecmp(f + fl - 5, ".gguf"))
             n_gguf++;
-        if (!file_has_quant(f, quant))
+        if (!file_has_quant(f, quant) || fl >= sizeof best)
             continue;
-        if (!best[0] || strlen(f) < strlen(best))
+        if (!best[0] || fl < strlen(best))
             snprintf(best, sizeof best, "%s", f);
     }
+    mdl_strv_free(files, n_files);
     free(body);
     if (!best[0]) {
         snprintf(c->err, c->err_size, "no %s .gguf file in '%s' (%d .gguf files there)", quant, repo, n_gguf);
@@ -596,7 +527,7 @@ static int fetch_once(struct pull *c, struct part *pt, char *linked, size_t link
         snprintf(c->err, c->err_size, "out of memory");
         goto out;
     }
-    rc = http_get(&c->hp, &rq, resp, final_url, le, sizeof le, &lsize, &s, c->err, c->err_size);
+    rc = http_request(&c->hp, &rq, resp, final_url, le, sizeof le, &lsize, &s, c->err, c->err_size);
     if (rc)
         goto out;
     if (le[0] && !linked[0])
@@ -717,13 +648,7 @@ out:
 /* sleep s seconds unless cancelled: 0, or -1 if cancelled */
 static int backoff(struct pull *c, int s)
 {
-    for (int i = 0; i < s * 10; i++) {
-        if (c->p->cancel && *c->p->cancel)
-            return -1;
-        struct timespec ts = {0, 100000000};
-        nanosleep(&ts, NULL);
-    }
-    return c->p->cancel && *c->p->cancel ? -1 : 0;
+    return net_sleep(s * 1000, c->p->cancel) ? -1 : 0;
 }
 
 /* the pull was interrupted: say what is kept */
@@ -772,14 +697,9 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
     double t0 = now_s();
     hub_setup(&c);
     c.token = p->token ? p->token : env2("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN");
-    c.hp.ca_file = p->ca_file ? p->ca_file : getenv("KVCHAT_CA_FILE");
-    if (!c.hp.ca_file || !*c.hp.ca_file)
-        c.hp.ca_file = DEFAULT_CA_FILE;
+    http_params_from_env(&c.hp, p->ca_file);
     c.hp.connect_timeout_ms = p->connect_timeout_ms > 0 ? p->connect_timeout_ms : 15000;
     c.hp.read_timeout_ms = p->read_timeout_ms > 0 ? p->read_timeout_ms : 30000;
-    c.hp.proxy = env2("HTTPS_PROXY", "https_proxy");
-    c.hp.no_proxy = env2("NO_PROXY", "no_proxy");
-    c.hp.user_agent = "kvchat";
     c.hp.cancel = p->cancel;
 
     if (!printable(ref)) {
@@ -837,6 +757,12 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
         return MDL_ERR_USAGE;
     snprintf(sidecar, sizeof sidecar, "%.*s.meta", (int)(strlen(dest) - 5), dest);
     struct stat st;
+    char remote_entry[4200];
+    snprintf(remote_entry, sizeof remote_entry, "%.*s.remote", (int)(strlen(dest) - 5), dest);
+    if (stat(remote_entry, &st) == 0) {
+        snprintf(err, err_size, "'%s' is a remote model in the store; choose another name with --name", c.name);
+        return MDL_ERR_USAGE;
+    }
     if (!p->force && stat(dest, &st) == 0) {
         snprintf(res->name, sizeof res->name, "%s", c.name);
         snprintf(res->path, sizeof res->path, "%s", dest);

