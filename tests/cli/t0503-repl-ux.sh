@@ -13,6 +13,8 @@
 # banner naming the session.
 . "$TOP/tests/cli/lib.sh"
 . "$TOP/tests/cli/repl-lib.sh"
+. "$TOP/tests/cli/tls-lib.sh"
+. "$TOP/tests/cli/remote-lib.sh"
 WC="python3 $TOP/tests/cli/wrapcheck.py"
 answer_of() { # SESSION N: the text of message N of a saved session
     "$KVCHAT" sessions export "$1" | jq -j ".messages[$2].content"
@@ -139,6 +141,19 @@ EOF
 sed -n 1p "$T/runj.log" | jq -j .answer >"$T/runj.answer" 2>/dev/null
 cmp -s "$T/runj.answer" "$T/run.answer" && ok "run --json on a terminal: one unwrapped line of JSON" ||
     not_ok "run --json on a terminal: $(head -c 300 "$T/runj.log")"
+
+# a remote model's answer on a terminal is wrapped the same way
+start_fixture srv
+"$KVCHAT" models add-remote echo "http://127.0.0.1:$PORT/v1" --model echo 2>/dev/null || not_ok "cannot add the remote model"
+REMOTE_Q="one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen"
+python3 "$TOP/tests/cli/ptydrive.py" --cols 40 --timeout 60 --log "$T/remote.log" -- \
+    sh -c "$KVCHAT run -m echo '$REMOTE_Q' </dev/null; echo; echo '[end]'" <<'EOF' >"$T/remote.drv" 2>&1
+expect \[end\]
+exit 0
+EOF
+sed -e '/^\[end\]$/d' "$T/remote.log" >"$T/remote.shown"
+printf 'echo: %s' "$REMOTE_Q" >"$T/remote.answer"
+wrapcheck "a remote model's answer on a terminal: wrapped at 40" "$T/remote.shown" "$T/remote.answer" 40
 
 # ---- /read: the file's text is the next message, with its token count
 printf 'The harbour was quiet.\nGulls circled the masts.\n' >"$T/notes.txt"
