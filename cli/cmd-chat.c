@@ -68,8 +68,9 @@ static const char chat_usage[] =
     "Answers on a terminal are wrapped at its width (not inside ``` blocks);\n"
     "--no-wrap, 'wrap = off' in the config file or /set wrap off turn it off.\n"
     "\n"
-    "Exit status: 0 ok, 1 usage error, 2 model error, 3 session error\n"
-    "(e.g. the session is open in another kvchat), 130 ended by a signal.\n";
+    "Exit status: 0 ok, 1 usage error, 2 model error (with stdin not a terminal:\n"
+    "also when a message was refused), 3 session error (e.g. the session is open\n"
+    "in another kvchat), 130 ended by a signal.\n";
 
 /* ==== signals ==== */
 
@@ -115,6 +116,7 @@ struct chat {
     bool color;
     bool interactive;      /* stdin is a terminal */
     bool out_broken;       /* stdout went away */
+    bool refused;          /* a message was refused or failed (the exit status, when piped) */
     char last_char;        /* of the answer being streamed */
     struct wrap wrap;      /* word wrap of answers on a terminal */
     bool wrapping;         /* the answer being streamed is wrapped */
@@ -189,9 +191,9 @@ static int store_need(struct chat *ch)
 {
     if (ch->st)
         return 0;
-    char home[4096], err[1024];
-    if (mdl_home(home, sizeof home)) {
-        chat_err(ch, "cannot find the kvchat home: set KVCHAT_HOME or HOME");
+    char home[4096], err[5200];
+    if (cmd_store_home(home, sizeof home, err, sizeof err)) {
+        chat_err(ch, "%s", err);
         return -1;
     }
     if (sess_store_open(home, &ch->st, err, sizeof err)) {
@@ -275,7 +277,7 @@ static void turn_done(struct chat *ch, int rc, const struct sess_turn_stats *ts)
         note(ch, C_WARN, "[the context window is full: the answer stops here; /clear starts "
                          "afresh, /undo drops the last exchange]");
     else if (!strcmp(why, "length") && ch->o.verbose)
-        note(ch, C_DIM, "[stopped at %" PRId32 " tokens (-n)]", ch->o.n_predict);
+        note(ch, C_DIM, "[stopped at %" PRId32 " token%s (-n)]", ch->o.n_predict, cmd_s(ch->o.n_predict));
     if (ch->o.verbose)
         stats_line(ch, ts);
 }
@@ -286,7 +288,7 @@ static int make_room(struct chat *ch, const char *text)
     int64_t used = sess_conv_n_tokens(ch->conv), n_ctx = llm_ctx_n_ctx(ch->l.ctx);
     int64_t ex = sess_conv_n_exchanges(ch->conv);
     chat_err(ch, "the message does not fit in the context window (%" PRId64 " of %" PRId64
-                 " tokens used, %" PRId64 " exchanges)", used, n_ctx, ex);
+                 " tokens used, %" PRId64 " exchange%s)", used, n_ctx, ex, cmd_s(ex));
     if (ex == 0) {
         note(ch, C_WARN, "it is longer than the context itself; -c N sets a larger context");
         return SESS_ERR_CTX_FULL;
@@ -314,13 +316,14 @@ static int make_room(struct chat *ch, const char *text)
             break;
     }
     if (rc == SESS_ERR_CTX_FULL) {
-        note(ch, C_WARN, "dropped all %" PRId64 " exchanges and it still does not fit", dropped);
+        note(ch, C_WARN, "dropped all %" PRId64 " exchange%s and it still does not fit", dropped,
+             cmd_s(dropped));
         return rc;
     }
     turn_done(ch, rc, &ts);
     if (rc == SESS_OK)
         note(ch, C_DIM, "[dropped the %" PRId64 " oldest exchange%s to make room]", dropped,
-             dropped == 1 ? "" : "s");
+             cmd_s(dropped));
     else
         chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
     return rc;
@@ -334,7 +337,8 @@ static void say(struct chat *ch, const char *text)
     int rc = sess_conv_say(ch->conv, text, on_text, ch, &g_interrupt, &ts);
     answer_end(ch);
     if (rc == SESS_ERR_CTX_FULL) {
-        make_room(ch, text);
+        if (make_room(ch, text) != SESS_OK)
+            ch->refused = true;
         return;
     }
     if (rc == SESS_ERR_INTERRUPTED) { /* Ctrl-C while the message was being read */
@@ -342,8 +346,10 @@ static void say(struct chat *ch, const char *text)
         return;
     }
     turn_done(ch, rc, &ts);
-    if (rc != SESS_OK)
+    if (rc != SESS_OK) {
+        ch->refused = true;
         chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
+    }
 }
 
 /* ==== conversations ==== */
@@ -383,9 +389,9 @@ static void restore_report(struct chat *ch, const char *name, const struct sess_
         chat_err(ch, "session '%s': %s", name, rs->first_problem);
     if (ch->o.verbose || rs->prefilled_tokens > 0 || rs->damaged)
         fprintf(stderr,
-                "kvchat: session '%s': %" PRId64 " tokens restored from snapshots, %" PRId64
+                "kvchat: session '%s': %" PRId64 " token%s restored from snapshots, %" PRId64
                 " recomputed%s, in %.1f ms\n",
-                name, rs->restored_tokens, rs->prefilled_tokens,
+                name, rs->restored_tokens, cmd_s(rs->restored_tokens), rs->prefilled_tokens,
                 rs->rewritten ? " (snapshots rewritten)" : "", rs->ms);
 }
 
@@ -485,9 +491,12 @@ static int slash_help(struct chat *ch, char *arg)
     for (const struct slash_cmd *s = slash_table; s->name; s++) {
         if (!s->help)
             continue;
-        char left[64];
+        char left[64], keys[512] = "";
         snprintf(left, sizeof left, "%s%s%s", s->name, s->args ? " " : "", s->args ? s->args : "");
-        fprintf(ch->ui, "  %s%-16s%s %s\n", col(ch, C_BOLD), left, col(ch, C_RESET), s->help);
+        if (s->complete == SLASH_ARG_SET_KEY) /* the keys /set takes, from the one table */
+            cmd_opts_set_keys_join(keys, sizeof keys, " ");
+        fprintf(ch->ui, "  %s%-16s%s %s%s%s\n", col(ch, C_BOLD), left, col(ch, C_RESET), s->help,
+                keys[0] ? " " : "", keys);
     }
     fprintf(ch->ui,
             "\nEnter sends. End a line with \\ to go on with the next one, or start a line\n"
@@ -529,8 +538,9 @@ static int slash_sessions(struct chat *ch, char *arg)
         strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tm);
         cmd_fmt_bytes(kv, sizeof kv, (double)list[i].kv_bytes);
         bool cur = ch->name && !strcmp(ch->name, list[i].name);
-        snprintf(line, sizeof line, "%c %-20s %4" PRId64 " turns %7" PRId64 " tokens %10s  %s",
-                 cur ? '*' : ' ', list[i].name, list[i].n_turns, list[i].n_tokens, kv, when);
+        snprintf(line, sizeof line, "%c %-20s %4" PRId64 " turn%s %7" PRId64 " token%s %10s  %s",
+                 cur ? '*' : ' ', list[i].name, list[i].n_turns, list[i].n_turns == 1 ? " " : "s",
+                 list[i].n_tokens, list[i].n_tokens == 1 ? " " : "s", kv, when);
         print_fit(ch, cur ? C_BOLD : C_RESET, line);
     }
     sess_list_free(list, n);
@@ -549,8 +559,9 @@ static int slash_load(struct chat *ch, char *arg)
         return 0;
     char *sys = conv_system(ch) ? strdup(conv_system(ch)) : NULL;
     if (conv_attach(ch, arg, false, sys) == 0)
-        note(ch, C_DIM, "session '%s': %" PRId64 " exchanges, %" PRId64 " tokens", arg,
-             sess_conv_n_exchanges(ch->conv), sess_conv_n_tokens(ch->conv));
+        note(ch, C_DIM, "session '%s': %" PRId64 " exchange%s, %" PRId64 " token%s", arg,
+             sess_conv_n_exchanges(ch->conv), cmd_s(sess_conv_n_exchanges(ch->conv)),
+             sess_conv_n_tokens(ch->conv), cmd_s(sess_conv_n_tokens(ch->conv)));
     free(sys);
     return 0;
 }
@@ -635,7 +646,7 @@ static int slash_system(struct chat *ch, char *arg)
         snprintf(q, sizeof q,
                  "A new system prompt restarts the conversation: its %" PRId64
                  " exchange%s will be dropped%s. Go on? [y/N] ",
-                 ex, ex == 1 ? "" : "s", ch->name ? " from the session" : "");
+                 ex, cmd_s(ex), ch->name ? " from the session" : "");
         if (!ch->interactive || !repl_ask(ch->repl, q)) {
             note(ch, C_DIM, "the system prompt is unchanged");
             return 0;
@@ -692,7 +703,7 @@ static int slash_read(struct chat *ch, char *arg)
         snprintf(path, sizeof path, "%s%s", home, arg + 1);
     else
         snprintf(path, sizeof path, "%s", arg);
-    if (cmd_read_text(path, CMD_TEXT_MAX, &text, &len, err, sizeof err)) {
+    if (cmd_read_text(path, CMD_INPUT_MAX, &text, &len, err, sizeof err)) {
         chat_err(ch, "%s", err);
         return 0;
     }
@@ -790,8 +801,9 @@ static int slash_set(struct chat *ch, char *arg)
         }
     }
     if (!*value) {
-        chat_err(ch, "usage: /set KEY VALUE (keys: temp, top_k, top_p, min_p, repeat_penalty, "
-                     "presence_penalty, seed, n_predict, wrap)");
+        char keys[512];
+        cmd_opts_set_keys_join(keys, sizeof keys, ", ");
+        chat_err(ch, "usage: /set KEY VALUE (keys: %s)", keys);
         return 0;
     }
     char err[512];
@@ -860,12 +872,13 @@ static int slash_show(struct chat *ch, char *arg)
             *s = ' ';
     print_fit(ch, C_RESET, line);
     snprintf(line, sizeof line,
-             "context    %" PRId64 " of %" PRId64 " tokens, %" PRId64 " exchanges, KV %s in memory",
+             "context    %" PRId64 " of %" PRId64 " tokens, %" PRId64 " exchange%s, KV %s in memory",
              sess_conv_n_tokens(ch->conv), llm_ctx_n_ctx(ch->l.ctx), sess_conv_n_exchanges(ch->conv),
-             mem);
+             cmd_s(sess_conv_n_exchanges(ch->conv)), mem);
     print_fit(ch, C_RESET, line);
-    snprintf(line, sizeof line, "engine     %d threads, KV %s%s", llm_ctx_n_threads(ch->l.ctx),
-             llm_type_name(llm_ctx_kv_type(ch->l.ctx)), ch->o.no_cache ? ", --no-cache" : "");
+    snprintf(line, sizeof line, "engine     %d thread%s, KV %s%s", llm_ctx_n_threads(ch->l.ctx),
+             cmd_s(llm_ctx_n_threads(ch->l.ctx)), llm_type_name(llm_ctx_kv_type(ch->l.ctx)),
+             ch->o.no_cache ? ", --no-cache" : "");
     print_fit(ch, C_RESET, line);
     if (isatty(1))
         snprintf(line, sizeof line, "terminal   %d columns, word wrap %s", repl_width(1),
@@ -885,11 +898,13 @@ static int slash_stats(struct chat *ch, char *arg)
     else
         note(ch, C_DIM, "no answer yet");
     char line[512];
+    int64_t ex = sess_conv_n_exchanges(ch->conv);
     snprintf(line, sizeof line,
-             "conversation: %" PRId64 " of %" PRId64 " tokens, %" PRId64 " exchanges; this process: %" PRId64
-             " answers, %" PRId64 " tokens prefilled, %" PRId64 " reused, %" PRId64 " generated",
-             sess_conv_n_tokens(ch->conv), llm_ctx_n_ctx(ch->l.ctx), sess_conv_n_exchanges(ch->conv),
-             ch->turns, ch->total_prefilled, ch->total_cached, ch->total_generated);
+             "conversation: %" PRId64 " of %" PRId64 " tokens, %" PRId64 " exchange%s; this process: %" PRId64
+             " answer%s, %" PRId64 " token%s prefilled, %" PRId64 " reused, %" PRId64 " generated",
+             sess_conv_n_tokens(ch->conv), llm_ctx_n_ctx(ch->l.ctx), ex, cmd_s(ex), ch->turns,
+             cmd_s(ch->turns), ch->total_prefilled, cmd_s(ch->total_prefilled), ch->total_cached,
+             ch->total_generated);
     print_fit(ch, C_DIM, line);
     return 0;
 }
@@ -902,7 +917,7 @@ static int slash_clear(struct chat *ch, char *arg)
         chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
         return 0;
     }
-    note(ch, C_DIM, "cleared %" PRId64 " exchange%s; the system prompt stays", ex, ex == 1 ? "" : "s");
+    note(ch, C_DIM, "cleared %" PRId64 " exchange%s; the system prompt stays", ex, cmd_s(ex));
     return 0;
 }
 
@@ -919,8 +934,7 @@ static const struct slash_cmd slash_table[] = {
     {"/read", "FILE", "send a text file as the next message", SLASH_ARG_FILE, true, slash_read},
     {"/undo", NULL, "drop the last exchange", SLASH_ARG_NONE, true, slash_undo},
     {"/retry", NULL, "answer the last message again", SLASH_ARG_NONE, true, slash_retry},
-    {"/set", "KEY VALUE", "change sampling: temp top_k top_p min_p repeat_penalty presence_penalty "
-     "seed n_predict; wrap on|off", SLASH_ARG_SET_KEY, false, slash_set},
+    {"/set", "KEY VALUE", "change a setting:", SLASH_ARG_SET_KEY, false, slash_set},
     {"/show", NULL, "model, session, system prompt, parameters", SLASH_ARG_NONE, false, slash_show},
     {"/stats", NULL, "tokens prefilled and reused, speed, KV bytes", SLASH_ARG_NONE, false, slash_stats},
     {"/clear", NULL, "drop every exchange, keep the system prompt", SLASH_ARG_NONE, true, slash_clear},
@@ -1042,16 +1056,22 @@ static bool complete(void *ud, const char *line, int start, repl_add_fn add, voi
 
 /* ==== input: one message, maybe of several lines ==== */
 
-static char *xstrcat(char *a, const char *b)
+/* an input being put together from lines, at most CMD_INPUT_MAX bytes */
+struct input {
+    struct cmd_buf b;
+    bool big; /* it would have been longer than CMD_INPUT_MAX */
+};
+
+static int input_add(struct input *in, const char *p, size_t n)
 {
-    size_t la = a ? strlen(a) : 0, lb = strlen(b);
-    char *s = realloc(a, la + lb + 1);
-    if (!s) {
-        free(a);
-        return NULL;
-    }
-    memcpy(s + la, b, lb + 1);
-    return s;
+    return cmd_buf_add(&in->b, p, n, CMD_INPUT_MAX, &in->big);
+}
+
+/* the status for an input that could not be put together (it is freed) */
+static enum repl_status input_fail(struct input *in)
+{
+    free(in->b.s);
+    return in->big ? REPL_TOO_LONG : REPL_EOF;
 }
 
 /* a line opening a """ block: the text after the quotes, else NULL */
@@ -1078,15 +1098,6 @@ static bool block_close(char *s)
     return true;
 }
 
-/* a line of a block onto acc (NULL: none yet), blank lines kept */
-static char *block_add(char *acc, bool *first, const char *line)
-{
-    if (!*first && !(acc = xstrcat(acc, "\n")))
-        return NULL;
-    *first = false;
-    return xstrcat(acc, line);
-}
-
 /*
  * Read one input: a line; lines joined while one ends in a backslash; or a
  * """ block (the end of input also ends these two). A block opens with a
@@ -1094,11 +1105,13 @@ static char *block_add(char *acc, bool *first, const char *line)
  * those two lines belongs to the message, as ollama takes it ("""hello ...
  * world"""; """one line""" is a message on its own). *text gets it
  * (malloc'd). Returns REPL_LINE, or another status (nothing in *text):
- * Ctrl-C drops everything typed for this input.
+ * Ctrl-C drops everything typed for this input; REPL_TOO_LONG for an input
+ * of more than CMD_INPUT_MAX bytes.
  */
 static enum repl_status read_input(struct chat *ch, const char *prompt, char **text)
 {
     char *line;
+    struct input in = {0};
     *text = NULL;
     enum repl_status st = repl_read(ch->repl, prompt, &line);
     if (st != REPL_LINE)
@@ -1106,62 +1119,55 @@ static enum repl_status read_input(struct chat *ch, const char *prompt, char **t
     const char *cont = ch->interactive ? "... " : "";
     char *rest = block_open(line);
     if (rest) {
-        char *acc = NULL;
         bool first = true, done = block_close(rest);
+        int r = 0;
         if (*rest || done) { /* the opening line's own text */
-            acc = block_add(acc, &first, rest);
-            if (!acc) {
-                free(line);
-                return REPL_EOF;
-            }
+            r = input_add(&in, rest, strlen(rest));
+            first = false;
         }
         free(line);
+        if (r)
+            return input_fail(&in);
         while (!done) {
             st = repl_read(ch->repl, cont, &line);
-            if (st == REPL_EOF && acc) { /* the end of input ends the block too */
-                *text = acc;
-                return REPL_LINE;
-            }
+            if (st == REPL_EOF && !first) /* the end of input ends the block too */
+                break;
             if (st != REPL_LINE) {
-                free(acc);
+                free(in.b.s);
                 return st;
             }
             done = block_close(line);
-            if (!done || *line)
-                acc = block_add(acc, &first, line);
+            if (!done || *line) { /* a closing line adds its text, if any */
+                r = (first ? 0 : input_add(&in, "\n", 1)) || input_add(&in, line, strlen(line));
+                first = false;
+            }
             free(line);
-            if (!acc && !first)
-                return REPL_EOF;
+            if (r)
+                return input_fail(&in);
         }
-        *text = acc ? acc : strdup("");
+        if (!in.b.s && input_add(&in, "", 0)) /* an empty block is an empty message */
+            return input_fail(&in);
+        *text = in.b.s;
         return REPL_LINE;
     }
-    char *acc = NULL;
     for (;;) {
         size_t n = strlen(line);
         bool more = n > 0 && line[n - 1] == '\\';
-        if (more)
-            line[n - 1] = 0;
-        acc = xstrcat(acc, line);
+        int r = input_add(&in, line, more ? n - 1 : n) || (more && input_add(&in, "\n", 1));
         free(line);
-        if (!acc)
-            return REPL_EOF;
+        if (r)
+            return input_fail(&in);
         if (!more)
             break;
-        acc = xstrcat(acc, "\n");
-        if (!acc)
-            return REPL_EOF;
         st = repl_read(ch->repl, cont, &line);
-        if (st == REPL_EOF) { /* the end of input ends the message too */
-            *text = acc;
-            return REPL_LINE;
-        }
+        if (st == REPL_EOF) /* the end of input ends the message too */
+            break;
         if (st != REPL_LINE) {
-            free(acc);
+            free(in.b.s);
             return st;
         }
     }
-    *text = acc;
+    *text = in.b.s;
     return REPL_LINE;
 }
 
@@ -1186,8 +1192,14 @@ static int chat_loop(struct chat *ch)
         make_prompt(ch, prompt, sizeof prompt);
         char *text;
         enum repl_status st = read_input(ch, prompt, &text);
+        if (st == REPL_TOO_LONG) {
+            chat_err(ch, "cannot read the input: a message or line is larger than %s; stopped reading",
+                     CMD_INPUT_MAX_TEXT);
+            return CMD_EXIT_MODEL;
+        }
+        /* piped input: a refused message makes the exit status non-zero */
         if (st == REPL_EOF)
-            return CMD_EXIT_OK;
+            return ch->refused && !ch->interactive ? CMD_EXIT_MODEL : CMD_EXIT_OK;
         if (st == REPL_QUIT)
             return CMD_EXIT_INTERRUPTED;
         if (st == REPL_INTERRUPT)
@@ -1287,12 +1299,14 @@ static int chat_exec(int argc, char **argv)
     wrap_init(&ch.wrap, stdout);
     if (session && !name_ok(&ch, session)) {
         wrap_free(&ch.wrap);
+        cmd_answer_free(&ch.ans);
         cmd_opts_free(&ch.o);
         return CMD_EXIT_USAGE;
     }
     rc = cmd_llm_open(&ch.o, true, &ch.l);
     if (rc) {
         wrap_free(&ch.wrap);
+        cmd_answer_free(&ch.ans);
         cmd_opts_free(&ch.o);
         return rc;
     }
@@ -1321,6 +1335,7 @@ static int chat_exec(int argc, char **argv)
             .interrupt = &g_interrupt,
             .quit = &g_quit,
             .prompt_out = ch.ui,
+            .max_line = CMD_INPUT_MAX,
         };
         const char *warning = NULL;
         ch.repl = repl_open(&rp, &warning);
@@ -1339,8 +1354,8 @@ static int chat_exec(int argc, char **argv)
                          base ? base + 1 : ch.l.path, m->arch);
                 print_fit(&ch, C_DIM, head);
                 if (ch.name && sess_conv_n_exchanges(ch.conv) > 0)
-                    note(&ch, C_DIM, "session '%s': %" PRId64 " exchanges so far", ch.name,
-                         sess_conv_n_exchanges(ch.conv));
+                    note(&ch, C_DIM, "session '%s': %" PRId64 " exchange%s so far", ch.name,
+                         sess_conv_n_exchanges(ch.conv), cmd_s(sess_conv_n_exchanges(ch.conv)));
             }
             rc = chat_loop(&ch);
         }

@@ -273,10 +273,10 @@ static int engine_open(const struct opts *o, int64_t need_ctx, struct engine *en
     if (o->verbose) {
         bool user;
         const char *arch = llm_blis_arch(&user);
-        fprintf(stderr, "kvchat: BLIS sub-configuration %s (%s), kernels %s, %d threads, "
+        fprintf(stderr, "kvchat: BLIS sub-configuration %s (%s), kernels %s, %d thread%s, "
                         "n_ctx %" PRId64 ", KV %s\n",
                 arch, user ? "from BLIS_ARCH_TYPE" : "chosen by cpuid", llm_kernel_path(),
-                llm_ctx_n_threads(en->ctx), llm_ctx_n_ctx(en->ctx),
+                llm_ctx_n_threads(en->ctx), cmd_s(llm_ctx_n_threads(en->ctx)), llm_ctx_n_ctx(en->ctx),
                 llm_ctx_kv_type(en->ctx) == LLM_TYPE_F16 ? "f16" : "f32");
         cmd_describe_packed(en->model, stderr);
     }
@@ -391,8 +391,8 @@ static int generate_exec(int argc, char **argv)
         if (i + 1 == o.n)
             break;
         if (llm_ctx_n_past(en.ctx) >= llm_ctx_n_ctx(en.ctx)) {
-            fprintf(stderr, "kvchat: stopped after %ld tokens: context full (%" PRId64 " positions)\n",
-                    i + 1, llm_ctx_n_ctx(en.ctx));
+            fprintf(stderr, "kvchat: stopped after %ld token%s: context full (%" PRId64 " positions)\n",
+                    i + 1, cmd_s(i + 1), llm_ctx_n_ctx(en.ctx));
             break;
         }
         rc = decode_or_fail(&en, &t, 1);
@@ -442,8 +442,8 @@ static int bench_membw_only(const struct opts *o)
                "\"membw_repetitions\": %d}\n",
                threads, bw / 1e9, MEMBW_BYTES, MEMBW_REPS);
     else
-        printf("DRAM read bandwidth %.2f GB/s (%d threads, %lld MiB buffer, best of %d)\n", bw / 1e9,
-               threads, MEMBW_BYTES >> 20, MEMBW_REPS);
+        printf("DRAM read bandwidth %.2f GB/s (%d thread%s, %lld MiB buffer, best of %d)\n", bw / 1e9,
+               threads, cmd_s(threads), MEMBW_BYTES >> 20, MEMBW_REPS);
     return CMD_EXIT_OK;
 }
 
@@ -555,9 +555,9 @@ static int bench_exec(int argc, char **argv)
             printf("\ndecode reads %.1f MB of weights per token: %.2f GB/s at %.2f tok/s\n",
                    wbytes / 1e6, wbw / 1e9, tg);
             if (o.membw)
-                printf("DRAM read bandwidth %.2f GB/s (%d threads): decode reaches %.0f%% of the "
+                printf("DRAM read bandwidth %.2f GB/s (%d thread%s): decode reaches %.0f%% of the "
                        "bandwidth bound (%.2f tok/s)\n",
-                       bw / 1e9, threads, 100 * wbw / bw, bw / (double)wbytes);
+                       bw / 1e9, threads, cmd_s(threads), 100 * wbw / bw, bw / (double)wbytes);
             printf("peak RSS %.1f MiB; best of %ld; BLIS %s; kernels %s\n", rss / 1048576.0, o.reps,
                    arch, llm_kernel_path());
         }

@@ -13,6 +13,7 @@
 #include "sessions/sess.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,8 +39,12 @@ static const char run_usage[] =
     "                           <think> span, or null), session, model, prompt_tokens,\n"
     "                           cached_tokens, prefilled_tokens,\n"
     "                           generated_tokens, ttft_ms, prefill_tok_s,\n"
-    "                           decode_tok_s, stop_reason\n"
+    "                           decode_tok_s, stop_reason, restore_ms\n"
     CMD_OPTS_HELP
+    "\n"
+    "With -s, --system (or --system-file) is for a new session: an existing\n"
+    "session with another system prompt is refused (exit 1), unchanged.\n"
+    "The prompt (stdin and PROMPT) may hold at most " CMD_INPUT_MAX_TEXT ".\n"
     "\n"
     "MODEL may be a remote model ('kvchat models add-remote'): the turn then goes to\n"
     "its server (no -s yet); --temp, --top-p, --presence-penalty, --seed and -n are\n"
@@ -48,42 +53,72 @@ static const char run_usage[] =
     "Exit status: 0 ok, 1 usage, 2 model or file error (for a remote model also a\n"
     "refused key, an unknown model or a rejected request), 3 session error,\n"
     "4 network error (cannot connect, timed out, the server failing or busy, an\n"
-    "answer cut off or malformed), 130 interrupted (the partial answer is kept in\n"
-    "the session).\n";
+    "answer cut off or malformed), 130 interrupted by SIGINT, SIGTERM or SIGHUP\n"
+    "(the partial answer is printed, with --json too, and kept in the session).\n";
 
 static volatile sig_atomic_t interrupted;
 static double last_restore_ms; /* of the session's KV cache, for --json */
 
-static void on_sigint(int sig)
+/* SIGINT, SIGTERM (as `timeout` sends) and SIGHUP all end the answer
+ * where it is: the partial answer is printed and saved, exit 130 */
+static void on_signal(int sig)
 {
     (void)sig;
     interrupted = 1;
 }
 
-/* all of a stream into a malloc'd string */
-static char *slurp(FILE *f, size_t *len)
+static void signals_install(void)
 {
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap);
-    while (b) {
-        size_t r = fread(b + n, 1, cap - n - 1, f);
-        n += r;
-        if (r == 0)
-            break;
-        if (n + 1 == cap) {
-            char *p = realloc(b, cap * 2);
-            if (!p) {
-                free(b);
-                return NULL;
-            }
-            b = p;
-            cap *= 2;
-        }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_signal; /* no SA_RESTART: a blocked read of stdin ends */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+static void print_json(const struct cmd_answer *ans, const char *session, const char *model,
+                       const struct sess_turn_stats *ts, double restore_ms)
+{
+    printf("{\"answer\": ");
+    cmd_json_str(stdout, ans->text[0].s ? ans->text[0].s : "", ans->text[0].len);
+    printf(", \"reasoning\": ");
+    if (ans->text[1].s)
+        cmd_json_str(stdout, ans->text[1].s, ans->text[1].len);
+    else
+        printf("null");
+    printf(", \"session\": ");
+    if (session)
+        cmd_json_str(stdout, session, strlen(session));
+    else
+        printf("null");
+    printf(", \"model\": ");
+    cmd_json_str(stdout, model, strlen(model));
+    printf(", \"prompt_tokens\": %lld, \"cached_tokens\": %lld, \"prefilled_tokens\": %lld, "
+           "\"generated_tokens\": %lld, \"ttft_ms\": %.3f, \"prefill_tok_s\": %.3f, "
+           "\"decode_tok_s\": %.3f, \"stop_reason\": \"%s\", \"restore_ms\": %.3f}\n",
+           (long long)ts->prompt_tokens, (long long)ts->cached_tokens, (long long)ts->prefilled_tokens,
+           (long long)ts->generated_tokens, ts->ttft_ms, ts->prefill_tok_s, ts->decode_tok_s,
+           ts->stop_reason ? ts->stop_reason : "interrupted", restore_ms);
+}
+
+/* The most bytes of text n_ctx tokens can stand for: n_ctx times the
+ * longest token's text. A prompt longer than that cannot fit, whatever its
+ * tokens, so it is refused before tokenizing it (which on megabytes of one
+ * repeated letter takes seconds and about 40 bytes of memory a byte). */
+static uint64_t ctx_bytes_max(const struct cmd_llm *l)
+{
+    int32_t longest = 1, n = llm_vocab_n_tokens(l->vocab);
+    char buf[512];
+    for (int32_t id = 0; id < n; id++) {
+        int32_t k = llm_token_to_piece(l->vocab, id, buf, sizeof buf, 0, true);
+        k = k < 0 ? -k : k;
+        if (k > longest)
+            longest = k;
     }
-    if (b)
-        b[n] = 0;
-    *len = n;
-    return b;
+    return (uint64_t)llm_ctx_n_ctx(l->ctx) * (uint64_t)longest;
 }
 
 /* the texts of the -f files, each without its trailing newlines, joined
@@ -97,17 +132,17 @@ static int read_files(const char **files, int n, char **out, size_t *len, size_t
     for (int i = 0; i < n; i++) {
         char *t;
         size_t tl;
-        if (cmd_read_text(files[i], CMD_TEXT_MAX, &t, &tl, err, err_size)) {
+        if (cmd_read_text(files[i], CMD_INPUT_MAX, &t, &tl, err, err_size)) {
             free(acc);
             return CMD_EXIT_MODEL;
         }
         *bytes += tl;
         while (tl && (t[tl - 1] == '\n' || t[tl - 1] == '\r'))
             tl--;
-        char *na = al + tl + 2 > CMD_TEXT_MAX ? NULL : realloc(acc, al + tl + 2);
+        char *na = al + tl + 2 > CMD_INPUT_MAX ? NULL : realloc(acc, al + tl + 2);
         if (!na) {
             snprintf(err, err_size, "cannot read '%s': %s", files[i],
-                     al + tl + 2 > CMD_TEXT_MAX ? "the files are too large together" : "out of memory");
+                     al + tl + 2 > CMD_INPUT_MAX ? "the files are too large together" : "out of memory");
             free(t);
             free(acc);
             return CMD_EXIT_MODEL;
@@ -127,6 +162,7 @@ static int read_files(const char **files, int n, char **out, size_t *len, size_t
 
 static int run_exec(int argc, char **argv)
 {
+    signals_install();
     struct cmd_opts o;
     cmd_opts_init(&o);
     int rc = cmd_opts_config(&o);
@@ -216,19 +252,37 @@ static int run_exec(int argc, char **argv)
     } else if (n_words == 0 || !isatty(0)) {
         if (n_words == 0 && isatty(0))
             fprintf(stderr, "kvchat: reading the prompt from stdin (end with Ctrl-D)\n");
-        in = slurp(stdin, &in_len);
-        /* `echo hi | kvchat run` asks the same as `kvchat run hi` */
-        while (in && in_len && (in[in_len - 1] == '\n' || in[in_len - 1] == '\r'))
-            in[--in_len] = 0;
-        if (!in) {
+        int r = cmd_read_all(stdin, CMD_INPUT_MAX, &in, &in_len);
+        if (r == CMD_READ_OK && strlen(in) != in_len)
+            r = 1;
+        if (r != CMD_READ_OK) {
+            int e = errno;
+            free(in);
             free(words);
             free(files);
             cmd_opts_free(&o);
-            return cmd_fail(CMD_EXIT_MODEL, "cannot read stdin: %s", strerror(errno));
+            if (r == CMD_READ_ERROR && e == EINTR && interrupted)
+                return CMD_EXIT_INTERRUPTED;
+            if (r == CMD_READ_TOO_LARGE)
+                return cmd_fail(CMD_EXIT_MODEL, "cannot read the prompt from stdin: it is larger than %s",
+                                CMD_INPUT_MAX_TEXT);
+            if (r > 0)
+                return cmd_fail(CMD_EXIT_MODEL, "cannot use stdin as the prompt: it holds a NUL byte");
+            return cmd_fail(CMD_EXIT_MODEL, "cannot read stdin: %s", strerror(e));
         }
+        /* `echo hi | kvchat run` asks the same as `kvchat run hi` */
+        while (in_len && (in[in_len - 1] == '\n' || in[in_len - 1] == '\r'))
+            in[--in_len] = 0;
     }
     for (int i = 0; i < n_words; i++)
         cap += strlen(words[i]) + 1;
+    if (in_len + cap > CMD_INPUT_MAX + 1) {
+        free(in);
+        free(words);
+        free(files);
+        cmd_opts_free(&o);
+        return cmd_fail(CMD_EXIT_MODEL, "cannot use the prompt: it is larger than %s", CMD_INPUT_MAX_TEXT);
+    }
     char *prompt = malloc(in_len + cap + 1);
     size_t pl = 0;
     if (prompt) {
@@ -287,6 +341,12 @@ static int run_exec(int argc, char **argv)
         cmd_opts_free(&o);
         return rc;
     }
+    if (pl > ctx_bytes_max(&l)) {
+        rc = cmd_fail(CMD_EXIT_MODEL, "the prompt does not fit: its %zu bytes are more than the %" PRId64
+                                      " tokens of the context can hold (a larger -c helps)",
+                      pl, llm_ctx_n_ctx(l.ctx));
+        goto out;
+    }
     if (sess_conv_init(l.model, l.vocab, l.ctx, cmd_opts_conv_params(&o, &l), &conv, err, sizeof err)) {
         rc = cmd_fail(CMD_EXIT_MODEL, "cannot start the conversation: %s", err);
         goto out;
@@ -302,11 +362,26 @@ static int run_exec(int argc, char **argv)
         }
         last_restore_ms = rs.ms;
         if (rs.damaged)
-            fprintf(stderr, "kvchat: %s; recomputed %lld tokens\n", rs.first_problem,
-                    (long long)rs.prefilled_tokens);
+            fprintf(stderr, "kvchat: %s; recomputed %lld token%s\n", rs.first_problem,
+                    (long long)rs.prefilled_tokens, cmd_s(rs.prefilled_tokens));
+        /* --system is for a new session: the chat warns and offers /system;
+         * a script cannot answer, so run refuses and changes nothing */
+        const char *has = NULL;
+        if (sess_conv_n_messages(conv) == 0 || sess_conv_message(conv, 0, &has) != SESS_ROLE_SYSTEM)
+            has = NULL;
+        const char *want = o.system && o.system[0] ? o.system : NULL;
+        if (want && (!has || strcmp(has, want))) {
+            rc = cmd_usage_error(&cmd_run_entry,
+                                 "session '%s' %s; --system%s is only for a new session (to change it: "
+                                 "'kvchat chat %s', then /system TEXT)",
+                                 session, has ? "has another system prompt" : "has no system prompt",
+                                 o.system_file ? "-file" : "", session);
+            goto out;
+        }
         if (o.verbose)
-            fprintf(stderr, "kvchat: session '%s': %lld tokens restored, %lld computed, in %.1f ms\n",
-                    session, (long long)rs.restored_tokens, (long long)rs.prefilled_tokens, rs.ms);
+            fprintf(stderr, "kvchat: session '%s': %lld token%s restored, %lld computed, in %.1f ms\n",
+                    session, (long long)rs.restored_tokens, cmd_s(rs.restored_tokens),
+                    (long long)rs.prefilled_tokens, rs.ms);
         if (o.no_cache)
             fprintf(stderr, "kvchat: --no-cache: session '%s' is read and computed again, not saved\n",
                     session);
@@ -324,11 +399,6 @@ static int run_exec(int argc, char **argv)
                     n_tok == 1 ? "" : "s");
     }
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
     /* reasoning: dimmed on a terminal unless --think hide; in pipe mode
      * only the answer unless --think show; apart in --json */
     struct cmd_answer ans;
@@ -352,34 +422,22 @@ static int run_exec(int argc, char **argv)
     cmd_answer_end(&ans);
     if (wrapping)
         wrap_free(&wrap);
-    if (r == SESS_ERR_INTERRUPTED) {
+    if (r == SESS_ERR_INTERRUPTED) { /* before the answer began: nothing was saved */
         rc = CMD_EXIT_INTERRUPTED;
+        fprintf(stderr, "kvchat: interrupted before the answer began: the message was not sent\n");
+        if (json) {
+            memset(&ts, 0, sizeof ts);
+            print_json(&ans, session, l.path, &ts, restore_ms);
+        }
     } else if (r == SESS_ERR_CTX_FULL) {
         rc = cmd_fail(CMD_EXIT_MODEL, "the prompt does not fit: %s (a larger -c helps)", sess_conv_errmsg(conv));
     } else if (r) {
         rc = cmd_fail(CMD_EXIT_MODEL, "%s", sess_conv_errmsg(conv));
     } else if (json) {
-        printf("{\"answer\": ");
-        cmd_json_str(stdout, ans.text[0] ? ans.text[0] : "", ans.len[0]);
-        printf(", \"reasoning\": ");
-        if (ans.text[1])
-            cmd_json_str(stdout, ans.text[1], ans.len[1]);
-        else
-            printf("null");
-        printf(", \"session\": ");
-        if (session)
-            cmd_json_str(stdout, session, strlen(session));
-        else
-            printf("null");
-        printf(", \"model\": ");
-        cmd_json_str(stdout, l.path, strlen(l.path));
-        printf(", \"prompt_tokens\": %lld, \"cached_tokens\": %lld, \"prefilled_tokens\": %lld, "
-               "\"generated_tokens\": %lld, \"ttft_ms\": %.3f, \"prefill_tok_s\": %.3f, "
-               "\"decode_tok_s\": %.3f, \"stop_reason\": \"%s\", \"restore_ms\": %.3f}\n",
-               (long long)ts.prompt_tokens, (long long)ts.cached_tokens, (long long)ts.prefilled_tokens,
-               (long long)ts.generated_tokens, ts.ttft_ms, ts.prefill_tok_s, ts.decode_tok_s, ts.stop_reason,
-               restore_ms);
-    } else if (!ans.broken && tty) {
+        print_json(&ans, session, l.path, &ts, restore_ms);
+    } else if (!ans.broken && ans.last_char != '\n') {
+        /* each answer ends its line, as llm's and ollama's do: answers
+         * appended to one log stay apart */
         fputc('\n', stdout);
     }
     if (r == 0 && o.verbose)

@@ -28,7 +28,8 @@ static const char tokenize_usage[] =
     "      --special      match special tokens written in the text (<|im_start|>);\n"
     "                     without it they are tokenized as plain text\n"
     "      --pieces       one token per line: the id and its text\n"
-    "  -f, --file FILE    tokenize the contents of FILE ('-' for standard input)\n"
+    "  -f, --file FILE    tokenize the contents of FILE ('-' for standard input);\n"
+    "                     the text may hold at most " CMD_INPUT_MAX_TEXT "\n"
     "  -v, --verbose      say how long tokenizing took, on stderr\n"
     "\n"
     "Exit status: 0 ok, 1 usage error, 2 the model or file cannot be read.\n";
@@ -65,30 +66,6 @@ static int open_model(const char *arg, struct model_file *m)
     if (llm_gguf_open(m->path, &m->g, err, sizeof err) < 0)
         return cmd_fail(CMD_EXIT_MODEL, "cannot open model '%s': %s", arg, err);
     return -1;
-}
-
-static char *read_all(FILE *f, size_t *n)
-{
-    size_t cap = 1 << 16, len = 0, k;
-    char *b = malloc(cap);
-    while (b && (k = fread(b + len, 1, cap - len, f)) > 0) {
-        len += k;
-        if (len == cap) {
-            char *p = cap < ((size_t)1 << 40) ? realloc(b, cap * 2) : NULL;
-            if (!p) {
-                free(b);
-                return NULL;
-            }
-            b = p;
-            cap *= 2;
-        }
-    }
-    if (b && ferror(f)) {
-        free(b);
-        return NULL;
-    }
-    *n = len;
-    return b;
 }
 
 /* length of the valid UTF-8 sequence at s[0..n), 0 if none */
@@ -177,14 +154,9 @@ static int tokenize_exec(int argc, char **argv)
         if (text)
             memcpy(text, argv[optind], len + 1);
     } else {
-        FILE *f = !file || !strcmp(file, "-") ? stdin : fopen(file, "rb");
-        if (!f)
-            return cmd_fail(CMD_EXIT_MODEL, "cannot open '%s': %m", file);
-        text = read_all(f, &len);
-        if (f != stdin)
-            fclose(f);
-        if (!text)
-            return cmd_fail(CMD_EXIT_MODEL, "cannot read '%s'", file ? file : "standard input");
+        int rc = cmd_read_file("the text", file ? file : "-", &text, &len);
+        if (rc)
+            return rc;
     }
     if (!text)
         return cmd_fail(CMD_EXIT_MODEL, "out of memory");
@@ -218,7 +190,7 @@ static int tokenize_exec(int argc, char **argv)
                         n == INT32_MIN ? "out of memory" : "too many tokens");
     }
     if (verbose)
-        fprintf(stderr, "kvchat: %zu bytes -> %d tokens in %.3f ms\n", len, n,
+        fprintf(stderr, "kvchat: %zu byte%s -> %d token%s in %.3f ms\n", len, cmd_s((int64_t)len), n, cmd_s(n),
                 (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
     if (pieces) {
         for (int32_t i = 0; i < n; i++) {
@@ -299,13 +271,9 @@ static int template_exec(int argc, char **argv)
     size_t jlen = 0;
     const char *what = NULL; /* for the warning */
     if (file) {
-        FILE *f = fopen(file, "rb");
-        if (!f)
-            return cmd_fail(CMD_EXIT_MODEL, "cannot open '%s': %m", file);
-        jinja = read_all(f, &jlen);
-        fclose(f);
-        if (!jinja)
-            return cmd_fail(CMD_EXIT_MODEL, "cannot read '%s'", file);
+        int rc = cmd_read_file("template file", file, &jinja, &jlen);
+        if (rc)
+            return rc;
         what = "the template file";
     } else if (model && !name) {
         struct model_file mf;

@@ -128,6 +128,94 @@ int64_t cmd_parse_size(const char *s)
     return *end ? -1 : (int64_t)(v * mul);
 }
 
+int cmd_buf_add(struct cmd_buf *b, const char *p, size_t n, size_t max, bool *too_big)
+{
+    if (b->len > max || n > max - b->len) {
+        if (too_big)
+            *too_big = true;
+        return -1;
+    }
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *q = realloc(b->s, cap);
+        if (!q)
+            return -1;
+        b->s = q;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, p, n);
+    b->len += n;
+    b->s[b->len] = 0;
+    return 0;
+}
+
+int cmd_read_all(FILE *f, size_t max, char **out, size_t *len)
+{
+    size_t cap = 4096, n = 0;
+    char *b = malloc(cap);
+    *out = NULL;
+    *len = 0;
+    if (!b) {
+        errno = ENOMEM;
+        return CMD_READ_ERROR;
+    }
+    for (;;) {
+        if (n + 1 == cap) { /* full: grow, but never past max + 2 */
+            if (n > max) {
+                free(b);
+                return CMD_READ_TOO_LARGE;
+            }
+            size_t want = cap * 2 > max + 2 ? max + 2 : cap * 2;
+            char *p = realloc(b, want);
+            if (!p) {
+                free(b);
+                errno = ENOMEM;
+                return CMD_READ_ERROR;
+            }
+            b = p;
+            cap = want;
+        }
+        size_t r = fread(b + n, 1, cap - n - 1, f);
+        n += r;
+        if (n > max) {
+            free(b);
+            return CMD_READ_TOO_LARGE;
+        }
+        if (r == 0)
+            break;
+    }
+    if (ferror(f)) {
+        int e = errno;
+        free(b);
+        errno = e ? e : EIO;
+        return CMD_READ_ERROR;
+    }
+    b[n] = 0;
+    *out = b;
+    *len = n;
+    return CMD_READ_OK;
+}
+
+int cmd_read_file(const char *what, const char *path, char **out, size_t *len)
+{
+    bool std = !strcmp(path, "-");
+    FILE *f = std ? stdin : fopen(path, "rb");
+    if (!f)
+        return cmd_fail(CMD_EXIT_MODEL, "cannot read %s '%s': %s", what, path, strerror(errno));
+    int r = cmd_read_all(f, CMD_INPUT_MAX, out, len);
+    int e = errno;
+    if (!std)
+        fclose(f);
+    if (r == CMD_READ_TOO_LARGE)
+        return cmd_fail(CMD_EXIT_MODEL, "cannot read %s '%s': it is larger than %s", what, path,
+                        CMD_INPUT_MAX_TEXT);
+    if (r)
+        return cmd_fail(CMD_EXIT_MODEL, "cannot read %s '%s': %s", what, path, strerror(e));
+    return 0;
+}
+
 void cmd_json_str(FILE *f, const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
@@ -176,73 +264,46 @@ int cmd_read_text(const char *path, size_t max, char **out, size_t *len, char *e
 {
     bool is_stdin = !strcmp(path, "-");
     const char *shown = is_stdin ? "standard input" : path;
-    int fd = is_stdin ? 0 : open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    struct stat st;
+    FILE *f = stdin;
     *out = NULL;
     *len = 0;
-    if (fd < 0) {
-        snprintf(err, err_size, "cannot read '%s': %s", shown, strerror(errno));
-        return -1;
-    }
-    if (fstat(fd, &st) == 0 && !is_stdin && !S_ISREG(st.st_mode)) {
-        snprintf(err, err_size, "cannot read '%s': %s", shown,
-                 S_ISDIR(st.st_mode) ? "it is a directory" : "it is not a regular file");
-        close(fd);
-        return -1;
-    }
-    if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > max) {
-        snprintf(err, err_size, "cannot read '%s': it is too large (%.1f MiB; at most %.0f MiB)", shown,
-                 (double)st.st_size / (1 << 20), (double)max / (1 << 20));
-        if (!is_stdin)
-            close(fd);
-        return -1;
-    }
-    if (!is_stdin)
-        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    size_t cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 65536, n = 0;
-    char *buf = malloc(cap);
-    const char *why = NULL;
-    while (buf) {
-        if (n + 1 == cap) {
-            if (n > max) {
-                why = "too large";
-                break;
-            }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                why = "out of memory";
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        ssize_t k = read(fd, buf + n, cap - 1 - n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0) {
+    if (!is_stdin) {
+        /* O_NONBLOCK: a FIFO must not hang the open; it is refused below */
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        struct stat st;
+        const char *why = fd < 0 || fstat(fd, &st) ? strerror(errno)
+                          : S_ISDIR(st.st_mode)    ? "it is a directory"
+                          : !S_ISREG(st.st_mode)   ? "it is not a regular file"
+                                                   : NULL;
+        if (!why && (uint64_t)st.st_size > max)
+            why = "too large";
+        if (!why && (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) || !(f = fdopen(fd, "rb"))))
             why = strerror(errno);
-            break;
+        if (why) {
+            if (fd >= 0)
+                close(fd);
+            if (!strcmp(why, "too large"))
+                snprintf(err, err_size, "cannot read '%s': it is larger than %.0f MiB", shown,
+                         (double)max / (1 << 20));
+            else
+                snprintf(err, err_size, "cannot read '%s': %s", shown, why);
+            return -1;
         }
-        if (k == 0)
-            break;
-        n += (size_t)k;
     }
+    char *buf;
+    size_t n;
+    int r = cmd_read_all(f, max, &buf, &n);
+    int e = errno;
     if (!is_stdin)
-        close(fd);
-    if (!buf)
-        why = "out of memory";
-    if (!why && n > max)
-        why = "too large";
-    if (why) {
-        free(buf);
-        if (!strcmp(why, "too large"))
-            snprintf(err, err_size, "cannot read '%s': it is too large (more than %.0f MiB)", shown,
-                     (double)max / (1 << 20));
-        else
-            snprintf(err, err_size, "cannot read '%s': %s", shown, why);
+        fclose(f);
+    if (r == CMD_READ_TOO_LARGE) {
+        snprintf(err, err_size, "cannot read '%s': it is larger than %.0f MiB", shown, (double)max / (1 << 20));
         return -1;
     }
-    buf[n] = 0;
+    if (r) {
+        snprintf(err, err_size, "cannot read '%s': %s", shown, strerror(e));
+        return -1;
+    }
     /* text, not binary: no NUL byte, and UTF-8 throughout */
     const char *nul = memchr(buf, 0, n);
     if (nul) {
@@ -281,17 +342,11 @@ static void main_usage(FILE *f)
 int cmd_main(int argc, char **argv)
 {
     const char *name = argc < 2 ? NULL : argv[1];
-    /* no command, or the chat's options first: the chat */
-    if (!name || (name[0] == '-' && strcmp(name, "--version") && strcmp(name, "-V") &&
-                  strcmp(name, "--help") && strcmp(name, "-h")))
-        return cmd_chat_entry.exec(argc, argv);
-    if (!strcmp(name, "__complete"))
-        return cmd_complete(argc - 1, argv + 1);
-    if (!strcmp(name, "--version") || !strcmp(name, "-V")) {
+    if (name && (!strcmp(name, "--version") || !strcmp(name, "-V"))) {
         printf("kvchat %s\n", KVCHAT_VERSION);
         return CMD_EXIT_OK;
     }
-    if (!strcmp(name, "--help") || !strcmp(name, "-h") || !strcmp(name, "help")) {
+    if (name && (!strcmp(name, "--help") || !strcmp(name, "-h") || !strcmp(name, "help"))) {
         if (!strcmp(name, "help") && argc > 2) {
             for (const struct cmd_entry *const *e = cmd_table; *e; e++)
                 if (!strcmp((*e)->name, argv[2]))
@@ -301,6 +356,15 @@ int cmd_main(int argc, char **argv)
         main_usage(stdout);
         return CMD_EXIT_OK;
     }
+    /* where kvchat keeps its files: refused here, once, if unusable */
+    char err[512];
+    if (!cmd_wants_help(argc, argv) && mdl_env_check(err, sizeof err))
+        return cmd_fail(CMD_EXIT_USAGE, "%s", err);
+    if (name && !strcmp(name, "__complete"))
+        return cmd_complete(argc - 1, argv + 1);
+    /* no command, or the chat's options first: the chat */
+    if (!name || name[0] == '-')
+        return cmd_chat_entry.exec(argc, argv);
     for (const struct cmd_entry *const *e = cmd_table; *e; e++)
         if (!strcmp((*e)->name, name))
             return (*e)->exec(argc - 1, argv + 1);
@@ -326,20 +390,7 @@ int cmd_answer_init(struct cmd_answer *a, FILE *out, bool show_reasoning, bool d
 
 static int keep(struct cmd_answer *a, int k, const char *s, size_t n)
 {
-    if (a->len[k] + n + 1 > a->cap[k]) {
-        size_t cap = a->cap[k] ? 2 * a->cap[k] : 4096;
-        while (cap < a->len[k] + n + 1)
-            cap *= 2;
-        char *p = realloc(a->text[k], cap);
-        if (!p)
-            return 1;
-        a->text[k] = p;
-        a->cap[k] = cap;
-    }
-    memcpy(a->text[k] + a->len[k], s, n);
-    a->len[k] += n;
-    a->text[k][a->len[k]] = 0;
-    return 0;
+    return cmd_buf_add(&a->text[k], s, n, SIZE_MAX - 1, NULL) ? 1 : 0;
 }
 
 static int put_out(struct cmd_answer *a, const char *s, size_t n)
@@ -400,7 +451,7 @@ void cmd_answer_end(struct cmd_answer *a)
 void cmd_answer_free(struct cmd_answer *a)
 {
     llm_think_free(a->think);
-    free(a->text[0]);
-    free(a->text[1]);
+    free(a->text[0].s);
+    free(a->text[1].s);
     memset(a, 0, sizeof *a);
 }

@@ -113,13 +113,42 @@ void cmd_json_str(FILE *f, const char *s, size_t n);
 void cmd_json_list_item(FILE *f, int64_t i);
 void cmd_json_list_end(FILE *f, int64_t n);
 
-/* A file's text for a prompt (/read, run -f, --system-file): path ("-":
- * stdin), at most max bytes. Refuses what is not text: a directory or
- * device, a NUL byte ("binary"), bytes that are not UTF-8. Returns 0 with
- * *out (malloc'd, NUL-terminated; caller frees) and *len, or -1 with the
- * reason in err (no "kvchat:" prefix, the path quoted). */
+/* A file's text for a message (/read, run -f): path ("-": stdin), at most
+ * max bytes (CMD_INPUT_MAX), read with cmd_read_all. Refuses what is not
+ * text: a directory or device, a NUL byte ("binary"), bytes that are not
+ * UTF-8. Returns 0 with *out (malloc'd, NUL-terminated; caller frees) and
+ * *len, or -1 with the reason in err (no "kvchat:" prefix, the path
+ * quoted). */
 int cmd_read_text(const char *path, size_t max, char **out, size_t *len, char *err, size_t err_size);
-#define CMD_TEXT_MAX (64u << 20) /* bytes of a file /read or run -f takes */
+
+/* A growing string: {0} is empty; s (NUL-terminated once anything was
+ * added) is the caller's to free. */
+struct cmd_buf {
+    char *s;
+    size_t len, cap;
+};
+/* Append n bytes of p, keeping len at most max: 0, or -1 when out of memory
+ * or when it would pass max (then *too_big, if given, is set). */
+int cmd_buf_add(struct cmd_buf *b, const char *p, size_t n, size_t max, bool *too_big);
+
+/* "s" unless n is 1: "%d exchange%s", n, cmd_s(n) */
+static inline const char *cmd_s(int64_t n) { return n == 1 ? "" : "s"; }
+
+/* The most bytes kvchat reads from one input it is handed (a prompt on
+ * stdin, a line or message piped to the chat, --system-file, tokenize's
+ * text, --template-file): far more than any context window holds, little
+ * enough that `< /dev/zero` ends in a clear error, not a huge RSS. */
+#define CMD_INPUT_MAX ((size_t)64 << 20)
+#define CMD_INPUT_MAX_TEXT "64 MiB"
+enum cmd_read { CMD_READ_OK = 0, CMD_READ_ERROR = -1, CMD_READ_TOO_LARGE = -2 };
+/* All of f into *out (malloc'd, NUL-terminated; caller frees), its length in
+ * *len: CMD_READ_OK; CMD_READ_TOO_LARGE as soon as f has given more than
+ * max bytes (nothing kept); CMD_READ_ERROR with errno set (EINTR when a
+ * signal interrupted the read; ENOMEM). */
+int cmd_read_all(FILE *f, size_t max, char **out, size_t *len);
+/* cmd_read_all of a file ("-": stdin), the failure printed as "cannot read
+ * WHAT 'PATH': ..." (exit code CMD_EXIT_MODEL returned); 0 on success */
+int cmd_read_file(const char *what, const char *path, char **out, size_t *len);
 
 /* Streaming a reasoning model's answer (`run`, the REPL): the generated
  * text goes through llm_think, and each part to out, or is kept for
@@ -136,8 +165,7 @@ struct cmd_answer {
     bool in_reasoning_out;  /* reasoning printed, answer not begun */
     bool broken;            /* writing to out failed (| head) */
     char last_char;         /* the last byte printed */
-    char *text[2];          /* the answer [0] and the reasoning [1], kept when out is NULL */
-    size_t len[2], cap[2];
+    struct cmd_buf text[2]; /* the answer [0] and the reasoning [1], kept when out is NULL */
 };
 /* 0, or -1 out of memory */
 int cmd_answer_init(struct cmd_answer *a, FILE *out, bool show_reasoning, bool dim);
@@ -252,6 +280,8 @@ const char *const *cmd_opts_set_keys(void);
  * says whether it is worth offering (the setting can be on by default or
  * from the config file) */
 const char *cmd_opts_option(size_t i, char *shrt, bool *takes_value, bool *negated);
+/* the /set keys into buf, separated by sep ("temp, top_k, ...") */
+void cmd_opts_set_keys_join(char *buf, size_t n, const char *sep);
 /* "temp 0.8, top_k 40, ..." on one line (no newline) */
 void cmd_opts_describe(const struct cmd_opts *o, FILE *f);
 
@@ -290,5 +320,8 @@ int cmd_store_open(struct sess_store **st);
 /* open the session store only if there is one (nothing is created): 1
  * with *st, 0 if there is none, -1 if it cannot be opened (err says why) */
 int cmd_store_open_existing(struct sess_store **st, char *err, size_t err_size);
+/* the home for the session store into home: 0, or -1 with why in err (no
+ * home, a bad path variable, a path too long for SQLite) */
+int cmd_store_home(char *home, size_t size, char *err, size_t err_size);
 
 #endif

@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 enum opt_kind { OPT_KIND_INT, OPT_KIND_FLOAT, OPT_KIND_U64, OPT_KIND_STR, OPT_KIND_FLAG, OPT_KIND_KV };
 
@@ -295,10 +297,11 @@ int cmd_opts_finish(const struct cmd_entry *e, struct cmd_opts *o)
 {
     (void)e;
     if (o->system_file) {
-        char *buf, err[4400];
+        char *buf;
         size_t len;
-        if (cmd_read_text(o->system_file, CMD_TEXT_MAX, &buf, &len, err, sizeof err))
-            return cmd_fail(CMD_EXIT_MODEL, "--system-file: %s", err);
+        int rc = cmd_read_file("system prompt file", o->system_file, &buf, &len);
+        if (rc)
+            return rc;
         /* one trailing newline is the file's, not the prompt's */
         if (len && buf[len - 1] == '\n')
             buf[--len] = 0;
@@ -327,8 +330,9 @@ int cmd_opts_set(struct cmd_opts *o, const char *key, const char *value, char *e
 {
     const struct opt_def *d = opt_by_key(key);
     if (!d || !(d->where & OPT_IN_SET)) {
-        snprintf(err, n, "unknown setting '%s' (try: temp, top_k, top_p, min_p, repeat_penalty, "
-                         "presence_penalty, seed, n_predict, think, wrap)", key);
+        char keys[512];
+        cmd_opts_set_keys_join(keys, sizeof keys, ", ");
+        snprintf(err, n, "unknown setting '%s' (try: %s)", key, keys);
         return -1;
     }
     return opt_apply(o, d, value, err, n);
@@ -355,6 +359,18 @@ const char *cmd_opts_option(size_t i, char *shrt, bool *takes_value, bool *negat
     *takes_value = opt_table[i].kind != OPT_KIND_FLAG;
     *negated = !*takes_value && (opt_table[i].where & OPT_IN_CONFIG);
     return opt_table[i].lng;
+}
+
+void cmd_opts_set_keys_join(char *buf, size_t n, const char *sep)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (const char *const *k = cmd_opts_set_keys(); *k && len < n; k++) {
+        int w = snprintf(buf + len, n - len, "%s%s", len ? sep : "", *k);
+        if (w < 0)
+            break;
+        len += (size_t)w;
+    }
 }
 
 void cmd_opts_describe(const struct cmd_opts *o, FILE *f)
@@ -384,7 +400,7 @@ void cmd_describe_packed(const struct llm_model *m, FILE *f)
     bool cached;
     int64_t n = llm_model_packed(m, &bytes, &cached);
     if (n > 0)
-        fprintf(f, "kvchat: %" PRId64 " weights packed for decode (%.1f MiB, %s)\n", n,
+        fprintf(f, "kvchat: %" PRId64 " weight%s packed for decode (%.1f MiB, %s)\n", n, cmd_s(n),
                 (double)bytes / (1 << 20), cached ? "mapped from the cache" : "packed now");
 }
 
@@ -426,13 +442,20 @@ int cmd_llm_open(const struct cmd_opts *o, bool offer_pull, struct cmd_llm *l)
         cmd_llm_close(l);
         return cmd_fail(CMD_EXIT_MODEL, "cannot make a context for '%s': %s", l->path, err);
     }
+    /* positions past the trained length: allowed, but the user should know */
+    int64_t n_train = llm_model_get_meta(l->model)->n_ctx_train;
+    if (n_train > 0 && llm_ctx_n_ctx(l->ctx) > n_train)
+        fprintf(stderr, "kvchat: warning: a context of %" PRId64 " tokens is more than the %" PRId64
+                        " positions '%s' was trained for; past them its answers may degrade\n",
+                llm_ctx_n_ctx(l->ctx), n_train, l->path);
     if (o->verbose) {
         bool user_set = false;
         const char *arch = llm_blis_arch(&user_set);
-        fprintf(stderr, "kvchat: model %s (%s, template %s), context %" PRId64 ", %d threads, kv %s, "
+        fprintf(stderr, "kvchat: model %s (%s, template %s), context %" PRId64 ", %d thread%s, kv %s, "
                         "kernels %s, BLIS %s%s\n",
                 l->path, llm_model_get_meta(l->model)->arch, llm_template_name(l->tmpl),
-                llm_ctx_n_ctx(l->ctx), llm_ctx_n_threads(l->ctx), llm_type_name(o->kv_type),
+                llm_ctx_n_ctx(l->ctx), llm_ctx_n_threads(l->ctx), cmd_s(llm_ctx_n_threads(l->ctx)),
+                llm_type_name(o->kv_type),
                 llm_kernel_path(), arch, user_set ? " (BLIS_ARCH_TYPE)" : "");
         cmd_describe_packed(l->model, stderr);
     }
@@ -534,11 +557,48 @@ enum llm_template cmd_llm_template(const struct cmd_opts *o, const struct cmd_ll
     return o->think_off && l->tmpl_nothink != LLM_TEMPLATE_UNKNOWN ? l->tmpl_nothink : l->tmpl;
 }
 
+/*
+ * SQLite's unix VFS opens paths of at most 512 bytes (MAX_PATHNAME, after
+ * resolving symbolic links), and the longest file it makes of the database
+ * is "kvchat.db-journal": a longer home fails with SQLite's bare "unable to
+ * open database file". So it is checked first, and refused with a reason.
+ */
+#define STORE_SQLITE_PATH_MAX 512
+#define STORE_HOME_MAX (STORE_SQLITE_PATH_MAX - (int)sizeof "/kvchat.db-journal" + 1)
+
+int cmd_store_home(char *home, size_t size, char *err, size_t err_size)
+{
+    char e[512];
+    if (mdl_env_check(e, sizeof e)) {
+        snprintf(err, err_size, "%s", e);
+        return -1;
+    }
+    if (mdl_home(home, size)) {
+        snprintf(err, err_size, "cannot find the kvchat home: set KVCHAT_HOME or HOME");
+        return -1;
+    }
+    /* the length SQLite will see: the real path if there is one yet */
+    char real[PATH_MAX], cwd[PATH_MAX];
+    size_t len = strlen(home);
+    if (realpath(home, real))
+        len = strlen(real);
+    else if (home[0] != '/' && getcwd(cwd, sizeof cwd))
+        len += strlen(cwd) + 1;
+    if (len > STORE_HOME_MAX) {
+        snprintf(err, err_size,
+                 "cannot use the kvchat home '%s' for sessions: its path is %zu bytes long, and SQLite "
+                 "opens no database under a directory longer than %d (set KVCHAT_HOME to a shorter one)",
+                 home, len, STORE_HOME_MAX);
+        return -1;
+    }
+    return 0;
+}
+
 int cmd_store_open(struct sess_store **st)
 {
-    char home[4096], err[1024];
-    if (mdl_home(home, sizeof home))
-        return cmd_fail(CMD_EXIT_SESSION, "cannot find the kvchat home: set KVCHAT_HOME or HOME");
+    char home[4096], err[5200];
+    if (cmd_store_home(home, sizeof home, err, sizeof err))
+        return cmd_fail(CMD_EXIT_SESSION, "%s", err);
     if (sess_store_open(home, st, err, sizeof err))
         return cmd_fail(CMD_EXIT_SESSION, "cannot open the session index: %s", err);
     return 0;

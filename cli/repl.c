@@ -10,9 +10,11 @@
  * prompt; SIGTERM/SIGHUP end reading with the terminal restored.
  *
  * History: $XDG_STATE_HOME/kvchat/history (the caller gives the path),
- * created with mode 0600 in a 0700 directory. Entries are written with
- * timestamps and read with history_multiline_entries, so an input of
- * several lines comes back as one entry after a restart. At most
+ * created with mode 0600 in a 0700 directory. Entries are written by
+ * readline with timestamps ("#<seconds>" lines), and read back by
+ * history_load: every line from one timestamp to the next is one entry,
+ * so an input of several lines, blank ones included, comes back whole
+ * after a restart (readline's read_history drops blank lines). At most
  * REPL_HISTORY_MAX entries are kept.
  *
  * Input is UTF-8: in a locale of one-byte characters the chat switches
@@ -23,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <locale.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -117,6 +120,76 @@ static char **complete(const char *text, int start, int end)
 
 /* ==== history ==== */
 
+/* a "#<seconds>" line, as readline writes before each entry */
+static bool is_timestamp(const char *line)
+{
+    if (line[0] != '#' || !line[1])
+        return false;
+    for (const char *p = line + 1; *p; p++)
+        if (*p < '0' || *p > '9')
+            return false;
+    return true;
+}
+
+static void history_add_entry(const char *text, const char *ts)
+{
+    add_history(text);
+    if (ts[0])
+        add_history_time(ts);
+}
+
+/* Read the history file: lines after a timestamp, up to the next one, are
+ * one entry (blank lines kept); a line before any timestamp (a file of
+ * another readline program) is an entry of its own, as readline reads it. */
+static void history_load(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    char *line = NULL, *entry = NULL, ts[32] = "";
+    size_t cap = 0, len = 0, cap_e = 0;
+    long n_lines = -1; /* lines in the entry; -1 before the first timestamp */
+    ssize_t n;
+    while ((n = getline(&line, &cap, f)) >= 0) {
+        if (n && line[n - 1] == '\n')
+            line[--n] = 0;
+        if (is_timestamp(line)) {
+            if (n_lines > 0)
+                history_add_entry(entry, ts);
+            snprintf(ts, sizeof ts, "%s", line);
+            n_lines = 0;
+            len = 0;
+            continue;
+        }
+        if (n_lines < 0) {
+            if (line[0])
+                add_history(line);
+            continue;
+        }
+        size_t need = len + (n_lines > 0) + (size_t)n + 1;
+        if (need > cap_e) {
+            size_t c = cap_e ? cap_e : 256;
+            while (c < need)
+                c *= 2;
+            char *e = realloc(entry, c);
+            if (!e)
+                break;
+            entry = e;
+            cap_e = c;
+        }
+        if (n_lines > 0)
+            entry[len++] = '\n';
+        memcpy(entry + len, line, (size_t)n + 1);
+        len += (size_t)n;
+        n_lines++;
+    }
+    if (n_lines > 0)
+        history_add_entry(entry, ts);
+    free(line);
+    free(entry);
+    fclose(f);
+}
+
 static void history_open(struct repl *r, const char **warning)
 {
     const char *path = r->p.history_path;
@@ -144,8 +217,7 @@ static void history_open(struct repl *r, const char **warning)
     r->history_path = strdup(path);
     history_comment_char = '#'; /* timestamps are written as #<seconds> lines */
     history_write_timestamps = 1;
-    history_multiline_entries = 1;
-    read_history(path);
+    history_load(path);
     stifle_history(REPL_HISTORY_MAX);
 }
 
@@ -262,17 +334,36 @@ void repl_close(struct repl *r)
 static enum repl_status read_pipe(struct repl *r, char **line)
 {
     char *buf = NULL;
-    size_t cap = 0;
+    size_t cap = 0, n = 0, max = r->p.max_line ? r->p.max_line : SIZE_MAX - 2;
+    int c = EOF;
     errno = 0;
-    ssize_t n = getline(&buf, &cap, stdin);
-    if (n < 0) {
+    /* getline would grow without end on `< /dev/zero`: a line stops at max */
+    while ((c = getc_unlocked(stdin)) != EOF && c != '\n') {
+        if (n == max) {
+            free(buf);
+            return REPL_TOO_LONG;
+        }
+        if (n + 2 > cap) {
+            size_t nc = cap ? cap * 2 : 256;
+            char *b = realloc(buf, nc);
+            if (!b) {
+                free(buf);
+                return REPL_TOO_LONG;
+            }
+            buf = b;
+            cap = nc;
+        }
+        buf[n++] = (char)c;
+    }
+    if (c == EOF && n == 0) {
         free(buf);
         if (r->p.quit && *r->p.quit)
             return REPL_QUIT;
         return REPL_EOF;
     }
-    if (n > 0 && buf[n - 1] == '\n')
-        buf[--n] = 0;
+    if (!buf && !(buf = malloc(1)))
+        return REPL_EOF;
+    buf[n] = 0;
     if (n > 0 && buf[n - 1] == '\r')
         buf[--n] = 0;
     *line = buf;

@@ -29,6 +29,7 @@ struct repl_params {
     volatile sig_atomic_t *interrupt;
     volatile sig_atomic_t *quit;
     FILE *prompt_out;         /* where prompts and echo go (stdout or stderr) */
+    size_t max_line;          /* longest line read from a pipe, in bytes (0: no limit) */
 };
 
 /* Caller frees with repl_close (which restores the terminal). On a
@@ -45,6 +46,7 @@ enum repl_status {
     REPL_EOF,           /* Ctrl-D on an empty line, or the end of the input */
     REPL_INTERRUPT,     /* Ctrl-C: the line was dropped */
     REPL_QUIT,          /* *quit was set */
+    REPL_TOO_LONG,      /* a piped line longer than max_line: reading stops */
 };
 /* Read one line with prompt (a terminal only). Blocks. */
 enum repl_status repl_read(struct repl *r, const char *prompt, char **line);

@@ -140,9 +140,11 @@ int mdl_config_path(char *buf, size_t size)
 {
     const char *x = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
     int n;
-    if (x && *x)
+    if (x && *x && strlen(x) <= MDL_PATH_VAR_MAX)
         n = snprintf(buf, size, "%s/kvchat/config", x);
-    else if (home && *home)
+    else if (x && *x)
+        return -1;
+    else if (home && *home && strlen(home) <= MDL_PATH_VAR_MAX)
         n = snprintf(buf, size, "%s/.config/kvchat/config", home);
     else
         return -1;

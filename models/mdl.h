@@ -40,6 +40,7 @@
 #ifndef KVCHAT_MODELS_MDL_H
 #define KVCHAT_MODELS_MDL_H
 
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -64,8 +65,22 @@ enum mdl_err {
 
 /* ==== the store ==== */
 
+/*
+ * The path variables kvchat reads (KVCHAT_HOME, XDG_DATA_HOME,
+ * XDG_CONFIG_HOME, XDG_STATE_HOME, HOME) may hold at most
+ * MDL_PATH_VAR_MAX bytes: PATH_MAX less room for the longest name kvchat
+ * puts under them. An empty XDG_* or HOME counts as unset (as the XDG base
+ * directory specification says); an empty KVCHAT_HOME is an error, not the
+ * default.
+ */
+#define MDL_PATH_VAR_MAX (PATH_MAX - 256)
+/* 0 if the path variables are usable; else -1 with the problem in err
+ * ("KVCHAT_HOME is set but empty: ...", "HOME is too long: ...") */
+int mdl_env_check(char *err, size_t err_size);
+
 /* The kvchat home directory into buf (not created). Returns 0, or -1 if
- * neither KVCHAT_HOME, XDG_DATA_HOME nor HOME is set or buf is too small. */
+ * neither KVCHAT_HOME, XDG_DATA_HOME nor HOME is set, KVCHAT_HOME is empty,
+ * the variable is too long (mdl_env_check says which) or buf is too small. */
 int mdl_home(char *buf, size_t size);
 
 /*
@@ -314,7 +329,7 @@ int mdl_remote_chat(struct mdl_remote *r, const struct mdl_message *msgs, size_t
 
 /* ==== the config file ==== */
 
-/* its path into buf: 0, or -1 if no XDG_CONFIG_HOME nor HOME */
+/* its path into buf: 0, or -1 if no XDG_CONFIG_HOME nor HOME (or one too long) */
 int mdl_config_path(char *buf, size_t size);
 /* the value of key into buf: 1 if found, 0 if not (or no file), <0 on a
  * read error */

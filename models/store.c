@@ -19,18 +19,47 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* a path variable's value: NULL if unset (or empty, except KVCHAT_HOME) */
+static const char *path_var(const char *name)
+{
+    const char *v = getenv(name);
+    return v && (*v || !strcmp(name, "KVCHAT_HOME")) ? v : NULL;
+}
+
+int mdl_env_check(char *err, size_t err_size)
+{
+    static const char *const vars[] = {"KVCHAT_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME",
+                                       "XDG_STATE_HOME", "HOME"};
+    const char *h = path_var("KVCHAT_HOME");
+    if (h && !*h) {
+        snprintf(err, err_size, "KVCHAT_HOME is set but empty: unset it to use the default "
+                                "(${XDG_DATA_HOME:-$HOME/.local/share}/kvchat), or name a directory");
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        const char *v = path_var(vars[i]);
+        if (v && strlen(v) > MDL_PATH_VAR_MAX) {
+            snprintf(err, err_size, "%s is too long: %zu bytes, more than the %d kvchat takes", vars[i],
+                     strlen(v), MDL_PATH_VAR_MAX);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int mdl_home(char *buf, size_t size)
 {
-    const char *h = getenv("KVCHAT_HOME"), *x = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
-    int n;
-    if (h && *h)
-        n = snprintf(buf, size, "%s", h);
-    else if (x && *x)
-        n = snprintf(buf, size, "%s/kvchat", x);
-    else if (home && *home)
-        n = snprintf(buf, size, "%s/.local/share/kvchat", home);
-    else
+    const char *h = path_var("KVCHAT_HOME"), *x = path_var("XDG_DATA_HOME"), *home = path_var("HOME");
+    const char *from = h ? h : x ? x : home;
+    if (!from || !*from || strlen(from) > MDL_PATH_VAR_MAX)
         return -1;
+    int n;
+    if (h)
+        n = snprintf(buf, size, "%s", h);
+    else if (x)
+        n = snprintf(buf, size, "%s/kvchat", x);
+    else
+        n = snprintf(buf, size, "%s/.local/share/kvchat", home);
     return n > 0 && (size_t)n < size ? 0 : -1;
 }
 

@@ -8,7 +8,13 @@
  * Invariants: a handshake succeeds only with a certificate chain that
  * verifies against the given CA bundle and names the host we asked for
  * (MBEDTLS_SSL_VERIFY_REQUIRED plus mbedtls_ssl_set_hostname, which also
- * sends SNI); TLS 1.2 is the floor. Every wait on the socket is a poll()
+ * sends SNI); TLS 1.2 is the floor. A host that is an IP address (a local
+ * mirror at https://127.0.0.1:8443/) must be named by an iPAddress entry of
+ * the server certificate's subjectAltName, as RFC 6125 and curl have it:
+ * mbedTLS 2.28 compares only DNS names and the CN, so for an address no
+ * host name is set (nor SNI sent, which RFC 6066 forbids for addresses)
+ * and verify_ip checks the leaf certificate's SAN entries itself; a DNS
+ * name or CN that spells the address does not count. Every wait on the socket is a poll()
  * bounded by the timeout, so a silent peer cannot hang us, and a signal
  * that sets the cancel flag ends the wait. Builds with mbedTLS 2.28 and 3.x
  * (the differences are guarded by MBEDTLS_VERSION_NUMBER).
@@ -16,6 +22,7 @@
 #include "models/mdl.h"
 #include "models/net.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -124,6 +131,8 @@ struct net_tls {
     mbedtls_x509_crt ca;
     mbedtls_ssl_config conf;
     mbedtls_ssl_context ssl;
+    unsigned char ip[16]; /* the host as an address (4 or 16 bytes), if it is one */
+    size_t ip_len;        /* 0: the host is a DNS name */
 };
 
 const char *net_tls_version(void)
@@ -287,6 +296,36 @@ static void verify_reason(uint32_t flags, const char *host, char *out, size_t si
     }
 }
 
+/* host as an IPv4 or IPv6 address into ip: its length (4 or 16), 0 if it is a name */
+static size_t parse_ip(const char *host, unsigned char ip[16])
+{
+    if (inet_pton(AF_INET, host, ip) == 1)
+        return 4;
+    if (inet_pton(AF_INET6, host, ip) == 1)
+        return 16;
+    return 0;
+}
+
+/*
+ * mbedTLS's verification callback, once per certificate of the chain: for
+ * the server's own (depth 0) and an address as host, the address must be
+ * one of its iPAddress subjectAltName entries (context tag [7], the 4 or 16
+ * address bytes); otherwise the certificate is flagged as not naming the
+ * host, so the handshake fails as for a wrong DNS name.
+ */
+static int verify_ip(void *ctx, mbedtls_x509_crt *crt, int depth, uint32_t *flags)
+{
+    const struct net_tls *t = ctx;
+    if (depth != 0 || t->ip_len == 0)
+        return 0;
+    for (const mbedtls_x509_sequence *s = &crt->subject_alt_names; s && s->buf.p; s = s->next)
+        if (s->buf.tag == (MBEDTLS_ASN1_CONTEXT_SPECIFIC | MBEDTLS_X509_SAN_IP_ADDRESS) &&
+            s->buf.len == t->ip_len && !memcmp(s->buf.p, t->ip, t->ip_len))
+            return 0;
+    *flags |= MBEDTLS_X509_BADCERT_CN_MISMATCH;
+    return 0;
+}
+
 int net_tls_open(int fd, const char *host, const char *ca_file, int timeout_ms,
                  const volatile sig_atomic_t *cancel, struct net_tls **out, char *err,
                  size_t err_size)
@@ -331,8 +370,12 @@ int net_tls_open(int fd, const char *host, const char *ca_file, int timeout_ms,
     mbedtls_ssl_conf_authmode(&t->conf, MBEDTLS_SSL_VERIFY_REQUIRED);
     mbedtls_ssl_conf_ca_chain(&t->conf, &t->ca, NULL);
     mbedtls_ssl_conf_rng(&t->conf, mbedtls_ctr_drbg_random, &t->drbg);
+    t->ip_len = parse_ip(host, t->ip);
+    mbedtls_ssl_conf_verify(&t->conf, verify_ip, t);
+    /* an address: no host name for mbedTLS to compare (NULL, said
+     * explicitly, is how mbedTLS 3.6 is told so too); verify_ip checks it */
     if ((ret = mbedtls_ssl_setup(&t->ssl, &t->conf)) ||
-        (ret = mbedtls_ssl_set_hostname(&t->ssl, host))) {
+        (ret = mbedtls_ssl_set_hostname(&t->ssl, t->ip_len ? NULL : host))) {
         tls_error(t, ret, "cannot set up TLS", err, err_size);
         goto fail;
     }

@@ -6,7 +6,7 @@
 . "$TOP/tests/cli/lib.sh"
 M=$T/m.gguf
 "$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
-    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 >/dev/null
+    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 --ctx 4096 >/dev/null
 R="$KVCHAT run -m $M -t 2 --temp 0 -n 8 --json"
 H=$KVCHAT_HOME
 nseg() { find "$H/kv" -name '*.kvseg' | wc -l; }

@@ -61,6 +61,6 @@ expect_rc 1; expect_out_empty; expect_err 'give -m MODEL'
 run "$KVCHAT" template -m "$T/missing.gguf"
 expect_rc 2; expect_err "cannot open model '$T/missing.gguf'"
 run "$KVCHAT" template --template-file "$T/missing.jinja"
-expect_rc 2; expect_err "cannot open '$T/missing.jinja'"
+expect_rc 2; expect_err "cannot read template file '$T/missing.jinja'"
 
 finish

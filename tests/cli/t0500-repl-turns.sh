@@ -122,7 +122,7 @@ say /show show
 send \x04
 exit 0
 EOF
-grep -q 'context  *[0-9]* of 64 tokens, 1 exchanges' "$T/full/show" && ok "one exchange left after dropping" ||
+grep -q 'context  *[0-9]* of 64 tokens, 1 exchange,' "$T/full/show" && ok "one exchange left after dropping" ||
     { not_ok "/show after dropping"; cat "$T/full/show"; }
 
 finish

@@ -92,7 +92,7 @@ expect \^C\n>
 send \x04
 exit 0
 EOF
-grep -q 'system  *You are terse\.' "$T/system/show1" && grep -q '1 exchanges' "$T/system/show1" &&
+grep -q 'system  *You are terse\.' "$T/system/show1" && grep -q '1 exchange,' "$T/system/show1" &&
     ok "/system n: unchanged" || { not_ok "/system n"; cat "$T/system/show1"; }
 grep -q 'system  *You are verbose\.' "$T/system/show2" && grep -q '0 exchanges' "$T/system/show2" &&
     ok "/system y: new prompt, no exchanges" || { not_ok "/system y"; cat "$T/system/show2"; }

@@ -152,6 +152,9 @@ if make -s -C "$TOP" install DESTDIR="$D" PREFIX=/opt/kv >"$T/install.log" 2>&1;
         not_ok "make install: $(find "$D" -type f)"
     make -s -C "$TOP" uninstall DESTDIR="$D" PREFIX=/opt/kv >>"$T/install.log" 2>&1
     [ -z "$(find "$D" -type f)" ] && ok "make uninstall removes them" || not_ok "left: $(find "$D" -type f)"
+    make -s -C "$TOP" install DESTDIR="$D" prefix=/usr datarootdir=/usr/share2 >>"$T/install.log" 2>&1
+    [ -f "$D/usr/share2/bash-completion/completions/kvchat" ] && [ -f "$D/usr/share2/zsh/site-functions/_kvchat" ] &&
+        ok "make install prefix= datarootdir=: the scripts follow" || not_ok "prefix=: $(find "$D" -type f)"
 else
     not_ok "make install failed"; sed 's/^/  /' "$T/install.log"
 fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """wrapcheck.py - check an answer as a terminal showed it against the text
-the model gave, for the word-wrap tests (tests/cli/t0503-repl-ux.sh).
+the model gave, for the word-wrap tests (tests/cli/t0504-repl-ux.sh).
 
 usage: wrapcheck.py SHOWN ANSWER COLS [--from N] [--until N] [--unwrapped]
 

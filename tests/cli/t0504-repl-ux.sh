@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0503: the chat as users of ollama and llama-cli expect it, on a
+# t0504: the chat as users of ollama and llama-cli expect it, on a
 # pseudo-terminal - answers word-wrapped at 40 columns (words whole, lines
 # within the width, breaks only where needed, measured by
 # tests/cli/wrapcheck.py independently of kvchat), a resize in the middle of
