@@ -125,20 +125,20 @@ cmp -s "$T/pipe.out" "$T/w40.answer.nl" && ok "a pipe gets the answer byte for b
     { not_ok "the piped answer differs"; diff "$T/pipe.out" "$T/w40.answer.nl" | head; }
 
 # ---- kvchat run on a terminal wraps; --json does not
-python3 "$TOP/tests/cli/ptydrive.py" --cols 40 --timeout 120 --log "$T/run.log" -- \
-    sh -c "$KVCHAT run -m $M -t 1 --temp 0 -n 150 '$LONG' </dev/null; echo; echo '[end]'" <<'EOF' >"$T/run.drv" 2>&1
+# on_tty NAME COMMAND: COMMAND's output on a 40-column terminal into $T/NAME.shown
+on_tty() {
+    python3 "$TOP/tests/cli/ptydrive.py" --cols 40 --timeout 120 --log "$T/$1.log" -- \
+        sh -c "$2 </dev/null; echo; echo '[end]'" <<'EOF' >"$T/$1.drv" 2>&1
 expect \[end\]
 exit 0
 EOF
-sed -e '/^\[end\]$/d' "$T/run.log" >"$T/run.shown"
+    sed -e '/^\[end\]$/d' "$T/$1.log" >"$T/$1.shown"
+}
+on_tty run "$KVCHAT run -m $M -t 1 --temp 0 -n 150 '$LONG'"
 $KVCHAT run -m "$M" -t 1 --temp 0 -n 150 --json "$LONG" </dev/null | jq -j .answer >"$T/run.answer"
 wrapcheck "run on a terminal: wrapped at 40" "$T/run.shown" "$T/run.answer" 40
-python3 "$TOP/tests/cli/ptydrive.py" --cols 40 --timeout 120 --log "$T/runj.log" -- \
-    sh -c "$KVCHAT run -m $M -t 1 --temp 0 -n 150 --json '$LONG' </dev/null; echo '[end]'" <<'EOF' >"$T/runj.drv" 2>&1
-expect \[end\]
-exit 0
-EOF
-sed -n 1p "$T/runj.log" | jq -j .answer >"$T/runj.answer" 2>/dev/null
+on_tty runj "$KVCHAT run -m $M -t 1 --temp 0 -n 150 --json '$LONG'"
+sed -n 1p "$T/runj.shown" | jq -j .answer >"$T/runj.answer" 2>/dev/null
 cmp -s "$T/runj.answer" "$T/run.answer" && ok "run --json on a terminal: one unwrapped line of JSON" ||
     not_ok "run --json on a terminal: $(head -c 300 "$T/runj.log")"
 
@@ -146,12 +146,7 @@ cmp -s "$T/runj.answer" "$T/run.answer" && ok "run --json on a terminal: one unw
 start_fixture srv
 "$KVCHAT" models add-remote echo "http://127.0.0.1:$PORT/v1" --model echo 2>/dev/null || not_ok "cannot add the remote model"
 REMOTE_Q="one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen"
-python3 "$TOP/tests/cli/ptydrive.py" --cols 40 --timeout 60 --log "$T/remote.log" -- \
-    sh -c "$KVCHAT run -m echo '$REMOTE_Q' </dev/null; echo; echo '[end]'" <<'EOF' >"$T/remote.drv" 2>&1
-expect \[end\]
-exit 0
-EOF
-sed -e '/^\[end\]$/d' "$T/remote.log" >"$T/remote.shown"
+on_tty remote "$KVCHAT run -m echo '$REMOTE_Q'"
 printf 'echo: %s' "$REMOTE_Q" >"$T/remote.answer"
 wrapcheck "a remote model's answer on a terminal: wrapped at 40" "$T/remote.shown" "$T/remote.answer" 40
 
