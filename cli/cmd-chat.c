@@ -28,6 +28,8 @@
  */
 #include "cli/cmd.h"
 #include "cli/repl.h"
+#include "cli/wrap.h"
+#include "models/mdl.h"
 #include "sessions/sess.h"
 
 #include <errno.h>
@@ -52,13 +54,19 @@ static const char chat_usage[] =
     "\n" CMD_OPTS_HELP
     "\n"
     "Keys: Enter sends; a line ending in \\ continues on the next line; a line\n"
-    "\"\"\" starts a block that a line \"\"\" ends; Ctrl-C stops an answer or clears\n"
-    "the line; Ctrl-D (on an empty line) leaves; Tab completes /commands and\n"
-    "session names; Up/Down recall earlier inputs (kept in\n"
+    "starting with \"\"\" starts a block that a line ending with \"\"\" ends\n"
+    "(\"\"\"hello ... world\"\"\"); Ctrl-C stops an answer or clears the line;\n"
+    "Ctrl-D (on an empty line) leaves; Tab completes /commands, session names\n"
+    "and file names; Up/Down recall earlier inputs (kept in\n"
     "$XDG_STATE_HOME/kvchat/history).\n"
     "\n"
     "Commands inside the chat (/help lists them): /help /sessions /load /save\n"
-    "/new /fork /system /undo /retry /set /show /stats /clear /exit\n"
+    "/new /fork /system /read /undo /retry /set /show /stats /clear /exit; a\n"
+    "unique prefix runs /help /sessions /set /show /stats, the others only run\n"
+    "by their full name.\n"
+    "\n"
+    "Answers on a terminal are wrapped at its width (not inside ``` blocks);\n"
+    "--no-wrap, 'wrap = off' in the config file or /set wrap off turn it off.\n"
     "\n"
     "Exit status: 0 ok, 1 usage error, 2 model error (with stdin not a terminal:\n"
     "also when a message was refused), 3 session error (e.g. the session is open\n"
@@ -110,6 +118,8 @@ struct chat {
     bool out_broken;       /* stdout went away */
     bool refused;          /* a message was refused or failed (the exit status, when piped) */
     char last_char;        /* of the answer being streamed */
+    struct wrap wrap;      /* word wrap of answers on a terminal */
+    bool wrapping;         /* the answer being streamed is wrapped */
     struct cmd_answer ans; /* splits reasoning from the answer as it streams */
     struct sess_turn_stats last;
     bool have_last;
@@ -203,6 +213,24 @@ static int on_text(void *ud, const char *text, size_t n)
     return r;
 }
 
+/* an answer starts streaming: wrapped (on a terminal, unless --no-wrap),
+ * keys typed meanwhile not echoed, Ctrl-C armed */
+static void answer_begin(struct chat *ch)
+{
+    ch->last_char = 0;
+    g_interrupt = 0;
+    ch->wrapping = ch->o.wrap && isatty(1);
+    if (ch->wrapping)
+        wrap_begin(&ch->wrap);
+    ch->ans.wrap = ch->wrapping ? &ch->wrap : NULL; /* cmd_answer_end ends the wrap (turn_done) */
+    repl_quiet(ch->repl, true);
+}
+
+static void answer_end(struct chat *ch)
+{
+    repl_quiet(ch->repl, false);
+}
+
 static void stats_line(struct chat *ch, const struct sess_turn_stats *ts)
 {
     char mem[32], disk[32], line[512];
@@ -220,7 +248,9 @@ static void turn_done(struct chat *ch, int rc, const struct sess_turn_stats *ts)
 {
     cmd_answer_end(&ch->ans);
     ch->ans.last_char = 0;
-    if (ch->last_char != '\n' && ch->last_char != 0) {
+    if (ch->ans.broken)
+        ch->out_broken = true;
+    if (ch->wrapping ? wrap_col(&ch->wrap) != 0 : ch->last_char != '\n' && ch->last_char != 0) {
         fputc('\n', stdout);
         fflush(stdout);
     }
@@ -272,12 +302,10 @@ static int make_room(struct chat *ch, const char *text)
         }
         dropped++;
         /* try again: nothing changes when it still does not fit */
-        ch->last_char = 0;
-        g_interrupt = 0;
         memset(&ts, 0, sizeof ts);
-        repl_quiet(ch->repl, true);
+        answer_begin(ch);
         rc = sess_conv_say(ch->conv, text, on_text, ch, &g_interrupt, &ts);
-        repl_quiet(ch->repl, false);
+        answer_end(ch);
         if (rc != SESS_ERR_CTX_FULL)
             break;
     }
@@ -299,11 +327,9 @@ static void say(struct chat *ch, const char *text)
 {
     struct sess_turn_stats ts;
     memset(&ts, 0, sizeof ts);
-    ch->last_char = 0;
-    g_interrupt = 0;
-    repl_quiet(ch->repl, true);
+    answer_begin(ch);
     int rc = sess_conv_say(ch->conv, text, on_text, ch, &g_interrupt, &ts);
-    repl_quiet(ch->repl, false);
+    answer_end(ch);
     if (rc == SESS_ERR_CTX_FULL) {
         if (make_room(ch, text) != SESS_OK)
             ch->refused = true;
@@ -436,13 +462,16 @@ static bool name_ok(struct chat *ch, const char *name)
 
 /* ==== slash commands ==== */
 
-enum slash_arg { SLASH_ARG_NONE, SLASH_ARG_SESSION, SLASH_ARG_SET_KEY, SLASH_ARG_COMMAND };
+enum slash_arg { SLASH_ARG_NONE, SLASH_ARG_SESSION, SLASH_ARG_SET_KEY, SLASH_ARG_COMMAND, SLASH_ARG_FILE };
 
 struct slash_cmd {
     const char *name; /* with its slash */
     const char *args;
-    const char *help;
+    const char *help; /* NULL: an alias, not listed by /help nor taken by prefix */
     enum slash_arg complete;
+    /* runs only by its full name: it leaves the chat or changes the
+     * conversation, which a slip of the fingers must not do (/e, /r) */
+    bool full_name;
     int (*exec)(struct chat *ch, char *arg); /* 1: leave the chat */
 };
 
@@ -462,10 +491,13 @@ static int slash_help(struct chat *ch, char *arg)
                 keys[0] ? " " : "", keys);
     }
     fprintf(ch->ui,
-            "\nEnter sends. End a line with \\ to go on with the next one, or put \"\"\" alone\n"
-            "on a line to start a block and again to end it. A line starting with // sends\n"
-            "a message that starts with /. Ctrl-C stops an answer or clears the line;\n"
-            "Ctrl-D leaves; Tab completes; Up/Down recall earlier inputs.\n");
+            "\nEnter sends. End a line with \\ to go on with the next one, or start a line\n"
+            "with \"\"\" to start a block and end a line with \"\"\" to end it. A line starting\n"
+            "with // sends a message that starts with /. A unique prefix is enough for\n"
+            "/help /sessions /set /show /stats; the others need their full name.\n"
+            "Ctrl-C stops an answer or clears the line; Ctrl-D leaves; Tab completes;\n"
+            "Up/Down recall earlier inputs. /set system TEXT and /set parameter KEY VALUE\n"
+            "work as in ollama.\n");
     fflush(ch->ui);
     return 0;
 }
@@ -634,14 +666,50 @@ static int slash_retry(struct chat *ch, char *arg)
     }
     struct sess_turn_stats ts;
     memset(&ts, 0, sizeof ts);
-    ch->last_char = 0;
-    g_interrupt = 0;
-    repl_quiet(ch->repl, true);
+    answer_begin(ch);
     int rc = sess_conv_retry(ch->conv, on_text, ch, &g_interrupt, &ts);
-    repl_quiet(ch->repl, false);
+    answer_end(ch);
     turn_done(ch, rc, &ts);
     if (rc != SESS_OK)
         chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
+    return 0;
+}
+
+/* /read FILE: the file's text is the next message, after a note of its size */
+static int slash_read(struct chat *ch, char *arg)
+{
+    char path[4096], err[4600], *text;
+    size_t len;
+    const char *home = getenv("HOME");
+    if (arg[0] == '~' && arg[1] == '/' && home && *home)
+        snprintf(path, sizeof path, "%s%s", home, arg + 1);
+    else
+        snprintf(path, sizeof path, "%s", arg);
+    if (cmd_read_text(path, CMD_INPUT_MAX, &text, &len, err, sizeof err)) {
+        chat_err(ch, "%s", err);
+        return 0;
+    }
+    /* the file's last newline is not the message's (as with run -f and stdin) */
+    size_t size = len;
+    while (len && (text[len - 1] == '\n' || text[len - 1] == '\r'))
+        text[--len] = 0;
+    /* the exchanges can be dropped to make room; the system prompt cannot */
+    int64_t n_tok, kept = sess_conv_n_tokens(ch->conv);
+    const char *sys = conv_system(ch);
+    if (sess_conv_n_exchanges(ch->conv) > 0) {
+        int32_t r = sys ? llm_tokenize(ch->l.vocab, sys, strlen(sys), NULL, 0, true, false) : 0;
+        kept = r < 0 && r != INT32_MIN ? -(int64_t)r : 0;
+    }
+    int64_t room = llm_ctx_n_ctx(sess_conv_ctx(ch->conv)) - kept;
+    if (len == 0) {
+        note(ch, C_DIM, "'%s' holds no text: nothing sent", arg);
+    } else if (cmd_text_fits(&ch->l, sess_conv_ctx(ch->conv), ch->o.special, arg, text, len, room, &n_tok, err, sizeof err)) {
+        chat_err(ch, "%s", err);
+    } else {
+        note(ch, C_DIM, "[read '%s': %zu bytes, %" PRId64 " token%s]", arg, size, n_tok, n_tok == 1 ? "" : "s");
+        say(ch, text);
+    }
+    free(text);
     return 0;
 }
 
@@ -653,19 +721,67 @@ static void show_settings(struct chat *ch)
     fflush(ch->ui);
 }
 
-static int slash_set(struct chat *ch, char *arg)
+/* ollama's names for /set parameter KEY VALUE */
+static const char *const ollama_params[][2] = {
+    {"temperature", "temp"}, {"num_predict", "n_predict"}, {NULL, NULL},
+};
+
+/* split "KEY VALUE" (or KEY=VALUE) at arg: the value, or "" */
+static char *split_key(char *arg)
 {
-    if (!*arg) {
-        show_settings(ch);
-        return 0;
-    }
-    char *key = arg, *value = arg;
+    char *value = arg;
     while (*value && *value != ' ' && *value != '\t' && *value != '=')
         value++;
     if (*value)
         *value++ = 0;
     while (*value == ' ' || *value == '\t' || *value == '=')
         value++;
+    return value;
+}
+
+static int slash_set(struct chat *ch, char *arg)
+{
+    if (!*arg) {
+        show_settings(ch);
+        return 0;
+    }
+    /* ollama's forms: /set system TEXT, /set parameter KEY VALUE, and the
+     * switches wordwrap, nowordwrap, verbose, quiet */
+    size_t kl = strcspn(arg, " \t");
+    if (kl == 6 && !strncmp(arg, "system", 6)) {
+        char *text = arg + 6;
+        while (*text == ' ' || *text == '\t')
+            text++;
+        return slash_system(ch, text);
+    }
+    static const struct {
+        const char *name, *key, *value;
+    } switches[] = {
+        {"wordwrap", "wrap", "on"}, {"nowordwrap", "wrap", "off"}, {"verbose", NULL, "on"}, {"quiet", NULL, "off"},
+    };
+    for (size_t i = 0; i < sizeof switches / sizeof *switches; i++)
+        if (!strcmp(arg, switches[i].name)) {
+            if (switches[i].key) {
+                char kv[32];
+                snprintf(kv, sizeof kv, "%s %s", switches[i].key, switches[i].value);
+                return slash_set(ch, kv);
+            }
+            ch->o.verbose = !strcmp(switches[i].value, "on");
+            note(ch, C_DIM, "statistics after every answer: %s", switches[i].value);
+            return 0;
+        }
+    char *key = arg, *value = split_key(arg);
+    if (!strcmp(key, "parameter")) {
+        key = value;
+        value = split_key(value);
+        for (size_t i = 0; ollama_params[i][0]; i++)
+            if (!strcmp(key, ollama_params[i][0]))
+                key = (char *)ollama_params[i][1];
+        if (!strcmp(key, "num_ctx")) {
+            chat_err(ch, "the context size is fixed for a chat: start kvchat with -c N");
+            return 0;
+        }
+    }
     if (!*value) {
         char keys[512];
         cmd_opts_set_keys_join(keys, sizeof keys, ", ");
@@ -676,6 +792,11 @@ static int slash_set(struct chat *ch, char *arg)
     struct cmd_opts next = ch->o;
     if (cmd_opts_set(&next, key, value, err, sizeof err)) {
         chat_err(ch, "%s", err);
+        return 0;
+    }
+    if (!strcmp(key, "wrap")) {
+        ch->o.wrap = next.wrap;
+        note(ch, C_DIM, "word wrap %s", ch->o.wrap ? "on (at the terminal's width)" : "off");
         return 0;
     }
     if (!strcmp(key, "think")) {
@@ -742,6 +863,12 @@ static int slash_show(struct chat *ch, char *arg)
              cmd_s(llm_ctx_n_threads(ctx)), llm_type_name(llm_ctx_kv_type(ctx)),
              ch->o.no_cache ? ", --no-cache" : "");
     print_fit(ch, C_RESET, line);
+    if (isatty(1))
+        snprintf(line, sizeof line, "terminal   %d columns, word wrap %s", repl_width(1),
+                 ch->o.wrap ? "on" : "off (/set wrap on)");
+    else
+        snprintf(line, sizeof line, "terminal   none: answers go to a pipe or file, never wrapped");
+    print_fit(ch, C_RESET, line);
     show_settings(ch);
     return 0;
 }
@@ -778,23 +905,26 @@ static int slash_clear(struct chat *ch, char *arg)
 }
 
 static const struct slash_cmd slash_table[] = {
-    {"/help", NULL, "this list", SLASH_ARG_COMMAND, slash_help},
-    {"/sessions", NULL, "list saved sessions", SLASH_ARG_NONE, slash_sessions},
-    {"/load", "NAME", "open a saved session (this chat is left)", SLASH_ARG_SESSION, slash_load},
-    {"/save", "NAME", "save this chat as session NAME", SLASH_ARG_NONE, slash_save},
-    {"/new", NULL, "start a new unnamed chat", SLASH_ARG_NONE, slash_new},
-    {"/fork", "NAME", "copy this session as NAME and go on in the copy", SLASH_ARG_NONE, slash_fork},
-    {"/system", "TEXT", "set the system prompt (restarts the conversation)", SLASH_ARG_NONE,
+    {"/help", NULL, "this list (also /?)", SLASH_ARG_COMMAND, false, slash_help},
+    {"/?", NULL, NULL, SLASH_ARG_COMMAND, false, slash_help},
+    {"/sessions", NULL, "list saved sessions", SLASH_ARG_NONE, false, slash_sessions},
+    {"/load", "NAME", "open a saved session (this chat is left)", SLASH_ARG_SESSION, true, slash_load},
+    {"/save", "NAME", "save this chat as session NAME", SLASH_ARG_NONE, true, slash_save},
+    {"/new", NULL, "start a new unnamed chat", SLASH_ARG_NONE, true, slash_new},
+    {"/fork", "NAME", "copy this session as NAME and go on in the copy", SLASH_ARG_NONE, true, slash_fork},
+    {"/system", "TEXT", "set the system prompt (restarts the conversation)", SLASH_ARG_NONE, true,
      slash_system},
-    {"/undo", NULL, "drop the last exchange", SLASH_ARG_NONE, slash_undo},
-    {"/retry", NULL, "answer the last message again", SLASH_ARG_NONE, slash_retry},
-    {"/set", "KEY VALUE", "change sampling:", SLASH_ARG_SET_KEY, slash_set},
-    {"/show", NULL, "model, session, system prompt, parameters", SLASH_ARG_NONE, slash_show},
-    {"/stats", NULL, "tokens prefilled and reused, speed, KV bytes", SLASH_ARG_NONE, slash_stats},
-    {"/clear", NULL, "drop every exchange, keep the system prompt", SLASH_ARG_NONE, slash_clear},
-    {"/exit", NULL, "leave (also /quit, Ctrl-D)", SLASH_ARG_NONE, slash_exit},
-    {"/quit", NULL, NULL, SLASH_ARG_NONE, slash_exit},
-    {NULL, NULL, NULL, SLASH_ARG_NONE, NULL},
+    {"/read", "FILE", "send a text file as the next message", SLASH_ARG_FILE, true, slash_read},
+    {"/undo", NULL, "drop the last exchange", SLASH_ARG_NONE, true, slash_undo},
+    {"/retry", NULL, "answer the last message again", SLASH_ARG_NONE, true, slash_retry},
+    {"/set", "KEY VALUE", "change a setting:", SLASH_ARG_SET_KEY, false, slash_set},
+    {"/show", NULL, "model, session, system prompt, parameters", SLASH_ARG_NONE, false, slash_show},
+    {"/stats", NULL, "tokens prefilled and reused, speed, KV bytes", SLASH_ARG_NONE, false, slash_stats},
+    {"/clear", NULL, "drop every exchange, keep the system prompt", SLASH_ARG_NONE, true, slash_clear},
+    {"/exit", NULL, "leave (also /quit, /bye, Ctrl-D)", SLASH_ARG_NONE, true, slash_exit},
+    {"/quit", NULL, NULL, SLASH_ARG_NONE, true, slash_exit},
+    {"/bye", NULL, NULL, SLASH_ARG_NONE, true, slash_exit},
+    {NULL, NULL, NULL, SLASH_ARG_NONE, false, NULL},
 };
 
 /* returns 1 to leave the chat */
@@ -812,6 +942,7 @@ static int run_slash(struct chat *ch, char *line)
         arg[--n] = 0;
     const struct slash_cmd *hit = NULL;
     int n_hits = 0;
+    char names[256] = "";
     for (const struct slash_cmd *s = slash_table; s->name; s++) {
         if (!strcmp(s->name, line)) {
             hit = s;
@@ -821,11 +952,21 @@ static int run_slash(struct chat *ch, char *line)
         if (!strncmp(s->name, line, strlen(line)) && s->help) {
             hit = s;
             n_hits++;
+            size_t k = strlen(names);
+            snprintf(names + k, sizeof names - k, "%s%s", k ? ", " : "", s->name);
         }
     }
-    if (n_hits != 1) {
-        chat_err(ch, "%s command '%s' (/help lists them; // starts a message with /)",
-                 n_hits ? "ambiguous" : "unknown", line);
+    if (n_hits == 0) {
+        chat_err(ch, "unknown command '%s' (/help lists them; // starts a message with /)", line);
+        return 0;
+    }
+    if (n_hits > 1) {
+        chat_err(ch, "ambiguous command '%s': %s", line, names);
+        return 0;
+    }
+    if (hit->full_name && strcmp(hit->name, line)) {
+        chat_err(ch, "'%s' runs nothing: type %s in full (commands that leave the chat or change the "
+                     "conversation are never abbreviated)", line, hit->name);
         return 0;
     }
     if (hit->args && !*arg && hit->exec != slash_set && hit->exec != slash_system) {
@@ -837,7 +978,7 @@ static int run_slash(struct chat *ch, char *line)
 
 /* ==== completion ==== */
 
-static void complete(void *ud, const char *line, int start, repl_add_fn add, void *acc)
+static bool complete(void *ud, const char *line, int start, repl_add_fn add, void *acc)
 {
     struct chat *ch = ud;
     /* the words before the one being completed */
@@ -848,31 +989,31 @@ static void complete(void *ud, const char *line, int start, repl_add_fn add, voi
         if (*p == '/' || start == (int)(p - line))
             for (const struct slash_cmd *s = slash_table; s->name; s++)
                 add(acc, s->name);
-        return;
+        return false;
     }
     if (*p != '/')
-        return;
+        return false;
     size_t len = strcspn(p, " \t");
     const struct slash_cmd *cmd = NULL;
     for (const struct slash_cmd *s = slash_table; s->name; s++)
         if (strlen(s->name) == len && !strncmp(s->name, p, len))
             cmd = s;
     if (!cmd)
-        return;
+        return false;
     /* only the first argument completes */
     const char *q = p + len;
     while (*q == ' ' || *q == '\t')
         q++;
     if (q - line != start)
-        return;
+        return false;
     switch (cmd->complete) {
     case SLASH_ARG_SESSION: {
         if (store_need(ch))
-            return;
+            return false;
         struct sess_info *list;
         int64_t n;
         if (sess_list(ch->st, &list, &n))
-            return;
+            return false;
         for (int64_t i = 0; i < n; i++)
             add(acc, list[i].name);
         sess_list_free(list, n);
@@ -881,14 +1022,19 @@ static void complete(void *ud, const char *line, int start, repl_add_fn add, voi
     case SLASH_ARG_SET_KEY:
         for (const char *const *k = cmd_opts_set_keys(); *k; k++)
             add(acc, *k);
+        add(acc, "system");
+        add(acc, "parameter");
         break;
     case SLASH_ARG_COMMAND:
         for (const struct slash_cmd *s = slash_table; s->name; s++)
             add(acc, s->name);
         break;
+    case SLASH_ARG_FILE:
+        return true;
     case SLASH_ARG_NONE:
         break;
     }
+    return false;
 }
 
 /* ==== input: one message, maybe of several lines ==== */
@@ -911,21 +1057,36 @@ static enum repl_status input_fail(struct input *in)
     return in->big ? REPL_TOO_LONG : REPL_EOF;
 }
 
-static bool is_fence(const char *s)
+/* a line opening a """ block: the text after the quotes, else NULL */
+static char *block_open(char *s)
 {
     while (*s == ' ' || *s == '\t')
         s++;
-    if (strncmp(s, "\"\"\"", 3))
+    return strncmp(s, "\"\"\"", 3) ? NULL : s + 3;
+}
+
+/* does s end a """ block (blanks may follow the quotes)? Then s is cut
+ * before them, and blanks before them too when nothing else is there */
+static bool block_close(char *s)
+{
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+        n--;
+    if (n < 3 || strncmp(s + n - 3, "\"\"\"", 3))
         return false;
-    s += 3;
-    while (*s == ' ' || *s == '\t')
-        s++;
-    return *s == 0;
+    n -= 3;
+    s[n] = 0;
+    if (strspn(s, " \t") == n)
+        s[0] = 0;
+    return true;
 }
 
 /*
  * Read one input: a line; lines joined while one ends in a backslash; or a
- * """ block (the end of input also ends these two). *text gets it
+ * """ block (the end of input also ends these two). A block opens with a
+ * line starting with """ and closes with a line ending with """; text on
+ * those two lines belongs to the message, as ollama takes it ("""hello ...
+ * world"""; """one line""" is a message on its own). *text gets it
  * (malloc'd). Returns REPL_LINE, or another status (nothing in *text):
  * Ctrl-C drops everything typed for this input; REPL_TOO_LONG for an input
  * of more than CMD_INPUT_MAX bytes.
@@ -939,9 +1100,18 @@ static enum repl_status read_input(struct chat *ch, const char *prompt, char **t
     if (st != REPL_LINE)
         return st;
     const char *cont = ch->interactive ? "... " : "";
-    if (is_fence(line)) {
+    char *rest = block_open(line);
+    if (rest) {
+        bool first = true, done = block_close(rest);
+        int r = 0;
+        if (*rest || done) { /* the opening line's own text */
+            r = input_add(&in, rest, strlen(rest));
+            first = false;
+        }
         free(line);
-        for (bool first = true;; first = false) {
+        if (r)
+            return input_fail(&in);
+        while (!done) {
             st = repl_read(ch->repl, cont, &line);
             if (st == REPL_EOF && !first) /* the end of input ends the block too */
                 break;
@@ -949,11 +1119,11 @@ static enum repl_status read_input(struct chat *ch, const char *prompt, char **t
                 free(in.b.s);
                 return st;
             }
-            if (is_fence(line)) {
-                free(line);
-                break;
+            done = block_close(line);
+            if (!done || *line) { /* a closing line adds its text, if any */
+                r = (first ? 0 : input_add(&in, "\n", 1)) || input_add(&in, line, strlen(line));
+                first = false;
             }
-            int r = (first ? 0 : input_add(&in, "\n", 1)) || input_add(&in, line, strlen(line));
             free(line);
             if (r)
                 return input_fail(&in);
@@ -1109,10 +1279,12 @@ static int chat_exec(int argc, char **argv)
     if (cmd_answer_init(&ch.ans, stdout, true, ch.color))
         return cmd_fail(CMD_EXIT_MODEL, "out of memory");
     ch.interactive = isatty(0);
+    wrap_init(&ch.wrap, stdout);
     /* the store: sessions, and the KV blocks of every prompt (with
      * --no-cache sessions are only read from it) */
     if (cmd_store_open(true, &ch.st)) {
         if (session) {
+            wrap_free(&ch.wrap);
             cmd_answer_free(&ch.ans);
             cmd_opts_free(&ch.o);
             return CMD_EXIT_SESSION;
@@ -1123,6 +1295,7 @@ static int chat_exec(int argc, char **argv)
     int64_t sid;
     if (session && sess_find(ch.st, session, &sid) != SESS_OK && !name_ok(&ch, session)) {
         sess_store_close(ch.st);
+        wrap_free(&ch.wrap);
         cmd_answer_free(&ch.ans);
         cmd_opts_free(&ch.o);
         return CMD_EXIT_USAGE;
@@ -1130,6 +1303,7 @@ static int chat_exec(int argc, char **argv)
     rc = cmd_llm_open(&ch.o, true, &ch.l);
     if (rc) {
         sess_store_close(ch.st);
+        wrap_free(&ch.wrap);
         cmd_answer_free(&ch.ans);
         cmd_opts_free(&ch.o);
         return rc;
@@ -1171,10 +1345,11 @@ static int chat_exec(int argc, char **argv)
             if (ch.interactive) {
                 const struct llm_model_meta *m = llm_model_get_meta(ch.l.model);
                 const char *base = strrchr(ch.l.path, '/');
-                char head[5200];
-                snprintf(head, sizeof head, "kvchat %s · %s (%s) · %s · /help for commands, Ctrl-D to leave",
-                         KVCHAT_VERSION, base ? base + 1 : ch.l.path, m->arch,
-                         ch.name ? "session" : "unnamed chat");
+                /* the session first: a narrow terminal cuts the line's end */
+                char head[5400];
+                snprintf(head, sizeof head, "kvchat %s · %s%s · %s (%s) · /help for commands, Ctrl-D to leave",
+                         KVCHAT_VERSION, ch.name ? "session " : "unnamed chat", ch.name ? ch.name : "",
+                         base ? base + 1 : ch.l.path, m->arch);
                 print_fit(&ch, C_DIM, head);
                 if (ch.name && sess_conv_n_exchanges(ch.conv) > 0)
                     note(&ch, C_DIM, "session '%s': %" PRId64 " exchange%s so far", ch.name,
@@ -1189,6 +1364,7 @@ static int chat_exec(int argc, char **argv)
     if (ch.st)
         sess_store_close(ch.st);
     free(ch.name);
+    wrap_free(&ch.wrap);
     cmd_answer_free(&ch.ans);
     cmd_llm_close(&ch.l);
     cmd_opts_free(&ch.o);
@@ -1197,8 +1373,9 @@ static int chat_exec(int argc, char **argv)
 
 bool cmd_chat_session_exists(const char *name)
 {
+    char err[256];
     struct sess_store *st;
-    if (cmd_store_open(false, &st)) /* no store: no session (and none is made) */
+    if (cmd_store_open_existing(&st, err, sizeof err) != 1) /* no store: no session (and none is made) */
         return false;
     int64_t id;
     bool found = sess_find(st, name, &id) == SESS_OK;

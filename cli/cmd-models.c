@@ -23,7 +23,8 @@
 #include <string.h>
 
 static const char models_usage[] =
-    "usage: kvchat models list [--json]\n"
+    "usage: kvchat models [list] [--json]\n"
+    "       kvchat models add [--name NAME] [--copy | --symlink] [--force] FILE\n"
     "       kvchat models pull [--name NAME] [--sha256 HEX] [--ca-file FILE] [--force]\n"
     "                          [--retries N] [--timeout SECONDS] REF\n"
     "       kvchat models add-remote [--model ID] [--api-key-env VAR] [--ca-file FILE]\n"
@@ -32,12 +33,20 @@ static const char models_usage[] =
     "       kvchat models rm [--force] NAME...\n"
     "       kvchat models default [NAME | --unset]\n"
     "       kvchat models info [--json] [--all] [--offline] MODEL\n"
-    "       kvchat models aliases\n"
+    "       kvchat models aliases [--json]\n"
     "       kvchat models path [MODEL]\n"
     "\n"
-    "  list          the models in the store: name, size, quantization, architecture,\n"
-    "                parameters, when pulled, path ('*' marks the default)\n"
-    "      --json    one JSON object per line instead\n"
+    "  list, ls      the models in the store: name, size, quantization, architecture,\n"
+    "                parameters, when pulled, path ('*' marks the default); also\n"
+    "                'kvchat models' alone\n"
+    "      --json    one JSON array of objects instead\n"
+    "  add FILE      put a GGUF file you already have into the store (its header is\n"
+    "                checked): a hard link where the file system allows, else a\n"
+    "                symbolic link to it; the file is never changed or moved\n"
+    "      --name NAME       store it as NAME (default: the file name without .gguf)\n"
+    "      --copy            copy the file instead of linking it\n"
+    "      --symlink         a symbolic link even where a hard link is possible\n"
+    "      --force           replace a model of that name\n"
     "  pull REF      download a model into the store over HTTPS, resuming an\n"
     "                interrupted download, checking its SHA-256 (the hub's\n"
     "                X-Linked-ETag, or --sha256) and its GGUF header. REF is\n"
@@ -77,6 +86,7 @@ static const char models_usage[] =
     "                of a remote model: its entry, and the models its server lists\n"
     "      --offline (remote) do not ask the server\n"
     "  aliases       the built-in table of model aliases\n"
+    "      --json    one JSON array of objects instead\n"
     "  path [MODEL]  the file MODEL (a path or store name) stands for; without MODEL,\n"
     "                the default model's (KVCHAT_MODEL, else the config file)\n"
     "\n"
@@ -84,6 +94,7 @@ static const char models_usage[] =
     "Environment: HF_TOKEN (sent only to the hub), KVCHAT_HF_ENDPOINT or HF_ENDPOINT\n"
     "(the hub, default https://huggingface.co), HTTPS_PROXY and NO_PROXY,\n"
     "KVCHAT_CA_FILE, KVCHAT_MODEL (overrides the default model).\n"
+    "JSON output is one document: an array for lists, an object for one thing.\n"
     "Exit status: 0 ok, 1 usage error, 2 the model cannot be read or written,\n"
     "4 network or verification failure, 130 interrupted.\n";
 
@@ -633,6 +644,16 @@ static int mdl_exit(int rc)
     }
 }
 
+/* the first model pulled or added becomes the default */
+static void first_default(const char *name)
+{
+    char cur[4096], err[512];
+    if (mdl_config_get("model", cur, sizeof cur) == 0 && !getenv("KVCHAT_MODEL")) {
+        if (mdl_config_set("model", name, err, sizeof err) == 0)
+            fprintf(stderr, "kvchat: '%s' is now the default model\n", name);
+    }
+}
+
 int cmd_models_pull_ref(const char *ref, const struct mdl_pull_params *given, char *name_out,
                         size_t name_size)
 {
@@ -665,12 +686,7 @@ int cmd_models_pull_ref(const char *ref, const struct mdl_pull_params *given, ch
                 res.seconds, rate, res.sha256,
                 res.sha256_checked ? "verified" : "(no checksum was published to check against)");
     }
-    /* the first model pulled becomes the default */
-    char cur[4096];
-    if (mdl_config_get("model", cur, sizeof cur) == 0 && !getenv("KVCHAT_MODEL")) {
-        if (mdl_config_set("model", res.name, err, sizeof err) == 0)
-            fprintf(stderr, "kvchat: '%s' is now the default model\n", res.name);
-    }
+    first_default(res.name);
     return CMD_EXIT_OK;
 }
 
@@ -716,9 +732,74 @@ static int models_pull(int argc, char **argv)
     }
     if (optind != argc - 1)
         return cmd_usage_error(&cmd_models_entry, "models pull: expected one REF");
+    const char *ref = argv[optind];
+    struct stat st;
+    if (!strncmp(ref, "file:", 5) || (stat(ref, &st) == 0 && !S_ISDIR(st.st_mode)))
+        return cmd_usage_error(&cmd_models_entry,
+                               "models pull: '%s' is a file on disk, not a download; "
+                               "'kvchat models add %s' puts it into the store",
+                               ref, !strncmp(ref, "file://", 7) ? ref + 7 : !strncmp(ref, "file:", 5) ? ref + 5 : ref);
     if (p.ca_file && access(p.ca_file, R_OK))
         return cmd_fail(CMD_EXIT_USAGE, "cannot read --ca-file '%s': %s", p.ca_file, strerror(errno));
     return cmd_models_pull_ref(argv[optind], &p, NULL, 0);
+}
+
+/* ==== add ==== */
+
+static int models_add(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"name", required_argument, NULL, 'N'},
+        {"copy", no_argument, NULL, 'c'},
+        {"symlink", no_argument, NULL, 's'},
+        {"force", no_argument, NULL, 'f'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct mdl_add_params p = {0};
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "hf", opts, NULL)) != -1) {
+        switch (c) {
+        case 'N': p.name = optarg; break;
+        case 'c': p.copy = true; break;
+        case 's': p.symlink = true; break;
+        case 'f': p.force = true; break;
+        case 'h': return cmd_help(&cmd_models_entry);
+        default:
+            return cmd_usage_error(&cmd_models_entry, "models add: %s '%s'",
+                                   optopt ? "option needs a value:" : "unknown option", argv[optind - 1]);
+        }
+    }
+    if (optind != argc - 1)
+        return cmd_usage_error(&cmd_models_entry, "models add: expected one FILE");
+    if (p.copy && p.symlink)
+        return cmd_usage_error(&cmd_models_entry, "models add: --copy or --symlink, not both");
+    const char *file = argv[optind];
+    struct mdl_add_result res;
+    char err[5000];
+    cmd_interrupts_catch();
+    p.cancel = &cmd_interrupted;
+    int rc = mdl_add(file, &p, &res, err, sizeof err);
+    cmd_interrupts_restore();
+    if (rc)
+        return cmd_fail(mdl_exit(rc), "%s", err);
+    char size[32];
+    fmt_bytes(size, sizeof size, (double)res.size);
+    if (res.already) {
+        fprintf(stderr, "kvchat: '%s' is already in the store as '%s'\n", file, res.name);
+    } else {
+        fprintf(stderr, "kvchat: added '%s' (%s; a %s %s %s)\n", res.name, size, mdl_add_how_name(res.how),
+                res.how == MDL_ADD_COPY ? "of" : "to", res.target);
+        if (res.how == MDL_ADD_SYMLINK)
+            fprintf(stderr, "kvchat: note: the store refers to the file where it is: moving or deleting it "
+                            "breaks '%s' (--copy makes a copy instead)\n", res.name);
+        if (res.warning[0])
+            fprintf(stderr, "kvchat: %s\n", res.warning);
+    }
+    first_default(res.name);
+    return CMD_EXIT_OK;
 }
 
 /* ==== list, rm, default, aliases ==== */
@@ -733,6 +814,38 @@ static void fmt_time(char *buf, size_t n, int64_t t)
     struct tm tm;
     gmtime_r(&tt, &tm);
     strftime(buf, n, "%Y-%m-%d %H:%M", &tm);
+}
+
+/* one entry of models list --json: the same keys for a file and a remote
+ * model, null where one has no value */
+static void list_json(const struct mdl_entry *e, bool is_def)
+{
+    fputs("{\"name\": ", stdout);
+    cmd_json_str(stdout, e->name, strlen(e->name));
+    printf(", \"remote\": %s", e->remote ? "true" : "false");
+    if (e->remote)
+        fputs(", \"size\": null", stdout);
+    else
+        printf(", \"size\": %" PRIu64, e->size);
+    json_cstr(stdout, "quant", e->remote ? NULL : e->quant);
+    json_cstr(stdout, "arch", e->remote ? NULL : e->arch);
+    if (!e->remote && e->n_params >= 0)
+        printf(", \"n_params\": %" PRId64, e->n_params);
+    else
+        fputs(", \"n_params\": null", stdout);
+    json_cstr(stdout, "path", e->path);
+    if (e->pulled >= 0)
+        printf(", \"pulled\": %" PRId64, e->pulled);
+    else
+        fputs(", \"pulled\": null", stdout);
+    json_cstr(stdout, "source", e->remote ? NULL : e->source);
+    json_cstr(stdout, "sha256", e->remote ? NULL : e->sha256);
+    json_cstr(stdout, "url", e->remote ? e->url : NULL);
+    json_cstr(stdout, "remote_model", e->remote ? e->remote_model : NULL);
+    json_cstr(stdout, "api_key_env", e->remote ? e->api_key_env : NULL);
+    printf(", \"default\": %s", is_def ? "true" : "false");
+    json_cstr(stdout, "error", e->error);
+    fputs("}", stdout);
 }
 
 static int models_list(int argc, char **argv)
@@ -767,72 +880,9 @@ static int models_list(int argc, char **argv)
         const struct mdl_entry *e = &es[i];
         bool is_def = defpath[0] && !strcmp(defpath, e->path);
         char size[32], params[32], pulled[32];
-        if (json && e->remote) {
-            fputs("{\"name\": ", stdout);
-            cmd_json_str(stdout, e->name, strlen(e->name));
-            fputs(", \"remote\": true, \"size\": null, \"quant\": null, \"arch\": null, "
-                  "\"n_params\": null, \"path\": ", stdout);
-            cmd_json_str(stdout, e->path, strlen(e->path));
-            if (e->pulled >= 0)
-                printf(", \"pulled\": %" PRId64, e->pulled);
-            else
-                fputs(", \"pulled\": null", stdout);
-            fputs(", \"url\": ", stdout);
-            cmd_json_str(stdout, e->url, strlen(e->url));
-            fputs(", \"remote_model\": ", stdout);
-            cmd_json_str(stdout, e->remote_model, strlen(e->remote_model));
-            fputs(", \"api_key_env\": ", stdout);
-            if (e->api_key_env[0])
-                cmd_json_str(stdout, e->api_key_env, strlen(e->api_key_env));
-            else
-                fputs("null", stdout);
-            printf(", \"default\": %s", is_def ? "true" : "false");
-            if (e->error[0]) {
-                fputs(", \"error\": ", stdout);
-                cmd_json_str(stdout, e->error, strlen(e->error));
-            }
-            fputs("}\n", stdout);
-            continue;
-        }
         if (json) {
-            fputs("{\"name\": ", stdout);
-            cmd_json_str(stdout, e->name, strlen(e->name));
-            printf(", \"size\": %" PRIu64 ", \"quant\": ", e->size);
-            if (e->quant[0])
-                cmd_json_str(stdout, e->quant, strlen(e->quant));
-            else
-                fputs("null", stdout);
-            fputs(", \"arch\": ", stdout);
-            if (e->arch[0])
-                cmd_json_str(stdout, e->arch, strlen(e->arch));
-            else
-                fputs("null", stdout);
-            if (e->n_params >= 0)
-                printf(", \"n_params\": %" PRId64, e->n_params);
-            else
-                fputs(", \"n_params\": null", stdout);
-            fputs(", \"path\": ", stdout);
-            cmd_json_str(stdout, e->path, strlen(e->path));
-            if (e->pulled >= 0)
-                printf(", \"pulled\": %" PRId64, e->pulled);
-            else
-                fputs(", \"pulled\": null", stdout);
-            fputs(", \"source\": ", stdout);
-            if (e->source[0])
-                cmd_json_str(stdout, e->source, strlen(e->source));
-            else
-                fputs("null", stdout);
-            fputs(", \"sha256\": ", stdout);
-            if (e->sha256[0])
-                cmd_json_str(stdout, e->sha256, strlen(e->sha256));
-            else
-                fputs("null", stdout);
-            printf(", \"default\": %s, \"remote\": false", is_def ? "true" : "false");
-            if (e->error[0]) {
-                fputs(", \"error\": ", stdout);
-                cmd_json_str(stdout, e->error, strlen(e->error));
-            }
-            fputs("}\n", stdout);
+            cmd_json_list_item(stdout, (int64_t)i);
+            list_json(e, is_def);
             continue;
         }
         if (e->remote) {
@@ -857,6 +907,8 @@ static int models_list(int argc, char **argv)
             printf("  (unreadable: %s)", e->error);
         putchar('\n');
     }
+    if (json)
+        cmd_json_list_end(stdout, (int64_t)n);
     free(es);
     return CMD_EXIT_OK;
 }
@@ -870,13 +922,12 @@ static int model_in_use(void *ctx, const char *name, const char *path, char *who
 {
     (void)ctx, (void)name;
     struct sess_store *store;
-    int rc = cmd_store_open(false, &store);
-    if (rc < 0)
-        return 0; /* no store */
-    if (rc) {
-        snprintf(who, who_size, "the session store cannot be read");
-        return -1;
-    }
+    char err[256];
+    int has = cmd_store_open_existing(&store, err, sizeof err);
+    if (has < 0)
+        snprintf(who, who_size, "the session store cannot be read: %s", err);
+    if (has <= 0)
+        return has;
     struct sess_info *list;
     int64_t n;
     if (sess_model_users(store, path, &list, &n)) {
@@ -1000,15 +1051,37 @@ static int models_path(int argc, char **argv)
 
 static int models_aliases(int argc, char **argv)
 {
-    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")))
-        return cmd_help(&cmd_models_entry);
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+            return cmd_help(&cmd_models_entry);
+        if (strcmp(argv[i], "--json"))
+            return cmd_usage_error(&cmd_models_entry, "models aliases: unexpected '%s'", argv[i]);
+        json = true;
+    }
+    int64_t n = 0;
     for (const struct mdl_alias *a = mdl_aliases; a->name; a++) {
         if (!mdl_alias_runs(a))
             continue; /* prepared for an architecture kvchat does not run yet */
-        char size[32];
+        char size[32], ref[1024];
+        snprintf(ref, sizeof ref, "hf:%s/%s", a->repo, a->file);
+        if (json) {
+            cmd_json_list_item(stdout, n++);
+            fputs("{\"name\": ", stdout);
+            cmd_json_str(stdout, a->name, strlen(a->name));
+            fputs(", \"about\": ", stdout);
+            cmd_json_str(stdout, a->about, strlen(a->about));
+            printf(", \"size\": %" PRIu64 ", \"ref\": ", a->size);
+            cmd_json_str(stdout, ref, strlen(ref));
+            fputs("}", stdout);
+            continue;
+        }
         fmt_bytes(size, sizeof size, (double)a->size);
-        printf("%-14s %-40s ~%-10s hf:%s/%s\n", a->name, a->about, size, a->repo, a->file);
+        printf("%-14s %-40s ~%-10s %s\n", a->name, a->about, size, ref);
+        n++;
     }
+    if (json)
+        cmd_json_list_end(stdout, n);
     return CMD_EXIT_OK;
 }
 
@@ -1072,10 +1145,13 @@ int cmd_model_resolve(const char *m_arg, bool offer_pull, char *path, size_t siz
 
 static int models_exec(int argc, char **argv)
 {
-    if (argc < 2)
-        return cmd_usage_error(&cmd_models_entry, "models: expected a subcommand");
+    /* `kvchat models` and `kvchat models --json` list */
+    if (argc < 2 || (argv[1][0] == '-' && strcmp(argv[1], "-h") && strcmp(argv[1], "--help")))
+        return models_list(argc, argv);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))
         return cmd_help(&cmd_models_entry);
+    if (!strcmp(argv[1], "add"))
+        return models_add(argc - 1, argv + 1);
     if (!strcmp(argv[1], "info"))
         return models_info(argc - 1, argv + 1);
     if (!strcmp(argv[1], "pull"))
@@ -1097,7 +1173,7 @@ static int models_exec(int argc, char **argv)
 
 const struct cmd_entry cmd_models_entry = {
     .name = "models",
-    .summary = "the model store: list, pull, add-remote, rm, default, info, aliases, path",
+    .summary = "the model store: list, add, pull, add-remote, rm, default, info, aliases, path",
     .usage = models_usage,
     .exec = models_exec,
 };

@@ -9,6 +9,8 @@
  * cannot drive the terminal; to a pipe or a file it goes as it came.
  */
 #include "cli/cmd.h"
+#include "cli/repl.h"
+#include "cli/wrap.h"
 #include "models/mdl.h"
 
 #include <errno.h>
@@ -226,10 +228,16 @@ struct sink {
     bool json, tty, broken;
     char *buf;
     size_t len, cap;
+    struct wrap *wrap; /* on a terminal: the answer is word-wrapped (NULL: --no-wrap) */
 };
 
+static int put_tty(struct sink *s, const char *p, size_t n)
+{
+    return s->wrap ? wrap_write(s->wrap, repl_width(1), p, n) : fwrite(p, 1, n, stdout) == n ? 0 : -1;
+}
+
 /* write n bytes of valid UTF-8 to a terminal, control characters as U+FFFD */
-static int write_tty(const char *s, size_t n)
+static int write_tty(struct sink *sk, const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
     size_t from = 0;
@@ -238,12 +246,12 @@ static int write_tty(const char *s, size_t n)
         bool c1 = p[i] == 0xc2 && i + 1 < n && p[i + 1] >= 0x80 && p[i + 1] < 0xa0;
         if (!c0 && p[i] != 0x7f && !c1)
             continue;
-        if (fwrite(s + from, 1, i - from, stdout) != i - from || fputs("\xef\xbf\xbd", stdout) < 0)
+        if (put_tty(sk, s + from, i - from) || put_tty(sk, "\xef\xbf\xbd", 3))
             return -1;
         i += c1;
         from = i + 1;
     }
-    return fwrite(s + from, 1, n - from, stdout) == n - from ? 0 : -1;
+    return put_tty(sk, s + from, n - from);
 }
 
 static int on_text(void *ud, const char *text, size_t n)
@@ -251,7 +259,7 @@ static int on_text(void *ud, const char *text, size_t n)
     struct sink *s = ud;
     if (s->json)
         return 0; /* the whole answer comes back in the result */
-    int bad = s->tty ? write_tty(text, n) : fwrite(text, 1, n, stdout) != n;
+    int bad = s->tty ? write_tty(s, text, n) : fwrite(text, 1, n, stdout) != n;
     if (bad || fflush(stdout) != 0) {
         s->broken = true; /* the reader went away (| head): stop quietly */
         return 1;
@@ -330,10 +338,20 @@ int cmd_run_remote(const struct cmd_opts *o, const char *path, const char *promp
     msgs[n++] = (struct mdl_message){MDL_ROLE_USER, prompt, len};
 
     struct sink sink = {.json = json, .tty = isatty(1)};
+    struct wrap wrap;
+    if (sink.tty && !json && o->wrap) {
+        wrap_init(&wrap, stdout);
+        sink.wrap = &wrap;
+    }
     struct mdl_chat_result res;
     cmd_interrupts_catch();
     signal(SIGPIPE, SIG_IGN);
     rc = mdl_remote_chat(r, msgs, n, &p, on_text, &sink, &res, err, sizeof err);
+    if (sink.wrap) {
+        if (wrap_end(sink.wrap, repl_width(1)) || fflush(stdout))
+            sink.broken = true;
+        wrap_free(sink.wrap);
+    }
     cmd_interrupts_restore();
     if (sink.broken && rc == MDL_ERR_INTERRUPTED && !cmd_interrupted)
         rc = 0; /* the reader left: nothing to report */

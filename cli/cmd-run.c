@@ -4,9 +4,12 @@
  * stdout, streamed as it is generated (or one JSON object with --json);
  * diagnostics go to stderr. The KV cache of any prompt computed before (by
  * any command) is read back from the block store instead of computed; with
- * -s NAME the turn is appended to a named session.
+ * -s NAME the turn is appended to a named session. -f FILE sends a text
+ * file instead of stdin. On a terminal the answer is word-wrapped.
  */
 #include "cli/cmd.h"
+#include "cli/repl.h"
+#include "cli/wrap.h"
 #include "models/mdl.h"
 #include "sessions/sess.h"
 
@@ -19,7 +22,7 @@
 #include <unistd.h>
 
 static const char run_usage[] =
-    "usage: kvchat run [-s SESSION] [-m MODEL] [--json] [options] [PROMPT...]\n"
+    "usage: kvchat run [-s SESSION] [-m MODEL] [-f FILE]... [--json] [options] [PROMPT...]\n"
     "\n"
     "One turn: the answer to PROMPT (or to all of stdin when no PROMPT is given;\n"
     "with both, stdin comes first, then PROMPT) goes to stdout, nothing else.\n"
@@ -28,6 +31,11 @@ static const char run_usage[] =
     "shares a prefix with one computed before (by any command) computes only\n"
     "the rest.\n"
     "\n"
+    "  -f, --file FILE          send FILE's text (before PROMPT; stdin is then not\n"
+    "                           read, unless FILE is '-'); again for more files.\n"
+    "                           Binary files and files too large for the context\n"
+    "                           are refused; the token count is noted on stderr\n"
+    "                           when it is a terminal, or with -v\n"
     "  -s, --session NAME       append the turn to session NAME (created if new),\n"
     "                           resuming its KV cache from disk with no re-prefill\n"
     "                           (with --no-cache: the session is recomputed and\n"
@@ -122,6 +130,45 @@ static uint64_t ctx_bytes_max(const struct cmd_llm *l)
     return (uint64_t)llm_ctx_n_ctx(l->ctx) * (uint64_t)longest;
 }
 
+/* the texts of the -f files, each without its trailing newlines, joined
+ * by one; *bytes the files' sizes: 0, or an exit code with the reason in err */
+static int read_files(const char **files, int n, char **out, size_t *len, size_t *bytes, char *err,
+                      size_t err_size)
+{
+    char *acc = NULL;
+    size_t al = 0;
+    *bytes = 0;
+    for (int i = 0; i < n; i++) {
+        char *t;
+        size_t tl;
+        if (cmd_read_text(files[i], CMD_INPUT_MAX, &t, &tl, err, err_size)) {
+            free(acc);
+            return CMD_EXIT_MODEL;
+        }
+        *bytes += tl;
+        while (tl && (t[tl - 1] == '\n' || t[tl - 1] == '\r'))
+            tl--;
+        char *na = al + tl + 2 > CMD_INPUT_MAX ? NULL : realloc(acc, al + tl + 2);
+        if (!na) {
+            snprintf(err, err_size, "cannot read '%s': %s", files[i],
+                     al + tl + 2 > CMD_INPUT_MAX ? "the files are too large together" : "out of memory");
+            free(t);
+            free(acc);
+            return CMD_EXIT_MODEL;
+        }
+        acc = na;
+        if (al)
+            acc[al++] = '\n';
+        memcpy(acc + al, t, tl);
+        al += tl;
+        acc[al] = 0;
+        free(t);
+    }
+    *out = acc;
+    *len = al;
+    return 0;
+}
+
 static int run_exec(int argc, char **argv)
 {
     signals_install();
@@ -133,13 +180,18 @@ static int run_exec(int argc, char **argv)
     const char *session = NULL;
     bool json = false;
     char **words = calloc((size_t)argc + 1, sizeof *words);
-    int n_words = 0;
-    if (!words)
+    const char **files = calloc((size_t)argc + 1, sizeof *files);
+    int n_words = 0, n_files = 0;
+    if (!words || !files) {
+        free(words);
+        free(files);
         return cmd_fail(CMD_EXIT_MODEL, "out of memory");
+    }
     for (int i = 1; i < argc;) {
         int r = cmd_opts_take(&cmd_run_entry, &o, argc, argv, &i);
         if (r < 0) {
             free(words);
+            free(files);
             cmd_opts_free(&o);
             return CMD_EXIT_USAGE;
         }
@@ -148,6 +200,7 @@ static int run_exec(int argc, char **argv)
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             free(words);
+            free(files);
             cmd_opts_free(&o);
             return cmd_help(&cmd_run_entry);
         } else if (!strcmp(a, "--json")) {
@@ -155,18 +208,30 @@ static int run_exec(int argc, char **argv)
         } else if (!strcmp(a, "-s") || !strcmp(a, "--session")) {
             if (i + 1 >= argc) {
                 free(words);
+                free(files);
                 cmd_opts_free(&o);
                 return cmd_usage_error(&cmd_run_entry, "%s needs a session name", a);
             }
             session = argv[++i];
         } else if (!strncmp(a, "--session=", 10)) {
             session = a + 10;
+        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
+            if (i + 1 >= argc) {
+                free(words);
+                free(files);
+                cmd_opts_free(&o);
+                return cmd_usage_error(&cmd_run_entry, "%s needs a file name", a);
+            }
+            files[n_files++] = argv[++i];
+        } else if (!strncmp(a, "--file=", 7)) {
+            files[n_files++] = a + 7;
         } else if (!strcmp(a, "--")) {
             while (++i < argc)
                 words[n_words++] = argv[i];
             break;
         } else if (a[0] == '-' && a[1]) {
             free(words);
+            free(files);
             cmd_opts_free(&o);
             return cmd_usage_error(&cmd_run_entry, "run: unknown option '%s'", a);
         } else {
@@ -176,14 +241,24 @@ static int run_exec(int argc, char **argv)
     }
     if ((rc = cmd_opts_finish(&cmd_run_entry, &o))) {
         free(words);
+        free(files);
         cmd_opts_free(&o);
         return rc;
     }
 
-    /* the prompt: stdin (unless it is a terminal and PROMPT was given), then PROMPT */
-    size_t in_len = 0, cap = 1;
+    /* the prompt: the files, else stdin (unless it is a terminal and PROMPT
+     * was given), then PROMPT */
+    size_t in_len = 0, cap = 1, file_bytes = 0;
     char *in = NULL;
-    if (n_words == 0 || !isatty(0)) {
+    if (n_files) {
+        char err[4400];
+        if ((rc = read_files(files, n_files, &in, &in_len, &file_bytes, err, sizeof err))) {
+            free(words);
+            free(files);
+            cmd_opts_free(&o);
+            return cmd_fail(rc, "%s", err);
+        }
+    } else if (n_words == 0 || !isatty(0)) {
         if (n_words == 0 && isatty(0))
             fprintf(stderr, "kvchat: reading the prompt from stdin (end with Ctrl-D)\n");
         int r = cmd_read_all(stdin, CMD_INPUT_MAX, &in, &in_len);
@@ -193,6 +268,7 @@ static int run_exec(int argc, char **argv)
             int e = errno;
             free(in);
             free(words);
+            free(files);
             cmd_opts_free(&o);
             if (r == CMD_READ_ERROR && e == EINTR && interrupted)
                 return CMD_EXIT_INTERRUPTED;
@@ -212,6 +288,7 @@ static int run_exec(int argc, char **argv)
     if (in_len + cap > CMD_INPUT_MAX + 1) {
         free(in);
         free(words);
+        free(files);
         cmd_opts_free(&o);
         return cmd_fail(CMD_EXIT_MODEL, "cannot use the prompt: it is larger than %s", CMD_INPUT_MAX_TEXT);
     }
@@ -230,17 +307,24 @@ static int run_exec(int argc, char **argv)
         }
         prompt[pl] = 0;
     }
+    size_t files_len = n_files ? in_len : 0;
     free(in);
     free(words);
     if (!prompt) {
+        free(files);
         cmd_opts_free(&o);
         return cmd_fail(CMD_EXIT_MODEL, "out of memory");
     }
     if (pl == 0) {
+        free(files);
         free(prompt);
         cmd_opts_free(&o);
         return cmd_usage_error(&cmd_run_entry, "run: the prompt is empty");
     }
+    /* how the -f files are named in notes */
+    char what[4200];
+    snprintf(what, sizeof what, "%s%s", n_files ? files[0] : "", n_files > 1 ? " and the other files" : "");
+    free(files);
 
     /* a remote model: one turn on its server, no session (yet) */
     char mpath[4096];
@@ -318,6 +402,19 @@ static int run_exec(int argc, char **argv)
             fprintf(stderr, "kvchat: --no-cache: session '%s' is read and computed again, not saved\n",
                     session);
     }
+    if (n_files) { /* the files' text (the prompt's start) must fit in what the context has left */
+        int64_t n_tok;
+        char ferr[4600];
+        const struct llm_ctx *ctx = sess_conv_ctx(conv);
+        if (cmd_text_fits(&l, ctx, o.special, what, prompt, files_len, llm_ctx_n_ctx(ctx) - sess_conv_n_tokens(conv),
+                          &n_tok, ferr, sizeof ferr)) {
+            rc = cmd_fail(CMD_EXIT_MODEL, "%s", ferr);
+            goto out;
+        }
+        if (o.verbose || isatty(2))
+            fprintf(stderr, "kvchat: read '%s': %zu bytes, %lld token%s\n", what, file_bytes, (long long)n_tok,
+                    n_tok == 1 ? "" : "s");
+    }
 
     /* reasoning: dimmed on a terminal unless --think hide; in pipe mode
      * only the answer unless --think show; apart in --json */
@@ -328,9 +425,19 @@ static int run_exec(int argc, char **argv)
         rc = cmd_fail(CMD_EXIT_MODEL, "out of memory");
         goto out;
     }
+    /* on a terminal the answer is word-wrapped */
+    struct wrap wrap;
+    bool wrapping = !json && o.wrap && tty;
+    if (wrapping) {
+        wrap_init(&wrap, stdout);
+        wrap_begin(&wrap);
+        ans.wrap = &wrap;
+    }
     struct sess_turn_stats ts;
     int r = sess_conv_say(conv, prompt, cmd_answer_text, &ans, &interrupted, &ts);
     cmd_answer_end(&ans);
+    if (wrapping)
+        wrap_free(&wrap);
     if (ts.kv_problem[0])
         fprintf(stderr, "kvchat: %s\n", ts.kv_problem);
     if (r == SESS_ERR_INTERRUPTED) { /* before the answer began: nothing was saved */

@@ -14,7 +14,7 @@
 #include <time.h>
 
 static const char sessions_usage[] =
-    "usage: kvchat sessions list [--json]\n"
+    "usage: kvchat sessions [list] [--json]\n"
     "       kvchat sessions show NAME [--json]\n"
     "       kvchat sessions rm NAME...\n"
     "       kvchat sessions rename OLD NEW\n"
@@ -22,7 +22,8 @@ static const char sessions_usage[] =
     "       kvchat sessions export NAME [--format json|markdown]\n"
     "       kvchat sessions gc [--cache-max SIZE]\n"
     "\n"
-    "  list      named sessions: model, turns, tokens, KV bytes on disk, last update\n"
+    "  list, ls  named sessions: model, turns, tokens, KV bytes on disk, last update;\n"
+    "            also 'kvchat sessions' alone\n"
     "  show      a session's transcript\n"
     "  rm        remove sessions (their KV blocks stay as cache until gc or eviction)\n"
     "  rename    rename a session\n"
@@ -34,6 +35,7 @@ static const char sessions_usage[] =
     "            --cache-max SIZE (e.g. 4G, 500M) also evict the least recently\n"
     "            used blocks, named sessions' last, until the store fits\n"
     "\n"
+    "--json prints one JSON document: an array for list, an object for show.\n"
     "Sessions and the index of KV blocks live in $KVCHAT_HOME/kvchat.db, the\n"
     "blocks in $KVCHAT_HOME/kv/.\n"
     "Exit status: 0 ok, 1 usage error, 3 session error.\n";
@@ -113,10 +115,10 @@ static int do_list(struct sess_store *st, const struct sub_opts *o)
     if (sess_list(st, &list, &n))
         return store_fail(st);
     if (o->json) {
-        fputs("[", stdout);
         for (int64_t i = 0; i < n; i++) {
             struct sess_info *s = &list[i];
-            fputs(i ? ",\n {\"name\": " : "{\"name\": ", stdout);
+            cmd_json_list_item(stdout, i);
+            fputs("{\"name\": ", stdout);
             cmd_json_str(stdout, s->name, strlen(s->name));
             fputs(", \"model\": ", stdout);
             cmd_json_str(stdout, s->model_path, strlen(s->model_path));
@@ -124,7 +126,7 @@ static int do_list(struct sess_store *st, const struct sub_opts *o)
                    ", \"kv_bytes\": %" PRId64 ", \"created\": %" PRId64 ", \"updated\": %" PRId64 "}",
                    s->n_turns, s->n_messages, s->n_tokens, s->kv_bytes, s->created, s->updated);
         }
-        fputs("]\n", stdout);
+        cmd_json_list_end(stdout, n);
     } else if (n == 0) {
         fprintf(stderr, "no sessions yet: 'kvchat chat NAME' starts one\n");
     } else {
@@ -188,11 +190,21 @@ static int transcript(struct sess_store *st, const char *name, const char *forma
 
 static int sessions_exec(int argc, char **argv)
 {
-    if (argc < 2)
-        return cmd_usage_error(&cmd_sessions_entry, "sessions: expected a subcommand");
+    /* `kvchat sessions` and `kvchat sessions --json` list */
+    char *list_argv[64] = {argv[0], "list"};
+    if (argc < 2 || (argv[1][0] == '-' && strcmp(argv[1], "-h") && strcmp(argv[1], "--help"))) {
+        if (argc + 1 > (int)(sizeof list_argv / sizeof *list_argv))
+            return cmd_usage_error(&cmd_sessions_entry, "sessions: too many arguments");
+        for (int i = 1; i < argc; i++)
+            list_argv[i + 1] = argv[i];
+        argv = list_argv;
+        argc++;
+    }
     const char *sub = argv[1];
     if (!strcmp(sub, "-h") || !strcmp(sub, "--help"))
         return cmd_help(&cmd_sessions_entry);
+    if (!strcmp(sub, "ls"))
+        sub = "list";
     static const struct {
         const char *name;
         int min, max; /* positional arguments */

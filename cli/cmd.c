@@ -3,14 +3,20 @@
  * Only cli/ talks to the user or exits; commands return an exit code.
  */
 #include "cli/cmd.h"
+#include "cli/repl.h"
+#include "cli/wrap.h"
 #include "models/mdl.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 const struct cmd_entry *const cmd_table[] = {
     &cmd_chat_entry,
@@ -244,6 +250,85 @@ void cmd_json_str(FILE *f, const char *s, size_t n)
     fputc('"', f);
 }
 
+void cmd_json_list_item(FILE *f, int64_t i)
+{
+    fputs(i ? ",\n " : "[", f);
+}
+
+void cmd_json_list_end(FILE *f, int64_t n)
+{
+    fputs(n ? "]\n" : "[]\n", f);
+}
+
+int cmd_read_text(const char *path, size_t max, char **out, size_t *len, char *err, size_t err_size)
+{
+    bool is_stdin = !strcmp(path, "-");
+    const char *shown = is_stdin ? "standard input" : path;
+    FILE *f = stdin;
+    *out = NULL;
+    *len = 0;
+    if (!is_stdin) {
+        /* O_NONBLOCK: a FIFO must not hang the open; it is refused below */
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        struct stat st;
+        const char *why = fd < 0 || fstat(fd, &st) ? strerror(errno)
+                          : S_ISDIR(st.st_mode)    ? "it is a directory"
+                          : !S_ISREG(st.st_mode)   ? "it is not a regular file"
+                                                   : NULL;
+        if (!why && (uint64_t)st.st_size > max)
+            why = "too large";
+        if (!why && (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) || !(f = fdopen(fd, "rb"))))
+            why = strerror(errno);
+        if (why) {
+            if (fd >= 0)
+                close(fd);
+            if (!strcmp(why, "too large"))
+                snprintf(err, err_size, "cannot read '%s': it is larger than %.0f MiB", shown,
+                         (double)max / (1 << 20));
+            else
+                snprintf(err, err_size, "cannot read '%s': %s", shown, why);
+            return -1;
+        }
+    }
+    char *buf;
+    size_t n;
+    int r = cmd_read_all(f, max, &buf, &n);
+    int e = errno;
+    if (!is_stdin)
+        fclose(f);
+    if (r == CMD_READ_TOO_LARGE) {
+        snprintf(err, err_size, "cannot read '%s': it is larger than %.0f MiB", shown, (double)max / (1 << 20));
+        return -1;
+    }
+    if (r) {
+        snprintf(err, err_size, "cannot read '%s': %s", shown, strerror(e));
+        return -1;
+    }
+    /* text, not binary: no NUL byte, and UTF-8 throughout */
+    const char *nul = memchr(buf, 0, n);
+    if (nul) {
+        snprintf(err, err_size, "cannot use '%s': it is a binary file (a NUL byte at offset %zu); only text can be sent",
+                 shown, (size_t)(nul - buf));
+        free(buf);
+        return -1;
+    }
+    for (size_t i = 0; i < n;) {
+        int k = mdl_utf8_seq((const unsigned char *)buf + i, n - i);
+        if (k < 0) {
+            snprintf(err, err_size,
+                     "cannot use '%s': it is not UTF-8 text (byte 0x%02x at offset %zu); convert it first "
+                     "(e.g. iconv -f latin1 -t utf-8)",
+                     shown, (unsigned char)buf[i], i);
+            free(buf);
+            return -1;
+        }
+        i += (size_t)k;
+    }
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
 static void main_usage(FILE *f)
 {
     fprintf(f, "usage: kvchat [--version] [--help] COMMAND [ARGS]\n\n"
@@ -275,6 +360,8 @@ int cmd_main(int argc, char **argv)
     char err[512];
     if (!cmd_wants_help(argc, argv) && mdl_env_check(err, sizeof err))
         return cmd_fail(CMD_EXIT_USAGE, "%s", err);
+    if (name && !strcmp(name, "__complete"))
+        return cmd_complete(argc - 1, argv + 1);
     /* no command, or the chat's options first: the chat */
     if (!name || name[0] == '-')
         return cmd_chat_entry.exec(argc, argv);
@@ -308,7 +395,8 @@ static int keep(struct cmd_answer *a, int k, const char *s, size_t n)
 
 static int put_out(struct cmd_answer *a, const char *s, size_t n)
 {
-    if (n && (fwrite(s, 1, n, a->out) != n || fflush(a->out) != 0)) {
+    int bad = n && (a->wrap ? wrap_write(a->wrap, repl_width(fileno(a->out)), s, n) : fwrite(s, 1, n, a->out) != n);
+    if (n && (bad || fflush(a->out) != 0)) {
         a->broken = true;
         return 1;
     }
@@ -353,6 +441,8 @@ void cmd_answer_end(struct cmd_answer *a)
     llm_think_flush(a->think, answer_part, a);
     if (a->out && a->in_reasoning_out && a->dim)
         put_out(a, "\033[0m", 4);
+    if (a->out && a->wrap && (wrap_end(a->wrap, repl_width(fileno(a->out))) || fflush(a->out)))
+        a->broken = true;
     a->in_reasoning_out = false;
     llm_think_free(a->think);
     a->think = llm_think_init(false);

@@ -76,6 +76,9 @@ bool cmd_chat_session_exists(const char *name);
 
 /* dispatch argv to the table; returns the exit code */
 int cmd_main(int argc, char **argv);
+/* `kvchat __complete WORD... CURRENT` (hidden): the candidates for the word
+ * being completed, for the bash and zsh scripts (cli/completion/) */
+int cmd_complete(int argc, char **argv);
 
 /* the table, NULL-terminated */
 extern const struct cmd_entry *const cmd_table[];
@@ -104,6 +107,19 @@ void cmd_fmt_bytes(char *buf, size_t n, double v);
 
 /* JSON output: a string with escapes */
 void cmd_json_str(FILE *f, const char *s, size_t n);
+/* JSON output of a list: one array, whole (README "JSON output"). Before
+ * item i, cmd_json_list_item(f, i) writes "[" or a separator; after n
+ * items, cmd_json_list_end(f, n) closes it (an empty list is "[]"). */
+void cmd_json_list_item(FILE *f, int64_t i);
+void cmd_json_list_end(FILE *f, int64_t n);
+
+/* A file's text for a message (/read, run -f): path ("-": stdin), at most
+ * max bytes (CMD_INPUT_MAX), read with cmd_read_all. Refuses what is not
+ * text: a directory or device, a NUL byte ("binary"), bytes that are not
+ * UTF-8. Returns 0 with *out (malloc'd, NUL-terminated; caller frees) and
+ * *len, or -1 with the reason in err (no "kvchat:" prefix, the path
+ * quoted). */
+int cmd_read_text(const char *path, size_t max, char **out, size_t *len, char *err, size_t err_size);
 
 /* A growing string: {0} is empty; s (NUL-terminated once anything was
  * added) is the caller's to free. */
@@ -138,9 +154,13 @@ int cmd_read_file(const char *what, const char *path, char **out, size_t *len);
  * text goes through llm_think, and each part to out, or is kept for
  * --json. Reasoning is shown dimmed (ANSI, when dim) and set apart from
  * the answer by a blank line, or not at all (show false). */
+struct wrap;
 struct cmd_answer {
     struct llm_think *think;
     FILE *out;              /* NULL: keep the text only (--json) */
+    struct wrap *wrap;      /* NULL, or out is a terminal and the text is wrapped
+                             * (cli/wrap.h; set by the caller after init, one
+                             * wrap_begin per answer, wrap_end in cmd_answer_end) */
     bool show_reasoning, dim;
     bool in_reasoning_out;  /* reasoning printed, answer not begun */
     bool broken;            /* writing to out failed (| head) */
@@ -176,7 +196,7 @@ enum cmd_opt {
     CMD_OPT_MIN_P, CMD_OPT_REPEAT_PENALTY, CMD_OPT_PRESENCE_PENALTY, CMD_OPT_REPEAT_LAST_N,
     CMD_OPT_SEED, CMD_OPT_N_PREDICT, CMD_OPT_KV_TYPE, CMD_OPT_TEMPLATE, CMD_OPT_SYSTEM,
     CMD_OPT_SYSTEM_FILE, CMD_OPT_NO_CACHE, CMD_OPT_VERBOSE, CMD_OPT_SPECIAL, CMD_OPT_CACHE_MAX,
-    CMD_OPT_THINK, CMD_OPT_COUNT
+    CMD_OPT_THINK, CMD_OPT_WRAP, CMD_OPT_COUNT
 };
 
 #define CMD_OPTS_MAX_CONFIG 32
@@ -193,6 +213,7 @@ struct cmd_opts {
     const char *system;        /* --system TEXT or --system-file's text, or NULL */
     const char *system_file;   /* --system-file F ("-": stdin) */
     bool no_cache, verbose, special;
+    bool wrap;                 /* word-wrap answers on a terminal (--no-wrap, `wrap = off`) */
     int64_t cache_max;         /* --cache-max: bytes of KV blocks kept (default 4 GiB) */
     bool think_off;            /* --think off: the template's no-thinking form (Qwen3) */
     bool think_hide;           /* --think hide: reasoning is not shown */
@@ -233,6 +254,9 @@ struct cmd_opts {
     "      --cache-max SIZE     keep at most SIZE of KV blocks on disk (default 4G):\n" \
     "                           the least recently used go first, named sessions'\n" \
     "                           last (and are computed again if needed)\n" \
+    "      --no-wrap            do not wrap answers at the terminal's width (--wrap:\n" \
+    "                           do; they are never wrapped when not written to a\n" \
+    "                           terminal)\n" \
     "  -v, --verbose            model details, and per-turn statistics on stderr\n"
 
 /* defaults; a random seed */
@@ -241,7 +265,8 @@ void cmd_opts_init(struct cmd_opts *o);
 int cmd_opts_config(struct cmd_opts *o);
 /* Take argv[*i] if it is a common option (with its value), advancing *i
  * past it: 1; 0 if it is not one (*i unchanged); -1 after printing a usage
- * error. Values are borrowed from argv. */
+ * error. Values are borrowed from argv. An on/off option --X is turned off
+ * by --no-X. */
 int cmd_opts_take(const struct cmd_entry *e, struct cmd_opts *o, int argc, char **argv, int *i);
 /* after parsing: read --system-file, check --template; an exit code or 0 */
 int cmd_opts_finish(const struct cmd_entry *e, struct cmd_opts *o);
@@ -250,6 +275,12 @@ void cmd_opts_free(struct cmd_opts *o);
 int cmd_opts_set(struct cmd_opts *o, const char *key, const char *value, char *err, size_t n);
 /* the /set keys, NULL-terminated, static */
 const char *const *cmd_opts_set_keys(void);
+/* the i-th common option, for shell completion: its long name without
+ * "--" (NULL past the last), its short letter (0: none) in *shrt, and
+ * whether it takes a value. Every on/off one has a --no- form; *negated
+ * says whether it is worth offering (the setting can be on by default or
+ * from the config file) */
+const char *cmd_opts_option(size_t i, char *shrt, bool *takes_value, bool *negated);
 /* the /set keys into buf, separated by sep ("temp, top_k, ...") */
 void cmd_opts_set_keys_join(char *buf, size_t n, const char *sep);
 /* "temp 0.8, top_k 40, ..." on one line (no newline) */
@@ -280,11 +311,21 @@ struct sess_conv_params;
 /* a conversation's parameters from the options; l's context goes to the
  * conversation (l->ctx becomes NULL) */
 struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, struct cmd_llm *l);
+/* Would text (a file's, named by what) fit as a message in context ctx of
+ * l's model, which has room tokens left for it? Its token count into
+ * *n_tokens (a lower bound when it is plainly too large). 0 if it fits, else
+ * -1 with the numbers in err. */
+int cmd_text_fits(const struct cmd_llm *l, const struct llm_ctx *ctx, bool special, const char *what,
+                  const char *text, size_t len, int64_t room, int64_t *n_tokens, char *err, size_t err_size);
 struct sess_store;
 /* open $KVCHAT_HOME's store (created if create): 0; CMD_EXIT_SESSION
  * (printed); -1 (quietly) when !create and there is none. A note about
  * opening it (an upgrade) goes to stderr. */
 int cmd_store_open(bool create, struct sess_store **st);
+/* open the store only if there is one (nothing is created, nothing is
+ * printed): 1 with *st, 0 if there is none, -1 if it cannot be opened (err
+ * says why) */
+int cmd_store_open_existing(struct sess_store **st, char *err, size_t err_size);
 /* the home for the session store into home: 0, or -1 with why in err (no
  * home, a bad path variable, a path too long for SQLite) */
 int cmd_store_home(char *home, size_t size, char *err, size_t err_size);

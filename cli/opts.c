@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,6 +66,7 @@ static const struct opt_def opt_table[] = {
     {CMD_OPT_VERBOSE, "verbose", "verbose", 'v', OPT_KIND_FLAG, 0, 0, 0},
     {CMD_OPT_SPECIAL, "special", "special", 0, OPT_KIND_FLAG, 0, 0, 0},
     {CMD_OPT_CACHE_MAX, "cache_max", "cache-max", 0, OPT_KIND_STR, 0, 0, OPT_IN_CONFIG},
+    {CMD_OPT_WRAP, "wrap", "wrap", 0, OPT_KIND_FLAG, 0, 0, OPT_IN_CONFIG | OPT_IN_SET},
     {CMD_OPT_THINK, "think", "think", 0, OPT_KIND_STR, 0, 0, OPT_IN_CONFIG | OPT_IN_SET},
 };
 #define N_OPTS (sizeof opt_table / sizeof opt_table[0])
@@ -86,6 +88,7 @@ void cmd_opts_init(struct cmd_opts *o)
     o->n_predict = -1;
     o->kv_type = LLM_TYPE_F16;
     o->cache_max = 4ll << 30;
+    o->wrap = true;
     /* a fresh seed per process unless one is given: chats differ from run
      * to run as users of llama.cpp and ollama expect; --seed fixes it */
     uint64_t seed;
@@ -180,6 +183,7 @@ static int opt_apply(struct cmd_opts *o, const struct opt_def *d, const char *v,
     case CMD_OPT_VERBOSE: o->verbose = flag; break;
     case CMD_OPT_SPECIAL: o->special = flag; break;
     case CMD_OPT_CACHE_MAX: o->cache_max = cmd_parse_size(v); break;
+    case CMD_OPT_WRAP: o->wrap = flag; break;
     case CMD_OPT_THINK:
         if (!strcmp(v, "on") || !strcmp(v, "off"))
             o->think_off = !strcmp(v, "off");
@@ -243,11 +247,18 @@ int cmd_opts_take(const struct cmd_entry *e, struct cmd_opts *o, int argc, char 
                 d = &opt_table[k];
         if (!d && len == 9 && !strncmp(name, "n-predict", 9))
             d = opt_by_key("n_predict");
+        /* --no-X turns the on/off option X off */
+        for (size_t k = 0; !d && len > 3 && !strncmp(name, "no-", 3) && k < N_OPTS; k++)
+            if (opt_table[k].kind == OPT_KIND_FLAG && strlen(opt_table[k].lng) == len - 3 &&
+                !strncmp(opt_table[k].lng, name + 3, len - 3)) {
+                d = &opt_table[k];
+                val = "0";
+            }
         if (!d)
             return 0;
         if (eq) {
             if (d->kind == OPT_KIND_FLAG) {
-                cmd_usage_error(e, "option '--%s' takes no value", d->lng);
+                cmd_usage_error(e, "option '--%.*s' takes no value", (int)len, name);
                 return -1;
             }
             val = eq + 1;
@@ -265,7 +276,7 @@ int cmd_opts_take(const struct cmd_entry *e, struct cmd_opts *o, int argc, char 
         }
     }
     if (d->kind == OPT_KIND_FLAG) {
-        val = "1";
+        val = val ? val : "1";
     } else if (!val) {
         if (*i + 1 >= argc) {
             cmd_usage_error(e, "option '%s' needs a value", a);
@@ -294,11 +305,6 @@ int cmd_opts_finish(const struct cmd_entry *e, struct cmd_opts *o)
         /* one trailing newline is the file's, not the prompt's */
         if (len && buf[len - 1] == '\n')
             buf[--len] = 0;
-        if (strlen(buf) != len) {
-            free(buf);
-            return cmd_fail(CMD_EXIT_MODEL, "cannot use system prompt file '%s': it holds a NUL byte",
-                            o->system_file);
-        }
         free(o->system_buf);
         o->system_buf = buf;
         o->system = buf;
@@ -343,6 +349,16 @@ const char *const *cmd_opts_set_keys(void)
         keys[k] = NULL;
     }
     return keys;
+}
+
+const char *cmd_opts_option(size_t i, char *shrt, bool *takes_value, bool *negated)
+{
+    if (i >= N_OPTS)
+        return NULL;
+    *shrt = opt_table[i].shrt;
+    *takes_value = opt_table[i].kind != OPT_KIND_FLAG;
+    *negated = !*takes_value && (opt_table[i].where & OPT_IN_CONFIG);
+    return opt_table[i].lng;
 }
 
 void cmd_opts_set_keys_join(char *buf, size_t n, const char *sep)
@@ -470,6 +486,71 @@ struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, struct cm
     p.no_cache = o->no_cache;
     p.cache_max = o->cache_max;
     return p;
+}
+
+/* the most bytes one token of v stands for (its stored text is at least
+ * as long as the bytes it decodes to) */
+static size_t token_max_bytes(const struct llm_vocab *v)
+{
+    static const struct llm_vocab *cached;
+    static size_t max;
+    if (v != cached) {
+        max = 1;
+        for (int32_t i = 0; i < llm_vocab_n_tokens(v); i++) {
+            size_t n = 0;
+            if (llm_token_text(v, i, &n) && n > max)
+                max = n;
+        }
+        cached = v;
+    }
+    return max;
+}
+
+int cmd_text_fits(const struct cmd_llm *l, const struct llm_ctx *ctx, bool special, const char *what,
+                  const char *text, size_t len, int64_t room, int64_t *n_tokens, char *err, size_t err_size)
+{
+    int64_t n_ctx = llm_ctx_n_ctx(ctx);
+    if (room < 0)
+        room = 0;
+    /* plainly too large: do not tokenize megabytes to say so */
+    size_t per = token_max_bytes(l->vocab);
+    int64_t at_least = (int64_t)((len + per - 1) / per);
+    if (at_least > room) {
+        *n_tokens = at_least;
+        snprintf(err, err_size,
+                 "'%s' is too large for the context: at least %" PRId64 " tokens (%zu bytes), and the "
+                 "context has room for %" PRId64 " of its %" PRId64 " (-c N sets a larger context)",
+                 what, at_least, len, room, n_ctx);
+        return -1;
+    }
+    int32_t r = llm_tokenize(l->vocab, text, len, NULL, 0, false, special);
+    if (r == INT32_MIN) {
+        snprintf(err, err_size, "cannot count the tokens of '%s': out of memory", what);
+        return -1;
+    }
+    *n_tokens = r < 0 ? -(int64_t)r : r;
+    if (*n_tokens > room) {
+        snprintf(err, err_size,
+                 "'%s' is too large for the context: %" PRId64 " tokens, and the context has room for "
+                 "%" PRId64 " of its %" PRId64 " (-c N sets a larger context)",
+                 what, *n_tokens, room, n_ctx);
+        return -1;
+    }
+    return 0;
+}
+
+int cmd_store_open_existing(struct sess_store **st, char *err, size_t err_size)
+{
+    char home[4096];
+    *st = NULL;
+    if (cmd_store_home(home, sizeof home, err, err_size))
+        return -1;
+    struct sess_store_params p = sess_store_default_params();
+    p.create = false;
+    int rc = sess_store_open(home, p, st, err, err_size);
+    if (rc == SESS_ERR_NOT_FOUND)
+        return 0;
+    return rc ? -1 : 1;
 }
 
 enum llm_template cmd_llm_template(const struct cmd_opts *o, const struct cmd_llm *l)

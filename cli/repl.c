@@ -111,7 +111,8 @@ static char **complete(const char *text, int start, int end)
         return NULL;
     completions.word = text;
     completions.word_len = strlen(text);
-    r->p.complete(r->p.ud, rl_line_buffer, start, acc_add, &completions);
+    if (r->p.complete(r->p.ud, rl_line_buffer, start, acc_add, &completions))
+        return rl_completion_matches(text, rl_filename_completion_function);
     if (completions.n == 0)
         return NULL;
     return rl_completion_matches(text, completion_gen);

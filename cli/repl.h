@@ -20,8 +20,9 @@ typedef void (*repl_add_fn)(void *acc, const char *candidate);
 struct repl_params {
     const char *history_path; /* NULL: no history file */
     /* Candidates for the word at line[start..]: the caller looks at what
-     * precedes it (line[0..start)) and calls add for each. */
-    void (*complete)(void *ud, const char *line, int start, repl_add_fn add, void *acc);
+     * precedes it (line[0..start)) and calls add for each; or returns true
+     * for file names instead. */
+    bool (*complete)(void *ud, const char *line, int start, repl_add_fn add, void *acc);
     void *ud;
     /* set by the caller's signal handlers: interrupt (SIGINT) clears the
      * line being edited; quit (SIGTERM, SIGHUP) ends reading */

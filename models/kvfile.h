@@ -16,6 +16,10 @@ int kvfile_get(const char *path, const char *key, char *buf, size_t size);
 int kvfile_set(const char *path, const char *key, const char *value, char *err, size_t err_size);
 /* mkdir -p for the directory part of path: 0 or -1 */
 int mkdir_parents(const char *path);
+/* a store name from a file name or URL path: its basename without .gguf
+ * (and any ?query), other characters made '-' (models/store.c); may be
+ * empty or still invalid */
+void name_from_file(const char *file, char *name, size_t size);
 
 struct mdl_entry;
 /* the store's view of the remote entry at e->path (e->name set): url,

@@ -12,13 +12,17 @@
  *   models/NAME.meta        its sidecar: "key = value" lines, written after
  *                           the model is in place (absent for a file copied
  *                           in by hand):
- *                             source = REF as given to pull
+ *                             source = REF as given to pull, or the
+ *                               absolute path given to add
  *                             url = the URL it was downloaded from
  *                             sha256 = 64 lowercase hex digits
  *                             sha256_checked = yes|no (yes: matched a
  *                               published or given checksum)
+ *                             added = link|symlink|copy (models add: how
+ *                               the file is held)
  *                             size = bytes
- *                             pulled = seconds since the epoch (UTC)
+ *                             pulled = seconds since the epoch (UTC) it
+ *                               entered the store
  *   models/NAME.part        a download in progress (resumable); locked with
  *                           flock while a pull writes it
  *   models/NAME.part.meta   the URL and ETag the .part came from
@@ -112,6 +116,9 @@ struct mdl_entry {
 /* Every model in the store (local and remote), sorted by name. *out is an array the caller
  * frees with free(); *n its length. An absent store is an empty list. */
 int mdl_list(struct mdl_entry **out, size_t *n, char *err, size_t err_size);
+/* mdl_list with only name and path filled in: no file is opened (fast,
+ * for shell completion) */
+int mdl_list_names(struct mdl_entry **out, size_t *n, char *err, size_t err_size);
 /* One store model (local or remote) by name: 0, MDL_ERR_NOT_FOUND or MDL_ERR_USAGE. */
 int mdl_stat(const char *name, struct mdl_entry *e, char *err, size_t err_size);
 
@@ -128,6 +135,40 @@ typedef int (*mdl_in_use_fn)(void *ctx, const char *name, const char *path, char
 int mdl_rm(const char *name, bool force, mdl_in_use_fn in_use, void *ctx, char *err,
            size_t err_size);
 
+/* ==== add: a file already on disk ==== */
+
+enum mdl_add_how { MDL_ADD_LINK, MDL_ADD_SYMLINK, MDL_ADD_COPY };
+
+struct mdl_add_params {
+    const char *name;  /* store name; NULL: the file's name without .gguf */
+    bool copy;         /* copy the file instead of linking it */
+    bool symlink;      /* a symbolic link even where a hard link would do */
+    bool force;        /* replace a model of that name */
+    const volatile sig_atomic_t *cancel; /* set by a signal: stop a copy, leave nothing */
+};
+
+struct mdl_add_result {
+    char name[160];
+    char path[4096];   /* models/NAME.gguf */
+    char target[4096]; /* the file's absolute path */
+    enum mdl_add_how how;
+    bool already;      /* that file already is the store's NAME: nothing done */
+    uint64_t size;
+    char warning[300]; /* "" or a note (the sidecar could not be written) */
+};
+
+/*
+ * Put FILE (a GGUF model; its header, metadata and tensor table are
+ * checked) into the store as NAME: a hard link if the file system allows,
+ * else a symbolic link to its absolute path; a copy with p->copy. Refuses
+ * a name in use unless p->force. Returns 0 with res filled in, or enum
+ * mdl_err: MDL_ERR_FILE (not a file, not a GGUF model, cannot write),
+ * MDL_ERR_USAGE (a bad or taken name), MDL_ERR_INTERRUPTED.
+ */
+int mdl_add(const char *file, const struct mdl_add_params *p, struct mdl_add_result *res, char *err,
+            size_t err_size);
+/* "hard link", "symbolic link", "copy" */
+const char *mdl_add_how_name(enum mdl_add_how how);
 /* ==== remote models ====
  *
  * A remote model is an OpenAI-compatible chat-completions server (vLLM,

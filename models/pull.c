@@ -100,25 +100,6 @@ static bool printable(const char *s)
 
 /* ==== references ==== */
 
-/* NAME from a file name: the basename without .gguf, made valid */
-static void name_from_file(const char *file, char *name, size_t size)
-{
-    const char *b = strrchr(file, '/');
-    b = b ? b + 1 : file;
-    size_t n = strcspn(b, "?#");
-    if (n >= 5 && !strncasecmp(b + n - 5, ".gguf", 5))
-        n -= 5;
-    if (n >= size)
-        n = size - 1;
-    for (size_t i = 0; i < n; i++) {
-        char ch = b[i];
-        name[i] = (isalnum((unsigned char)ch) || strchr("._:+-", ch)) ? ch : '-';
-    }
-    name[n] = 0;
-    while (name[0] == '.' || name[0] == '-')
-        memmove(name, name + 1, strlen(name));
-}
-
 /* a repo id: OWNER/REPO of [A-Za-z0-9._-] */
 static bool repo_valid(const char *s, size_t n)
 {
@@ -495,6 +476,17 @@ static void part_close(struct part *pt)
     pt->fd = -1;
 }
 
+/* a pull that failed: keep a .part that holds bytes (the next pull resumes
+ * it), but leave no empty one behind */
+static void part_give_up(struct part *pt)
+{
+    if (pt->fd >= 0 && pt->size == 0) {
+        unlink(pt->path); /* still under our flock: no other pull is writing it */
+        unlink(pt->meta);
+    }
+    part_close(pt);
+}
+
 static int truncate_part(struct pull *c, struct part *pt)
 {
     if (ftruncate(pt->fd, 0) || lseek(pt->fd, 0, SEEK_SET) < 0) {
@@ -662,6 +654,17 @@ static int backoff(struct pull *c, int s)
     return net_sleep(s * 1000, c->p->cancel) ? -1 : 0;
 }
 
+/* the pull was interrupted: say what is kept */
+static void interrupted(char *err, size_t err_size, struct part *pt)
+{
+    if (pt->size > 0)
+        snprintf(err, err_size, "interrupted; %llu bytes kept in '%s': pull again to resume",
+                 (unsigned long long)pt->size, pt->path);
+    else
+        snprintf(err, err_size, "interrupted before any data came");
+    part_give_up(pt);
+}
+
 static void hub_setup(struct pull *c)
 {
     const char *e = getenv("KVCHAT_HF_ENDPOINT");
@@ -787,7 +790,7 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
     off_t end = lseek(pt.fd, 0, SEEK_END);
     pt.size = end > 0 ? (uint64_t)end : 0;
     if (sha_reset(&c, &pt)) {
-        part_close(&pt);
+        part_give_up(&pt);
         return MDL_ERR_FILE;
     }
 
@@ -801,19 +804,17 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
         if (rc == 0)
             break;
         if (rc == NET_ERR_INTERRUPTED || (p->cancel && *p->cancel)) {
-            snprintf(err, err_size, "interrupted; %llu bytes kept in '%s': pull again to resume",
-                     (unsigned long long)pt.size, pt.path);
-            part_close(&pt);
+            interrupted(err, err_size, &pt);
             return MDL_ERR_INTERRUPTED;
         }
         if (rc == FETCH_FILE_ERR || rc == NET_ERR_FATAL) {
-            part_close(&pt);
+            part_give_up(&pt);
             return rc == FETCH_FILE_ERR ? MDL_ERR_FILE : MDL_ERR_NETWORK;
         }
         if (pt.size > before)
             attempt = 0; /* progress was made: the budget starts again */
         if (attempt >= p->retries) {
-            part_close(&pt);
+            part_give_up(&pt);
             if (pt.size > 0) {
                 size_t L = strlen(err);
                 snprintf(err + L, err_size - L, " (%llu bytes kept: pull again to resume)",
@@ -825,9 +826,7 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
         note(&c, "%s; retrying in %d s", err, wait);
         attempt++;
         if (backoff(&c, wait)) {
-            snprintf(err, err_size, "interrupted; %llu bytes kept in '%s': pull again to resume",
-                     (unsigned long long)pt.size, pt.path);
-            part_close(&pt);
+            interrupted(err, err_size, &pt);
             return MDL_ERR_INTERRUPTED;
         }
     }

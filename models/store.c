@@ -9,11 +9,13 @@
 #include "models/kvfile.h"
 #include "models/mdl.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -67,6 +69,14 @@ static int is_file(const char *p)
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* a store entry: a file, or a symbolic link (models add) even if its
+ * target is gone, so that it can be listed and removed */
+static int is_entry(const char *p)
+{
+    struct stat st;
+    return lstat(p, &st) == 0 && (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode));
+}
+
 int mdl_resolve(const char *arg, char *buf, size_t size)
 {
     char home[4096];
@@ -97,6 +107,25 @@ bool mdl_name_valid(const char *name)
     return true;
 }
 
+/* NAME from a file name: the basename without .gguf, made valid */
+void name_from_file(const char *file, char *name, size_t size)
+{
+    const char *b = strrchr(file, '/');
+    b = b ? b + 1 : file;
+    size_t n = strcspn(b, "?#");
+    if (n >= 5 && !strncasecmp(b + n - 5, ".gguf", 5))
+        n -= 5;
+    if (n >= size)
+        n = size - 1;
+    for (size_t i = 0; i < n; i++) {
+        char ch = b[i];
+        name[i] = (isalnum((unsigned char)ch) || strchr("._:+-", ch)) ? ch : '-';
+    }
+    name[n] = 0;
+    while (name[0] == '.' || name[0] == '-')
+        memmove(name, name + 1, strlen(name));
+}
+
 /* $KVCHAT_HOME/models/NAME + suffix */
 static int store_file(const char *name, const char *suffix, char *buf, size_t size)
 {
@@ -121,7 +150,12 @@ static void fill_entry(struct mdl_entry *e)
     e->n_params = -1;
     e->pulled = -1;
     struct llm_gguf *g;
-    if (llm_gguf_open(e->path, &g, err, sizeof err) == 0) {
+    char target[4096];
+    ssize_t tl;
+    if (!is_file(e->path) && (tl = readlink(e->path, target, sizeof target - 1)) > 0) {
+        target[tl] = 0;
+        snprintf(e->error, sizeof e->error, "a link to '%.200s', which is gone", target);
+    } else if (llm_gguf_open(e->path, &g, err, sizeof err) == 0) {
         struct llm_model_meta m;
         if (llm_model_meta_read(g, &m, err, sizeof err) == 0) {
             snprintf(e->arch, sizeof e->arch, "%s", m.arch);
@@ -152,7 +186,19 @@ static int cmp_entry(const void *a, const void *b)
     return strcmp(((const struct mdl_entry *)a)->name, ((const struct mdl_entry *)b)->name);
 }
 
+static int list_store(struct mdl_entry **out, size_t *n, bool headers, char *err, size_t err_size);
+
 int mdl_list(struct mdl_entry **out, size_t *n, char *err, size_t err_size)
+{
+    return list_store(out, n, true, err, err_size);
+}
+
+int mdl_list_names(struct mdl_entry **out, size_t *n, char *err, size_t err_size)
+{
+    return list_store(out, n, false, err, err_size);
+}
+
+static int list_store(struct mdl_entry **out, size_t *n, bool headers, char *err, size_t err_size)
 {
     char home[4096], dir[4200];
     *out = NULL;
@@ -208,6 +254,9 @@ int mdl_list(struct mdl_entry **out, size_t *n, char *err, size_t err_size)
             (*n)--;
             continue;
         }
+        e->remote = remote;
+        if (!headers)
+            continue;
         if (remote)
             mdl_remote_fill_entry(e);
         else
@@ -231,7 +280,7 @@ int mdl_stat(const char *name, struct mdl_entry *e, char *err, size_t err_size)
         return MDL_ERR_FILE;
     }
     snprintf(e->name, sizeof e->name, "%s", name);
-    if (!is_file(e->path)) {
+    if (!is_entry(e->path)) {
         if (store_file(name, ".remote", e->path, sizeof e->path) == 0 && is_file(e->path)) {
             mdl_remote_fill_entry(e);
             return 0;
@@ -271,7 +320,7 @@ int mdl_rm(const char *name, bool force, mdl_in_use_fn in_use, void *ctx, char *
     }
     store_file(name, ".meta", meta, sizeof meta);
     store_file(name, ".part.meta", partmeta, sizeof partmeta);
-    if (e.path[0] && is_file(e.path) && unlink(e.path)) {
+    if (e.path[0] && is_entry(e.path) && unlink(e.path)) {
         snprintf(err, err_size, "cannot remove '%s': %s", e.path, strerror(errno));
         return MDL_ERR_FILE;
     }

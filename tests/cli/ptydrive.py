@@ -18,6 +18,10 @@ script has read. Output is compared with escape sequences removed and
                        any notes) in D/NAME
   capture NAME RE      expect RE and save its group 1 in D/NAME
   signal SIG           send a signal (INT, TERM, HUP) to the program
+  resize COLS          make the terminal COLS columns wide (the program gets
+                       SIGWINCH from the kernel, as from a terminal window)
+  mark NAME            save in D/NAME how many characters of output (as
+                       compared) have come so far
   sleep S              wait S seconds
   exit CODE            wait for the program to end; its exit status must be CODE
 
@@ -154,6 +158,13 @@ def main():
             m = expect(re.compile(rx))
             with open(os.path.join(outdir, name), "w") as f:
                 f.write(m.group(1))
+        elif cmd == "resize":
+            fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, int(rest), 0, 0))
+        elif cmd == "mark":
+            while select.select([fd], [], [], 0)[0] and pump(0):
+                pass
+            with open(os.path.join(outdir, rest.strip()), "w") as f:
+                f.write("%d\n" % len(text()))
         elif cmd == "signal":
             os.kill(pid, getattr(signal, "SIG" + rest.strip()))
         elif cmd == "sleep":

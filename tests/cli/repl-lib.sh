@@ -11,14 +11,19 @@ M="$T/m.gguf"
 K="$KVCHAT -m $M -t 1"
 n_drive=0
 
-# drive NAME ARGS... < SCRIPT: kvchat ARGS on a pty; answers of `say` go to
-# $T/NAME.<name>, the transcript to $T/NAME.log, the raw bytes to $T/NAME.raw
+# drive NAME [--cols N] ARGS... < SCRIPT: kvchat ARGS on a pty (N columns
+# wide, default 200); answers of `say` go to $T/NAME/<name>, the transcript
+# to $T/NAME.log, the raw bytes to $T/NAME.raw
 drive() {
-    name=$1
+    name=$1 cols=200
     shift
+    if [ "$1" = --cols ]; then
+        cols=$2
+        shift 2
+    fi
     n_drive=$((n_drive + 1))
     mkdir -p "$T/$name"
-    if python3 "$TOP/tests/cli/ptydrive.py" --timeout 120 --dir "$T/$name" --log "$T/$name.log" \
+    if python3 "$TOP/tests/cli/ptydrive.py" --timeout 120 --cols "$cols" --dir "$T/$name" --log "$T/$name.log" \
         --raw "$T/$name.raw" -- "$@" >"$T/$name.drv" 2>&1; then
         ok "$name: the session went as scripted"
     else

@@ -19,7 +19,7 @@ run "$KVCHAT" --frobnicate
 expect_rc 1; expect_out_empty; expect_err "kvchat: unknown option '--frobnicate'"
 
 run "$KVCHAT" models --help
-expect_rc 0; expect_out 'usage: kvchat models list'; expect_out 'kvchat models pull'
+expect_rc 0; expect_out 'usage: kvchat models \[list\]'; expect_out 'kvchat models pull'; expect_out 'kvchat models add'
 
 run "$KVCHAT" models info --help
 expect_rc 0; expect_out 'kvchat models info \[--json\]'

@@ -10,6 +10,9 @@ nblk() { find "$H/kv" -name '*.kvblk' | wc -l; }
 
 run "$KVCHAT" sessions list
 expect_rc 0; expect_out_empty; expect_err 'no sessions yet'
+run "$KVCHAT" sessions list --json
+expect_rc 0
+[ "$(cat "$T/out")" = "[]" ] && ok "no sessions: an empty JSON array" || not_ok "empty list as JSON: $(cat "$T/out")"
 
 # a system prompt of 150 tokens fills two blocks; each exchange is 47 tokens
 sys=$(printf 'You are terse. %.0s' 1 2 3 4 5 6 7 8 9 10)
@@ -28,6 +31,21 @@ run "$KVCHAT" sessions list --json
 expect_rc 0
 [ "$(jq length "$T/out")" = 2 ] && ok "two sessions in JSON" || not_ok "json list"
 [ "$(jq -r '.[] | select(.name == "one") | .turns' "$T/out")" = 2 ] && ok "turns" || not_ok "turns"
+# `kvchat sessions` alone and `sessions ls` list too, with the same options
+run "$KVCHAT" sessions
+expect_rc 0; expect_out '^one  *test.gguf  *2  *108 '; expect_out '^two  *test.gguf  *1  *61 '
+run "$KVCHAT" sessions ls
+expect_rc 0; expect_out '^one  *test.gguf  *2  *108 '
+cp "$T/out" "$T/ls.out"
+run "$KVCHAT" sessions list
+cmp -s "$T/out" "$T/ls.out" && ok "sessions ls = sessions list" || not_ok "ls and list differ"
+run "$KVCHAT" sessions --json
+expect_rc 0
+[ "$(jq -r '[.[].name] | sort | join(" ")' "$T/out")" = "one two" ] && ok "sessions --json" || not_ok "sessions --json"
+run "$KVCHAT" sessions ls --json
+[ "$(jq length "$T/out")" = 2 ] && ok "sessions ls --json" || not_ok "sessions ls --json"
+run "$KVCHAT" sessions --bogus
+expect_rc 1; expect_err "unknown option '--bogus'"
 
 run "$KVCHAT" sessions show one
 expect_rc 0; expect_out '^system: You are terse.'; expect_out '^user: question 2 of one'
@@ -104,6 +122,6 @@ expect_rc 1; expect_err "unknown subcommand 'frob'"
 run "$KVCHAT" sessions show
 expect_rc 1; expect_err 'wrong number of arguments'
 run "$KVCHAT" sessions --help
-expect_rc 0; expect_out 'usage: kvchat sessions list'
+expect_rc 0; expect_out 'usage: kvchat sessions \[list\]'
 
 finish

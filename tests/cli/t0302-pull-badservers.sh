@@ -3,7 +3,8 @@
 # a connection dropped mid-body (kept .part, exit 4; with a retry it resumes
 # with Range and completes), a truncated chunked body, a proper chunked body
 # with extensions and a trailer, a stalled server (read timeout), a
-# malformed status line, and HTTPS_PROXY through a CONNECT proxy.
+# malformed status line, and HTTPS_PROXY through a CONNECT proxy; a pull that
+# received nothing (no network, a stall, garbage) leaves no empty .part.
 . "$TOP/tests/cli/lib.sh"
 . "$TOP/tests/cli/tls-lib.sh"
 
@@ -40,9 +41,27 @@ grep -q "^/drop-once/model.gguf range=bytes=[1-9][0-9]*- " "$LOG" && ok "the ret
 
 run "$KVCHAT" models pull --retries 0 --timeout 1 "$U/stall/model.gguf" --name stalled
 expect_rc 4; expect_err "timed out"
+[ ! -e "$M/stalled.part" ] && [ ! -e "$M/stalled.part.meta" ] && ok "a stall that sent no bytes leaves no .part" ||
+    not_ok "an empty .part after a stall: $(ls -la "$M")"
 
 run "$KVCHAT" models pull --retries 0 "$U/garbage/model.gguf" --name garbage
 expect_rc 4; expect_err "malformed HTTP status line"
+[ ! -e "$M/garbage.part" ] && ok "garbage leaves no .part" || not_ok "a .part after garbage"
+
+# no network: an alias from a hub nobody answers (a closed port), with and
+# without retries; nothing is left behind, and a .part with bytes survives
+CLOSED=$(free_port)
+KVCHAT_HF_ENDPOINT="https://127.0.0.1:$CLOSED" run "$KVCHAT" models pull --retries 0 qwen2.5:0.5b
+expect_rc 4
+[ ! -e "$M/qwen2.5:0.5b.part" ] && [ ! -e "$M/qwen2.5:0.5b.part.meta" ] && ok "no network: no empty .part" ||
+    not_ok "no network left: $(ls "$M")"
+KVCHAT_HF_ENDPOINT="https://127.0.0.1:$CLOSED" run "$KVCHAT" models pull --retries 1 qwen2.5:0.5b
+expect_rc 4; expect_err "retrying in 1 s"
+[ ! -e "$M/qwen2.5:0.5b.part" ] && ok "no network, after a retry: no empty .part" || not_ok "an empty .part after retries"
+size0=$(stat -c %s "$M/dropped.part")
+HTTPS_PROXY="http://127.0.0.1:$CLOSED" run "$KVCHAT" models pull --retries 0 "$U/drop/model.gguf" --name dropped
+expect_rc 4
+[ "$(stat -c %s "$M/dropped.part")" = "$size0" ] && ok "a failed pull keeps the bytes an earlier one received" || not_ok "the earlier bytes are gone"
 
 # through a CONNECT proxy
 HTTPS_PROXY=http://127.0.0.1:$PP run "$KVCHAT" models pull --sha256 "$SHA" "$U/chunked/model.gguf" --name proxied

@@ -28,8 +28,26 @@ expect_out '^  tiny .*F32 *llama'
 expect_out '^  broken .*unreadable'
 run "$KVCHAT" models list --json
 expect_rc 0
-[ "$(wc -l <"$T/out")" = 3 ] && ok "one JSON line per model" || not_ok "wanted 3 JSON lines"
-expect_out '"name": "tiny", "size": [0-9]*, "quant": "F32", "arch": "llama", "n_params": [0-9]*, "path": ".*/tiny.gguf", "pulled": null, "source": null, "sha256": null, "default": false, "remote": false}'
+[ "$(jq length "$T/out")" = 3 ] && ok "one JSON array of 3 models" || not_ok "wanted a JSON array of 3"
+[ "$(jq -r '[.[].name] | join(" ")' "$T/out")" = "broken other tiny" ] && ok "sorted by name" || not_ok "names: $(cat "$T/out")"
+expect_out '"name": "tiny", "remote": false, "size": [0-9]*, "quant": "F32", "arch": "llama", "n_params": [0-9]*, "path": ".*/tiny.gguf", "pulled": null, "source": null, "sha256": null, "url": null, "remote_model": null, "api_key_env": null, "default": false, "error": null}'
+# `kvchat models` alone and `models ls` list too
+cp "$T/out" "$T/list.json"
+run "$KVCHAT" models --json
+cmp -s "$T/out" "$T/list.json" && ok "models --json = models list --json" || not_ok "models --json differs"
+run "$KVCHAT" models list
+cp "$T/out" "$T/list.txt"
+run "$KVCHAT" models
+expect_rc 0; cmp -s "$T/out" "$T/list.txt" && ok "models = models list" || not_ok "models alone differs"
+run "$KVCHAT" models ls
+expect_rc 0; cmp -s "$T/out" "$T/list.txt" && ok "models ls = models list" || not_ok "models ls differs"
+# aliases as JSON: an array with every alias the table prints
+run "$KVCHAT" models aliases --json
+expect_rc 0
+n_alias=$("$KVCHAT" models aliases | wc -l)
+[ "$(jq length "$T/out")" = "$n_alias" ] && ok "aliases --json: $n_alias" || not_ok "aliases --json: $(cat "$T/out")"
+[ "$(jq -r '.[] | select(.name == "qwen2.5:0.5b") | .ref' "$T/out")" = "hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_k_m.gguf" ] &&
+    ok "aliases --json: the ref" || not_ok "aliases --json: no ref"
 
 # models on the store with no default: say how to pick one
 run "$KVCHAT" </dev/null

@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0010: what `kvchat run` promises a script - SIGTERM (as `timeout` sends)
+# t0013: what `kvchat run` promises a script - SIGTERM (as `timeout` sends)
 # and SIGHUP end the answer as SIGINT does: the partial answer printed
 # (the JSON object with --json, stop_reason "interrupted"), kept in the
 # session, exit 130; the plain answer ends with a newline; --system on an
