@@ -80,7 +80,7 @@ static const struct comp_cmd comp_table[] = {
     {"template", NULL, false, "-h,--help -m,--model=MODEL --template=TEMPLATE --template-file=FILE --list", 0,
      0, 0},
     {"eval", NULL, false,
-     "-h,--help -m,--model=MODEL -p,--prompt= --logits-out=FILE --token-by-token -t,--threads= "
+     "-h,--help -m,--model=MODEL -p,--prompt= --logits-out=FILE --split= --token-by-token -t,--threads= "
      "-c,--ctx-size= --kv-type=f16|f32 -v,--verbose",
      0, 0, 0},
     {"generate", NULL, false,

@@ -100,9 +100,10 @@ static int bind_weight(struct binder *b, const char *name, int64_t n_in, int64_t
 /* a view on rows [row0, row0 + n_out) of the fused weight *w */
 static void weight_rows(const struct llm_weight *w, int64_t row0, int64_t n_out, struct llm_weight *out)
 {
-    *out = *w;
-    out->data = w->data + (size_t)row0 * w->row_bytes;
-    out->n_out = n_out;
+    *out = *w; /* bound as rows: packing (if any) comes after binding */
+    out->rows = w->rows + (size_t)row0 * w->m.row_bytes;
+    out->m.data = out->rows;
+    out->m.n_out = n_out;
 }
 
 static const struct {

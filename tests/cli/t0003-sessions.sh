@@ -33,9 +33,9 @@ expect_rc 0
 [ "$(jq -r '.[] | select(.name == "one") | .turns' "$T/out")" = 2 ] && ok "turns" || not_ok "turns"
 # `kvchat sessions` alone and `sessions ls` list too, with the same options
 run "$KVCHAT" sessions
-expect_rc 0; expect_out '^one  *test.gguf  *2  *108 '; expect_out '^two  *test.gguf  *1  *61 '
+expect_rc 0; expect_out '^one  *test.gguf  *2  *244 '; expect_out '^two  *test.gguf  *1  *197 '
 run "$KVCHAT" sessions ls
-expect_rc 0; expect_out '^one  *test.gguf  *2  *108 '
+expect_rc 0; expect_out '^one  *test.gguf  *2  *244 '
 cp "$T/out" "$T/ls.out"
 run "$KVCHAT" sessions list
 cmp -s "$T/out" "$T/ls.out" && ok "sessions ls = sessions list" || not_ok "ls and list differ"
