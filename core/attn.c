@@ -1,6 +1,7 @@
 /*
- * attn.c - the attention kernels of decode, and softmax: one query token
- * against the KV cache, read in place.
+ * attn.c - the attention kernels, and softmax: query tokens against the KV
+ * cache, read in place, each token computed exactly as alone (attn.h), so
+ * prefill and decode give the same bits.
  *
  * Why a kernel of its own: at depth the KV cache, not the weights, is what
  * decode reads most per layer, and the obvious loop (one function-call dot

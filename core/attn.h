@@ -1,6 +1,6 @@
 /*
- * attn.h - (internal to core/ and its tests) decode attention over the KV
- * cache and a vectorised softmax; the kernels are chosen by cpuid, as the
+ * attn.h - (internal to core/ and its tests) attention of one or more
+ * query tokens over the KV cache and a vectorised softmax; the kernels are chosen by cpuid, as the
  * quant kernels are (KVCHAT_CPU caps them the same way).
  */
 #ifndef KVCHAT_CORE_ATTN_H
