@@ -154,7 +154,7 @@ run "$KVCHAT" run -m cut --json "hi"
 expect_rc 4
 [ "$(jq -c '{answer, stop_reason}' "$T/out")" = '{"answer":"partial","stop_reason":"cut"}' ] && ok "--json: the partial answer, stop_reason cut" ||
     not_ok "json: $(cat "$T/out")"
-expect_out '"error": "the connection closed before the end of the answer"'
+expect_out "\"error\": \"remote model 'cut': the answer was cut off after 7 bytes: the connection closed before the end of the answer\""
 add cutchunked cutchunked
 run "$KVCHAT" run -m cutchunked "hi"
 expect_rc 4; expect_out "^par\$"; expect_err "cut off after 3 bytes: connection closed inside a chunked body"
