@@ -1410,7 +1410,7 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
     sess_messages_free(msgs, n);
     if (rc == SESS_OK && c->remote && memcmp(info.fingerprint, fingerprint(c), 32))
         snprintf(rs->first_problem, sizeof rs->first_problem,
-                 "note: session '%s' was saved with another model ('%s'): its next answers come from '%s'",
+                 "session '%s' was saved with another model ('%s'): its next answers come from '%s'",
                  name, info.model_path ? info.model_path : "?", c->model_path);
     else if (rc == SESS_OK && memcmp(info.fingerprint, fingerprint(c), 32) && !c->p.no_cache)
         snprintf(rs->first_problem, sizeof rs->first_problem,
