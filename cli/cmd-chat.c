@@ -350,6 +350,19 @@ static int make_room(struct chat *ch, const char *text)
     return rc;
 }
 
+/* a turn that gave no answer: said, and (piped) the exit status */
+static void turn_failed(struct chat *ch, int rc)
+{
+    if (rc == SESS_OK)
+        return;
+    if (rc != SESS_ERR_INTERRUPTED) {
+        ch->refused = true;
+        if (rc == SESS_ERR_REMOTE) /* no answer came: the conversation is as it was */
+            ch->refused_code = cmd_remote_exit(ch->l.remote);
+    }
+    chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
+}
+
 static void say(struct chat *ch, const char *text)
 {
     struct sess_turn_stats ts;
@@ -367,12 +380,7 @@ static void say(struct chat *ch, const char *text)
         return;
     }
     turn_done(ch, rc, &ts);
-    if (rc != SESS_OK) {
-        ch->refused = true;
-        if (rc == SESS_ERR_REMOTE) /* no answer came: the conversation is as it was */
-            ch->refused_code = cmd_remote_exit(ch->l.remote);
-        chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
-    }
+    turn_failed(ch, rc);
 }
 
 /* ==== conversations ==== */
@@ -704,8 +712,7 @@ static int slash_retry(struct chat *ch, char *arg)
     int rc = sess_conv_retry(ch->conv, on_text, ch, &g_interrupt, &ts);
     answer_end(ch);
     turn_done(ch, rc, &ts);
-    if (rc != SESS_OK)
-        chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
+    turn_failed(ch, rc);
     return 0;
 }
 
