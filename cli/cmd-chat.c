@@ -49,7 +49,8 @@ static const char chat_usage[] =
     "  The interactive chat. With SESSION, the chat is saved under that name\n"
     "  after every exchange and resumes from its KV snapshots next time (it is\n"
     "  created if new); without, it is discarded at exit unless you /save it.\n"
-    "  MODEL is a file path or a store name; the default comes from\n"
+    "  MODEL is a file path or a store name (a remote model too: its server\n"
+    "  answers, the session is kept here); the default comes from\n"
     "  KVCHAT_MODEL or 'model = NAME' in the config file.\n"
     "\n" CMD_OPTS_HELP
     "\n"
@@ -70,7 +71,8 @@ static const char chat_usage[] =
     "\n"
     "Exit status: 0 ok, 1 usage error, 2 model error (with stdin not a terminal:\n"
     "also when a message was refused), 3 session error (e.g. the session is open\n"
-    "in another kvchat), 130 ended by a signal.\n";
+    "in another kvchat), 4 a remote model's network error (stdin not a terminal),\n"
+    "130 ended by a signal.\n";
 
 /* ==== signals ==== */
 

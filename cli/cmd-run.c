@@ -5,7 +5,9 @@
  * diagnostics go to stderr. The KV cache of any prompt computed before (by
  * any command) is read back from the block store instead of computed; with
  * -s NAME the turn is appended to a named session. -f FILE sends a text
- * file instead of stdin. On a terminal the answer is word-wrapped.
+ * file instead of stdin. On a terminal the answer is word-wrapped. A
+ * remote model is the same conversation with a remote engine
+ * (cli/cmd-remote.c): no KV blocks, the server's figures in --json.
  */
 #include "cli/cmd.h"
 #include "cli/repl.h"
@@ -53,8 +55,10 @@ static const char run_usage[] =
     "The prompt (stdin and PROMPT) may hold at most " CMD_INPUT_MAX_TEXT ".\n"
     "\n"
     "MODEL may be a remote model ('kvchat models add-remote'): the turn then goes to\n"
-    "its server (no -s yet); --temp, --top-p, --presence-penalty, --seed and -n are\n"
-    "sent, and cached_tokens is what the server took from its prefix cache.\n"
+    "its server (with -s, after the session's messages); --temp, --top-p,\n"
+    "--presence-penalty, --seed, -n and --stop are sent, cached_tokens is what the\n"
+    "server took from its prefix cache, and --json adds remote, url, server_model,\n"
+    "attempts (and error for a cut answer, kept in the session marked as cut).\n"
     "\n"
     "Exit status: 0 ok, 1 usage, 2 model or file error (for a remote model also a\n"
     "refused key, an unknown model or a rejected request), 3 session error,\n"
