@@ -77,6 +77,7 @@ struct sess_conv {
     struct sess_lock *lock;
     /* a remote engine (p.remote): no ctx, kv, smp, tokens */
     bool remote;
+    bool retokenized;        /* the session's messages got their ids here: save them all */
     uint8_t remote_fp[32];
     int64_t remote_model_id; /* its models row (-1: no store) */
     char err[1024];
@@ -530,6 +531,8 @@ static int persist(struct sess_conv *c, int64_t from, struct sess_turn_stats *ts
 {
     if (c->p.no_cache) /* --no-cache: nothing is written; a session is only read */
         return SESS_OK;
+    if (attached(c) && c->retokenized) /* the ids made when it was loaded, saved with the turn */
+        from = 0;
     if (attached(c)) {
         int64_t n = c->n_msgs - from;
         struct sess_msg_rec *r = malloc((size_t)(n > 0 ? n : 1) * sizeof *r);
@@ -553,6 +556,7 @@ static int persist(struct sess_conv *c, int64_t from, struct sess_turn_stats *ts
         free(r);
         if (rc)
             return cfail(c, "cannot save the conversation: %s", sess_errmsg(c->st));
+        c->retokenized = false;
     }
     if (c->n_kv == c->n_tokens)
         save_blocks(c, ts);
@@ -1189,7 +1193,8 @@ int sess_conv_clear(struct sess_conv *c)
     return persist(c, keep, NULL);
 }
 /* recompute the tokens of messages [from, n_msgs) from their text (answers
- * keep their generated tokens), after the cache was cut at msgs[from] */
+ * keep their generated tokens; one with none, a remote model's, gets its
+ * text's), after the cache was cut at msgs[from] */
 static int retokenize_from(struct sess_conv *c, int64_t from)
 {
     int64_t nm = c->n_msgs;
@@ -1199,11 +1204,17 @@ static int retokenize_from(struct sess_conv *c, int64_t from)
         int32_t *toks = NULL;
         int64_t n = 0;
         int rc;
-        if (m.role == SESS_ROLE_ASSISTANT) {
+        if (m.role == SESS_ROLE_ASSISTANT && (m.n_tokens > 0 || !m.text[0])) {
             toks = m.tokens;
             n = m.n_tokens;
             m.tokens = NULL;
             rc = SESS_OK;
+        } else if (m.role == SESS_ROLE_ASSISTANT) { /* not generated here (a remote model's): its text */
+            struct llm_tokenize_params tp = llm_tokenize_default_params();
+            tp.add_special = false;
+            tp.parse_special = false;
+            int64_t cap = 0;
+            rc = tokenize_into(c, m.text, strlen(m.text), &tp, &toks, &n, &cap);
         } else if (m.role == SESS_ROLE_USER) {
             rc = user_tokens(c, m.text, &toks, &n);
         } else {
@@ -1341,6 +1352,7 @@ static int load_messages(struct sess_conv *c, const struct sess_message *msgs, i
     c->msgs = tmp.msgs;
     c->n_msgs = tmp.n_msgs;
     c->cap_msgs = tmp.cap_msgs;
+    c->retokenized = !all_tokens && !c->remote;
     rc = c->remote ? SESS_OK : replace_tokens(c, tmp.tokens, tmp.n_tokens);
     free(tmp.tokens);
     free(c->system);
