@@ -14,15 +14,6 @@
 . "$TOP/tests/cli/tls-lib.sh"
 . "$TOP/tests/cli/remote-lib.sh"
 
-# add NAME MODE [options]: a remote model for the fixture's mode
-add() {
-    n=$1 m=$2
-    shift 2
-    "$KVCHAT" models add-remote --force "$n" "http://127.0.0.1:$P/v1" --model "$m" "$@" 2>/dev/null ||
-        not_ok "cannot add $n"
-}
-# last_body: the last request's body, as JSON
-last_body() { tail -n 1 "$T/srv.log" | jq -c .body; }
 
 start_fixture srv
 P=$PORT

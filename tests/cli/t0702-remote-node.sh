@@ -48,6 +48,23 @@ if [ -n "$missing" ]; then
 fi
 echo "node: $NODE ($("$NODE" --version))"
 
+# reuse_grows FILE CHECK: five turns in FILE (JSON lines), each passing
+# CHECK (a Python expression on x), each prompt holding the one before,
+# its 12-token answer and a new message, and the server reusing at least
+# the prompt before
+reuse_grows() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+t = [json.loads(l) for l in open(sys.argv[1])]
+ok = len(t) == 5 and all(eval(sys.argv[2], {"x": x}) for x in t)
+for a, b in zip(t, t[1:]):
+    ok = ok and b["prompt_tokens"] > a["prompt_tokens"] + 12
+    ok = ok and a["cached_tokens"] < b["cached_tokens"] < b["prompt_tokens"]
+    ok = ok and b["cached_tokens"] >= a["prompt_tokens"]
+sys.exit(0 if ok else 1)
+PY
+}
+
 "$NODE" "$NODE_DIR/server.mjs" --model "$MODEL" --port-file "$T/node.port" --log "$T/node.log" \
     --threads 1 2>"$T/node.err" &
 PIDS="$PIDS $!"
@@ -99,17 +116,8 @@ rc=$?
 [ "$rc" = 0 ] && ok "five turns answered" || { not_ok "remote-chat exit $rc"; cat "$T/turns" "$T/turns.err"; }
 [ "$(wc -l <"$T/turns")" = 5 ] && ok "one line per turn" || not_ok "$(wc -l <"$T/turns") lines"
 jq -c '{turn, prompt_tokens, cached_tokens}' "$T/turns"
-python3 - "$T/turns" <<'PY' && ok "cached_tokens grows: each turn reuses at least the whole prompt of the turn before" || not_ok "reuse does not grow with the history"
-import json, sys
-t = [json.loads(l) for l in open(sys.argv[1])]
-ok = all(x["status"] == 0 and x["stop_reason"] == "length" and x["completion_tokens"] == 12 for x in t)
-for a, b in zip(t, t[1:]):
-    # the next prompt holds all of this one, then the answer and a new message
-    ok = ok and b["prompt_tokens"] > a["prompt_tokens"] + 12
-    ok = ok and a["cached_tokens"] < b["cached_tokens"] < b["prompt_tokens"]
-    ok = ok and b["cached_tokens"] >= a["prompt_tokens"]
-sys.exit(0 if ok else 1)
-PY
+reuse_grows "$T/turns" 'x["status"] == 0 and x["stop_reason"] == "length" and x["completion_tokens"] == 12' &&
+    ok "cached_tokens grows: each turn reuses at least the whole prompt of the turn before" || not_ok "reuse does not grow with the history"
 # the roles the server got, turn by turn: the history in order
 [ "$(tail -n 5 "$T/node.log" | jq -c .roles | tail -n 1)" = '["system","user","assistant","user","assistant","user","assistant","user","assistant","user"]' ] &&
     ok "turn 5 sent the whole history in order" || not_ok "roles: $(tail -n 1 "$T/node.log")"
@@ -148,16 +156,8 @@ for q in "What is a keel?" "And a rudder?" "Which is older?" "Tell me more." "Th
 done
 [ "$(wc -l <"$T/sturns")" = 5 ] && ok "five run -s turns, one JSON line each" || { not_ok "$(cat "$T/sturns" "$T/sturns.err")"; }
 jq -c '{session, prompt_tokens, cached_tokens}' "$T/sturns"
-python3 - "$T/sturns" <<'PY' && ok "run -s: the session grows and so does the server's reuse (cached_tokens)" || not_ok "reuse does not grow across processes"
-import json, sys
-t = [json.loads(l) for l in open(sys.argv[1])]
-ok = all(x["session"] == "boats" and x["remote"] and x["generated_tokens"] == 12 for x in t)
-for a, b in zip(t, t[1:]):
-    ok = ok and b["prompt_tokens"] > a["prompt_tokens"] + 12
-    ok = ok and a["cached_tokens"] < b["cached_tokens"] < b["prompt_tokens"]
-    ok = ok and b["cached_tokens"] >= a["prompt_tokens"]
-sys.exit(0 if ok else 1)
-PY
+reuse_grows "$T/sturns" 'x["session"] == "boats" and x["remote"] and x["generated_tokens"] == 12' &&
+    ok "run -s: the session grows and so does the server's reuse (cached_tokens)" || not_ok "reuse does not grow across processes"
 [ "$(tail -n 1 "$T/node.log" | jq -c '[.roles, .stream]')" = '[["system","user","assistant","user","assistant","user","assistant","user","assistant","user"],true]' ] &&
     ok "turn 5 streamed, with the whole history from the session in order" || not_ok "log: $(tail -n 1 "$T/node.log")"
 # the same greedy conversation as through mdl_remote_chat above: the same answers

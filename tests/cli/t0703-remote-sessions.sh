@@ -14,13 +14,21 @@
 . "$TOP/tests/cli/tls-lib.sh"
 . "$TOP/tests/cli/remote-lib.sh"
 
-add() {
-    n=$1 m=$2
-    shift 2
-    "$KVCHAT" models add-remote --force "$n" "http://127.0.0.1:$P/v1" --model "$m" "$@" 2>/dev/null ||
-        not_ok "cannot add $n"
+# interrupt_run MODEL PROMPT SECONDS [options]: `run -s trip` in the background,
+# SIGINT SECONDS after the fixture got the request; its status in $rc,
+# stdout and stderr in $T/int.out and $T/int.err
+interrupt_run() {
+    m=$1 q=$2 after=$3
+    shift 3
+    "$KVCHAT" run -s trip -m "$m" "$@" "$q" >"$T/int.out" 2>"$T/int.err" &
+    pid=$!
+    i=0
+    while ! grep -q "\"$q\"" "$T/srv.log" && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+    sleep "$after"
+    kill -INT $pid
+    wait $pid
+    rc=$?
 }
-last_body() { tail -n 1 "$T/srv.log" | jq -c .body; }
 # n_msgs SESSION: how many messages it holds
 n_msgs() { "$KVCHAT" sessions show "$1" --json | jq '.messages | length'; }
 # unchanged SESSION N WHAT: the session still holds N messages
@@ -113,33 +121,19 @@ expect_rc 0
 
 # ---- Ctrl-C: the partial answer kept (exit 130); before any text, nothing ----
 add long long
-"$KVCHAT" run -s trip -m long --json "a long one" >"$T/long.out" 2>"$T/long.err" &
-pid=$!
-i=0
-while ! grep -q '"a long one"' "$T/srv.log" && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
-sleep 0.5
-kill -INT $pid
-wait $pid
-rc=$?
-[ "$rc" = 130 ] && ok "Ctrl-C: exit 130" || not_ok "exit $rc: $(cat "$T/long.err")"
-[ "$(jq -r .stop_reason "$T/long.out")" = interrupted ] && ok "--json printed, stop_reason interrupted" || not_ok "json: $(cat "$T/long.out")"
-got=$(jq -r .answer "$T/long.out")
+interrupt_run long "a long one" 0.5 --json
+[ "$rc" = 130 ] && ok "Ctrl-C: exit 130" || not_ok "exit $rc: $(cat "$T/int.err")"
+[ "$(jq -r .stop_reason "$T/int.out")" = interrupted ] && ok "--json printed, stop_reason interrupted" || not_ok "json: $(cat "$T/int.out")"
+got=$(jq -r .answer "$T/int.out")
 case "$got" in tick*) ok "a partial answer: '$got'" ;; *) not_ok "answer '$got'" ;; esac
 run "$KVCHAT" sessions show trip --json
 [ "$(jq -c '.messages[-1] | {content, stop_reason}' "$T/out")" = "$(jq -nc --arg a "$got" '{content: $a, stop_reason: "interrupted"}')" ] &&
     ok "the partial answer is in the session, marked interrupted" || not_ok "$(jq -c '.messages[-1]' "$T/out")"
 n_before=$(n_msgs trip)
 add stall2 stallfirst
-"$KVCHAT" run -s trip -m stall2 "never answered" >"$T/st.out" 2>"$T/st.err" &
-pid=$!
-i=0
-while ! grep -q '"never answered"' "$T/srv.log" && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
-sleep 0.2
-kill -INT $pid
-wait $pid
-rc=$?
+interrupt_run stall2 "never answered" 0.2
 [ "$rc" = 130 ] && ok "Ctrl-C before any text: exit 130" || not_ok "exit $rc"
-grep -q "interrupted before the answer began: the message was not sent" "$T/st.err" && ok "said so" || not_ok "$(cat "$T/st.err")"
+grep -q "interrupted before the answer began: the message was not sent" "$T/int.err" && ok "said so" || not_ok "$(cat "$T/int.err")"
 unchanged trip "$n_before" "Ctrl-C before any text"
 
 # ---- the chat: /undo, /retry, /stats, and a failed /retry ----
