@@ -884,6 +884,7 @@ static int slash_set(struct chat *ch, char *arg)
     ch->o.sampling = next.sampling;
     ch->o.n_predict = next.n_predict;
     ch->o.seed_set = next.seed_set;
+    ch->o.given = next.given; /* what a remote model's server is sent */
     sess_conv_set_sampling(ch->conv, ch->o.sampling);
     sess_conv_set_n_predict(ch->conv, ch->o.n_predict);
     show_settings(ch);
@@ -920,7 +921,11 @@ static int slash_show(struct chat *ch, char *arg)
                                     "cache reuses what it has seen)",
                  sess_conv_n_exchanges(ch->conv), cmd_s(sess_conv_n_exchanges(ch->conv)));
         print_fit(ch, C_RESET, line);
-        show_settings(ch);
+        struct sess_conv_params cp = sess_conv_get_params(ch->conv);
+        char sent[1024];
+        cmd_remote_sent(ch->l.remote, &cp, sent, sizeof sent);
+        snprintf(line, sizeof line, "sent       %s", sent);
+        print_fit(ch, C_RESET, line);
         return 0;
     }
     const struct llm_model_meta *m = llm_model_get_meta(ch->l.model);

@@ -268,6 +268,50 @@ static int remote_text(void *ud, const char *text, size_t n)
     return rm->sanitize ? pass_sanitized(rm, text, n) : rm->on_text(rm->text_ud, text, n);
 }
 
+/* what the server is asked: the settings given on the command line, in
+ * the config file or by /set; the rest is the server's default */
+static struct mdl_chat_params chat_params(const struct cmd_remote *rm, const struct sess_conv_params *cp)
+{
+    uint64_t set = rm->o->given | rm->o->configured;
+    struct mdl_chat_params p = mdl_chat_default_params();
+    p.temp_set = set & (1ull << CMD_OPT_TEMP);
+    p.temp = cp->sampling.temp;
+    p.top_p_set = set & (1ull << CMD_OPT_TOP_P);
+    p.top_p = cp->sampling.top_p;
+    p.presence_penalty_set = set & (1ull << CMD_OPT_PRESENCE_PENALTY);
+    p.presence_penalty = cp->sampling.presence_penalty;
+    p.seed_set = rm->o->seed_set;
+    p.seed = cp->sampling.seed;
+    p.max_tokens = cp->n_predict;
+    while (cp->stop && cp->stop[p.n_stop])
+        p.n_stop++;
+    p.stop = cp->stop;
+    return p;
+}
+
+void cmd_remote_sent(const struct cmd_remote *rm, const struct sess_conv_params *cp, char *buf, size_t n)
+{
+    struct mdl_chat_params p = chat_params(rm, cp);
+    size_t k = 0;
+    buf[0] = 0;
+#define ADD(...) (k += k < n ? (size_t)snprintf(buf + k, n - k, __VA_ARGS__) : 0)
+    if (p.temp_set)
+        ADD("%stemperature %g", k ? ", " : "", p.temp);
+    if (p.top_p_set)
+        ADD("%stop_p %g", k ? ", " : "", p.top_p);
+    if (p.presence_penalty_set)
+        ADD("%spresence_penalty %g", k ? ", " : "", p.presence_penalty);
+    if (p.seed_set)
+        ADD("%sseed %" PRIu64, k ? ", " : "", p.seed);
+    if (p.max_tokens > 0)
+        ADD("%smax_tokens %" PRId32, k ? ", " : "", p.max_tokens);
+    for (size_t i = 0; i < p.n_stop; i++)
+        ADD("%s%s'%s'", k ? ", " : "", i ? "" : "stop ", p.stop[i]);
+    if (!k)
+        ADD("nothing: the server's defaults (--temp, --top-p, --presence-penalty, --seed, -n, --stop or /set send them)");
+#undef ADD
+}
+
 /* sess_remote.answer: one turn on the server */
 static int remote_answer(void *ud, const struct llm_chat_msg *msgs, size_t n, const struct sess_conv_params *cp,
                          sess_text_fn on_text, void *text_ud, volatile sig_atomic_t *interrupt,
@@ -286,24 +330,7 @@ static int remote_answer(void *ud, const struct llm_chat_msg *msgs, size_t n, co
                                                              : MDL_ROLE_ASSISTANT;
         mm[i] = (struct mdl_message){role, msgs[i].content, strlen(msgs[i].content)};
     }
-    /* what the server is asked: the settings given on the command line, in
-     * the config file or by /set; the rest is the server's default */
-    uint64_t set = rm->o->given | rm->o->configured;
-    struct mdl_chat_params p = mdl_chat_default_params();
-    p.temp_set = set & (1ull << CMD_OPT_TEMP);
-    p.temp = cp->sampling.temp;
-    p.top_p_set = set & (1ull << CMD_OPT_TOP_P);
-    p.top_p = cp->sampling.top_p;
-    p.presence_penalty_set = set & (1ull << CMD_OPT_PRESENCE_PENALTY);
-    p.presence_penalty = cp->sampling.presence_penalty;
-    p.seed_set = rm->o->seed_set;
-    p.seed = cp->sampling.seed;
-    p.max_tokens = cp->n_predict;
-    size_t n_stop = 0;
-    while (cp->stop && cp->stop[n_stop])
-        n_stop++;
-    p.stop = cp->stop;
-    p.n_stop = n_stop;
+    struct mdl_chat_params p = chat_params(rm, cp);
     p.cancel = interrupt;
     p.note = note;
     rm->on_text = on_text;

@@ -82,6 +82,9 @@ int cmd_remote_exit(const struct cmd_remote *rm);
 void cmd_remote_json(const struct cmd_remote *rm, FILE *f);
 void cmd_remote_describe(const struct cmd_remote *rm, const struct sess_turn_stats *ts, FILE *f);
 void cmd_remote_info(const struct cmd_remote *rm, char *buf, size_t n);
+struct sess_conv_params;
+/* the sampling fields a turn with parameters cp sends, in words (for /show) */
+void cmd_remote_sent(const struct cmd_remote *rm, const struct sess_conv_params *cp, char *buf, size_t n);
 
 /* is there a saved session called name? (for `kvchat NAME`) */
 bool cmd_chat_session_exists(const char *name);

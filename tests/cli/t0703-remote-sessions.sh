@@ -8,7 +8,8 @@
 # its message and exit code and leaves the session as it was; a cut answer
 # is kept, marked "cut" and sent as it is next time; Ctrl-C keeps the
 # partial answer (exit 130), before any text it keeps nothing; the chat's
-# /undo, /retry (a failed retry keeps the answer) and /stats; models rm
+# /undo, /retry (a failed retry keeps the answer), /stats, /set and /show
+# (what is sent); models rm
 # refuses a remote model a session uses.
 . "$TOP/tests/cli/lib.sh"
 . "$TOP/tests/cli/tls-lib.sh"
@@ -157,6 +158,13 @@ rc=$?
 expect_chat "the server failed (HTTP 500: the GPU caught fire)"
 [ "$("$KVCHAT" sessions show trip --json | jq -c '.messages[-1]')" = "$last" ] && [ "$(n_msgs trip)" = "$n_now" ] &&
     ok "a failed /retry keeps the answer it was to replace" || not_ok "the answer changed"
+
+# ---- /set reaches the request; /show says what is sent ----
+printf '/show\n/set temp 0.3\n/set parameter num_predict 9\n/show\nValença?\n' | "$KVCHAT" chat trip -m echo --stop END >"$T/chat.out" 2>"$T/chat.err"
+expect_chat "^sent  *stop 'END'\$"
+expect_chat "^sent  *temperature 0.3, max_tokens 9, stop 'END'\$"
+[ "$(last_body | jq -c '{temperature, max_tokens, stop, top_p}')" = '{"temperature":0.3,"max_tokens":9,"stop":["END"],"top_p":null}' ] &&
+    ok "/set temp and num_predict sent, with --stop; top_p not set, not sent" || not_ok "request was $(last_body)"
 
 # ---- the session's model is the remote entry ----
 run "$KVCHAT" models rm echo
