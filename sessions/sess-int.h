@@ -85,6 +85,7 @@ struct sess_msg_rec {
     int64_t n_tokens;
     const void *state;   /* an answer's sampler state after it, or NULL */
     size_t state_bytes;
+    const char *stop_reason; /* an answer's (sess_turn_stats' words), or NULL */
 };
 /*
  * In one transaction: the session's messages from seq `from` on become
