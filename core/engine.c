@@ -1076,6 +1076,10 @@ int64_t llm_ctx_n_past(const struct llm_ctx *c) { return c->n_past; }
 int64_t llm_ctx_n_ctx(const struct llm_ctx *c) { return c->n_ctx; }
 int llm_ctx_n_threads(const struct llm_ctx *c) { return c->n_threads; }
 uint32_t llm_ctx_kv_type(const struct llm_ctx *c) { return c->kv_type; }
+int llm_ctx_kv_variant(const struct llm_ctx *c)
+{
+    return c->rope_factors && c->rope_factors == c->m->rope_factors_long && !c->m->rope_freqs;
+}
 
 /* ==== the KV cache as rows ==== */
 

@@ -79,6 +79,21 @@ static int fingerprint_cached(struct sess_store *st, const char *path, const str
     return SESS_OK;
 }
 
+/* A context whose KV rows differ from another's on the same file (phi3's
+ * long RoPE factors, chosen by the context size) keys its blocks by the
+ * fingerprint hashed once more with what differs, so the two never share
+ * rows. */
+static int kv_variant(const struct llm_ctx *ctx, uint8_t fp[32])
+{
+    int v = llm_ctx_kv_variant(ctx);
+    if (!v)
+        return SESS_OK;
+    struct llm_sha256 *h = llm_sha256_init();
+    llm_sha256_update(h, "kvchat-kv-variant-long-rope", 27);
+    llm_sha256_update(h, fp, 32);
+    return llm_sha256_final(h, fp) == LLM_OK ? SESS_OK : SESS_ERR;
+}
+
 /* ==== life cycle ==== */
 
 int sess_kv_init(struct sess_store *st, const struct llm_model *m, struct llm_ctx *ctx, const char *model_path,
@@ -110,7 +125,8 @@ int sess_kv_init(struct sess_store *st, const struct llm_model *m, struct llm_ct
         return SESS_ERR;
     }
     if (st) {
-        if (fingerprint_cached(st, model_path, llm_model_gguf(m), kv->fp)) {
+        if (fingerprint_cached(st, model_path, llm_model_gguf(m), kv->fp) ||
+            kv_variant(ctx, kv->fp)) {
             snprintf(err, err_size, "cannot compute the model's fingerprint");
             sess_kv_free(kv);
             return SESS_ERR;

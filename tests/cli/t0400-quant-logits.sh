@@ -9,17 +9,6 @@
 . "$TOP/tests/cli/lib.sh"
 D=$TOP/tests/data/quant
 
-# rel_err A B: max|a-b| / range(b) of two f32 files of the same length
-rel_err() {
-    od -An -v -f -w4 "$1" >"$T/a.txt"
-    od -An -v -f -w4 "$2" >"$T/b.txt"
-    paste "$T/a.txt" "$T/b.txt" | awk '
-        NR == 1 { lo = $2; hi = $2 }
-        { d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d
-          if ($2 < lo) lo = $2; if ($2 > hi) hi = $2; n++ }
-        END { if (n == 0 || hi <= lo) print "nan"; else printf "%.3g\n", m / (hi - lo) }'
-}
-
 for t in Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K; do
     tol=2e-2
     case $t in Q2_K | Q3_K_M) tol=4e-2 ;; esac
