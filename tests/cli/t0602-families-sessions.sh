@@ -106,6 +106,7 @@ expect_rc 0
 [ "$(field cached_tokens)" = 0 ] && ok "phi3: blocks of the long factors not reused with the short" ||
     not_ok "phi3: -c 120 reused $(field cached_tokens) tokens of -c 4096"
 [ "$(field answer)" = "$want" ] && ok "phi3: -c 120 answers as --no-cache" || not_ok "phi3: -c 120 answer differs"
+expect_err "session 'rf' was saved with this model at another context size, which changes its RoPE"
 run sh -c "$R -s rf -c 120 'Once more' </dev/null"
 [ "$(field cached_tokens)" -gt 0 ] && ok "phi3: the short factors' own blocks are reused ($(field cached_tokens))" ||
     not_ok "phi3: -c 120 again reused nothing"
