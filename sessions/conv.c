@@ -1420,14 +1420,20 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
     }
     rc = load_messages(c, msgs, n);
     sess_messages_free(msgs, n);
-    if (rc == SESS_OK && c->remote && memcmp(info.fingerprint, fingerprint(c), 32))
+    if (rc == SESS_OK && c->remote && memcmp(info.fingerprint, fingerprint(c), 32)) {
         snprintf(rs->first_problem, sizeof rs->first_problem,
                  "session '%s' was saved with another model ('%s'): its next answers come from '%s'",
                  name, info.model_path ? info.model_path : "?", c->model_path);
-    else if (rc == SESS_OK && memcmp(info.fingerprint, fingerprint(c), 32) && !c->p.no_cache)
-        snprintf(rs->first_problem, sizeof rs->first_problem,
-                 "session '%s' was saved with another model ('%s'): its KV cache is computed again", name,
-                 info.model_path ? info.model_path : "?");
+    } else if (rc == SESS_OK && !c->remote && memcmp(info.fingerprint, fingerprint(c), 32) && !c->p.no_cache) {
+        if (!memcmp(info.fingerprint, sess_kv_fingerprint_other(c->kv), 32)) /* phi3's RoPE factors */
+            snprintf(rs->first_problem, sizeof rs->first_problem,
+                     "session '%s' was saved with this model at another context size, which changes its "
+                     "RoPE: its KV cache is computed again", name);
+        else
+            snprintf(rs->first_problem, sizeof rs->first_problem,
+                     "session '%s' was saved with another model ('%s'): its KV cache is computed again", name,
+                     info.model_path ? info.model_path : "?");
+    }
     sess_info_free(&info);
     if (rc) {
         sess_unlock(lock);

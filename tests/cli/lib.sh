@@ -34,6 +34,8 @@ rel_err() {
           if ($2 < lo) lo = $2; if ($2 > hi) hi = $2; n++ }
         END { if (n == 0 || hi <= lo) print "nan"; else printf "%.3g\n", m / (hi - lo) }'
 }
+# le A B: A <= B as numbers (neither "nan")
+le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "nan" && b != "nan" && a + 0 <= b + 0) }'; }
 
 finish() {
     echo "$n_ok passed, $n_fail failed"

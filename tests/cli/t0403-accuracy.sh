@@ -13,8 +13,6 @@
 . "$TOP/tests/cli/lib.sh"
 D=$TOP/tests/data/accuracy
 
-le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "nan" && b != "nan" && a + 0 <= b + 0) }'; }
-
 while read -r name how rest; do
     if [ "$how" = mk ]; then
         model=$T/$name.gguf
