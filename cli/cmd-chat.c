@@ -1211,17 +1211,6 @@ static int chat_loop(struct chat *ch)
 
 /* ==== the command ==== */
 
-static bool want_color(FILE *f)
-{
-    const char *nc = getenv("NO_COLOR");
-    const char *term = getenv("TERM");
-    if (nc && *nc)
-        return false;
-    if (term && !strcmp(term, "dumb"))
-        return false;
-    return isatty(fileno(f));
-}
-
 static void history_path(char *buf, size_t n)
 {
     const char *state = getenv("XDG_STATE_HOME");
@@ -1275,7 +1264,7 @@ static int chat_exec(int argc, char **argv)
         return rc;
     }
     ch.ui = isatty(1) ? stdout : stderr;
-    ch.color = want_color(ch.ui);
+    ch.color = cmd_color_ok(ch.ui);
     if (cmd_answer_init(&ch.ans, stdout, true, ch.color))
         return cmd_fail(CMD_EXIT_MODEL, "out of memory");
     ch.interactive = isatty(0);

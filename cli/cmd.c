@@ -98,6 +98,17 @@ void cmd_interrupts_restore(void)
     sigaction(SIGTERM, &old_term, NULL);
 }
 
+bool cmd_color_ok(FILE *f)
+{
+    const char *nc = getenv("NO_COLOR");
+    const char *term = getenv("TERM");
+    if (nc && *nc)
+        return false;
+    if (term && !strcmp(term, "dumb"))
+        return false;
+    return isatty(fileno(f));
+}
+
 void cmd_fmt_bytes(char *buf, size_t n, double v)
 {
     const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};

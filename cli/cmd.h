@@ -100,6 +100,9 @@ extern volatile sig_atomic_t cmd_interrupted;
 void cmd_interrupts_catch(void);
 void cmd_interrupts_restore(void);
 
+/* colours and bold on f: a terminal, TERM is not "dumb", NO_COLOR unset or empty */
+bool cmd_color_ok(FILE *f);
+
 /* "4G", "500M", "1.5GiB", "1024" -> bytes; -1 if malformed */
 int64_t cmd_parse_size(const char *s);
 /* "512 B", "12.2 KiB", "3.4 GiB" */

@@ -132,6 +132,34 @@ struct sess_message {
 int sess_messages(struct sess_store *st, int64_t id, struct sess_message **out, int64_t *n);
 void sess_messages_free(struct sess_message *m, int64_t n);
 
+/* ==== search ==== */
+
+/* In a hit's snippet, the matched words are between SESS_MARK_ON and
+ * SESS_MARK_OFF, and SESS_MARK_CUT stands where the message's text was cut. */
+#define SESS_MARK_ON '\x01'
+#define SESS_MARK_OFF '\x02'
+#define SESS_MARK_CUT '\x03'
+
+struct sess_hit {
+    char *session;       /* the session's name */
+    int64_t seq;         /* the message's index in the session (0 is the first) */
+    int64_t turn;        /* the exchange it is in, from 1 (0: the system prompt) */
+    enum sess_role role;
+    char *snippet;       /* up to 16 words around the match, marked as above */
+    int64_t updated;     /* the session's last update, unix seconds */
+};
+/*
+ * The messages of named sessions that match query, best first (SQLite
+ * FTS5's bm25; among equals, the newest first); at most limit (<= 0: all).
+ * query is words, each searched as written and all required (case and
+ * diacritics ignored), or with raw, FTS5's query syntax (AND, OR, NOT,
+ * "phrases", prefix*, NEAR(...)): a bad one is refused with the reason.
+ * Free the hits with sess_hits_free.
+ */
+int sess_search(struct sess_store *st, const char *query, bool raw, int64_t limit, struct sess_hit **out,
+                int64_t *n);
+void sess_hits_free(struct sess_hit *h, int64_t n);
+
 struct sess_gc_stats {
     int64_t blocks;       /* block files removed */
     int64_t bytes;        /* bytes freed */
