@@ -150,12 +150,15 @@ struct sess_hit {
 };
 /*
  * The messages of named sessions that match query, best first (SQLite
- * FTS5's bm25; among equals, the newest first); at most limit (<= 0: all).
+ * FTS5's bm25; among equals, the newest first), or, when more than
+ * SESS_SEARCH_RANK_MAX match, the newest sessions' first (ranking that
+ * many costs more than it tells); at most limit (<= 0: all).
  * query is words, each searched as written and all required (case and
  * diacritics ignored), or with raw, FTS5's query syntax (AND, OR, NOT,
  * "phrases", prefix*, NEAR(...)): a bad one is refused with the reason.
  * Free the hits with sess_hits_free.
  */
+#define SESS_SEARCH_RANK_MAX 1000
 int sess_search(struct sess_store *st, const char *query, bool raw, int64_t limit, struct sess_hit **out,
                 int64_t *n);
 void sess_hits_free(struct sess_hit *h, int64_t n);

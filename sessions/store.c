@@ -1065,18 +1065,39 @@ int sess_search(struct sess_store *st, const char *query, bool raw, int64_t limi
         free(q);
         return sess_fail(st, "nothing to search for");
     }
-    /* the best matches first (FTS5's bm25 rank, taken from the index with
-     * its limit before anything is joined), then the session and turn of
-     * each; sessions without a name are not listed */
-    sqlite3_stmt *s = prep(st,
-        "SELECT s.name, h.rid & 4294967295, m.role, h.snip,"
-        " (SELECT count(*) FROM messages u WHERE u.session_id = m.session_id AND u.role = 1 AND u.seq <= m.seq),"
-        " s.updated"
-        " FROM (SELECT rowid AS rid, rank AS r, snippet(message_fts, 0, char(1), char(2), char(3), 16) AS snip"
-        "       FROM message_fts WHERE message_fts MATCH ?1 ORDER BY rank, rowid DESC LIMIT ?2) h"
-        " JOIN messages m ON m.session_id = h.rid >> 32 AND m.seq = h.rid & 4294967295"
-        " JOIN sessions s ON s.id = m.session_id"
-        " WHERE s.name IS NOT NULL ORDER BY h.r, h.rid DESC");
+    /* The best matches first (FTS5's bm25 rank), taken from the index with
+     * the limit before anything is joined; then the session and turn of
+     * each (sessions without a name are not listed). Ranking costs a
+     * computation per match (~0.1 s for 20,000), and among that many, for
+     * a word most messages have, it says little: over RANK_MAX matches the
+     * newest sessions' come first. */
+    int64_t total = -1;
+    sqlite3_stmt *s = prep(st, "SELECT count(*) FROM message_fts WHERE message_fts MATCH ?1");
+    if (s) {
+        sqlite3_bind_text(s, 1, q, -1, SQLITE_STATIC);
+        if (sqlite3_step(s) == SQLITE_ROW)
+            total = sqlite3_column_int64(s, 0);
+        else
+            db_fail(st);
+        sqlite3_finalize(s);
+        s = NULL;
+    }
+    if (total >= 0) {
+        bool ranked = total <= SESS_SEARCH_RANK_MAX;
+        char sql[1024];
+        snprintf(sql, sizeof sql,
+                 "SELECT s.name, h.rid & 4294967295, m.role, h.snip,"
+                 " (SELECT count(*) FROM messages u WHERE u.session_id = m.session_id AND u.role = 1"
+                 "   AND u.seq <= m.seq),"
+                 " s.updated"
+                 " FROM (SELECT rowid AS rid, %s AS r, snippet(message_fts, 0, char(1), char(2), char(3), 16) AS snip"
+                 "       FROM message_fts WHERE message_fts MATCH ?1 ORDER BY %s LIMIT ?2) h"
+                 " JOIN messages m ON m.session_id = h.rid >> 32 AND m.seq = h.rid & 4294967295"
+                 " JOIN sessions s ON s.id = m.session_id"
+                 " WHERE s.name IS NOT NULL ORDER BY h.r, h.rid DESC",
+                 ranked ? "rank" : "0", ranked ? "rank" : "rowid DESC");
+        s = prep(st, sql);
+    }
     if (s) {
         sqlite3_bind_text(s, 1, q, -1, SQLITE_TRANSIENT);
         sqlite3_bind_int64(s, 2, limit > 0 ? limit : -1);

@@ -353,6 +353,34 @@ static void test_search(void **state)
     assert_non_null(strstr(got, "\001needle\002"));
     assert_non_null(strchr(got, SESS_MARK_CUT));
     assert_true(strlen(got) < 200);
+    /* over SESS_SEARCH_RANK_MAX matches, the newest sessions' first */
+    int64_t per = 16, n_many = SESS_SEARCH_RANK_MAX / per + 1;
+    const char *many[16];
+    for (int64_t i = 0; i < per; i++)
+        many[i] = i % 2 ? "a common answer, and a longer one than the question" : "a common question";
+    for (int64_t k = 0; k < n_many; k++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "many%03lld", (long long)k);
+        write_texts(f, new_session(f, nm, NULL), 0, many, per, SESS_ROLE_USER);
+    }
+    search(f, "common", false, 0, &n);
+    assert_int_equal(n, n_many * per);
+    char want[64];
+    snprintf(want, sizeof want, "many%03lld:", (long long)n_many - 1);
+    got = search(f, "common", false, 3, &n);
+    assert_int_equal(n, 3);
+    assert_memory_equal(got, want, strlen(want));
+    assert_non_null(strstr(got, "\nmany"));
+    for (int64_t k = 0; k < n_many; k++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "many%03lld", (long long)k);
+        assert_int_equal(sess_rm(f->st, nm), 0);
+    }
+    /* and under it, the best first (bm25: the shorter message, older as it is) */
+    static const char *const ranked[] = {"a common question", "a common answer, and a longer one than that"};
+    write_texts(f, new_session(f, "ranked", NULL), 0, ranked, 2, SESS_ROLE_USER);
+    assert_string_equal(search(f, "common", false, 1, &n), "ranked:1:user:a \001common\002 question\n");
+    assert_int_equal(sess_rm(f->st, "ranked"), 0);
     /* the index has a row for each message and no other (the cascade of rm
      * went through its trigger) */
     sess_store_close(f->st);
