@@ -44,11 +44,12 @@
 #include <unistd.h>
 
 static const char chat_usage[] =
-    "usage: kvchat [chat] [SESSION] [-m MODEL] [--system TEXT|--system-file F] [options]\n"
+    "usage: kvchat [chat] [SESSION | -c] [-m MODEL] [--system TEXT|--system-file F] [options]\n"
     "\n"
     "  The interactive chat. With SESSION, the chat is saved under that name\n"
     "  after every exchange and resumes from its KV snapshots next time (it is\n"
     "  created if new); without, it is discarded at exit unless you /save it.\n"
+    "  -c, --continue opens the session changed last (its last turn).\n"
     "  MODEL is a file path or a store name; the default comes from\n"
     "  KVCHAT_MODEL or 'model = NAME' in the config file.\n"
     "\n" CMD_OPTS_HELP
@@ -184,6 +185,37 @@ static void print_fit(struct chat *ch, enum color c, const char *line)
     }
     fflush(stdout);
     fprintf(ch->ui, "%s%.*s%s\n", col(ch, c), (int)cut, line, col(ch, C_RESET));
+    fflush(ch->ui);
+}
+
+/* a /show line too long to cut (paths): wrapped at spaces on a terminal,
+ * the continuation under the value (column 11) */
+static void print_wrapped(struct chat *ch, const char *line)
+{
+    int w = isatty(fileno(ch->ui)) ? repl_width(fileno(ch->ui)) : 0;
+    fflush(stdout);
+    if (w < 30) {
+        fprintf(ch->ui, "%s\n", line);
+        return;
+    }
+    size_t col = 0, max = (size_t)w - 1;
+    for (const char *p = line; *p;) {
+        const char *sp = strchr(p, ' ');
+        size_t n = sp ? (size_t)(sp - p) : strlen(p);
+        if (col > 11 && col + 1 + n > max) {
+            fputs("\n           ", ch->ui);
+            col = 11;
+        } else if (p != line) {
+            fputc(' ', ch->ui);
+            col++;
+        }
+        fwrite(p, 1, n, ch->ui);
+        col += n;
+        p += n;
+        while (*p == ' ')
+            p++;
+    }
+    fputc('\n', ch->ui);
     fflush(ch->ui);
 }
 
@@ -837,7 +869,7 @@ static int slash_show(struct chat *ch, char *arg)
 {
     (void)arg;
     const struct llm_model_meta *m = llm_model_get_meta(ch->l.model);
-    char mem[32], line[8192];
+    char mem[32], line[24000];
     const struct llm_ctx *ctx = sess_conv_ctx(ch->conv);
     cmd_fmt_bytes(mem, sizeof mem, (double)llm_ctx_kv_bytes(ctx, llm_ctx_n_past(ctx)));
     snprintf(line, sizeof line, "model      %s (%s%s%s, template %s)", ch->l.path, m->arch,
@@ -869,6 +901,12 @@ static int slash_show(struct chat *ch, char *arg)
     else
         snprintf(line, sizeof line, "terminal   none: answers go to a pipe or file, never wrapped");
     print_fit(ch, C_RESET, line);
+    struct cmd_paths p;
+    cmd_paths_get(&p);
+    snprintf(line, sizeof line, "files      database %s, KV blocks %s/, models %s/, config %s, history %s",
+             p.database, p.kv_store, p.models, p.config[0] ? p.config : "(none)",
+             p.history[0] ? p.history : "(none)");
+    print_wrapped(ch, line);
     show_settings(ch);
     return 0;
 }
@@ -1211,26 +1249,15 @@ static int chat_loop(struct chat *ch)
 
 /* ==== the command ==== */
 
-static void history_path(char *buf, size_t n)
-{
-    const char *state = getenv("XDG_STATE_HOME");
-    const char *home = getenv("HOME");
-    if (state && *state)
-        snprintf(buf, n, "%s/kvchat/history", state);
-    else if (home && *home)
-        snprintf(buf, n, "%s/.local/state/kvchat/history", home);
-    else
-        buf[0] = 0;
-}
-
 static int chat_exec(int argc, char **argv)
 {
     struct chat ch;
     memset(&ch, 0, sizeof ch);
     const char *session = NULL;
+    char last[256];
     cmd_opts_init(&ch.o);
     int rc = cmd_opts_config(&ch.o);
-    bool dashdash = false, saw_chat = false;
+    bool dashdash = false, saw_chat = false, cont = false;
     /* from the table argv[0] is "chat"; when options came first, the program */
     bool routed = !strcmp(argv[0], "chat");
     for (int i = 1; !rc && i < argc;) {
@@ -1244,6 +1271,8 @@ static int chat_exec(int argc, char **argv)
                 return cmd_help(&cmd_chat_entry);
             } else if (!dashdash && !strcmp(a, "--")) {
                 dashdash = true;
+            } else if (!dashdash && (!strcmp(a, "-c") || !strcmp(a, "--continue"))) {
+                cont = true;
             } else if (!dashdash && a[0] == '-' && a[1]) {
                 rc = cmd_usage_error(&cmd_chat_entry, "unknown option '%s'", a);
             } else if (!session && !saw_chat && !routed && !strcmp(a, "chat")) {
@@ -1257,8 +1286,18 @@ static int chat_exec(int argc, char **argv)
             }
         }
     }
+    if (!rc && cont && session)
+        rc = cmd_usage_error(&cmd_chat_entry, "-c/--continue and a SESSION name: give one of them");
     if (!rc)
         rc = cmd_opts_finish(&cmd_chat_entry, &ch.o);
+    if (!rc && cont) { /* the session changed last */
+        struct sess_store *st = NULL;
+        if (cmd_store_open(false, &st) > 0)
+            rc = CMD_EXIT_SESSION;
+        else if (!(rc = cmd_last_session(st, last, sizeof last)))
+            session = last;
+        sess_store_close(st);
+    }
     if (rc) {
         cmd_opts_free(&ch.o);
         return rc;
@@ -1313,10 +1352,10 @@ static int chat_exec(int argc, char **argv)
         }
     }
     if (!rc) {
-        char hist[4096];
-        history_path(hist, sizeof hist);
+        struct cmd_paths paths;
+        cmd_paths_get(&paths);
         struct repl_params rp = {
-            .history_path = hist[0] ? hist : NULL,
+            .history_path = paths.history[0] ? paths.history : NULL,
             .complete = complete,
             .ud = &ch,
             .interrupt = &g_interrupt,

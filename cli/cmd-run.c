@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 static const char run_usage[] =
-    "usage: kvchat run [-s SESSION] [-m MODEL] [-f FILE]... [--json] [options] [PROMPT...]\n"
+    "usage: kvchat run [-s SESSION | -c] [-m MODEL] [-f FILE]... [--json] [options] [PROMPT...]\n"
     "\n"
     "One turn: the answer to PROMPT (or to all of stdin when no PROMPT is given;\n"
     "with both, stdin comes first, then PROMPT) goes to stdout, nothing else.\n"
@@ -40,6 +40,7 @@ static const char run_usage[] =
     "                           resuming its KV cache from disk with no re-prefill\n"
     "                           (with --no-cache: the session is recomputed and\n"
     "                           left unchanged, for comparison)\n"
+    "  -c, --continue           -s with the session changed last (its last turn)\n"
     "      --json               print one JSON object: answer, reasoning (the\n"
     "                           <think> span, or null), session, model, prompt_tokens,\n"
     "                           cached_tokens, prefilled_tokens,\n"
@@ -178,7 +179,8 @@ static int run_exec(int argc, char **argv)
     if (rc)
         return rc;
     const char *session = NULL;
-    bool json = false;
+    char last[256];
+    bool json = false, cont = false;
     char **words = calloc((size_t)argc + 1, sizeof *words);
     const char **files = calloc((size_t)argc + 1, sizeof *files);
     int n_words = 0, n_files = 0;
@@ -215,6 +217,8 @@ static int run_exec(int argc, char **argv)
             session = argv[++i];
         } else if (!strncmp(a, "--session=", 10)) {
             session = a + 10;
+        } else if (!strcmp(a, "-c") || !strcmp(a, "--continue")) {
+            cont = true;
         } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
             if (i + 1 >= argc) {
                 free(words);
@@ -239,7 +243,19 @@ static int run_exec(int argc, char **argv)
         }
         i++;
     }
-    if ((rc = cmd_opts_finish(&cmd_run_entry, &o))) {
+    if (cont && session)
+        rc = cmd_usage_error(&cmd_run_entry, "run: -c/--continue and -s: give one of them");
+    if (!rc)
+        rc = cmd_opts_finish(&cmd_run_entry, &o);
+    if (!rc && cont) { /* the session changed last */
+        struct sess_store *st = NULL;
+        if (cmd_store_open(false, &st) > 0)
+            rc = CMD_EXIT_SESSION;
+        else if (!(rc = cmd_last_session(st, last, sizeof last)))
+            session = last;
+        sess_store_close(st);
+    }
+    if (rc) {
         free(words);
         free(files);
         cmd_opts_free(&o);

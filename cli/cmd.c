@@ -28,6 +28,7 @@ const struct cmd_entry *const cmd_table[] = {
     &cmd_eval_entry,
     &cmd_generate_entry,
     &cmd_bench_entry,
+    &cmd_paths_entry,
     NULL,
 };
 

@@ -42,6 +42,15 @@ extern const struct cmd_entry cmd_run_entry;
 extern const struct cmd_entry cmd_eval_entry;
 extern const struct cmd_entry cmd_generate_entry;
 extern const struct cmd_entry cmd_bench_entry;
+extern const struct cmd_entry cmd_paths_entry;
+
+/* where kvchat keeps its files (cli/cmd-paths.c); "" where the environment
+ * gives no place */
+struct cmd_paths {
+    char home[4096], database[4200], kv_store[4200], models[4200], config[4096], history[4096];
+};
+void cmd_paths_get(struct cmd_paths *p);
+bool cmd_path_exists(const char *path);
 
 struct mdl_pull_params;
 /*
@@ -245,7 +254,8 @@ struct cmd_opts {
     "      --presence-penalty P subtract P from recent tokens' logits (default 0)\n" \
     "      --seed N             sampler seed (default: random each run)\n" \
     "  -t, --threads N          threads (default: physical cores)\n" \
-    "  -c, --ctx-size N         context window in tokens (default: model's, at most 4096)\n" \
+    "  -c, --ctx-size N         context window in tokens (default: model's, at most 4096);\n" \
+    "                           -c before anything but a number is --continue\n" \
     "      --kv-type f16|f32    KV cache element type (default f16)\n" \
     "      --special            special tokens written in messages are tokens\n" \
     "      --think show|hide|on|off  reasoning models: show the <think> span dimmed\n" \
@@ -325,6 +335,12 @@ struct sess_store;
  * (printed); -1 (quietly) when !create and there is none. A note about
  * opening it (an upgrade) goes to stderr. */
 int cmd_store_open(bool create, struct sess_store **st);
+/* -c/--continue: the session changed last (the first of sess_list) into
+ * name; CMD_EXIT_OK, or CMD_EXIT_SESSION having said there is none (st
+ * NULL: no store) */
+int cmd_last_session(struct sess_store *st, char *name, size_t size);
+/* is argv[i] ("-c") the context size, i.e. followed by a number? */
+bool cmd_opts_c_is_ctx(int argc, char **argv, int i);
 /* open the store only if there is one (nothing is created, nothing is
  * printed): 1 with *st, 0 if there is none, -1 if it cannot be opened (err
  * says why) */
