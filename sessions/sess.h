@@ -289,6 +289,14 @@ struct sess_turn_stats {
                                  (the turn is saved all the same): one line for stderr */
 };
 
+/* What a conversation is doing before an answer (sess_conv_say, _retry,
+ * _attach): reading KV blocks, or computing the prompt. */
+enum sess_progress_kind { SESS_PROGRESS_NONE, SESS_PROGRESS_RESTORE, SESS_PROGRESS_PREFILL };
+/* The one call that may be made from another thread while a call on c
+ * runs: what it is doing, and *done of *total tokens of it (a pass under
+ * way counted by its layers' steps), for a progress line. */
+enum sess_progress_kind sess_conv_progress(const struct sess_conv *c, int64_t *done, int64_t *total);
+
 /* Called with each piece of the answer as soon as it is complete UTF-8 and
  * cannot be the start of a stop string; non-zero stops generation. */
 typedef int (*sess_text_fn)(void *ud, const char *text, size_t n);
@@ -300,8 +308,8 @@ typedef int (*sess_text_fn)(void *ud, const char *text, size_t n);
  * (checked between tokens); the partial answer is kept either way, and the
  * KV cache matches it. SESS_ERR_CTX_FULL, with nothing changed, when the
  * message itself does not fit; SESS_ERR_INTERRUPTED, with nothing changed,
- * when *interrupt is set while the message is being prefilled (checked
- * between passes of 256 tokens).
+ * when *interrupt is set while the message is being prefilled (the engine
+ * checks it between chunks of work, milliseconds apart).
  */
 int sess_conv_say(struct sess_conv *c, const char *user_text, sess_text_fn on_text, void *ud,
                   volatile sig_atomic_t *interrupt, struct sess_turn_stats *ts);
