@@ -27,6 +27,7 @@
  * exchanges are computed again). /clear drops them all.
  */
 #include "cli/cmd.h"
+#include "cli/progress.h"
 #include "cli/repl.h"
 #include "cli/wrap.h"
 #include "models/mdl.h"
@@ -107,6 +108,7 @@ static void signals_install(void)
 /* ==== the chat's state ==== */
 
 struct chat {
+    struct cmd_progress prog; /* the progress line of a long prefill or restore */
     struct cmd_opts o;
     struct cmd_llm l;
     struct sess_conv *conv;
@@ -235,6 +237,7 @@ static int on_text(void *ud, const char *text, size_t n)
     struct chat *ch = ud;
     if (!n)
         return 0;
+    cmd_progress_end(&ch->prog); /* the answer starts: the line goes */
     ch->ans.show_reasoning = !ch->o.think_hide;
     ch->ans.dim = ch->color;
     int r = cmd_answer_text(&ch->ans, text, n);
@@ -256,10 +259,12 @@ static void answer_begin(struct chat *ch)
         wrap_begin(&ch->wrap);
     ch->ans.wrap = ch->wrapping ? &ch->wrap : NULL; /* cmd_answer_end ends the wrap (turn_done) */
     repl_quiet(ch->repl, true);
+    cmd_progress_start(&ch->prog, ch->conv);
 }
 
 static void answer_end(struct chat *ch)
 {
+    cmd_progress_end(&ch->prog);
     repl_quiet(ch->repl, false);
 }
 
@@ -436,7 +441,9 @@ static int conv_attach(struct chat *ch, const char *name, bool create)
         return CMD_EXIT_SESSION;
     struct sess_restore_stats rs;
     memset(&rs, 0, sizeof rs);
+    cmd_progress_start(&ch->prog, ch->conv);
     int rc = sess_conv_attach(ch->conv, name, create, &rs);
+    cmd_progress_end(&ch->prog);
     if (rc != SESS_OK) {
         chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
         return CMD_EXIT_SESSION;

@@ -8,6 +8,7 @@
  * file instead of stdin. On a terminal the answer is word-wrapped.
  */
 #include "cli/cmd.h"
+#include "cli/progress.h"
 #include "cli/repl.h"
 #include "cli/wrap.h"
 #include "models/mdl.h"
@@ -64,7 +65,21 @@ static const char run_usage[] =
     "(the partial answer is printed, with --json too, and kept in the session).\n";
 
 static volatile sig_atomic_t interrupted;
-static struct sess_restore_stats attach_rs; /* of the session's KV cache, for --json */
+static struct sess_restore_stats attach_rs;
+static struct cmd_progress prog; /* the progress line of a long prefill or restore */
+
+/* the answer's text: the progress line goes before the first */
+struct run_text {
+    struct cmd_answer *ans;
+    struct cmd_progress *prog;
+};
+static int run_text(void *ud, const char *text, size_t n)
+{
+    struct run_text *rt = ud;
+    if (n)
+        cmd_progress_end(rt->prog);
+    return cmd_answer_text(rt->ans, text, n);
+} /* of the session's KV cache, for --json */
 
 /* SIGINT, SIGTERM (as `timeout` sends) and SIGHUP all end the answer
  * where it is: the partial answer is printed and saved, exit 130 */
@@ -387,7 +402,9 @@ static int run_exec(int argc, char **argv)
     }
     if (session) {
         struct sess_restore_stats rs;
+        cmd_progress_start(&prog, conv);
         int r = sess_conv_attach(conv, session, true, &rs);
+        cmd_progress_end(&prog);
         if (r) {
             rc = cmd_fail(CMD_EXIT_SESSION, "%s", sess_conv_errmsg(conv));
             goto out;
@@ -450,7 +467,10 @@ static int run_exec(int argc, char **argv)
         ans.wrap = &wrap;
     }
     struct sess_turn_stats ts;
-    int r = sess_conv_say(conv, prompt, cmd_answer_text, &ans, &interrupted, &ts);
+    struct run_text rt = {&ans, &prog};
+    cmd_progress_start(&prog, conv);
+    int r = sess_conv_say(conv, prompt, run_text, &rt, &interrupted, &ts);
+    cmd_progress_end(&prog);
     cmd_answer_end(&ans);
     if (wrapping)
         wrap_free(&wrap);
