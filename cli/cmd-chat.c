@@ -1297,14 +1297,8 @@ static int chat_exec(int argc, char **argv)
         rc = cmd_usage_error(&cmd_chat_entry, "-c/--continue and a SESSION name: give one of them");
     if (!rc)
         rc = cmd_opts_finish(&cmd_chat_entry, &ch.o);
-    if (!rc && cont) { /* the session changed last */
-        struct sess_store *st = NULL;
-        if (cmd_store_open(false, &st) > 0)
-            rc = CMD_EXIT_SESSION;
-        else if (!(rc = cmd_last_session(st, last, sizeof last)))
-            session = last;
-        sess_store_close(st);
-    }
+    if (!rc && cont && !(rc = cmd_last_session(last, sizeof last)))
+        session = last; /* the session changed last */
     if (rc) {
         cmd_opts_free(&ch.o);
         return rc;

@@ -262,14 +262,8 @@ static int run_exec(int argc, char **argv)
         rc = cmd_usage_error(&cmd_run_entry, "run: -c/--continue and -s: give one of them");
     if (!rc)
         rc = cmd_opts_finish(&cmd_run_entry, &o);
-    if (!rc && cont) { /* the session changed last */
-        struct sess_store *st = NULL;
-        if (cmd_store_open(false, &st) > 0)
-            rc = CMD_EXIT_SESSION;
-        else if (!(rc = cmd_last_session(st, last, sizeof last)))
-            session = last;
-        sess_store_close(st);
-    }
+    if (!rc && cont && !(rc = cmd_last_session(last, sizeof last)))
+        session = last; /* the session changed last */
     if (rc) {
         free(words);
         free(files);

@@ -336,9 +336,9 @@ struct sess_store;
  * opening it (an upgrade) goes to stderr. */
 int cmd_store_open(bool create, struct sess_store **st);
 /* -c/--continue: the session changed last (the first of sess_list) into
- * name; CMD_EXIT_OK, or CMD_EXIT_SESSION having said there is none (st
- * NULL: no store) */
-int cmd_last_session(struct sess_store *st, char *name, size_t size);
+ * name; CMD_EXIT_OK, or CMD_EXIT_SESSION having said there is none (a
+ * store is not created for it) */
+int cmd_last_session(char *name, size_t size);
 /* is argv[i] ("-c") the context size, i.e. followed by a number? */
 bool cmd_opts_c_is_ctx(int argc, char **argv, int i);
 /* open the store only if there is one (nothing is created, nothing is

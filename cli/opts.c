@@ -241,21 +241,25 @@ bool cmd_opts_c_is_ctx(int argc, char **argv, int i)
     return true;
 }
 
-int cmd_last_session(struct sess_store *st, char *name, size_t size)
+int cmd_last_session(char *name, size_t size)
 {
-    struct sess_info *list;
-    int64_t n;
+    struct sess_store *st = NULL;
+    int rc = cmd_store_open(false, &st);
+    if (rc > 0)
+        return CMD_EXIT_SESSION;
+    struct sess_info *list = NULL;
+    int64_t n = 0;
     if (!st)
-        return cmd_fail(CMD_EXIT_SESSION, "no session to continue: 'kvchat chat NAME' starts one");
-    if (sess_list(st, &list, &n))
-        return cmd_fail(CMD_EXIT_SESSION, "%s", sess_errmsg(st));
-    if (n == 0) {
-        sess_list_free(list, n);
-        return cmd_fail(CMD_EXIT_SESSION, "no session to continue: 'kvchat chat NAME' starts one");
-    }
-    snprintf(name, size, "%s", list[0].name);
+        rc = cmd_fail(CMD_EXIT_SESSION, "no session to continue: 'kvchat chat NAME' starts one");
+    else if (sess_list(st, &list, &n))
+        rc = cmd_fail(CMD_EXIT_SESSION, "%s", sess_errmsg(st));
+    else if (n == 0)
+        rc = cmd_fail(CMD_EXIT_SESSION, "no session to continue: 'kvchat chat NAME' starts one");
+    else
+        snprintf(name, size, "%s", list[0].name);
     sess_list_free(list, n);
-    return CMD_EXIT_OK;
+    sess_store_close(st);
+    return rc;
 }
 
 int cmd_opts_take(const struct cmd_entry *e, struct cmd_opts *o, int argc, char **argv, int *i)
