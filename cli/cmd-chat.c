@@ -27,6 +27,7 @@
  * exchanges are computed again). /clear drops them all.
  */
 #include "cli/cmd.h"
+#include "cli/progress.h"
 #include "cli/repl.h"
 #include "cli/wrap.h"
 #include "models/mdl.h"
@@ -44,11 +45,12 @@
 #include <unistd.h>
 
 static const char chat_usage[] =
-    "usage: kvchat [chat] [SESSION] [-m MODEL] [--system TEXT|--system-file F] [options]\n"
+    "usage: kvchat [chat] [SESSION | -c] [-m MODEL] [--system TEXT|--system-file F] [options]\n"
     "\n"
     "  The interactive chat. With SESSION, the chat is saved under that name\n"
     "  after every exchange and resumes from its KV snapshots next time (it is\n"
     "  created if new); without, it is discarded at exit unless you /save it.\n"
+    "  -c, --continue opens the session changed last (its last turn).\n"
     "  MODEL is a file path or a store name (a remote model too: its server\n"
     "  answers, the session is kept here); the default comes from\n"
     "  KVCHAT_MODEL or 'model = NAME' in the config file.\n"
@@ -108,6 +110,7 @@ static void signals_install(void)
 /* ==== the chat's state ==== */
 
 struct chat {
+    struct cmd_progress prog; /* the progress line of a long prefill or restore */
     struct cmd_opts o;
     struct cmd_llm l;
     struct sess_conv *conv;
@@ -190,6 +193,37 @@ static void print_fit(struct chat *ch, enum color c, const char *line)
     fflush(ch->ui);
 }
 
+/* a /show line too long to cut (paths): wrapped at spaces on a terminal,
+ * the continuation under the value (column 11) */
+static void print_wrapped(struct chat *ch, const char *line)
+{
+    int w = isatty(fileno(ch->ui)) ? repl_width(fileno(ch->ui)) : 0;
+    fflush(stdout);
+    if (w < 30) {
+        fprintf(ch->ui, "%s\n", line);
+        return;
+    }
+    size_t col = 0, max = (size_t)w - 1;
+    for (const char *p = line; *p;) {
+        const char *sp = strchr(p, ' ');
+        size_t n = sp ? (size_t)(sp - p) : strlen(p);
+        if (col > 11 && col + 1 + n > max) {
+            fputs("\n           ", ch->ui);
+            col = 11;
+        } else if (p != line) {
+            fputc(' ', ch->ui);
+            col++;
+        }
+        fwrite(p, 1, n, ch->ui);
+        col += n;
+        p += n;
+        while (*p == ' ')
+            p++;
+    }
+    fputc('\n', ch->ui);
+    fflush(ch->ui);
+}
+
 /* the store is there for sessions; says why not */
 static int store_need(struct chat *ch)
 {
@@ -206,6 +240,7 @@ static int on_text(void *ud, const char *text, size_t n)
     struct chat *ch = ud;
     if (!n)
         return 0;
+    cmd_progress_end(&ch->prog); /* the answer starts: the line goes */
     ch->ans.show_reasoning = !ch->o.think_hide;
     ch->ans.dim = ch->color;
     int r = cmd_answer_text(&ch->ans, text, n);
@@ -227,10 +262,12 @@ static void answer_begin(struct chat *ch)
         wrap_begin(&ch->wrap);
     ch->ans.wrap = ch->wrapping ? &ch->wrap : NULL; /* cmd_answer_end ends the wrap (turn_done) */
     repl_quiet(ch->repl, true);
+    cmd_progress_start(&ch->prog, ch->conv);
 }
 
 static void answer_end(struct chat *ch)
 {
+    cmd_progress_end(&ch->prog);
     repl_quiet(ch->repl, false);
 }
 
@@ -443,7 +480,9 @@ static int conv_attach(struct chat *ch, const char *name, bool create)
         return CMD_EXIT_SESSION;
     struct sess_restore_stats rs;
     memset(&rs, 0, sizeof rs);
+    cmd_progress_start(&ch->prog, ch->conv);
     int rc = sess_conv_attach(ch->conv, name, create, &rs);
+    cmd_progress_end(&ch->prog);
     if (rc != SESS_OK) {
         chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
         return CMD_EXIT_SESSION;
@@ -907,10 +946,20 @@ static void show_conversation(struct chat *ch, char *line, size_t n)
     print_fit(ch, C_RESET, line);
 }
 
+/* /show's line of where kvchat keeps its files (as `kvchat paths`) */
+static void show_files(struct chat *ch, char *line, size_t size)
+{
+    struct cmd_paths p;
+    cmd_paths_get(&p);
+    snprintf(line, size, "files      database %s, KV blocks %s/, models %s/, config %s, history %s", p.database,
+             p.kv_store, p.models, p.config[0] ? p.config : "(none)", p.history[0] ? p.history : "(none)");
+    print_wrapped(ch, line);
+}
+
 static int slash_show(struct chat *ch, char *arg)
 {
     (void)arg;
-    char mem[32], line[8192];
+    char mem[32], line[24000];
     if (ch->l.remote) {
         char info[4600];
         cmd_remote_info(ch->l.remote, info, sizeof info);
@@ -926,6 +975,7 @@ static int slash_show(struct chat *ch, char *arg)
         cmd_remote_sent(ch->l.remote, &cp, sent, sizeof sent);
         snprintf(line, sizeof line, "sent       %s", sent);
         print_fit(ch, C_RESET, line);
+        show_files(ch, line, sizeof line);
         return 0;
     }
     const struct llm_model_meta *m = llm_model_get_meta(ch->l.model);
@@ -950,6 +1000,7 @@ static int slash_show(struct chat *ch, char *arg)
     else
         snprintf(line, sizeof line, "terminal   none: answers go to a pipe or file, never wrapped");
     print_fit(ch, C_RESET, line);
+    show_files(ch, line, sizeof line);
     show_settings(ch);
     return 0;
 }
@@ -1302,37 +1353,15 @@ static int chat_loop(struct chat *ch)
 
 /* ==== the command ==== */
 
-static bool want_color(FILE *f)
-{
-    const char *nc = getenv("NO_COLOR");
-    const char *term = getenv("TERM");
-    if (nc && *nc)
-        return false;
-    if (term && !strcmp(term, "dumb"))
-        return false;
-    return isatty(fileno(f));
-}
-
-static void history_path(char *buf, size_t n)
-{
-    const char *state = getenv("XDG_STATE_HOME");
-    const char *home = getenv("HOME");
-    if (state && *state)
-        snprintf(buf, n, "%s/kvchat/history", state);
-    else if (home && *home)
-        snprintf(buf, n, "%s/.local/state/kvchat/history", home);
-    else
-        buf[0] = 0;
-}
-
 static int chat_exec(int argc, char **argv)
 {
     struct chat ch;
     memset(&ch, 0, sizeof ch);
     const char *session = NULL;
+    char last[256];
     cmd_opts_init(&ch.o);
     int rc = cmd_opts_config(&ch.o);
-    bool dashdash = false, saw_chat = false;
+    bool dashdash = false, saw_chat = false, cont = false;
     /* from the table argv[0] is "chat"; when options came first, the program */
     bool routed = !strcmp(argv[0], "chat");
     for (int i = 1; !rc && i < argc;) {
@@ -1346,6 +1375,8 @@ static int chat_exec(int argc, char **argv)
                 return cmd_help(&cmd_chat_entry);
             } else if (!dashdash && !strcmp(a, "--")) {
                 dashdash = true;
+            } else if (!dashdash && (!strcmp(a, "-c") || !strcmp(a, "--continue"))) {
+                cont = true;
             } else if (!dashdash && a[0] == '-' && a[1]) {
                 rc = cmd_usage_error(&cmd_chat_entry, "unknown option '%s'", a);
             } else if (!session && !saw_chat && !routed && !strcmp(a, "chat")) {
@@ -1359,14 +1390,18 @@ static int chat_exec(int argc, char **argv)
             }
         }
     }
+    if (!rc && cont && session)
+        rc = cmd_usage_error(&cmd_chat_entry, "-c/--continue and a SESSION name: give one of them");
     if (!rc)
         rc = cmd_opts_finish(&cmd_chat_entry, &ch.o);
+    if (!rc && cont && !(rc = cmd_last_session(last, sizeof last)))
+        session = last; /* the session changed last */
     if (rc) {
         cmd_opts_free(&ch.o);
         return rc;
     }
     ch.ui = isatty(1) ? stdout : stderr;
-    ch.color = want_color(ch.ui);
+    ch.color = cmd_color_ok(ch.ui);
     if (cmd_answer_init(&ch.ans, stdout, true, ch.color))
         return cmd_fail(CMD_EXIT_MODEL, "out of memory");
     ch.interactive = isatty(0);
@@ -1415,10 +1450,10 @@ static int chat_exec(int argc, char **argv)
         }
     }
     if (!rc) {
-        char hist[4096];
-        history_path(hist, sizeof hist);
+        struct cmd_paths paths;
+        cmd_paths_get(&paths);
         struct repl_params rp = {
-            .history_path = hist[0] ? hist : NULL,
+            .history_path = paths.history[0] ? paths.history : NULL,
             .complete = complete,
             .ud = &ch,
             .interrupt = &g_interrupt,

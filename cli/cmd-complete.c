@@ -49,8 +49,8 @@ struct comp_cmd {
 };
 
 static const struct comp_cmd comp_table[] = {
-    {"chat", NULL, true, "-h,--help", K_SESSION, 0, 1},
-    {"run", NULL, true, "-h,--help -s,--session=SESSION --json -f,--file=FILE", 0, 0, 0},
+    {"chat", NULL, true, "-h,--help --continue", K_SESSION, 0, 1},
+    {"run", NULL, true, "-h,--help -s,--session=SESSION --continue --json -f,--file=FILE", 0, 0, 0},
     {"models", NULL, false, "-h,--help --json", K_SUB, 0, 1},
     {"models list", "the models in the store", false, "-h,--help --json", 0, 0, 0},
     {"models ls", "the models in the store", false, "-h,--help --json", 0, 0, 0},
@@ -75,6 +75,8 @@ static const struct comp_cmd comp_table[] = {
     {"sessions export", "a transcript as JSON or Markdown", false, "-h,--help --format=json|markdown",
      K_SESSION, 0, 1},
     {"sessions gc", "delete KV blocks nothing uses", false, "-h,--help --cache-max=", 0, 0, 0},
+    {"sessions search", "search every saved message", false, "-h,--help --json --raw --limit=", 0, 0, 0},
+    {"paths", NULL, false, "-h,--help --json", 0, 0, 0},
     {"tokenize", NULL, false,
      "-h,--help -m,--model=MODEL --no-bos --special --pieces -f,--file=FILE -v,--verbose", 0, 0, 0},
     {"template", NULL, false, "-h,--help -m,--model=MODEL --template=TEMPLATE --template-file=FILE --list", 0,

@@ -10,6 +10,7 @@
  * (cli/cmd-remote.c): no KV blocks, the server's figures in --json.
  */
 #include "cli/cmd.h"
+#include "cli/progress.h"
 #include "cli/repl.h"
 #include "cli/wrap.h"
 #include "models/mdl.h"
@@ -24,7 +25,7 @@
 #include <unistd.h>
 
 static const char run_usage[] =
-    "usage: kvchat run [-s SESSION] [-m MODEL] [-f FILE]... [--json] [options] [PROMPT...]\n"
+    "usage: kvchat run [-s SESSION | -c] [-m MODEL] [-f FILE]... [--json] [options] [PROMPT...]\n"
     "\n"
     "One turn: the answer to PROMPT (or to all of stdin when no PROMPT is given;\n"
     "with both, stdin comes first, then PROMPT) goes to stdout, nothing else.\n"
@@ -42,6 +43,7 @@ static const char run_usage[] =
     "                           resuming its KV cache from disk with no re-prefill\n"
     "                           (with --no-cache: the session is recomputed and\n"
     "                           left unchanged, for comparison)\n"
+    "  -c, --continue           -s with the session changed last (its last turn)\n"
     "      --json               print one JSON object: answer, reasoning (the\n"
     "                           <think> span, or null), session, model, prompt_tokens,\n"
     "                           cached_tokens, prefilled_tokens,\n"
@@ -67,7 +69,21 @@ static const char run_usage[] =
     "(the partial answer is printed, with --json too, and kept in the session).\n";
 
 static volatile sig_atomic_t interrupted;
-static struct sess_restore_stats attach_rs; /* of the session's KV cache, for --json */
+static struct sess_restore_stats attach_rs;
+static struct cmd_progress prog; /* the progress line of a long prefill or restore */
+
+/* the answer's text: the progress line goes before the first */
+struct run_text {
+    struct cmd_answer *ans;
+    struct cmd_progress *prog;
+};
+static int run_text(void *ud, const char *text, size_t n)
+{
+    struct run_text *rt = ud;
+    if (n)
+        cmd_progress_end(rt->prog);
+    return cmd_answer_text(rt->ans, text, n);
+} /* of the session's KV cache, for --json */
 
 /* SIGINT, SIGTERM (as `timeout` sends) and SIGHUP all end the answer
  * where it is: the partial answer is printed and saved, exit 130 */
@@ -207,7 +223,8 @@ static int run_exec(int argc, char **argv)
     if (rc)
         return rc;
     const char *session = NULL;
-    bool json = false;
+    char last[256];
+    bool json = false, cont = false;
     char **words = calloc((size_t)argc + 1, sizeof *words);
     const char **files = calloc((size_t)argc + 1, sizeof *files);
     int n_words = 0, n_files = 0;
@@ -244,6 +261,8 @@ static int run_exec(int argc, char **argv)
             session = argv[++i];
         } else if (!strncmp(a, "--session=", 10)) {
             session = a + 10;
+        } else if (!strcmp(a, "-c") || !strcmp(a, "--continue")) {
+            cont = true;
         } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
             if (i + 1 >= argc) {
                 free(words);
@@ -268,7 +287,13 @@ static int run_exec(int argc, char **argv)
         }
         i++;
     }
-    if ((rc = cmd_opts_finish(&cmd_run_entry, &o))) {
+    if (cont && session)
+        rc = cmd_usage_error(&cmd_run_entry, "run: -c/--continue and -s: give one of them");
+    if (!rc)
+        rc = cmd_opts_finish(&cmd_run_entry, &o);
+    if (!rc && cont && !(rc = cmd_last_session(last, sizeof last)))
+        session = last; /* the session changed last */
+    if (rc) {
         free(words);
         free(files);
         cmd_opts_free(&o);
@@ -385,7 +410,9 @@ static int run_exec(int argc, char **argv)
     }
     if (session) {
         struct sess_restore_stats rs;
+        cmd_progress_start(&prog, conv);
         int r = sess_conv_attach(conv, session, true, &rs);
+        cmd_progress_end(&prog);
         if (r) {
             rc = cmd_fail(CMD_EXIT_SESSION, "%s", sess_conv_errmsg(conv));
             goto out;
@@ -451,7 +478,10 @@ static int run_exec(int argc, char **argv)
         ans.wrap = &wrap;
     }
     struct sess_turn_stats ts;
-    int r = sess_conv_say(conv, prompt, cmd_answer_text, &ans, &interrupted, &ts);
+    struct run_text rt = {&ans, &prog};
+    cmd_progress_start(&prog, conv);
+    int r = sess_conv_say(conv, prompt, run_text, &rt, &interrupted, &ts);
+    cmd_progress_end(&prog);
     bool cut = r == SESS_OK && ts.stop_reason && !strcmp(ts.stop_reason, "cut");
     cmd_answer_end(&ans);
     if (wrapping)

@@ -21,6 +21,7 @@ static const char sessions_usage[] =
     "       kvchat sessions fork SRC DST [--at TURN]\n"
     "       kvchat sessions export NAME [--format json|markdown]\n"
     "       kvchat sessions gc [--cache-max SIZE]\n"
+    "       kvchat sessions search [--json] [--raw] [--limit N] TEXT...\n"
     "\n"
     "  list, ls  named sessions: model, turns, tokens, KV bytes on disk, last update;\n"
     "            also 'kvchat sessions' alone\n"
@@ -34,8 +35,14 @@ static const char sessions_usage[] =
     "            session too) and leftovers of interrupted writes; with\n"
     "            --cache-max SIZE (e.g. 4G, 500M) also evict the least recently\n"
     "            used blocks, named sessions' last, until the store fits\n"
+    "  search    the saved messages with all of TEXT's words (case and accents\n"
+    "            ignored), best match first: session, turn, role and a snippet\n"
+    "            with the matches marked ([word], bold on a terminal); --raw takes\n"
+    "            SQLite FTS5 query syntax (OR, NOT, \"a phrase\", pref*, NEAR);\n"
+    "            --limit N (default 20, 0: all)\n"
     "\n"
-    "--json prints one JSON document: an array for list, an object for show.\n"
+    "--json prints one JSON document: an array for list and search, an object\n"
+    "for show.\n"
     "Sessions and the index of KV blocks live in $KVCHAT_HOME/kvchat.db, the\n"
     "blocks in $KVCHAT_HOME/kv/.\n"
     "Exit status: 0 ok, 1 usage error, 3 session error.\n";
@@ -64,7 +71,8 @@ static const char *base_name(const char *p)
 /* ==== option parsing shared by the subcommands ==== */
 
 struct sub_opts {
-    bool json;
+    bool json, raw;
+    int64_t limit;
     const char *format;
     int64_t at_turn;
     const char *cache_max;
@@ -75,10 +83,12 @@ static int parse_opts(int argc, char **argv, struct sub_opts *o, int *first_arg)
     static const struct option opts[] = {
         {"json", no_argument, NULL, 'j'},       {"format", required_argument, NULL, 'f'},
         {"at", required_argument, NULL, 'a'},   {"cache-max", required_argument, NULL, 'c'},
+        {"raw", no_argument, NULL, 'r'},        {"limit", required_argument, NULL, 'l'},
         {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof *o);
     o->at_turn = -1;
+    o->limit = 20;
     o->format = "json";
     optind = 1;
     opterr = 0;
@@ -96,6 +106,15 @@ static int parse_opts(int argc, char **argv, struct sub_opts *o, int *first_arg)
             break;
         }
         case 'c': o->cache_max = optarg; break;
+        case 'r': o->raw = true; break;
+        case 'l': {
+            char *end;
+            long long v = strtoll(optarg, &end, 10);
+            if (!*optarg || *end || v < 0)
+                return cmd_usage_error(&cmd_sessions_entry, "--limit takes a count, not '%s'", optarg);
+            o->limit = v;
+            break;
+        }
         case 'h': cmd_help(&cmd_sessions_entry); return -2;
         default:
             return cmd_usage_error(&cmd_sessions_entry, "sessions %s: unknown option '%s'", argv[0],
@@ -201,6 +220,120 @@ static int transcript(struct sess_store *st, const char *name, const char *forma
     return CMD_EXIT_OK;
 }
 
+/* a snippet for a terminal or a pipe: the marks as bold (or [ ]), a cut as
+ * "...", white space and control characters as one space */
+static void print_snippet(const char *snip, bool bold)
+{
+    bool space = false;
+    for (const unsigned char *p = (const unsigned char *)snip; *p; p++) {
+        if (*p == SESS_MARK_ON || *p == SESS_MARK_OFF) {
+            fputs(bold ? (*p == SESS_MARK_ON ? "\033[1m" : "\033[0m") : (*p == SESS_MARK_ON ? "[" : "]"), stdout);
+            space = false;
+        } else if (*p == SESS_MARK_CUT) {
+            fputs("...", stdout);
+            space = false;
+        } else if (*p < 0x20 || *p == 0x7f || *p == ' ') {
+            if (!space)
+                putchar(' ');
+            space = true;
+        } else {
+            putchar(*p);
+            space = false;
+        }
+    }
+}
+
+/* the snippet as JSON: the text (a cut as "...") and the marks as byte
+ * ranges [start, end) of it */
+static void json_snippet(const char *snip)
+{
+    size_t n = strlen(snip), k = 0, nm = 0;
+    char *text = malloc(3 * n + 1);
+    size_t *marks = malloc((n + 1) * sizeof *marks);
+    if (!text || !marks) {
+        free(text);
+        free(marks);
+        fputs("\"snippet\": null, \"marks\": []", stdout);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (snip[i] == SESS_MARK_ON || snip[i] == SESS_MARK_OFF) {
+            if ((snip[i] == SESS_MARK_ON) == (nm % 2 == 0))
+                marks[nm++] = k;
+        } else if (snip[i] == SESS_MARK_CUT) {
+            memcpy(text + k, "...", 3);
+            k += 3;
+        } else {
+            text[k++] = snip[i];
+        }
+    }
+    if (nm % 2)
+        marks[nm++] = k;
+    fputs("\"snippet\": ", stdout);
+    cmd_json_str(stdout, text, k);
+    fputs(", \"marks\": [", stdout);
+    for (size_t i = 0; i + 1 < nm; i += 2)
+        printf("%s[%zu, %zu]", i ? ", " : "", marks[i], marks[i + 1]);
+    putchar(']');
+    free(text);
+    free(marks);
+}
+
+static int do_search(struct sess_store *st, const struct sub_opts *o, int npos, char **pos)
+{
+    size_t len = 1;
+    for (int i = 0; i < npos; i++)
+        len += strlen(pos[i]) + 1;
+    char *query = malloc(len);
+    if (!query) {
+        sess_store_close(st);
+        return cmd_fail(CMD_EXIT_SESSION, "out of memory");
+    }
+    query[0] = 0;
+    for (int i = 0; i < npos; i++) {
+        if (i)
+            strcat(query, " ");
+        strcat(query, pos[i]);
+    }
+    struct sess_hit *h;
+    int64_t n;
+    int rc = sess_search(st, query, o->raw, o->limit, &h, &n);
+    free(query);
+    if (rc) {
+        /* a query the user wrote wrong is a usage error */
+        bool usage = strstr(sess_errmsg(st), "bad search query") || strstr(sess_errmsg(st), "nothing to search");
+        rc = cmd_fail(usage ? CMD_EXIT_USAGE : CMD_EXIT_SESSION, "sessions search: %s", sess_errmsg(st));
+        sess_store_close(st);
+        return rc;
+    }
+    if (o->json) {
+        for (int64_t i = 0; i < n; i++) {
+            cmd_json_list_item(stdout, i);
+            fputs("{\"session\": ", stdout);
+            cmd_json_str(stdout, h[i].session, strlen(h[i].session));
+            printf(", \"turn\": %" PRId64 ", \"seq\": %" PRId64 ", \"role\": \"%s\", ", h[i].turn, h[i].seq,
+                   sess_role_name(h[i].role));
+            json_snippet(h[i].snippet);
+            printf(", \"updated\": %" PRId64 "}", h[i].updated);
+        }
+        cmd_json_list_end(stdout, n);
+    } else {
+        bool bold = cmd_color_ok(stdout);
+        if (n == 0)
+            fprintf(stderr, "no saved message matches\n");
+        for (int64_t i = 0; i < n; i++) {
+            char t[32];
+            fmt_time(t, sizeof t, h[i].updated);
+            printf("%s  turn %" PRId64 "  %s  %s\n  ", h[i].session, h[i].turn, sess_role_name(h[i].role), t);
+            print_snippet(h[i].snippet, bold);
+            putchar('\n');
+        }
+    }
+    sess_hits_free(h, n);
+    sess_store_close(st);
+    return CMD_EXIT_OK;
+}
+
 static int sessions_exec(int argc, char **argv)
 {
     /* `kvchat sessions` and `kvchat sessions --json` list */
@@ -222,7 +355,7 @@ static int sessions_exec(int argc, char **argv)
         const char *name;
         int min, max; /* positional arguments */
     } subs[] = {{"list", 0, 0}, {"show", 1, 1}, {"rm", 1, 1 << 20}, {"rename", 2, 2},
-                {"fork", 2, 2}, {"export", 1, 1}, {"gc", 0, 0}};
+                {"fork", 2, 2}, {"export", 1, 1}, {"gc", 0, 0}, {"search", 1, 1 << 20}};
     int which = -1;
     for (size_t i = 0; i < sizeof subs / sizeof *subs; i++)
         if (!strcmp(sub, subs[i].name))
@@ -269,6 +402,8 @@ static int sessions_exec(int argc, char **argv)
         break;
     case 5:
         return transcript(st, pos[0], o.format);
+    case 7:
+        return do_search(st, &o, npos, pos);
     case 6: {
         struct sess_gc_stats g, e = {0};
         int64_t kept, n_kept;

@@ -28,6 +28,7 @@ const struct cmd_entry *const cmd_table[] = {
     &cmd_eval_entry,
     &cmd_generate_entry,
     &cmd_bench_entry,
+    &cmd_paths_entry,
     NULL,
 };
 
@@ -96,6 +97,17 @@ void cmd_interrupts_restore(void)
 {
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
+}
+
+bool cmd_color_ok(FILE *f)
+{
+    const char *nc = getenv("NO_COLOR");
+    const char *term = getenv("TERM");
+    if (nc && *nc)
+        return false;
+    if (term && !strcmp(term, "dumb"))
+        return false;
+    return isatty(fileno(f));
 }
 
 void cmd_fmt_bytes(char *buf, size_t n, double v)

@@ -42,6 +42,15 @@ extern const struct cmd_entry cmd_run_entry;
 extern const struct cmd_entry cmd_eval_entry;
 extern const struct cmd_entry cmd_generate_entry;
 extern const struct cmd_entry cmd_bench_entry;
+extern const struct cmd_entry cmd_paths_entry;
+
+/* where kvchat keeps its files (cli/cmd-paths.c); "" where the environment
+ * gives no place */
+struct cmd_paths {
+    char home[4096], database[4200], kv_store[4200], models[4200], config[4096], history[4096];
+};
+void cmd_paths_get(struct cmd_paths *p);
+bool cmd_path_exists(const char *path);
 
 struct mdl_pull_params;
 /*
@@ -114,6 +123,9 @@ int cmd_help(const struct cmd_entry *e);
 extern volatile sig_atomic_t cmd_interrupted;
 void cmd_interrupts_catch(void);
 void cmd_interrupts_restore(void);
+
+/* colours and bold on f: a terminal, TERM is not "dumb", NO_COLOR unset or empty */
+bool cmd_color_ok(FILE *f);
 
 /* "4G", "500M", "1.5GiB", "1024" -> bytes; -1 if malformed */
 int64_t cmd_parse_size(const char *s);
@@ -262,7 +274,8 @@ struct cmd_opts {
     "      --seed N             sampler seed (default: random each run)\n" \
     "      --stop TEXT          end the answer before TEXT (again for more, up to 8)\n" \
     "  -t, --threads N          threads (default: physical cores)\n" \
-    "  -c, --ctx-size N         context window in tokens (default: model's, at most 4096)\n" \
+    "  -c, --ctx-size N         context window in tokens (default: model's, at most 4096);\n" \
+    "                           -c before anything but a number is --continue\n" \
     "      --kv-type f16|f32    KV cache element type (default f16)\n" \
     "      --special            special tokens written in messages are tokens\n" \
     "      --think show|hide|on|off  reasoning models: show the <think> span dimmed\n" \
@@ -344,6 +357,12 @@ struct sess_store;
  * (printed); -1 (quietly) when !create and there is none. A note about
  * opening it (an upgrade) goes to stderr. */
 int cmd_store_open(bool create, struct sess_store **st);
+/* -c/--continue: the session changed last (the first of sess_list) into
+ * name; CMD_EXIT_OK, or CMD_EXIT_SESSION having said there is none (a
+ * store is not created for it) */
+int cmd_last_session(char *name, size_t size);
+/* is argv[i] ("-c") the context size, i.e. followed by a number? */
+bool cmd_opts_c_is_ctx(int argc, char **argv, int i);
 /* open the store only if there is one (nothing is created, nothing is
  * printed): 1 with *st, 0 if there is none, -1 if it cannot be opened (err
  * says why) */

@@ -240,6 +240,37 @@ int cmd_opts_config(struct cmd_opts *o)
     return 0;
 }
 
+bool cmd_opts_c_is_ctx(int argc, char **argv, int i)
+{
+    if (i + 1 >= argc || !argv[i + 1][0])
+        return false;
+    for (const char *p = argv[i + 1]; *p; p++)
+        if (*p < '0' || *p > '9')
+            return false;
+    return true;
+}
+
+int cmd_last_session(char *name, size_t size)
+{
+    struct sess_store *st = NULL;
+    int rc = cmd_store_open(false, &st);
+    if (rc > 0)
+        return CMD_EXIT_SESSION;
+    struct sess_info *list = NULL;
+    int64_t n = 0;
+    if (!st)
+        rc = cmd_fail(CMD_EXIT_SESSION, "no session to continue: 'kvchat chat NAME' starts one");
+    else if (sess_list(st, &list, &n))
+        rc = cmd_fail(CMD_EXIT_SESSION, "%s", sess_errmsg(st));
+    else if (n == 0)
+        rc = cmd_fail(CMD_EXIT_SESSION, "no session to continue: 'kvchat chat NAME' starts one");
+    else
+        snprintf(name, size, "%s", list[0].name);
+    sess_list_free(list, n);
+    sess_store_close(st);
+    return rc;
+}
+
 int cmd_opts_take(const struct cmd_entry *e, struct cmd_opts *o, int argc, char **argv, int *i)
 {
     const char *a = argv[*i];
@@ -273,6 +304,10 @@ int cmd_opts_take(const struct cmd_entry *e, struct cmd_opts *o, int argc, char 
             val = eq + 1;
         }
     } else {
+        /* -c is the context size before a number (llama.cpp's -c N), else
+         * --continue, which the chat and run take themselves */
+        if (!strcmp(a, "-c") && !cmd_opts_c_is_ctx(argc, argv, *i))
+            return 0;
         for (size_t k = 0; k < N_OPTS; k++)
             if (opt_table[k].shrt && opt_table[k].shrt == a[1])
                 d = &opt_table[k];

@@ -44,6 +44,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +86,8 @@ struct pass {
     int64_t T, n_past;
     bool logits;
     int32_t *tok;              /* (n_batch) the ids */
+    _Atomic int stopped;       /* the interrupt was seen: the rest of the pass is skipped
+                                  and the pass discarded */
     int n_ph;
     struct phase *ph;          /* (max_phases) */
     struct llm_pool_phase *pp; /* (max_phases) */
@@ -128,6 +131,8 @@ struct llm_ctx {
     struct llm_pool *pool;
     struct pass passes[2];   /* the pool's two slots */
     int max_phases;
+    volatile sig_atomic_t *interrupt; /* llm_ctx_set_interrupt's flag, or NULL */
+    _Atomic int64_t progress; /* llm_ctx_progress: read by other threads */
 };
 
 static int set_err(struct llm_ctx *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -591,9 +596,25 @@ static size_t tok_scratch_bytes(const struct llm_ctx *c)
     return TOK_STEP * per;
 }
 
+/* Is the pass being stopped? Once the interrupt flag is seen, every
+ * chunk after is skipped; what was computed is discarded with the pass,
+ * so stopping never changes the numbers of a pass that completes. */
+static bool stopping(struct pass *ps)
+{
+    if (atomic_load_explicit(&ps->stopped, memory_order_relaxed))
+        return true;
+    if (ps->c->interrupt && *ps->c->interrupt) {
+        atomic_store(&ps->stopped, 1);
+        return true;
+    }
+    return false;
+}
+
 static void run_compute(void *arg, int p, int64_t u0, int64_t u1, void *scratch)
 {
-    const struct pass *ps = arg;
+    struct pass *ps = arg;
+    if (stopping(ps))
+        return;
     const struct llm_ctx *c = ps->c;
     const struct llm_model *m = c->m;
     const struct phase *ph = &ps->ph[p];
@@ -651,7 +672,9 @@ static void run_compute(void *arg, int p, int64_t u0, int64_t u1, void *scratch)
 
 static void run_commit(void *arg, int p, int64_t u0, int64_t u1, const void *scratch)
 {
-    const struct pass *ps = arg;
+    struct pass *ps = arg;
+    if (atomic_load_explicit(&ps->stopped, memory_order_relaxed))
+        return;
     struct llm_ctx *c = ps->c;
     const struct llm_model *m = c->m;
     const struct phase *ph = &ps->ph[p];
@@ -707,8 +730,14 @@ static void run_commit(void *arg, int p, int64_t u0, int64_t u1, const void *scr
 /* one token: the per-token step after phase p, straight into the buffers */
 static void run_after(void *arg, int p)
 {
-    const struct pass *ps = arg;
+    struct pass *ps = arg;
     struct llm_ctx *c = ps->c;
+    if (atomic_load_explicit(&ps->stopped, memory_order_relaxed))
+        return;
+    if (ps->T > 1) { /* a prefill pass: only how far it is */
+        atomic_store_explicit(&c->progress, ps->n_past + ps->T * (p + 1) / ps->n_ph, memory_order_relaxed);
+        return;
+    }
     const struct llm_model *m = c->m;
     const struct phase *ph = &ps->ph[p];
     int64_t l = ph->layer;
@@ -799,22 +828,29 @@ static int64_t max_chunks_of(const struct pass *ps)
     return mx;
 }
 
-/* tokens [0, T) at positions n_past.. through the model */
-static void forward(struct llm_ctx *c, const int32_t *tok, int64_t T, bool logits)
+/* tokens [0, T) at positions n_past.. through the model; false if the
+ * interrupt stopped it (n_past is then as it was) */
+static bool forward(struct llm_ctx *c, const int32_t *tok, int64_t T, bool logits)
 {
     struct pass *ps = &c->passes[llm_pool_slot(c->pool)];
     ps->T = T;
     ps->n_past = c->n_past;
     ps->logits = logits;
+    atomic_store(&ps->stopped, 0);
+    if (c->interrupt && *c->interrupt)
+        return false;
     memcpy(ps->tok, tok, (size_t)T * sizeof *tok);
     plan(ps);
     if (T == 1) { /* the first per-token step, here; the others after each phase */
         rope_cache(c, c->n_past, c->rope_cs);
         residual_norm(ps, 0, false, 0, c->x, c->xn, c->act);
     }
-    ps->job = (struct llm_pool_job){ps->n_ph, ps->pp, ps, run_compute, run_commit, T == 1 ? run_after : NULL};
+    ps->job = (struct llm_pool_job){ps->n_ph, ps->pp, ps, run_compute, run_commit, run_after};
     llm_pool_run(c->pool, &ps->job);
+    if (atomic_load(&ps->stopped))
+        return false;
     c->n_past += T;
+    return true;
 }
 
 int llm_ctx_decode(struct llm_ctx *c, const int32_t *tokens, int64_t n)
@@ -830,13 +866,26 @@ int llm_ctx_decode(struct llm_ctx *c, const int32_t *tokens, int64_t n)
                        "context full: %" PRId64 " tokens do not fit after %" PRId64 " of %" PRId64,
                        n, c->n_past, c->n_ctx);
     c->logits_valid = false;
+    int64_t start = c->n_past;
     for (int64_t i = 0; i < n;) {
         int64_t T = n - i < c->n_batch ? n - i : c->n_batch;
-        forward(c, tokens + i, T, i + T == n);
+        if (!forward(c, tokens + i, T, i + T == n)) {
+            c->n_past = start;
+            atomic_store(&c->progress, start);
+            return set_err(c, LLM_ERR_INTERRUPTED, "interrupted");
+        }
         i += T;
+        atomic_store_explicit(&c->progress, c->n_past, memory_order_relaxed);
     }
     c->logits_valid = true;
     return LLM_OK;
+}
+
+void llm_ctx_set_interrupt(struct llm_ctx *c, volatile sig_atomic_t *flag) { c->interrupt = flag; }
+
+int64_t llm_ctx_progress(const struct llm_ctx *c)
+{
+    return atomic_load_explicit(&((struct llm_ctx *)c)->progress, memory_order_relaxed);
 }
 
 /* ==== the context ==== */
@@ -1097,6 +1146,7 @@ int llm_ctx_truncate(struct llm_ctx *c, int64_t n)
         return set_err(c, LLM_ERR, "cannot truncate to %" PRId64 " of %" PRId64 " positions", n,
                        c->n_past);
     c->n_past = n;
+    atomic_store_explicit(&c->progress, n, memory_order_relaxed);
     c->logits_valid = false;
     return LLM_OK;
 }
@@ -1156,6 +1206,7 @@ int llm_ctx_kv_commit(struct llm_ctx *c, int64_t b)
     if (b < 0 || b > c->n_ctx)
         return set_err(c, LLM_ERR, "cannot commit %" PRId64 " positions of %" PRId64, b, c->n_ctx);
     c->n_past = b;
+    atomic_store_explicit(&c->progress, b, memory_order_relaxed);
     c->logits_valid = false;
     return LLM_OK;
 }
@@ -1170,6 +1221,7 @@ int llm_ctx_kv_import(struct llm_ctx *c, int64_t a, int64_t b, const void *buf, 
                        llm_ctx_kv_size(c, a, b));
     kv_copy(c, a, b, (uint8_t *)buf, true);
     c->n_past = b;
+    atomic_store_explicit(&c->progress, b, memory_order_relaxed);
     c->logits_valid = false;
     return LLM_OK;
 }

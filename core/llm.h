@@ -33,6 +33,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
 
 /* ==== tensor types (ggml's numbering, as stored in GGUF) ==== */
@@ -600,6 +601,7 @@ enum llm_status {
     LLM_OK = 0,
     LLM_ERR = -1,          /* bad input (e.g. a token id out of range) */
     LLM_ERR_CTX_FULL = -2, /* the tokens do not fit in the cache */
+    LLM_ERR_INTERRUPTED = -3, /* llm_ctx_set_interrupt's flag was set: nothing changed */
 };
 
 /*
@@ -612,6 +614,20 @@ enum llm_status {
  * LLM_ERR_CTX_FULL when n_past + n > n_ctx). Allocates nothing.
  */
 int llm_ctx_decode(struct llm_ctx *c, const int32_t *tokens, int64_t n);
+/*
+ * While *flag (NULL: none) is non-zero, llm_ctx_decode stops: it is checked
+ * before every chunk of work of a pass (a few milliseconds apart), and the
+ * call returns LLM_ERR_INTERRUPTED with n_past as it was before it (the
+ * rows it wrote past n_past are garbage, never read). What a stopped pass
+ * computed is thrown away, so a decode that completes gives the same bits
+ * with or without a flag. The flag is typically a signal handler's.
+ */
+void llm_ctx_set_interrupt(struct llm_ctx *c, volatile sig_atomic_t *flag);
+/* How far the cache is: n_past, and during an llm_ctx_decode, the
+ * positions done counting the phases (layers' steps) of the pass under way
+ * pro rata. The one call that may be made from another thread while a
+ * call on c runs (for a progress line). */
+int64_t llm_ctx_progress(const struct llm_ctx *c);
 /* n_vocab logits of the last token decoded; borrowed until the next call */
 const float *llm_ctx_logits(const struct llm_ctx *c);
 int64_t llm_ctx_n_past(const struct llm_ctx *c);

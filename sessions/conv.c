@@ -40,6 +40,7 @@
 #include "sessions/sess-int.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,9 @@ struct sess_conv {
     uint8_t remote_fp[32];
     int64_t remote_model_id; /* its models row (-1: no store) */
     char err[1024];
+    /* what a long restore or prefill has done (sess_conv_progress) */
+    _Atomic int prog_kind;
+    _Atomic int64_t prog_from, prog_to;
 };
 
 static int cfail(struct sess_conv *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -350,6 +354,28 @@ done:
     return rc;
 }
 
+/* ==== progress, for another thread's progress line ==== */
+
+static void progress_begin(struct sess_conv *c, enum sess_progress_kind kind, int64_t to)
+{
+    atomic_store(&c->prog_from, llm_ctx_progress(c->ctx));
+    atomic_store(&c->prog_to, to);
+    atomic_store(&c->prog_kind, (int)kind);
+}
+
+static void progress_end(struct sess_conv *c) { atomic_store(&c->prog_kind, (int)SESS_PROGRESS_NONE); }
+
+enum sess_progress_kind sess_conv_progress(const struct sess_conv *c, int64_t *done, int64_t *total)
+{
+    struct sess_conv *w = (struct sess_conv *)c;
+    int kind = atomic_load(&w->prog_kind);
+    int64_t from = atomic_load(&w->prog_from), to = atomic_load(&w->prog_to);
+    int64_t at = llm_ctx_progress(c->ctx);
+    *total = to > from ? to - from : 0;
+    *done = at < from ? 0 : at > to ? *total : at - from;
+    return (enum sess_progress_kind)kind;
+}
+
 /* ==== the KV cache ==== */
 
 static int add_tokens(struct sess_conv *c, const int32_t *toks, int64_t n)
@@ -373,15 +399,31 @@ static int sync_kv(struct sess_conv *c, int64_t *n_done)
     int rc = llm_ctx_decode(c->ctx, c->tokens + c->n_kv, n);
     if (rc == LLM_ERR_CTX_FULL)
         return cfail(c, "context full");
+    if (rc == LLM_ERR_INTERRUPTED)
+        return SESS_ERR_INTERRUPTED;
     if (rc != LLM_OK)
         return cfail(c, "%s", llm_ctx_errmsg(c->ctx));
     c->n_kv = c->n_tokens;
     return SESS_OK;
 }
 
-/* sync_kv in passes, so a long prompt can be interrupted between them */
+/* sync_kv in passes, so a long prompt can be interrupted between them
+ * and, by the engine, within one (its flag is the interrupt while this
+ * runs: stopped work is discarded, the numbers of what completes never
+ * change) */
 #define PREFILL_PASS 256
+static int sync_kv_passes(struct sess_conv *c, int64_t *n_done, volatile sig_atomic_t *interrupt);
 static int sync_kv_interruptible(struct sess_conv *c, int64_t *n_done, volatile sig_atomic_t *interrupt)
+{
+    llm_ctx_set_interrupt(c->ctx, interrupt);
+    progress_begin(c, SESS_PROGRESS_PREFILL, c->n_tokens);
+    int rc = sync_kv_passes(c, n_done, interrupt);
+    llm_ctx_set_interrupt(c->ctx, NULL);
+    progress_end(c);
+    return rc;
+}
+
+static int sync_kv_passes(struct sess_conv *c, int64_t *n_done, volatile sig_atomic_t *interrupt)
 {
     int64_t done = 0;
     *n_done = 0;
@@ -446,9 +488,11 @@ static void restore_blocks(struct sess_conv *c, int64_t limit, struct sess_kv_re
     memset(r, 0, sizeof *r);
     if (!c->st || c->p.no_cache || limit <= c->n_kv)
         return;
+    progress_begin(c, SESS_PROGRESS_RESTORE, limit);
     if (sess_kv_restore(c->kv, c->tokens, limit, r))
         snprintf(r->first_problem, sizeof r->first_problem, "cannot read the KV cache's index: %.450s",
                  sess_errmsg(c->st));
+    progress_end(c);
     c->n_kv = llm_ctx_n_past(c->ctx);
 }
 

@@ -136,6 +136,37 @@ struct sess_message {
 int sess_messages(struct sess_store *st, int64_t id, struct sess_message **out, int64_t *n);
 void sess_messages_free(struct sess_message *m, int64_t n);
 
+/* ==== search ==== */
+
+/* In a hit's snippet, the matched words are between SESS_MARK_ON and
+ * SESS_MARK_OFF, and SESS_MARK_CUT stands where the message's text was cut. */
+#define SESS_MARK_ON '\x01'
+#define SESS_MARK_OFF '\x02'
+#define SESS_MARK_CUT '\x03'
+
+struct sess_hit {
+    char *session;       /* the session's name */
+    int64_t seq;         /* the message's index in the session (0 is the first) */
+    int64_t turn;        /* the exchange it is in, from 1 (0: the system prompt) */
+    enum sess_role role;
+    char *snippet;       /* up to 16 words around the match, marked as above */
+    int64_t updated;     /* the session's last update, unix seconds */
+};
+/*
+ * The messages of named sessions that match query, best first (SQLite
+ * FTS5's bm25; among equals, the newest first), or, when more than
+ * SESS_SEARCH_RANK_MAX match, the newest sessions' first (ranking that
+ * many costs more than it tells); at most limit (<= 0: all).
+ * query is words, each searched as written and all required (case and
+ * diacritics ignored), or with raw, FTS5's query syntax (AND, OR, NOT,
+ * "phrases", prefix*, NEAR(...)): a bad one is refused with the reason.
+ * Free the hits with sess_hits_free.
+ */
+#define SESS_SEARCH_RANK_MAX 1000
+int sess_search(struct sess_store *st, const char *query, bool raw, int64_t limit, struct sess_hit **out,
+                int64_t *n);
+void sess_hits_free(struct sess_hit *h, int64_t n);
+
 struct sess_gc_stats {
     int64_t blocks;       /* block files removed */
     int64_t bytes;        /* bytes freed */
@@ -313,6 +344,14 @@ struct sess_turn_stats {
                                  (the turn is saved all the same): one line for stderr */
 };
 
+/* What a conversation is doing before an answer (sess_conv_say, _retry,
+ * _attach): reading KV blocks, or computing the prompt. */
+enum sess_progress_kind { SESS_PROGRESS_NONE, SESS_PROGRESS_RESTORE, SESS_PROGRESS_PREFILL };
+/* The one call that may be made from another thread while a call on c
+ * runs: what it is doing, and *done of *total tokens of it (a pass under
+ * way counted by its layers' steps), for a progress line. */
+enum sess_progress_kind sess_conv_progress(const struct sess_conv *c, int64_t *done, int64_t *total);
+
 /*
  * Add a user message and generate the answer, streaming it to on_text. The
  * answer ends at an end-of-generation token, a stop string of the template,
@@ -320,8 +359,8 @@ struct sess_turn_stats {
  * (checked between tokens); the partial answer is kept either way, and the
  * KV cache matches it. SESS_ERR_CTX_FULL, with nothing changed, when the
  * message itself does not fit; SESS_ERR_INTERRUPTED, with nothing changed,
- * when *interrupt is set while the message is being prefilled (checked
- * between passes of 256 tokens).
+ * when *interrupt is set while the message is being prefilled (the engine
+ * checks it between chunks of work, milliseconds apart).
  * A remote engine: the answer is the server's; SESS_ERR_INTERRUPTED when
  * interrupted before any text came, SESS_ERR_REMOTE when no answer came
  * (the message says why), both with nothing changed; an answer the

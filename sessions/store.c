@@ -330,6 +330,21 @@ static const struct migration {
      * "context_full"; NULL when not recorded), so that an answer a remote
      * server cut off stays marked as such */
     {"ALTER TABLE messages ADD COLUMN stop_reason TEXT;", NULL},
+    /* 3 -> 4: a full-text index of every message (`sessions search`). Its
+     * rowid is session_id << 32 | seq (messages has none of its own), and
+     * triggers keep it in step with every change to messages: a turn, undo
+     * and retry (rows deleted and written again), fork (rows copied), rm
+     * (rows deleted by the cascade, which fires triggers too). */
+    {"CREATE VIRTUAL TABLE message_fts USING fts5(text, tokenize = 'unicode61 remove_diacritics 2');"
+     "INSERT INTO message_fts(rowid, text) SELECT (session_id << 32) | seq, text FROM messages;"
+     "CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN"
+     "  INSERT INTO message_fts(rowid, text) VALUES((NEW.session_id << 32) | NEW.seq, NEW.text); END;"
+     "CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN"
+     "  DELETE FROM message_fts WHERE rowid = (OLD.session_id << 32) | OLD.seq; END;"
+     "CREATE TRIGGER messages_fts_update AFTER UPDATE OF session_id, seq, text ON messages BEGIN"
+     "  DELETE FROM message_fts WHERE rowid = (OLD.session_id << 32) | OLD.seq;"
+     "  INSERT INTO message_fts(rowid, text) VALUES((NEW.session_id << 32) | NEW.seq, NEW.text); END;",
+     NULL},
 };
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof *migrations))
 
@@ -998,6 +1013,117 @@ void sess_messages_free(struct sess_message *m, int64_t n)
         free(m[i].stop_reason);
     }
     free(m);
+}
+
+/* ==== search ==== */
+
+/* The FTS5 query for words: each word a quoted phrase (so "C++", "it's"
+ * or "NEAR" are searched as written), all of them required. */
+static char *plain_query(const char *words)
+{
+    size_t n = strlen(words);
+    char *q = malloc(3 * n + 8), *o = q;
+    if (!q)
+        return NULL;
+    for (const char *p = words; *p;) {
+        while (*p && isspace((unsigned char)*p))
+            p++;
+        if (!*p)
+            break;
+        if (o > q)
+            *o++ = ' ';
+        *o++ = '"';
+        for (; *p && !isspace((unsigned char)*p); p++) {
+            if (*p == '"')
+                *o++ = '"';
+            *o++ = *p;
+        }
+        *o++ = '"';
+    }
+    *o = 0;
+    return q;
+}
+
+static void hit_row(sqlite3_stmt *s, void *elt)
+{
+    struct sess_hit *h = elt;
+    h->session = dup_col(s, 0);
+    h->seq = sqlite3_column_int64(s, 1);
+    h->role = (enum sess_role)sqlite3_column_int(s, 2);
+    h->snippet = dup_col(s, 3);
+    h->turn = sqlite3_column_int64(s, 4);
+    h->updated = sqlite3_column_int64(s, 5);
+    if (!h->session)
+        h->session = strdup("");
+    if (!h->snippet)
+        h->snippet = strdup("");
+}
+
+static void hits_free(void *h, int64_t n) { sess_hits_free(h, n); }
+
+int sess_search(struct sess_store *st, const char *query, bool raw, int64_t limit, struct sess_hit **out,
+                int64_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    char *q = raw ? strdup(query) : plain_query(query);
+    if (!q)
+        return sess_fail(st, "out of memory");
+    if (!*q) {
+        free(q);
+        return sess_fail(st, "nothing to search for");
+    }
+    /* The best matches first (FTS5's bm25 rank), taken from the index with
+     * the limit before anything is joined; then the session and turn of
+     * each (sessions without a name are not listed). Ranking costs a
+     * computation per match (~0.1 s for 20,000), and among that many, for
+     * a word most messages have, it says little: over RANK_MAX matches the
+     * newest sessions' come first. */
+    int64_t total = -1;
+    sqlite3_stmt *s = prep(st, "SELECT count(*) FROM message_fts WHERE message_fts MATCH ?1");
+    if (s) {
+        sqlite3_bind_text(s, 1, q, -1, SQLITE_STATIC);
+        if (sqlite3_step(s) == SQLITE_ROW)
+            total = sqlite3_column_int64(s, 0);
+        else
+            db_fail(st);
+        sqlite3_finalize(s);
+        s = NULL;
+    }
+    if (total >= 0) {
+        bool ranked = total <= SESS_SEARCH_RANK_MAX;
+        char sql[1024];
+        snprintf(sql, sizeof sql,
+                 "SELECT s.name, h.rid & 4294967295, m.role, h.snip,"
+                 " (SELECT count(*) FROM messages u WHERE u.session_id = m.session_id AND u.role = 1"
+                 "   AND u.seq <= m.seq),"
+                 " s.updated"
+                 " FROM (SELECT rowid AS rid, %s AS r, snippet(message_fts, 0, char(1), char(2), char(3), 16) AS snip"
+                 "       FROM message_fts WHERE message_fts MATCH ?1 ORDER BY %s LIMIT ?2) h"
+                 " JOIN messages m ON m.session_id = h.rid >> 32 AND m.seq = h.rid & 4294967295"
+                 " JOIN sessions s ON s.id = m.session_id"
+                 " WHERE s.name IS NOT NULL ORDER BY h.r, h.rid DESC",
+                 ranked ? "rank" : "0", ranked ? "rank" : "rowid DESC");
+        s = prep(st, sql);
+    }
+    if (s) {
+        sqlite3_bind_text(s, 1, q, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(s, 2, limit > 0 ? limit : -1);
+    }
+    free(q);
+    int rc = collect_rows(st, s, out, n, sizeof **out, hit_row, hits_free);
+    if (rc && strstr(st->err, "fts5: syntax error"))
+        sess_fail(st, "bad search query '%s': %s", query, strstr(st->err, "fts5: "));
+    return rc;
+}
+
+void sess_hits_free(struct sess_hit *h, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        free(h[i].session);
+        free(h[i].snippet);
+    }
+    free(h);
 }
 
 /* ==== the block index ==== */

@@ -28,6 +28,9 @@
 #include "tests/gguf-writer.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -502,6 +505,106 @@ static void test_sampler(void **state)
     free(lg);
 }
 
+/* ==== stopping a decode ==== */
+
+struct stopper {
+    const struct llm_ctx *c;
+    volatile sig_atomic_t *flag;
+    int64_t at;        /* set the flag once progress passes this */
+    int64_t seen;      /* the progress it saw when it set it */
+    _Atomic int quit;
+};
+
+static void *stopper_main(void *p)
+{
+    struct stopper *s = p;
+    while (!atomic_load(&s->quit)) {
+        int64_t v = llm_ctx_progress(s->c);
+        if (v > s->at) {
+            s->seen = v;
+            *s->flag = 1;
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+/* The interrupt flag stops a decode within a pass, leaving the cache as it
+ * was; progress is reported within a pass; and a decode that completes
+ * after (or with the flag never set) gives the same bits. */
+static void test_interrupt(void **state)
+{
+    (void)state;
+    enum { N = 1200, PRE = 100 }; /* 1,100 tokens: passes of 512, 512, 76 */
+    int32_t ids[N];
+    for (int i = 0; i < N; i++)
+        ids[i] = (i * 37 + 11) % 500 + 3;
+    struct llm_model *m = open_model(model_path("qwen3", "F32"));
+    int64_t nv = llm_model_n_vocab(m);
+    struct llm_ctx *a = new_ctx(m, 2048, 2, LLM_TYPE_F16);
+    assert_int_equal(llm_ctx_decode(a, ids, N), 0);
+    assert_int_equal(llm_ctx_progress(a), N);
+    float *ref = malloc((size_t)nv * sizeof *ref);
+    memcpy(ref, llm_ctx_logits(a), (size_t)nv * sizeof *ref);
+    size_t kvb = (size_t)llm_ctx_kv_size(a, 0, N);
+    uint8_t *kv_ref = malloc(kvb), *kv = malloc(kvb);
+    assert_int_equal(llm_ctx_kv_export(a, 0, N, kv_ref, kvb), (int64_t)kvb);
+
+    struct llm_ctx *b = new_ctx(m, 2048, 2, LLM_TYPE_F16);
+    static volatile sig_atomic_t flag;
+    llm_ctx_set_interrupt(b, &flag);
+    /* set before: nothing is computed */
+    flag = 1;
+    assert_int_equal(llm_ctx_decode(b, ids, N), LLM_ERR_INTERRUPTED);
+    assert_int_equal(llm_ctx_n_past(b), 0);
+    assert_string_equal(llm_ctx_errmsg(b), "interrupted");
+    /* set by another thread during the decode (after PRE positions already
+     * held): the call ends with the cache as it was */
+    flag = 0;
+    assert_int_equal(llm_ctx_decode(b, ids, PRE), 0);
+    int stopped = 0, mid_pass = 0, late = 0;
+    for (int attempt = 0; attempt < 60 && stopped < 8; attempt++) {
+        flag = 0;
+        struct stopper st = {b, &flag, PRE + 1 + attempt % 4 * 300, 0, 0};
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, stopper_main, &st), 0);
+        int rc = llm_ctx_decode(b, ids + PRE, N - PRE);
+        atomic_store(&st.quit, 1);
+        pthread_join(th, NULL);
+        if (rc == LLM_OK) { /* it finished first: then it is the reference */
+            assert_memory_equal(llm_ctx_logits(b), ref, (size_t)nv * sizeof *ref);
+            assert_int_equal(llm_ctx_truncate(b, PRE), 0);
+            continue;
+        }
+        assert_int_equal(rc, LLM_ERR_INTERRUPTED);
+        assert_int_equal(llm_ctx_n_past(b), PRE);
+        assert_int_equal(llm_ctx_progress(b), PRE);
+        stopped++;
+        /* a pass is 512 tokens: a figure in between is a pass under way */
+        mid_pass += (st.seen - PRE) % 512 != 0;
+        late += st.seen > PRE + 512;
+    }
+    printf("interrupted %d of the attempts (progress seen inside a pass %d times, after the first pass %d)\n",
+           stopped, mid_pass, late);
+    assert_true(stopped >= 1);
+    assert_true(mid_pass >= 1);
+    assert_true(late >= 1); /* a later pass stopped: the completed ones are undone too */
+    /* the cache's first PRE rows were left alone, and completing gives the
+     * very bits of the uninterrupted decode */
+    flag = 0;
+    assert_int_equal(llm_ctx_decode(b, ids + PRE, N - PRE), 0);
+    assert_memory_equal(llm_ctx_logits(b), ref, (size_t)nv * sizeof *ref);
+    assert_int_equal(llm_ctx_kv_export(b, 0, N, kv, kvb), (int64_t)kvb);
+    assert_memory_equal(kv, kv_ref, kvb);
+    llm_ctx_set_interrupt(b, NULL);
+    free(ref);
+    free(kv);
+    free(kv_ref);
+    llm_ctx_free(a);
+    llm_ctx_free(b);
+    llm_model_close(m);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -537,6 +640,7 @@ int main(void)
         cmocka_unit_test(test_long_prompt),
         cmocka_unit_test(test_split_prefill),
         cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_interrupt),
         cmocka_unit_test(test_kv_export_import),
         cmocka_unit_test(test_truncate_and_overflow),
         cmocka_unit_test(test_bad_ids),

@@ -158,7 +158,7 @@ static int64_t total_bytes(struct fx *f, int64_t *n)
 static void test_schema(void **state)
 {
     struct fx *f = *state;
-    assert_int_equal(sess_schema_version(f->st), 3);
+    assert_int_equal(sess_schema_version(f->st), 4);
     assert_null(sess_store_notice(f->st)); /* a new store needs no note */
     /* reopening migrates nothing and keeps data */
     int64_t id = new_session(f, "keep", NULL);
@@ -177,8 +177,8 @@ static void test_schema(void **state)
        "c.commit()\"%s", f->home, "");
     char err[512];
     assert_int_equal(sess_store_open(f->home, sess_store_default_params(), &f->st, err, sizeof err), SESS_ERR);
-    assert_non_null(strstr(err, "at schema version 99, newer than this kvchat's (3)"));
-    sh("python3 -c \"import sqlite3; c=sqlite3.connect('%s/kvchat.db'); c.execute('PRAGMA user_version = 3'); "
+    assert_non_null(strstr(err, "at schema version 99, newer than this kvchat's (4)"));
+    sh("python3 -c \"import sqlite3; c=sqlite3.connect('%s/kvchat.db'); c.execute('PRAGMA user_version = 4'); "
        "c.commit()\"%s", f->home, "");
     assert_int_equal(open_store(f), 0);
     /* without create, a home with no store is not made one */
@@ -204,7 +204,7 @@ static void test_migrate_v1(void **state)
     /* and that release's segment files, which go */
     sh("mkdir -p '%s/kv/ab' && echo x > '%s/kv/ab/ab12.kvseg'", f->home, f->home);
     assert_int_equal(open_store(f), 0);
-    assert_int_equal(sess_schema_version(f->st), 3);
+    assert_int_equal(sess_schema_version(f->st), 4);
     assert_non_null(sess_store_notice(f->st));
     assert_non_null(strstr(sess_store_notice(f->st), "computed once more"));
     char seg[128];
@@ -246,6 +246,157 @@ static void test_migrate_v1(void **state)
     sess_store_close(f->st);
     assert_int_equal(open_store(f), 0);
     assert_null(sess_store_notice(f->st));
+}
+
+/* messages as a turn writes them (no tokens): texts[0..n), roles from the first */
+static void write_texts(struct fx *f, int64_t id, int64_t from, const char *const *texts, int64_t n,
+                        enum sess_role first)
+{
+    struct sess_msg_rec m[16];
+    assert_true(n <= 16);
+    for (int64_t i = 0; i < n; i++) {
+        enum sess_role r = first == SESS_ROLE_SYSTEM && i == 0 ? SESS_ROLE_SYSTEM
+                           : (i + (first == SESS_ROLE_ASSISTANT) - (first == SESS_ROLE_SYSTEM)) % 2 == 0
+                               ? SESS_ROLE_USER : SESS_ROLE_ASSISTANT;
+        m[i] = (struct sess_msg_rec){r, texts[i], NULL, 0, NULL, 0};
+    }
+    if (sess_write_messages(f->st, id, from, m, n, 0, f->model_id, NULL))
+        fail_msg("write: %s", sess_errmsg(f->st));
+}
+
+/* hits of a plain search, as "session:turn:role:snippet" lines */
+static char *search(struct fx *f, const char *q, bool raw, int64_t limit, int64_t *n_out)
+{
+    struct sess_hit *h;
+    int64_t n;
+    if (sess_search(f->st, q, raw, limit, &h, &n))
+        fail_msg("search '%s': %s", q, sess_errmsg(f->st));
+    static char buf[8192];
+    buf[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        char line[512];
+        snprintf(line, sizeof line, "%s:%lld:%s:%s\n", h[i].session, (long long)h[i].turn,
+                 sess_role_name(h[i].role), h[i].snippet);
+        strncat(buf, line, sizeof buf - strlen(buf) - 1);
+    }
+    sess_hits_free(h, n);
+    if (n_out)
+        *n_out = n;
+    return buf;
+}
+
+/* the full-text index follows every change to messages */
+static void test_search(void **state)
+{
+    struct fx *f = *state;
+    int64_t a = new_session(f, "lisbon", "You plan trips.");
+    int64_t b = new_session(f, "paris", NULL);
+    static const char *const ta[] = {"You plan trips.", "Three days in Lisbon?", "Day one: Alfama and the tram.",
+                                     "And the food?", "Pastéis de nata in Belém."};
+    write_texts(f, a, 0, ta, 5, SESS_ROLE_SYSTEM);
+    static const char *const tb[] = {"A weekend in Paris, with food", "Croissants at the TRAM stop."};
+    write_texts(f, b, 0, tb, 2, SESS_ROLE_USER);
+    int64_t n;
+    /* case and diacritics are ignored; the match is marked; turns count exchanges */
+    assert_string_equal(search(f, "pasteis", false, 0, &n), "lisbon:2:assistant:\001Pastéis\002 de nata in Belém.\n");
+    assert_string_equal(search(f, "trips", false, 0, &n), "lisbon:0:system:You plan \001trips\002.\n");
+    /* every word is required, in any order */
+    search(f, "tram", false, 0, &n);
+    assert_int_equal(n, 2);
+    assert_string_equal(search(f, "tram croissants", false, 0, &n),
+                        "paris:1:assistant:\001Croissants\002 at the \001TRAM\002 stop.\n");
+    /* words are searched as written: FTS5's operators and quotes are text */
+    search(f, "food OR nothing", false, 0, &n);
+    assert_int_equal(n, 0);
+    search(f, "\"food", false, 0, &n);
+    assert_int_equal(n, 2);
+    /* unless raw */
+    search(f, "nata OR croissants", true, 0, &n);
+    assert_int_equal(n, 2);
+    search(f, "tra*", true, 0, &n);
+    assert_int_equal(n, 2);
+    struct sess_hit *h;
+    assert_int_equal(sess_search(f->st, "AND (", true, 0, &h, &n), SESS_ERR);
+    assert_non_null(strstr(sess_errmsg(f->st), "bad search query 'AND ('"));
+    assert_int_equal(sess_search(f->st, "  ", false, 0, &h, &n), SESS_ERR);
+    /* the limit */
+    search(f, "the", false, 1, &n);
+    assert_int_equal(n, 1);
+    /* undo (the last exchange deleted), retry (an answer written again) */
+    write_texts(f, a, 3, NULL, 0, SESS_ROLE_USER);
+    search(f, "nata", false, 0, &n);
+    assert_int_equal(n, 0);
+    static const char *const retry[] = {"Day one: Sintra instead."};
+    write_texts(f, a, 2, retry, 1, SESS_ROLE_ASSISTANT);
+    search(f, "alfama", false, 0, &n);
+    assert_int_equal(n, 0);
+    assert_string_equal(search(f, "sintra", false, 0, &n), "lisbon:1:assistant:Day one: \001Sintra\002 instead.\n");
+    /* fork copies, rename follows, rm removes */
+    assert_int_equal(sess_fork(f->st, "lisbon", "porto", -1), 0);
+    search(f, "sintra", false, 0, &n);
+    assert_int_equal(n, 2);
+    assert_int_equal(sess_rename(f->st, "porto", "oporto"), 0);
+    assert_non_null(strstr(search(f, "sintra", false, 0, &n), "oporto:1:assistant:"));
+    assert_int_equal(sess_rm(f->st, "lisbon"), 0);
+    assert_string_equal(search(f, "sintra", false, 0, &n), "oporto:1:assistant:Day one: \001Sintra\002 instead.\n");
+    assert_int_equal(sess_rm(f->st, "oporto"), 0);
+    search(f, "sintra", false, 0, &n);
+    assert_int_equal(n, 0);
+    /* a long message gives a snippet around the match, cut where it was cut */
+    char longtext[4096] = "";
+    for (int i = 0; i < 100; i++)
+        strcat(longtext, i == 50 ? "needle " : "hay ");
+    const char *lt[] = {longtext};
+    write_texts(f, b, 2, lt, 1, SESS_ROLE_USER);
+    const char *got = search(f, "needle", false, 0, &n);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(got, "\001needle\002"));
+    assert_non_null(strchr(got, SESS_MARK_CUT));
+    assert_true(strlen(got) < 200);
+    /* over SESS_SEARCH_RANK_MAX matches, the newest sessions' first */
+    int64_t per = 16, n_many = SESS_SEARCH_RANK_MAX / per + 1;
+    const char *many[16];
+    for (int64_t i = 0; i < per; i++)
+        many[i] = i % 2 ? "a common answer, and a longer one than the question" : "a common question";
+    for (int64_t k = 0; k < n_many; k++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "many%03lld", (long long)k);
+        write_texts(f, new_session(f, nm, NULL), 0, many, per, SESS_ROLE_USER);
+    }
+    search(f, "common", false, 0, &n);
+    assert_int_equal(n, n_many * per);
+    char want[64];
+    snprintf(want, sizeof want, "many%03lld:", (long long)n_many - 1);
+    got = search(f, "common", false, 3, &n);
+    assert_int_equal(n, 3);
+    assert_memory_equal(got, want, strlen(want));
+    assert_non_null(strstr(got, "\nmany"));
+    for (int64_t k = 0; k < n_many; k++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "many%03lld", (long long)k);
+        assert_int_equal(sess_rm(f->st, nm), 0);
+    }
+    /* and under it, the best first (bm25: the shorter message, older as it is) */
+    static const char *const ranked[] = {"a common question", "a common answer, and a longer one than that"};
+    write_texts(f, new_session(f, "ranked", NULL), 0, ranked, 2, SESS_ROLE_USER);
+    assert_string_equal(search(f, "common", false, 1, &n), "ranked:1:user:a \001common\002 question\n");
+    assert_int_equal(sess_rm(f->st, "ranked"), 0);
+    /* the index has a row for each message and no other (the cascade of rm
+     * went through its trigger) */
+    sess_store_close(f->st);
+    sh("test \"$(python3 -c \"import sqlite3; c=sqlite3.connect('%s/kvchat.db'); "
+       "print(c.execute('SELECT (SELECT count(*) FROM messages) = (SELECT count(*) FROM message_fts) AND "
+       "(SELECT count(*) FROM messages) = 3').fetchone()[0])\")\" = 1%s", f->home, "");
+    /* a store at schema 3 (before the index) gets it, with what it holds */
+    sh("python3 -c \"import sqlite3; c=sqlite3.connect('%s/kvchat.db'); "
+       "c.executescript('DROP TRIGGER messages_fts_insert; DROP TRIGGER messages_fts_delete; DROP TRIGGER messages_fts_update; DROP TABLE message_fts; PRAGMA user_version = 3;'); "
+       "c.execute(\\\"INSERT INTO messages(session_id, seq, role, text, n_tokens, created) VALUES(%s, 9, 1, 'an older message about Zanzibar', 0, 0)\\\"); c.commit()\"",
+       f->home, "2");
+    assert_int_equal(open_store(f), 0);
+    assert_int_equal(sess_schema_version(f->st), 4);
+    assert_string_equal(search(f, "zanzibar", false, 0, &n), "paris:3:user:an older message about \001Zanzibar\002\n");
+    search(f, "croissants", false, 0, &n);
+    assert_int_equal(n, 1);
 }
 
 static void test_names(void **state)
@@ -704,6 +855,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_schema, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrate_v1, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_search, setup, teardown),
         cmocka_unit_test_setup_teardown(test_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sessions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_block_index, setup, teardown),

@@ -17,7 +17,7 @@ expect_words() { # what, got, wanted (all words of wanted, in any order, and not
 }
 
 # ---- nothing saved yet: no names, and nothing is created by asking
-expect_words "commands" "$(C "")" "chat models run sessions tokenize template eval generate bench help"
+expect_words "commands" "$(C "")" "chat models run sessions tokenize template eval generate bench paths help"
 expect_words "no sessions, no models" "$(C sessions show "")" ""
 expect_words "no models" "$(C models rm "")" ""
 [ ! -e "$KVCHAT_HOME" ] && ok "__complete created nothing" || not_ok "__complete created $(ls -R "$KVCHAT_HOME")"
@@ -31,7 +31,7 @@ cp "$KVCHAT_HOME/models/tiny.gguf" "$KVCHAT_HOME/models/qw:small.gguf"
 
 expect_words "kvchat t" "$(C t)" "tokenize template travel trip"
 expect_words "models subcommands" "$(C models "")" "list ls add add-remote pull rm default info aliases path"
-expect_words "sessions subcommands" "$(C sessions "")" "list ls show rm rename fork export gc"
+expect_words "sessions subcommands" "$(C sessions "")" "list ls show rm rename fork export gc search"
 expect_words "sessions show: names" "$(C sessions show "")" "trip travel work"
 expect_words "sessions show tr" "$(C sessions show tr)" "trip travel"
 expect_words "sessions show takes one" "$(C sessions show trip "")" ""
