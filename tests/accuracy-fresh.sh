@@ -17,15 +17,8 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 seed=${SEED:-4711}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-rel_err() {
-    od -An -v -f -w4 "$1" >"$tmp/a.txt"
-    od -An -v -f -w4 "$2" >"$tmp/b.txt"
-    paste "$tmp/a.txt" "$tmp/b.txt" | awk '
-        NR == 1 { lo = $2; hi = $2 }
-        { d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d
-          if ($2 < lo) lo = $2; if ($2 > hi) hi = $2; n++ }
-        END { if (n == 0 || hi <= lo) print "nan"; else printf "%.3g\n", m / (hi - lo) }'
-}
+T=$tmp
+. "$top/tests/cli/logits-lib.sh"
 "$LLREF" mkmodel "$tmp/F32.gguf" --arch qwen2 --dim 256 --layers 4 --heads 4 --kv-heads 2 --ff 512 \
     --n-vocab 1024 --seed "$seed" --rope-theta 1000000 >/dev/null 2>&1
 for q in Q8_0 Q4_K_M Q6_K Q4_0; do "$LLREF" quantize "$tmp/F32.gguf" "$tmp/$q.gguf" $q >/dev/null 2>&1; done
