@@ -326,8 +326,14 @@ static int run_exec(int argc, char **argv)
     snprintf(what, sizeof what, "%s%s", n_files ? files[0] : "", n_files > 1 ? " and the other files" : "");
     free(files);
 
+    /* an existing session opens with its own model */
+    char mpath[4096], own_model[4096];
+    if ((rc = cmd_session_model(&o, session, own_model, sizeof own_model))) {
+        free(prompt);
+        cmd_opts_free(&o);
+        return rc;
+    }
     /* a remote model: one turn on its server, no session (yet) */
-    char mpath[4096];
     if ((rc = cmd_model_resolve(o.model, false, mpath, sizeof mpath)) == 0 && mdl_is_remote(mpath)) {
         if (session)
             rc = cmd_fail(CMD_EXIT_USAGE, "'%s' is a remote model: sessions (-s) do not work with remote "
@@ -374,6 +380,8 @@ static int run_exec(int argc, char **argv)
         int r = sess_conv_attach(conv, session, true, &rs);
         if (r) {
             rc = cmd_fail(CMD_EXIT_SESSION, "%s", sess_conv_errmsg(conv));
+            if (r == SESS_ERR_MODEL)
+                cmd_switch_model_hint(session);
             goto out;
         }
         attach_rs = rs;
@@ -449,6 +457,8 @@ static int run_exec(int argc, char **argv)
         }
     } else if (r == SESS_ERR_CTX_FULL) {
         rc = cmd_fail(CMD_EXIT_MODEL, "the prompt does not fit: %s (a larger -c helps)", sess_conv_errmsg(conv));
+    } else if (r == SESS_ERR_STORE) {
+        rc = cmd_fail(CMD_EXIT_SESSION, "%s", sess_conv_errmsg(conv));
     } else if (r) {
         rc = cmd_fail(CMD_EXIT_MODEL, "%s", sess_conv_errmsg(conv));
     } else if (json) {

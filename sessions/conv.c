@@ -26,6 +26,8 @@
 #include "core/llm.h"
 #include "sessions/sess-int.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +63,13 @@ struct sess_conv {
     int64_t sid;
     char *name;
     struct sess_lock *lock;
+    /* sampling: base is the conversation's own (from init and
+     * sess_conv_set_sampling); kept (bits 1 << SESS_PARAM_X, values in
+     * kept_s and kept_n) is what the session keeps; p.sampling is base
+     * with the kept ones over it, except those in p.given */
+    struct llm_sampler_params base_s, kept_s;
+    int32_t base_n, kept_n;
+    uint32_t kept;
     char err[1024];
 };
 
@@ -114,6 +123,16 @@ static int keep_state(struct sess_conv *c, struct conv_msg *m)
     return SESS_OK;
 }
 
+/* the live sampler made for p.sampling, fresh from its seed */
+static void sampler_fresh(struct sess_conv *c)
+{
+    struct llm_sampler *s = llm_sampler_init(c->p.sampling, llm_model_n_vocab(c->m));
+    if (s) {
+        llm_sampler_free(c->smp);
+        c->smp = s;
+    }
+}
+
 /* the live sampler back to its state after the last answer (or fresh) */
 static void sampler_rewind(struct sess_conv *c)
 {
@@ -121,7 +140,7 @@ static void sampler_rewind(struct sess_conv *c)
         if (c->msgs[i].role == SESS_ROLE_ASSISTANT && c->msgs[i].state &&
             llm_sampler_state_load(c->smp, c->msgs[i].state, c->msgs[i].state_bytes) == 0)
             return;
-    sess_conv_set_sampling(c, c->p.sampling);
+    sampler_fresh(c);
 }
 
 /* ==== messages ==== */
@@ -448,15 +467,138 @@ static bool has_system(const struct sess_conv *c)
     return c->n_msgs > 0 && c->msgs[0].role == SESS_ROLE_SYSTEM;
 }
 
-/* the sampling parameters as the session keeps them (JSON) */
+const char *sess_param_key(enum sess_param k)
+{
+    static const char *const keys[SESS_PARAM_COUNT] = {"temp", "top_k", "top_p", "min_p", "repeat_penalty",
+                                                        "presence_penalty", "repeat_last_n", "seed", "n_predict"};
+    return (unsigned)k < SESS_PARAM_COUNT ? keys[k] : "?";
+}
+
+/* parameter k of (s, n_predict) as a number, and set from one */
+static double param_get(const struct llm_sampler_params *s, int32_t n_predict, enum sess_param k)
+{
+    switch (k) {
+    case SESS_PARAM_TEMP: return s->temp;
+    case SESS_PARAM_TOP_K: return s->top_k;
+    case SESS_PARAM_TOP_P: return s->top_p;
+    case SESS_PARAM_MIN_P: return s->min_p;
+    case SESS_PARAM_REPEAT_PENALTY: return s->repeat_penalty;
+    case SESS_PARAM_PRESENCE_PENALTY: return s->presence_penalty;
+    case SESS_PARAM_REPEAT_LAST_N: return s->penalty_last_n;
+    case SESS_PARAM_SEED: return (double)s->seed;
+    case SESS_PARAM_N_PREDICT: return n_predict;
+    case SESS_PARAM_COUNT: break;
+    }
+    return 0;
+}
+
+/* copy parameter k from (from, from_n) to (to, to_n) */
+static void param_copy(struct llm_sampler_params *to, int32_t *to_n, const struct llm_sampler_params *from,
+                       int32_t from_n, enum sess_param k)
+{
+    switch (k) {
+    case SESS_PARAM_TEMP: to->temp = from->temp; break;
+    case SESS_PARAM_TOP_K: to->top_k = from->top_k; break;
+    case SESS_PARAM_TOP_P: to->top_p = from->top_p; break;
+    case SESS_PARAM_MIN_P: to->min_p = from->min_p; break;
+    case SESS_PARAM_REPEAT_PENALTY: to->repeat_penalty = from->repeat_penalty; break;
+    case SESS_PARAM_PRESENCE_PENALTY: to->presence_penalty = from->presence_penalty; break;
+    case SESS_PARAM_REPEAT_LAST_N: to->penalty_last_n = from->penalty_last_n; break;
+    case SESS_PARAM_SEED: to->seed = from->seed; break;
+    case SESS_PARAM_N_PREDICT: *to_n = from_n; break;
+    case SESS_PARAM_COUNT: break;
+    }
+}
+
+/* the parameters the session keeps, as JSON: only those in c->kept */
 static void params_json(const struct sess_conv *c, char *buf, size_t n)
 {
-    const struct llm_sampler_params *s = &c->p.sampling;
-    snprintf(buf, n,
-             "{\"temp\": %g, \"top_k\": %d, \"top_p\": %g, \"min_p\": %g, \"repeat_penalty\": %g, "
-             "\"presence_penalty\": %g, \"repeat_last_n\": %d, \"seed\": %llu, \"n_predict\": %d}",
-             (double)s->temp, (int)s->top_k, (double)s->top_p, (double)s->min_p, (double)s->repeat_penalty,
-             (double)s->presence_penalty, (int)s->penalty_last_n, (unsigned long long)s->seed, (int)c->p.n_predict);
+    size_t len = 0;
+    buf[0] = 0;
+    for (int k = 0; k < SESS_PARAM_COUNT && len + 2 < n; k++) {
+        if (!(c->kept & (1u << k)))
+            continue;
+        int w = k == SESS_PARAM_SEED
+                    ? snprintf(buf + len, n - len, "%s\"%s\": %llu", len ? ", " : "{", sess_param_key(k),
+                               (unsigned long long)c->kept_s.seed)
+                    : snprintf(buf + len, n - len, "%s\"%s\": %.9g", len ? ", " : "{", sess_param_key(k),
+                               param_get(&c->kept_s, c->kept_n, k));
+        if (w < 0 || (size_t)w >= n - len)
+            break;
+        len += (size_t)w;
+    }
+    snprintf(buf + len, n - len, "%s", len ? "}" : "{}");
+}
+
+/* Parse a session's parameters (a flat JSON object of numbers, as
+ * params_json writes and earlier releases wrote) into s and n_predict:
+ * the bits of the keys found. Unknown keys and malformed values are
+ * skipped. */
+static uint32_t params_parse(const char *json, struct llm_sampler_params *s, int32_t *n_predict)
+{
+    uint32_t found = 0;
+    if (!json)
+        return 0;
+    for (int k = 0; k < SESS_PARAM_COUNT; k++) {
+        char key[40];
+        snprintf(key, sizeof key, "\"%s\"", sess_param_key(k));
+        const char *at = strstr(json, key);
+        if (!at)
+            continue;
+        at += strlen(key);
+        while (*at == ' ')
+            at++;
+        if (*at++ != ':')
+            continue;
+        char *end;
+        errno = 0;
+        if (k == SESS_PARAM_SEED) {
+            while (*at == ' ')
+                at++;
+            unsigned long long v = *at == '-' ? 0 : strtoull(at, &end, 10);
+            if (*at == '-' || errno || end == at)
+                continue;
+            s->seed = v;
+        } else {
+            double v = strtod(at, &end);
+            if (errno || end == at || !isfinite(v) || v < -1e9 || v > 1e9)
+                continue;
+            struct llm_sampler_params tmp = *s;
+            int32_t tn = *n_predict;
+            switch (k) {
+            case SESS_PARAM_TEMP: tmp.temp = (float)v; break;
+            case SESS_PARAM_TOP_K: tmp.top_k = (int32_t)v; break;
+            case SESS_PARAM_TOP_P: tmp.top_p = (float)v; break;
+            case SESS_PARAM_MIN_P: tmp.min_p = (float)v; break;
+            case SESS_PARAM_REPEAT_PENALTY: tmp.repeat_penalty = (float)v; break;
+            case SESS_PARAM_PRESENCE_PENALTY: tmp.presence_penalty = (float)v; break;
+            case SESS_PARAM_REPEAT_LAST_N: tmp.penalty_last_n = (int32_t)v; break;
+            case SESS_PARAM_N_PREDICT: tn = (int32_t)v; break;
+            }
+            param_copy(s, n_predict, &tmp, tn, (enum sess_param)k);
+        }
+        found |= 1u << k;
+    }
+    return found;
+}
+
+/* p.sampling and n_predict made again: base, with the kept ones over it
+ * except those the user gave */
+static void params_effective(struct sess_conv *c)
+{
+    c->p.sampling = c->base_s;
+    c->p.n_predict = c->base_n;
+    for (int k = 0; k < SESS_PARAM_COUNT; k++)
+        if ((c->kept & (1u << k)) && !(c->p.given & (1u << k)))
+            param_copy(&c->p.sampling, &c->p.n_predict, &c->kept_s, c->kept_n, (enum sess_param)k);
+}
+
+/* the session keeps what the user gave this conversation */
+static void keep_given(struct sess_conv *c)
+{
+    c->kept = c->p.given;
+    c->kept_s = c->base_s;
+    c->kept_n = c->base_n;
 }
 
 /* Store the blocks of what the cache holds that the store lacks, and (in
@@ -513,8 +655,10 @@ static int persist(struct sess_conv *c, int64_t from, struct sess_turn_stats *ts
         int rc = sess_write_messages(c->st, c->sid, from, r, n, (changed + SESS_BLOCK_TOKENS - 1) / SESS_BLOCK_TOKENS,
                                      sess_kv_model_id(c->kv), params);
         free(r);
-        if (rc)
-            return cfail(c, "cannot save the conversation: %s", sess_errmsg(c->st));
+        if (rc) {
+            cfail(c, "cannot save the conversation: %s", sess_errmsg(c->st));
+            return SESS_ERR_STORE;
+        }
     }
     if (c->n_kv == c->n_tokens)
         save_blocks(c, ts);
@@ -564,6 +708,9 @@ int sess_conv_init(struct sess_store *st, struct sess_conv_params p, struct sess
     c->p = p;
     c->st = st;
     c->sid = -1;
+    c->base_s = p.sampling;
+    c->base_n = p.n_predict;
+    keep_given(c);
     if (!c->ctx || !c->m || !c->v || llm_ctx_n_past(c->ctx) != 0) {
         snprintf(err, err_size, "a conversation needs a model, its vocabulary and an empty context");
         sess_conv_free(c);
@@ -650,17 +797,47 @@ int64_t sess_conv_n_exchanges(const struct sess_conv *c)
 
 void sess_conv_set_sampling(struct sess_conv *c, struct llm_sampler_params p)
 {
-    c->p.sampling = p;
-    struct llm_sampler *s = llm_sampler_init(p, llm_model_n_vocab(c->m));
-    if (s) {
-        llm_sampler_free(c->smp);
-        c->smp = s;
-    }
+    c->base_s = p;
+    params_effective(c);
+    sampler_fresh(c);
 }
 
 void sess_conv_set_n_predict(struct sess_conv *c, int32_t n_predict)
 {
-    c->p.n_predict = n_predict;
+    c->base_n = n_predict;
+    params_effective(c);
+}
+
+int sess_conv_keep_params(struct sess_conv *c, struct llm_sampler_params p, int32_t n_predict, uint32_t which)
+{
+    which &= (1u << SESS_PARAM_COUNT) - 1;
+    for (int k = 0; k < SESS_PARAM_COUNT; k++) {
+        if (!(which & (1u << k)))
+            continue;
+        param_copy(&c->base_s, &c->base_n, &p, n_predict, (enum sess_param)k);
+        param_copy(&c->kept_s, &c->kept_n, &p, n_predict, (enum sess_param)k);
+    }
+    c->kept |= which;
+    c->p.given |= which; /* and over any session this conversation goes to */
+    params_effective(c);
+    /* the random state goes on with the new parameters, unless re-seeded */
+    int64_t need = llm_sampler_state_save(c->smp, NULL, 0);
+    size_t size = (size_t)(need < 0 ? -need : need);
+    void *state = (which & (1u << SESS_PARAM_SEED)) ? NULL : malloc(size ? size : 1);
+    int64_t got = state ? llm_sampler_state_save(c->smp, state, size) : -1;
+    sampler_fresh(c);
+    if (got > 0)
+        llm_sampler_state_load(c->smp, state, (size_t)got);
+    free(state);
+    if (!attached(c) || c->p.no_cache)
+        return SESS_OK;
+    char params[512];
+    params_json(c, params, sizeof params);
+    if (sess_set_params(c->st, c->sid, params)) {
+        cfail(c, "cannot save the parameters: %s", sess_errmsg(c->st));
+        return SESS_ERR_STORE;
+    }
+    return SESS_OK;
 }
 
 /* a conversation of system prompt `system` alone, with a fresh sampler;
@@ -673,13 +850,15 @@ static int restart(struct sess_conv *c, const char *system)
         return cfail(c, "out of memory");
     int rc = start_with_system(c, sys);
     free(sys);
-    sess_conv_set_sampling(c, c->p.sampling);
+    sampler_fresh(c);
     return rc;
 }
 
 int sess_conv_reset(struct sess_conv *c, const char *system)
 {
     leave_session(c);
+    keep_given(c);
+    params_effective(c);
     return restart(c, system);
 }
 
@@ -1026,11 +1205,17 @@ static int retokenize_from(struct sess_conv *c, int64_t from)
         int32_t *toks = NULL;
         int64_t n = 0;
         int rc;
-        if (m.role == SESS_ROLE_ASSISTANT) {
+        if (m.role == SESS_ROLE_ASSISTANT && (m.n_tokens > 0 || !m.text[0])) {
             toks = m.tokens;
             n = m.n_tokens;
             m.tokens = NULL;
             rc = SESS_OK;
+        } else if (m.role == SESS_ROLE_ASSISTANT) { /* no ids recorded: its text, plain */
+            struct llm_tokenize_params tp = llm_tokenize_default_params();
+            tp.add_special = false;
+            tp.parse_special = false;
+            int64_t cap = 0;
+            rc = tokenize_into(c, m.text, strlen(m.text), &tp, &toks, &n, &cap);
         } else if (m.role == SESS_ROLE_USER) {
             rc = user_tokens(c, m.text, &toks, &n);
         } else {
@@ -1103,7 +1288,7 @@ int sess_conv_set_system(struct sess_conv *c, const char *system)
 
 /* a session's messages, as the conversation's (their tokens made again
  * where they were not recorded); on failure the conversation is unchanged */
-static int load_messages(struct sess_conv *c, const struct sess_message *msgs, int64_t n)
+static int load_messages(struct sess_conv *c, const struct sess_message *msgs, int64_t n, bool retokenize)
 {
     struct sess_conv tmp = *c; /* build into a copy, then swap */
     tmp.msgs = NULL;
@@ -1113,7 +1298,7 @@ static int load_messages(struct sess_conv *c, const struct sess_message *msgs, i
     tmp.tokens = malloc((size_t)c->n_ctx * sizeof *tmp.tokens);
     if (!tmp.tokens)
         return cfail(c, "out of memory");
-    bool all_tokens = true;
+    bool all_tokens = !retokenize;
     for (int64_t i = 0; i < n; i++)
         all_tokens &= msgs[i].tokens != NULL || msgs[i].n_tokens == 0;
     int rc = SESS_OK;
@@ -1127,7 +1312,7 @@ static int load_messages(struct sess_conv *c, const struct sess_message *msgs, i
                           tmp.n_tokens);
         if (rc == SESS_OK)
             rc = add_tokens(&tmp, msgs[i].tokens, nt);
-        if (rc == SESS_OK && msgs[i].sampler_state) {
+        if (rc == SESS_OK && msgs[i].sampler_state && !retokenize) {
             struct conv_msg *m = &tmp.msgs[tmp.n_msgs - 1];
             m->state = malloc(msgs[i].sampler_state_bytes ? msgs[i].sampler_state_bytes : 1);
             if (!m->state)
@@ -1202,6 +1387,8 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
         c->sid = sid;
         c->lock = lock;
         c->name = dup;
+        keep_given(c);
+        params_effective(c);
         return persist(c, 0, NULL);
     }
     struct sess_message *msgs;
@@ -1210,20 +1397,36 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
     if (sess_get(c->st, sid, &info)) {
         sess_unlock(lock);
         free(dup);
-        return cfail(c, "%s", sess_errmsg(c->st));
+        cfail(c, "%s", sess_errmsg(c->st));
+        return SESS_ERR_STORE;
+    }
+    /* its own model, or (asked for) this one, with its history tokenized again */
+    bool other = memcmp(info.fingerprint, sess_kv_fingerprint(c->kv), 32) != 0;
+    if (other && !c->p.switch_model) {
+        cfail(c, "session '%s' was saved with model '%s', not '%s'", name,
+              info.model_path && info.model_path[0] ? info.model_path : "?", c->model_path);
+        sess_info_free(&info);
+        sess_unlock(lock);
+        free(dup);
+        return SESS_ERR_MODEL;
     }
     if (sess_messages(c->st, sid, &msgs, &n)) {
         sess_info_free(&info);
         sess_unlock(lock);
         free(dup);
-        return cfail(c, "%s", sess_errmsg(c->st));
+        cfail(c, "%s", sess_errmsg(c->st));
+        return SESS_ERR_STORE;
     }
-    rc = load_messages(c, msgs, n);
+    rc = load_messages(c, msgs, n, other);
     sess_messages_free(msgs, n);
-    if (rc == SESS_OK && memcmp(info.fingerprint, sess_kv_fingerprint(c->kv), 32) && !c->p.no_cache)
+    if (rc == SESS_OK && other)
         snprintf(rs->first_problem, sizeof rs->first_problem,
-                 "session '%s' was saved with another model ('%s'): its KV cache is computed again", name,
-                 info.model_path ? info.model_path : "?");
+                 "session '%.60s' was saved with model '%.150s': it goes on with '%.150s', its history "
+                 "computed again and its sampler started afresh", name,
+                 info.model_path && info.model_path[0] ? info.model_path : "?", c->model_path);
+    struct llm_sampler_params kept_s = c->base_s;
+    int32_t kept_n = c->base_n;
+    uint32_t kept = params_parse(info.params, &kept_s, &kept_n);
     sess_info_free(&info);
     if (rc) {
         sess_unlock(lock);
@@ -1234,7 +1437,15 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
     c->sid = sid;
     c->lock = lock;
     c->name = dup;
-    sampler_rewind(c);
+    /* the session's parameters, under what the user gave; its sampler
+     * goes on from its last answer, unless a seed was given */
+    c->kept = kept;
+    c->kept_s = kept_s;
+    c->kept_n = kept_n;
+    params_effective(c);
+    sampler_fresh(c);
+    if (!(c->p.given & (1u << SESS_PARAM_SEED)))
+        sampler_rewind(c);
     if (c->p.no_cache) { /* recomputed at the first turn */
         if (drop_cache(c))
             return SESS_ERR;

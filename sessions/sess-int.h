@@ -94,6 +94,8 @@ struct sess_msg_rec {
  */
 int sess_write_messages(struct sess_store *st, int64_t id, int64_t from, const struct sess_msg_rec *m,
                         int64_t n, int64_t first_block, int64_t model_id, const char *params);
+/* the session's sampling parameters become params (JSON) */
+int sess_set_params(struct sess_store *st, int64_t id, const char *params);
 /* the session's blocks from index `from` on become ids[0..n) (one transaction) */
 int sess_set_blocks(struct sess_store *st, int64_t id, int64_t from, const uint8_t (*ids)[32], int64_t n);
 

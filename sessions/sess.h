@@ -39,6 +39,8 @@ enum sess_status {
     SESS_ERR_BUSY = -3,        /* the session is open in another process */
     SESS_ERR_INTERRUPTED = -4, /* interrupted before the answer began: nothing changed */
     SESS_ERR_NOT_FOUND = -5,   /* no such session (or, opening without create, no store) */
+    SESS_ERR_MODEL = -6,       /* the session belongs to another model (see switch_model) */
+    SESS_ERR_STORE = -7,       /* the store failed (its database or files): the message says why */
 };
 
 /* ==== the store ==== */
@@ -179,6 +181,15 @@ int sess_model_fingerprint(const struct llm_gguf *g, uint8_t out[32]);
 
 struct sess_conv;
 
+/* the sampling parameters a session keeps (as JSON, kvchat-files(5)) */
+enum sess_param {
+    SESS_PARAM_TEMP, SESS_PARAM_TOP_K, SESS_PARAM_TOP_P, SESS_PARAM_MIN_P, SESS_PARAM_REPEAT_PENALTY,
+    SESS_PARAM_PRESENCE_PENALTY, SESS_PARAM_REPEAT_LAST_N, SESS_PARAM_SEED, SESS_PARAM_N_PREDICT,
+    SESS_PARAM_COUNT
+};
+/* the JSON key of a parameter ("temp", "top_k", ...) */
+const char *sess_param_key(enum sess_param k);
+
 struct sess_conv_params {
     /* the engine: a local model (borrowed; must outlive the conversation) */
     const struct llm_model *model;
@@ -194,6 +205,14 @@ struct sess_conv_params {
                                     whole conversation each turn (for comparison); an
                                     attached session is then only read */
     int64_t cache_max;           /* bytes of blocks the store keeps (LRU eviction); <= 0: no limit */
+    /* bits 1 << SESS_PARAM_X of sampling and n_predict the user set: a new
+     * session keeps them (and only them); over an existing session's own
+     * they hold for this conversation without being saved; a set seed
+     * re-seeds the sampler from the next answer on */
+    uint32_t given;
+    /* attaching to a session saved with another model goes on with this
+     * one (the history computed again) instead of failing SESS_ERR_MODEL */
+    bool switch_model;
 };
 struct sess_conv_params sess_conv_default_params(void);
 
@@ -227,7 +246,11 @@ struct sess_restore_stats {
  * left (it stays saved). The session stays locked for writing until the
  * conversation leaves it. On failure the conversation is as it was.
  * SESS_ERR_BUSY when the session is in use, SESS_ERR_NOT_FOUND when it does
- * not exist and !create.
+ * not exist and !create, SESS_ERR_MODEL when it was saved with another
+ * model (unless p.switch_model: then its messages are tokenized again for
+ * this model, its sampler starts afresh, and rs->first_problem says so).
+ * The session's saved sampling parameters replace the conversation's,
+ * except those in p.given.
  */
 int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct sess_restore_stats *rs);
 /* the session id (-1 when not attached) and name (NULL), borrowed */
@@ -292,6 +315,11 @@ int sess_conv_set_system(struct sess_conv *c, const char *system);
 void sess_conv_set_sampling(struct sess_conv *c, struct llm_sampler_params p);
 /* most tokens per answer from now on (<= 0: until the context is full) */
 void sess_conv_set_n_predict(struct sess_conv *c, int32_t n_predict);
+/* Set the parameters named by which (bits 1 << SESS_PARAM_X) from p and
+ * n_predict, as the user's own (/set): the session keeps them (saved now,
+ * when attached). The sampler keeps its random state unless the seed is
+ * among them (then it is re-seeded). SESS_OK, or SESS_ERR_STORE. */
+int sess_conv_keep_params(struct sess_conv *c, struct llm_sampler_params p, int32_t n_predict, uint32_t which);
 struct sess_conv_params sess_conv_get_params(const struct sess_conv *c);
 
 int64_t sess_conv_n_messages(const struct sess_conv *c);

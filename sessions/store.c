@@ -956,6 +956,17 @@ int sess_write_messages(struct sess_store *st, int64_t id, int64_t from, const s
     return finish(st, rc);
 }
 
+int sess_set_params(struct sess_store *st, int64_t id, const char *params)
+{
+    sqlite3_stmt *s = prep(st, "UPDATE sessions SET params = ?2, updated = ?3 WHERE id = ?1");
+    if (!s)
+        return SESS_ERR;
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_text(s, 2, params, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, now());
+    return step_done(st, s);
+}
+
 static void message_row(sqlite3_stmt *s, void *elt)
 {
     struct sess_message *m = elt;
