@@ -1446,6 +1446,9 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
     sampler_fresh(c);
     if (!(c->p.given & (1u << SESS_PARAM_SEED)))
         sampler_rewind(c);
+    /* switched: the session is this model's now, its messages with this model's ids */
+    if (other && (rc = persist(c, 0, NULL)))
+        return rc;
     if (c->p.no_cache) { /* recomputed at the first turn */
         if (drop_cache(c))
             return SESS_ERR;
