@@ -371,8 +371,10 @@ static int run_exec(int argc, char **argv)
         }
         fprintf(stderr, "kvchat: the KV cache on disk is off for this run\n");
     }
-    if (sess_conv_init(st, cmd_opts_conv_params(&o, &l), &conv, err, sizeof err)) {
-        rc = cmd_fail(CMD_EXIT_MODEL, "cannot start the conversation: %s", err);
+    int ir = sess_conv_init(st, cmd_opts_conv_params(&o, &l), &conv, err, sizeof err);
+    if (ir) {
+        rc = ir == SESS_ERR_STORE ? cmd_fail(CMD_EXIT_SESSION, "%s", err)
+                                  : cmd_fail(CMD_EXIT_MODEL, "cannot start the conversation: %s", err);
         goto out;
     }
     if (session) {
@@ -477,6 +479,8 @@ static int run_exec(int argc, char **argv)
                 ts.decode_tok_s, (long long)ts.blocks_written, cmd_s(ts.blocks_written), ts.stop_reason);
     if (r == 0 && interrupted)
         rc = CMD_EXIT_INTERRUPTED;
+    else if (r == 0 && (ts.store_failed || attach_rs.store_failed)) /* said above; the turn is saved */
+        rc = CMD_EXIT_SESSION;
     cmd_answer_free(&ans);
 out:
     sess_conv_free(conv);

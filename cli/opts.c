@@ -519,7 +519,8 @@ int cmd_session_model(struct cmd_opts *o, const char *name, char *buf, size_t si
     char err[5200];
     int r = cmd_store_open_existing(&st, err, sizeof err);
     if (r < 0)
-        return cmd_fail(CMD_EXIT_SESSION, "cannot open the session store: %s", err);
+        return cmd_fail(CMD_EXIT_SESSION, "%s%s", strncmp(err, "database '", 10) ? "cannot open the session store: " : "",
+                        err);
     if (r == 0)
         return 0;
     int64_t id;
@@ -678,8 +679,9 @@ int cmd_store_open(bool create, struct sess_store **st)
     int rc = sess_store_open(home, p, st, err, sizeof err);
     if (rc == SESS_ERR_NOT_FOUND)
         return -1;
-    if (rc)
-        return cmd_fail(CMD_EXIT_SESSION, "cannot open the session store: %s", err);
+    if (rc) /* SQLite's failures are said as "database '...': reason" */
+        return cmd_fail(CMD_EXIT_SESSION, "%s%s", strncmp(err, "database '", 10) ? "cannot open the session store: " : "",
+                        err);
     if (sess_store_notice(*st))
         fprintf(stderr, "kvchat: note: %s\n", sess_store_notice(*st));
     return 0;

@@ -437,16 +437,21 @@ static int replace_tokens(struct sess_conv *c, const int32_t *new, int64_t n)
 
 /* Extend the cache from the store's blocks up to limit positions. A
  * failure to read the index is not the turn's: it is said in r's
- * first_problem and what the cache lacks is computed. */
-static void restore_blocks(struct sess_conv *c, int64_t limit, struct sess_kv_restore *r)
+ * first_problem and what the cache lacks is computed; returns whether it
+ * was a failure of the database (then the caller reports it). */
+static bool restore_blocks(struct sess_conv *c, int64_t limit, struct sess_kv_restore *r)
 {
     memset(r, 0, sizeof *r);
     if (!c->st || c->p.no_cache || limit <= c->n_kv)
-        return;
-    if (sess_kv_restore(c->kv, c->tokens, limit, r))
+        return false;
+    bool failed = false;
+    if (sess_kv_restore(c->kv, c->tokens, limit, r)) {
         snprintf(r->first_problem, sizeof r->first_problem, "cannot read the KV cache's index: %.450s",
                  sess_errmsg(c->st));
+        failed = !sess_store_full(c->st);
+    }
     c->n_kv = llm_ctx_n_past(c->ctx);
+    return failed;
 }
 
 /* logits for the next position after a truncation: compute the last token
@@ -610,13 +615,15 @@ static void save_blocks(struct sess_conv *c, struct sess_turn_stats *ts)
         return;
     struct sess_kv_save s;
     const char *why = NULL;
+    bool db = false; /* the database failed (else a block file could not be written) */
     if (sess_kv_save(c->kv, c->tokens, c->n_kv, &s))
-        why = sess_errmsg(c->st);
+        why = sess_errmsg(c->st), db = true;
     else if (s.problem[0])
-        why = s.problem;
+        why = s.problem, db = s.db_failed;
     if (!why && attached(c) && sess_set_blocks(c->st, c->sid, 0, (const uint8_t(*)[32])s.ids, s.n_ids))
-        why = sess_errmsg(c->st);
+        why = sess_errmsg(c->st), db = true;
     if (ts) {
+        ts->store_failed |= db && !sess_store_full(c->st);
         ts->blocks_written = s.written;
         ts->kv_bytes_disk = s.bytes;
         if (why && !ts->kv_problem[0])
@@ -728,9 +735,10 @@ int sess_conv_init(struct sess_store *st, struct sess_conv_params p, struct sess
         return SESS_ERR;
     }
     /* the model's fingerprint is computed only with a store */
-    if (sess_kv_init(st, c->m, c->ctx, c->model_path, &c->kv, err, err_size)) {
+    int rc = sess_kv_init(st, c->m, c->ctx, c->model_path, &c->kv, err, err_size);
+    if (rc) {
         sess_conv_free(c);
-        return SESS_ERR;
+        return rc;
     }
     if (start_with_system(c, p.system)) {
         snprintf(err, err_size, "%s", c->err);
@@ -1077,7 +1085,7 @@ static int prepare(struct sess_conv *c, volatile sig_atomic_t *interrupt, struct
     struct sess_kv_restore r;
     int64_t before = c->n_kv;
     /* the last token is always computed: its logits are the answer's start */
-    restore_blocks(c, c->n_tokens - 1, &r);
+    ts->store_failed |= restore_blocks(c, c->n_tokens - 1, &r);
     ts->restored_tokens = c->n_kv > before ? c->n_kv - before : 0;
     ts->restored_blocks = r.blocks;
     ts->restore_ms = r.ms;
@@ -1455,7 +1463,7 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
     } else {
         struct sess_kv_restore r;
         int64_t before = c->n_kv;
-        restore_blocks(c, c->n_tokens, &r);
+        rs->store_failed = restore_blocks(c, c->n_tokens, &r);
         rs->restored_tokens = c->n_kv - before;
         rs->restored_blocks = r.blocks;
         rs->damaged = r.damaged;

@@ -16,6 +16,8 @@
 
 /* set the store's message; returns SESS_ERR */
 int sess_fail(struct sess_store *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* was the last database failure SQLite's "database or disk is full"? */
+bool sess_store_full(const struct sess_store *st);
 /* the home directory the store is in, borrowed */
 const char *sess_store_home(const struct sess_store *st);
 /* $home/kv/xx/<hex id>.kvblk into buf; with mkdir, the xx directory is made.
@@ -112,7 +114,7 @@ struct sess_kv;
 
 /* The block cache of ctx (borrowed), a context of model m, over st
  * (borrowed; may be NULL: then nothing is read or written). Free with
- * sess_kv_free. */
+ * sess_kv_free. SESS_OK, SESS_ERR, or SESS_ERR_STORE (the database). */
 int sess_kv_init(struct sess_store *st, const struct llm_model *m, struct llm_ctx *ctx, const char *model_path,
                  struct sess_kv **out, char *err, size_t err_size);
 void sess_kv_free(struct sess_kv *kv);
@@ -144,6 +146,7 @@ struct sess_kv_save {
     int64_t written;     /* block files written */
     int64_t bytes;       /* bytes of the covering blocks' files */
     char problem[512];   /* why a block could not be written, or "" */
+    bool db_failed;      /* problem is a failure of the database (not a full disk) */
 };
 /*
  * Store the blocks of tokens[0..n) (all in the context) that the store does

@@ -217,7 +217,8 @@ struct sess_conv_params {
 struct sess_conv_params sess_conv_default_params(void);
 
 /* A conversation over store st (borrowed; NULL: nothing on disk). It owns
- * p.ctx from the call on, even when it fails. Free with sess_conv_free. */
+ * p.ctx from the call on, even when it fails. Free with sess_conv_free.
+ * SESS_OK, SESS_ERR, or SESS_ERR_STORE (the store's database failed). */
 int sess_conv_init(struct sess_store *st, struct sess_conv_params p, struct sess_conv **out, char *err,
                    size_t err_size);
 void sess_conv_free(struct sess_conv *c);
@@ -233,6 +234,9 @@ struct sess_restore_stats {
     int64_t damaged;          /* blocks found missing, damaged or foreign (and dropped) */
     double ms;                /* wall time of the restore */
     char first_problem[512];  /* the first problem, for one line on stderr */
+    bool store_failed;        /* the store's database failed (first_problem says how): what
+                                 was not restored is computed, but the caller should say so
+                                 as a session error */
 };
 
 /*
@@ -279,6 +283,9 @@ struct sess_turn_stats {
     int64_t blocks_written;   /* block files written after the turn */
     char kv_problem[512];     /* a block found damaged, or one that could not be written
                                  (the turn is saved all the same): one line for stderr */
+    bool store_failed;        /* kv_problem is a failure of the store's database (not a
+                                 full disk): the turn is saved, but the caller should say
+                                 so as a session error */
 };
 
 /* Called with each piece of the answer as soon as it is complete UTF-8 and

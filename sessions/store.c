@@ -38,6 +38,8 @@ struct sess_store {
     char path[PATH_MAX + 16]; /* of kvchat.db */
     char err[1024];
     char notice[PATH_MAX + 256];
+    int db_rc;          /* SQLite's code of the last failure */
+    bool checked;       /* the whole database was checked after a failure */
     /* statements of the hot paths, prepared once */
     sqlite3_stmt *find_block, *child_le, *child_gt;
 };
@@ -63,11 +65,50 @@ int sess_fail(struct sess_store *st, const char *fmt, ...)
     return SESS_ERR;
 }
 
-/* SQLite's reason for the last failure, in the one form users see */
+/* the first problem PRAGMA quick_check (of table, or of all when NULL)
+ * finds, into buf; "" when it finds none (or cannot run) */
+static void quick_check(struct sess_store *st, const char *table, char *buf, size_t n)
+{
+    char sql[96];
+    sqlite3_stmt *s = NULL;
+    buf[0] = 0;
+    snprintf(sql, sizeof sql, table ? "PRAGMA quick_check(%s)" : "PRAGMA quick_check", table);
+    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) {
+        snprintf(buf, n, "%s", sqlite3_errmsg(st->db));
+        return;
+    }
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) { /* the first line that is not a heading */
+        const char *t = (const char *)sqlite3_column_text(s, 0);
+        if (t && strcmp(t, "ok") && strncmp(t, "*** ", 4)) {
+            snprintf(buf, n, "%s", t);
+            break;
+        }
+    }
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+        snprintf(buf, n, "%s", sqlite3_errmsg(st->db));
+    }
+    sqlite3_finalize(s);
+}
+
+/* SQLite's reason for the last failure, in the one form users see; a
+ * damaged database is checked once, and the first damage found is said */
 static int db_fail(struct sess_store *st)
 {
-    return sess_fail(st, "database '%s': %s", st->path, sqlite3_errmsg(st->db));
+    st->db_rc = sqlite3_errcode(st->db);
+    char reason[512];
+    snprintf(reason, sizeof reason, "%s", sqlite3_errmsg(st->db));
+    if ((st->db_rc == SQLITE_CORRUPT || st->db_rc == SQLITE_NOTADB) && !st->checked) {
+        char found[384];
+        st->checked = true;
+        quick_check(st, NULL, found, sizeof found);
+        if (found[0] && strcmp(found, reason))
+            return sess_fail(st, "database '%s': %s (PRAGMA quick_check: %s)", st->path, reason, found);
+    }
+    return sess_fail(st, "database '%s': %s", st->path, reason);
 }
+
+bool sess_store_full(const struct sess_store *st) { return st->db_rc == SQLITE_FULL; }
 
 const char *sess_errmsg(const struct sess_store *st) { return st->err; }
 const char *sess_store_notice(const struct sess_store *st) { return st->notice[0] ? st->notice : NULL; }
@@ -84,12 +125,8 @@ static int64_t now(void) { return (int64_t)time(NULL); }
 
 static int exec(struct sess_store *st, const char *sql)
 {
-    char *msg = NULL;
-    if (sqlite3_exec(st->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-        sess_fail(st, "database '%s': %s", st->path, msg ? msg : sqlite3_errmsg(st->db));
-        sqlite3_free(msg);
-        return SESS_ERR;
-    }
+    if (sqlite3_exec(st->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+        return db_fail(st);
     return SESS_OK;
 }
 
@@ -425,6 +462,26 @@ static void drop_segment_files(struct sess_store *st)
              st->path);
 }
 
+/* The tables that hold what cannot be computed again (and the small
+ * ones) are checked at every open, so damage is said before anything is
+ * read or written (milliseconds: they are small). The block index is only
+ * a cache, and may be large: damage there is found when it is read. */
+static int check_tables(struct sess_store *st)
+{
+    static const char *const tables[] = {"models", "fingerprints", "sessions", "messages", "session_blocks",
+                                         "block_totals"};
+    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
+        char found[512];
+        quick_check(st, tables[i], found, sizeof found);
+        if (found[0] && !strcmp(found, sqlite3_errstr(SQLITE_CORRUPT)))
+            return sess_fail(st, "database '%s': %s", st->path, found);
+        if (found[0])
+            return sess_fail(st, "database '%s': %s (PRAGMA quick_check: %s)", st->path,
+                             sqlite3_errstr(SQLITE_CORRUPT), found);
+    }
+    return SESS_OK;
+}
+
 struct sess_store_params sess_store_default_params(void)
 {
     struct sess_store_params p = {.create = true};
@@ -474,7 +531,7 @@ int sess_store_open(const char *home, struct sess_store_params p, struct sess_st
     }
     sqlite3_busy_timeout(st->db, 5000);
     if (exec(st, "PRAGMA journal_mode=WAL") || exec(st, "PRAGMA foreign_keys=ON") ||
-        exec(st, "PRAGMA synchronous=NORMAL") || migrate(st)) {
+        exec(st, "PRAGMA synchronous=NORMAL") || migrate(st) || check_tables(st)) {
         snprintf(err, err_size, "%s", st->err);
         sqlite3_close(st->db);
         free(st);
