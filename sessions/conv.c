@@ -659,8 +659,14 @@ static int persist(struct sess_conv *c, int64_t from, struct sess_turn_stats *ts
         int64_t changed = from < c->n_msgs ? c->msgs[from].start : c->n_tokens;
         char params[512];
         params_json(c, params, sizeof params);
-        int rc = sess_write_messages(c->st, c->sid, from, r, n, (changed + SESS_BLOCK_TOKENS - 1) / SESS_BLOCK_TOKENS,
-                                     sess_kv_model_id(c->kv), params);
+        int64_t first_block = (changed + SESS_BLOCK_TOKENS - 1) / SESS_BLOCK_TOKENS;
+        int rc = sess_write_messages(c->st, c->sid, from, r, n, first_block, sess_kv_model_id(c->kv), params);
+        /* a full disk: the KV cache gives way to the conversation */
+        if (rc && sess_store_full(c->st) && sess_store_make_room(c->st) == SESS_OK) {
+            rc = sess_write_messages(c->st, c->sid, from, r, n, first_block, sess_kv_model_id(c->kv), params);
+            if (ts && sess_store_notice(c->st)) /* said once, with the turn */
+                snprintf(ts->kv_problem, sizeof ts->kv_problem, "%.500s", sess_store_notice(c->st));
+        }
         free(r);
         if (rc) {
             cfail(c, "cannot save the conversation: %s", sess_errmsg(c->st));

@@ -18,6 +18,10 @@
 int sess_fail(struct sess_store *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* was the last database failure SQLite's "database or disk is full"? */
 bool sess_store_full(const struct sess_store *st);
+/* The disk is full: give up the store's reserve and evict KV blocks (the
+ * least recently used, unpinned first) to make room; the notice says so.
+ * SESS_OK if any room was made. */
+int sess_store_make_room(struct sess_store *st);
 /* the home directory the store is in, borrowed */
 const char *sess_store_home(const struct sess_store *st);
 /* $home/kv/xx/<hex id>.kvblk into buf; with mkdir, the xx directory is made.

@@ -482,6 +482,69 @@ static int check_tables(struct sess_store *st)
     return SESS_OK;
 }
 
+/* ==== a full disk ====
+ * The store keeps RESERVE_BYTES of the disk in a file ($home/reserve), so
+ * that on a full disk the index can still be opened (SQLite needs room
+ * for its WAL and shared memory) and KV blocks evicted to make room. */
+#define RESERVE_BYTES ((int64_t)1 << 20)
+
+static void reserve_path(const struct sess_store *st, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/reserve", st->home);
+}
+
+/* the reserve made if absent: best effort (none on a full disk) */
+static void reserve_make(struct sess_store *st)
+{
+    char path[PATH_MAX + 16], tmp[PATH_MAX + 48];
+    struct stat sb;
+    reserve_path(st, path, sizeof path);
+    if (stat(path, &sb) == 0 && sb.st_size >= RESERVE_BYTES)
+        return;
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    static const char zeros[65536];
+    int64_t done = 0;
+    while (done < RESERVE_BYTES) { /* written, not sparse: the space is really taken */
+        ssize_t w = write(fd, zeros, sizeof zeros);
+        if (w <= 0)
+            break;
+        done += w;
+    }
+    bool ok = done >= RESERVE_BYTES && fsync(fd) == 0;
+    close(fd);
+    if (!ok || rename(tmp, path) != 0)
+        unlink(tmp);
+}
+
+/* give the reserve up: true if there was one */
+static bool reserve_free(struct sess_store *st)
+{
+    char path[PATH_MAX + 16];
+    reserve_path(st, path, sizeof path);
+    return unlink(path) == 0;
+}
+
+int sess_store_make_room(struct sess_store *st)
+{
+    int64_t total;
+    struct sess_gc_stats gs = {0};
+    bool had = reserve_free(st);
+    int rc = sess_store_bytes(st, &total, NULL);
+    if (rc == SESS_OK && total > 0)
+        rc = sess_evict(st, total > 2 * RESERVE_BYTES ? total - 2 * RESERVE_BYTES : 0, &gs);
+    if (gs.bytes > 0 || had)
+        reserve_make(st);
+    char kib[64];
+    snprintf(kib, sizeof kib, "%.1f KiB", (double)gs.bytes / 1024);
+    snprintf(st->notice, sizeof st->notice,
+             "the disk of '%s' is full: %s of KV blocks %s evicted to go on; free space there (or keep "
+             "less KV with --cache-max)", st->home, gs.bytes ? kib : "no", gs.bytes ? "were" : "could be");
+    return gs.bytes > 0 || had ? SESS_OK : SESS_ERR;
+}
+
 struct sess_store_params sess_store_default_params(void)
 {
     struct sess_store_params p = {.create = true};
@@ -523,20 +586,36 @@ int sess_store_open(const char *home, struct sess_store_params p, struct sess_st
     snprintf(dir, sizeof dir, "%s/locks", home);
     mkdirs(dir);
     int flags = SQLITE_OPEN_READWRITE | (p.create ? SQLITE_OPEN_CREATE : 0);
-    if (sqlite3_open_v2(st->path, &st->db, flags, NULL) != SQLITE_OK) {
-        snprintf(err, err_size, "database '%s': %s", st->path, st->db ? sqlite3_errmsg(st->db) : "out of memory");
+    bool freed = false; /* the reserve was given up to open on a full disk */
+    for (;;) {
+        st->db_rc = 0;
+        int rc = sqlite3_open_v2(st->path, &st->db, flags, NULL);
+        if (rc == SQLITE_OK) {
+            sqlite3_busy_timeout(st->db, 5000);
+            if (exec(st, "PRAGMA journal_mode=WAL") || exec(st, "PRAGMA foreign_keys=ON") ||
+                exec(st, "PRAGMA synchronous=NORMAL") || migrate(st) || check_tables(st))
+                rc = SQLITE_ERROR;
+        } else {
+            snprintf(st->err, sizeof st->err, "database '%.900s': %s", st->path,
+                     st->db ? sqlite3_errmsg(st->db) : "out of memory");
+        }
+        if (rc == SQLITE_OK)
+            break;
+        int code = st->db_rc ? st->db_rc & 0xff : st->db ? sqlite3_errcode(st->db) & 0xff : SQLITE_NOMEM;
         sqlite3_close(st->db);
-        free(st);
-        return SESS_ERR;
-    }
-    sqlite3_busy_timeout(st->db, 5000);
-    if (exec(st, "PRAGMA journal_mode=WAL") || exec(st, "PRAGMA foreign_keys=ON") ||
-        exec(st, "PRAGMA synchronous=NORMAL") || migrate(st) || check_tables(st)) {
+        st->db = NULL;
+        if (!freed && (code == SQLITE_FULL || code == SQLITE_IOERR || code == SQLITE_CANTOPEN) && reserve_free(st)) {
+            freed = true;
+            continue;
+        }
         snprintf(err, err_size, "%s", st->err);
-        sqlite3_close(st->db);
         free(st);
         return SESS_ERR;
     }
+    if (freed)
+        sess_store_make_room(st);
+    else
+        reserve_make(st);
     *out = st;
     return SESS_OK;
 }

@@ -18,6 +18,7 @@
 #include "sessions/sess.h"
 
 #include <errno.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,13 +27,58 @@
 /* block writes that find the disk full (-Wl,--wrap=write) */
 ssize_t __real_write(int fd, const void *p, size_t n);
 static int enospc; /* all writes fail with ENOSPC */
+static int disk_full; /* ours and SQLite's writes fail with ENOSPC until a file is removed */
 ssize_t __wrap_write(int fd, const void *p, size_t n)
 {
-    if (enospc) {
+    if (enospc || disk_full) {
         errno = ENOSPC;
         return -1;
     }
     return __real_write(fd, p, n);
+}
+int __real_unlink(const char *path);
+int __wrap_unlink(const char *path)
+{
+    int rc = __real_unlink(path);
+    if (rc == 0)
+        disk_full = 0; /* room again */
+    return rc;
+}
+/* SQLite's writes, through its VFS's system call table */
+static sqlite3_syscall_ptr real_sq_write, real_sq_pwrite, real_sq_pwrite64;
+static ssize_t sq_write(int fd, const void *p, size_t n)
+{
+    if (disk_full) {
+        errno = ENOSPC;
+        return -1;
+    }
+    return ((ssize_t(*)(int, const void *, size_t))real_sq_write)(fd, p, n);
+}
+static ssize_t sq_pwrite(int fd, const void *p, size_t n, off_t o)
+{
+    if (disk_full) {
+        errno = ENOSPC;
+        return -1;
+    }
+    return ((ssize_t(*)(int, const void *, size_t, off_t))real_sq_pwrite)(fd, p, n, o);
+}
+static ssize_t sq_pwrite64(int fd, const void *p, size_t n, off_t o)
+{
+    if (disk_full) {
+        errno = ENOSPC;
+        return -1;
+    }
+    return ((ssize_t(*)(int, const void *, size_t, off_t))real_sq_pwrite64)(fd, p, n, o);
+}
+static void sqlite_writes_wrapped(void)
+{
+    sqlite3_vfs *v = sqlite3_vfs_find(NULL);
+    if ((real_sq_write = v->xGetSystemCall(v, "write")))
+        v->xSetSystemCall(v, "write", (sqlite3_syscall_ptr)sq_write);
+    if ((real_sq_pwrite = v->xGetSystemCall(v, "pwrite")))
+        v->xSetSystemCall(v, "pwrite", (sqlite3_syscall_ptr)sq_pwrite);
+    if ((real_sq_pwrite64 = v->xGetSystemCall(v, "pwrite64")))
+        v->xSetSystemCall(v, "pwrite64", (sqlite3_syscall_ptr)sq_pwrite64);
 }
 
 static char dir[64], model_path[128];
@@ -344,6 +390,44 @@ static void test_full_disk(void **state)
     chat_close(&ref);
 }
 
+/* a disk that fills up for SQLite too: the index gives up its reserve and
+ * evicts KV blocks, the exchange is saved, and the next process goes on
+ * as if nothing happened */
+static void test_disk_full_for_the_index(void **state)
+{
+    (void)state;
+    char home[128];
+    snprintf(home, sizeof home, "%s/home-dbfull", dir);
+    struct chat a, b, ref;
+    struct answer x, y, z, r;
+    struct sess_turn_stats ts;
+    struct sess_restore_stats rs;
+    sqlite_writes_wrapped();
+    chat_open(&a, "sys", 0, 512, home);
+    assert_int_equal(sess_conv_attach(a.conv, "dbfull", true, &rs), 0);
+    say(&a, "one", &x, &ts);
+    disk_full = 1;
+    say(&a, "two", &y, &ts); /* asserts SESS_OK */
+    assert_int_equal(disk_full, 0); /* room was made by removing a file */
+    assert_non_null(sess_store_notice(a.st));
+    print_message("%s\n", sess_store_notice(a.st));
+    assert_non_null(strstr(sess_store_notice(a.st), "is full"));
+    assert_non_null(strstr(sess_store_notice(a.st), "--cache-max"));
+    chat_close(&a);
+    chat_open(&b, NULL, 0, 512, home);
+    assert_int_equal(sess_conv_attach(b.conv, "dbfull", false, &rs), 0);
+    assert_int_equal(sess_conv_n_exchanges(b.conv), 2);
+    say(&b, "three", &z, &ts);
+    chat_close(&b);
+    chat_open(&ref, "sys", 0, 512, NULL);
+    say(&ref, "one", &r, &ts);
+    say(&ref, "two", &r, &ts);
+    assert_string_equal(r.text, y.text);
+    say(&ref, "three", &r, &ts);
+    assert_string_equal(r.text, z.text);
+    chat_close(&ref);
+}
+
 static void test_undo_retry_interrupt(void **state)
 {
     (void)state;
@@ -488,6 +572,7 @@ int main(void)
         cmocka_unit_test(test_script_case),
         cmocka_unit_test(test_sampler_per_turn),
         cmocka_unit_test(test_full_disk),
+        cmocka_unit_test(test_disk_full_for_the_index),
         cmocka_unit_test(test_undo_retry_interrupt),
         cmocka_unit_test(test_interrupted_prefill),
         cmocka_unit_test(test_context_full),
