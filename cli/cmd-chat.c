@@ -49,7 +49,8 @@ static const char chat_usage[] =
     "  The interactive chat. With SESSION, the chat is saved under that name\n"
     "  after every exchange and resumes from its KV snapshots next time (it is\n"
     "  created if new); without, it is discarded at exit unless you /save it.\n"
-    "  MODEL is a file path or a store name; the default comes from\n"
+    "  MODEL is a file path or a store name (a remote model too: its server\n"
+    "  answers, the session is kept here); the default comes from\n"
     "  KVCHAT_MODEL or 'model = NAME' in the config file.\n"
     "\n" CMD_OPTS_HELP
     "\n"
@@ -70,7 +71,8 @@ static const char chat_usage[] =
     "\n"
     "Exit status: 0 ok, 1 usage error, 2 model error (with stdin not a terminal:\n"
     "also when a message was refused), 3 session error (e.g. the session is open\n"
-    "in another kvchat), 130 ended by a signal.\n";
+    "in another kvchat), 4 a remote model's network error (stdin not a terminal),\n"
+    "130 ended by a signal.\n";
 
 /* ==== signals ==== */
 
@@ -117,6 +119,7 @@ struct chat {
     bool interactive;      /* stdin is a terminal */
     bool out_broken;       /* stdout went away */
     bool refused;          /* a message was refused or failed (the exit status, when piped) */
+    int refused_code;      /* that exit status (0: CMD_EXIT_MODEL) */
     char last_char;        /* of the answer being streamed */
     struct wrap wrap;      /* word wrap of answers on a terminal */
     bool wrapping;         /* the answer being streamed is wrapped */
@@ -231,9 +234,29 @@ static void answer_end(struct chat *ch)
     repl_quiet(ch->repl, false);
 }
 
+/* a server's figure, "?" when it reported none */
+static const char *figure(char *buf, size_t n, int64_t v)
+{
+    if (v < 0)
+        return "?";
+    snprintf(buf, n, "%" PRId64, v);
+    return buf;
+}
+
 static void stats_line(struct chat *ch, const struct sess_turn_stats *ts)
 {
     char mem[32], disk[32], line[512];
+    if (ch->l.remote) { /* the server's figures: its prefix cache is the reuse */
+        char a[24], b[24], c[24];
+        snprintf(line, sizeof line,
+                 "[server: prompt %s · cached %s · generated %s · first text %.0f ms", figure(a, sizeof a, ts->prompt_tokens),
+                 figure(b, sizeof b, ts->cached_tokens), figure(c, sizeof c, ts->generated_tokens), ts->ttft_ms);
+        if (ts->decode_tok_s >= 0)
+            snprintf(line + strlen(line), sizeof line - strlen(line), " · %.1f tok/s", ts->decode_tok_s);
+        snprintf(line + strlen(line), sizeof line - strlen(line), "]");
+        print_fit(ch, C_DIM, line);
+        return;
+    }
     cmd_fmt_bytes(mem, sizeof mem, (double)ts->kv_bytes_mem);
     cmd_fmt_bytes(disk, sizeof disk, (double)ts->kv_bytes_disk);
     snprintf(line, sizeof line,
@@ -259,11 +282,17 @@ static void turn_done(struct chat *ch, int rc, const struct sess_turn_stats *ts)
     ch->last = *ts;
     ch->have_last = true;
     ch->turns++;
-    ch->total_prefilled += ts->prefilled_tokens;
-    ch->total_cached += ts->cached_tokens;
-    ch->total_generated += ts->generated_tokens;
+    ch->total_prefilled += ts->prefilled_tokens > 0 ? ts->prefilled_tokens : 0;
+    ch->total_cached += ts->cached_tokens > 0 ? ts->cached_tokens : 0;
+    ch->total_generated += ts->generated_tokens > 0 ? ts->generated_tokens : 0;
     const char *why = ts->stop_reason ? ts->stop_reason : "";
-    if (!strcmp(why, "interrupted") && !g_quit)
+    if (!strcmp(why, "cut")) {
+        chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
+        note(ch, C_WARN, "[the partial answer is kept%s, marked as cut off: /retry asks again, /undo drops it]",
+             ch->name ? " in the session" : "");
+        ch->refused = true;
+        ch->refused_code = CMD_EXIT_NETWORK;
+    } else if (!strcmp(why, "interrupted") && !g_quit)
         note(ch, C_DIM, "[stopped; the partial answer is kept: /retry answers again, /undo drops it]");
     else if (!strcmp(why, "context_full"))
         note(ch, C_WARN, "[the context window is full: the answer stops here; /clear starts "
@@ -323,6 +352,19 @@ static int make_room(struct chat *ch, const char *text)
     return rc;
 }
 
+/* a turn that gave no answer: said, and (piped) the exit status */
+static void turn_failed(struct chat *ch, int rc)
+{
+    if (rc == SESS_OK)
+        return;
+    if (rc != SESS_ERR_INTERRUPTED) {
+        ch->refused = true;
+        if (rc == SESS_ERR_REMOTE) /* no answer came: the conversation is as it was */
+            ch->refused_code = cmd_remote_exit(ch->l.remote);
+    }
+    chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
+}
+
 static void say(struct chat *ch, const char *text)
 {
     struct sess_turn_stats ts;
@@ -340,10 +382,7 @@ static void say(struct chat *ch, const char *text)
         return;
     }
     turn_done(ch, rc, &ts);
-    if (rc != SESS_OK) {
-        ch->refused = true;
-        chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
-    }
+    turn_failed(ch, rc);
 }
 
 /* ==== conversations ==== */
@@ -385,7 +424,7 @@ static void restore_report(struct chat *ch, const char *name, const struct sess_
 {
     if (rs->first_problem[0])
         chat_err(ch, "session '%s': %s", name, rs->first_problem);
-    if (ch->o.verbose || rs->missing_tokens > 0 || rs->damaged)
+    if (!ch->l.remote && (ch->o.verbose || rs->missing_tokens > 0 || rs->damaged))
         fprintf(stderr,
                 "kvchat: session '%s': %" PRId64 " token%s restored from %" PRId64 " KV block%s in %.1f ms, %" PRId64
                 " to compute\n",
@@ -551,7 +590,12 @@ static int slash_load(struct chat *ch, char *arg)
     }
     if (session_available(ch, arg) || !may_discard(ch, "/load"))
         return 0;
-    if (conv_attach(ch, arg, false) == 0)
+    if (conv_attach(ch, arg, false) != 0)
+        return 0;
+    if (ch->l.remote)
+        note(ch, C_DIM, "session '%s': %" PRId64 " exchange%s", arg, sess_conv_n_exchanges(ch->conv),
+             cmd_s(sess_conv_n_exchanges(ch->conv)));
+    else
         note(ch, C_DIM, "session '%s': %" PRId64 " exchange%s, %" PRId64 " token%s", arg,
              sess_conv_n_exchanges(ch->conv), cmd_s(sess_conv_n_exchanges(ch->conv)),
              sess_conv_n_tokens(ch->conv), cmd_s(sess_conv_n_tokens(ch->conv)));
@@ -674,8 +718,7 @@ static int slash_retry(struct chat *ch, char *arg)
     int rc = sess_conv_retry(ch->conv, on_text, ch, &g_interrupt, &ts);
     answer_end(ch);
     turn_done(ch, rc, &ts);
-    if (rc != SESS_OK)
-        chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
+    turn_failed(ch, rc);
     return 0;
 }
 
@@ -697,6 +740,16 @@ static int slash_read(struct chat *ch, char *arg)
     size_t size = len;
     while (len && (text[len - 1] == '\n' || text[len - 1] == '\r'))
         text[--len] = 0;
+    if (ch->l.remote) { /* the server counts tokens (and says when it is too long) */
+        if (len == 0)
+            note(ch, C_DIM, "'%s' holds no text: nothing sent", arg);
+        else {
+            note(ch, C_DIM, "[read '%s': %zu bytes]", arg, size);
+            say(ch, text);
+        }
+        free(text);
+        return 0;
+    }
     /* the exchanges can be dropped to make room; the system prompt cannot */
     int64_t n_tok, kept = sess_conv_n_tokens(ch->conv);
     const char *sys = conv_system(ch);
@@ -807,6 +860,10 @@ static int slash_set(struct chat *ch, char *arg)
     if (!strcmp(key, "think")) {
         ch->o.think_hide = next.think_hide;
         if (next.think_off != ch->o.think_off) {
+            if (ch->l.remote) {
+                chat_err(ch, "think on|off is for local models: a remote server renders its own template");
+                return 0;
+            }
             if (ch->l.tmpl_nothink == LLM_TEMPLATE_UNKNOWN) {
                 chat_err(ch, "the model's chat template cannot switch thinking off");
                 return 0;
@@ -832,7 +889,8 @@ static int slash_set(struct chat *ch, char *arg)
     ch->o.sampling = next.sampling;
     ch->o.n_predict = next.n_predict;
     ch->o.seed_set = next.seed_set;
-    /* what the user sets is the session's from now on (saved) */
+    ch->o.given |= next.given; /* set: what a remote model's server is sent */
+    /* what the user sets is the session's from now on (saved), and is sent to a remote server */
     if (sess_conv_keep_params(ch->conv, ch->o.sampling, ch->o.n_predict,
                               cmd_opts_sess_params(next.given)))
         chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
@@ -840,27 +898,50 @@ static int slash_set(struct chat *ch, char *arg)
     return 0;
 }
 
+/* /show's session and system lines */
+static void show_conversation(struct chat *ch, char *line, size_t n)
+{
+    if (ch->name)
+        snprintf(line, n, "session    '%s' (saved after every exchange)", ch->name);
+    else
+        snprintf(line, n, "session    unnamed (discarded at exit; /save NAME keeps it)");
+    print_fit(ch, C_RESET, line);
+    const char *sys = conv_system(ch);
+    snprintf(line, n, "system     %s", sys ? sys : "(none)");
+    for (char *s = line; *s; s++)
+        if (*s == '\n')
+            *s = ' ';
+    print_fit(ch, C_RESET, line);
+}
+
 static int slash_show(struct chat *ch, char *arg)
 {
     (void)arg;
-    const struct llm_model_meta *m = llm_model_get_meta(ch->l.model);
     char mem[32], line[8192];
+    if (ch->l.remote) {
+        char info[4600];
+        cmd_remote_info(ch->l.remote, info, sizeof info);
+        snprintf(line, sizeof line, "model      %s", info);
+        print_fit(ch, C_RESET, line);
+        show_conversation(ch, line, sizeof line);
+        snprintf(line, sizeof line, "context    %" PRId64 " exchange%s, sent whole each turn (the server's prefix "
+                                    "cache reuses what it has seen)",
+                 sess_conv_n_exchanges(ch->conv), cmd_s(sess_conv_n_exchanges(ch->conv)));
+        print_fit(ch, C_RESET, line);
+        struct sess_conv_params cp = sess_conv_get_params(ch->conv);
+        char sent[1024];
+        cmd_remote_sent(ch->l.remote, &cp, sent, sizeof sent);
+        snprintf(line, sizeof line, "sent       %s", sent);
+        print_fit(ch, C_RESET, line);
+        return 0;
+    }
+    const struct llm_model_meta *m = llm_model_get_meta(ch->l.model);
     const struct llm_ctx *ctx = sess_conv_ctx(ch->conv);
     cmd_fmt_bytes(mem, sizeof mem, (double)llm_ctx_kv_bytes(ctx, llm_ctx_n_past(ctx)));
     snprintf(line, sizeof line, "model      %s (%s%s%s, template %s)", ch->l.path, m->arch,
              m->name[0] ? ", " : "", m->name, llm_template_name(ch->l.tmpl));
     print_fit(ch, C_RESET, line);
-    if (ch->name)
-        snprintf(line, sizeof line, "session    '%s' (saved after every exchange)", ch->name);
-    else
-        snprintf(line, sizeof line, "session    unnamed (discarded at exit; /save NAME keeps it)");
-    print_fit(ch, C_RESET, line);
-    const char *sys = conv_system(ch);
-    snprintf(line, sizeof line, "system     %s", sys ? sys : "(none)");
-    for (char *s = line; *s; s++)
-        if (*s == '\n')
-            *s = ' ';
-    print_fit(ch, C_RESET, line);
+    show_conversation(ch, line, sizeof line);
     snprintf(line, sizeof line,
              "context    %" PRId64 " of %" PRId64 " tokens, %" PRId64 " exchange%s, KV %s in memory",
              sess_conv_n_tokens(ch->conv), llm_ctx_n_ctx(ctx), sess_conv_n_exchanges(ch->conv),
@@ -889,6 +970,15 @@ static int slash_stats(struct chat *ch, char *arg)
         note(ch, C_DIM, "no answer yet");
     char line[512];
     int64_t ex = sess_conv_n_exchanges(ch->conv);
+    if (ch->l.remote) {
+        snprintf(line, sizeof line,
+                 "conversation: %" PRId64 " exchange%s; this process: %" PRId64 " answer%s, %" PRId64
+                 " prompt token%s from the server's cache, %" PRId64 " computed by it, %" PRId64 " generated",
+                 ex, cmd_s(ex), ch->turns, cmd_s(ch->turns), ch->total_cached, cmd_s(ch->total_cached),
+                 ch->total_prefilled, ch->total_generated);
+        print_fit(ch, C_DIM, line);
+        return 0;
+    }
     snprintf(line, sizeof line,
              "conversation: %" PRId64 " of %" PRId64 " tokens, %" PRId64 " exchange%s; this process: %" PRId64
              " answer%s, %" PRId64 " token%s prefilled, %" PRId64 " reused, %" PRId64 " generated",
@@ -1189,7 +1279,8 @@ static int chat_loop(struct chat *ch)
         }
         /* piped input: a refused message makes the exit status non-zero */
         if (st == REPL_EOF)
-            return ch->refused && !ch->interactive ? CMD_EXIT_MODEL : CMD_EXIT_OK;
+            return ch->refused && !ch->interactive ? (ch->refused_code ? ch->refused_code : CMD_EXIT_MODEL)
+                                                   : CMD_EXIT_OK;
         if (st == REPL_QUIT)
             return CMD_EXIT_INTERRUPTED;
         if (st == REPL_INTERRUPT)
@@ -1353,13 +1444,13 @@ static int chat_exec(int argc, char **argv)
             if (warning)
                 chat_err(&ch, "%s", warning);
             if (ch.interactive) {
-                const struct llm_model_meta *m = llm_model_get_meta(ch.l.model);
-                const char *base = strrchr(ch.l.path, '/');
+                const char *arch = ch.l.remote ? "remote" : llm_model_get_meta(ch.l.model)->arch;
+                const char *base = ch.l.remote ? NULL : strrchr(ch.l.path, '/');
                 /* the session first: a narrow terminal cuts the line's end */
                 char head[5400];
                 snprintf(head, sizeof head, "kvchat %s · %s%s · %s (%s) · /help for commands, Ctrl-D to leave",
                          KVCHAT_VERSION, ch.name ? "session " : "unnamed chat", ch.name ? ch.name : "",
-                         base ? base + 1 : ch.l.path, m->arch);
+                         ch.l.remote ? cmd_remote_name(ch.l.remote) : base ? base + 1 : ch.l.path, arch);
                 print_fit(&ch, C_DIM, head);
                 if (ch.name && sess_conv_n_exchanges(ch.conv) > 0)
                     note(&ch, C_DIM, "session '%s': %" PRId64 " exchange%s so far", ch.name,

@@ -1,17 +1,18 @@
 /*
  * cmd-remote.c - remote models in the command line: `models add-remote`,
- * `models info` of a remote entry, and the session-less turn of `kvchat
- * run -m REMOTE`. The protocol is models/'s (mdl_remote_*); this file parses
- * options, prints, and maps models/'s statuses to exit codes.
+ * `models info` of a remote entry, and the engine of a conversation with a
+ * remote model (sessions/'s struct sess_remote over mdl_remote_chat), which
+ * chat and run use as they use a local model. The protocol is models/'s
+ * (mdl_remote_*); this file parses options, prints, maps the sampling
+ * settings to the request and models/'s statuses to exit codes.
  *
  * Text from a server goes to a terminal with its control characters (C0
  * other than newline and tab, DEL, C1) shown as U+FFFD, so that a server
  * cannot drive the terminal; to a pipe or a file it goes as it came.
  */
 #include "cli/cmd.h"
-#include "cli/repl.h"
-#include "cli/wrap.h"
 #include "models/mdl.h"
+#include "sessions/sess.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -222,22 +223,26 @@ int cmd_models_info_remote(const char *path, bool json, bool offline)
     return CMD_EXIT_OK;
 }
 
-/* ==== kvchat run -m REMOTE ==== */
+/* ==== the engine of a conversation with a remote model ==== */
 
-struct sink {
-    bool json, tty, broken;
-    char *buf;
-    size_t len, cap;
-    struct wrap *wrap; /* on a terminal: the answer is word-wrapped (NULL: --no-wrap) */
+struct cmd_remote {
+    struct mdl_remote *r;
+    struct mdl_remote_info in;
+    const struct cmd_opts *o; /* borrowed: which settings were given (sent) */
+    bool sanitize;            /* the answer goes to a terminal: control characters as U+FFFD */
+    /* during a call: where the text goes */
+    sess_text_fn on_text;
+    void *text_ud;
+    /* the last turn */
+    int rc;                   /* models/'s status */
+    char server_model[256];
+    int attempts;
+    double total_ms;
 };
 
-static int put_tty(struct sink *s, const char *p, size_t n)
-{
-    return s->wrap ? wrap_write(s->wrap, repl_width(1), p, n) : fwrite(p, 1, n, stdout) == n ? 0 : -1;
-}
-
-/* write n bytes of valid UTF-8 to a terminal, control characters as U+FFFD */
-static int write_tty(struct sink *sk, const char *s, size_t n)
+/* pass n bytes of valid UTF-8 on, control characters (C0 other than
+ * newline and tab, DEL, C1) as U+FFFD */
+static int pass_sanitized(struct cmd_remote *rm, const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
     size_t from = 0;
@@ -246,41 +251,125 @@ static int write_tty(struct sink *sk, const char *s, size_t n)
         bool c1 = p[i] == 0xc2 && i + 1 < n && p[i + 1] >= 0x80 && p[i + 1] < 0xa0;
         if (!c0 && p[i] != 0x7f && !c1)
             continue;
-        if (put_tty(sk, s + from, i - from) || put_tty(sk, "\xef\xbf\xbd", 3))
-            return -1;
+        if ((i > from && rm->on_text(rm->text_ud, s + from, i - from)) ||
+            rm->on_text(rm->text_ud, "\xef\xbf\xbd", 3))
+            return 1;
         i += c1;
         from = i + 1;
     }
-    return put_tty(sk, s + from, n - from);
+    return n > from ? rm->on_text(rm->text_ud, s + from, n - from) : 0;
 }
 
-static int on_text(void *ud, const char *text, size_t n)
+static int remote_text(void *ud, const char *text, size_t n)
 {
-    struct sink *s = ud;
-    if (s->json)
-        return 0; /* the whole answer comes back in the result */
-    int bad = s->tty ? write_tty(s, text, n) : fwrite(text, 1, n, stdout) != n;
-    if (bad || fflush(stdout) != 0) {
-        s->broken = true; /* the reader went away (| head): stop quietly */
-        return 1;
+    struct cmd_remote *rm = ud;
+    if (!rm->on_text)
+        return 0;
+    return rm->sanitize ? pass_sanitized(rm, text, n) : rm->on_text(rm->text_ud, text, n);
+}
+
+/* what the server is asked: the settings given on the command line, in
+ * the config file, by /set or kept by the session (cp->given); the rest is
+ * the server's default */
+static struct mdl_chat_params chat_params(const struct cmd_remote *rm, const struct sess_conv_params *cp)
+{
+    uint32_t set = cmd_opts_sess_params(rm->o->given | rm->o->configured) | cp->given;
+    struct mdl_chat_params p = mdl_chat_default_params();
+    p.temp_set = set & (1u << SESS_PARAM_TEMP);
+    p.temp = cp->sampling.temp;
+    p.top_p_set = set & (1u << SESS_PARAM_TOP_P);
+    p.top_p = cp->sampling.top_p;
+    p.presence_penalty_set = set & (1u << SESS_PARAM_PRESENCE_PENALTY);
+    p.presence_penalty = cp->sampling.presence_penalty;
+    p.seed_set = rm->o->seed_set || (set & (1u << SESS_PARAM_SEED));
+    p.seed = cp->sampling.seed;
+    p.max_tokens = cp->n_predict;
+    while (cp->stop && cp->stop[p.n_stop])
+        p.n_stop++;
+    p.stop = cp->stop;
+    return p;
+}
+
+void cmd_remote_sent(const struct cmd_remote *rm, const struct sess_conv_params *cp, char *buf, size_t n)
+{
+    struct mdl_chat_params p = chat_params(rm, cp);
+    size_t k = 0;
+    buf[0] = 0;
+#define ADD(...) (k += k < n ? (size_t)snprintf(buf + k, n - k, __VA_ARGS__) : 0)
+    if (p.temp_set)
+        ADD("%stemperature %g", k ? ", " : "", p.temp);
+    if (p.top_p_set)
+        ADD("%stop_p %g", k ? ", " : "", p.top_p);
+    if (p.presence_penalty_set)
+        ADD("%spresence_penalty %g", k ? ", " : "", p.presence_penalty);
+    if (p.seed_set)
+        ADD("%sseed %" PRIu64, k ? ", " : "", p.seed);
+    if (p.max_tokens > 0)
+        ADD("%smax_tokens %" PRId32, k ? ", " : "", p.max_tokens);
+    for (size_t i = 0; i < p.n_stop; i++)
+        ADD("%s%s'%s'", k ? ", " : "", i ? "" : "stop ", p.stop[i]);
+    if (!k)
+        ADD("nothing: the server's defaults (--temp, --top-p, --presence-penalty, --seed, -n, --stop or /set send them)");
+#undef ADD
+}
+
+/* sess_remote.answer: one turn on the server */
+static int remote_answer(void *ud, const struct llm_chat_msg *msgs, size_t n, const struct sess_conv_params *cp,
+                         sess_text_fn on_text, void *text_ud, volatile sig_atomic_t *interrupt,
+                         struct sess_remote_answer *a)
+{
+    struct cmd_remote *rm = ud;
+    struct mdl_message *mm = malloc((n ? n : 1) * sizeof *mm);
+    if (!mm) {
+        snprintf(a->problem, sizeof a->problem, "out of memory");
+        rm->rc = MDL_ERR_FILE;
+        return SESS_ERR_REMOTE;
     }
-    return 0;
-}
-
-static void json_count(FILE *f, const char *key, int64_t v)
-{
-    if (v >= 0)
-        fprintf(f, ", \"%s\": %" PRId64, key, v);
-    else
-        fprintf(f, ", \"%s\": null", key);
-}
-
-static void json_rate(FILE *f, const char *key, double v)
-{
-    if (v >= 0)
-        fprintf(f, ", \"%s\": %.3f", key, v);
-    else
-        fprintf(f, ", \"%s\": null", key);
+    for (size_t i = 0; i < n; i++) {
+        enum mdl_role role = !strcmp(msgs[i].role, "system") ? MDL_ROLE_SYSTEM
+                             : !strcmp(msgs[i].role, "user") ? MDL_ROLE_USER
+                                                             : MDL_ROLE_ASSISTANT;
+        mm[i] = (struct mdl_message){role, msgs[i].content, strlen(msgs[i].content)};
+    }
+    struct mdl_chat_params p = chat_params(rm, cp);
+    p.cancel = interrupt;
+    p.note = note;
+    rm->on_text = on_text;
+    rm->text_ud = text_ud;
+    struct mdl_chat_result res;
+    char err[sizeof a->problem - 300];
+    int rc = mdl_remote_chat(rm->r, mm, n, &p, remote_text, rm, &res, err, sizeof err);
+    free(mm);
+    rm->on_text = NULL;
+    rm->rc = rc;
+    snprintf(rm->server_model, sizeof rm->server_model, "%s", res.server_model);
+    rm->attempts = res.attempts;
+    rm->total_ms = res.total_ms;
+    a->prompt_tokens = res.prompt_tokens;
+    a->cached_tokens = res.cached_tokens;
+    a->generated_tokens = res.completion_tokens;
+    a->ttft_ms = res.ttft_ms;
+    a->prefill_tok_s = res.prompt_tok_s;
+    a->decode_tok_s = res.decode_tok_s;
+    int out = SESS_OK;
+    if (rc == 0 || ((rc == MDL_ERR_INTERRUPTED || rc == MDL_ERR_CUT) && res.len)) {
+        a->text = res.text; /* the conversation takes it */
+        a->len = res.len;
+        res.text = NULL;
+        a->stop_reason = rc == MDL_ERR_CUT ? "cut" : rc ? "interrupted" : res.stop_reason;
+        if (rc == MDL_ERR_CUT)
+            snprintf(a->problem, sizeof a->problem, "remote model '%s': the answer was cut off after %zu bytes: %s",
+                     rm->in.name, a->len, err);
+    } else if (rc == MDL_ERR_INTERRUPTED) {
+        out = SESS_ERR_INTERRUPTED;
+    } else {
+        if (rc == MDL_ERR_CUT) /* cut before any text: no answer */
+            rm->rc = MDL_ERR_NETWORK;
+        snprintf(a->problem, sizeof a->problem, "remote model '%s': %s", rm->in.name, err);
+        out = SESS_ERR_REMOTE;
+    }
+    mdl_chat_result_free(&res);
+    return out;
 }
 
 /* the options that a remote model cannot use, if given: named once */
@@ -303,118 +392,74 @@ static void note_unsent(const struct cmd_opts *o, const char *name)
                 list, name);
 }
 
-int cmd_run_remote(const struct cmd_opts *o, const char *path, const char *prompt, size_t len,
-                   bool json)
+int cmd_remote_open(const struct cmd_opts *o, const char *path, struct cmd_remote **out)
 {
-    struct mdl_remote *r;
+    *out = NULL;
+    struct cmd_remote *rm = calloc(1, sizeof *rm);
+    if (!rm)
+        return cmd_fail(CMD_EXIT_MODEL, "out of memory");
     char err[4096];
-    int rc = mdl_remote_open(path, &r, err, sizeof err);
-    if (rc)
+    if (mdl_remote_open(path, &rm->r, err, sizeof err)) {
+        free(rm);
         return cmd_fail(CMD_EXIT_MODEL, "cannot read remote model '%s': %s", path, err);
-    struct mdl_remote_info in;
-    mdl_remote_get_info(r, &in);
-    note_unsent(o, in.name);
+    }
+    mdl_remote_get_info(rm->r, &rm->in);
+    rm->o = o;
+    rm->sanitize = isatty(1);
+    note_unsent(o, rm->in.name);
+    if (o->verbose)
+        fprintf(stderr, "kvchat: remote model '%s': %s at %s\n", rm->in.name, rm->in.model, rm->in.url);
+    *out = rm;
+    return 0;
+}
 
-    /* what the server is asked: the options given on the command line or
-     * in the config file; the rest is the server's default */
-    uint64_t set = o->given | o->configured;
-    struct mdl_chat_params p = mdl_chat_default_params();
-    p.temp_set = set & (1ull << CMD_OPT_TEMP);
-    p.temp = o->sampling.temp;
-    p.top_p_set = set & (1ull << CMD_OPT_TOP_P);
-    p.top_p = o->sampling.top_p;
-    p.presence_penalty_set = set & (1ull << CMD_OPT_PRESENCE_PENALTY);
-    p.presence_penalty = o->sampling.presence_penalty;
-    p.seed_set = o->seed_set;
-    p.seed = o->sampling.seed;
-    p.max_tokens = o->n_predict;
-    p.cancel = &cmd_interrupted;
-    p.note = note;
+void cmd_remote_close(struct cmd_remote *rm)
+{
+    if (!rm)
+        return;
+    mdl_remote_close(rm->r);
+    free(rm);
+}
 
-    struct mdl_message msgs[2];
-    size_t n = 0;
-    if (o->system && o->system[0])
-        msgs[n++] = (struct mdl_message){MDL_ROLE_SYSTEM, o->system, strlen(o->system)};
-    msgs[n++] = (struct mdl_message){MDL_ROLE_USER, prompt, len};
+struct sess_remote cmd_remote_engine(struct cmd_remote *rm)
+{
+    return (struct sess_remote){remote_answer, rm};
+}
 
-    struct sink sink = {.json = json, .tty = isatty(1)};
-    struct wrap wrap;
-    if (sink.tty && !json && o->wrap) {
-        wrap_init(&wrap, stdout);
-        sink.wrap = &wrap;
-    }
-    struct mdl_chat_result res;
-    cmd_interrupts_catch();
-    signal(SIGPIPE, SIG_IGN);
-    rc = mdl_remote_chat(r, msgs, n, &p, on_text, &sink, &res, err, sizeof err);
-    if (sink.wrap) {
-        if (wrap_end(sink.wrap, repl_width(1)) || fflush(stdout))
-            sink.broken = true;
-        wrap_free(sink.wrap);
-    }
-    cmd_interrupts_restore();
-    if (sink.broken && rc == MDL_ERR_INTERRUPTED && !cmd_interrupted)
-        rc = 0; /* the reader left: nothing to report */
-    bool answered = rc == 0 || rc == MDL_ERR_INTERRUPTED || rc == MDL_ERR_CUT;
-    if (json && answered) {
-        FILE *f = stdout;
-        fputs("{\"answer\": ", f);
-        cmd_json_str(f, res.text, res.len);
-        fputs(", \"session\": null, \"model\": ", f);
-        cmd_json_str(f, in.name, strlen(in.name));
-        int64_t prefilled = res.prompt_tokens >= 0 && res.cached_tokens >= 0 &&
-                                    res.prompt_tokens >= res.cached_tokens
-                                ? res.prompt_tokens - res.cached_tokens
-                                : -1;
-        json_count(f, "prompt_tokens", res.prompt_tokens);
-        json_count(f, "cached_tokens", res.cached_tokens);
-        json_count(f, "prefilled_tokens", prefilled);
-        json_count(f, "generated_tokens", res.completion_tokens);
-        json_rate(f, "ttft_ms", res.ttft_ms);
-        json_rate(f, "prefill_tok_s", res.prompt_tok_s);
-        json_rate(f, "decode_tok_s", res.decode_tok_s);
-        fprintf(f, ", \"stop_reason\": \"%s\", \"restore_ms\": null, \"remote\": true, \"url\": ",
-                res.stop_reason);
-        cmd_json_str(f, in.url, strlen(in.url));
-        fputs(", \"server_model\": ", f);
-        if (res.server_model[0])
-            cmd_json_str(f, res.server_model, strlen(res.server_model));
-        else
-            fputs("null", f);
-        fprintf(f, ", \"attempts\": %d", res.attempts);
-        if (rc == MDL_ERR_CUT) {
-            fputs(", \"error\": ", f);
-            cmd_json_str(f, err, strlen(err));
-        }
-        fputs("}\n", f);
-        fflush(f);
-    } else if (answered && !sink.broken && sink.tty && res.len) {
-        fputc('\n', stdout);
-    }
-    if (o->verbose && answered) {
-        fprintf(stderr, "kvchat: remote '%s' (%s): ", in.name, res.server_model[0] ? res.server_model : in.model);
-        if (res.prompt_tokens >= 0)
-            fprintf(stderr, "%" PRId64 " prompt tokens", res.prompt_tokens);
-        else
-            fprintf(stderr, "prompt tokens not reported");
-        if (res.cached_tokens >= 0)
-            fprintf(stderr, " (%" PRId64 " from the server's cache)", res.cached_tokens);
-        if (res.completion_tokens >= 0)
-            fprintf(stderr, ", %" PRId64 " generated", res.completion_tokens);
-        fprintf(stderr, "; first text after %.1f ms, %.1f ms in all", res.ttft_ms, res.total_ms);
-        if (res.decode_tok_s >= 0)
-            fprintf(stderr, ", %.1f tok/s", res.decode_tok_s);
-        fprintf(stderr, "; stop: %s\n", res.stop_reason);
-    }
-    int code = CMD_EXIT_OK;
-    if (rc == MDL_ERR_INTERRUPTED)
-        code = CMD_EXIT_INTERRUPTED;
-    else if (rc == MDL_ERR_CUT)
-        code = cmd_fail(CMD_EXIT_NETWORK, "remote model '%s': the answer was cut off after %zu bytes: %s",
-                        in.name, res.len, err);
-    else if (rc)
-        code = cmd_fail(remote_exit(rc), "remote model '%s': %s", in.name, err);
-    mdl_chat_result_free(&res);
-    mdl_remote_close(r);
-    return code;
+const char *cmd_remote_name(const struct cmd_remote *rm) { return rm->in.name; }
+
+int cmd_remote_exit(const struct cmd_remote *rm) { return remote_exit(rm->rc); }
+
+void cmd_remote_json(const struct cmd_remote *rm, FILE *f)
+{
+    fputs(", \"remote\": true, \"url\": ", f);
+    cmd_json_str(f, rm->in.url, strlen(rm->in.url));
+    fputs(", \"server_model\": ", f);
+    if (rm->server_model[0])
+        cmd_json_str(f, rm->server_model, strlen(rm->server_model));
+    else
+        fputs("null", f);
+    fprintf(f, ", \"attempts\": %d", rm->attempts);
+}
+
+void cmd_remote_describe(const struct cmd_remote *rm, const struct sess_turn_stats *ts, FILE *f)
+{
+    fprintf(f, "kvchat: remote '%s' (%s): ", rm->in.name, rm->server_model[0] ? rm->server_model : rm->in.model);
+    if (ts->prompt_tokens >= 0)
+        fprintf(f, "%" PRId64 " prompt tokens", ts->prompt_tokens);
+    else
+        fprintf(f, "prompt tokens not reported");
+    if (ts->cached_tokens >= 0)
+        fprintf(f, " (%" PRId64 " from the server's cache)", ts->cached_tokens);
+    if (ts->generated_tokens >= 0)
+        fprintf(f, ", %" PRId64 " generated", ts->generated_tokens);
+    fprintf(f, "; first text after %.1f ms, %.1f ms in all", ts->ttft_ms, rm->total_ms);
+    if (ts->decode_tok_s >= 0)
+        fprintf(f, ", %.1f tok/s", ts->decode_tok_s);
+    fprintf(f, "; stop: %s\n", ts->stop_reason);
+}
+
+void cmd_remote_info(const struct cmd_remote *rm, char *buf, size_t n)
+{
+    snprintf(buf, n, "remote model '%s': %s at %s", rm->in.name, rm->in.model, rm->in.url);
 }

@@ -5,7 +5,9 @@
  * diagnostics go to stderr. The KV cache of any prompt computed before (by
  * any command) is read back from the block store instead of computed; with
  * -s NAME the turn is appended to a named session. -f FILE sends a text
- * file instead of stdin. On a terminal the answer is word-wrapped.
+ * file instead of stdin. On a terminal the answer is word-wrapped. A
+ * remote model is the same conversation with a remote engine
+ * (cli/cmd-remote.c): no KV blocks, the server's figures in --json.
  */
 #include "cli/cmd.h"
 #include "cli/repl.h"
@@ -53,8 +55,10 @@ static const char run_usage[] =
     "The prompt (stdin and PROMPT) may hold at most " CMD_INPUT_MAX_TEXT ".\n"
     "\n"
     "MODEL may be a remote model ('kvchat models add-remote'): the turn then goes to\n"
-    "its server (no -s yet); --temp, --top-p, --presence-penalty, --seed and -n are\n"
-    "sent, and cached_tokens is what the server took from its prefix cache.\n"
+    "its server (with -s, after the session's messages); --temp, --top-p,\n"
+    "--presence-penalty, --seed, -n and --stop are sent, cached_tokens is what the\n"
+    "server took from its prefix cache, and --json adds remote, url, server_model,\n"
+    "attempts (and error for a cut answer, kept in the session marked as cut).\n"
     "\n"
     "Exit status: 0 ok, 1 usage, 2 model or file error (for a remote model also a\n"
     "refused key, an unknown model or a rejected request), 3 session error,\n"
@@ -85,9 +89,21 @@ static void signals_install(void)
     signal(SIGPIPE, SIG_IGN);
 }
 
-static void print_json(const struct cmd_answer *ans, const char *session, const char *model,
-                       const struct sess_turn_stats *ts)
+/* a count or a rate, null when not known (a remote server's unreported figures) */
+static void json_num(const char *key, double v, bool whole)
 {
+    if (v < 0)
+        printf(", \"%s\": null", key);
+    else if (whole)
+        printf(", \"%s\": %lld", key, (long long)v);
+    else
+        printf(", \"%s\": %.3f", key, v);
+}
+
+static void print_json(const struct cmd_answer *ans, const char *session, const struct cmd_llm *l,
+                       const struct sess_turn_stats *ts, const char *error)
+{
+    const char *model = l->remote ? cmd_remote_name(l->remote) : l->path;
     printf("{\"answer\": ");
     cmd_json_str(stdout, ans->text[0].s ? ans->text[0].s : "", ans->text[0].len);
     printf(", \"reasoning\": ");
@@ -102,15 +118,28 @@ static void print_json(const struct cmd_answer *ans, const char *session, const 
         printf("null");
     printf(", \"model\": ");
     cmd_json_str(stdout, model, strlen(model));
-    printf(", \"prompt_tokens\": %lld, \"cached_tokens\": %lld, \"prefilled_tokens\": %lld, "
-           "\"generated_tokens\": %lld, \"ttft_ms\": %.3f, \"prefill_tok_s\": %.3f, "
-           "\"decode_tok_s\": %.3f, \"stop_reason\": \"%s\", \"restore_ms\": %.3f, "
-           "\"restored_tokens\": %lld, \"restored_blocks\": %lld, \"blocks_written\": %lld}\n",
-           (long long)ts->prompt_tokens, (long long)ts->cached_tokens, (long long)ts->prefilled_tokens,
-           (long long)ts->generated_tokens, ts->ttft_ms, ts->prefill_tok_s, ts->decode_tok_s,
-           ts->stop_reason ? ts->stop_reason : "interrupted", attach_rs.ms + ts->restore_ms,
-           (long long)(attach_rs.restored_tokens + ts->restored_tokens),
-           (long long)(attach_rs.restored_blocks + ts->restored_blocks), (long long)ts->blocks_written);
+    json_num("prompt_tokens", (double)ts->prompt_tokens, true);
+    json_num("cached_tokens", (double)ts->cached_tokens, true);
+    json_num("prefilled_tokens", (double)ts->prefilled_tokens, true);
+    json_num("generated_tokens", (double)ts->generated_tokens, true);
+    json_num("ttft_ms", ts->ttft_ms, false);
+    json_num("prefill_tok_s", ts->prefill_tok_s, false);
+    json_num("decode_tok_s", ts->decode_tok_s, false);
+    printf(", \"stop_reason\": \"%s\"", ts->stop_reason ? ts->stop_reason : "interrupted");
+    if (l->remote) { /* no KV here: the server's cache is cached_tokens */
+        printf(", \"restore_ms\": null, \"restored_tokens\": 0, \"restored_blocks\": 0, \"blocks_written\": 0");
+        cmd_remote_json(l->remote, stdout);
+    } else {
+        printf(", \"restore_ms\": %.3f, \"restored_tokens\": %lld, \"restored_blocks\": %lld, "
+               "\"blocks_written\": %lld",
+               attach_rs.ms + ts->restore_ms, (long long)(attach_rs.restored_tokens + ts->restored_tokens),
+               (long long)(attach_rs.restored_blocks + ts->restored_blocks), (long long)ts->blocks_written);
+    }
+    if (error) {
+        printf(", \"error\": ");
+        cmd_json_str(stdout, error, strlen(error));
+    }
+    printf("}\n");
 }
 
 /* The most bytes of text n_ctx tokens can stand for: n_ctx times the
@@ -326,27 +355,14 @@ static int run_exec(int argc, char **argv)
     snprintf(what, sizeof what, "%s%s", n_files ? files[0] : "", n_files > 1 ? " and the other files" : "");
     free(files);
 
-    /* an existing session opens with its own model */
-    char mpath[4096], own_model[4096];
+    /* an existing session opens with its own model (a model file or a .remote
+     * entry: which of the two decides local or remote) */
+    char own_model[4096];
     if ((rc = cmd_session_model(&o, session, own_model, sizeof own_model))) {
         free(prompt);
         cmd_opts_free(&o);
         return rc;
     }
-    /* a remote model: one turn on its server, no session (yet) */
-    if ((rc = cmd_model_resolve(o.model, false, mpath, sizeof mpath)) == 0 && mdl_is_remote(mpath)) {
-        if (session)
-            rc = cmd_fail(CMD_EXIT_USAGE, "'%s' is a remote model: sessions (-s) do not work with remote "
-                                          "models yet; run it without -s", o.model ? o.model : mpath);
-        else
-            rc = cmd_run_remote(&o, mpath, prompt, pl, json);
-    }
-    if (rc || mdl_is_remote(mpath)) {
-        free(prompt);
-        cmd_opts_free(&o);
-        return rc;
-    }
-
     struct cmd_llm l;
     struct sess_store *st = NULL;
     struct sess_conv *conv = NULL;
@@ -356,7 +372,7 @@ static int run_exec(int argc, char **argv)
         cmd_opts_free(&o);
         return rc;
     }
-    if (pl > ctx_bytes_max(&l)) {
+    if (!l.remote && pl > ctx_bytes_max(&l)) {
         rc = cmd_fail(CMD_EXIT_MODEL, "the prompt does not fit: its %zu bytes are more than the %" PRId64
                                       " tokens of the context can hold (a larger -c helps)",
                       pl, llm_ctx_n_ctx(l.ctx));
@@ -364,7 +380,7 @@ static int run_exec(int argc, char **argv)
     }
     /* the block store, unless there is nothing to read or write; without
      * it a run without a session still answers */
-    if ((session || !o.no_cache) && cmd_store_open(true, &st)) {
+    if ((session || (!o.no_cache && !l.remote)) && cmd_store_open(true, &st)) {
         if (session) {
             rc = CMD_EXIT_SESSION;
             goto out;
@@ -403,7 +419,10 @@ static int run_exec(int argc, char **argv)
                                  o.system_file ? "-file" : "", session);
             goto out;
         }
-        if (o.verbose)
+        if (o.verbose && l.remote)
+            fprintf(stderr, "kvchat: session '%s': %lld message%s so far\n", session,
+                    (long long)sess_conv_n_messages(conv), cmd_s(sess_conv_n_messages(conv)));
+        else if (o.verbose)
             fprintf(stderr, "kvchat: session '%s': %lld token%s restored from %lld block%s, %lld to compute, "
                             "in %.1f ms\n",
                     session, (long long)rs.restored_tokens, cmd_s(rs.restored_tokens),
@@ -412,7 +431,7 @@ static int run_exec(int argc, char **argv)
             fprintf(stderr, "kvchat: --no-cache: session '%s' is read and computed again, not saved\n",
                     session);
     }
-    if (n_files) { /* the files' text (the prompt's start) must fit in what the context has left */
+    if (n_files && !l.remote) { /* the files' text (the prompt's start) must fit in what the context has left */
         int64_t n_tok;
         char ferr[4600];
         const struct llm_ctx *ctx = sess_conv_ctx(conv);
@@ -445,6 +464,7 @@ static int run_exec(int argc, char **argv)
     }
     struct sess_turn_stats ts;
     int r = sess_conv_say(conv, prompt, cmd_answer_text, &ans, &interrupted, &ts);
+    bool cut = r == SESS_OK && ts.stop_reason && !strcmp(ts.stop_reason, "cut");
     cmd_answer_end(&ans);
     if (wrapping)
         wrap_free(&wrap);
@@ -455,22 +475,26 @@ static int run_exec(int argc, char **argv)
         fprintf(stderr, "kvchat: interrupted before the answer began: the message was not sent\n");
         if (json) {
             memset(&ts, 0, sizeof ts);
-            print_json(&ans, session, l.path, &ts);
+            print_json(&ans, session, &l, &ts, NULL);
         }
     } else if (r == SESS_ERR_CTX_FULL) {
         rc = cmd_fail(CMD_EXIT_MODEL, "the prompt does not fit: %s (a larger -c helps)", sess_conv_errmsg(conv));
     } else if (r == SESS_ERR_STORE) {
         rc = cmd_fail(CMD_EXIT_SESSION, "%s", sess_conv_errmsg(conv));
+    } else if (r == SESS_ERR_REMOTE) { /* no answer came: nothing was saved */
+        rc = cmd_fail(cmd_remote_exit(l.remote), "%s", sess_conv_errmsg(conv));
     } else if (r) {
         rc = cmd_fail(CMD_EXIT_MODEL, "%s", sess_conv_errmsg(conv));
     } else if (json) {
-        print_json(&ans, session, l.path, &ts);
+        print_json(&ans, session, &l, &ts, cut ? sess_conv_errmsg(conv) : NULL);
     } else if (!ans.broken && ans.last_char != '\n') {
         /* each answer ends its line, as llm's and ollama's do: answers
          * appended to one log stay apart */
         fputc('\n', stdout);
     }
-    if (r == 0 && o.verbose)
+    if (r == 0 && o.verbose && l.remote)
+        cmd_remote_describe(l.remote, &ts, stderr);
+    else if (r == 0 && o.verbose)
         fprintf(stderr, "kvchat: %lld prompt tokens (%lld cached, %lld of them restored from disk; %lld "
                         "prefilled), %lld generated; ttft %.1f ms, prefill %.1f tok/s, decode %.1f tok/s; "
                         "%lld KV block%s written; stop: %s\n",
@@ -479,6 +503,9 @@ static int run_exec(int argc, char **argv)
                 ts.decode_tok_s, (long long)ts.blocks_written, cmd_s(ts.blocks_written), ts.stop_reason);
     if (r == 0 && interrupted)
         rc = CMD_EXIT_INTERRUPTED;
+    else if (cut) /* the server's stream broke off: what came is kept, marked as cut */
+        rc = cmd_fail(CMD_EXIT_NETWORK, "%s%s%s%s", sess_conv_errmsg(conv), session ? " (kept in session '" : "",
+                      session ? session : "", session ? "', marked as cut off)" : "");
     else if (r == 0 && (ts.store_failed || attach_rs.store_failed)) /* said above; the turn is saved */
         rc = CMD_EXIT_SESSION;
     cmd_answer_free(&ans);

@@ -144,6 +144,15 @@ static int do_list(struct sess_store *st, const struct sub_opts *o)
     return CMD_EXIT_OK;
 }
 
+/* how an answer that did not end by itself is marked: " (cut off)" (a
+ * remote server's stream broke) or " (interrupted)"; else "" */
+static const char *ending(const struct sess_message *m)
+{
+    if (m->role != SESS_ROLE_ASSISTANT || !m->stop_reason)
+        return "";
+    return !strcmp(m->stop_reason, "cut") ? " (cut off)" : !strcmp(m->stop_reason, "interrupted") ? " (interrupted)" : "";
+}
+
 static int transcript(struct sess_store *st, const char *name, const char *format)
 {
     int64_t id;
@@ -166,7 +175,11 @@ static int transcript(struct sess_store *st, const char *name, const char *forma
         for (int64_t i = 0; i < n; i++) {
             printf("%s{\"role\": \"%s\", \"content\": ", i ? ", " : "", sess_role_name(m[i].role));
             cmd_json_str(stdout, m[i].text, strlen(m[i].text));
-            printf(", \"tokens\": %" PRId64 "}", m[i].n_tokens);
+            printf(", \"tokens\": %" PRId64, m[i].n_tokens);
+            if (m[i].role == SESS_ROLE_ASSISTANT)
+                printf(", \"stop_reason\": %s%s%s", m[i].stop_reason ? "\"" : "",
+                       m[i].stop_reason ? m[i].stop_reason : "null", m[i].stop_reason ? "\"" : "");
+            fputs("}", stdout);
         }
         fputs("]}\n", stdout);
     } else if (!strcmp(format, "markdown")) {
@@ -174,11 +187,11 @@ static int transcript(struct sess_store *st, const char *name, const char *forma
         for (int64_t i = 0; i < n; i++) {
             const char *r = m[i].role == SESS_ROLE_SYSTEM ? "System"
                             : m[i].role == SESS_ROLE_USER ? "User" : "Assistant";
-            printf("\n## %s\n\n%s\n", r, m[i].text);
+            printf("\n## %s%s\n\n%s\n", r, ending(&m[i]), m[i].text);
         }
     } else { /* text */
         for (int64_t i = 0; i < n; i++)
-            printf("%s%s: %s\n", i ? "\n" : "", sess_role_name(m[i].role), m[i].text);
+            printf("%s%s%s: %s\n", i ? "\n" : "", sess_role_name(m[i].role), ending(&m[i]), m[i].text);
         if (n == 0)
             fprintf(stderr, "session '%s' has no messages yet\n", name);
     }

@@ -64,12 +64,27 @@ int cmd_models_add_remote(int argc, char **argv);
 /* `models info` of the remote entry at path (from mdl_resolve) */
 int cmd_models_info_remote(const char *path, bool json, bool offline);
 struct cmd_opts;
-/* One turn of `kvchat run` with the remote model whose entry is at path:
- * the answer to prompt (len bytes; the system prompt from o), streamed to
- * stdout, or one JSON object. Returns the exit code, having printed any
- * error. */
-int cmd_run_remote(const struct cmd_opts *o, const char *path, const char *prompt, size_t len,
-                   bool json);
+struct cmd_remote;
+struct sess_remote;
+struct sess_turn_stats;
+/* The remote model whose entry is at path, as a conversation's engine
+ * (cmd_remote_engine); the settings o gives (borrowed: it must outlive the
+ * handle) are sent with each turn, the others noted as ignored. 0, or an
+ * exit code (printed). Close with cmd_remote_close. */
+int cmd_remote_open(const struct cmd_opts *o, const char *path, struct cmd_remote **out);
+void cmd_remote_close(struct cmd_remote *rm);
+struct sess_remote cmd_remote_engine(struct cmd_remote *rm);
+/* its name in the store (borrowed) */
+const char *cmd_remote_name(const struct cmd_remote *rm);
+/* the exit code of the last turn's failure (SESS_ERR_REMOTE) */
+int cmd_remote_exit(const struct cmd_remote *rm);
+/* run --json's remote keys (", \"remote\": true, ..."); -v's line; a one-line description */
+void cmd_remote_json(const struct cmd_remote *rm, FILE *f);
+void cmd_remote_describe(const struct cmd_remote *rm, const struct sess_turn_stats *ts, FILE *f);
+void cmd_remote_info(const struct cmd_remote *rm, char *buf, size_t n);
+struct sess_conv_params;
+/* the sampling fields a turn with parameters cp sends, in words (for /show) */
+void cmd_remote_sent(const struct cmd_remote *rm, const struct sess_conv_params *cp, char *buf, size_t n);
 
 /* is there a saved session called name? (for `kvchat NAME`) */
 bool cmd_chat_session_exists(const char *name);
@@ -196,8 +211,10 @@ enum cmd_opt {
     CMD_OPT_MIN_P, CMD_OPT_REPEAT_PENALTY, CMD_OPT_PRESENCE_PENALTY, CMD_OPT_REPEAT_LAST_N,
     CMD_OPT_SEED, CMD_OPT_N_PREDICT, CMD_OPT_KV_TYPE, CMD_OPT_TEMPLATE, CMD_OPT_SYSTEM,
     CMD_OPT_SYSTEM_FILE, CMD_OPT_NO_CACHE, CMD_OPT_VERBOSE, CMD_OPT_SPECIAL, CMD_OPT_CACHE_MAX,
-    CMD_OPT_THINK, CMD_OPT_WRAP, CMD_OPT_SWITCH_MODEL, CMD_OPT_COUNT
+    CMD_OPT_THINK, CMD_OPT_WRAP, CMD_OPT_STOP, CMD_OPT_SWITCH_MODEL, CMD_OPT_COUNT
 };
+
+#define CMD_OPTS_MAX_STOP 8
 
 #define CMD_OPTS_MAX_CONFIG 32
 
@@ -219,6 +236,8 @@ struct cmd_opts {
     bool think_off;            /* --think off: the template's no-thinking form (Qwen3) */
     bool think_hide;           /* --think hide: reasoning is not shown */
     bool think_show;           /* --think show given: reasoning shown even in pipe mode */
+    const char *stop[CMD_OPTS_MAX_STOP + 1]; /* --stop TEXT (NULL-terminated) */
+    int n_stop;
     uint64_t given;            /* bit CMD_OPT_X: given on the command line */
     uint64_t configured;       /* bit CMD_OPT_X: set in the config file */
     /* owned: strings from the config file, the system file's text */
@@ -245,6 +264,7 @@ struct cmd_opts {
     "      --repeat-last-n N    how many recent tokens the penalties see (default 64)\n" \
     "      --presence-penalty P subtract P from recent tokens' logits (default 0)\n" \
     "      --seed N             sampler seed (default: random each run)\n" \
+    "      --stop TEXT          end the answer before TEXT (again for more, up to 8)\n" \
     "  -t, --threads N          threads (default: physical cores)\n" \
     "  -c, --ctx-size N         context window in tokens (default: model's, at most 4096)\n" \
     "      --kv-type f16|f32    KV cache element type (default f16)\n" \
@@ -293,6 +313,7 @@ void cmd_opts_describe(const struct cmd_opts *o, FILE *f);
 /* what a chat or run computes with; cmd_llm_close frees it */
 struct cmd_llm {
     char path[4096];
+    struct cmd_remote *remote;    /* a remote model (then model, vocab, ctx are NULL) */
     struct llm_model *model;
     struct llm_vocab *vocab;
     struct llm_ctx *ctx;
@@ -309,14 +330,15 @@ struct llm_model_params cmd_model_params(char *dir, size_t size);
 void cmd_describe_packed(const struct llm_model *m, FILE *f);
 /* Before cmd_llm_open for session `name`: if it exists and -m was not
  * given on the command line, o->model becomes the session's own model
- * (its path copied into buf); if that file is gone, CMD_EXIT_MODEL
- * (printed, naming it). 0 otherwise, or CMD_EXIT_SESSION (printed) when
- * the store cannot be read. */
+ * (its path copied into buf: a model file or a .remote entry); if that
+ * file is gone, CMD_EXIT_MODEL (printed, naming it). 0 otherwise, or
+ * CMD_EXIT_SESSION (printed) when the store cannot be read. */
 int cmd_session_model(struct cmd_opts *o, const char *name, char *buf, size_t size);
 /* the hint after SESS_ERR_MODEL (a session saved with another model) */
 void cmd_switch_model_hint(const char *name);
-/* resolve and open the model, its vocabulary and template, make a context;
- * an exit code (printed) or 0 */
+/* resolve and open the model, its vocabulary and template, make a context
+ * (a remote model: its entry, as l->remote; o must then outlive l); an exit
+ * code (printed) or 0 */
 int cmd_llm_open(const struct cmd_opts *o, bool offer_pull, struct cmd_llm *l);
 void cmd_llm_close(struct cmd_llm *l);
 struct sess_conv_params;

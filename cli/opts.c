@@ -68,6 +68,7 @@ static const struct opt_def opt_table[] = {
     {CMD_OPT_CACHE_MAX, "cache_max", "cache-max", 0, OPT_KIND_STR, 0, 0, OPT_IN_CONFIG},
     {CMD_OPT_WRAP, "wrap", "wrap", 0, OPT_KIND_FLAG, 0, 0, OPT_IN_CONFIG | OPT_IN_SET},
     {CMD_OPT_THINK, "think", "think", 0, OPT_KIND_STR, 0, 0, OPT_IN_CONFIG | OPT_IN_SET},
+    {CMD_OPT_STOP, "stop", "stop", 0, OPT_KIND_STR, 0, 0, 0},
     {CMD_OPT_SWITCH_MODEL, "switch_model", "switch-model", 0, OPT_KIND_FLAG, 0, 0, 0},
 };
 #define N_OPTS (sizeof opt_table / sizeof opt_table[0])
@@ -153,6 +154,13 @@ static int opt_apply(struct cmd_opts *o, const struct opt_def *d, const char *v,
             snprintf(err, n, "bad value '%s' for %s: expected show, hide, on or off", v, d->key);
             return -1;
         }
+        if (d->id == CMD_OPT_STOP && (!v[0] || o->n_stop >= CMD_OPTS_MAX_STOP)) {
+            if (v[0])
+                snprintf(err, n, "too many stop strings (at most %d)", CMD_OPTS_MAX_STOP);
+            else
+                snprintf(err, n, "bad value '' for stop: an empty string would end every answer at once");
+            return -1;
+        }
         break;
     }
     bool flag = !strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on");
@@ -184,6 +192,7 @@ static int opt_apply(struct cmd_opts *o, const struct opt_def *d, const char *v,
     case CMD_OPT_VERBOSE: o->verbose = flag; break;
     case CMD_OPT_SPECIAL: o->special = flag; break;
     case CMD_OPT_CACHE_MAX: o->cache_max = cmd_parse_size(v); break;
+    case CMD_OPT_STOP: o->stop[o->n_stop++] = v; break;
     case CMD_OPT_WRAP: o->wrap = flag; break;
     case CMD_OPT_SWITCH_MODEL: o->switch_model = flag; break;
     case CMD_OPT_THINK:
@@ -412,10 +421,8 @@ int cmd_llm_open(const struct cmd_opts *o, bool offer_pull, struct cmd_llm *l)
     int rc = cmd_model_resolve(o->model, offer_pull, l->path, sizeof l->path);
     if (rc)
         return rc;
-    if (mdl_is_remote(l->path))
-        return cmd_fail(CMD_EXIT_USAGE, "'%s' is a remote model: the chat and sessions (-s) do not "
-                                        "work with remote models yet; 'kvchat run -m %s PROMPT' does",
-                        o->model ? o->model : l->path, o->model ? o->model : "NAME");
+    if (mdl_is_remote(l->path)) /* its server answers: nothing to load here */
+        return cmd_remote_open(o, l->path, &l->remote);
     char err[1024], pack_dir[4096];
     if (llm_model_open(l->path, cmd_model_params(pack_dir, sizeof pack_dir), &l->model, err, sizeof err) < 0)
         return cmd_fail(CMD_EXIT_MODEL, "cannot open model '%s': %s", l->path, err);
@@ -463,6 +470,7 @@ int cmd_llm_open(const struct cmd_opts *o, bool offer_pull, struct cmd_llm *l)
 
 void cmd_llm_close(struct cmd_llm *l)
 {
+    cmd_remote_close(l->remote);
     if (l->ctx)
         llm_ctx_free(l->ctx);
     if (l->vocab)
@@ -475,6 +483,17 @@ void cmd_llm_close(struct cmd_llm *l)
 struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, struct cmd_llm *l)
 {
     struct sess_conv_params p = sess_conv_default_params();
+    if (l->remote) {
+        p.remote = cmd_remote_engine(l->remote);
+        p.model_path = l->path;
+        p.system = o->system && o->system[0] ? o->system : NULL;
+        p.sampling = o->sampling;
+        p.n_predict = o->n_predict;
+        p.stop = o->n_stop ? o->stop : NULL;
+        p.given = cmd_opts_sess_params(o->given);
+        p.switch_model = o->switch_model;
+        return p;
+    }
     p.model = l->model;
     p.vocab = l->vocab;
     p.ctx = l->ctx; /* the conversation owns it from now on */
@@ -485,6 +504,7 @@ struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, struct cm
     p.sampling = o->sampling;
     p.n_predict = o->n_predict;
     p.parse_special = o->special;
+    p.stop = o->n_stop ? o->stop : NULL;
     p.no_cache = o->no_cache;
     p.cache_max = o->cache_max;
     p.given = cmd_opts_sess_params(o->given);

@@ -1,6 +1,7 @@
 /*
- * attn.c - the attention kernels of decode, and softmax: one query token
- * against the KV cache, read in place.
+ * attn.c - the attention kernels, and softmax: query tokens against the KV
+ * cache, read in place, each token computed exactly as alone (attn.h), so
+ * prefill and decode give the same bits.
  *
  * Why a kernel of its own: at depth the KV cache, not the weights, is what
  * decode reads most per layer, and the obvious loop (one function-call dot
@@ -30,11 +31,13 @@
 
 #define CHUNK 64 /* K or V rows converted to f32 at a time */
 
-/* scores (nq x n_kv), the softmax sums (nq), the chunk buffer (CHUNK x hd) */
+/* scores (nq x n_kv), the softmax sums (nq), the chunk buffer ((CHUNK +
+ * 8) x hd: a window's rows may start a chunk off the groups of 8 the
+ * score kernel reads) */
 size_t llm_attn_scratch_floats(int64_t nq, int64_t hd, int64_t n_kv)
 {
     size_t scores = ((size_t)(nq * n_kv) + 15) / 16 * 16, sums = ((size_t)nq + 15) / 16 * 16;
-    return scores + sums + (size_t)(CHUNK * hd);
+    return scores + sums + (size_t)((CHUNK + 8) * hd);
 }
 
 /* rows [j0, j0 + n) of K or V as f32 */
@@ -302,38 +305,77 @@ struct attn_kernels {
     void (*accumulate)(float *out, const float *p, const float *v, int64_t nr, int64_t hd);
 };
 
+/* the first key row r sees */
+static int64_t row_lo(const struct llm_attn_job *a, int64_t r)
+{
+    int64_t lo = a->window > 0 ? a->n_kv + r - a->window : 0;
+    return lo > 0 ? lo : 0;
+}
+
+/* s = c tanh(s / c), as llama.cpp's scale, tanh, scale; one scalar
+ * definition for every path */
+void llm_softcap(float *s, int64_t n, float c)
+{
+    float inv = 1.0f / c;
+    for (int64_t j = 0; j < n; j++)
+        s[j] = tanhf(s[j] * inv) * c;
+}
+
+/* the keys [s, e) of row r within the chunk [j0, j0 + nr); none: s >= e */
+static void row_span(const struct llm_attn_job *a, int64_t r, int64_t j0, int64_t nr, int64_t *s, int64_t *e)
+{
+    int64_t lo = row_lo(a, r), n = a->n_kv + r;
+    *s = lo > j0 ? lo : j0;
+    *e = n < j0 + nr ? n : j0 + nr;
+}
+
 /* scores chunk by chunk, softmax per row and head, then P V chunk by
  * chunk: every K and V row converted once into the chunk buffer for all
- * rows and heads; row r stops at its own n_kv + r keys, exactly as it
- * would alone */
+ * rows and heads; row r takes its own keys [lo_r, n_kv + r), exactly as
+ * it would alone */
 static void rows_with(const struct llm_attn_job *a, const struct attn_kernels *kn)
 {
     int64_t hd = a->hd, nmax = a->n_kv + a->n_rows - 1, nqr = a->n_rows * a->nq;
     size_t sc_floats = ((size_t)(nqr * nmax) + 15) / 16 * 16;
     float *sc = a->scratch, *sum = sc + sc_floats, *buf = sum + ((size_t)nqr + 15) / 16 * 16;
-    for (int64_t j0 = 0; j0 < nmax; j0 += CHUNK) {
-        int64_t nr = nmax - j0 < CHUNK ? nmax - j0 : CHUNK, n8 = (nr + 7) / 8 * 8;
+    int64_t j_first = row_lo(a, 0); /* lo_r grows with r */
+    for (int64_t j0 = j_first; j0 < nmax; j0 += CHUNK) {
+        int64_t nr = nmax - j0 < CHUNK ? nmax - j0 : CHUNK, pad = nr;
         rows_f32(a, a->k, j0, nr, buf);
-        if (n8 > nr) /* rows a kernel may read past the last; their scores are dropped */
-            memset(buf + nr * hd, 0, (size_t)((n8 - nr) * hd) * sizeof(float));
+        for (int64_t r = 0; r < a->n_rows; r++) { /* rows a kernel may read past the last */
+            int64_t s, e;
+            row_span(a, r, j0, nr, &s, &e);
+            if (s < e && s - j0 + (e - s + 7) / 8 * 8 > pad)
+                pad = s - j0 + (e - s + 7) / 8 * 8;
+        }
+        if (pad > nr) /* their scores are dropped */
+            memset(buf + nr * hd, 0, (size_t)((pad - nr) * hd) * sizeof(float));
         for (int64_t r = 0; r < a->n_rows; r++) {
-            int64_t n = a->n_kv + r, m = n - j0 < CHUNK ? n - j0 : CHUNK;
-            for (int64_t h = 0; j0 < n && h < a->nq; h++)
-                kn->scores(a->q + r * a->q_stride + h * hd, buf, hd, m, a->scale, sc + (r * a->nq + h) * nmax + j0);
+            int64_t s, e;
+            row_span(a, r, j0, nr, &s, &e);
+            for (int64_t h = 0; s < e && h < a->nq; h++) {
+                float *row = sc + (r * a->nq + h) * nmax + s;
+                kn->scores(a->q + r * a->q_stride + h * hd, buf + (s - j0) * hd, hd, e - s, a->scale, row);
+                if (a->softcap > 0)
+                    llm_softcap(row, e - s, a->softcap);
+            }
         }
     }
     for (int64_t r = 0; r < a->n_rows; r++)
         for (int64_t h = 0; h < a->nq; h++) {
-            kn->softmax(sc + (r * a->nq + h) * nmax, a->n_kv + r, &sum[r * a->nq + h]);
+            int64_t lo = row_lo(a, r);
+            kn->softmax(sc + (r * a->nq + h) * nmax + lo, a->n_kv + r - lo, &sum[r * a->nq + h]);
             memset(a->out + r * a->out_stride + h * hd, 0, (size_t)hd * sizeof(float));
         }
-    for (int64_t j0 = 0; j0 < nmax; j0 += CHUNK) {
+    for (int64_t j0 = j_first; j0 < nmax; j0 += CHUNK) {
         int64_t nr = nmax - j0 < CHUNK ? nmax - j0 : CHUNK;
         rows_f32(a, a->v, j0, nr, buf);
         for (int64_t r = 0; r < a->n_rows; r++) {
-            int64_t n = a->n_kv + r, m = n - j0 < CHUNK ? n - j0 : CHUNK;
-            for (int64_t h = 0; j0 < n && h < a->nq; h++)
-                kn->accumulate(a->out + r * a->out_stride + h * hd, sc + (r * a->nq + h) * nmax + j0, buf, m, hd);
+            int64_t s, e;
+            row_span(a, r, j0, nr, &s, &e);
+            for (int64_t h = 0; s < e && h < a->nq; h++)
+                kn->accumulate(a->out + r * a->out_stride + h * hd, sc + (r * a->nq + h) * nmax + s,
+                               buf + (s - j0) * hd, e - s, hd);
         }
     }
     for (int64_t r = 0; r < a->n_rows; r++)

@@ -1,6 +1,6 @@
 /*
- * attn.h - (internal to core/ and its tests) decode attention over the KV
- * cache and a vectorised softmax; the kernels are chosen by cpuid, as the
+ * attn.h - (internal to core/ and its tests) attention of one or more
+ * query tokens over the KV cache and a vectorised softmax; the kernels are chosen by cpuid, as the
  * quant kernels are (KVCHAT_CPU caps them the same way).
  */
 #ifndef KVCHAT_CORE_ATTN_H
@@ -15,12 +15,14 @@
  * (row r: q + r * q_stride, nq heads of hd floats) that share one KV head,
  * against that head's cache rows (k, v: rows of hd elements of kv_type,
  * LLM_TYPE_F16 or LLM_TYPE_F32, one after another); row r sees positions
- * [0, n_kv + r):
- *   out[r][h] = softmax(scale * q[r][h] . K^T) V     (out + r * out_stride)
+ * [lo_r, n_kv + r), lo_r = 0 or, with a sliding window, max(0, n_kv + r -
+ * window) (the query at position p sees the keys p' with p - p' < window):
+ *   out[r][h] = softmax(cap(scale * q[r][h] . K^T)) V     (out + r * out_stride)
+ * cap(s) = softcap * tanh(s / softcap) when softcap > 0 (gemma2), else s.
  * Every result is computed exactly as for that row alone (n_rows = 1):
- * scores in 64-key chunks from position 0, each score one dot product of
- * eight lanes and a fixed tree, then scaled; softmax over the row; P V
- * chunk by chunk. So rows give the same bits in any batch.
+ * each score one dot product of eight lanes and a fixed tree, then scaled
+ * (and capped); softmax over the row's keys from lo_r; P V key by key in
+ * order from lo_r. So rows give the same bits in any batch.
  * scratch: llm_attn_scratch_floats(n_rows * nq, hd, n_kv + n_rows) floats,
  * 32-byte aligned. */
 struct llm_attn_job {
@@ -33,10 +35,16 @@ struct llm_attn_job {
     uint32_t kv_type;
     void (*f16_to_float)(const void *x, float *y, int64_t k); /* for F16 rows */
     float scale;
+    int64_t window;  /* 0: none */
+    float softcap;   /* 0: none */
     float *scratch;
 };
 size_t llm_attn_scratch_floats(int64_t nq, int64_t hd, int64_t n_kv);
 void llm_attn_rows(const struct llm_attn_job *a);
+
+/* s[0..n) = c tanh(s / c) in place (soft-capping: llama.cpp's scale by
+ * 1/c, tanh, scale by c), one scalar definition for every path */
+void llm_softcap(float *s, int64_t n, float c);
 
 /* s[0..n) = exp(s - max) / sum, in place (n >= 1) */
 void llm_softmax(float *s, int64_t n);

@@ -1,6 +1,6 @@
 /*
- * engine.c - the transformer forward pass (llama, qwen2, qwen3), the KV
- * cache and the context that owns them.
+ * engine.c - the transformer forward pass (llama, qwen2, qwen3, gemma2,
+ * gemma3, phi3), the KV cache and the context that owns them.
  *
  * One forward pass for any number of tokens: decoding a token is a prefill
  * of one. Every step a token's K, V rows or logits depend on computes each
@@ -22,9 +22,15 @@
  * the thread's scratch and is committed once, so a preempted thread's unit
  * can be taken over (pool.c).
  *
- * Per-architecture differences live in the per-token steps (attn_in,
- * ffn_in, qkv_post, the GLU of glu_rows) and in the layer's weights and
- * attention job; the phase structure does not depend on them.
+ * Per-architecture differences live in the per-token steps (residual_norm:
+ * gemma's embedding scale and post norms; qkv_post: biases, q/k norms, the
+ * layer's RoPE variant; the GLU of glu_rows: SiLU or GELU), in the layer's
+ * weights (phi3's fused ones are row views) and in the attention job
+ * (gemma's sliding window: a row's keys start at p - n_swa + 1; gemma2's
+ * soft-cap); the logits units cap gemma2's logits. The phase structure does
+ * not depend on them. A sliding-window layer keeps the K and V rows of every
+ * position (masking, not a ring buffer), so the cache, its export and the
+ * block store are the same for every architecture.
  *
  * The cache of layer l holds K (then, separately, V) as
  * [n_head_kv][n_ctx][head_dim] elements of the cache type, so the rows of
@@ -108,7 +114,10 @@ struct llm_ctx {
     float *qkv;              /* (n_batch, q_dim + 2 kv_dim) q | k | v of each token */
     float *att;              /* (n_batch, q_dim) attention's output */
     float *h;                /* (n_batch, n_ff) SwiGLU's output */
-    float *rope_cs;          /* (n_batch, rope_dim) cos, sin pairs */
+    float *rope_cs;          /* (n_batch, n_rope * rope_dim) cos, sin pairs */
+    int n_rope;              /* RoPE variants: 1, or 2 when the sliding-window layers have their own */
+    float rope_base[2], rope_scale[2];
+    const float *rope_factors; /* rope_freqs, phi3's factors for n_ctx, or NULL */
     bool *i16_in;            /* (n_layer * 4 + 1) product inputs wanted as I16: per layer q/k/v,
                               * wo, gate/up, down, then the output */
     int64_t att_split, att_per; /* attention units: each KV head's query heads in att_split
@@ -146,17 +155,25 @@ static void rmsnorm(float *y, const float *x, const float *w, int64_t n, float e
 }
 
 /* cos/sin of each rotated pair for position pos, as ggml's rope cache:
- * theta_i = pos * base^(-2i/n_dims), by repeated multiplication */
-static void rope_cache(const struct llm_model *m, int64_t pos, float *cs)
+ * theta_i = pos * base^(-2i/n_dims), by repeated multiplication, divided
+ * by the frequency factor (rope_freqs, or phi3's long or short factors),
+ * times the linear scale; cos and sin times the attention factor
+ * (longrope's; 1 otherwise). One variant per RoPE of the model's layers
+ * (gemma: the sliding-window layers have their own base and scale), each
+ * rope_dim floats */
+static void rope_cache(const struct llm_ctx *c, int64_t pos, float *cs)
 {
-    float theta_scale = powf(m->rope_base, -2.0f / (float)m->rope_dim);
-    float theta = (float)pos;
-    for (int64_t i = 0; i < m->rope_dim / 2; i++) {
-        float ff = m->rope_freqs ? m->rope_freqs[i] : 1.0f;
-        float th = m->rope_freq_scale * (theta / ff);
-        cs[2 * i] = cosf(th);
-        cs[2 * i + 1] = sinf(th);
-        theta *= theta_scale;
+    const struct llm_model *m = c->m;
+    for (int v = 0; v < c->n_rope; v++, cs += m->rope_dim) {
+        float theta_scale = powf(c->rope_base[v], -2.0f / (float)m->rope_dim);
+        float theta = (float)pos;
+        for (int64_t i = 0; i < m->rope_dim / 2; i++) {
+            float ff = c->rope_factors ? c->rope_factors[i] : 1.0f;
+            float th = c->rope_scale[v] * (theta / ff);
+            cs[2 * i] = cosf(th) * m->rope_attn_factor;
+            cs[2 * i + 1] = sinf(th) * m->rope_attn_factor;
+            theta *= theta_scale;
+        }
     }
 }
 
@@ -189,9 +206,23 @@ static void add_bias(float *x, const float *b, int64_t n)
             x[i] += b[i];
 }
 
-/* h = silu(g) * u over n elements */
-static void glu_rows(float *h, const float *g, const float *u, int64_t n)
+/* GELU, tanh approximation: 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x +
+ * 0.044715 x^3), computed as x / (1 + e^(-2u)) (the same function; one
+ * expf costs a third of a tanhf, and e^(-2u) = inf gives -0 as it should) */
+static float gelu_tanh(float x)
 {
+    float u = 0.79788456080286535587989211986876f * x * (1.0f + 0.044715f * x * x);
+    return x / (1.0f + expf(-2.0f * u));
+}
+
+/* h = act(g) * u over n elements: silu (llama, qwen, phi3) or GELU (gemma) */
+static void glu_rows(float *h, const float *g, const float *u, int64_t n, enum llm_ffn_act act)
+{
+    if (act == LLM_FFN_GELU_TANH) {
+        for (int64_t i = 0; i < n; i++)
+            h[i] = gelu_tanh(g[i]) * u[i];
+        return;
+    }
     for (int64_t i = 0; i < n; i++)
         h[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
@@ -218,8 +249,17 @@ static void residual_norm(const struct pass *ps, int64_t l, bool ffn, int64_t t,
     if (l == 0 && !ffn) {
         const struct llm_weight *te = &m->tok_embd;
         te->ops->to_float(te->rows + (size_t)ps->tok[t] * te->m.row_bytes, x_out, E);
+        if (m->embd_scale != 1.0f) /* gemma */
+            for (int64_t i = 0; i < E; i++)
+                x_out[i] *= m->embd_scale;
     } else {
         const float *x = c->x + t * E, *xb = c->xb + t * E;
+        /* gemma: the block's output is normed before it joins the residual */
+        const float *post = ffn ? m->layers[l].attn_post_norm : m->layers[l - 1].ffn_post_norm;
+        if (post) {
+            rmsnorm(xn_out, xb, post, E, m->rms_eps);
+            xb = xn_out;
+        }
         for (int64_t i = 0; i < E; i++)
             x_out[i] = x[i] + xb[i];
     }
@@ -253,7 +293,7 @@ static void qkv_post(const struct pass *ps, int64_t l, int64_t t, const float *q
     if (L->k_norm)
         for (int64_t h = 0; h < m->n_head_kv; h++)
             rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, m->rms_eps);
-    const float *cs = c->rope_cs + t * m->rope_dim;
+    const float *cs = c->rope_cs + (t * c->n_rope + (L->swa && c->n_rope > 1)) * m->rope_dim;
     rope(m, q_out, m->n_head, cs);
     rope(m, k, m->n_head_kv, cs);
     c->kv_ops->from_float(k, k_out, m->kv_dim);
@@ -281,7 +321,9 @@ struct mmd {
     int nw;
     const struct llm_weight *w[3];
     int64_t col[3];            /* where each weight's rows go in a row of out */
-    bool glu;                  /* w[0] gate, w[1] up: out = silu(gate) * up */
+    bool glu;                  /* w[0] gate, w[1] up: out = act(gate) * up */
+    enum llm_ffn_act act;
+    float softcap;             /* the logits: capped (gemma2), or 0 */
     const float *xf;           /* f32 input rows */
     size_t xf_stride;          /* bytes */
     const uint8_t *xq;         /* I16 input rows */
@@ -324,6 +366,7 @@ static void mm_describe(const struct pass *ps, const struct phase *ph, struct mm
         d->nw = 2;
         d->w[0] = &L->w_gate, d->w[1] = &L->w_up;
         d->glu = true;
+        d->act = m->ffn_act;
         d->out = c->h;
         d->ldo = m->n_ff;
         break;
@@ -342,6 +385,7 @@ static void mm_describe(const struct pass *ps, const struct phase *ph, struct mm
         d->xq = c->act + (size_t)(ps->T - 1) * c->act_stride;
         d->out = c->logits;
         d->ldo = m->n_vocab;
+        d->softcap = m->final_softcap;
         d->T = 1;
         break;
     }
@@ -439,9 +483,11 @@ static void mm_compute(const struct mmd *d, int64_t u0, int64_t u1, float *out, 
         if (d->glu) {
             mm_one(d, d->w[0], &x, tmp, ws);
             mm_one(d, d->w[1], &x, tmp + n, ws);
-            glu_rows(out, tmp, tmp + n, (int64_t)n);
+            glu_rows(out, tmp, tmp + n, (int64_t)n, d->act);
         } else {
             mm_one(d, d->w[x.wi], &x, out, ws);
+            if (d->softcap > 0)
+                llm_softcap(out, (int64_t)n, d->softcap);
         }
         out += n;
     }
@@ -514,7 +560,9 @@ static void att_compute(const struct pass *ps, int64_t l, const struct att_unit 
         .v = c->v_cache[l] + off,
         .kv_type = c->kv_type,
         .f16_to_float = c->kv_ops->to_float,
-        .scale = 1.0f / sqrtf((float)hd),
+        .scale = m->attn_scale,
+        .window = m->layers[l].swa ? m->n_swa : 0,
+        .softcap = m->attn_softcap,
         .scratch = scratch,
     };
     llm_attn_rows(&job);
@@ -531,13 +579,13 @@ static void att_commit(const struct pass *ps, const struct att_unit *a, const fl
 /* ==== the pool's callbacks ==== */
 
 /* scratch of a per-token chunk: per token x, xn (n_embd floats each), act
- * (act_stride bytes) and the rope cache (rope_dim floats, at the end); or
+ * (act_stride bytes) and the rope cache (n_rope * rope_dim floats, at the end); or
  * for PH_QKV_POST q (q_dim floats), K and V (kv_dim elements of the cache
  * type each) and a k, v temp (2 kv_dim floats) */
 static size_t tok_scratch_bytes(const struct llm_ctx *c)
 {
     const struct llm_model *m = c->m;
-    size_t a = (size_t)(2 * m->n_embd + m->rope_dim) * sizeof(float) + c->act_stride;
+    size_t a = (size_t)(2 * m->n_embd + c->n_rope * m->rope_dim) * sizeof(float) + c->act_stride;
     size_t b = (size_t)(m->q_dim + 2 * m->kv_dim) * sizeof(float) + (size_t)(2 * m->kv_dim) * c->kv_elt;
     size_t per = ((a > b ? a : b) + 63) / 64 * 64;
     return TOK_STEP * per;
@@ -562,7 +610,7 @@ static void run_compute(void *arg, int p, int64_t u0, int64_t u1, void *scratch)
             residual_norm(ps, ph->kind == PH_OUT_IN ? m->n_layer : ph->layer, ph->kind == PH_FFN_IN, t, x, xn,
                           (uint8_t *)(xn + E));
             if (ph->kind == PH_ATTN_IN && ph->layer == 0)
-                rope_cache(m, ps->n_past + t, (float *)(s + per) - m->rope_dim);
+                rope_cache(c, ps->n_past + t, (float *)(s + per) - c->n_rope * m->rope_dim);
         }
         break;
     case PH_WO_IN:
@@ -623,8 +671,8 @@ static void run_commit(void *arg, int p, int64_t u0, int64_t u1, const void *scr
             if (wants_i16(c, l, ph->kind == PH_FFN_IN ? IN_GLU : IN_QKV))
                 memcpy(c->act + (size_t)t * c->act_stride, xn + E, llm_act_bytes(LLM_ACT_I16, E));
             if (ph->kind == PH_ATTN_IN && ph->layer == 0)
-                memcpy(c->rope_cs + t * m->rope_dim, (const float *)(s + per) - m->rope_dim,
-                       (size_t)m->rope_dim * sizeof(float));
+                memcpy(c->rope_cs + t * c->n_rope * m->rope_dim, (const float *)(s + per) - c->n_rope * m->rope_dim,
+                       (size_t)(c->n_rope * m->rope_dim) * sizeof(float));
         }
         break;
     case PH_WO_IN:
@@ -761,7 +809,7 @@ static void forward(struct llm_ctx *c, const int32_t *tok, int64_t T, bool logit
     memcpy(ps->tok, tok, (size_t)T * sizeof *tok);
     plan(ps);
     if (T == 1) { /* the first per-token step, here; the others after each phase */
-        rope_cache(c->m, c->n_past, c->rope_cs);
+        rope_cache(c, c->n_past, c->rope_cs);
         residual_norm(ps, 0, false, 0, c->x, c->xn, c->act);
     }
     ps->job = (struct llm_pool_job){ps->n_ph, ps->pp, ps, run_compute, run_commit, T == 1 ? run_after : NULL};
@@ -933,6 +981,18 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
     c->kv_type = p.kv_type;
     c->kv_ops = llm_get_type_ops(p.kv_type);
     c->kv_elt = p.kv_type == LLM_TYPE_F16 ? 2 : 4;
+    c->rope_factors = llm_model_rope_factors(m, n_ctx);
+    c->n_rope = 1;
+    c->rope_base[0] = m->rope_base;
+    c->rope_scale[0] = m->rope_freq_scale;
+    for (int64_t l = 0; l < m->n_layer; l++) {
+        const struct llm_layer *L = &m->layers[l];
+        if (L->swa && (L->rope_base != m->rope_base || L->rope_freq_scale != m->rope_freq_scale)) {
+            c->n_rope = 2; /* every sliding-window layer has the same (model.c) */
+            c->rope_base[1] = L->rope_base;
+            c->rope_scale[1] = L->rope_freq_scale;
+        }
+    }
 
     bool ok = kv_map(c);
     size_t f = sizeof(float);
@@ -950,7 +1010,7 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
     c->qkv = alloc((size_t)(B * (m->q_dim + 2 * m->kv_dim)) * f, &ok);
     c->att = alloc((size_t)(B * m->q_dim) * f, &ok);
     c->h = alloc((size_t)(B * m->n_ff) * f, &ok);
-    c->rope_cs = alloc((size_t)(B * m->rope_dim) * f, &ok);
+    c->rope_cs = alloc((size_t)(B * c->n_rope * m->rope_dim) * f, &ok);
     c->serial_tmp = alloc((size_t)(2 * m->kv_dim) * f, &ok);
     c->serial_kv = alloc((size_t)(2 * m->kv_dim) * c->kv_elt, &ok);
     /* enough attention units for every thread, each KV head's rows converted as few times as that allows */
@@ -1019,6 +1079,10 @@ int64_t llm_ctx_n_past(const struct llm_ctx *c) { return c->n_past; }
 int64_t llm_ctx_n_ctx(const struct llm_ctx *c) { return c->n_ctx; }
 int llm_ctx_n_threads(const struct llm_ctx *c) { return c->n_threads; }
 uint32_t llm_ctx_kv_type(const struct llm_ctx *c) { return c->kv_type; }
+int llm_ctx_kv_variant(const struct llm_ctx *c)
+{
+    return c->rope_factors && c->rope_factors == c->m->rope_factors_long && !c->m->rope_freqs;
+}
 
 /* ==== the KV cache as rows ==== */
 

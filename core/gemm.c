@@ -1,8 +1,11 @@
 /*
- * gemm.c - kvchat's only contact with BLIS: choosing the sub-configuration
+ * gemm.c - the only contact with BLIS left: choosing the sub-configuration
  * by cpuid before BLIS initialises, setting its thread count, and a row-major
- * sgemm. Invariants: llm_gemm_setup runs before any other BLIS call (it is
- * called from llm_model_open); a BLIS_ARCH_TYPE the user set is never
+ * sgemm. The engine does not call it (its matrix products are quant.h's,
+ * batch-invariant; BLIS's are not: see quant-basic.c); only
+ * tests/bench_quant does, to print BLIS's sgemm beside kvchat's F32 tile.
+ * Invariants: llm_gemm_setup runs before any other BLIS call (its callers
+ * call it first; llm_gemm_arch does); a BLIS_ARCH_TYPE the user set is never
  * overridden; the same inputs and thread count give the same bits.
  */
 #include "core/gemm.h"

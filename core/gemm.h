@@ -1,6 +1,7 @@
 /*
- * gemm.h - (internal to core/) matrix products on BLIS. All matrices are
- * row-major f32 with the given row strides (in elements).
+ * gemm.h - (internal to core/ and its benchmarks) matrix products on BLIS,
+ * for tests/bench_quant's comparison only: the engine does not use them.
+ * All matrices are row-major f32 with the given row strides (in elements).
  */
 #ifndef KVCHAT_CORE_GEMM_H
 #define KVCHAT_CORE_GEMM_H

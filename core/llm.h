@@ -618,6 +618,11 @@ int64_t llm_ctx_n_past(const struct llm_ctx *c);
 int64_t llm_ctx_n_ctx(const struct llm_ctx *c);
 int llm_ctx_n_threads(const struct llm_ctx *c);
 uint32_t llm_ctx_kv_type(const struct llm_ctx *c);
+/* what the KV rows depend on besides the model file, the tokens and the
+ * cache type: 0, or 1 when the context uses phi3's long RoPE factors
+ * (n_ctx above the model's original context; the same file with a smaller
+ * context uses the short ones, and its rows differ) */
+int llm_ctx_kv_variant(const struct llm_ctx *c);
 /* bytes of KV the cache holds for n_past positions (and could hold for n_ctx) */
 uint64_t llm_ctx_kv_bytes(const struct llm_ctx *c, int64_t n_pos);
 /* forget positions n..n_past-1 (n <= n_past); the logits are invalid after */

@@ -112,8 +112,8 @@ static const struct {
     bool computable;
 } archs[] = {
     {"llama", LLM_ARCH_LLAMA, true},    {"qwen2", LLM_ARCH_QWEN2, true},
-    {"qwen3", LLM_ARCH_QWEN3, true},    {"gemma2", LLM_ARCH_GEMMA2, false},
-    {"gemma3", LLM_ARCH_GEMMA3, false}, {"phi3", LLM_ARCH_PHI3, false},
+    {"qwen3", LLM_ARCH_QWEN3, true},    {"gemma2", LLM_ARCH_GEMMA2, true},
+    {"gemma3", LLM_ARCH_GEMMA3, true},  {"phi3", LLM_ARCH_PHI3, true},
 };
 
 bool llm_arch_runs(const char *arch)
@@ -169,8 +169,8 @@ static int hparams(struct binder *b)
     while (ai < sizeof archs / sizeof *archs && strcmp(mt->arch, archs[ai].name))
         ai++;
     if (ai == sizeof archs / sizeof *archs)
-        return fail(b, "architecture '%s' is not supported (llama, qwen2, qwen3 are; gemma2, "
-                       "gemma3, phi3 are read but not yet run)", mt->arch);
+        return fail(b, "architecture '%s' is not supported (llama, qwen2, qwen3, gemma2, "
+                       "gemma3, phi3 are)", mt->arch);
     m->arch = archs[ai].arch;
     m->computable = archs[ai].computable;
     struct { const char *key; int64_t v; } need[] = {

@@ -13,6 +13,10 @@
  * deterministic). After a phase, the thread that completes it runs the
  * job's `after` step alone; then the next phase opens. A stale thread (one
  * that wakes up in a phase already finished) discards what it computed.
+ * So `compute` may read inputs while a later phase rewrites them: it must
+ * tolerate any bits there (its arithmetic defined for all of them, e.g.
+ * wrapping integer sums, and no memory addressed by what it reads); only
+ * what a committed chunk computed is ever used.
  */
 #ifndef KVCHAT_CORE_POOL_H
 #define KVCHAT_CORE_POOL_H

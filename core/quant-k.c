@@ -640,9 +640,10 @@ static inline __attribute__((always_inline)) __m256 ksb_step(int kind, const uin
     for (int u = 0; u < nu; u++) {
         int64_t e0 = b * QK_K + (int64_t)u * ul;
         __m256i isum = kunit_fsum(kind, sb, u, a->lo + e0, a->hi + e0);
-        int32_t asum = ul == 16 ? a->s16[e0 / 16] : a->s16[e0 / 16] + a->s16[e0 / 16 + 1];
+        /* wrapping: a stale thread may read an activation being rewritten (pool.h) */
+        int32_t asum = ul == 16 ? a->s16[e0 / 16] : (int32_t)((uint32_t)a->s16[e0 / 16] + (uint32_t)a->s16[e0 / 16 + 1]);
         if (off)
-            isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(off * asum));
+            isum = _mm256_sub_epi32(isum, _mm256_set1_epi32((int32_t)((uint32_t)off * (uint32_t)asum)));
         __m256 S, M, da = _mm256_set1_ps(a->d[e0 / 32]);
         kscale8(kind, sb, u, &S, &M);
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(S, da), acc);

@@ -156,7 +156,7 @@ static float dot_ref(int kind, const struct llm_mat *w, int64_t r, const void *a
             isum += value(kind, gb, rr, i) * a.q[b * QK + i];
         acc = fmaf((float)isum, llm_fp16_to_fp32(ld16(gb + 2 * rr)) * a.d[b], acc);
         if (has_min(kind)) {
-            int32_t asum = a.s16[2 * b] + a.s16[2 * b + 1];
+            int32_t asum = (int32_t)((uint32_t)a.s16[2 * b] + (uint32_t)a.s16[2 * b + 1]);
             acc = fmaf((float)asum, llm_fp16_to_fp32(ld16(gb + m_off() + 2 * rr)) * a.d[b], acc);
         }
     }
@@ -252,13 +252,14 @@ static inline __attribute__((always_inline)) __m256 block_step(int kind, const u
 {
     __m256 da = _mm256_set1_ps(a->d[b]);
     __m256i isum;
-    int32_t asum = a->s16[2 * b] + a->s16[2 * b + 1];
+    /* wrapping: a stale thread may read an activation being rewritten (pool.h) */
+    int32_t asum = (int32_t)((uint32_t)a->s16[2 * b] + (uint32_t)a->s16[2 * b + 1]);
     if (kind == Q8) {
         isum = isum_q8(gb, a->q + b * QK);
     } else {
         isum = fsum_nib(kind, gb, a->lo + b * QK, a->hi + b * QK);
         if (kind == Q4 || kind == Q5)
-            isum = _mm256_sub_epi32(isum, _mm256_set1_epi32((kind == Q4 ? 8 : 16) * asum));
+            isum = _mm256_sub_epi32(isum, _mm256_set1_epi32((int32_t)((kind == Q4 ? 8u : 16u) * (uint32_t)asum)));
     }
     __m256 s = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gb)), da);
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), s, acc);

@@ -34,8 +34,6 @@ const struct mdl_alias mdl_aliases[] = {
      2393 * MB, "Phi-3.5 mini Instruct (3.8B), Q4_K_M", "phi3", "phi-3", "phi3"},
     {"mistral:7b", "bartowski/Mistral-7B-Instruct-v0.3-GGUF", "Mistral-7B-Instruct-v0.3-Q4_K_M.gguf",
      4372 * MB, "Mistral 7B Instruct v0.3, Q4_K_M", "llama", "llama-spm", "mistral-v3"},
-    /* prepared for issue 17's phase 2: hidden (mdl_alias_runs) until
-     * kvchat's forward pass runs gemma3 and phi3 */
     {"gemma3:1b", "ggml-org/gemma-3-1b-it-GGUF", "gemma-3-1b-it-Q4_K_M.gguf", 806 * MB,
      "Gemma 3 1B Instruct, Q4_K_M", "gemma3", "gemma-3", "gemma"},
     {"gemma3:4b", "ggml-org/gemma-3-4b-it-GGUF", "gemma-3-4b-it-Q4_K_M.gguf", 2490 * MB,

@@ -31,6 +31,7 @@ struct sess_kv {
     const struct llm_model *m;
     struct llm_ctx *ctx;
     uint8_t fp[32];
+    uint8_t fp_other[32];    /* the fingerprint of the file's other KV variant (kv_variant) */
     int64_t model_id;
     uint32_t kv_type, n_layer, n_embd;
     uint8_t (*ids)[32];      /* ids of the blocks of the tokens last looked at */
@@ -79,6 +80,29 @@ static int fingerprint_cached(struct sess_store *st, const char *path, const str
     return SESS_OK;
 }
 
+/* A context whose KV rows differ from another's on the same file (phi3's
+ * long RoPE factors, chosen by the context size) keys its blocks by the
+ * fingerprint hashed once more with what differs, so the two never share
+ * rows. fp: the file's fingerprint, then this context's; other: the other
+ * variant's (to tell a session of another context size from one of
+ * another model). */
+static int kv_variant(const struct llm_ctx *ctx, uint8_t fp[32], uint8_t other[32])
+{
+    uint8_t salted[32];
+    struct llm_sha256 *h = llm_sha256_init();
+    llm_sha256_update(h, "kvchat-kv-variant-long-rope", 27);
+    llm_sha256_update(h, fp, 32);
+    if (llm_sha256_final(h, salted) != LLM_OK)
+        return SESS_ERR;
+    if (llm_ctx_kv_variant(ctx)) {
+        memcpy(other, fp, 32);
+        memcpy(fp, salted, 32);
+    } else {
+        memcpy(other, salted, 32);
+    }
+    return SESS_OK;
+}
+
 /* ==== life cycle ==== */
 
 int sess_kv_init(struct sess_store *st, const struct llm_model *m, struct llm_ctx *ctx, const char *model_path,
@@ -110,7 +134,8 @@ int sess_kv_init(struct sess_store *st, const struct llm_model *m, struct llm_ct
         return SESS_ERR;
     }
     if (st) {
-        if (fingerprint_cached(st, model_path, llm_model_gguf(m), kv->fp)) {
+        if (fingerprint_cached(st, model_path, llm_model_gguf(m), kv->fp) ||
+            kv_variant(ctx, kv->fp, kv->fp_other)) {
             snprintf(err, err_size, "cannot compute the model's fingerprint");
             sess_kv_free(kv);
             return SESS_ERR;
@@ -137,6 +162,7 @@ void sess_kv_free(struct sess_kv *kv)
 }
 
 const uint8_t *sess_kv_fingerprint(const struct sess_kv *kv) { return kv->fp; }
+const uint8_t *sess_kv_fingerprint_other(const struct sess_kv *kv) { return kv->fp_other; }
 int64_t sess_kv_model_id(const struct sess_kv *kv) { return kv->model_id; }
 
 /* ==== block ids ==== */

@@ -22,6 +22,19 @@
  *     change in one transaction; block files come after (best effort);
  *   - template text is tokenized with special tokens parsed; a user's text
  *     only with --special (found by rendering a sentinel in its place).
+ *
+ * The engine is a local context or a remote one (a server, reached through
+ * the sess_remote callback the caller gives). A remote conversation is the
+ * same message list with the same persistence, undo, retry and fork; only
+ * the token and KV half is absent (n_tokens = n_kv = 0, no sampler, no
+ * blocks), so it is a flag on this one struct with a branch in the few
+ * calls that compute, rather than a second conversation type that would
+ * repeat the message and session logic. sessions/ stays free of network
+ * code: the callback is cli/'s, over models/'s client. Its messages are
+ * saved with no token ids (n_tokens 0 for a non-empty text, which a local
+ * model loading the session takes as "not recorded" and tokenizes), under
+ * the model row of its store entry (fingerprint: SHA-256 of
+ * "kvchat remote model\n" and the entry's path).
  */
 #include "core/llm.h"
 #include "sessions/sess-int.h"
@@ -42,6 +55,7 @@ struct conv_msg {
     int64_t start;      /* KV position of its first token */
     void *state;        /* an answer's sampler state after it, or NULL */
     size_t state_bytes;
+    char stop[16];      /* an answer's stop reason ("" if not recorded) */
 };
 
 struct sess_conv {
@@ -70,6 +84,12 @@ struct sess_conv {
     struct llm_sampler_params base_s, kept_s;
     int32_t base_n, kept_n;
     uint32_t kept;
+    /* a remote engine (p.remote): no ctx, kv, smp, tokens */
+    bool remote;
+    bool retokenized;        /* the session's messages got their ids here (or lost them, for
+                                a remote model taking over): save them all */
+    uint8_t remote_fp[32];
+    int64_t remote_model_id; /* its models row (-1: no store) */
     char err[1024];
 };
 
@@ -126,6 +146,8 @@ static int keep_state(struct sess_conv *c, struct conv_msg *m)
 /* the live sampler made for p.sampling, fresh from its seed */
 static void sampler_fresh(struct sess_conv *c)
 {
+    if (c->remote) /* the server samples */
+        return;
     struct llm_sampler *s = llm_sampler_init(c->p.sampling, llm_model_n_vocab(c->m));
     if (s) {
         llm_sampler_free(c->smp);
@@ -136,6 +158,8 @@ static void sampler_fresh(struct sess_conv *c)
 /* the live sampler back to its state after the last answer (or fresh) */
 static void sampler_rewind(struct sess_conv *c)
 {
+    if (c->remote)
+        return;
     for (int64_t i = c->n_msgs - 1; i >= 0; i--)
         if (c->msgs[i].role == SESS_ROLE_ASSISTANT && c->msgs[i].state &&
             llm_sampler_state_load(c->smp, c->msgs[i].state, c->msgs[i].state_bytes) == 0)
@@ -181,6 +205,7 @@ static int push_msg(struct sess_conv *c, enum sess_role role, const char *text, 
     m->start = start;
     m->state = NULL;
     m->state_bytes = 0;
+    m->stop[0] = 0;
     c->n_msgs++;
     return SESS_OK;
 }
@@ -515,6 +540,18 @@ static void param_copy(struct llm_sampler_params *to, int32_t *to_n, const struc
     }
 }
 
+/* the models row the session records */
+static int64_t model_id(const struct sess_conv *c)
+{
+    return c->remote ? c->remote_model_id : sess_kv_model_id(c->kv);
+}
+
+/* the model's fingerprint, to compare with a session's */
+static const uint8_t *fingerprint(const struct sess_conv *c)
+{
+    return c->remote ? c->remote_fp : sess_kv_fingerprint(c->kv);
+}
+
 /* the parameters the session keeps, as JSON: only those in c->kept */
 static void params_json(const struct sess_conv *c, char *buf, size_t n)
 {
@@ -611,7 +648,7 @@ static void keep_given(struct sess_conv *c)
  * problem (if given) and the turn stands. */
 static void save_blocks(struct sess_conv *c, struct sess_turn_stats *ts)
 {
-    if (!c->st || c->p.no_cache || c->n_kv == 0)
+    if (!c->st || c->p.no_cache || c->n_kv == 0 || c->remote)
         return;
     struct sess_kv_save s;
     const char *why = NULL;
@@ -646,6 +683,8 @@ static int persist(struct sess_conv *c, int64_t from, struct sess_turn_stats *ts
 {
     if (c->p.no_cache) /* --no-cache: nothing is written; a session is only read */
         return SESS_OK;
+    if (attached(c) && c->retokenized) /* the ids made when it was loaded, saved with the turn */
+        from = 0;
     if (attached(c)) {
         int64_t n = c->n_msgs - from;
         struct sess_msg_rec *r = malloc((size_t)(n > 0 ? n : 1) * sizeof *r);
@@ -653,17 +692,22 @@ static int persist(struct sess_conv *c, int64_t from, struct sess_turn_stats *ts
             return cfail(c, "out of memory");
         for (int64_t i = 0; i < n; i++) {
             const struct conv_msg *m = &c->msgs[from + i];
-            r[i] = (struct sess_msg_rec){m->role, m->text, m->tokens, m->n_tokens, m->state, m->state_bytes};
+            r[i] = (struct sess_msg_rec){m->role,  m->text,        m->tokens,
+                                         m->n_tokens, m->state, m->state_bytes,
+                                         m->stop[0] ? m->stop : NULL};
         }
         /* the blocks that covered tokens from the first change on no longer do */
         int64_t changed = from < c->n_msgs ? c->msgs[from].start : c->n_tokens;
+        if (c->remote) /* the tokens recorded before it (a session begun with a local model) */
+            for (int64_t i = changed = 0; i < from && i < c->n_msgs; i++)
+                changed += c->msgs[i].n_tokens;
         char params[512];
         params_json(c, params, sizeof params);
         int64_t first_block = (changed + SESS_BLOCK_TOKENS - 1) / SESS_BLOCK_TOKENS;
-        int rc = sess_write_messages(c->st, c->sid, from, r, n, first_block, sess_kv_model_id(c->kv), params);
+        int rc = sess_write_messages(c->st, c->sid, from, r, n, first_block, model_id(c), params);
         /* a full disk: the KV cache gives way to the conversation */
         if (rc && sess_store_full(c->st) && sess_store_make_room(c->st) == SESS_OK) {
-            rc = sess_write_messages(c->st, c->sid, from, r, n, first_block, sess_kv_model_id(c->kv), params);
+            rc = sess_write_messages(c->st, c->sid, from, r, n, first_block, model_id(c), params);
             if (ts && sess_store_notice(c->st)) /* said once, with the turn */
                 snprintf(ts->kv_problem, sizeof ts->kv_problem, "%.500s", sess_store_notice(c->st));
         }
@@ -672,6 +716,7 @@ static int persist(struct sess_conv *c, int64_t from, struct sess_turn_stats *ts
             cfail(c, "cannot save the conversation: %s", sess_errmsg(c->st));
             return SESS_ERR_STORE;
         }
+        c->retokenized = false;
     }
     if (c->n_kv == c->n_tokens)
         save_blocks(c, ts);
@@ -690,6 +735,8 @@ static int start_with_system(struct sess_conv *c, const char *system)
         return cfail(c, "out of memory");
     if (!c->system)
         return replace_tokens(c, NULL, 0);
+    if (c->remote)
+        return push_msg(c, SESS_ROLE_SYSTEM, c->system, strlen(c->system), NULL, 0, 0);
     struct llm_chat_msg cm = {"system", c->system};
     int32_t *toks;
     int64_t n;
@@ -703,6 +750,39 @@ static int start_with_system(struct sess_conv *c, const char *system)
         rc = replace_tokens(c, toks, n);
     free(toks);
     return rc;
+}
+
+/* the rest of sess_conv_init for a remote engine */
+static int init_remote(struct sess_conv *c, struct sess_conv **out, char *err, size_t err_size)
+{
+    static const char tag[] = "kvchat remote model\n";
+    c->remote = true;
+    c->remote_model_id = -1;
+    c->model_path = strdup(c->p.model_path ? c->p.model_path : "");
+    c->p.model_path = c->model_path;
+    const char *system = c->p.system;
+    c->p.system = NULL;
+    c->p.model = NULL;
+    c->p.vocab = NULL;
+    c->p.ctx = NULL;
+    struct llm_bytes parts[2] = {{tag, sizeof tag - 1}, {c->model_path, c->model_path ? strlen(c->model_path) : 0}};
+    if (!c->model_path || llm_sha256_parts(parts, 2, c->remote_fp)) {
+        snprintf(err, err_size, "out of memory");
+        sess_conv_free(c);
+        return SESS_ERR;
+    }
+    if (c->st && sess_model_id(c->st, c->remote_fp, c->model_path, &c->remote_model_id)) {
+        snprintf(err, err_size, "%s", sess_errmsg(c->st));
+        sess_conv_free(c);
+        return SESS_ERR;
+    }
+    if (start_with_system(c, system)) {
+        snprintf(err, err_size, "%s", c->err);
+        sess_conv_free(c);
+        return SESS_ERR;
+    }
+    *out = c;
+    return SESS_OK;
 }
 
 int sess_conv_init(struct sess_store *st, struct sess_conv_params p, struct sess_conv **out, char *err,
@@ -724,6 +804,8 @@ int sess_conv_init(struct sess_store *st, struct sess_conv_params p, struct sess
     c->base_s = p.sampling;
     c->base_n = p.n_predict;
     keep_given(c);
+    if (p.remote.answer)
+        return init_remote(c, out, err, err_size);
     if (!c->ctx || !c->m || !c->v || llm_ctx_n_past(c->ctx) != 0) {
         snprintf(err, err_size, "a conversation needs a model, its vocabulary and an empty context");
         sess_conv_free(c);
@@ -782,18 +864,26 @@ void sess_conv_free(struct sess_conv *c)
     free(c->system);
     free(c->model_path);
     leave_session(c);
-    sess_kv_free(c->kv);
-    llm_ctx_free(c->ctx);
+    if (c->kv)
+        sess_kv_free(c->kv);
+    if (c->ctx)
+        llm_ctx_free(c->ctx);
     free(c);
 }
 
 const struct llm_ctx *sess_conv_ctx(const struct sess_conv *c) { return c->ctx; }
+bool sess_conv_is_remote(const struct sess_conv *c) { return c->remote; }
 int64_t sess_conv_session(const struct sess_conv *c) { return c->sid; }
 const char *sess_conv_session_name(const struct sess_conv *c) { return c->name; }
 int64_t sess_conv_n_messages(const struct sess_conv *c) { return c->n_msgs; }
 int64_t sess_conv_n_tokens(const struct sess_conv *c) { return c->n_tokens; }
 const int32_t *sess_conv_tokens(const struct sess_conv *c) { return c->tokens; }
-struct sess_conv_params sess_conv_get_params(const struct sess_conv *c) { return c->p; }
+struct sess_conv_params sess_conv_get_params(const struct sess_conv *c)
+{
+    struct sess_conv_params p = c->p;
+    p.given |= c->kept; /* set: by the user or kept by the session */
+    return p;
+}
 
 enum sess_role sess_conv_message(const struct sess_conv *c, int64_t i, const char **text)
 {
@@ -813,7 +903,7 @@ void sess_conv_set_sampling(struct sess_conv *c, struct llm_sampler_params p)
 {
     c->base_s = p;
     params_effective(c);
-    sampler_fresh(c);
+    sampler_fresh(c); /* (a remote engine: the server samples) */
 }
 
 void sess_conv_set_n_predict(struct sess_conv *c, int32_t n_predict)
@@ -835,14 +925,16 @@ int sess_conv_keep_params(struct sess_conv *c, struct llm_sampler_params p, int3
     c->p.given |= which; /* and over any session this conversation goes to */
     params_effective(c);
     /* the random state goes on with the new parameters, unless re-seeded */
-    int64_t need = llm_sampler_state_save(c->smp, NULL, 0);
-    size_t size = (size_t)(need < 0 ? -need : need);
-    void *state = (which & (1u << SESS_PARAM_SEED)) ? NULL : malloc(size ? size : 1);
-    int64_t got = state ? llm_sampler_state_save(c->smp, state, size) : -1;
-    sampler_fresh(c);
-    if (got > 0)
-        llm_sampler_state_load(c->smp, state, (size_t)got);
-    free(state);
+    if (!c->remote) { /* (a remote engine: the server samples) */
+        int64_t need = llm_sampler_state_save(c->smp, NULL, 0);
+        size_t size = (size_t)(need < 0 ? -need : need);
+        void *state = (which & (1u << SESS_PARAM_SEED)) ? NULL : malloc(size ? size : 1);
+        int64_t got = state ? llm_sampler_state_save(c->smp, state, size) : -1;
+        sampler_fresh(c);
+        if (got > 0)
+            llm_sampler_state_load(c->smp, state, (size_t)got);
+        free(state);
+    }
     if (!attached(c) || c->p.no_cache)
         return SESS_OK;
     char params[512];
@@ -948,7 +1040,22 @@ static int64_t find_stop(const struct gen *g, const char *const *stops, size_t f
 static int generate(struct sess_conv *c, sess_text_fn on_text, void *ud, volatile sig_atomic_t *interrupt,
                     struct sess_turn_stats *ts, double t0)
 {
-    const char *const *stops = llm_template_stops(c->p.tmpl);
+    /* the template's stop strings and the caller's */
+    const char *const *tstops = llm_template_stops(c->p.tmpl);
+    size_t nt = 0, nu = 0;
+    while (tstops && tstops[nt])
+        nt++;
+    while (c->p.stop && c->p.stop[nu])
+        nu++;
+    const char **stops = malloc((nt + nu + 1) * sizeof *stops);
+    if (!stops)
+        return cfail(c, "out of memory");
+    if (nt)
+        memcpy(stops, tstops, nt * sizeof *stops);
+    for (size_t i = 0; i < nu; i++)
+        if (c->p.stop[i][0]) /* an empty string would stop at once */
+            stops[nt++] = c->p.stop[i];
+    stops[nt] = NULL;
     struct llm_detok_params dp = llm_detok_default_params();
     struct llm_detok *dt = llm_detok_init(c->v, dp);
     struct gen g = {0};
@@ -961,6 +1068,7 @@ static int generate(struct sess_conv *c, sess_text_fn on_text, void *ud, volatil
     if (!dt || !g.ends) {
         llm_detok_free(dt);
         free(g.ends);
+        free(stops);
         return cfail(c, "out of memory");
     }
     ts->stop_reason = "length";
@@ -1038,8 +1146,11 @@ static int generate(struct sess_conv *c, sess_text_fn on_text, void *ud, volatil
     ts->decode_tok_s = n_gen > 1 && t_end > t_first ? (n_gen - 1) * 1e3 / (t_end - t_first) : 0;
     if (rc == SESS_OK)
         rc = push_msg(c, SESS_ROLE_ASSISTANT, g.text ? g.text : "", g.len, c->tokens + start, n_gen, start);
+    if (rc == SESS_OK)
+        snprintf(c->msgs[c->n_msgs - 1].stop, sizeof c->msgs[c->n_msgs - 1].stop, "%s", ts->stop_reason);
     if (rc == SESS_OK) /* the sampler after this answer, saved with it */
         rc = keep_state(c, &c->msgs[c->n_msgs - 1]);
+    free(stops);
     llm_detok_free(dt);
     free(g.text);
     free(g.ends);
@@ -1104,10 +1215,83 @@ static int prepare(struct sess_conv *c, volatile sig_atomic_t *interrupt, struct
     return rc;
 }
 
+/* ==== a remote engine's turn ==== */
+
+/*
+ * The server answers messages [0, keep) and user_text (NULL: none, a
+ * retry); only when an answer comes do the messages from keep on become
+ * the user's (if any) and the answer, saved from keep on. Nothing changes
+ * otherwise, so a failed /retry keeps the answer it was to replace.
+ */
+static int remote_turn(struct sess_conv *c, int64_t keep, const char *user_text, sess_text_fn on_text, void *ud,
+                       volatile sig_atomic_t *interrupt, struct sess_turn_stats *ts)
+{
+    struct llm_chat_msg *cm = chat_msgs(c, keep, -1, user_text);
+    if (!cm)
+        return cfail(c, "out of memory");
+    struct sess_remote_answer a;
+    memset(&a, 0, sizeof a);
+    a.prompt_tokens = a.cached_tokens = a.generated_tokens = -1;
+    a.ttft_ms = a.prefill_tok_s = a.decode_tok_s = -1;
+    a.stop_reason = "stop";
+    struct sess_conv_params p = sess_conv_get_params(c); /* what is set goes to the server */
+    int rc = c->p.remote.answer(c->p.remote.ud, cm, (size_t)keep + (user_text != NULL), &p, on_text, ud,
+                                interrupt, &a);
+    free(cm);
+    if (rc != SESS_OK) {
+        free(a.text);
+        if (rc == SESS_ERR_INTERRUPTED)
+            return cfail(c, "interrupted"), SESS_ERR_INTERRUPTED;
+        cfail(c, "%s", a.problem[0] ? a.problem : "the server gave no answer");
+        return SESS_ERR_REMOTE;
+    }
+    ts->prompt_tokens = a.prompt_tokens;
+    ts->cached_tokens = a.cached_tokens;
+    ts->prefilled_tokens =
+        a.prompt_tokens >= 0 && a.cached_tokens >= 0 && a.prompt_tokens >= a.cached_tokens
+            ? a.prompt_tokens - a.cached_tokens
+            : -1;
+    ts->generated_tokens = a.generated_tokens;
+    ts->ttft_ms = a.ttft_ms;
+    ts->prefill_tok_s = a.prefill_tok_s;
+    ts->decode_tok_s = a.decode_tok_s;
+    ts->stop_reason = a.stop_reason ? a.stop_reason : "stop";
+    /* the new messages go after the kept ones */
+    struct conv_msg *old = NULL;
+    int64_t n_old = c->n_msgs - keep;
+    if (n_old > 0 && !(old = malloc((size_t)n_old * sizeof *old))) {
+        free(a.text);
+        return cfail(c, "out of memory");
+    }
+    if (n_old > 0)
+        memcpy(old, c->msgs + keep, (size_t)n_old * sizeof *old);
+    c->n_msgs = keep;
+    rc = user_text ? push_msg(c, SESS_ROLE_USER, user_text, strlen(user_text), NULL, 0, 0) : SESS_OK;
+    if (rc == SESS_OK && (rc = push_msg(c, SESS_ROLE_ASSISTANT, a.text ? a.text : "", a.len, NULL, 0, 0)))
+        msg_free(&c->msgs[--c->n_msgs]); /* the user's message goes with it */
+    free(a.text);
+    if (rc) { /* the conversation as it was */
+        memcpy(c->msgs + keep, old, (size_t)n_old * sizeof *old);
+        c->n_msgs = keep + n_old;
+        free(old);
+        return rc;
+    }
+    for (int64_t i = 0; i < n_old; i++)
+        msg_free(&old[i]);
+    free(old);
+    snprintf(c->msgs[c->n_msgs - 1].stop, sizeof c->msgs[c->n_msgs - 1].stop, "%s", ts->stop_reason);
+    rc = persist(c, keep, ts);
+    if (rc == SESS_OK && !strcmp(ts->stop_reason, "cut")) /* saved, and why it is short */
+        cfail(c, "%s", a.problem);
+    return rc;
+}
+
 int sess_conv_say(struct sess_conv *c, const char *user_text, sess_text_fn on_text, void *ud,
                   volatile sig_atomic_t *interrupt, struct sess_turn_stats *ts)
 {
     memset(ts, 0, sizeof *ts);
+    if (c->remote)
+        return remote_turn(c, c->n_msgs, user_text, on_text, ud, interrupt, ts);
     double t0 = now_ms();
     int32_t *toks;
     int64_t n;
@@ -1164,6 +1348,8 @@ int sess_conv_retry(struct sess_conv *c, sess_text_fn on_text, void *ud, volatil
     int64_t L = c->n_msgs - 1;
     if (L < 0 || c->msgs[L].role != SESS_ROLE_ASSISTANT)
         return cfail(c, "there is no answer to retry");
+    if (c->remote)
+        return remote_turn(c, L, NULL, on_text, ud, interrupt, ts);
     double t0 = now_ms();
     if (drop_messages(c, L))
         return SESS_ERR;
@@ -1209,7 +1395,8 @@ int sess_conv_clear(struct sess_conv *c)
     return persist(c, keep, NULL);
 }
 /* recompute the tokens of messages [from, n_msgs) from their text (answers
- * keep their generated tokens), after the cache was cut at msgs[from] */
+ * keep their generated tokens; one with none, a remote model's, gets its
+ * text's), after the cache was cut at msgs[from] */
 static int retokenize_from(struct sess_conv *c, int64_t from)
 {
     int64_t nm = c->n_msgs;
@@ -1224,7 +1411,7 @@ static int retokenize_from(struct sess_conv *c, int64_t from)
             n = m.n_tokens;
             m.tokens = NULL;
             rc = SESS_OK;
-        } else if (m.role == SESS_ROLE_ASSISTANT) { /* no ids recorded: its text, plain */
+        } else if (m.role == SESS_ROLE_ASSISTANT) { /* no ids recorded (a remote model's): its text, plain */
             struct llm_tokenize_params tp = llm_tokenize_default_params();
             tp.add_special = false;
             tp.parse_special = false;
@@ -1265,6 +1452,15 @@ int sess_conv_drop_oldest(struct sess_conv *c, int64_t n)
     }
     if (users == 0)
         return cfail(c, "there is no exchange to drop");
+    if (c->remote) { /* the messages move down; token ids they had no longer hold */
+        for (int64_t j = first; j < i; j++)
+            msg_free(&c->msgs[j]);
+        memmove(c->msgs + first, c->msgs + i, (size_t)(c->n_msgs - i) * sizeof *c->msgs);
+        c->n_msgs -= i - first;
+        for (int64_t j = 0; j < c->n_msgs; j++)
+            c->msgs[j].n_tokens = 0;
+        return persist(c, 0, NULL);
+    }
     /* the kept messages move down and their tokens are made again; the
      * cache keeps what the new tokens share with the old (the system
      * prompt) and the next turn restores or computes the rest */
@@ -1309,23 +1505,29 @@ static int load_messages(struct sess_conv *c, const struct sess_message *msgs, i
     tmp.n_msgs = tmp.cap_msgs = 0;
     tmp.n_tokens = 0;
     tmp.n_kv = 0;
-    tmp.tokens = malloc((size_t)c->n_ctx * sizeof *tmp.tokens);
+    tmp.tokens = malloc((size_t)(c->n_ctx ? c->n_ctx : 1) * sizeof *tmp.tokens);
     if (!tmp.tokens)
         return cfail(c, "out of memory");
+    /* a message with text and no ids was not recorded (a remote engine's) */
     bool all_tokens = !retokenize;
     for (int64_t i = 0; i < n; i++)
-        all_tokens &= msgs[i].tokens != NULL || msgs[i].n_tokens == 0;
+        all_tokens &= msgs[i].tokens != NULL || (msgs[i].n_tokens == 0 && !msgs[i].text[0]);
     int rc = SESS_OK;
     for (int64_t i = 0; i < n && rc == SESS_OK; i++) {
         int64_t nt = all_tokens ? msgs[i].n_tokens : 0;
-        if (tmp.n_tokens + nt > tmp.n_ctx)
+        if (c->remote) /* kept as recorded (saved again as they are), never used; another model's dropped */
+            nt = msgs[i].tokens && !retokenize ? msgs[i].n_tokens : 0;
+        else if (tmp.n_tokens + nt > tmp.n_ctx)
             rc = cfail(&tmp, "the session has more tokens than the context holds (-c %lld is too small)",
                        (long long)tmp.n_ctx);
         if (rc == SESS_OK)
             rc = push_msg(&tmp, msgs[i].role, msgs[i].text, strlen(msgs[i].text), msgs[i].tokens, nt,
                           tmp.n_tokens);
-        if (rc == SESS_OK)
+        if (rc == SESS_OK && !c->remote)
             rc = add_tokens(&tmp, msgs[i].tokens, nt);
+        if (rc == SESS_OK && msgs[i].stop_reason)
+            snprintf(tmp.msgs[tmp.n_msgs - 1].stop, sizeof tmp.msgs[tmp.n_msgs - 1].stop, "%s",
+                     msgs[i].stop_reason);
         if (rc == SESS_OK && msgs[i].sampler_state && !retokenize) {
             struct conv_msg *m = &tmp.msgs[tmp.n_msgs - 1];
             m->state = malloc(msgs[i].sampler_state_bytes ? msgs[i].sampler_state_bytes : 1);
@@ -1336,7 +1538,7 @@ static int load_messages(struct sess_conv *c, const struct sess_message *msgs, i
             m->state_bytes = msgs[i].sampler_state_bytes;
         }
     }
-    if (rc == SESS_OK && !all_tokens) /* recorded without ids: render them again */
+    if (rc == SESS_OK && !all_tokens && !c->remote) /* recorded without ids: render them again */
         rc = retokenize_from(&tmp, 0);
     if (rc) {
         snprintf(c->err, sizeof c->err, "%s", tmp.err);
@@ -1352,7 +1554,8 @@ static int load_messages(struct sess_conv *c, const struct sess_message *msgs, i
     c->msgs = tmp.msgs;
     c->n_msgs = tmp.n_msgs;
     c->cap_msgs = tmp.cap_msgs;
-    rc = replace_tokens(c, tmp.tokens, tmp.n_tokens);
+    c->retokenized = !all_tokens && !c->remote;
+    rc = c->remote ? SESS_OK : replace_tokens(c, tmp.tokens, tmp.n_tokens);
     free(tmp.tokens);
     free(c->system);
     c->system = has_system(c) ? strdup(c->msgs[0].text) : NULL;
@@ -1380,8 +1583,8 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
         char err[256];
         if (sess_name_check(name, err, sizeof err))
             return cfail(c, "%s", err);
-        struct sess_new n = {name, sess_kv_model_id(c->kv), c->system,
-                             llm_ctx_kv_type(c->ctx) == LLM_TYPE_F32 ? 0 : 1};
+        struct sess_new n = {name, model_id(c), c->system,
+                             c->remote || llm_ctx_kv_type(c->ctx) != LLM_TYPE_F32 ? 1 : 0};
         if (sess_create(c->st, &n, &sid))
             return cfail(c, "%s", sess_errmsg(c->st));
     }
@@ -1414,8 +1617,10 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
         cfail(c, "%s", sess_errmsg(c->st));
         return SESS_ERR_STORE;
     }
-    /* its own model, or (asked for) this one, with its history tokenized again */
-    bool other = memcmp(info.fingerprint, sess_kv_fingerprint(c->kv), 32) != 0;
+    /* its own model (local at any context size, or the same remote entry),
+     * or (asked for) this one, with its history tokenized again */
+    bool other = memcmp(info.fingerprint, fingerprint(c), 32) != 0 &&
+                 (c->remote || memcmp(info.fingerprint, sess_kv_fingerprint_other(c->kv), 32) != 0);
     if (other && !c->p.switch_model) {
         cfail(c, "session '%s' was saved with model '%s', not '%s'", name,
               info.model_path && info.model_path[0] ? info.model_path : "?", c->model_path);
@@ -1435,9 +1640,13 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
     sess_messages_free(msgs, n);
     if (rc == SESS_OK && other)
         snprintf(rs->first_problem, sizeof rs->first_problem,
-                 "session '%.60s' was saved with model '%.150s': it goes on with '%.150s', its history "
-                 "computed again and its sampler started afresh", name,
-                 info.model_path && info.model_path[0] ? info.model_path : "?", c->model_path);
+                 "session '%.60s' was saved with model '%.150s': it goes on with '%.150s', %s", name,
+                 info.model_path && info.model_path[0] ? info.model_path : "?", c->model_path,
+                 c->remote ? "which answers from now on" : "its history computed again and its sampler started afresh");
+    else if (rc == SESS_OK && !c->remote && memcmp(info.fingerprint, fingerprint(c), 32) && !c->p.no_cache)
+        snprintf(rs->first_problem, sizeof rs->first_problem, /* phi3's RoPE factors */
+                 "session '%.60s' was saved with this model at another context size, which changes its "
+                 "RoPE: its KV cache is computed again", name);
     struct llm_sampler_params kept_s = c->base_s;
     int32_t kept_n = c->base_n;
     uint32_t kept = params_parse(info.params, &kept_s, &kept_n);
@@ -1460,10 +1669,16 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
     sampler_fresh(c);
     if (!(c->p.given & (1u << SESS_PARAM_SEED)))
         sampler_rewind(c);
-    /* switched: the session is this model's now, its messages with this model's ids */
-    if (other && (rc = persist(c, 0, NULL)))
+    /* switched: the session is this model's now, its messages with this
+     * model's ids (a remote one's: none, saved with its first answer, so
+     * that a server that fails leaves the session as it was) */
+    if (other && c->remote)
+        c->retokenized = true;
+    else if (other && (rc = persist(c, 0, NULL)))
         return rc;
-    if (c->p.no_cache) { /* recomputed at the first turn */
+    if (c->remote) {
+        /* nothing to restore: the server keeps its own cache */
+    } else if (c->p.no_cache) { /* recomputed at the first turn */
         if (drop_cache(c))
             return SESS_ERR;
     } else {

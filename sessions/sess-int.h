@@ -91,6 +91,7 @@ struct sess_msg_rec {
     int64_t n_tokens;
     const void *state;   /* an answer's sampler state after it, or NULL */
     size_t state_bytes;
+    const char *stop_reason; /* an answer's (sess_turn_stats' words), or NULL */
 };
 /*
  * In one transaction: the session's messages from seq `from` on become
@@ -124,6 +125,9 @@ int sess_kv_init(struct sess_store *st, const struct llm_model *m, struct llm_ct
 void sess_kv_free(struct sess_kv *kv);
 /* the model's fingerprint and its models row (after a successful init) */
 const uint8_t *sess_kv_fingerprint(const struct sess_kv *kv);
+/* the fingerprint the same file has in a context of the other KV variant
+ * (phi3: the other RoPE factors; llm_ctx_kv_variant) */
+const uint8_t *sess_kv_fingerprint_other(const struct sess_kv *kv);
 int64_t sess_kv_model_id(const struct sess_kv *kv);
 
 struct sess_kv_restore {

@@ -39,8 +39,10 @@ enum sess_status {
     SESS_ERR_BUSY = -3,        /* the session is open in another process */
     SESS_ERR_INTERRUPTED = -4, /* interrupted before the answer began: nothing changed */
     SESS_ERR_NOT_FOUND = -5,   /* no such session (or, opening without create, no store) */
-    SESS_ERR_MODEL = -6,       /* the session belongs to another model (see switch_model) */
-    SESS_ERR_STORE = -7,       /* the store failed (its database or files): the message says why */
+    SESS_ERR_REMOTE = -6,      /* a remote engine gave no answer: nothing changed (the
+                                  message says why; the engine's caller knows the kind) */
+    SESS_ERR_MODEL = -7,       /* the session belongs to another model (see switch_model) */
+    SESS_ERR_STORE = -8,       /* the store failed (its database or files): the message says why */
 };
 
 /* ==== the store ==== */
@@ -129,6 +131,8 @@ struct sess_message {
                              tokens included), or NULL when not recorded */
     void *sampler_state;  /* an answer's: the sampler after it, or NULL */
     size_t sampler_state_bytes;
+    char *stop_reason;    /* an answer's: why it ended (sess_turn_stats' words; "cut":
+                             a remote server's stream broke off), or NULL if not recorded */
 };
 /* a session's messages in order; free with sess_messages_free */
 int sess_messages(struct sess_store *st, int64_t id, struct sess_message **out, int64_t *n);
@@ -163,8 +167,9 @@ int sess_model_fingerprint(const struct llm_gguf *g, uint8_t out[32]);
 
 /* ==== a conversation: messages, their tokens in a KV cache, answers ====
  *
- * A conversation owns its engine: today a local model's context (a remote
- * engine, with no KV cache, would be another kind behind the same calls).
+ * A conversation owns its engine: a local model's context, or a remote
+ * engine (struct sess_remote: a server that answers the messages, with no
+ * KV cache here).
  * The KV cache holds a prefix of the conversation's tokens: the system span
  * (BOS and the rendered system prompt), then for each exchange the user span
  * (the previous turn's terminator, the user's message, the assistant's
@@ -180,6 +185,44 @@ int sess_model_fingerprint(const struct llm_gguf *g, uint8_t out[32]);
  */
 
 struct sess_conv;
+struct sess_conv_params;
+
+/* Called with each piece of the answer as soon as it is complete UTF-8 and
+ * cannot be the start of a stop string; non-zero stops generation. */
+typedef int (*sess_text_fn)(void *ud, const char *text, size_t n);
+
+/* ==== a remote engine ====
+ * A server answers instead of a local model. The messages stay the source
+ * of truth here: each turn hands the engine the whole conversation, in the
+ * same order and bytes as the turn before plus the new message (what a
+ * server's prefix cache needs to hit), and keeps what comes back. No token
+ * ids and no KV blocks are kept for its messages (a local model resuming
+ * the session tokenizes them). */
+struct sess_remote_answer {
+    char *text;              /* the answer as far as it came, malloc'd (the conversation
+                                takes it); NULL for none */
+    size_t len;
+    const char *stop_reason; /* static: "stop", "length", "interrupted" (*interrupt or
+                                on_text), "cut" (the stream broke off: problem says why) */
+    int64_t prompt_tokens;   /* the server's figures; -1 when it did not report them */
+    int64_t cached_tokens;   /* prompt tokens it took from its prefix cache */
+    int64_t generated_tokens;
+    double ttft_ms, prefill_tok_s, decode_tok_s; /* -1 when unknown */
+    char problem[1024];      /* why there is no answer, or why it was cut */
+};
+struct sess_remote {
+    /* Answer msgs[0..n) (a system message first if any, then user and
+     * assistant in turn, ending with a user message) with p's sampling,
+     * n_predict and stop strings, streaming the answer to on_text(text_ud)
+     * and ending early when *interrupt becomes non-zero. Returns SESS_OK
+     * with an answer in *a (complete, or cut or interrupted after some
+     * text), SESS_ERR_INTERRUPTED when interrupted before any text, or
+     * SESS_ERR_REMOTE with no answer (a->problem says why). */
+    int (*answer)(void *ud, const struct llm_chat_msg *msgs, size_t n, const struct sess_conv_params *p,
+                  sess_text_fn on_text, void *text_ud, volatile sig_atomic_t *interrupt,
+                  struct sess_remote_answer *a);
+    void *ud;                /* borrowed: must outlive the conversation */
+};
 
 /* the sampling parameters a session keeps (as JSON, kvchat-files(5)) */
 enum sess_param {
@@ -191,15 +234,20 @@ enum sess_param {
 const char *sess_param_key(enum sess_param k);
 
 struct sess_conv_params {
-    /* the engine: a local model (borrowed; must outlive the conversation) */
+    /* the engine: a remote one when remote.answer is set (model, vocab, ctx
+     * and tmpl are then unused: NULL), else a local model (borrowed; must
+     * outlive the conversation) */
+    struct sess_remote remote;
     const struct llm_model *model;
     const struct llm_vocab *vocab;
     struct llm_ctx *ctx;         /* an empty context of model: the conversation takes ownership */
-    const char *model_path;      /* recorded with sessions */
+    const char *model_path;      /* recorded with sessions (a remote engine: its store entry) */
     const char *system;          /* system prompt, or NULL */
     enum llm_template tmpl;      /* how messages become text */
     struct llm_sampler_params sampling;
     int32_t n_predict;           /* most tokens per answer; <= 0: until the context is full */
+    const char *const *stop;     /* more strings that end an answer (NULL-terminated, borrowed;
+                                  NULL: none): the answer ends before the first one */
     bool parse_special;          /* special tokens in user text are tokens (--special) */
     bool no_cache;               /* neither read nor write the block store and recompute the
                                     whole conversation each turn (for comparison); an
@@ -224,8 +272,10 @@ int sess_conv_init(struct sess_store *st, struct sess_conv_params p, struct sess
 void sess_conv_free(struct sess_conv *c);
 /* borrowed until the next call */
 const char *sess_conv_errmsg(const struct sess_conv *c);
-/* the engine's context, to read its settings (NULL for an engine without one) */
+/* the engine's context, to read its settings (NULL for a remote engine) */
 const struct llm_ctx *sess_conv_ctx(const struct sess_conv *c);
+/* does a remote engine answer? */
+bool sess_conv_is_remote(const struct sess_conv *c);
 
 struct sess_restore_stats {
     int64_t restored_tokens;  /* rows read from block files */
@@ -267,6 +317,10 @@ int sess_conv_rename(struct sess_conv *c, const char *new_name);
  * what the new conversation shares with the old one. */
 int sess_conv_reset(struct sess_conv *c, const char *system);
 
+/* A remote engine's turn fills prompt_tokens, cached_tokens (what the
+ * server took from its prefix cache), prefilled_tokens, generated_tokens,
+ * ttft_ms and the rates with the server's figures, -1 where it reported
+ * none; the KV and block fields are 0. */
 struct sess_turn_stats {
     int64_t prompt_tokens;    /* tokens the answer was conditioned on */
     int64_t cached_tokens;    /* of them, not computed: in memory or restored from blocks */
@@ -277,7 +331,8 @@ struct sess_turn_stats {
     double restore_ms;        /* of the blocks read by this call */
     double ttft_ms;           /* from the call to the first answer token (restore included) */
     double prefill_tok_s, decode_tok_s;
-    const char *stop_reason;  /* "stop", "length", "context_full", "interrupted" */
+    const char *stop_reason;  /* "stop", "length", "context_full", "interrupted", "cut" (a
+                                 remote stream broke off: sess_conv_errmsg says why) */
     uint64_t kv_bytes_mem;    /* KV bytes held for the conversation */
     int64_t kv_bytes_disk;    /* bytes of the block files that cover it */
     int64_t blocks_written;   /* block files written after the turn */
@@ -288,10 +343,6 @@ struct sess_turn_stats {
                                  so as a session error */
 };
 
-/* Called with each piece of the answer as soon as it is complete UTF-8 and
- * cannot be the start of a stop string; non-zero stops generation. */
-typedef int (*sess_text_fn)(void *ud, const char *text, size_t n);
-
 /*
  * Add a user message and generate the answer, streaming it to on_text. The
  * answer ends at an end-of-generation token, a stop string of the template,
@@ -301,11 +352,16 @@ typedef int (*sess_text_fn)(void *ud, const char *text, size_t n);
  * message itself does not fit; SESS_ERR_INTERRUPTED, with nothing changed,
  * when *interrupt is set while the message is being prefilled (checked
  * between passes of 256 tokens).
+ * A remote engine: the answer is the server's; SESS_ERR_INTERRUPTED when
+ * interrupted before any text came, SESS_ERR_REMOTE when no answer came
+ * (the message says why), both with nothing changed; an answer the
+ * server's stream cut short is kept and saved with stop_reason "cut".
  */
 int sess_conv_say(struct sess_conv *c, const char *user_text, sess_text_fn on_text, void *ud,
                   volatile sig_atomic_t *interrupt, struct sess_turn_stats *ts);
 /* Drop the last answer and generate it again (the sampler moves on, so with
- * temperature it differs). */
+ * temperature it differs). With a remote engine the old answer stays until
+ * a new one has come. */
 int sess_conv_retry(struct sess_conv *c, sess_text_fn on_text, void *ud,
                     volatile sig_atomic_t *interrupt, struct sess_turn_stats *ts);
 /* Drop the last exchange; the sampler goes back to its state after the
@@ -327,6 +383,8 @@ void sess_conv_set_n_predict(struct sess_conv *c, int32_t n_predict);
  * when attached). The sampler keeps its random state unless the seed is
  * among them (then it is re-seeded). SESS_OK, or SESS_ERR_STORE. */
 int sess_conv_keep_params(struct sess_conv *c, struct llm_sampler_params p, int32_t n_predict, uint32_t which);
+/* the conversation's parameters; given has the bits of those set, by the
+ * user or kept by the session (what a remote engine is sent) */
 struct sess_conv_params sess_conv_get_params(const struct sess_conv *c);
 
 int64_t sess_conv_n_messages(const struct sess_conv *c);

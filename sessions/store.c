@@ -363,6 +363,10 @@ static const struct migration {
      "CREATE TRIGGER blocks_update AFTER UPDATE OF bytes ON blocks BEGIN"
      "  UPDATE block_totals SET bytes = bytes - OLD.bytes + NEW.bytes; END;",
      drop_segment_files},
+    /* 2 -> 3: why an answer ended ("stop", "length", "interrupted", "cut",
+     * "context_full"; NULL when not recorded), so that an answer a remote
+     * server cut off stays marked as such */
+    {"ALTER TABLE messages ADD COLUMN stop_reason TEXT;", NULL},
 };
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof *migrations))
 
@@ -993,8 +997,8 @@ int sess_fork(struct sess_store *st, const char *src, const char *dst, int64_t a
     static const char *const copy[] = {
         "INSERT INTO sessions(name, model_id, system_prompt, params, kv_type, created, updated) "
         "SELECT ?1, model_id, system_prompt, params, kv_type, ?4, ?4 FROM sessions WHERE id = ?2",
-        "INSERT INTO messages(session_id, seq, role, text, n_tokens, tokens, sampler_state, created) "
-        "SELECT ?5, seq, role, text, n_tokens, tokens, sampler_state, created FROM messages "
+        "INSERT INTO messages(session_id, seq, role, text, n_tokens, tokens, sampler_state, stop_reason, created) "
+        "SELECT ?5, seq, role, text, n_tokens, tokens, sampler_state, stop_reason, created FROM messages "
         "WHERE session_id = ?2 AND seq <= ?3",
         /* the blocks that cover the tokens kept */
         "INSERT INTO session_blocks(session_id, idx, block) SELECT ?5, idx, block FROM session_blocks "
@@ -1055,7 +1059,7 @@ int sess_write_messages(struct sess_store *st, int64_t id, int64_t from, const s
     int rc = exec_id(st, "DELETE FROM messages WHERE session_id = ?1 AND seq >= ?2", id, from);
     sqlite3_stmt *s = rc ? NULL
                          : prep(st, "INSERT INTO messages(session_id, seq, role, text, n_tokens, tokens, "
-                                    "sampler_state, created) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+                                    "sampler_state, created, stop_reason) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
     if (!rc && !s)
         rc = SESS_ERR;
     for (int64_t i = 0; i < n && rc == SESS_OK; i++) {
@@ -1071,6 +1075,8 @@ int sess_write_messages(struct sess_store *st, int64_t id, int64_t from, const s
         if (m[i].state)
             sqlite3_bind_blob64(s, 7, m[i].state, m[i].state_bytes, SQLITE_STATIC);
         sqlite3_bind_int64(s, 8, now());
+        if (m[i].stop_reason)
+            sqlite3_bind_text(s, 9, m[i].stop_reason, -1, SQLITE_STATIC);
         if (sqlite3_step(s) != SQLITE_DONE)
             rc = db_fail(st);
     }
@@ -1114,6 +1120,7 @@ static void message_row(sqlite3_stmt *s, void *elt)
     if (nb > 0 && nb == m->n_tokens * 4 && (m->tokens = malloc((size_t)nb)))
         memcpy(m->tokens, sqlite3_column_blob(s, 4), (size_t)nb);
     m->sampler_state = dup_blob(s, 5, &m->sampler_state_bytes);
+    m->stop_reason = dup_col(s, 6);
     if (!m->text)
         m->text = strdup("");
 }
@@ -1122,7 +1129,7 @@ static void messages_free(void *m, int64_t n) { sess_messages_free(m, n); }
 
 int sess_messages(struct sess_store *st, int64_t id, struct sess_message **out, int64_t *n)
 {
-    sqlite3_stmt *s = prep(st, "SELECT seq, role, text, n_tokens, tokens, sampler_state FROM messages "
+    sqlite3_stmt *s = prep(st, "SELECT seq, role, text, n_tokens, tokens, sampler_state, stop_reason FROM messages "
                                "WHERE session_id = ?1 ORDER BY seq");
     if (s)
         sqlite3_bind_int64(s, 1, id);
@@ -1135,6 +1142,7 @@ void sess_messages_free(struct sess_message *m, int64_t n)
         free(m[i].text);
         free(m[i].tokens);
         free(m[i].sampler_state);
+        free(m[i].stop_reason);
     }
     free(m);
 }

@@ -4,9 +4,11 @@
 # head size 256, n_ff 6912, sliding window 512 on 5 of 6 layers, RoPE bases
 # 1e6 / 1e4), its 262144-token vocabulary (tests/data/tokenizer), random
 # weights, quantized to Q4_K_M by llama.cpp (llref: this is a benchmark,
-# not a test). Prints llama.cpp's figures and kvchat's from the same run,
-# 2 threads. Until phase 2 of issue 17 kvchat refuses gemma3 and only
-# llama.cpp's line is printed.
+# not a test). Prints llama.cpp's decode speed and kvchat's from the same
+# run, 2 threads, and their ratio (issue 17 asks for >= 1.2). Most of
+# Gemma 3 1B's matrices have rows of 1152 elements, not a multiple of 256:
+# llama.cpp's Q4_K_M mixture stores them as Q5_0 and Q8_0 (its fallback),
+# so those kernels, not Q4_K's, set the speed.
 # usage: /work/tools/quiet sh tests/bench-gemma3.sh [LLREF]  (after make)
 set -eu
 LLREF=${1:-${LLREF_HOME:-$HOME/.cache/llref}/llref}
@@ -22,9 +24,13 @@ if [ ! -f "$dir/gemma3-1b-Q4_K_M.gguf" ]; then
     rm -f "$dir/f32.gguf" "$dir/vocab.gguf"
 fi
 m=$dir/gemma3-1b-Q4_K_M.gguf
-echo "llama.cpp: $("$LLREF" bench "$m" -p 64 -n 64 -t 2 2>/dev/null | tail -1)"
+ref=$("$LLREF" bench "$m" -p 64 -n 64 -t 2 2>/dev/null | tail -1)
+echo "llama.cpp: $ref"
 if ./kvchat bench -m "$m" -p 64 -n 64 -t 2 --json > "$dir/kv.json" 2> "$dir/kv.err"; then
     echo "kvchat:    $(cat "$dir/kv.json")"
+    ours=$(sed -n 's/.*"decode_tok_s": \([0-9.]*\).*/\1/p' "$dir/kv.json")
+    theirs=$(echo "$ref" | sed -n 's/.*decode_tok_s \([0-9.]*\).*/\1/p')
+    awk -v a="$ours" -v b="$theirs" 'BEGIN { if (b > 0) printf "decode: kvchat %.2f tok/s, llama.cpp %.2f tok/s: %.2fx\n", a, b, a / b }'
 else
     echo "kvchat:    $(cat "$dir/kv.err")"
 fi

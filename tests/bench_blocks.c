@@ -301,10 +301,11 @@ static void lookup_bench(struct sess_store *st, int64_t model_id, const int32_t 
     }
     int64_t bytes, count;
     sess_store_bytes(st, &bytes, &count);
+    double med = median(times, 21); /* sorts: times[0] is then the best */
     printf("lookup: a %lld-token prompt against an index of %lld blocks (B = %d): %lld of %lld blocks "
            "found, median %.2f ms, best %.2f ms (of 21; building the index took %.0f ms)\n",
            (long long)n, (long long)count, SESS_BLOCK_TOKENS, (long long)found, (long long)nb,
-           median(times, 21), times[0], build);
+           med, times[0], build);
     free(ids);
     free(other);
 }

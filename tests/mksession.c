@@ -74,7 +74,7 @@ int main(int argc, char **argv)
         tokens = realloc(tokens, (size_t)(n_tok + len) * sizeof *tokens);
         for (int64_t k = 0; k < len; k++)
             tokens[n_tok + k] = (unsigned char)buf[k];
-        m[i] = (struct sess_msg_rec){role, texts[i], NULL, len, NULL, 0};
+        m[i] = (struct sess_msg_rec){role, texts[i], NULL, len, NULL, 0, NULL};
         n_tok += len;
     }
     for (int i = 0, at = 0; i < n_msgs; at += (int)m[i].n_tokens, i++)

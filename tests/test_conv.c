@@ -6,7 +6,10 @@
  * a session share the block store (the script case); the sampler state
  * saved with each turn (undo goes back to it, a fork at turn N carries it);
  * a full disk never fails a turn; /undo, /retry, Ctrl-C mid-answer; a full
- * context; special tokens in user text.
+ * context; special tokens in user text; stop strings; a remote engine (a
+ * fake server): the history it is sent, failures that change nothing, a
+ * failed retry keeping its answer, a cut answer saved marked, resume in
+ * another conversation, and a local model taking such a session over.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -82,6 +85,7 @@ static void sqlite_writes_wrapped(void)
 }
 
 static char dir[64], model_path[128];
+static const char *const *open_stop; /* chat_open's stop strings */
 static struct llm_model *model;
 static struct llm_vocab *vocab;
 static enum llm_template tmpl;
@@ -123,7 +127,10 @@ static int group_teardown(void **state)
     return system(cmd) ? -1 : 0;
 }
 
-/* a conversation in a fresh context, over the store in home (NULL: none) */
+/* a conversation in a fresh context, over the store in home (NULL: none);
+ * chat_open's next ones go on with sessions of other models (--switch-model)
+ * while open_switch is set */
+static bool open_switch;
 struct chat {
     const struct llm_ctx *ctx;
     struct sess_conv *conv;
@@ -152,6 +159,8 @@ static void chat_open(struct chat *ch, const char *system, float temp, int n_ctx
     p.sampling.temp = temp;
     p.sampling.seed = 7;
     p.n_predict = 12;
+    p.stop = open_stop;
+    p.switch_model = open_switch;
     if (sess_conv_init(ch->st, p, &ch->conv, err, sizeof err))
         fail_msg("%s", err);
     ch->ctx = sess_conv_ctx(ch->conv);
@@ -563,6 +572,278 @@ static void test_special_tokens_in_user_text(void **state)
     chat_close(&a);
 }
 
+/* stop strings of the caller end a local answer before them */
+static void test_stop_strings(void **state)
+{
+    (void)state;
+    struct chat a;
+    struct answer x, y;
+    struct sess_turn_stats ts;
+    chat_open(&a, "sys", 0, 256, NULL);
+    say(&a, "Hello there", &x, &ts);
+    chat_close(&a);
+    assert_true(x.len > 4);
+    /* two bytes from the middle of the greedy answer: it ends before their first place */
+    char stop[3] = {x.text[x.len / 2], x.text[x.len / 2 + 1], 0};
+    const char *stops[] = {"never in it \x01", stop, NULL};
+    size_t at = (size_t)(strstr(x.text, stop) - x.text);
+    open_stop = stops;
+    chat_open(&a, "sys", 0, 256, NULL);
+    open_stop = NULL;
+    say(&a, "Hello there", &y, &ts);
+    print_message("'%s' with stop '%s': '%s'\n", x.text, stop, y.text);
+    /* it ends with the last token wholly before the stop string */
+    assert_string_equal(ts.stop_reason, "stop");
+    assert_true(y.len <= at && y.len + 16 > at);
+    assert_memory_equal(y.text, x.text, y.len);
+    assert_null(strstr(y.text, stop));
+    const char *kept;
+    sess_conv_message(a.conv, sess_conv_n_messages(a.conv) - 1, &kept);
+    assert_string_equal(kept, y.text);
+    chat_close(&a);
+}
+
+/* ==== a remote engine: a fake server ==== */
+
+enum fake_mode { FAKE_OK, FAKE_FAIL, FAKE_CUT, FAKE_INTERRUPTED };
+struct fake {
+    enum fake_mode mode;
+    int calls;
+    char sent[4096]; /* the last request's messages, "role:content|" each */
+    int64_t sent_tokens; /* "tokens": bytes of all messages, as a server counts */
+    int64_t prev_tokens;
+    uint32_t given; /* the last request's: which parameters were set, and temp */
+    float temp;
+};
+
+static int fake_answer(void *ud, const struct llm_chat_msg *msgs, size_t n, const struct sess_conv_params *p,
+                       sess_text_fn on_text, void *text_ud, volatile sig_atomic_t *interrupt,
+                       struct sess_remote_answer *a)
+{
+    (void)interrupt;
+    struct fake *f = ud;
+    f->calls++;
+    f->given = p->given;
+    f->temp = p->sampling.temp;
+    f->sent[0] = 0;
+    int64_t bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        snprintf(f->sent + strlen(f->sent), sizeof f->sent - strlen(f->sent), "%s:%s|", msgs[i].role,
+                 msgs[i].content);
+        bytes += (int64_t)strlen(msgs[i].content);
+    }
+    if (f->mode == FAKE_FAIL) {
+        snprintf(a->problem, sizeof a->problem, "the server is down");
+        return SESS_ERR_REMOTE;
+    }
+    if (f->mode == FAKE_INTERRUPTED)
+        return SESS_ERR_INTERRUPTED;
+    char text[64];
+    snprintf(text, sizeof text, f->mode == FAKE_CUT ? "cut %d" : "answer %d", f->calls);
+    on_text(text_ud, text, strlen(text));
+    a->text = strdup(text);
+    a->len = strlen(text);
+    a->stop_reason = f->mode == FAKE_CUT ? "cut" : "stop";
+    if (f->mode == FAKE_CUT)
+        snprintf(a->problem, sizeof a->problem, "the stream broke");
+    a->prompt_tokens = bytes;
+    a->cached_tokens = f->prev_tokens < bytes ? f->prev_tokens : bytes;
+    a->generated_tokens = 2;
+    f->prev_tokens = bytes;
+    return SESS_OK;
+}
+
+static void remote_open_as(struct chat *ch, struct fake *f, const char *system, const char *home, const char *entry,
+                           bool switch_model)
+{
+    char err[512];
+    ch->st = NULL;
+    if (home && sess_store_open(home, sess_store_default_params(), &ch->st, err, sizeof err))
+        fail_msg("%s", err);
+    struct sess_conv_params p = sess_conv_default_params();
+    p.remote = (struct sess_remote){fake_answer, f};
+    p.system = system;
+    p.model_path = entry;
+    p.switch_model = switch_model;
+    if (sess_conv_init(ch->st, p, &ch->conv, err, sizeof err))
+        fail_msg("%s", err);
+    ch->ctx = sess_conv_ctx(ch->conv);
+}
+
+static void remote_open(struct chat *ch, struct fake *f, const char *system, const char *home)
+{
+    remote_open_as(ch, f, system, home, "/models/big.remote", false);
+}
+
+static const char *last_text(struct chat *ch)
+{
+    const char *t;
+    sess_conv_message(ch->conv, sess_conv_n_messages(ch->conv) - 1, &t);
+    return t;
+}
+
+static int rsay(struct chat *ch, const char *text, struct answer *a, struct sess_turn_stats *ts)
+{
+    memset(a, 0, sizeof *a);
+    return sess_conv_say(ch->conv, text, collect, a, NULL, ts);
+}
+
+static void test_remote_engine(void **state)
+{
+    (void)state;
+    char home[128];
+    snprintf(home, sizeof home, "%s/home-remote", dir);
+    struct fake f = {0};
+    struct chat a;
+    struct answer x;
+    struct sess_turn_stats ts;
+    struct sess_restore_stats rs;
+    remote_open(&a, &f, "sys", home);
+    assert_true(sess_conv_is_remote(a.conv));
+    assert_null(a.ctx);
+    assert_int_equal(sess_conv_attach(a.conv, "r", true, &rs), SESS_OK);
+    assert_int_equal(rsay(&a, "one", &x, &ts), SESS_OK);
+    assert_string_equal(x.text, "answer 1");
+    assert_string_equal(f.sent, "system:sys|user:one|");
+    assert_int_equal(ts.prompt_tokens, 6);
+    assert_int_equal(ts.cached_tokens, 0);
+    assert_int_equal(ts.prefilled_tokens, 6);
+    assert_int_equal(ts.blocks_written, 0);
+    assert_int_equal(sess_conv_n_tokens(a.conv), 0);
+    /* a failure changes nothing */
+    f.mode = FAKE_FAIL;
+    assert_int_equal(rsay(&a, "two", &x, &ts), SESS_ERR_REMOTE);
+    assert_string_equal(sess_conv_errmsg(a.conv), "the server is down");
+    assert_int_equal(sess_conv_n_messages(a.conv), 3);
+    f.mode = FAKE_INTERRUPTED;
+    assert_int_equal(rsay(&a, "two", &x, &ts), SESS_ERR_INTERRUPTED);
+    assert_int_equal(sess_conv_n_messages(a.conv), 3);
+    f.mode = FAKE_OK;
+    assert_int_equal(rsay(&a, "two", &x, &ts), SESS_OK);
+    assert_string_equal(f.sent, "system:sys|user:one|assistant:answer 1|user:two|");
+    assert_int_equal(ts.cached_tokens, 6); /* the fake's prefix cache */
+    /* a failed retry keeps the answer it was to replace; one that works replaces it */
+    char kept[64];
+    snprintf(kept, sizeof kept, "%s", last_text(&a));
+    f.mode = FAKE_FAIL;
+    assert_int_equal(sess_conv_retry(a.conv, collect, &x, NULL, &ts), SESS_ERR_REMOTE);
+    assert_int_equal(sess_conv_n_messages(a.conv), 5);
+    assert_string_equal(last_text(&a), kept);
+    f.mode = FAKE_OK;
+    assert_int_equal(sess_conv_retry(a.conv, collect, &x, NULL, &ts), SESS_OK);
+    assert_string_equal(f.sent, "system:sys|user:one|assistant:answer 1|user:two|");
+    assert_int_equal(sess_conv_n_messages(a.conv), 5);
+    assert_string_not_equal(last_text(&a), kept);
+    /* a cut answer is kept, with why */
+    f.mode = FAKE_CUT;
+    assert_int_equal(rsay(&a, "three", &x, &ts), SESS_OK);
+    assert_string_equal(ts.stop_reason, "cut");
+    assert_string_equal(sess_conv_errmsg(a.conv), "the stream broke");
+    assert_int_equal(sess_conv_n_messages(a.conv), 7);
+    f.mode = FAKE_OK;
+    chat_close(&a);
+
+    /* another conversation resumes it: the same messages, the cut one marked */
+    struct fake g = {0};
+    remote_open(&a, &g, NULL, home);
+    assert_int_equal(sess_conv_attach(a.conv, "r", false, &rs), SESS_OK);
+    assert_int_equal(sess_conv_n_messages(a.conv), 7);
+    assert_string_equal(last_text(&a), "cut 7");
+    assert_int_equal(rsay(&a, "four", &x, &ts), SESS_OK);
+    assert_string_equal(g.sent, "system:sys|user:one|assistant:answer 1|user:two|assistant:answer 6|user:three|"
+                                "assistant:cut 7|user:four|");
+    assert_false(g.given & (1u << SESS_PARAM_TEMP)); /* nothing set: the server's defaults */
+    /* /set temp: saved with the session at once, and sent to the server */
+    struct llm_sampler_params sp = sess_conv_get_params(a.conv).sampling;
+    sp.temp = 0.25f;
+    assert_int_equal(sess_conv_keep_params(a.conv, sp, -1, 1u << SESS_PARAM_TEMP), SESS_OK);
+    struct sess_info pi;
+    assert_int_equal(sess_get(a.st, sess_conv_session(a.conv), &pi), 0);
+    assert_non_null(strstr(pi.params, "\"temp\": 0.25"));
+    sess_info_free(&pi);
+    assert_int_equal(sess_conv_retry(a.conv, collect, &x, NULL, &ts), SESS_OK);
+    assert_true(g.given & (1u << SESS_PARAM_TEMP));
+    assert_true(g.temp == 0.25f);
+    int64_t sid = sess_conv_session(a.conv);
+    struct sess_message *m;
+    int64_t n;
+    assert_int_equal(sess_messages(a.st, sid, &m, &n), 0);
+    assert_int_equal(n, 9);
+    assert_string_equal(m[6].stop_reason, "cut");
+    assert_string_equal(m[8].stop_reason, "stop");
+    for (int64_t i = 0; i < n; i++)
+        assert_null(m[i].tokens); /* no token ids for a remote engine's messages */
+    sess_messages_free(m, n);
+    /* undo and drop_oldest are saved too */
+    assert_int_equal(sess_conv_undo(a.conv), SESS_OK);
+    assert_int_equal(sess_conv_drop_oldest(a.conv, 1), SESS_OK);
+    assert_int_equal(sess_messages(a.st, sid, &m, &n), 0);
+    assert_int_equal(n, 5);
+    assert_string_equal(m[1].text, "two");
+    sess_messages_free(m, n);
+    struct sess_info info;
+    assert_int_equal(sess_get(a.st, sid, &info), 0);
+    assert_string_equal(info.model_path, "/models/big.remote");
+    assert_int_equal(info.kv_bytes, 0);
+    sess_info_free(&info);
+    chat_close(&a);
+    /* reopened by name, its kept temp is sent without being given again */
+    struct fake h = {0};
+    remote_open(&a, &h, NULL, home);
+    assert_int_equal(sess_conv_attach(a.conv, "r", false, &rs), SESS_OK);
+    assert_int_equal(rsay(&a, "five", &x, &ts), SESS_OK);
+    assert_true((h.given & (1u << SESS_PARAM_TEMP)) && h.temp == 0.25f);
+    assert_int_equal(sess_conv_undo(a.conv), SESS_OK);
+    chat_close(&a);
+    /* another remote entry is another model: refused, unless switching */
+    remote_open_as(&a, &h, NULL, home, "/models/other.remote", false);
+    assert_int_equal(sess_conv_attach(a.conv, "r", false, &rs), SESS_ERR_MODEL);
+    assert_int_equal(sess_conv_session(a.conv), -1);
+    chat_close(&a);
+
+    /* a local model takes the session over: it tokenizes the remote turns */
+    struct chat l;
+    struct answer y;
+    chat_open(&l, NULL, 0, 256, home);
+    assert_int_equal(sess_conv_attach(l.conv, "r", false, &rs), SESS_ERR_MODEL); /* not without asking */
+    assert_non_null(strstr(sess_conv_errmsg(l.conv), "was saved with model '/models/big.remote'"));
+    assert_int_equal(sess_conv_n_messages(l.conv), 0);
+    chat_close(&l);
+    open_switch = true;
+    chat_open(&l, NULL, 0, 256, home);
+    open_switch = false;
+    assert_int_equal(sess_conv_attach(l.conv, "r", false, &rs), SESS_OK);
+    assert_non_null(strstr(rs.first_problem, "it goes on with"));
+    assert_int_equal(sess_conv_n_messages(l.conv), 5);
+    assert_true(sess_conv_n_tokens(l.conv) > 10);
+    assert_int_equal(rs.missing_tokens, sess_conv_n_tokens(l.conv));
+    /* the remote answers are in its tokens, as their text */
+    char text[4096] = "";
+    for (int64_t i = 0; i < sess_conv_n_tokens(l.conv); i++) {
+        char piece[256];
+        int32_t k = llm_token_to_piece(vocab, sess_conv_tokens(l.conv)[i], piece, sizeof piece - 1, 0, true);
+        if (k > 0 && strlen(text) + (size_t)k < sizeof text)
+            strncat(text, piece, (size_t)k);
+    }
+    assert_non_null(strstr(text, "<|im_start|>assistant\nanswer 6<|im_end|>"));
+    size_t tl = strlen(text), el = strlen("<|im_start|>assistant\ncut 7"); /* the last: its end comes next turn */
+    assert_true(tl >= el && !strcmp(text + tl - el, "<|im_start|>assistant\ncut 7"));
+    say(&l, "five", &y, &ts);
+    assert_int_equal(ts.cached_tokens, 0);
+    chat_close(&l);
+    /* and that is what a fresh local conversation of the same messages holds */
+    chat_open(&l, NULL, 0, 256, home);
+    assert_int_equal(sess_conv_attach(l.conv, "r", false, &rs), SESS_OK);
+    assert_int_equal(rs.missing_tokens, 0); /* its blocks now cover it */
+    /* the ids made when the local model took it over were saved (at once) */
+    assert_int_equal(sess_messages(l.st, sess_conv_session(l.conv), &m, &n), 0);
+    for (int64_t i = 0; i < n; i++)
+        if (!(m[i].tokens != NULL || m[i].text[0] == 0))
+            fail_msg("message %lld (%s) has no ids, n_tokens %lld", (long long)i, m[i].text, (long long)m[i].n_tokens);
+    sess_messages_free(m, n);
+    chat_close(&l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -577,6 +858,8 @@ int main(void)
         cmocka_unit_test(test_interrupted_prefill),
         cmocka_unit_test(test_context_full),
         cmocka_unit_test(test_special_tokens_in_user_text),
+        cmocka_unit_test(test_stop_strings),
+        cmocka_unit_test(test_remote_engine),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

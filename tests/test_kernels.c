@@ -165,16 +165,21 @@ static void test_attention(void **state)
 }
 
 /* n_rows query rows at consecutive positions in one job give, row by row,
- * the bits each gives alone, and so does any split of them into jobs */
+ * the bits each gives alone, and so does any split of them into jobs; with
+ * a sliding window (and gemma2's soft-cap) too, and a windowed row gives
+ * the bits of an unwindowed job on its keys alone (the rows from p -
+ * window + 1): the window only moves where a row's keys start */
 static void test_attention_rows(void **state)
 {
     (void)state;
-    static const int64_t hds[] = {64, 40}, starts[] = {1, 5, 63, 64, 130};
+    static const int64_t hds[] = {64, 40}, starts[] = {1, 5, 63, 64, 130}, wins[] = {0, 7, 16, 70};
+    static const float caps[] = {0, 5, 0, 0.5f};
     const struct llm_type_ops *f16 = llm_get_type_ops(LLM_TYPE_F16);
     const int64_t nq = 3, rows = 37, nmax = 130 + rows;
     int checked = 0;
     for (size_t a = 0; a < 2; a++)
         for (size_t b = 0; b < sizeof starts / sizeof *starts; b++)
+            for (size_t w = 0; w < sizeof wins / sizeof *wins; w++)
             for (uint32_t kt = 0; kt < 2; kt++) {
                 int64_t hd = hds[a], n0 = starts[b];
                 float *q = malloc((size_t)(rows * nq * hd) * sizeof *q);
@@ -194,7 +199,7 @@ static void test_attention_rows(void **state)
                     .k = kt == LLM_TYPE_F16 ? (const void *)kh : k,
                     .v = kt == LLM_TYPE_F16 ? (const void *)vh : v,
                     .kv_type = kt, .f16_to_float = f16->to_float, .scale = 1.0f / sqrtf((float)hd),
-                    .scratch = scratch,
+                    .window = wins[w], .softcap = caps[w], .scratch = scratch,
                 };
                 /* all rows at once; then in runs of 1, 2, 3, ... rows */
                 job.q = q, job.out = all, job.n_rows = rows, job.n_kv = n0;
@@ -206,9 +211,24 @@ static void test_attention_rows(void **state)
                     llm_attn_rows(&job);
                 }
                 if (memcmp(all, one, (size_t)(rows * nq * hd) * sizeof *all)) {
-                    print_error("attention rows hd %lld start %lld kv %u: a batch of rows differs from runs\n",
-                                (long long)hd, (long long)n0, kt);
+                    print_error("attention rows hd %lld start %lld window %lld kv %u: a batch of rows differs "
+                                "from runs\n", (long long)hd, (long long)n0, (long long)wins[w], kt);
                     fail();
+                }
+                for (int64_t r = 0; wins[w] && r < rows; r++) {
+                    int64_t n = n0 + r, lo = n > wins[w] ? n - wins[w] : 0;
+                    size_t off = (size_t)(lo * hd) * (kt == LLM_TYPE_F16 ? 2 : 4);
+                    struct llm_attn_job alone = job;
+                    alone.q = q + r * nq * hd, alone.out = one + r * nq * hd, alone.n_rows = 1;
+                    alone.n_kv = n - lo, alone.window = 0;
+                    alone.k = (const uint8_t *)job.k + off, alone.v = (const uint8_t *)job.v + off;
+                    llm_attn_rows(&alone);
+                    if (memcmp(all + r * nq * hd, one + r * nq * hd, (size_t)(nq * hd) * sizeof *all)) {
+                        print_error("attention hd %lld start %lld window %lld kv %u row %lld: differs from its "
+                                    "keys alone\n", (long long)hd, (long long)n0, (long long)wins[w], kt,
+                                    (long long)r);
+                        fail();
+                    }
                 }
                 checked++;
                 free(q), free(k), free(v), free(kh), free(vh), free(all), free(one), free(scratch);

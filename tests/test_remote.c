@@ -32,27 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int __real_fsync(int fd);
-int __real_rename(const char *a, const char *b);
-static int fail_fsync, fail_rename;
-
-int __wrap_fsync(int fd)
-{
-    if (fail_fsync) {
-        errno = EIO;
-        return -1;
-    }
-    return __real_fsync(fd);
-}
-
-int __wrap_rename(const char *a, const char *b)
-{
-    if (fail_rename) {
-        errno = EXDEV;
-        return -1;
-    }
-    return __real_rename(a, b);
-}
+#include "tests/fault-fs.h"
 
 static char err[2048];
 

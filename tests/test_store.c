@@ -158,7 +158,7 @@ static int64_t total_bytes(struct fx *f, int64_t *n)
 static void test_schema(void **state)
 {
     struct fx *f = *state;
-    assert_int_equal(sess_schema_version(f->st), 2);
+    assert_int_equal(sess_schema_version(f->st), 3);
     assert_null(sess_store_notice(f->st)); /* a new store needs no note */
     /* reopening migrates nothing and keeps data */
     int64_t id = new_session(f, "keep", NULL);
@@ -177,8 +177,8 @@ static void test_schema(void **state)
        "c.commit()\"%s", f->home, "");
     char err[512];
     assert_int_equal(sess_store_open(f->home, sess_store_default_params(), &f->st, err, sizeof err), SESS_ERR);
-    assert_non_null(strstr(err, "at schema version 99, newer than this kvchat's (2)"));
-    sh("python3 -c \"import sqlite3; c=sqlite3.connect('%s/kvchat.db'); c.execute('PRAGMA user_version = 2'); "
+    assert_non_null(strstr(err, "at schema version 99, newer than this kvchat's (3)"));
+    sh("python3 -c \"import sqlite3; c=sqlite3.connect('%s/kvchat.db'); c.execute('PRAGMA user_version = 3'); "
        "c.commit()\"%s", f->home, "");
     assert_int_equal(open_store(f), 0);
     /* without create, a home with no store is not made one */
@@ -204,7 +204,7 @@ static void test_migrate_v1(void **state)
     /* and that release's segment files, which go */
     sh("mkdir -p '%s/kv/ab' && echo x > '%s/kv/ab/ab12.kvseg'", f->home, f->home);
     assert_int_equal(open_store(f), 0);
-    assert_int_equal(sess_schema_version(f->st), 2);
+    assert_int_equal(sess_schema_version(f->st), 3);
     assert_non_null(sess_store_notice(f->st));
     assert_non_null(strstr(sess_store_notice(f->st), "computed once more"));
     char seg[128];
@@ -298,9 +298,9 @@ static void test_sessions(void **state)
 
     int32_t t_sys[5] = {1, 2, 3, 4, 5}, t_u[3] = {6, 7, 8}, t_a[2] = {9, 10};
     struct sess_msg_rec m3[3] = {
-        {SESS_ROLE_SYSTEM, "You are terse.", t_sys, 5, NULL, 0},
-        {SESS_ROLE_USER, "hi", t_u, 3, NULL, 0},
-        {SESS_ROLE_ASSISTANT, "hello", t_a, 2, "\x01\x02\x00\x03", 4},
+        {SESS_ROLE_SYSTEM, "You are terse.", t_sys, 5, NULL, 0, NULL},
+        {SESS_ROLE_USER, "hi", t_u, 3, NULL, 0, NULL},
+        {SESS_ROLE_ASSISTANT, "hello", t_a, 2, "\x01\x02\x00\x03", 4, "length"},
     };
     assert_int_equal(sess_write_messages(f->st, a, 0, m3, 3, 0, f->model_id, "{\"temp\": 0.7}"), 0);
     struct sess_message *m;
@@ -314,6 +314,8 @@ static void test_sessions(void **state)
     assert_null(m[1].sampler_state);
     assert_int_equal(m[2].sampler_state_bytes, 4);
     assert_memory_equal(m[2].sampler_state, "\x01\x02\x00\x03", 4);
+    assert_null(m[1].stop_reason); /* why an answer ended, as written */
+    assert_string_equal(m[2].stop_reason, "length");
     sess_messages_free(m, n);
 
     struct sess_info *list;
@@ -332,12 +334,13 @@ static void test_sessions(void **state)
 
     /* rewriting from a seq on (undo, retry) replaces those messages; a
      * NULL params keeps the session's */
-    struct sess_msg_rec again = {SESS_ROLE_ASSISTANT, "hey", t_a, 2, NULL, 0};
+    struct sess_msg_rec again = {SESS_ROLE_ASSISTANT, "hey", t_a, 2, NULL, 0, "cut"};
     assert_int_equal(sess_write_messages(f->st, a, 2, &again, 1, 0, f->model_id, NULL), 0);
     assert_int_equal(sess_messages(f->st, a, &m, &n), 0);
     assert_int_equal(n, 3);
     assert_string_equal(m[2].text, "hey");
     assert_null(m[2].sampler_state);
+    assert_string_equal(m[2].stop_reason, "cut");
     sess_messages_free(m, n);
     assert_int_equal(sess_write_messages(f->st, a, 1, NULL, 0, 0, f->model_id, NULL), 0);
     assert_int_equal(sess_messages(f->st, a, &m, &n), 0);
@@ -469,11 +472,11 @@ static void test_fork_gc_evict(void **state)
     for (int i = 0; i < 2 * B + 10; i++)
         toks[i] = i;
     struct sess_msg_rec m[5] = {
-        {SESS_ROLE_SYSTEM, "sys", toks, 5, NULL, 0},
-        {SESS_ROLE_USER, "q1", toks + 5, B - 5 + 10, NULL, 0},
-        {SESS_ROLE_ASSISTANT, "a1", toks + B + 10, 20, "s1", 2},
-        {SESS_ROLE_USER, "q2", toks + B + 30, B - 30, NULL, 0},
-        {SESS_ROLE_ASSISTANT, "a2", toks + 2 * B, 10, "s2", 2},
+        {SESS_ROLE_SYSTEM, "sys", toks, 5, NULL, 0, NULL},
+        {SESS_ROLE_USER, "q1", toks + 5, B - 5 + 10, NULL, 0, NULL},
+        {SESS_ROLE_ASSISTANT, "a1", toks + B + 10, 20, "s1", 2, "cut"},
+        {SESS_ROLE_USER, "q2", toks + B + 30, B - 30, NULL, 0, NULL},
+        {SESS_ROLE_ASSISTANT, "a2", toks + 2 * B, 10, "s2", 2, NULL},
     };
     assert_int_equal(sess_write_messages(f->st, a, 0, m, 5, 0, f->model_id, NULL), 0);
     uint8_t ids[3][32];
@@ -500,6 +503,7 @@ static void test_fork_gc_evict(void **state)
     assert_int_equal(n, 3);
     assert_int_equal(msgs[2].sampler_state_bytes, 2);
     assert_memory_equal(msgs[2].sampler_state, "s1", 2);
+    assert_string_equal(msgs[2].stop_reason, "cut"); /* a cut answer stays marked in a fork */
     sess_messages_free(msgs, n);
     assert_int_equal(sess_get(f->st, f1, &info), 0);
     assert_int_equal(info.kv_bytes, 2 * full);

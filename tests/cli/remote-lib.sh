@@ -13,3 +13,13 @@ start_fixture() {
     while [ ! -s "$T/$name.port" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
     PORT=$(cat "$T/$name.port")
 }
+
+# add NAME MODEL [options]: a remote model NAME for the fixture at $P serving MODEL
+add() {
+    n=$1 m=$2
+    shift 2
+    "$KVCHAT" models add-remote --force "$n" "http://127.0.0.1:$P/v1" --model "$m" "$@" 2>/dev/null ||
+        not_ok "cannot add $n"
+}
+# last_body: the last request's body that the fixture logged to $T/srv.log, as JSON
+last_body() { tail -n 1 "$T/srv.log" | jq -c .body; }

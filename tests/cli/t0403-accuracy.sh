@@ -13,18 +13,6 @@
 . "$TOP/tests/cli/lib.sh"
 D=$TOP/tests/data/accuracy
 
-# rel_err A B: max|a-b| / range(b) of two f32 files of the same length
-rel_err() {
-    od -An -v -f -w4 "$1" >"$T/a.txt"
-    od -An -v -f -w4 "$2" >"$T/b.txt"
-    paste "$T/a.txt" "$T/b.txt" | awk '
-        NR == 1 { lo = $2; hi = $2 }
-        { d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d
-          if ($2 < lo) lo = $2; if ($2 > hi) hi = $2; n++ }
-        END { if (n == 0 || hi <= lo) print "nan"; else printf "%.3g\n", m / (hi - lo) }'
-}
-le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "nan" && b != "nan" && a + 0 <= b + 0) }'; }
-
 while read -r name how rest; do
     if [ "$how" = mk ]; then
         model=$T/$name.gguf

@@ -4,7 +4,7 @@
 # --model), the URL rules (http:// only for loopback and private addresses,
 # saying so), the key's variable (never stored), list/--json, info
 # (reachable or not), default, path, rm, names shared with local models,
-# pull refusing a remote name, and chat/run -s refusing a remote model.
+# pull refusing a remote name, and rm refusing an entry a session uses.
 . "$TOP/tests/cli/lib.sh"
 . "$TOP/tests/cli/tls-lib.sh"
 . "$TOP/tests/cli/remote-lib.sh"
@@ -112,12 +112,16 @@ run "$KVCHAT" models info --offline gone
 expect_rc 0
 grep -q '^server:' "$T/out" && not_ok "--offline asked the server" || ok "--offline: no server line"
 
-# ---- what does not work yet with a remote model, says so ----
+# ---- a session's model is the entry: rm refuses it while a session uses it ----
 run "$KVCHAT" run -s trip -m echo "hi"
-expect_rc 1; expect_err "'echo' is a remote model: sessions (-s) do not work with remote models yet"
+expect_rc 0; expect_out "^echo: hi\$"
 run "$KVCHAT" chat -m echo </dev/null
-expect_rc 1; expect_err "'echo' is a remote model: the chat and sessions (-s) do not work with remote models yet"
-[ ! -e "$KVCHAT_HOME/kvchat.db" ] && ok "no session store made" || ok "(session store exists)"
+expect_rc 0
+run "$KVCHAT" models rm echo
+expect_rc 2; expect_err "cannot remove 'echo': model 'echo' is used by session 'trip' (use --force to remove it anyway)"
+[ -e "$M/echo.remote" ] && ok "entry kept" || not_ok "entry removed"
+run "$KVCHAT" sessions rm trip
+expect_rc 0
 
 # ---- rm ----
 run "$KVCHAT" models rm echo

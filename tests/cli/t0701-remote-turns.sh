@@ -14,15 +14,6 @@
 . "$TOP/tests/cli/tls-lib.sh"
 . "$TOP/tests/cli/remote-lib.sh"
 
-# add NAME MODE [options]: a remote model for the fixture's mode
-add() {
-    n=$1 m=$2
-    shift 2
-    "$KVCHAT" models add-remote --force "$n" "http://127.0.0.1:$P/v1" --model "$m" "$@" 2>/dev/null ||
-        not_ok "cannot add $n"
-}
-# last_body: the last request's body, as JSON
-last_body() { tail -n 1 "$T/srv.log" | jq -c .body; }
 
 start_fixture srv
 P=$PORT
@@ -154,7 +145,7 @@ run "$KVCHAT" run -m cut --json "hi"
 expect_rc 4
 [ "$(jq -c '{answer, stop_reason}' "$T/out")" = '{"answer":"partial","stop_reason":"cut"}' ] && ok "--json: the partial answer, stop_reason cut" ||
     not_ok "json: $(cat "$T/out")"
-expect_out '"error": "the connection closed before the end of the answer"'
+expect_out "\"error\": \"remote model 'cut': the answer was cut off after 7 bytes: the connection closed before the end of the answer\""
 add cutchunked cutchunked
 run "$KVCHAT" run -m cutchunked "hi"
 expect_rc 4; expect_out "^par\$"; expect_err "cut off after 3 bytes: connection closed inside a chunked body"

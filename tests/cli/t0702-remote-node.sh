@@ -6,7 +6,10 @@
 # streamed) answer to the same greedy request; --json reports llama.cpp's
 # prompt reuse as cached_tokens; a five-turn conversation through
 # mdl_remote_chat (tests/remote-chat, the per-turn call sessions/ will make)
-# sends the growing history and sees cached_tokens grow with it; Ctrl-C
+# sends the growing history and sees cached_tokens grow with it, and so
+# does the same conversation as five `run -s` processes resuming the
+# session by name (the same answers); /fork in the chat and `sessions fork
+# --at` send what they kept; Ctrl-C
 # stops the server's generation too; a wrong model id lists the real one.
 #
 # Needs node >= 20 and tests/node/node_modules (scripts/install-deps puts
@@ -44,6 +47,23 @@ if [ -n "$missing" ]; then
     exit 0
 fi
 echo "node: $NODE ($("$NODE" --version))"
+
+# reuse_grows FILE CHECK: five turns in FILE (JSON lines), each passing
+# CHECK (a Python expression on x), each prompt holding the one before,
+# its 12-token answer and a new message, and the server reusing at least
+# the prompt before
+reuse_grows() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+t = [json.loads(l) for l in open(sys.argv[1])]
+ok = len(t) == 5 and all(eval(sys.argv[2], {"x": x}) for x in t)
+for a, b in zip(t, t[1:]):
+    ok = ok and b["prompt_tokens"] > a["prompt_tokens"] + 12
+    ok = ok and a["cached_tokens"] < b["cached_tokens"] < b["prompt_tokens"]
+    ok = ok and b["cached_tokens"] >= a["prompt_tokens"]
+sys.exit(0 if ok else 1)
+PY
+}
 
 "$NODE" "$NODE_DIR/server.mjs" --model "$MODEL" --port-file "$T/node.port" --log "$T/node.log" \
     --threads 1 2>"$T/node.err" &
@@ -96,17 +116,8 @@ rc=$?
 [ "$rc" = 0 ] && ok "five turns answered" || { not_ok "remote-chat exit $rc"; cat "$T/turns" "$T/turns.err"; }
 [ "$(wc -l <"$T/turns")" = 5 ] && ok "one line per turn" || not_ok "$(wc -l <"$T/turns") lines"
 jq -c '{turn, prompt_tokens, cached_tokens}' "$T/turns"
-python3 - "$T/turns" <<'PY' && ok "cached_tokens grows: each turn reuses at least the whole prompt of the turn before" || not_ok "reuse does not grow with the history"
-import json, sys
-t = [json.loads(l) for l in open(sys.argv[1])]
-ok = all(x["status"] == 0 and x["stop_reason"] == "length" and x["completion_tokens"] == 12 for x in t)
-for a, b in zip(t, t[1:]):
-    # the next prompt holds all of this one, then the answer and a new message
-    ok = ok and b["prompt_tokens"] > a["prompt_tokens"] + 12
-    ok = ok and a["cached_tokens"] < b["cached_tokens"] < b["prompt_tokens"]
-    ok = ok and b["cached_tokens"] >= a["prompt_tokens"]
-sys.exit(0 if ok else 1)
-PY
+reuse_grows "$T/turns" 'x["status"] == 0 and x["stop_reason"] == "length" and x["completion_tokens"] == 12' &&
+    ok "cached_tokens grows: each turn reuses at least the whole prompt of the turn before" || not_ok "reuse does not grow with the history"
 # the roles the server got, turn by turn: the history in order
 [ "$(tail -n 5 "$T/node.log" | jq -c .roles | tail -n 1)" = '["system","user","assistant","user","assistant","user","assistant","user","assistant","user"]' ] &&
     ok "turn 5 sent the whole history in order" || not_ok "roles: $(tail -n 1 "$T/node.log")"
@@ -136,6 +147,50 @@ rc=$?
 run "$KVCHAT" run -m tiny --json --temp 0 -n 4 "Still there?"
 expect_rc 0
 [ "$(jq -r .generated_tokens "$T/out")" = 4 ] && ok "the server answers the next request" || not_ok "json: $(cat "$T/out")"
+
+# ---- five turns of `run -s`: each process resumes the session by name ----
+sys="You answer questions about boats."
+for q in "What is a keel?" "And a rudder?" "Which is older?" "Tell me more." "Thanks!"; do
+    "$KVCHAT" run -s boats -m tiny --system "$sys" --json --temp 0 -n 12 "$q" >>"$T/sturns" 2>>"$T/sturns.err" ||
+        not_ok "run -s boats '$q': exit $?"
+done
+[ "$(wc -l <"$T/sturns")" = 5 ] && ok "five run -s turns, one JSON line each" || { not_ok "$(cat "$T/sturns" "$T/sturns.err")"; }
+jq -c '{session, prompt_tokens, cached_tokens}' "$T/sturns"
+reuse_grows "$T/sturns" 'x["session"] == "boats" and x["remote"] and x["generated_tokens"] == 12' &&
+    ok "run -s: the session grows and so does the server's reuse (cached_tokens)" || not_ok "reuse does not grow across processes"
+[ "$(tail -n 1 "$T/node.log" | jq -c '[.roles, .stream]')" = '[["system","user","assistant","user","assistant","user","assistant","user","assistant","user"],true]' ] &&
+    ok "turn 5 streamed, with the whole history from the session in order" || not_ok "log: $(tail -n 1 "$T/node.log")"
+# the same greedy conversation as through mdl_remote_chat above: the same answers
+[ "$(jq -r .answer "$T/sturns")" = "$(jq -r .answer "$T/turns")" ] && ok "the same answers as the one-process conversation" ||
+    not_ok "answers differ: $(jq -r .answer "$T/sturns") / $(jq -r .answer "$T/turns")"
+run "$KVCHAT" sessions show boats --json
+[ "$(jq -c '[.messages[].role] | length' "$T/out")" = 11 ] && ok "the session holds 11 messages" || not_ok "$(cat "$T/out")"
+[ "$(jq -r '.messages[-1].content' "$T/out")" = "$(tail -n 1 "$T/sturns" | jq -r .answer)" ] &&
+    [ "$(jq -r '.messages[-1].stop_reason' "$T/out")" = length ] && ok "the last answer saved, stop_reason length" || not_ok "$(cat "$T/out")"
+run "$KVCHAT" sessions
+expect_out "^boats  *tiny.remote  *5 "
+
+# ---- /fork in the chat: a new session from here, the old one unchanged ----
+printf '/fork boats-fork\nAnd the mast?\n' | "$KVCHAT" chat boats -m tiny --temp 0 -n 6 >"$T/fork.out" 2>"$T/fork.err"
+rc=$?
+[ "$rc" = 0 ] && ok "chat: /fork, then a turn" || { not_ok "chat exit $rc"; cat "$T/fork.err"; }
+grep -q "forked 'boats' as 'boats-fork'" "$T/fork.err" && ok "forked" || not_ok "$(cat "$T/fork.err")"
+[ -s "$T/fork.out" ] && ok "the fork answered" || not_ok "no answer"
+[ "$(tail -n 1 "$T/node.log" | jq -c .roles | jq length)" = 12 ] && ok "the fork sent the whole history and the new message" ||
+    not_ok "log: $(tail -n 1 "$T/node.log")"
+c=$(tail -n 1 "$T/node.log" | jq .cached) p5=$(tail -n 1 "$T/sturns" | jq .prompt_tokens)
+[ "$c" -ge "$p5" ] && ok "the fork's turn reused the server's cache of the session ($c tokens)" || not_ok "cached $c < $p5"
+[ "$("$KVCHAT" sessions show boats --json | jq '.messages | length')" = 11 ] && ok "'boats' unchanged" || not_ok "boats changed"
+[ "$("$KVCHAT" sessions show boats-fork --json | jq '.messages | length')" = 13 ] && ok "'boats-fork' has the new exchange" ||
+    not_ok "boats-fork: $("$KVCHAT" sessions show boats-fork --json)"
+
+# ---- sessions fork --at: the turns kept are what the server is sent ----
+run "$KVCHAT" sessions fork boats boats-2 --at 2
+expect_rc 0
+run "$KVCHAT" run -s boats-2 -m tiny --temp 0 -n 4 "Go on."
+expect_rc 0
+[ "$(tail -n 1 "$T/node.log" | jq -c .roles)" = '["system","user","assistant","user","assistant","user"]' ] &&
+    ok "a fork at turn 2 sends two exchanges and the new message" || not_ok "log: $(tail -n 1 "$T/node.log")"
 
 # ---- a model id the server does not have ----
 "$KVCHAT" models add-remote wrong "http://127.0.0.1:$P/v1" --model no-such-model 2>/dev/null

@@ -23,6 +23,14 @@
 #   NAME-TYPE.logits       llama.cpp's last-position logits after the
 #                          prompt, all n_vocab of them, f32 little-endian
 #   NAME-F32.greedy        llama.cpp's 32 greedy tokens after the prompt
+#   NAME-TYPE.f64.f32      gemma2, gemma3: the float64 reference's logits
+#                          (tests/data/f64-families.py: the peer's f64ref.py
+#                          with the Gemma block; K and V rounded to f16)
+#   NAME-F32.f64kv.f32     the same with exact K and V (--kv f64)
+# llama.cpp's CPU GELU is an f16 table lookup: on the gemma models its F32
+# logits are ~3e-4 of the range from exact, kvchat's (exact GELU) ~8e-5
+# (the f16 KV cache's roundings) and ~1e-6 with an f32 cache; phi3 has no
+# GELU and kvchat's F32 logits are within ~1e-6 of llama.cpp's.
 # llama.cpp ran these with a context of 256 positions (llref asks for
 # max(64, n) and llama.cpp pads n_ctx to a multiple of 256): phi3's choice
 # between rope_factors_short and rope_factors_long depends on it (long when
@@ -37,7 +45,7 @@ d=tests/data/families
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$d"
-rm -f "$d"/*.gguf "$d"/*.logits "$d"/*.greedy "$d"/*.sha256 "$d"/*.opts
+rm -f "$d"/*.gguf "$d"/*.logits "$d"/*.greedy "$d"/*.sha256 "$d"/*.opts "$d"/*.f32
 i=0 ids=
 while [ $i -lt 100 ]; do ids="$ids $(( (i * 37 + 11) % 500 + 3 ))"; i=$((i + 1)); done
 echo $ids >"$d/prompt.txt"
@@ -65,6 +73,14 @@ for name in gemma2 gemma3 phi3 phi3-long; do
         "$LLREF" logits "$m" -p "$ids" -o "$d/$name-$type.logits" >/dev/null 2>&1
     done
     echo "$name: $(cat "$d/$name-F32.greedy")"
+    case $name in gemma*)
+        for type in F32 Q8_0 Q4_K_M; do
+            m=$f32
+            [ $type = F32 ] || m=$d/$name-$type.gguf
+            /usr/bin/python3 tests/data/f64-families.py "$m" -p "$ids" -o "$d/$name-$type.f64.f32" >/dev/null
+        done
+        /usr/bin/python3 tests/data/f64-families.py "$f32" -p "$ids" --kv f64 -o "$d/$name-F32.f64kv.f32" >/dev/null
+    esac
 done
 # Each feature must move llama.cpp's logits, or the goldens could not catch
 # an engine that leaves it out: print the relative change (max |d| / range)

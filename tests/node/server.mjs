@@ -122,7 +122,7 @@ async function complete(req, res, body) {
     const reuse = Math.min(same, tokens.length - 1);
     if (reuse < sequence.nextTokenIndex)
         await sequence.eraseContextTokenRanges([{start: reuse, end: sequence.nextTokenIndex}]);
-    log({roles: body.messages.map((m) => m.role), prompt_tokens: tokens.length, held: before, cached: reuse});
+    log({roles: body.messages.map((m) => m.role), stream: body.stream === true, prompt_tokens: tokens.length, held: before, cached: reuse});
 
     const id = "chatcmpl-" + Date.now().toString(36);
     const created = Math.floor(Date.now() / 1000);
