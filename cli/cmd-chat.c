@@ -485,6 +485,9 @@ static int conv_attach(struct chat *ch, const char *name, bool create)
     cmd_progress_end(&ch->prog);
     if (rc != SESS_OK) {
         chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
+        if (rc == SESS_ERR_MODEL)
+            chat_err(ch, "'kvchat %s' opens it with its own model (or, to go on with this one, computing "
+                         "its history again: kvchat %s -m MODEL --switch-model)", name, name);
         return CMD_EXIT_SESSION;
     }
     free(ch->name);
@@ -493,6 +496,7 @@ static int conv_attach(struct chat *ch, const char *name, bool create)
     restore_report(ch, name, &rs);
     /* the session's sampling (restored) is the chat's from now on */
     ch->o.sampling = sess_conv_get_params(ch->conv).sampling;
+    ch->o.n_predict = sess_conv_get_params(ch->conv).n_predict;
     return 0;
 }
 
@@ -882,6 +886,7 @@ static int slash_set(struct chat *ch, char *arg)
     }
     char err[512];
     struct cmd_opts next = ch->o;
+    next.given = 0; /* to see which setting this is */
     if (cmd_opts_set(&next, key, value, err, sizeof err)) {
         chat_err(ch, "%s", err);
         return 0;
@@ -923,9 +928,11 @@ static int slash_set(struct chat *ch, char *arg)
     ch->o.sampling = next.sampling;
     ch->o.n_predict = next.n_predict;
     ch->o.seed_set = next.seed_set;
-    ch->o.given = next.given; /* what a remote model's server is sent */
-    sess_conv_set_sampling(ch->conv, ch->o.sampling);
-    sess_conv_set_n_predict(ch->conv, ch->o.n_predict);
+    ch->o.given |= next.given; /* set: what a remote model's server is sent */
+    /* what the user sets is the session's from now on (saved), and is sent to a remote server */
+    if (sess_conv_keep_params(ch->conv, ch->o.sampling, ch->o.n_predict,
+                              cmd_opts_sess_params(next.given)))
+        chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
     show_settings(ch);
     return 0;
 }
@@ -1426,7 +1433,10 @@ static int chat_exec(int argc, char **argv)
         cmd_opts_free(&ch.o);
         return CMD_EXIT_USAGE;
     }
-    rc = cmd_llm_open(&ch.o, true, &ch.l);
+    char own_model[4096]; /* an existing session opens with its own model */
+    rc = cmd_session_model(&ch.o, session, own_model, sizeof own_model);
+    if (!rc)
+        rc = cmd_llm_open(&ch.o, true, &ch.l);
     if (rc) {
         sess_store_close(ch.st);
         wrap_free(&ch.wrap);

@@ -269,18 +269,19 @@ static int remote_text(void *ud, const char *text, size_t n)
 }
 
 /* what the server is asked: the settings given on the command line, in
- * the config file or by /set; the rest is the server's default */
+ * the config file, by /set or kept by the session (cp->given); the rest is
+ * the server's default */
 static struct mdl_chat_params chat_params(const struct cmd_remote *rm, const struct sess_conv_params *cp)
 {
-    uint64_t set = rm->o->given | rm->o->configured;
+    uint32_t set = cmd_opts_sess_params(rm->o->given | rm->o->configured) | cp->given;
     struct mdl_chat_params p = mdl_chat_default_params();
-    p.temp_set = set & (1ull << CMD_OPT_TEMP);
+    p.temp_set = set & (1u << SESS_PARAM_TEMP);
     p.temp = cp->sampling.temp;
-    p.top_p_set = set & (1ull << CMD_OPT_TOP_P);
+    p.top_p_set = set & (1u << SESS_PARAM_TOP_P);
     p.top_p = cp->sampling.top_p;
-    p.presence_penalty_set = set & (1ull << CMD_OPT_PRESENCE_PENALTY);
+    p.presence_penalty_set = set & (1u << SESS_PARAM_PRESENCE_PENALTY);
     p.presence_penalty = cp->sampling.presence_penalty;
-    p.seed_set = rm->o->seed_set;
+    p.seed_set = rm->o->seed_set || (set & (1u << SESS_PARAM_SEED));
     p.seed = cp->sampling.seed;
     p.max_tokens = cp->n_predict;
     while (cp->stop && cp->stop[p.n_stop])

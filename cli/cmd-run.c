@@ -380,6 +380,14 @@ static int run_exec(int argc, char **argv)
     snprintf(what, sizeof what, "%s%s", n_files ? files[0] : "", n_files > 1 ? " and the other files" : "");
     free(files);
 
+    /* an existing session opens with its own model (a model file or a .remote
+     * entry: which of the two decides local or remote) */
+    char own_model[4096];
+    if ((rc = cmd_session_model(&o, session, own_model, sizeof own_model))) {
+        free(prompt);
+        cmd_opts_free(&o);
+        return rc;
+    }
     struct cmd_llm l;
     struct sess_store *st = NULL;
     struct sess_conv *conv = NULL;
@@ -404,8 +412,10 @@ static int run_exec(int argc, char **argv)
         }
         fprintf(stderr, "kvchat: the KV cache on disk is off for this run\n");
     }
-    if (sess_conv_init(st, cmd_opts_conv_params(&o, &l), &conv, err, sizeof err)) {
-        rc = cmd_fail(CMD_EXIT_MODEL, "cannot start the conversation: %s", err);
+    int ir = sess_conv_init(st, cmd_opts_conv_params(&o, &l), &conv, err, sizeof err);
+    if (ir) {
+        rc = ir == SESS_ERR_STORE ? cmd_fail(CMD_EXIT_SESSION, "%s", err)
+                                  : cmd_fail(CMD_EXIT_MODEL, "cannot start the conversation: %s", err);
         goto out;
     }
     if (session) {
@@ -415,6 +425,8 @@ static int run_exec(int argc, char **argv)
         cmd_progress_end(&prog);
         if (r) {
             rc = cmd_fail(CMD_EXIT_SESSION, "%s", sess_conv_errmsg(conv));
+            if (r == SESS_ERR_MODEL)
+                cmd_switch_model_hint(session);
             goto out;
         }
         attach_rs = rs;
@@ -497,6 +509,8 @@ static int run_exec(int argc, char **argv)
         }
     } else if (r == SESS_ERR_CTX_FULL) {
         rc = cmd_fail(CMD_EXIT_MODEL, "the prompt does not fit: %s (a larger -c helps)", sess_conv_errmsg(conv));
+    } else if (r == SESS_ERR_STORE) {
+        rc = cmd_fail(CMD_EXIT_SESSION, "%s", sess_conv_errmsg(conv));
     } else if (r == SESS_ERR_REMOTE) { /* no answer came: nothing was saved */
         rc = cmd_fail(cmd_remote_exit(l.remote), "%s", sess_conv_errmsg(conv));
     } else if (r) {
@@ -522,6 +536,8 @@ static int run_exec(int argc, char **argv)
     else if (cut) /* the server's stream broke off: what came is kept, marked as cut */
         rc = cmd_fail(CMD_EXIT_NETWORK, "%s%s%s%s", sess_conv_errmsg(conv), session ? " (kept in session '" : "",
                       session ? session : "", session ? "', marked as cut off)" : "");
+    else if (r == 0 && (ts.store_failed || attach_rs.store_failed)) /* said above; the turn is saved */
+        rc = CMD_EXIT_SESSION;
     cmd_answer_free(&ans);
 out:
     sess_conv_free(conv);

@@ -3,6 +3,7 @@
  * Only cli/ talks to the user or exits; commands return an exit code.
  */
 #include "cli/cmd.h"
+#include "sessions/sess.h"
 #include "cli/repl.h"
 #include "cli/wrap.h"
 #include "models/mdl.h"
@@ -384,7 +385,11 @@ int cmd_main(int argc, char **argv)
     if (cmd_chat_session_exists(name))
         return cmd_chat_entry.exec(argc, argv);
     fprintf(stderr, "kvchat: unknown command '%s'\n", name);
-    fprintf(stderr, "see 'kvchat --help' (a new chat session: 'kvchat chat %s')\n", name);
+    char why[512];
+    if (sess_name_check(name, why, sizeof why) == SESS_OK)
+        fprintf(stderr, "see 'kvchat --help' (a new chat session: 'kvchat chat %s')\n", name);
+    else /* not a name a session can have either: say why */
+        fprintf(stderr, "see 'kvchat --help' (and not a session: %s)\n", why);
     return CMD_EXIT_USAGE;
 }
 

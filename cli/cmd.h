@@ -223,7 +223,7 @@ enum cmd_opt {
     CMD_OPT_MIN_P, CMD_OPT_REPEAT_PENALTY, CMD_OPT_PRESENCE_PENALTY, CMD_OPT_REPEAT_LAST_N,
     CMD_OPT_SEED, CMD_OPT_N_PREDICT, CMD_OPT_KV_TYPE, CMD_OPT_TEMPLATE, CMD_OPT_SYSTEM,
     CMD_OPT_SYSTEM_FILE, CMD_OPT_NO_CACHE, CMD_OPT_VERBOSE, CMD_OPT_SPECIAL, CMD_OPT_CACHE_MAX,
-    CMD_OPT_THINK, CMD_OPT_WRAP, CMD_OPT_STOP, CMD_OPT_COUNT
+    CMD_OPT_THINK, CMD_OPT_WRAP, CMD_OPT_STOP, CMD_OPT_SWITCH_MODEL, CMD_OPT_COUNT
 };
 
 #define CMD_OPTS_MAX_STOP 8
@@ -242,6 +242,7 @@ struct cmd_opts {
     const char *system;        /* --system TEXT or --system-file's text, or NULL */
     const char *system_file;   /* --system-file F ("-": stdin) */
     bool no_cache, verbose, special;
+    bool switch_model;         /* --switch-model: a session of another model goes on with this one */
     bool wrap;                 /* word-wrap answers on a terminal (--no-wrap, `wrap = off`) */
     int64_t cache_max;         /* --cache-max: bytes of KV blocks kept (default 4 GiB) */
     bool think_off;            /* --think off: the template's no-thinking form (Qwen3) */
@@ -259,7 +260,10 @@ struct cmd_opts {
 
 /* the common options' lines for a command's --help text */
 #define CMD_OPTS_HELP \
-    "  -m, --model MODEL        a GGUF file or a model name in the store\n" \
+"  -m, --model MODEL        a GGUF file or a model name in the store (default:\n" \
+    "                           a session's own; else the configured one)\n" \
+    "      --switch-model       go on with -m MODEL in a session saved with another\n" \
+    "                           model (its history is computed again)\n" \
     "      --system TEXT        the system prompt\n" \
     "      --system-file FILE   the system prompt from a file ('-': stdin)\n" \
     "      --template NAME      chat template (chatml, llama3, ...; default: the model's)\n" \
@@ -337,6 +341,14 @@ enum llm_template cmd_llm_template(const struct cmd_opts *o, const struct cmd_ll
 struct llm_model_params cmd_model_params(char *dir, size_t size);
 /* for --verbose: which weights are packed and where they came from */
 void cmd_describe_packed(const struct llm_model *m, FILE *f);
+/* Before cmd_llm_open for session `name`: if it exists and -m was not
+ * given on the command line, o->model becomes the session's own model
+ * (its path copied into buf: a model file or a .remote entry); if that
+ * file is gone, CMD_EXIT_MODEL (printed, naming it). 0 otherwise, or
+ * CMD_EXIT_SESSION (printed) when the store cannot be read. */
+int cmd_session_model(struct cmd_opts *o, const char *name, char *buf, size_t size);
+/* the hint after SESS_ERR_MODEL (a session saved with another model) */
+void cmd_switch_model_hint(const char *name);
 /* resolve and open the model, its vocabulary and template, make a context
  * (a remote model: its entry, as l->remote; o must then outlive l); an exit
  * code (printed) or 0 */
@@ -346,6 +358,8 @@ struct sess_conv_params;
 /* a conversation's parameters from the options; l's context goes to the
  * conversation (l->ctx becomes NULL) */
 struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, struct cmd_llm *l);
+/* the sessions/ parameter bits (1 << SESS_PARAM_X) of option bits (1 << CMD_OPT_X) */
+uint32_t cmd_opts_sess_params(uint64_t opts);
 /* Would text (a file's, named by what) fit as a message in context ctx of
  * l's model, which has room tokens left for it? Its token count into
  * *n_tokens (a lower bound when it is plainly too large). 0 if it fits, else

@@ -69,6 +69,7 @@ static const struct opt_def opt_table[] = {
     {CMD_OPT_WRAP, "wrap", "wrap", 0, OPT_KIND_FLAG, 0, 0, OPT_IN_CONFIG | OPT_IN_SET},
     {CMD_OPT_THINK, "think", "think", 0, OPT_KIND_STR, 0, 0, OPT_IN_CONFIG | OPT_IN_SET},
     {CMD_OPT_STOP, "stop", "stop", 0, OPT_KIND_STR, 0, 0, 0},
+    {CMD_OPT_SWITCH_MODEL, "switch_model", "switch-model", 0, OPT_KIND_FLAG, 0, 0, 0},
 };
 #define N_OPTS (sizeof opt_table / sizeof opt_table[0])
 
@@ -193,6 +194,7 @@ static int opt_apply(struct cmd_opts *o, const struct opt_def *d, const char *v,
     case CMD_OPT_CACHE_MAX: o->cache_max = cmd_parse_size(v); break;
     case CMD_OPT_STOP: o->stop[o->n_stop++] = v; break;
     case CMD_OPT_WRAP: o->wrap = flag; break;
+    case CMD_OPT_SWITCH_MODEL: o->switch_model = flag; break;
     case CMD_OPT_THINK:
         if (!strcmp(v, "on") || !strcmp(v, "off"))
             o->think_off = !strcmp(v, "off");
@@ -523,6 +525,8 @@ struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, struct cm
         p.sampling = o->sampling;
         p.n_predict = o->n_predict;
         p.stop = o->n_stop ? o->stop : NULL;
+        p.given = cmd_opts_sess_params(o->given);
+        p.switch_model = o->switch_model;
         return p;
     }
     p.model = l->model;
@@ -538,7 +542,78 @@ struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, struct cm
     p.stop = o->n_stop ? o->stop : NULL;
     p.no_cache = o->no_cache;
     p.cache_max = o->cache_max;
+    p.given = cmd_opts_sess_params(o->given);
+    p.switch_model = o->switch_model;
     return p;
+}
+
+uint32_t cmd_opts_sess_params(uint64_t opts)
+{
+    static const struct {
+        enum cmd_opt o;
+        enum sess_param p;
+    } map[] = {
+        {CMD_OPT_TEMP, SESS_PARAM_TEMP}, {CMD_OPT_TOP_K, SESS_PARAM_TOP_K}, {CMD_OPT_TOP_P, SESS_PARAM_TOP_P},
+        {CMD_OPT_MIN_P, SESS_PARAM_MIN_P}, {CMD_OPT_REPEAT_PENALTY, SESS_PARAM_REPEAT_PENALTY},
+        {CMD_OPT_PRESENCE_PENALTY, SESS_PARAM_PRESENCE_PENALTY},
+        {CMD_OPT_REPEAT_LAST_N, SESS_PARAM_REPEAT_LAST_N}, {CMD_OPT_SEED, SESS_PARAM_SEED},
+        {CMD_OPT_N_PREDICT, SESS_PARAM_N_PREDICT},
+    };
+    uint32_t bits = 0;
+    for (size_t i = 0; i < sizeof map / sizeof *map; i++)
+        if (opts & (1ull << map[i].o))
+            bits |= 1u << map[i].p;
+    return bits;
+}
+
+int cmd_session_model(struct cmd_opts *o, const char *name, char *buf, size_t size)
+{
+    if (!name || (o->given & (1ull << CMD_OPT_MODEL)))
+        return 0;
+    struct sess_store *st;
+    char err[5200];
+    int r = cmd_store_open_existing(&st, err, sizeof err);
+    if (r < 0)
+        return cmd_fail(CMD_EXIT_SESSION, "%s%s", strncmp(err, "database '", 10) ? "cannot open the session store: " : "",
+                        err);
+    if (r == 0)
+        return 0;
+    int64_t id;
+    struct sess_info info;
+    int rc = sess_find(st, name, &id);
+    if (rc == SESS_OK)
+        rc = sess_get(st, id, &info);
+    if (rc == SESS_ERR_NOT_FOUND) { /* a new session: the default model */
+        sess_store_close(st);
+        return 0;
+    }
+    if (rc) {
+        rc = cmd_fail(CMD_EXIT_SESSION, "%s", sess_errmsg(st));
+        sess_store_close(st);
+        return rc;
+    }
+    sess_store_close(st);
+    struct stat sb;
+    rc = 0;
+    if (!info.model_path || !info.model_path[0])
+        rc = cmd_fail(CMD_EXIT_MODEL, "session '%s' does not say which model it was saved with: give one "
+                                      "with -m MODEL --switch-model", name);
+    else if (stat(info.model_path, &sb) != 0)
+        rc = cmd_fail(CMD_EXIT_MODEL, "session '%s' was saved with model '%s', which is gone (%s): put it "
+                                      "back, or go on with another with -m MODEL --switch-model",
+                      name, info.model_path, strerror(errno));
+    else if ((size_t)snprintf(buf, size, "%s", info.model_path) >= size)
+        rc = cmd_fail(CMD_EXIT_MODEL, "the model path of session '%s' is too long", name);
+    else
+        o->model = buf;
+    sess_info_free(&info);
+    return rc;
+}
+
+void cmd_switch_model_hint(const char *name)
+{
+    fprintf(stderr, "kvchat: without -m the session opens with its own model; to go on with the one "
+                    "given, computing the history of '%s' again, add --switch-model\n", name);
 }
 
 /* the most bytes one token of v stands for (its stored text is at least
@@ -659,8 +734,9 @@ int cmd_store_open(bool create, struct sess_store **st)
     int rc = sess_store_open(home, p, st, err, sizeof err);
     if (rc == SESS_ERR_NOT_FOUND)
         return -1;
-    if (rc)
-        return cmd_fail(CMD_EXIT_SESSION, "cannot open the session store: %s", err);
+    if (rc) /* SQLite's failures are said as "database '...': reason" */
+        return cmd_fail(CMD_EXIT_SESSION, "%s%s", strncmp(err, "database '", 10) ? "cannot open the session store: " : "",
+                        err);
     if (sess_store_notice(*st))
         fprintf(stderr, "kvchat: note: %s\n", sess_store_notice(*st));
     return 0;

@@ -143,7 +143,7 @@ int sess_kv_init(struct sess_store *st, const struct llm_model *m, struct llm_ct
         if (sess_model_id(st, kv->fp, model_path, &kv->model_id)) {
             snprintf(err, err_size, "%s", sess_errmsg(st));
             sess_kv_free(kv);
-            return SESS_ERR;
+            return SESS_ERR_STORE;
         }
     }
     *out = kv;
@@ -342,7 +342,8 @@ int sess_kv_restore(struct sess_kv *kv, const int32_t *tokens, int64_t limit, st
 /* ==== storing ==== */
 
 /* Write block k (d, id) from the context's rows; record it. SESS_OK, or
- * SESS_ERR with why in the store's message and *err_no the write's errno. */
+ * SESS_ERR with why in the store's message and *err_no the write's errno
+ * (-1: recording it in the database failed). */
 static int write_block(struct sess_kv *kv, const struct kv_block_desc *d, const uint8_t id[32], int64_t t,
                        int64_t *bytes, int *err_no)
 {
@@ -356,17 +357,21 @@ static int write_block(struct sess_kv *kv, const struct kv_block_desc *d, const 
     if (kv_block_write(path, d, id, kv->rows_buf, err, sizeof err, err_no))
         return sess_fail(kv->st, "%s", err);
     *bytes = (int64_t)kv_block_file_bytes(d);
-    return sess_block_record(kv->st, d, id, kv->model_id, *bytes, t);
+    if (sess_block_record(kv->st, d, id, kv->model_id, *bytes, t)) {
+        *err_no = -1;
+        unlink(path); /* no row, no file */
+        return SESS_ERR;
+    }
+    return SESS_OK;
 }
 
 /* write_block, and when the disk is full, make room by evicting the least
  * recently used blocks and try once more */
 static int write_block_or_evict(struct sess_kv *kv, const struct kv_block_desc *d, const uint8_t id[32],
-                                int64_t t, int64_t *bytes)
+                                int64_t t, int64_t *bytes, int *err_no)
 {
-    int err_no;
-    int rc = write_block(kv, d, id, t, bytes, &err_no);
-    if (rc == SESS_OK || (err_no != ENOSPC && err_no != EDQUOT))
+    int rc = write_block(kv, d, id, t, bytes, err_no);
+    if (rc == SESS_OK || (*err_no != ENOSPC && *err_no != EDQUOT))
         return rc;
     char why[1024];
     snprintf(why, sizeof why, "%s", sess_errmsg(kv->st));
@@ -374,7 +379,7 @@ static int write_block_or_evict(struct sess_kv *kv, const struct kv_block_desc *
     struct sess_gc_stats gs;
     if (sess_store_bytes(kv->st, &total, NULL) == SESS_OK && total > 0 &&
         sess_evict(kv->st, total > need ? total - need : 0, &gs) == SESS_OK && gs.blocks > 0 &&
-        write_block(kv, d, id, t, bytes, &err_no) == SESS_OK)
+        write_block(kv, d, id, t, bytes, err_no) == SESS_OK)
         return SESS_OK;
     return sess_fail(kv->st, "%s (the disk is full: free space, or keep less with --cache-max)", why);
 }
@@ -399,11 +404,13 @@ int sess_kv_save(struct sess_kv *kv, const int32_t *tokens, int64_t n, struct se
             s->bytes += kv->rows[n_known++].bytes;
         } else if (!s->problem[0]) {
             int64_t bytes;
-            if (write_block_or_evict(kv, &d, kv->ids[k], t, &bytes) == SESS_OK) {
+            int err_no;
+            if (write_block_or_evict(kv, &d, kv->ids[k], t, &bytes, &err_no) == SESS_OK) {
                 s->written++;
                 s->bytes += bytes;
             } else { /* the rest is not written: the turn goes on without it */
                 snprintf(s->problem, sizeof s->problem, "cannot store the KV cache: %s", sess_errmsg(kv->st));
+                s->db_failed = err_no < 0 && !sess_store_full(kv->st);
             }
         }
     }

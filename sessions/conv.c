@@ -39,6 +39,8 @@
 #include "core/llm.h"
 #include "sessions/sess-int.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -76,9 +78,17 @@ struct sess_conv {
     int64_t sid;
     char *name;
     struct sess_lock *lock;
+    /* sampling: base is the conversation's own (from init and
+     * sess_conv_set_sampling); kept (bits 1 << SESS_PARAM_X, values in
+     * kept_s and kept_n) is what the session keeps; p.sampling is base
+     * with the kept ones over it, except those in p.given */
+    struct llm_sampler_params base_s, kept_s;
+    int32_t base_n, kept_n;
+    uint32_t kept;
     /* a remote engine (p.remote): no ctx, kv, smp, tokens */
     bool remote;
-    bool retokenized;        /* the session's messages got their ids here: save them all */
+    bool retokenized;        /* the session's messages got their ids here (or lost them, for
+                                a remote model taking over): save them all */
     uint8_t remote_fp[32];
     int64_t remote_model_id; /* its models row (-1: no store) */
     char err[1024];
@@ -137,6 +147,18 @@ static int keep_state(struct sess_conv *c, struct conv_msg *m)
     return SESS_OK;
 }
 
+/* the live sampler made for p.sampling, fresh from its seed */
+static void sampler_fresh(struct sess_conv *c)
+{
+    if (c->remote) /* the server samples */
+        return;
+    struct llm_sampler *s = llm_sampler_init(c->p.sampling, llm_model_n_vocab(c->m));
+    if (s) {
+        llm_sampler_free(c->smp);
+        c->smp = s;
+    }
+}
+
 /* the live sampler back to its state after the last answer (or fresh) */
 static void sampler_rewind(struct sess_conv *c)
 {
@@ -146,7 +168,7 @@ static void sampler_rewind(struct sess_conv *c)
         if (c->msgs[i].role == SESS_ROLE_ASSISTANT && c->msgs[i].state &&
             llm_sampler_state_load(c->smp, c->msgs[i].state, c->msgs[i].state_bytes) == 0)
             return;
-    sess_conv_set_sampling(c, c->p.sampling);
+    sampler_fresh(c);
 }
 
 /* ==== messages ==== */
@@ -482,18 +504,23 @@ static int replace_tokens(struct sess_conv *c, const int32_t *new, int64_t n)
 
 /* Extend the cache from the store's blocks up to limit positions. A
  * failure to read the index is not the turn's: it is said in r's
- * first_problem and what the cache lacks is computed. */
-static void restore_blocks(struct sess_conv *c, int64_t limit, struct sess_kv_restore *r)
+ * first_problem and what the cache lacks is computed; returns whether it
+ * was a failure of the database (then the caller reports it). */
+static bool restore_blocks(struct sess_conv *c, int64_t limit, struct sess_kv_restore *r)
 {
     memset(r, 0, sizeof *r);
     if (!c->st || c->p.no_cache || limit <= c->n_kv)
-        return;
+        return false;
+    bool failed = false;
     progress_begin(c, SESS_PROGRESS_RESTORE, limit);
-    if (sess_kv_restore(c->kv, c->tokens, limit, r))
+    if (sess_kv_restore(c->kv, c->tokens, limit, r)) {
         snprintf(r->first_problem, sizeof r->first_problem, "cannot read the KV cache's index: %.450s",
                  sess_errmsg(c->st));
+        failed = !sess_store_full(c->st);
+    }
     progress_end(c);
     c->n_kv = llm_ctx_n_past(c->ctx);
+    return failed;
 }
 
 /* logits for the next position after a truncation: compute the last token
@@ -514,6 +541,49 @@ static bool has_system(const struct sess_conv *c)
     return c->n_msgs > 0 && c->msgs[0].role == SESS_ROLE_SYSTEM;
 }
 
+const char *sess_param_key(enum sess_param k)
+{
+    static const char *const keys[SESS_PARAM_COUNT] = {"temp", "top_k", "top_p", "min_p", "repeat_penalty",
+                                                        "presence_penalty", "repeat_last_n", "seed", "n_predict"};
+    return (unsigned)k < SESS_PARAM_COUNT ? keys[k] : "?";
+}
+
+/* parameter k of (s, n_predict) as a number, and set from one */
+static double param_get(const struct llm_sampler_params *s, int32_t n_predict, enum sess_param k)
+{
+    switch (k) {
+    case SESS_PARAM_TEMP: return s->temp;
+    case SESS_PARAM_TOP_K: return s->top_k;
+    case SESS_PARAM_TOP_P: return s->top_p;
+    case SESS_PARAM_MIN_P: return s->min_p;
+    case SESS_PARAM_REPEAT_PENALTY: return s->repeat_penalty;
+    case SESS_PARAM_PRESENCE_PENALTY: return s->presence_penalty;
+    case SESS_PARAM_REPEAT_LAST_N: return s->penalty_last_n;
+    case SESS_PARAM_SEED: return (double)s->seed;
+    case SESS_PARAM_N_PREDICT: return n_predict;
+    case SESS_PARAM_COUNT: break;
+    }
+    return 0;
+}
+
+/* copy parameter k from (from, from_n) to (to, to_n) */
+static void param_copy(struct llm_sampler_params *to, int32_t *to_n, const struct llm_sampler_params *from,
+                       int32_t from_n, enum sess_param k)
+{
+    switch (k) {
+    case SESS_PARAM_TEMP: to->temp = from->temp; break;
+    case SESS_PARAM_TOP_K: to->top_k = from->top_k; break;
+    case SESS_PARAM_TOP_P: to->top_p = from->top_p; break;
+    case SESS_PARAM_MIN_P: to->min_p = from->min_p; break;
+    case SESS_PARAM_REPEAT_PENALTY: to->repeat_penalty = from->repeat_penalty; break;
+    case SESS_PARAM_PRESENCE_PENALTY: to->presence_penalty = from->presence_penalty; break;
+    case SESS_PARAM_REPEAT_LAST_N: to->penalty_last_n = from->penalty_last_n; break;
+    case SESS_PARAM_SEED: to->seed = from->seed; break;
+    case SESS_PARAM_N_PREDICT: *to_n = from_n; break;
+    case SESS_PARAM_COUNT: break;
+    }
+}
+
 /* the models row the session records */
 static int64_t model_id(const struct sess_conv *c)
 {
@@ -526,15 +596,95 @@ static const uint8_t *fingerprint(const struct sess_conv *c)
     return c->remote ? c->remote_fp : sess_kv_fingerprint(c->kv);
 }
 
-/* the sampling parameters as the session keeps them (JSON) */
+/* the parameters the session keeps, as JSON: only those in c->kept */
 static void params_json(const struct sess_conv *c, char *buf, size_t n)
 {
-    const struct llm_sampler_params *s = &c->p.sampling;
-    snprintf(buf, n,
-             "{\"temp\": %g, \"top_k\": %d, \"top_p\": %g, \"min_p\": %g, \"repeat_penalty\": %g, "
-             "\"presence_penalty\": %g, \"repeat_last_n\": %d, \"seed\": %llu, \"n_predict\": %d}",
-             (double)s->temp, (int)s->top_k, (double)s->top_p, (double)s->min_p, (double)s->repeat_penalty,
-             (double)s->presence_penalty, (int)s->penalty_last_n, (unsigned long long)s->seed, (int)c->p.n_predict);
+    size_t len = 0;
+    buf[0] = 0;
+    for (int k = 0; k < SESS_PARAM_COUNT && len + 2 < n; k++) {
+        if (!(c->kept & (1u << k)))
+            continue;
+        int w = k == SESS_PARAM_SEED
+                    ? snprintf(buf + len, n - len, "%s\"%s\": %llu", len ? ", " : "{", sess_param_key(k),
+                               (unsigned long long)c->kept_s.seed)
+                    : snprintf(buf + len, n - len, "%s\"%s\": %.9g", len ? ", " : "{", sess_param_key(k),
+                               param_get(&c->kept_s, c->kept_n, k));
+        if (w < 0 || (size_t)w >= n - len)
+            break;
+        len += (size_t)w;
+    }
+    snprintf(buf + len, n - len, "%s", len ? "}" : "{}");
+}
+
+/* Parse a session's parameters (a flat JSON object of numbers, as
+ * params_json writes and earlier releases wrote) into s and n_predict:
+ * the bits of the keys found. Unknown keys and malformed values are
+ * skipped. */
+static uint32_t params_parse(const char *json, struct llm_sampler_params *s, int32_t *n_predict)
+{
+    uint32_t found = 0;
+    if (!json)
+        return 0;
+    for (int k = 0; k < SESS_PARAM_COUNT; k++) {
+        char key[40];
+        snprintf(key, sizeof key, "\"%s\"", sess_param_key(k));
+        const char *at = strstr(json, key);
+        if (!at)
+            continue;
+        at += strlen(key);
+        while (*at == ' ')
+            at++;
+        if (*at++ != ':')
+            continue;
+        char *end;
+        errno = 0;
+        if (k == SESS_PARAM_SEED) {
+            while (*at == ' ')
+                at++;
+            unsigned long long v = *at == '-' ? 0 : strtoull(at, &end, 10);
+            if (*at == '-' || errno || end == at)
+                continue;
+            s->seed = v;
+        } else {
+            double v = strtod(at, &end);
+            if (errno || end == at || !isfinite(v) || v < -1e9 || v > 1e9)
+                continue;
+            struct llm_sampler_params tmp = *s;
+            int32_t tn = *n_predict;
+            switch (k) {
+            case SESS_PARAM_TEMP: tmp.temp = (float)v; break;
+            case SESS_PARAM_TOP_K: tmp.top_k = (int32_t)v; break;
+            case SESS_PARAM_TOP_P: tmp.top_p = (float)v; break;
+            case SESS_PARAM_MIN_P: tmp.min_p = (float)v; break;
+            case SESS_PARAM_REPEAT_PENALTY: tmp.repeat_penalty = (float)v; break;
+            case SESS_PARAM_PRESENCE_PENALTY: tmp.presence_penalty = (float)v; break;
+            case SESS_PARAM_REPEAT_LAST_N: tmp.penalty_last_n = (int32_t)v; break;
+            case SESS_PARAM_N_PREDICT: tn = (int32_t)v; break;
+            }
+            param_copy(s, n_predict, &tmp, tn, (enum sess_param)k);
+        }
+        found |= 1u << k;
+    }
+    return found;
+}
+
+/* p.sampling and n_predict made again: base, with the kept ones over it
+ * except those the user gave */
+static void params_effective(struct sess_conv *c)
+{
+    c->p.sampling = c->base_s;
+    c->p.n_predict = c->base_n;
+    for (int k = 0; k < SESS_PARAM_COUNT; k++)
+        if ((c->kept & (1u << k)) && !(c->p.given & (1u << k)))
+            param_copy(&c->p.sampling, &c->p.n_predict, &c->kept_s, c->kept_n, (enum sess_param)k);
+}
+
+/* the session keeps what the user gave this conversation */
+static void keep_given(struct sess_conv *c)
+{
+    c->kept = c->p.given;
+    c->kept_s = c->base_s;
+    c->kept_n = c->base_n;
 }
 
 /* Store the blocks of what the cache holds that the store lacks, and (in
@@ -546,13 +696,15 @@ static void save_blocks(struct sess_conv *c, struct sess_turn_stats *ts)
         return;
     struct sess_kv_save s;
     const char *why = NULL;
+    bool db = false; /* the database failed (else a block file could not be written) */
     if (sess_kv_save(c->kv, c->tokens, c->n_kv, &s))
-        why = sess_errmsg(c->st);
+        why = sess_errmsg(c->st), db = true;
     else if (s.problem[0])
-        why = s.problem;
+        why = s.problem, db = s.db_failed;
     if (!why && attached(c) && sess_set_blocks(c->st, c->sid, 0, (const uint8_t(*)[32])s.ids, s.n_ids))
-        why = sess_errmsg(c->st);
+        why = sess_errmsg(c->st), db = true;
     if (ts) {
+        ts->store_failed |= db && !sess_store_full(c->st);
         ts->blocks_written = s.written;
         ts->kv_bytes_disk = s.bytes;
         if (why && !ts->kv_problem[0])
@@ -595,11 +747,19 @@ static int persist(struct sess_conv *c, int64_t from, struct sess_turn_stats *ts
                 changed += c->msgs[i].n_tokens;
         char params[512];
         params_json(c, params, sizeof params);
-        int rc = sess_write_messages(c->st, c->sid, from, r, n, (changed + SESS_BLOCK_TOKENS - 1) / SESS_BLOCK_TOKENS,
-                                     model_id(c), params);
+        int64_t first_block = (changed + SESS_BLOCK_TOKENS - 1) / SESS_BLOCK_TOKENS;
+        int rc = sess_write_messages(c->st, c->sid, from, r, n, first_block, model_id(c), params);
+        /* a full disk: the KV cache gives way to the conversation */
+        if (rc && sess_store_full(c->st) && sess_store_make_room(c->st) == SESS_OK) {
+            rc = sess_write_messages(c->st, c->sid, from, r, n, first_block, model_id(c), params);
+            if (ts && sess_store_notice(c->st)) /* said once, with the turn */
+                snprintf(ts->kv_problem, sizeof ts->kv_problem, "%.500s", sess_store_notice(c->st));
+        }
         free(r);
-        if (rc)
-            return cfail(c, "cannot save the conversation: %s", sess_errmsg(c->st));
+        if (rc) {
+            cfail(c, "cannot save the conversation: %s", sess_errmsg(c->st));
+            return SESS_ERR_STORE;
+        }
         c->retokenized = false;
     }
     if (c->n_kv == c->n_tokens)
@@ -685,6 +845,9 @@ int sess_conv_init(struct sess_store *st, struct sess_conv_params p, struct sess
     c->p = p;
     c->st = st;
     c->sid = -1;
+    c->base_s = p.sampling;
+    c->base_n = p.n_predict;
+    keep_given(c);
     if (p.remote.answer)
         return init_remote(c, out, err, err_size);
     if (!c->ctx || !c->m || !c->v || llm_ctx_n_past(c->ctx) != 0) {
@@ -704,9 +867,10 @@ int sess_conv_init(struct sess_store *st, struct sess_conv_params p, struct sess
         return SESS_ERR;
     }
     /* the model's fingerprint is computed only with a store */
-    if (sess_kv_init(st, c->m, c->ctx, c->model_path, &c->kv, err, err_size)) {
+    int rc = sess_kv_init(st, c->m, c->ctx, c->model_path, &c->kv, err, err_size);
+    if (rc) {
         sess_conv_free(c);
-        return SESS_ERR;
+        return rc;
     }
     if (start_with_system(c, p.system)) {
         snprintf(err, err_size, "%s", c->err);
@@ -758,7 +922,12 @@ const char *sess_conv_session_name(const struct sess_conv *c) { return c->name; 
 int64_t sess_conv_n_messages(const struct sess_conv *c) { return c->n_msgs; }
 int64_t sess_conv_n_tokens(const struct sess_conv *c) { return c->n_tokens; }
 const int32_t *sess_conv_tokens(const struct sess_conv *c) { return c->tokens; }
-struct sess_conv_params sess_conv_get_params(const struct sess_conv *c) { return c->p; }
+struct sess_conv_params sess_conv_get_params(const struct sess_conv *c)
+{
+    struct sess_conv_params p = c->p;
+    p.given |= c->kept; /* set: by the user or kept by the session */
+    return p;
+}
 
 enum sess_role sess_conv_message(const struct sess_conv *c, int64_t i, const char **text)
 {
@@ -776,19 +945,49 @@ int64_t sess_conv_n_exchanges(const struct sess_conv *c)
 
 void sess_conv_set_sampling(struct sess_conv *c, struct llm_sampler_params p)
 {
-    c->p.sampling = p;
-    if (c->remote) /* the server samples */
-        return;
-    struct llm_sampler *s = llm_sampler_init(p, llm_model_n_vocab(c->m));
-    if (s) {
-        llm_sampler_free(c->smp);
-        c->smp = s;
-    }
+    c->base_s = p;
+    params_effective(c);
+    sampler_fresh(c); /* (a remote engine: the server samples) */
 }
 
 void sess_conv_set_n_predict(struct sess_conv *c, int32_t n_predict)
 {
-    c->p.n_predict = n_predict;
+    c->base_n = n_predict;
+    params_effective(c);
+}
+
+int sess_conv_keep_params(struct sess_conv *c, struct llm_sampler_params p, int32_t n_predict, uint32_t which)
+{
+    which &= (1u << SESS_PARAM_COUNT) - 1;
+    for (int k = 0; k < SESS_PARAM_COUNT; k++) {
+        if (!(which & (1u << k)))
+            continue;
+        param_copy(&c->base_s, &c->base_n, &p, n_predict, (enum sess_param)k);
+        param_copy(&c->kept_s, &c->kept_n, &p, n_predict, (enum sess_param)k);
+    }
+    c->kept |= which;
+    c->p.given |= which; /* and over any session this conversation goes to */
+    params_effective(c);
+    /* the random state goes on with the new parameters, unless re-seeded */
+    if (!c->remote) { /* (a remote engine: the server samples) */
+        int64_t need = llm_sampler_state_save(c->smp, NULL, 0);
+        size_t size = (size_t)(need < 0 ? -need : need);
+        void *state = (which & (1u << SESS_PARAM_SEED)) ? NULL : malloc(size ? size : 1);
+        int64_t got = state ? llm_sampler_state_save(c->smp, state, size) : -1;
+        sampler_fresh(c);
+        if (got > 0)
+            llm_sampler_state_load(c->smp, state, (size_t)got);
+        free(state);
+    }
+    if (!attached(c) || c->p.no_cache)
+        return SESS_OK;
+    char params[512];
+    params_json(c, params, sizeof params);
+    if (sess_set_params(c->st, c->sid, params)) {
+        cfail(c, "cannot save the parameters: %s", sess_errmsg(c->st));
+        return SESS_ERR_STORE;
+    }
+    return SESS_OK;
 }
 
 /* a conversation of system prompt `system` alone, with a fresh sampler;
@@ -801,13 +1000,15 @@ static int restart(struct sess_conv *c, const char *system)
         return cfail(c, "out of memory");
     int rc = start_with_system(c, sys);
     free(sys);
-    sess_conv_set_sampling(c, c->p.sampling);
+    sampler_fresh(c);
     return rc;
 }
 
 int sess_conv_reset(struct sess_conv *c, const char *system)
 {
     leave_session(c);
+    keep_given(c);
+    params_effective(c);
     return restart(c, system);
 }
 
@@ -1045,7 +1246,7 @@ static int prepare(struct sess_conv *c, volatile sig_atomic_t *interrupt, struct
     struct sess_kv_restore r;
     int64_t before = c->n_kv;
     /* the last token is always computed: its logits are the answer's start */
-    restore_blocks(c, c->n_tokens - 1, &r);
+    ts->store_failed |= restore_blocks(c, c->n_tokens - 1, &r);
     ts->restored_tokens = c->n_kv > before ? c->n_kv - before : 0;
     ts->restored_blocks = r.blocks;
     ts->restore_ms = r.ms;
@@ -1077,7 +1278,8 @@ static int remote_turn(struct sess_conv *c, int64_t keep, const char *user_text,
     a.prompt_tokens = a.cached_tokens = a.generated_tokens = -1;
     a.ttft_ms = a.prefill_tok_s = a.decode_tok_s = -1;
     a.stop_reason = "stop";
-    int rc = c->p.remote.answer(c->p.remote.ud, cm, (size_t)keep + (user_text != NULL), &c->p, on_text, ud,
+    struct sess_conv_params p = sess_conv_get_params(c); /* what is set goes to the server */
+    int rc = c->p.remote.answer(c->p.remote.ud, cm, (size_t)keep + (user_text != NULL), &p, on_text, ud,
                                 interrupt, &a);
     free(cm);
     if (rc != SESS_OK) {
@@ -1253,7 +1455,7 @@ static int retokenize_from(struct sess_conv *c, int64_t from)
             n = m.n_tokens;
             m.tokens = NULL;
             rc = SESS_OK;
-        } else if (m.role == SESS_ROLE_ASSISTANT) { /* not generated here (a remote model's): its text */
+        } else if (m.role == SESS_ROLE_ASSISTANT) { /* no ids recorded (a remote model's): its text, plain */
             struct llm_tokenize_params tp = llm_tokenize_default_params();
             tp.add_special = false;
             tp.parse_special = false;
@@ -1340,7 +1542,7 @@ int sess_conv_set_system(struct sess_conv *c, const char *system)
 
 /* a session's messages, as the conversation's (their tokens made again
  * where they were not recorded); on failure the conversation is unchanged */
-static int load_messages(struct sess_conv *c, const struct sess_message *msgs, int64_t n)
+static int load_messages(struct sess_conv *c, const struct sess_message *msgs, int64_t n, bool retokenize)
 {
     struct sess_conv tmp = *c; /* build into a copy, then swap */
     tmp.msgs = NULL;
@@ -1351,14 +1553,14 @@ static int load_messages(struct sess_conv *c, const struct sess_message *msgs, i
     if (!tmp.tokens)
         return cfail(c, "out of memory");
     /* a message with text and no ids was not recorded (a remote engine's) */
-    bool all_tokens = true;
+    bool all_tokens = !retokenize;
     for (int64_t i = 0; i < n; i++)
         all_tokens &= msgs[i].tokens != NULL || (msgs[i].n_tokens == 0 && !msgs[i].text[0]);
     int rc = SESS_OK;
     for (int64_t i = 0; i < n && rc == SESS_OK; i++) {
         int64_t nt = all_tokens ? msgs[i].n_tokens : 0;
-        if (c->remote) /* kept as recorded (saved again as they are), never used */
-            nt = msgs[i].tokens ? msgs[i].n_tokens : 0;
+        if (c->remote) /* kept as recorded (saved again as they are), never used; another model's dropped */
+            nt = msgs[i].tokens && !retokenize ? msgs[i].n_tokens : 0;
         else if (tmp.n_tokens + nt > tmp.n_ctx)
             rc = cfail(&tmp, "the session has more tokens than the context holds (-c %lld is too small)",
                        (long long)tmp.n_ctx);
@@ -1370,7 +1572,7 @@ static int load_messages(struct sess_conv *c, const struct sess_message *msgs, i
         if (rc == SESS_OK && msgs[i].stop_reason)
             snprintf(tmp.msgs[tmp.n_msgs - 1].stop, sizeof tmp.msgs[tmp.n_msgs - 1].stop, "%s",
                      msgs[i].stop_reason);
-        if (rc == SESS_OK && msgs[i].sampler_state) {
+        if (rc == SESS_OK && msgs[i].sampler_state && !retokenize) {
             struct conv_msg *m = &tmp.msgs[tmp.n_msgs - 1];
             m->state = malloc(msgs[i].sampler_state_bytes ? msgs[i].sampler_state_bytes : 1);
             if (!m->state)
@@ -1446,6 +1648,8 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
         c->sid = sid;
         c->lock = lock;
         c->name = dup;
+        keep_given(c);
+        params_effective(c);
         return persist(c, 0, NULL);
     }
     struct sess_message *msgs;
@@ -1454,30 +1658,42 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
     if (sess_get(c->st, sid, &info)) {
         sess_unlock(lock);
         free(dup);
-        return cfail(c, "%s", sess_errmsg(c->st));
+        cfail(c, "%s", sess_errmsg(c->st));
+        return SESS_ERR_STORE;
+    }
+    /* its own model (local at any context size, or the same remote entry),
+     * or (asked for) this one, with its history tokenized again */
+    bool other = memcmp(info.fingerprint, fingerprint(c), 32) != 0 &&
+                 (c->remote || memcmp(info.fingerprint, sess_kv_fingerprint_other(c->kv), 32) != 0);
+    if (other && !c->p.switch_model) {
+        cfail(c, "session '%s' was saved with model '%s', not '%s'", name,
+              info.model_path && info.model_path[0] ? info.model_path : "?", c->model_path);
+        sess_info_free(&info);
+        sess_unlock(lock);
+        free(dup);
+        return SESS_ERR_MODEL;
     }
     if (sess_messages(c->st, sid, &msgs, &n)) {
         sess_info_free(&info);
         sess_unlock(lock);
         free(dup);
-        return cfail(c, "%s", sess_errmsg(c->st));
+        cfail(c, "%s", sess_errmsg(c->st));
+        return SESS_ERR_STORE;
     }
-    rc = load_messages(c, msgs, n);
+    rc = load_messages(c, msgs, n, other);
     sess_messages_free(msgs, n);
-    if (rc == SESS_OK && c->remote && memcmp(info.fingerprint, fingerprint(c), 32)) {
+    if (rc == SESS_OK && other)
         snprintf(rs->first_problem, sizeof rs->first_problem,
-                 "session '%s' was saved with another model ('%s'): its next answers come from '%s'",
-                 name, info.model_path ? info.model_path : "?", c->model_path);
-    } else if (rc == SESS_OK && !c->remote && memcmp(info.fingerprint, fingerprint(c), 32) && !c->p.no_cache) {
-        if (!memcmp(info.fingerprint, sess_kv_fingerprint_other(c->kv), 32)) /* phi3's RoPE factors */
-            snprintf(rs->first_problem, sizeof rs->first_problem,
-                     "session '%s' was saved with this model at another context size, which changes its "
-                     "RoPE: its KV cache is computed again", name);
-        else
-            snprintf(rs->first_problem, sizeof rs->first_problem,
-                     "session '%s' was saved with another model ('%s'): its KV cache is computed again", name,
-                     info.model_path ? info.model_path : "?");
-    }
+                 "session '%.60s' was saved with model '%.150s': it goes on with '%.150s', %s", name,
+                 info.model_path && info.model_path[0] ? info.model_path : "?", c->model_path,
+                 c->remote ? "which answers from now on" : "its history computed again and its sampler started afresh");
+    else if (rc == SESS_OK && !c->remote && memcmp(info.fingerprint, fingerprint(c), 32) && !c->p.no_cache)
+        snprintf(rs->first_problem, sizeof rs->first_problem, /* phi3's RoPE factors */
+                 "session '%.60s' was saved with this model at another context size, which changes its "
+                 "RoPE: its KV cache is computed again", name);
+    struct llm_sampler_params kept_s = c->base_s;
+    int32_t kept_n = c->base_n;
+    uint32_t kept = params_parse(info.params, &kept_s, &kept_n);
     sess_info_free(&info);
     if (rc) {
         sess_unlock(lock);
@@ -1488,7 +1704,22 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
     c->sid = sid;
     c->lock = lock;
     c->name = dup;
-    sampler_rewind(c);
+    /* the session's parameters, under what the user gave; its sampler
+     * goes on from its last answer, unless a seed was given */
+    c->kept = kept;
+    c->kept_s = kept_s;
+    c->kept_n = kept_n;
+    params_effective(c);
+    sampler_fresh(c);
+    if (!(c->p.given & (1u << SESS_PARAM_SEED)))
+        sampler_rewind(c);
+    /* switched: the session is this model's now, its messages with this
+     * model's ids (a remote one's: none, saved with its first answer, so
+     * that a server that fails leaves the session as it was) */
+    if (other && c->remote)
+        c->retokenized = true;
+    else if (other && (rc = persist(c, 0, NULL)))
+        return rc;
     if (c->remote) {
         /* nothing to restore: the server keeps its own cache */
     } else if (c->p.no_cache) { /* recomputed at the first turn */
@@ -1497,7 +1728,7 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
     } else {
         struct sess_kv_restore r;
         int64_t before = c->n_kv;
-        restore_blocks(c, c->n_tokens, &r);
+        rs->store_failed = restore_blocks(c, c->n_tokens, &r);
         rs->restored_tokens = c->n_kv - before;
         rs->restored_blocks = r.blocks;
         rs->damaged = r.damaged;

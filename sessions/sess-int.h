@@ -16,6 +16,12 @@
 
 /* set the store's message; returns SESS_ERR */
 int sess_fail(struct sess_store *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* was the last database failure SQLite's "database or disk is full"? */
+bool sess_store_full(const struct sess_store *st);
+/* The disk is full: give up the store's reserve and evict KV blocks (the
+ * least recently used, unpinned first) to make room; the notice says so.
+ * SESS_OK if any room was made. */
+int sess_store_make_room(struct sess_store *st);
 /* the home directory the store is in, borrowed */
 const char *sess_store_home(const struct sess_store *st);
 /* $home/kv/xx/<hex id>.kvblk into buf; with mkdir, the xx directory is made.
@@ -95,6 +101,8 @@ struct sess_msg_rec {
  */
 int sess_write_messages(struct sess_store *st, int64_t id, int64_t from, const struct sess_msg_rec *m,
                         int64_t n, int64_t first_block, int64_t model_id, const char *params);
+/* the session's sampling parameters become params (JSON) */
+int sess_set_params(struct sess_store *st, int64_t id, const char *params);
 /* the session's blocks from index `from` on become ids[0..n) (one transaction) */
 int sess_set_blocks(struct sess_store *st, int64_t id, int64_t from, const uint8_t (*ids)[32], int64_t n);
 
@@ -111,7 +119,7 @@ struct sess_kv;
 
 /* The block cache of ctx (borrowed), a context of model m, over st
  * (borrowed; may be NULL: then nothing is read or written). Free with
- * sess_kv_free. */
+ * sess_kv_free. SESS_OK, SESS_ERR, or SESS_ERR_STORE (the database). */
 int sess_kv_init(struct sess_store *st, const struct llm_model *m, struct llm_ctx *ctx, const char *model_path,
                  struct sess_kv **out, char *err, size_t err_size);
 void sess_kv_free(struct sess_kv *kv);
@@ -146,6 +154,7 @@ struct sess_kv_save {
     int64_t written;     /* block files written */
     int64_t bytes;       /* bytes of the covering blocks' files */
     char problem[512];   /* why a block could not be written, or "" */
+    bool db_failed;      /* problem is a failure of the database (not a full disk) */
 };
 /*
  * Store the blocks of tokens[0..n) (all in the context) that the store does

@@ -41,6 +41,8 @@ enum sess_status {
     SESS_ERR_NOT_FOUND = -5,   /* no such session (or, opening without create, no store) */
     SESS_ERR_REMOTE = -6,      /* a remote engine gave no answer: nothing changed (the
                                   message says why; the engine's caller knows the kind) */
+    SESS_ERR_MODEL = -7,       /* the session belongs to another model (see switch_model) */
+    SESS_ERR_STORE = -8,       /* the store failed (its database or files): the message says why */
 };
 
 /* ==== the store ==== */
@@ -253,6 +255,15 @@ struct sess_remote {
     void *ud;                /* borrowed: must outlive the conversation */
 };
 
+/* the sampling parameters a session keeps (as JSON, kvchat-files(5)) */
+enum sess_param {
+    SESS_PARAM_TEMP, SESS_PARAM_TOP_K, SESS_PARAM_TOP_P, SESS_PARAM_MIN_P, SESS_PARAM_REPEAT_PENALTY,
+    SESS_PARAM_PRESENCE_PENALTY, SESS_PARAM_REPEAT_LAST_N, SESS_PARAM_SEED, SESS_PARAM_N_PREDICT,
+    SESS_PARAM_COUNT
+};
+/* the JSON key of a parameter ("temp", "top_k", ...) */
+const char *sess_param_key(enum sess_param k);
+
 struct sess_conv_params {
     /* the engine: a remote one when remote.answer is set (model, vocab, ctx
      * and tmpl are then unused: NULL), else a local model (borrowed; must
@@ -273,11 +284,20 @@ struct sess_conv_params {
                                     whole conversation each turn (for comparison); an
                                     attached session is then only read */
     int64_t cache_max;           /* bytes of blocks the store keeps (LRU eviction); <= 0: no limit */
+    /* bits 1 << SESS_PARAM_X of sampling and n_predict the user set: a new
+     * session keeps them (and only them); over an existing session's own
+     * they hold for this conversation without being saved; a set seed
+     * re-seeds the sampler from the next answer on */
+    uint32_t given;
+    /* attaching to a session saved with another model goes on with this
+     * one (the history computed again) instead of failing SESS_ERR_MODEL */
+    bool switch_model;
 };
 struct sess_conv_params sess_conv_default_params(void);
 
 /* A conversation over store st (borrowed; NULL: nothing on disk). It owns
- * p.ctx from the call on, even when it fails. Free with sess_conv_free. */
+ * p.ctx from the call on, even when it fails. Free with sess_conv_free.
+ * SESS_OK, SESS_ERR, or SESS_ERR_STORE (the store's database failed). */
 int sess_conv_init(struct sess_store *st, struct sess_conv_params p, struct sess_conv **out, char *err,
                    size_t err_size);
 void sess_conv_free(struct sess_conv *c);
@@ -295,6 +315,9 @@ struct sess_restore_stats {
     int64_t damaged;          /* blocks found missing, damaged or foreign (and dropped) */
     double ms;                /* wall time of the restore */
     char first_problem[512];  /* the first problem, for one line on stderr */
+    bool store_failed;        /* the store's database failed (first_problem says how): what
+                                 was not restored is computed, but the caller should say so
+                                 as a session error */
 };
 
 /*
@@ -308,7 +331,11 @@ struct sess_restore_stats {
  * left (it stays saved). The session stays locked for writing until the
  * conversation leaves it. On failure the conversation is as it was.
  * SESS_ERR_BUSY when the session is in use, SESS_ERR_NOT_FOUND when it does
- * not exist and !create.
+ * not exist and !create, SESS_ERR_MODEL when it was saved with another
+ * model (unless p.switch_model: then its messages are tokenized again for
+ * this model, its sampler starts afresh, and rs->first_problem says so).
+ * The session's saved sampling parameters replace the conversation's,
+ * except those in p.given.
  */
 int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct sess_restore_stats *rs);
 /* the session id (-1 when not attached) and name (NULL), borrowed */
@@ -342,6 +369,9 @@ struct sess_turn_stats {
     int64_t blocks_written;   /* block files written after the turn */
     char kv_problem[512];     /* a block found damaged, or one that could not be written
                                  (the turn is saved all the same): one line for stderr */
+    bool store_failed;        /* kv_problem is a failure of the store's database (not a
+                                 full disk): the turn is saved, but the caller should say
+                                 so as a session error */
 };
 
 /* What a conversation is doing before an answer (sess_conv_say, _retry,
@@ -387,6 +417,13 @@ int sess_conv_set_system(struct sess_conv *c, const char *system);
 void sess_conv_set_sampling(struct sess_conv *c, struct llm_sampler_params p);
 /* most tokens per answer from now on (<= 0: until the context is full) */
 void sess_conv_set_n_predict(struct sess_conv *c, int32_t n_predict);
+/* Set the parameters named by which (bits 1 << SESS_PARAM_X) from p and
+ * n_predict, as the user's own (/set): the session keeps them (saved now,
+ * when attached). The sampler keeps its random state unless the seed is
+ * among them (then it is re-seeded). SESS_OK, or SESS_ERR_STORE. */
+int sess_conv_keep_params(struct sess_conv *c, struct llm_sampler_params p, int32_t n_predict, uint32_t which);
+/* the conversation's parameters; given has the bits of those set, by the
+ * user or kept by the session (what a remote engine is sent) */
 struct sess_conv_params sess_conv_get_params(const struct sess_conv *c);
 
 int64_t sess_conv_n_messages(const struct sess_conv *c);

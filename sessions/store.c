@@ -38,6 +38,8 @@ struct sess_store {
     char path[PATH_MAX + 16]; /* of kvchat.db */
     char err[1024];
     char notice[PATH_MAX + 256];
+    int db_rc;          /* SQLite's code of the last failure */
+    bool checked;       /* the whole database was checked after a failure */
     /* statements of the hot paths, prepared once */
     sqlite3_stmt *find_block, *child_le, *child_gt;
 };
@@ -63,11 +65,50 @@ int sess_fail(struct sess_store *st, const char *fmt, ...)
     return SESS_ERR;
 }
 
-/* SQLite's reason for the last failure, in the one form users see */
+/* the first problem PRAGMA quick_check (of table, or of all when NULL)
+ * finds, into buf; "" when it finds none (or cannot run) */
+static void quick_check(struct sess_store *st, const char *table, char *buf, size_t n)
+{
+    char sql[96];
+    sqlite3_stmt *s = NULL;
+    buf[0] = 0;
+    snprintf(sql, sizeof sql, table ? "PRAGMA quick_check(%s)" : "PRAGMA quick_check", table);
+    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) {
+        snprintf(buf, n, "%s", sqlite3_errmsg(st->db));
+        return;
+    }
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) { /* the first line that is not a heading */
+        const char *t = (const char *)sqlite3_column_text(s, 0);
+        if (t && strcmp(t, "ok") && strncmp(t, "*** ", 4)) {
+            snprintf(buf, n, "%s", t);
+            break;
+        }
+    }
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+        snprintf(buf, n, "%s", sqlite3_errmsg(st->db));
+    }
+    sqlite3_finalize(s);
+}
+
+/* SQLite's reason for the last failure, in the one form users see; a
+ * damaged database is checked once, and the first damage found is said */
 static int db_fail(struct sess_store *st)
 {
-    return sess_fail(st, "database '%s': %s", st->path, sqlite3_errmsg(st->db));
+    st->db_rc = sqlite3_errcode(st->db);
+    char reason[512];
+    snprintf(reason, sizeof reason, "%s", sqlite3_errmsg(st->db));
+    if ((st->db_rc == SQLITE_CORRUPT || st->db_rc == SQLITE_NOTADB) && !st->checked) {
+        char found[384];
+        st->checked = true;
+        quick_check(st, NULL, found, sizeof found);
+        if (found[0] && strcmp(found, reason))
+            return sess_fail(st, "database '%s': %s (PRAGMA quick_check: %s)", st->path, reason, found);
+    }
+    return sess_fail(st, "database '%s': %s", st->path, reason);
 }
+
+bool sess_store_full(const struct sess_store *st) { return st->db_rc == SQLITE_FULL; }
 
 const char *sess_errmsg(const struct sess_store *st) { return st->err; }
 const char *sess_store_notice(const struct sess_store *st) { return st->notice[0] ? st->notice : NULL; }
@@ -84,12 +125,8 @@ static int64_t now(void) { return (int64_t)time(NULL); }
 
 static int exec(struct sess_store *st, const char *sql)
 {
-    char *msg = NULL;
-    if (sqlite3_exec(st->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-        sess_fail(st, "database '%s': %s", st->path, msg ? msg : sqlite3_errmsg(st->db));
-        sqlite3_free(msg);
-        return SESS_ERR;
-    }
+    if (sqlite3_exec(st->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+        return db_fail(st);
     return SESS_OK;
 }
 
@@ -444,6 +481,89 @@ static void drop_segment_files(struct sess_store *st)
              st->path);
 }
 
+/* The tables that hold what cannot be computed again (and the small
+ * ones) are checked at every open, so damage is said before anything is
+ * read or written (milliseconds: they are small). The block index is only
+ * a cache, and may be large: damage there is found when it is read. */
+static int check_tables(struct sess_store *st)
+{
+    static const char *const tables[] = {"models", "fingerprints", "sessions", "messages", "session_blocks",
+                                         "block_totals"};
+    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
+        char found[512];
+        quick_check(st, tables[i], found, sizeof found);
+        if (found[0] && !strcmp(found, sqlite3_errstr(SQLITE_CORRUPT)))
+            return sess_fail(st, "database '%s': %s", st->path, found);
+        if (found[0])
+            return sess_fail(st, "database '%s': %s (PRAGMA quick_check: %s)", st->path,
+                             sqlite3_errstr(SQLITE_CORRUPT), found);
+    }
+    return SESS_OK;
+}
+
+/* ==== a full disk ====
+ * The store keeps RESERVE_BYTES of the disk in a file ($home/reserve), so
+ * that on a full disk the index can still be opened (SQLite needs room
+ * for its WAL and shared memory) and KV blocks evicted to make room. */
+#define RESERVE_BYTES ((int64_t)1 << 20)
+
+static void reserve_path(const struct sess_store *st, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/reserve", st->home);
+}
+
+/* the reserve made if absent: best effort (none on a full disk) */
+static void reserve_make(struct sess_store *st)
+{
+    char path[PATH_MAX + 16], tmp[PATH_MAX + 48];
+    struct stat sb;
+    reserve_path(st, path, sizeof path);
+    if (stat(path, &sb) == 0 && sb.st_size >= RESERVE_BYTES)
+        return;
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    static const char zeros[65536];
+    int64_t done = 0;
+    while (done < RESERVE_BYTES) { /* written, not sparse: the space is really taken */
+        ssize_t w = write(fd, zeros, sizeof zeros);
+        if (w <= 0)
+            break;
+        done += w;
+    }
+    bool ok = done >= RESERVE_BYTES && fsync(fd) == 0;
+    close(fd);
+    if (!ok || rename(tmp, path) != 0)
+        unlink(tmp);
+}
+
+/* give the reserve up: true if there was one */
+static bool reserve_free(struct sess_store *st)
+{
+    char path[PATH_MAX + 16];
+    reserve_path(st, path, sizeof path);
+    return unlink(path) == 0;
+}
+
+int sess_store_make_room(struct sess_store *st)
+{
+    int64_t total;
+    struct sess_gc_stats gs = {0};
+    bool had = reserve_free(st);
+    int rc = sess_store_bytes(st, &total, NULL);
+    if (rc == SESS_OK && total > 0)
+        rc = sess_evict(st, total > 2 * RESERVE_BYTES ? total - 2 * RESERVE_BYTES : 0, &gs);
+    if (gs.bytes > 0 || had)
+        reserve_make(st);
+    char kib[64];
+    snprintf(kib, sizeof kib, "%.1f KiB", (double)gs.bytes / 1024);
+    snprintf(st->notice, sizeof st->notice,
+             "the disk of '%s' is full: %s of KV blocks %s evicted to go on; free space there (or keep "
+             "less KV with --cache-max)", st->home, gs.bytes ? kib : "no", gs.bytes ? "were" : "could be");
+    return gs.bytes > 0 || had ? SESS_OK : SESS_ERR;
+}
+
 struct sess_store_params sess_store_default_params(void)
 {
     struct sess_store_params p = {.create = true};
@@ -485,20 +605,36 @@ int sess_store_open(const char *home, struct sess_store_params p, struct sess_st
     snprintf(dir, sizeof dir, "%s/locks", home);
     mkdirs(dir);
     int flags = SQLITE_OPEN_READWRITE | (p.create ? SQLITE_OPEN_CREATE : 0);
-    if (sqlite3_open_v2(st->path, &st->db, flags, NULL) != SQLITE_OK) {
-        snprintf(err, err_size, "database '%s': %s", st->path, st->db ? sqlite3_errmsg(st->db) : "out of memory");
+    bool freed = false; /* the reserve was given up to open on a full disk */
+    for (;;) {
+        st->db_rc = 0;
+        int rc = sqlite3_open_v2(st->path, &st->db, flags, NULL);
+        if (rc == SQLITE_OK) {
+            sqlite3_busy_timeout(st->db, 5000);
+            if (exec(st, "PRAGMA journal_mode=WAL") || exec(st, "PRAGMA foreign_keys=ON") ||
+                exec(st, "PRAGMA synchronous=NORMAL") || migrate(st) || check_tables(st))
+                rc = SQLITE_ERROR;
+        } else {
+            snprintf(st->err, sizeof st->err, "database '%.900s': %s", st->path,
+                     st->db ? sqlite3_errmsg(st->db) : "out of memory");
+        }
+        if (rc == SQLITE_OK)
+            break;
+        int code = st->db_rc ? st->db_rc & 0xff : st->db ? sqlite3_errcode(st->db) & 0xff : SQLITE_NOMEM;
         sqlite3_close(st->db);
-        free(st);
-        return SESS_ERR;
-    }
-    sqlite3_busy_timeout(st->db, 5000);
-    if (exec(st, "PRAGMA journal_mode=WAL") || exec(st, "PRAGMA foreign_keys=ON") ||
-        exec(st, "PRAGMA synchronous=NORMAL") || migrate(st)) {
+        st->db = NULL;
+        if (!freed && (code == SQLITE_FULL || code == SQLITE_IOERR || code == SQLITE_CANTOPEN) && reserve_free(st)) {
+            freed = true;
+            continue;
+        }
         snprintf(err, err_size, "%s", st->err);
-        sqlite3_close(st->db);
         free(st);
         return SESS_ERR;
     }
+    if (freed)
+        sess_store_make_room(st);
+    else
+        reserve_make(st);
     *out = st;
     return SESS_OK;
 }
@@ -975,6 +1111,17 @@ int sess_write_messages(struct sess_store *st, int64_t id, int64_t from, const s
         rc = s ? step_done(st, s) : SESS_ERR;
     }
     return finish(st, rc);
+}
+
+int sess_set_params(struct sess_store *st, int64_t id, const char *params)
+{
+    sqlite3_stmt *s = prep(st, "UPDATE sessions SET params = ?2, updated = ?3 WHERE id = ?1");
+    if (!s)
+        return SESS_ERR;
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_text(s, 2, params, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, now());
+    return step_done(st, s);
 }
 
 static void message_row(sqlite3_stmt *s, void *elt)

@@ -21,6 +21,7 @@
 #include "sessions/sess.h"
 
 #include <errno.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,13 +30,58 @@
 /* block writes that find the disk full (-Wl,--wrap=write) */
 ssize_t __real_write(int fd, const void *p, size_t n);
 static int enospc; /* all writes fail with ENOSPC */
+static int disk_full; /* ours and SQLite's writes fail with ENOSPC until a file is removed */
 ssize_t __wrap_write(int fd, const void *p, size_t n)
 {
-    if (enospc) {
+    if (enospc || disk_full) {
         errno = ENOSPC;
         return -1;
     }
     return __real_write(fd, p, n);
+}
+int __real_unlink(const char *path);
+int __wrap_unlink(const char *path)
+{
+    int rc = __real_unlink(path);
+    if (rc == 0)
+        disk_full = 0; /* room again */
+    return rc;
+}
+/* SQLite's writes, through its VFS's system call table */
+static sqlite3_syscall_ptr real_sq_write, real_sq_pwrite, real_sq_pwrite64;
+static ssize_t sq_write(int fd, const void *p, size_t n)
+{
+    if (disk_full) {
+        errno = ENOSPC;
+        return -1;
+    }
+    return ((ssize_t(*)(int, const void *, size_t))real_sq_write)(fd, p, n);
+}
+static ssize_t sq_pwrite(int fd, const void *p, size_t n, off_t o)
+{
+    if (disk_full) {
+        errno = ENOSPC;
+        return -1;
+    }
+    return ((ssize_t(*)(int, const void *, size_t, off_t))real_sq_pwrite)(fd, p, n, o);
+}
+static ssize_t sq_pwrite64(int fd, const void *p, size_t n, off_t o)
+{
+    if (disk_full) {
+        errno = ENOSPC;
+        return -1;
+    }
+    return ((ssize_t(*)(int, const void *, size_t, off_t))real_sq_pwrite64)(fd, p, n, o);
+}
+static void sqlite_writes_wrapped(void)
+{
+    sqlite3_vfs *v = sqlite3_vfs_find(NULL);
+    if ((real_sq_write = v->xGetSystemCall(v, "write")))
+        v->xSetSystemCall(v, "write", (sqlite3_syscall_ptr)sq_write);
+    if ((real_sq_pwrite = v->xGetSystemCall(v, "pwrite")))
+        v->xSetSystemCall(v, "pwrite", (sqlite3_syscall_ptr)sq_pwrite);
+    if ((real_sq_pwrite64 = v->xGetSystemCall(v, "pwrite64")))
+        v->xSetSystemCall(v, "pwrite64", (sqlite3_syscall_ptr)sq_pwrite64);
 }
 
 static char dir[64], model_path[128];
@@ -81,7 +127,10 @@ static int group_teardown(void **state)
     return system(cmd) ? -1 : 0;
 }
 
-/* a conversation in a fresh context, over the store in home (NULL: none) */
+/* a conversation in a fresh context, over the store in home (NULL: none);
+ * chat_open's next ones go on with sessions of other models (--switch-model)
+ * while open_switch is set */
+static bool open_switch;
 struct chat {
     const struct llm_ctx *ctx;
     struct sess_conv *conv;
@@ -111,6 +160,7 @@ static void chat_open(struct chat *ch, const char *system, float temp, int n_ctx
     p.sampling.seed = 7;
     p.n_predict = 12;
     p.stop = open_stop;
+    p.switch_model = open_switch;
     if (sess_conv_init(ch->st, p, &ch->conv, err, sizeof err))
         fail_msg("%s", err);
     ch->ctx = sess_conv_ctx(ch->conv);
@@ -349,6 +399,44 @@ static void test_full_disk(void **state)
     chat_close(&ref);
 }
 
+/* a disk that fills up for SQLite too: the index gives up its reserve and
+ * evicts KV blocks, the exchange is saved, and the next process goes on
+ * as if nothing happened */
+static void test_disk_full_for_the_index(void **state)
+{
+    (void)state;
+    char home[128];
+    snprintf(home, sizeof home, "%s/home-dbfull", dir);
+    struct chat a, b, ref;
+    struct answer x, y, z, r;
+    struct sess_turn_stats ts;
+    struct sess_restore_stats rs;
+    sqlite_writes_wrapped();
+    chat_open(&a, "sys", 0, 512, home);
+    assert_int_equal(sess_conv_attach(a.conv, "dbfull", true, &rs), 0);
+    say(&a, "one", &x, &ts);
+    disk_full = 1;
+    say(&a, "two", &y, &ts); /* asserts SESS_OK */
+    assert_int_equal(disk_full, 0); /* room was made by removing a file */
+    assert_non_null(sess_store_notice(a.st));
+    print_message("%s\n", sess_store_notice(a.st));
+    assert_non_null(strstr(sess_store_notice(a.st), "is full"));
+    assert_non_null(strstr(sess_store_notice(a.st), "--cache-max"));
+    chat_close(&a);
+    chat_open(&b, NULL, 0, 512, home);
+    assert_int_equal(sess_conv_attach(b.conv, "dbfull", false, &rs), 0);
+    assert_int_equal(sess_conv_n_exchanges(b.conv), 2);
+    say(&b, "three", &z, &ts);
+    chat_close(&b);
+    chat_open(&ref, "sys", 0, 512, NULL);
+    say(&ref, "one", &r, &ts);
+    say(&ref, "two", &r, &ts);
+    assert_string_equal(r.text, y.text);
+    say(&ref, "three", &r, &ts);
+    assert_string_equal(r.text, z.text);
+    chat_close(&ref);
+}
+
 static void test_undo_retry_interrupt(void **state)
 {
     (void)state;
@@ -524,16 +612,19 @@ struct fake {
     char sent[4096]; /* the last request's messages, "role:content|" each */
     int64_t sent_tokens; /* "tokens": bytes of all messages, as a server counts */
     int64_t prev_tokens;
+    uint32_t given; /* the last request's: which parameters were set, and temp */
+    float temp;
 };
 
 static int fake_answer(void *ud, const struct llm_chat_msg *msgs, size_t n, const struct sess_conv_params *p,
                        sess_text_fn on_text, void *text_ud, volatile sig_atomic_t *interrupt,
                        struct sess_remote_answer *a)
 {
-    (void)p;
     (void)interrupt;
     struct fake *f = ud;
     f->calls++;
+    f->given = p->given;
+    f->temp = p->sampling.temp;
     f->sent[0] = 0;
     int64_t bytes = 0;
     for (size_t i = 0; i < n; i++) {
@@ -562,7 +653,8 @@ static int fake_answer(void *ud, const struct llm_chat_msg *msgs, size_t n, cons
     return SESS_OK;
 }
 
-static void remote_open(struct chat *ch, struct fake *f, const char *system, const char *home)
+static void remote_open_as(struct chat *ch, struct fake *f, const char *system, const char *home, const char *entry,
+                           bool switch_model)
 {
     char err[512];
     ch->st = NULL;
@@ -571,10 +663,16 @@ static void remote_open(struct chat *ch, struct fake *f, const char *system, con
     struct sess_conv_params p = sess_conv_default_params();
     p.remote = (struct sess_remote){fake_answer, f};
     p.system = system;
-    p.model_path = "/models/big.remote";
+    p.model_path = entry;
+    p.switch_model = switch_model;
     if (sess_conv_init(ch->st, p, &ch->conv, err, sizeof err))
         fail_msg("%s", err);
     ch->ctx = sess_conv_ctx(ch->conv);
+}
+
+static void remote_open(struct chat *ch, struct fake *f, const char *system, const char *home)
+{
+    remote_open_as(ch, f, system, home, "/models/big.remote", false);
 }
 
 static const char *last_text(struct chat *ch)
@@ -654,6 +752,18 @@ static void test_remote_engine(void **state)
     assert_int_equal(rsay(&a, "four", &x, &ts), SESS_OK);
     assert_string_equal(g.sent, "system:sys|user:one|assistant:answer 1|user:two|assistant:answer 6|user:three|"
                                 "assistant:cut 7|user:four|");
+    assert_false(g.given & (1u << SESS_PARAM_TEMP)); /* nothing set: the server's defaults */
+    /* /set temp: saved with the session at once, and sent to the server */
+    struct llm_sampler_params sp = sess_conv_get_params(a.conv).sampling;
+    sp.temp = 0.25f;
+    assert_int_equal(sess_conv_keep_params(a.conv, sp, -1, 1u << SESS_PARAM_TEMP), SESS_OK);
+    struct sess_info pi;
+    assert_int_equal(sess_get(a.st, sess_conv_session(a.conv), &pi), 0);
+    assert_non_null(strstr(pi.params, "\"temp\": 0.25"));
+    sess_info_free(&pi);
+    assert_int_equal(sess_conv_retry(a.conv, collect, &x, NULL, &ts), SESS_OK);
+    assert_true(g.given & (1u << SESS_PARAM_TEMP));
+    assert_true(g.temp == 0.25f);
     int64_t sid = sess_conv_session(a.conv);
     struct sess_message *m;
     int64_t n;
@@ -677,13 +787,33 @@ static void test_remote_engine(void **state)
     assert_int_equal(info.kv_bytes, 0);
     sess_info_free(&info);
     chat_close(&a);
+    /* reopened by name, its kept temp is sent without being given again */
+    struct fake h = {0};
+    remote_open(&a, &h, NULL, home);
+    assert_int_equal(sess_conv_attach(a.conv, "r", false, &rs), SESS_OK);
+    assert_int_equal(rsay(&a, "five", &x, &ts), SESS_OK);
+    assert_true((h.given & (1u << SESS_PARAM_TEMP)) && h.temp == 0.25f);
+    assert_int_equal(sess_conv_undo(a.conv), SESS_OK);
+    chat_close(&a);
+    /* another remote entry is another model: refused, unless switching */
+    remote_open_as(&a, &h, NULL, home, "/models/other.remote", false);
+    assert_int_equal(sess_conv_attach(a.conv, "r", false, &rs), SESS_ERR_MODEL);
+    assert_int_equal(sess_conv_session(a.conv), -1);
+    chat_close(&a);
 
     /* a local model takes the session over: it tokenizes the remote turns */
     struct chat l;
     struct answer y;
     chat_open(&l, NULL, 0, 256, home);
+    assert_int_equal(sess_conv_attach(l.conv, "r", false, &rs), SESS_ERR_MODEL); /* not without asking */
+    assert_non_null(strstr(sess_conv_errmsg(l.conv), "was saved with model '/models/big.remote'"));
+    assert_int_equal(sess_conv_n_messages(l.conv), 0);
+    chat_close(&l);
+    open_switch = true;
+    chat_open(&l, NULL, 0, 256, home);
+    open_switch = false;
     assert_int_equal(sess_conv_attach(l.conv, "r", false, &rs), SESS_OK);
-    assert_non_null(strstr(rs.first_problem, "another model"));
+    assert_non_null(strstr(rs.first_problem, "it goes on with"));
     assert_int_equal(sess_conv_n_messages(l.conv), 5);
     assert_true(sess_conv_n_tokens(l.conv) > 10);
     assert_int_equal(rs.missing_tokens, sess_conv_n_tokens(l.conv));
@@ -705,7 +835,7 @@ static void test_remote_engine(void **state)
     chat_open(&l, NULL, 0, 256, home);
     assert_int_equal(sess_conv_attach(l.conv, "r", false, &rs), SESS_OK);
     assert_int_equal(rs.missing_tokens, 0); /* its blocks now cover it */
-    /* the ids made when the local model took it over were saved with its turn */
+    /* the ids made when the local model took it over were saved (at once) */
     assert_int_equal(sess_messages(l.st, sess_conv_session(l.conv), &m, &n), 0);
     for (int64_t i = 0; i < n; i++)
         if (!(m[i].tokens != NULL || m[i].text[0] == 0))
@@ -723,6 +853,7 @@ int main(void)
         cmocka_unit_test(test_script_case),
         cmocka_unit_test(test_sampler_per_turn),
         cmocka_unit_test(test_full_disk),
+        cmocka_unit_test(test_disk_full_for_the_index),
         cmocka_unit_test(test_undo_retry_interrupt),
         cmocka_unit_test(test_interrupted_prefill),
         cmocka_unit_test(test_context_full),

@@ -108,10 +108,15 @@ damage directory sh -c "rm -f '$v' && mkdir '$v'"
 cp "$M" "$T/m.orig"
 "$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
     --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 --seed 9 >/dev/null
-run sh -c "$R -s a 'Other model' < /dev/null"
+run "$KVCHAT" sessions fork a a-other; expect_rc 0
+run sh -c "$R -s a-other 'Other model' < /dev/null"
+expect_rc 3
+expect_err "kvchat: session 'a-other' was saved with model '$M', not '$M'"
+expect_err "add --switch-model"
+run sh -c "$R -s a-other --switch-model 'Other model' < /dev/null"
 expect_rc 0
 [ "$(field cached_tokens)" = 0 ] && ok "another model reuses no KV" || not_ok "another model cached $(field cached_tokens)"
-grep -q "session 'a' was saved with another model" "$T/err" && ok "the mismatch is reported" || not_ok "mismatch not reported"
+grep -q "session 'a-other' was saved with model '$M': it goes on with '$M'" "$T/err" && ok "the switch is reported" || not_ok "switch not reported"
 run sh -c "$R -s fresh 'Other model' < /dev/null"
 cp "$M" "$T/m.other"; cp "$T/m.orig" "$M"
 
@@ -131,13 +136,33 @@ while [ $i -lt 50 ]; do
     turns=$("$KVCHAT" sessions list --json | jq '.[] | select(.name == "k") | .turns')
     $KVCHAT run -m "$M" -t 2 -c 4096 --temp 0.9 --seed $i -n 16 -s k "turn $i" < /dev/null > /dev/null 2>&1 &
     p=$!
-    sleep "0.$(( (i * 37) % 10 ))$(( (i * 53) % 10 ))"
+    # mostly before the turn can end; every tenth a while later (so some complete)
+    sleep "$(( i % 10 == 9 ? 3 : 0 )).$(( (i * 37) % 10 ))$(( (i * 53) % 10 ))"
     kill -9 $p 2>/dev/null; wait $p 2>/dev/null
     after=$("$KVCHAT" sessions list --json | jq '.[] | select(.name == "k") | .turns')
     if [ -z "$after" ] || [ "$after" -lt "$turns" ]; then not_ok "kill -9 #$i lost turns ($turns -> $after)"; fi
     i=$((i + 1))
 done
 ok "50 kill -9s: no completed turn lost"
+# a fresh session replaying the completed turns with the same seeds
+# answers the next seeded turn, and the unseeded one after it, as k does:
+# no killed run left its sampler state behind
+run sh -c "$R -s k2 'start' < /dev/null"
+"$KVCHAT" sessions export k | jq -r '.messages[] | select(.role == "user") | .content' | tail -n +2 > "$T/turns"
+n_done=$(wc -l < "$T/turns")
+[ "$n_done" -lt 50 ] && ok "$n_done of the 50 killed runs completed their turn" || not_ok "no run was killed mid-turn"
+while read -r line; do
+    $KVCHAT run -m "$M" -t 2 -c 4096 --temp 0.9 --seed "${line#turn }" -n 16 -s k2 "$line" < /dev/null > /dev/null 2>&1 ||
+        not_ok "replay of '$line' failed"
+done < "$T/turns"
+for s in k k2; do
+    run sh -c "$KVCHAT run -m $M -t 2 -c 4096 --json --temp 0.9 --seed 77 -n 16 -s $s 'seeded next' < /dev/null"
+    expect_rc 0; eval "seeded_$s=\$(field answer)"
+    run sh -c "$KVCHAT run -m $M -t 2 -c 4096 --json --temp 0.9 -n 16 -s $s 'unseeded next' < /dev/null"
+    expect_rc 0; eval "unseeded_$s=\$(field answer)"
+done
+[ "$seeded_k" = "$seeded_k2" ] && ok "after the kills the seeded answer is the replay's" || not_ok "seeded answer after kills differs: '$seeded_k' vs '$seeded_k2'"
+[ "$unseeded_k" = "$unseeded_k2" ] && ok "and so is the unseeded one after it" || not_ok "unseeded answer after kills differs: '$unseeded_k' vs '$unseeded_k2'"
 run sh -c "$R -c 4096 -s k 'after the kills' < /dev/null"
 expect_rc 0
 run "$KVCHAT" sessions gc

@@ -10,7 +10,9 @@
 # partial answer (exit 130), before any text it keeps nothing; the chat's
 # /undo, /retry (a failed retry keeps the answer), /stats, /set and /show
 # (what is sent); models rm
-# refuses a remote model a session uses.
+# refuses a remote model a session uses; a session reopens with its own
+# remote entry without -m, and another entry is refused (exit 3) unless
+# --switch-model.
 . "$TOP/tests/cli/lib.sh"
 . "$TOP/tests/cli/tls-lib.sh"
 . "$TOP/tests/cli/remote-lib.sh"
@@ -21,7 +23,7 @@
 interrupt_run() {
     m=$1 q=$2 after=$3
     shift 3
-    "$KVCHAT" run -s trip -m "$m" "$@" "$q" >"$T/int.out" 2>"$T/int.err" &
+    "$KVCHAT" run -s trip -m "$m" --switch-model "$@" "$q" >"$T/int.out" 2>"$T/int.err" &
     pid=$!
     i=0
     while ! grep -q "\"$q\"" "$T/srv.log" && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
@@ -69,43 +71,60 @@ expect_rc 0; expect_out "^one \$"
 run "$KVCHAT" run -s opts -m stopper --stop ""
 expect_rc 1; expect_err "an empty string would end every answer at once"
 
+# ---- a session reopens with its own remote model; another one only when asked ----
+run "$KVCHAT" run -s trip --json "Evora?"
+expect_rc 0
+[ "$(jq -c '{model, remote}' "$T/out")" = '{"model":"echo","remote":true}' ] && ok "without -m: the session's own remote model" ||
+    not_ok "json: $(cat "$T/out")"
+run "$KVCHAT" run -s trip -m stopper "q"
+expect_rc 3; expect_err "session 'trip' was saved with model '.*/echo.remote', not '.*/stopper.remote'"
+expect_err "add --switch-model"
+unchanged trip 9 "another remote model without --switch-model"
+run "$KVCHAT" run -s opts -m echo "q"
+expect_rc 3; expect_err "session 'opts' was saved with model '.*/stopper.remote', not '.*/echo.remote'"
+"$KVCHAT" sessions rm trip >/dev/null 2>&1 || true
+run "$KVCHAT" run -s trip -m echo --system "Be brief." "Lisbon?"
+run "$KVCHAT" run -s trip -m echo "Porto?"
+run "$KVCHAT" run -s trip -m echo "Faro?"
+unchanged trip 7 "trip made again"
+
 # ---- failures leave the session as it was, each with its code ----
 start_fixture keyed --key right-key
 KP=$PORT
 "$KVCHAT" models add-remote keyed "http://127.0.0.1:$KP/v1" --model echo --api-key-env TEST_KEY 2>/dev/null
-run env -u TEST_KEY "$KVCHAT" run -s trip -m keyed "q"
+run env -u TEST_KEY "$KVCHAT" run -s trip -m keyed --switch-model "q"
 expect_rc 2; expect_err "remote model 'keyed': http://127.0.0.1:$KP/v1 wants an API key (HTTP 401: invalid or missing API key): set TEST_KEY\$"
 unchanged trip 7 "401"
-run env TEST_KEY=right-key "$KVCHAT" run -s trip -m keyed "with the key"
+run env TEST_KEY=right-key "$KVCHAT" run -s trip -m keyed --switch-model "with the key"
 expect_rc 0; expect_out "^echo: with the key\$"
 add nosuch no-such-model
-run "$KVCHAT" run -s trip -m nosuch "q"
+run "$KVCHAT" run -s trip -m nosuch --switch-model "q"
 expect_rc 2; expect_err "has no model 'no-such-model' (HTTP 404: model 'no-such-model' not found); it serves 'echo'"
 unchanged trip 9 "404"
 add toolong toolong
-run "$KVCHAT" run -s trip -m toolong "q"
+run "$KVCHAT" run -s trip -m toolong --switch-model "q"
 expect_rc 2; expect_err "prompt is too long"
 unchanged trip 9 "400"
 add fail fail --retries 1
-run "$KVCHAT" run -s trip -m fail "q"
+run "$KVCHAT" run -s trip -m fail --switch-model "q"
 expect_rc 4; expect_err "remote model 'fail': the server failed (HTTP 500: the GPU caught fire) at http://127.0.0.1:$P/v1; gave up after 2 attempts\$"
 unchanged trip 9 "500"
 "$KVCHAT" models add-remote refused "http://127.0.0.1:1/v1" --model m 2>/dev/null
-run "$KVCHAT" run -s trip -m refused "q"
+run "$KVCHAT" run -s trip -m refused --switch-model "q"
 expect_rc 4; expect_err "remote model 'refused': cannot connect to 127.0.0.1 port 1: Connection refused"
 unchanged trip 9 "connection refused"
 add stallfirst stallfirst --timeout 1 --retries 0
-run "$KVCHAT" run -s trip -m stallfirst "q"
+run "$KVCHAT" run -s trip -m stallfirst --switch-model "q"
 expect_rc 4; expect_err "remote model 'stallfirst': "
 unchanged trip 9 "a timeout"
 add malformed malformed
-run "$KVCHAT" run -s trip -m malformed --json "q"
+run "$KVCHAT" run -s trip -m malformed --switch-model --json "q"
 expect_rc 4; expect_out_empty; expect_err "remote model 'malformed': malformed JSON from the server"
 unchanged trip 9 "malformed"
 
 # ---- a cut answer is kept, marked, and sent as it is next time ----
 add cut cut
-run "$KVCHAT" run -s trip -m cut "cut me"
+run "$KVCHAT" run -s trip -m cut --switch-model "cut me"
 expect_rc 4; expect_out "^partial\$"
 expect_err "remote model 'cut': the answer was cut off after 7 bytes: the connection closed before the end of the answer (kept in session 'trip', marked as cut off)\$"
 run "$KVCHAT" sessions show trip --json
@@ -113,7 +132,7 @@ run "$KVCHAT" sessions show trip --json
     ok "the partial answer saved with stop_reason cut" || not_ok "$(cat "$T/out")"
 run "$KVCHAT" sessions show trip
 expect_out "^assistant (cut off): partial\$"
-run "$KVCHAT" run -s trip -m echo "after the cut"
+run "$KVCHAT" run -s trip -m echo --switch-model "after the cut"
 expect_rc 0
 [ "$(last_body | jq -c '.messages[-3:]')" = '[{"role":"user","content":"cut me"},{"role":"assistant","content":"partial"},{"role":"user","content":"after the cut"}]' ] &&
     ok "the cut answer is sent as it was kept" || not_ok "request was $(last_body)"
@@ -138,7 +157,7 @@ grep -q "interrupted before the answer began: the message was not sent" "$T/int.
 unchanged trip "$n_before" "Ctrl-C before any text"
 
 # ---- the chat: /undo, /retry, /stats, and a failed /retry ----
-printf '/undo\n/stats\n' | "$KVCHAT" chat trip -m echo >"$T/chat.out" 2>"$T/chat.err"
+printf '/undo\n/stats\n' | "$KVCHAT" chat trip -m echo --switch-model >"$T/chat.out" 2>"$T/chat.err"
 rc=$?
 [ "$rc" = 0 ] && ok "chat: /undo" || { not_ok "chat exit $rc"; cat "$T/chat.err"; }
 unchanged trip $((n_before - 2)) "/undo dropped one exchange:"
@@ -152,7 +171,7 @@ printf '/retry\n' | "$KVCHAT" chat trip -m echo >"$T/chat.out" 2>"$T/chat.err"
     not_ok "request was $(last_body)"
 n_now=$(n_msgs trip)
 last=$("$KVCHAT" sessions show trip --json | jq -c '.messages[-1]')
-printf '/retry\n' | "$KVCHAT" chat trip -m fail >"$T/chat.out" 2>"$T/chat.err"
+printf '/retry\n' | "$KVCHAT" chat trip -m fail --switch-model >"$T/chat.out" 2>"$T/chat.err"
 rc=$?
 [ "$rc" = 4 ] && ok "piped chat: a failed turn exits 4" || not_ok "exit $rc"
 expect_chat "the server failed (HTTP 500: the GPU caught fire)"
