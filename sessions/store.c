@@ -483,12 +483,16 @@ static void drop_segment_files(struct sess_store *st)
 
 /* The tables that hold what cannot be computed again (and the small
  * ones) are checked at every open, so damage is said before anything is
- * read or written (milliseconds: they are small). The block index is only
- * a cache, and may be large: damage there is found when it is read. */
+ * read or written (milliseconds: they are small). The search index's
+ * tables go with them: the triggers on messages write there at every turn.
+ * The block index is only a cache, and may be large: damage there is found
+ * when it is read. */
 static int check_tables(struct sess_store *st)
 {
-    static const char *const tables[] = {"models", "fingerprints", "sessions", "messages", "session_blocks",
-                                         "block_totals"};
+    static const char *const tables[] = {"models",           "fingerprints",        "sessions",
+                                         "messages",         "session_blocks",      "block_totals",
+                                         "message_fts_data", "message_fts_idx",     "message_fts_content",
+                                         "message_fts_docsize", "message_fts_config"};
     for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
         char found[512];
         quick_check(st, tables[i], found, sizeof found);
