@@ -1073,6 +1073,8 @@ static size_t held_back(const struct gen *g, const char *const *stops)
 static int64_t find_stop(const struct gen *g, const char *const *stops, size_t from)
 {
     int64_t best = -1;
+    if (!g->text || from >= g->len)
+        return -1; /* nothing to search (memmem wants a text) */
     for (const char *const *s = stops; s && *s; s++) {
         const char *hit = memmem(g->text + from, g->len - from, *s, strlen(*s));
         if (hit && (best < 0 || hit - g->text < best))
