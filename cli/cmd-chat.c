@@ -903,23 +903,18 @@ static int slash_set(struct chat *ch, char *arg)
                 chat_err(ch, "think on|off is for local models: a remote server renders its own template");
                 return 0;
             }
-            if (ch->l.tmpl_nothink == LLM_TEMPLATE_UNKNOWN) {
+            if (!ch->l.think_off_prefix) {
                 chat_err(ch, "the model's chat template cannot switch thinking off");
                 return 0;
             }
-            ch->o.think_off = next.think_off;
-            /* the conversation renders with one template (sessions/ has no
-             * way to change it yet): an empty one starts again with the
-             * other, a begun one keeps its own until /new */
-            if (sess_conv_n_messages(ch->conv) <= 1) {
-                const char *sys = conv_system(ch);
-                char *keep = sys ? strdup(sys) : NULL;
-                conv_new(ch, keep);
-                free(keep);
+            /* the prefix is the answer's: earlier turns render as they
+             * were, so the switch holds from the next answer on and the
+             * KV cache carries over */
+            if (sess_conv_set_answer_prefix(ch->conv, next.think_off ? ch->l.think_off_prefix : NULL)) {
+                chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
+                return 0;
             }
-            else
-                note(ch, C_DIM, "[thinking %s from the next conversation (/new); this one keeps its template]",
-                     ch->o.think_off ? "off" : "on");
+            ch->o.think_off = next.think_off;
         }
         note(ch, C_DIM, "think: %s, %s", ch->o.think_off ? "off" : "on",
              ch->o.think_hide ? "reasoning hidden" : "reasoning shown dimmed");

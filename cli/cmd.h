@@ -330,12 +330,12 @@ struct cmd_llm {
     struct llm_model *model;
     struct llm_vocab *vocab;
     struct llm_ctx *ctx;
-    enum llm_template tmpl;       /* with thinking on */
-    enum llm_template tmpl_nothink; /* with thinking off, LLM_TEMPLATE_UNKNOWN if the model's
-                                       template cannot switch it off */
+    enum llm_template tmpl;
+    const char *think_off_prefix; /* what opens an answer with thinking off (static), NULL if
+                                     the model's template cannot switch it off */
 };
-/* the template to render with under o's --think */
-enum llm_template cmd_llm_template(const struct cmd_opts *o, const struct cmd_llm *l);
+/* the answer prefix under o's --think (NULL: none) */
+const char *cmd_answer_prefix(const struct cmd_opts *o, const struct cmd_llm *l);
 /* model parameters with the packed-weight cache in $KVCHAT_HOME/packed
  * (dir: its buffer) */
 struct llm_model_params cmd_model_params(char *dir, size_t size);

@@ -474,8 +474,8 @@ int cmd_llm_open(const struct cmd_opts *o, bool offer_pull, struct cmd_llm *l)
     if (fell_back && !o->template_name)
         fprintf(stderr, "kvchat: warning: %s; using chatml (choose one with --template NAME)\n",
                 has ? "the model's chat template is not one kvchat knows" : "the model has no chat template");
-    l->tmpl_nothink = llm_template_think_off(l->tmpl, has ? jinja.ptr : NULL, has ? (size_t)jinja.len : 0);
-    if (o->think_off && l->tmpl_nothink == LLM_TEMPLATE_UNKNOWN)
+    l->think_off_prefix = llm_template_think_off(l->tmpl, has ? jinja.ptr : NULL, has ? (size_t)jinja.len : 0);
+    if (o->think_off && !l->think_off_prefix)
         fprintf(stderr, "kvchat: warning: the model's chat template cannot switch thinking off; "
                         "--think off does nothing\n");
     struct llm_ctx_params cp = llm_ctx_default_params();
@@ -534,7 +534,8 @@ struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, struct cm
     p.ctx = l->ctx; /* the conversation owns it from now on */
     l->ctx = NULL;
     p.system = o->system && o->system[0] ? o->system : NULL;
-    p.tmpl = cmd_llm_template(o, l);
+    p.tmpl = l->tmpl;
+    p.answer_prefix = cmd_answer_prefix(o, l);
     p.model_path = l->path;
     p.sampling = o->sampling;
     p.n_predict = o->n_predict;
@@ -681,9 +682,9 @@ int cmd_store_open_existing(struct sess_store **st, char *err, size_t err_size)
     return rc ? -1 : 1;
 }
 
-enum llm_template cmd_llm_template(const struct cmd_opts *o, const struct cmd_llm *l)
+const char *cmd_answer_prefix(const struct cmd_opts *o, const struct cmd_llm *l)
 {
-    return o->think_off && l->tmpl_nothink != LLM_TEMPLATE_UNKNOWN ? l->tmpl_nothink : l->tmpl;
+    return o->think_off ? l->think_off_prefix : NULL;
 }
 
 /*

@@ -343,8 +343,6 @@ enum llm_template {
     LLM_TEMPLATE_MISTRAL_V7_TEKKEN,
     LLM_TEMPLATE_PHI4,
     LLM_TEMPLATE_COMMAND_R,
-    LLM_TEMPLATE_CHATML_NOTHINK, /* ChatML as Qwen3's template renders it with
-                                    enable_thinking false: an empty think block */
     LLM_TEMPLATE_COUNT
 };
 
@@ -407,10 +405,14 @@ struct llm_template_turn_end llm_template_turn_end(enum llm_template t);
 const char *const *llm_template_stops(enum llm_template t);
 
 /* Qwen3-style templates that can switch thinking off (their Jinja has
- * enable_thinking): the template to render with thinking off
- * (LLM_TEMPLATE_CHATML_NOTHINK for ChatML), or LLM_TEMPLATE_UNKNOWN when
- * the model's template has no such switch. */
-enum llm_template llm_template_think_off(enum llm_template t, const char *jinja, size_t len);
+ * enable_thinking): the text that opens an answer with thinking off, the
+ * empty think block "<think>\n\n</think>\n\n" that Qwen3's template puts
+ * after the assistant's opening with enable_thinking false; NULL when the
+ * model's template has no such switch. The text is the answer's, not the
+ * template's: a conversation feeds it as the first tokens of the answer
+ * and keeps it in the answer's text, so history renders the same whether
+ * thinking is on or off and either can be chosen at any turn. */
+const char *llm_template_think_off(enum llm_template t, const char *jinja, size_t len);
 
 /* ==== reasoning: <think>...</think> in a streamed answer ====
  * Splits generated text into the reasoning between <think> and </think>

@@ -63,7 +63,6 @@ static const char *const names[LLM_TEMPLATE_COUNT] = {
     [LLM_TEMPLATE_MISTRAL_V7_TEKKEN] = "mistral-v7-tekken",
     [LLM_TEMPLATE_PHI4] = "phi4",
     [LLM_TEMPLATE_COMMAND_R] = "command-r",
-    [LLM_TEMPLATE_CHATML_NOTHINK] = "chatml-nothink",
 };
 
 const char *llm_template_name(enum llm_template t)
@@ -164,12 +163,11 @@ enum llm_template llm_template_choose(const char *override_name, const char *jin
     return *fell_back ? LLM_TEMPLATE_CHATML : t;
 }
 
-enum llm_template llm_template_think_off(enum llm_template t, const char *jinja, size_t len)
+const char *llm_template_think_off(enum llm_template t, const char *jinja, size_t len)
 {
-    if ((t == LLM_TEMPLATE_CHATML || t == LLM_TEMPLATE_CHATML_NOTHINK) && jinja &&
-        has(jinja, len, "enable_thinking") && has(jinja, len, "<think>"))
-        return LLM_TEMPLATE_CHATML_NOTHINK;
-    return LLM_TEMPLATE_UNKNOWN;
+    if (t == LLM_TEMPLATE_CHATML && jinja && has(jinja, len, "enable_thinking") && has(jinja, len, "<think>"))
+        return NOTHINK;
+    return NULL;
 }
 
 /* ==== rendering ==== */
@@ -229,22 +227,6 @@ static void render(struct out *o, enum llm_template t, const struct llm_chat_msg
         }
         if (add_ass)
             put(o, "<|im_start|>assistant\n");
-        break;
-    case LLM_TEMPLATE_CHATML_NOTHINK:
-        /* Qwen3 with enable_thinking false opens the answer with an empty
-         * think block. Earlier answers keep what was generated: those
-         * answered with thinking off get the block back (so each turn's
-         * text stays a prefix of the next), those that thought keep their
-         * <think>...</think> (Qwen3's Jinja would drop it: see the README,
-         * "Reasoning models") */
-        for (size_t i = 0; i < n; i++) {
-            put(o, "<|im_start|>"), put(o, m[i].role), put(o, "\n");
-            if (is(m[i].role, "assistant") && strncmp(m[i].content, "<think>", 7))
-                put(o, NOTHINK);
-            put(o, m[i].content), put(o, "<|im_end|>\n");
-        }
-        if (add_ass)
-            put(o, "<|im_start|>assistant\n" NOTHINK);
         break;
     case LLM_TEMPLATE_MISTRAL_V7:
     case LLM_TEMPLATE_MISTRAL_V7_TEKKEN: {

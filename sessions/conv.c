@@ -68,6 +68,7 @@ struct sess_conv {
     struct sess_conv_params p;
     char *system;
     char *model_path;
+    char *answer_prefix; /* p.answer_prefix's copy, or NULL */
     struct llm_sampler *smp;
     struct conv_msg *msgs;
     int64_t n_msgs, cap_msgs;
@@ -847,6 +848,7 @@ int sess_conv_init(struct sess_store *st, struct sess_conv_params p, struct sess
     c->sid = -1;
     c->base_s = p.sampling;
     c->base_n = p.n_predict;
+    c->p.answer_prefix = NULL; /* a copy, below (a remote server renders its own) */
     keep_given(c);
     if (p.remote.answer)
         return init_remote(c, out, err, err_size);
@@ -861,7 +863,7 @@ int sess_conv_init(struct sess_store *st, struct sess_conv_params p, struct sess
     c->model_path = strdup(p.model_path ? p.model_path : "");
     c->p.model_path = c->model_path;
     c->p.system = NULL;
-    if (!c->tokens || !c->smp || !c->model_path) {
+    if (!c->tokens || !c->smp || !c->model_path || sess_conv_set_answer_prefix(c, p.answer_prefix)) {
         sess_conv_free(c);
         snprintf(err, err_size, "out of memory");
         return SESS_ERR;
@@ -907,6 +909,7 @@ void sess_conv_free(struct sess_conv *c)
     llm_sampler_free(c->smp);
     free(c->system);
     free(c->model_path);
+    free(c->answer_prefix);
     leave_session(c);
     if (c->kv)
         sess_kv_free(c->kv);
@@ -948,6 +951,19 @@ void sess_conv_set_sampling(struct sess_conv *c, struct llm_sampler_params p)
     c->base_s = p;
     params_effective(c);
     sampler_fresh(c); /* (a remote engine: the server samples) */
+}
+
+int sess_conv_set_answer_prefix(struct sess_conv *c, const char *prefix)
+{
+    char *copy = NULL;
+    if (c->remote)
+        return SESS_OK; /* the server renders the answer's opening */
+    if (prefix && prefix[0] && !(copy = strdup(prefix)))
+        return cfail(c, "out of memory");
+    free(c->answer_prefix);
+    c->answer_prefix = copy;
+    c->p.answer_prefix = copy;
+    return SESS_OK;
 }
 
 void sess_conv_set_n_predict(struct sess_conv *c, int32_t n_predict)
@@ -1083,8 +1099,13 @@ static int64_t find_stop(const struct gen *g, const char *const *stops, size_t f
     return best;
 }
 
-static int generate(struct sess_conv *c, sess_text_fn on_text, void *ud, volatile sig_atomic_t *interrupt,
-                    struct sess_turn_stats *ts, double t0)
+/*
+ * The answer from the last token's logits on; ans_start is where the
+ * answer's tokens begin: before the answer prefix's, which the cache holds
+ * already (c->n_tokens - ans_start of them), as its text does.
+ */
+static int generate(struct sess_conv *c, int64_t ans_start, sess_text_fn on_text, void *ud,
+                    volatile sig_atomic_t *interrupt, struct sess_turn_stats *ts, double t0)
 {
     /* the template's stop strings and the caller's */
     const char *const *tstops = llm_template_stops(c->p.tmpl);
@@ -1190,8 +1211,25 @@ static int generate(struct sess_conv *c, sess_text_fn on_text, void *ud, volatil
     double t_end = now_ms();
     ts->generated_tokens = n_gen;
     ts->decode_tok_s = n_gen > 1 && t_end > t_first ? (n_gen - 1) * 1e3 / (t_end - t_first) : 0;
+    if (rc == SESS_OK && start > ans_start) { /* the prefix's text first */
+        const char *pre = c->answer_prefix ? c->answer_prefix : "";
+        size_t pl = strlen(pre);
+        char *t = malloc(pl + g.len + 1);
+        if (!t) {
+            rc = cfail(c, "out of memory");
+        } else {
+            memcpy(t, pre, pl);
+            if (g.len)
+                memcpy(t + pl, g.text, g.len);
+            t[pl + g.len] = 0;
+            free(g.text);
+            g.text = t;
+            g.len += pl;
+        }
+    }
     if (rc == SESS_OK)
-        rc = push_msg(c, SESS_ROLE_ASSISTANT, g.text ? g.text : "", g.len, c->tokens + start, n_gen, start);
+        rc = push_msg(c, SESS_ROLE_ASSISTANT, g.text ? g.text : "", g.len, c->tokens + ans_start,
+                      start - ans_start + n_gen, ans_start);
     if (rc == SESS_OK)
         snprintf(c->msgs[c->n_msgs - 1].stop, sizeof c->msgs[c->n_msgs - 1].stop, "%s", ts->stop_reason);
     if (rc == SESS_OK) /* the sampler after this answer, saved with it */
@@ -1203,6 +1241,27 @@ static int generate(struct sess_conv *c, sess_text_fn on_text, void *ud, volatil
     return rc;
 }
 /* ==== turns ==== */
+
+/* the tokens of the answer prefix (none without one), after token prev */
+static int prefix_tokens(struct sess_conv *c, int32_t prev, int32_t **toks, int64_t *n)
+{
+    int64_t cap = 0;
+    *toks = NULL;
+    *n = 0;
+    if (!c->answer_prefix)
+        return SESS_OK;
+    struct llm_tokenize_params tp = llm_tokenize_default_params();
+    tp.add_special = false;
+    tp.parse_special = true;
+    tp.prev = prev;
+    int rc = tokenize_into(c, c->answer_prefix, strlen(c->answer_prefix), &tp, toks, n, &cap);
+    if (rc) {
+        free(*toks);
+        *toks = NULL;
+        *n = 0;
+    }
+    return rc;
+}
 
 /* The tokens a user message appends, given everything before it. */
 static int user_tokens(struct sess_conv *c, const char *user_text, int32_t **toks, int64_t *n)
@@ -1345,20 +1404,34 @@ int sess_conv_say(struct sess_conv *c, const char *user_text, sess_text_fn on_te
         return SESS_ERR;
     if (user_tokens(c, user_text, &toks, &n))
         return SESS_ERR;
-    /* room for the message and at least one answer token */
-    if (c->n_tokens + n + 1 > c->n_ctx) {
+    int32_t *pre = NULL;
+    int64_t n_pre = 0;
+    int32_t prev = n ? toks[n - 1] : c->n_tokens ? c->tokens[c->n_tokens - 1] : LLM_TOKEN_NULL;
+    if (prefix_tokens(c, prev, &pre, &n_pre)) {
         free(toks);
+        return SESS_ERR;
+    }
+    /* room for the message, the answer's prefix and at least one answer token */
+    if (c->n_tokens + n + n_pre + 1 > c->n_ctx) {
+        free(toks);
+        free(pre);
         cfail(c, "the message needs %lld tokens, and %lld of the context's %lld are free",
-              (long long)n + 1, (long long)(c->n_ctx - c->n_tokens), (long long)c->n_ctx);
+              (long long)(n + n_pre + 1), (long long)(c->n_ctx - c->n_tokens), (long long)c->n_ctx);
         return SESS_ERR_CTX_FULL;
     }
     int64_t start = c->n_tokens, user_idx = c->n_msgs;
     if (add_tokens(c, toks, n) || push_msg(c, SESS_ROLE_USER, user_text, strlen(user_text), toks, n, start)) {
         free(toks);
+        free(pre);
+        truncate_to(c, start);
         return SESS_ERR;
     }
     free(toks);
-    int rc = prepare(c, interrupt, ts);
+    int64_t ans_start = c->n_tokens;
+    int rc = add_tokens(c, pre, n_pre);
+    free(pre);
+    if (rc == SESS_OK)
+        rc = prepare(c, interrupt, ts);
     if (rc) { /* take the message back: the conversation is as it was */
         msg_free(&c->msgs[--c->n_msgs]);
         truncate_to(c, start);
@@ -1369,7 +1442,7 @@ int sess_conv_say(struct sess_conv *c, const char *user_text, sess_text_fn on_te
     double t_pf = now_ms();
     ts->prompt_tokens = c->n_tokens;
     ts->prefill_tok_s = t_pf > t0 && ts->prefilled_tokens ? ts->prefilled_tokens * 1e3 / (t_pf - t0) : 0;
-    rc = generate(c, on_text, ud, interrupt, ts, t0);
+    rc = generate(c, ans_start, on_text, ud, interrupt, ts, t0);
     if (rc == SESS_OK)
         rc = persist(c, user_idx, ts);
     finish_stats(c, ts);
@@ -1399,9 +1472,22 @@ int sess_conv_retry(struct sess_conv *c, sess_text_fn on_text, void *ud, volatil
     double t0 = now_ms();
     if (drop_messages(c, L))
         return SESS_ERR;
-    /* the cache may lack part of the conversation (a session just opened):
-     * computing it gives the last token's logits; else they are computed again */
-    int rc;
+    /* the answer's prefix as it is now (it may have changed since) */
+    int32_t *pre = NULL;
+    int64_t n_pre = 0, ans_start = c->n_tokens;
+    if (prefix_tokens(c, c->n_tokens ? c->tokens[c->n_tokens - 1] : LLM_TOKEN_NULL, &pre, &n_pre))
+        return SESS_ERR;
+    if (c->n_tokens + n_pre + 1 > c->n_ctx) {
+        free(pre);
+        return cfail(c, "the answer's opening does not fit in the context"), SESS_ERR_CTX_FULL;
+    }
+    int rc = add_tokens(c, pre, n_pre);
+    free(pre);
+    if (rc)
+        return rc;
+    /* the cache may lack part of the conversation (a session just opened,
+     * or a prefix): computing it gives the last token's logits; else they
+     * are computed again */
     if (c->n_kv < c->n_tokens) {
         rc = prepare(c, interrupt, ts);
     } else {
@@ -1412,7 +1498,7 @@ int sess_conv_retry(struct sess_conv *c, sess_text_fn on_text, void *ud, volatil
     if (rc)
         return rc == SESS_ERR_INTERRUPTED ? cfail(c, "interrupted"), SESS_ERR_INTERRUPTED : SESS_ERR;
     ts->prompt_tokens = c->n_tokens;
-    rc = generate(c, on_text, ud, interrupt, ts, t0);
+    rc = generate(c, ans_start, on_text, ud, interrupt, ts, t0);
     if (rc == SESS_OK)
         rc = persist(c, L, ts);
     finish_stats(c, ts);

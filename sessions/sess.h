@@ -275,6 +275,12 @@ struct sess_conv_params {
     const char *model_path;      /* recorded with sessions (a remote engine: its store entry) */
     const char *system;          /* system prompt, or NULL */
     enum llm_template tmpl;      /* how messages become text */
+    /* text each answer starts with, fed to the model as the answer's first
+     * tokens (special tokens parsed) and kept in its text, or NULL: a
+     * reasoning model's no-thinking block (llm_template_think_off). Being
+     * the answer's, it changes no earlier turn's rendering: it can differ
+     * from turn to turn (sess_conv_set_answer_prefix). Copied. */
+    const char *answer_prefix;
     struct llm_sampler_params sampling;
     int32_t n_predict;           /* most tokens per answer; <= 0: until the context is full */
     const char *const *stop;     /* more strings that end an answer (NULL-terminated, borrowed;
@@ -416,6 +422,9 @@ int sess_conv_set_system(struct sess_conv *c, const char *system);
 /* new sampling parameters (a fresh sampler seeded with p.seed) */
 void sess_conv_set_sampling(struct sess_conv *c, struct llm_sampler_params p);
 /* most tokens per answer from now on (<= 0: until the context is full) */
+/* the answer prefix of the next answers (NULL: none); SESS_OK or
+ * SESS_ERR (out of memory, nothing changed) */
+int sess_conv_set_answer_prefix(struct sess_conv *c, const char *prefix);
 void sess_conv_set_n_predict(struct sess_conv *c, int32_t n_predict);
 /* Set the parameters named by which (bits 1 << SESS_PARAM_X) from p and
  * n_predict, as the user's own (/set): the session keeps them (saved now,

@@ -155,7 +155,9 @@ static int set_placeholder_vocab(struct gw *w, int n_vocab)
     return n_vocab;
 }
 
-static int copy_vocab(struct gw *w, const char *path)
+/* the vocabulary file's tokenizer keys (its chat template too, unless
+ * skip_template: --template gives another) */
+static int copy_vocab(struct gw *w, const char *path, bool skip_template)
 {
     struct llm_gguf *v;
     char err[256];
@@ -168,7 +170,8 @@ static int copy_vocab(struct gw *w, const char *path)
         die("the vocabulary file has no tokenizer.ggml.tokens");
     int n_vocab = (int)llm_gguf_arr_n(v, ti);
     for (int64_t i = 0; i < llm_gguf_n_kv(v); i++)
-        if (!strncmp(llm_gguf_key(v, i), "tokenizer.", 10))
+        if (!strncmp(llm_gguf_key(v, i), "tokenizer.", 10) &&
+            !(skip_template && !strcmp(llm_gguf_key(v, i), "tokenizer.chat_template")))
             gw_kv_copy(w, v, i);
     llm_gguf_close(v);
     return n_vocab;
@@ -272,7 +275,7 @@ int main(int argc, char **argv)
 
     struct gw *w = gw_init();
     const char *vocab = opt(argc, argv, "--vocab", NULL);
-    int n_vocab = vocab ? copy_vocab(w, vocab)
+    int n_vocab = vocab ? copy_vocab(w, vocab, opt(argc, argv, "--template", NULL) != NULL)
                         : set_placeholder_vocab(w, atoi(opt(argc, argv, "--n-vocab", "512")));
 
     char key[128];

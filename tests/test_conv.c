@@ -6,7 +6,8 @@
  * a session share the block store (the script case); the sampler state
  * saved with each turn (undo goes back to it, a fork at turn N carries it);
  * a full disk never fails a turn; /undo, /retry, Ctrl-C mid-answer; a full
- * context; special tokens in user text; stop strings; a remote engine (a
+ * context; special tokens in user text; stop strings; thinking switched
+ * off and on from turn to turn (the answer prefix); a remote engine (a
  * fake server): the history it is sent, failures that change nothing, a
  * failed retry keeping its answer, a cut answer saved marked, resume in
  * another conversation, and a local model taking such a session over.
@@ -603,6 +604,84 @@ static void test_stop_strings(void **state)
     chat_close(&a);
 }
 
+
+/*
+ * Thinking off and on from turn to turn (Qwen3's enable_thinking): the
+ * no-thinking block is the answer's first text, so
+ *  - the first prompt is, token for token, Qwen3's with enable_thinking
+ *    false (its Jinja's text, written out here, tokenized as one);
+ *  - each later turn, whichever way it goes, computes only its own
+ *    message: no earlier turn renders differently;
+ *  - turns resumed from the store one process each answer as one process
+ *    switching in the middle of the conversation does;
+ *  - a retry takes the prefix as it is now.
+ */
+#define NOTHINK_BLOCK "<think>\n\n</think>\n\n"
+static void test_think_switch(void **state)
+{
+    (void)state;
+    char home[128];
+    snprintf(home, sizeof home, "%s/home-think", dir);
+    const char *pre = NOTHINK_BLOCK;
+    const char *turns[3] = {"Hi", "Why?", "Go on"};
+    const bool off[3] = {true, false, true};
+    struct chat one;
+    struct answer x[3], y;
+    struct sess_turn_stats ts;
+    chat_open(&one, NULL, 0, 512, NULL);
+    for (int i = 0; i < 3; i++) {
+        int64_t before = sess_conv_n_tokens(one.conv);
+        assert_int_equal(sess_conv_set_answer_prefix(one.conv, off[i] ? pre : NULL), SESS_OK);
+        say(&one, turns[i], &x[i], &ts);
+        if (i > 0) { /* only this turn's tokens */
+            assert_int_equal(ts.cached_tokens, before);
+            assert_int_equal(ts.prefilled_tokens, ts.prompt_tokens - before);
+        }
+        const char *text;
+        assert_int_equal(sess_conv_message(one.conv, 2 * i + 1, &text), SESS_ROLE_ASSISTANT);
+        size_t pl = off[i] ? strlen(pre) : 0; /* the block kept, not streamed */
+        assert_memory_equal(text, pre, pl);
+        assert_string_equal(text + pl, x[i].text);
+        if (i == 0) {
+            const char *qwen3 = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n" NOTHINK_BLOCK;
+            int32_t ids[64];
+            int32_t k = llm_tokenize(vocab, qwen3, strlen(qwen3), ids, 64, true, true);
+            assert_true(k > 0);
+            assert_int_equal(ts.prompt_tokens, k);
+            assert_memory_equal(sess_conv_tokens(one.conv), ids, (size_t)k * sizeof *ids);
+        }
+    }
+    chat_close(&one);
+    /* one process per turn, through a session */
+    for (int i = 0; i < 3; i++) {
+        struct chat c;
+        struct sess_restore_stats rs;
+        chat_open(&c, NULL, 0, 512, home);
+        assert_int_equal(sess_conv_attach(c.conv, "think", i == 0, &rs), 0);
+        assert_int_equal(rs.missing_tokens, 0);
+        int64_t restored = rs.restored_tokens;
+        assert_int_equal(sess_conv_set_answer_prefix(c.conv, off[i] ? pre : NULL), SESS_OK);
+        say(&c, turns[i], &y, &ts);
+        assert_int_equal(ts.cached_tokens, restored);
+        assert_string_equal(y.text, x[i].text);
+        if (i == 2) { /* retry with thinking on: the answer has no block */
+            assert_int_equal(sess_conv_set_answer_prefix(c.conv, NULL), SESS_OK);
+            memset(&y, 0, sizeof y);
+            assert_int_equal(sess_conv_retry(c.conv, collect, &y, NULL, &ts), SESS_OK);
+            assert_int_equal(llm_ctx_n_past(c.ctx), sess_conv_n_tokens(c.conv));
+            const char *text;
+            assert_int_equal(sess_conv_message(c.conv, 5, &text), SESS_ROLE_ASSISTANT);
+            assert_string_equal(text, y.text);
+            /* and back: the block again, the first answer again */
+            assert_int_equal(sess_conv_set_answer_prefix(c.conv, pre), SESS_OK);
+            memset(&y, 0, sizeof y);
+            assert_int_equal(sess_conv_retry(c.conv, collect, &y, NULL, &ts), SESS_OK);
+            assert_string_equal(y.text, x[2].text);
+        }
+        chat_close(&c);
+    }
+}
+
 /* ==== a remote engine: a fake server ==== */
 
 enum fake_mode { FAKE_OK, FAKE_FAIL, FAKE_CUT, FAKE_INTERRUPTED };
@@ -859,6 +938,7 @@ int main(void)
         cmocka_unit_test(test_context_full),
         cmocka_unit_test(test_special_tokens_in_user_text),
         cmocka_unit_test(test_stop_strings),
+        cmocka_unit_test(test_think_switch),
         cmocka_unit_test(test_remote_engine),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

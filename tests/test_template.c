@@ -250,31 +250,37 @@ static void test_turn_tokens(void **state)
 }
 
 
-/* chatml-nothink: Qwen3's rendering with enable_thinking false (its Jinja
- * ends "<|im_start|>assistant\n" then "<think>\n\n</think>\n\n"), and its
- * history keeps what each answer generated */
+/* Qwen3's enable_thinking switch: with it false, its Jinja ends the prompt
+ * "<|im_start|>assistant\n" then "<think>\n\n</think>\n\n". kvchat makes
+ * that block the answer's first text (llm_template_think_off), so the
+ * ChatML prompt plus the block is Qwen3's no-thinking prompt byte for
+ * byte, and a history whose answers carry what they were generated after
+ * (block or reasoning) renders the same with thinking on or off. */
 static void test_nothink(void **state)
 {
     (void)state;
+    const char qwen3[] = "{%- if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>"
+                         "<|im_start|>";
+    const char *pre = llm_template_think_off(LLM_TEMPLATE_CHATML, qwen3, sizeof qwen3 - 1);
+    assert_non_null(pre);
+    assert_string_equal(pre, "<think>\n\n</think>\n\n");
     const struct llm_chat_msg m[] = {
-        {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Why?"},
+        {"user", "Hi"}, {"assistant", "<think>\n\n</think>\n\nHello."}, {"user", "Why?"},
         {"assistant", "<think>\nhmm\n</think>\n\nBecause."}, {"user", "Ok"},
     };
-    char b[1024];
-    assert_true(llm_template_render(LLM_TEMPLATE_CHATML_NOTHINK, m, 1, true, b, sizeof b) > 0);
-    assert_string_equal(b, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
-    assert_true(llm_template_render(LLM_TEMPLATE_CHATML_NOTHINK, m, 5, true, b, sizeof b) > 0);
+    char b[1024], want[1024];
+    assert_true(llm_template_render(LLM_TEMPLATE_CHATML, m, 1, true, b, sizeof b) > 0);
+    snprintf(want, sizeof want, "%s%s", b, pre);
+    assert_string_equal(want, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    assert_true(llm_template_render(LLM_TEMPLATE_CHATML, m, 5, true, b, sizeof b) > 0);
     assert_string_equal(b, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
                            "Hello.<|im_end|>\n<|im_start|>user\nWhy?<|im_end|>\n<|im_start|>assistant\n"
                            "<think>\nhmm\n</think>\n\nBecause.<|im_end|>\n<|im_start|>user\nOk<|im_end|>\n"
-                           "<|im_start|>assistant\n<think>\n\n</think>\n\n");
+                           "<|im_start|>assistant\n");
     /* only templates with the switch have it */
-    const char qwen3[] = "{%- if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>"
-                         "<|im_start|>";
-    assert_int_equal(llm_template_think_off(LLM_TEMPLATE_CHATML, qwen3, sizeof qwen3 - 1),
-                     LLM_TEMPLATE_CHATML_NOTHINK);
-    assert_int_equal(llm_template_think_off(LLM_TEMPLATE_CHATML, "<|im_start|>", 12), LLM_TEMPLATE_UNKNOWN);
-    assert_int_equal(llm_template_think_off(LLM_TEMPLATE_LLAMA3, qwen3, sizeof qwen3 - 1), LLM_TEMPLATE_UNKNOWN);
+    assert_null(llm_template_think_off(LLM_TEMPLATE_CHATML, "<|im_start|>", 12));
+    assert_null(llm_template_think_off(LLM_TEMPLATE_LLAMA3, qwen3, sizeof qwen3 - 1));
+    assert_null(llm_template_think_off(LLM_TEMPLATE_CHATML, NULL, 0));
 }
 
 struct parts {

@@ -13,7 +13,7 @@ llref=$home/llref
 d=tests/data/templates
 mkdir -p "$d/jinja"
 rm -f "$d"/*.txt "$d"/jinja/*
-for name in $(./kvchat template --list | awk '{print $1}' | grep -v '^chatml-nothink$'); do  # chatml-nothink: Qwen3 with enable_thinking false, no llama.cpp name
+for name in $(./kvchat template --list | awk '{print $1}'); do
     "$llref" template "$name" > "$d/$name.txt"
 done
 # Gemma 3's template is not in llama.cpp's collection: take it from the
