@@ -497,6 +497,7 @@ static int conv_attach(struct chat *ch, const char *name, bool create)
     /* the session's sampling (restored) is the chat's from now on */
     ch->o.sampling = sess_conv_get_params(ch->conv).sampling;
     ch->o.n_predict = sess_conv_get_params(ch->conv).n_predict;
+    ch->o.think_off = sess_conv_get_params(ch->conv).think_off;
     return 0;
 }
 
@@ -898,23 +899,25 @@ static int slash_set(struct chat *ch, char *arg)
     }
     if (!strcmp(key, "think")) {
         ch->o.think_hide = next.think_hide;
-        if (next.think_off != ch->o.think_off) {
-            if (ch->l.remote) {
+        if (next.think_switch_given) {
+            if (next.think_off != ch->o.think_off && ch->l.remote) {
                 chat_err(ch, "think on|off is for local models: a remote server renders its own template");
                 return 0;
             }
-            if (!ch->l.think_off_prefix) {
+            if (next.think_off && !ch->l.remote && !ch->l.can_think_off) {
                 chat_err(ch, "the model's chat template cannot switch thinking off");
                 return 0;
             }
-            /* the prefix is the answer's: earlier turns render as they
-             * were, so the switch holds from the next answer on and the
-             * KV cache carries over */
-            if (sess_conv_set_answer_prefix(ch->conv, next.think_off ? ch->l.think_off_prefix : NULL)) {
+            /* the no-thinking block is the answer's: earlier turns render
+             * as they were, so the switch holds from the next answer on
+             * and the KV cache carries over; the session keeps it */
+            if (sess_conv_keep_params(ch->conv, ch->o.sampling, ch->o.n_predict, next.think_off,
+                                      1u << SESS_PARAM_THINK)) {
                 chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
                 return 0;
             }
             ch->o.think_off = next.think_off;
+            ch->o.think_switch_given = true;
         }
         note(ch, C_DIM, "think: %s, %s", ch->o.think_off ? "off" : "on",
              ch->o.think_hide ? "reasoning hidden" : "reasoning shown dimmed");
@@ -925,7 +928,7 @@ static int slash_set(struct chat *ch, char *arg)
     ch->o.seed_set = next.seed_set;
     ch->o.given |= next.given; /* set: what a remote model's server is sent */
     /* what the user sets is the session's from now on (saved), and is sent to a remote server */
-    if (sess_conv_keep_params(ch->conv, ch->o.sampling, ch->o.n_predict,
+    if (sess_conv_keep_params(ch->conv, ch->o.sampling, ch->o.n_predict, ch->o.think_off,
                               cmd_opts_sess_params(next.given)))
         chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
     show_settings(ch);

@@ -246,6 +246,7 @@ struct cmd_opts {
     bool wrap;                 /* word-wrap answers on a terminal (--no-wrap, `wrap = off`) */
     int64_t cache_max;         /* --cache-max: bytes of KV blocks kept (default 4 GiB) */
     bool think_off;            /* --think off: the template's no-thinking form (Qwen3) */
+    bool think_switch_given;   /* --think on|off given on the command line (or /set) */
     bool think_hide;           /* --think hide: reasoning is not shown */
     bool think_show;           /* --think show given: reasoning shown even in pipe mode */
     const char *stop[CMD_OPTS_MAX_STOP + 1]; /* --stop TEXT (NULL-terminated) */
@@ -331,11 +332,8 @@ struct cmd_llm {
     struct llm_vocab *vocab;
     struct llm_ctx *ctx;
     enum llm_template tmpl;
-    const char *think_off_prefix; /* what opens an answer with thinking off (static), NULL if
-                                     the model's template cannot switch it off */
+    bool can_think_off;           /* the model's template can switch thinking off (Qwen3) */
 };
-/* the answer prefix under o's --think (NULL: none) */
-const char *cmd_answer_prefix(const struct cmd_opts *o, const struct cmd_llm *l);
 /* model parameters with the packed-weight cache in $KVCHAT_HOME/packed
  * (dir: its buffer) */
 struct llm_model_params cmd_model_params(char *dir, size_t size);

@@ -197,7 +197,7 @@ static int opt_apply(struct cmd_opts *o, const struct opt_def *d, const char *v,
     case CMD_OPT_SWITCH_MODEL: o->switch_model = flag; break;
     case CMD_OPT_THINK:
         if (!strcmp(v, "on") || !strcmp(v, "off"))
-            o->think_off = !strcmp(v, "off");
+            o->think_off = !strcmp(v, "off"), o->think_switch_given = true;
         else
             o->think_hide = !strcmp(v, "hide"), o->think_show = !o->think_hide;
         break;
@@ -239,6 +239,7 @@ int cmd_opts_config(struct cmd_opts *o)
     }
     o->configured = o->given;
     o->given = 0; /* "given" means on the command line */
+    o->think_switch_given = false;
     return 0;
 }
 
@@ -474,8 +475,8 @@ int cmd_llm_open(const struct cmd_opts *o, bool offer_pull, struct cmd_llm *l)
     if (fell_back && !o->template_name)
         fprintf(stderr, "kvchat: warning: %s; using chatml (choose one with --template NAME)\n",
                 has ? "the model's chat template is not one kvchat knows" : "the model has no chat template");
-    l->think_off_prefix = llm_template_think_off(l->tmpl, has ? jinja.ptr : NULL, has ? (size_t)jinja.len : 0);
-    if (o->think_off && !l->think_off_prefix)
+    l->can_think_off = llm_template_think_off(l->tmpl, has ? jinja.ptr : NULL, has ? (size_t)jinja.len : 0);
+    if (o->think_off && !l->can_think_off)
         fprintf(stderr, "kvchat: warning: the model's chat template cannot switch thinking off; "
                         "--think off does nothing\n");
     struct llm_ctx_params cp = llm_ctx_default_params();
@@ -535,7 +536,7 @@ struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, struct cm
     l->ctx = NULL;
     p.system = o->system && o->system[0] ? o->system : NULL;
     p.tmpl = l->tmpl;
-    p.answer_prefix = cmd_answer_prefix(o, l);
+    p.think_off = o->think_off;
     p.model_path = l->path;
     p.sampling = o->sampling;
     p.n_predict = o->n_predict;
@@ -543,7 +544,7 @@ struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, struct cm
     p.stop = o->n_stop ? o->stop : NULL;
     p.no_cache = o->no_cache;
     p.cache_max = o->cache_max;
-    p.given = cmd_opts_sess_params(o->given);
+    p.given = cmd_opts_sess_params(o->given) | (o->think_switch_given ? 1u << SESS_PARAM_THINK : 0);
     p.switch_model = o->switch_model;
     return p;
 }
@@ -682,10 +683,6 @@ int cmd_store_open_existing(struct sess_store **st, char *err, size_t err_size)
     return rc ? -1 : 1;
 }
 
-const char *cmd_answer_prefix(const struct cmd_opts *o, const struct cmd_llm *l)
-{
-    return o->think_off ? l->think_off_prefix : NULL;
-}
 
 /*
  * SQLite's unix VFS opens paths of at most 512 bytes (MAX_PATHNAME, after

@@ -59,6 +59,13 @@ struct conv_msg {
     char stop[16];      /* an answer's stop reason ("" if not recorded) */
 };
 
+/* the values of the parameters a session keeps (enum sess_param) */
+struct conv_vals {
+    struct llm_sampler_params s;
+    int32_t n_predict;
+    bool think_off;
+};
+
 struct sess_conv {
     /* the engine */
     const struct llm_model *m;
@@ -68,7 +75,8 @@ struct sess_conv {
     struct sess_conv_params p;
     char *system;
     char *model_path;
-    char *answer_prefix; /* p.answer_prefix's copy, or NULL */
+    const char *no_think; /* what opens an answer with thinking off (static), NULL when the
+                             model's template cannot switch thinking off */
     struct llm_sampler *smp;
     struct conv_msg *msgs;
     int64_t n_msgs, cap_msgs;
@@ -79,12 +87,12 @@ struct sess_conv {
     int64_t sid;
     char *name;
     struct sess_lock *lock;
-    /* sampling: base is the conversation's own (from init and
+    /* the parameters: base is the conversation's own (from init and
      * sess_conv_set_sampling); kept (bits 1 << SESS_PARAM_X, values in
-     * kept_s and kept_n) is what the session keeps; p.sampling is base
-     * with the kept ones over it, except those in p.given */
-    struct llm_sampler_params base_s, kept_s;
-    int32_t base_n, kept_n;
+     * vkept) is what the session keeps; p.sampling, p.n_predict and
+     * p.think_off are base with the kept ones over it, except those in
+     * p.given */
+    struct conv_vals base, vkept;
     uint32_t kept;
     /* a remote engine (p.remote): no ctx, kv, smp, tokens */
     bool remote;
@@ -545,13 +553,15 @@ static bool has_system(const struct sess_conv *c)
 const char *sess_param_key(enum sess_param k)
 {
     static const char *const keys[SESS_PARAM_COUNT] = {"temp", "top_k", "top_p", "min_p", "repeat_penalty",
-                                                        "presence_penalty", "repeat_last_n", "seed", "n_predict"};
+                                                        "presence_penalty", "repeat_last_n", "seed", "n_predict",
+                                                        "think"};
     return (unsigned)k < SESS_PARAM_COUNT ? keys[k] : "?";
 }
 
-/* parameter k of (s, n_predict) as a number, and set from one */
-static double param_get(const struct llm_sampler_params *s, int32_t n_predict, enum sess_param k)
+/* parameter k of v as a number (think: 1 on, 0 off) */
+static double param_get(const struct conv_vals *v, enum sess_param k)
 {
+    const struct llm_sampler_params *s = &v->s;
     switch (k) {
     case SESS_PARAM_TEMP: return s->temp;
     case SESS_PARAM_TOP_K: return s->top_k;
@@ -561,26 +571,27 @@ static double param_get(const struct llm_sampler_params *s, int32_t n_predict, e
     case SESS_PARAM_PRESENCE_PENALTY: return s->presence_penalty;
     case SESS_PARAM_REPEAT_LAST_N: return s->penalty_last_n;
     case SESS_PARAM_SEED: return (double)s->seed;
-    case SESS_PARAM_N_PREDICT: return n_predict;
+    case SESS_PARAM_N_PREDICT: return v->n_predict;
+    case SESS_PARAM_THINK: return v->think_off ? 0 : 1;
     case SESS_PARAM_COUNT: break;
     }
     return 0;
 }
 
-/* copy parameter k from (from, from_n) to (to, to_n) */
-static void param_copy(struct llm_sampler_params *to, int32_t *to_n, const struct llm_sampler_params *from,
-                       int32_t from_n, enum sess_param k)
+/* copy parameter k from `from` to `to` */
+static void param_copy(struct conv_vals *to, const struct conv_vals *from, enum sess_param k)
 {
     switch (k) {
-    case SESS_PARAM_TEMP: to->temp = from->temp; break;
-    case SESS_PARAM_TOP_K: to->top_k = from->top_k; break;
-    case SESS_PARAM_TOP_P: to->top_p = from->top_p; break;
-    case SESS_PARAM_MIN_P: to->min_p = from->min_p; break;
-    case SESS_PARAM_REPEAT_PENALTY: to->repeat_penalty = from->repeat_penalty; break;
-    case SESS_PARAM_PRESENCE_PENALTY: to->presence_penalty = from->presence_penalty; break;
-    case SESS_PARAM_REPEAT_LAST_N: to->penalty_last_n = from->penalty_last_n; break;
-    case SESS_PARAM_SEED: to->seed = from->seed; break;
-    case SESS_PARAM_N_PREDICT: *to_n = from_n; break;
+    case SESS_PARAM_TEMP: to->s.temp = from->s.temp; break;
+    case SESS_PARAM_TOP_K: to->s.top_k = from->s.top_k; break;
+    case SESS_PARAM_TOP_P: to->s.top_p = from->s.top_p; break;
+    case SESS_PARAM_MIN_P: to->s.min_p = from->s.min_p; break;
+    case SESS_PARAM_REPEAT_PENALTY: to->s.repeat_penalty = from->s.repeat_penalty; break;
+    case SESS_PARAM_PRESENCE_PENALTY: to->s.presence_penalty = from->s.presence_penalty; break;
+    case SESS_PARAM_REPEAT_LAST_N: to->s.penalty_last_n = from->s.penalty_last_n; break;
+    case SESS_PARAM_SEED: to->s.seed = from->s.seed; break;
+    case SESS_PARAM_N_PREDICT: to->n_predict = from->n_predict; break;
+    case SESS_PARAM_THINK: to->think_off = from->think_off; break;
     case SESS_PARAM_COUNT: break;
     }
 }
@@ -607,9 +618,9 @@ static void params_json(const struct sess_conv *c, char *buf, size_t n)
             continue;
         int w = k == SESS_PARAM_SEED
                     ? snprintf(buf + len, n - len, "%s\"%s\": %llu", len ? ", " : "{", sess_param_key(k),
-                               (unsigned long long)c->kept_s.seed)
+                               (unsigned long long)c->vkept.s.seed)
                     : snprintf(buf + len, n - len, "%s\"%s\": %.9g", len ? ", " : "{", sess_param_key(k),
-                               param_get(&c->kept_s, c->kept_n, k));
+                               param_get(&c->vkept, k));
         if (w < 0 || (size_t)w >= n - len)
             break;
         len += (size_t)w;
@@ -618,10 +629,9 @@ static void params_json(const struct sess_conv *c, char *buf, size_t n)
 }
 
 /* Parse a session's parameters (a flat JSON object of numbers, as
- * params_json writes and earlier releases wrote) into s and n_predict:
- * the bits of the keys found. Unknown keys and malformed values are
- * skipped. */
-static uint32_t params_parse(const char *json, struct llm_sampler_params *s, int32_t *n_predict)
+ * params_json writes and earlier releases wrote) into v: the bits of the
+ * keys found. Unknown keys and malformed values are skipped. */
+static uint32_t params_parse(const char *json, struct conv_vals *v)
 {
     uint32_t found = 0;
     if (!json)
@@ -642,27 +652,25 @@ static uint32_t params_parse(const char *json, struct llm_sampler_params *s, int
         if (k == SESS_PARAM_SEED) {
             while (*at == ' ')
                 at++;
-            unsigned long long v = *at == '-' ? 0 : strtoull(at, &end, 10);
+            unsigned long long u = *at == '-' ? 0 : strtoull(at, &end, 10);
             if (*at == '-' || errno || end == at)
                 continue;
-            s->seed = v;
+            v->s.seed = u;
         } else {
-            double v = strtod(at, &end);
-            if (errno || end == at || !isfinite(v) || v < -1e9 || v > 1e9)
+            double x = strtod(at, &end);
+            if (errno || end == at || !isfinite(x) || x < -1e9 || x > 1e9)
                 continue;
-            struct llm_sampler_params tmp = *s;
-            int32_t tn = *n_predict;
             switch (k) {
-            case SESS_PARAM_TEMP: tmp.temp = (float)v; break;
-            case SESS_PARAM_TOP_K: tmp.top_k = (int32_t)v; break;
-            case SESS_PARAM_TOP_P: tmp.top_p = (float)v; break;
-            case SESS_PARAM_MIN_P: tmp.min_p = (float)v; break;
-            case SESS_PARAM_REPEAT_PENALTY: tmp.repeat_penalty = (float)v; break;
-            case SESS_PARAM_PRESENCE_PENALTY: tmp.presence_penalty = (float)v; break;
-            case SESS_PARAM_REPEAT_LAST_N: tmp.penalty_last_n = (int32_t)v; break;
-            case SESS_PARAM_N_PREDICT: tn = (int32_t)v; break;
+            case SESS_PARAM_TEMP: v->s.temp = (float)x; break;
+            case SESS_PARAM_TOP_K: v->s.top_k = (int32_t)x; break;
+            case SESS_PARAM_TOP_P: v->s.top_p = (float)x; break;
+            case SESS_PARAM_MIN_P: v->s.min_p = (float)x; break;
+            case SESS_PARAM_REPEAT_PENALTY: v->s.repeat_penalty = (float)x; break;
+            case SESS_PARAM_PRESENCE_PENALTY: v->s.presence_penalty = (float)x; break;
+            case SESS_PARAM_REPEAT_LAST_N: v->s.penalty_last_n = (int32_t)x; break;
+            case SESS_PARAM_N_PREDICT: v->n_predict = (int32_t)x; break;
+            case SESS_PARAM_THINK: v->think_off = x == 0; break;
             }
-            param_copy(s, n_predict, &tmp, tn, (enum sess_param)k);
         }
         found |= 1u << k;
     }
@@ -673,19 +681,27 @@ static uint32_t params_parse(const char *json, struct llm_sampler_params *s, int
  * except those the user gave */
 static void params_effective(struct sess_conv *c)
 {
-    c->p.sampling = c->base_s;
-    c->p.n_predict = c->base_n;
+    struct conv_vals e = c->base;
     for (int k = 0; k < SESS_PARAM_COUNT; k++)
         if ((c->kept & (1u << k)) && !(c->p.given & (1u << k)))
-            param_copy(&c->p.sampling, &c->p.n_predict, &c->kept_s, c->kept_n, (enum sess_param)k);
+            param_copy(&e, &c->vkept, (enum sess_param)k);
+    c->p.sampling = e.s;
+    c->p.n_predict = e.n_predict;
+    c->p.think_off = e.think_off;
 }
 
 /* the session keeps what the user gave this conversation */
 static void keep_given(struct sess_conv *c)
 {
     c->kept = c->p.given;
-    c->kept_s = c->base_s;
-    c->kept_n = c->base_n;
+    c->vkept = c->base;
+}
+
+/* what opens the next answer: the no-thinking block when thinking is off
+ * and the template can switch it (NULL: nothing) */
+static const char *answer_prefix(const struct sess_conv *c)
+{
+    return c->p.think_off ? c->no_think : NULL;
 }
 
 /* Store the blocks of what the cache holds that the store lacks, and (in
@@ -846,9 +862,9 @@ int sess_conv_init(struct sess_store *st, struct sess_conv_params p, struct sess
     c->p = p;
     c->st = st;
     c->sid = -1;
-    c->base_s = p.sampling;
-    c->base_n = p.n_predict;
-    c->p.answer_prefix = NULL; /* a copy, below (a remote server renders its own) */
+    c->base.s = p.sampling;
+    c->base.n_predict = p.n_predict;
+    c->base.think_off = p.think_off;
     keep_given(c);
     if (p.remote.answer)
         return init_remote(c, out, err, err_size);
@@ -863,7 +879,10 @@ int sess_conv_init(struct sess_store *st, struct sess_conv_params p, struct sess
     c->model_path = strdup(p.model_path ? p.model_path : "");
     c->p.model_path = c->model_path;
     c->p.system = NULL;
-    if (!c->tokens || !c->smp || !c->model_path || sess_conv_set_answer_prefix(c, p.answer_prefix)) {
+    struct llm_str jinja;
+    if (llm_gguf_find_str(llm_model_gguf(c->m), "tokenizer.chat_template", &jinja) == 0)
+        c->no_think = llm_template_think_off(p.tmpl, jinja.ptr, (size_t)jinja.len);
+    if (!c->tokens || !c->smp || !c->model_path) {
         sess_conv_free(c);
         snprintf(err, err_size, "out of memory");
         return SESS_ERR;
@@ -909,7 +928,6 @@ void sess_conv_free(struct sess_conv *c)
     llm_sampler_free(c->smp);
     free(c->system);
     free(c->model_path);
-    free(c->answer_prefix);
     leave_session(c);
     if (c->kv)
         sess_kv_free(c->kv);
@@ -948,38 +966,27 @@ int64_t sess_conv_n_exchanges(const struct sess_conv *c)
 
 void sess_conv_set_sampling(struct sess_conv *c, struct llm_sampler_params p)
 {
-    c->base_s = p;
+    c->base.s = p;
     params_effective(c);
     sampler_fresh(c); /* (a remote engine: the server samples) */
 }
 
-int sess_conv_set_answer_prefix(struct sess_conv *c, const char *prefix)
-{
-    char *copy = NULL;
-    if (c->remote)
-        return SESS_OK; /* the server renders the answer's opening */
-    if (prefix && prefix[0] && !(copy = strdup(prefix)))
-        return cfail(c, "out of memory");
-    free(c->answer_prefix);
-    c->answer_prefix = copy;
-    c->p.answer_prefix = copy;
-    return SESS_OK;
-}
-
 void sess_conv_set_n_predict(struct sess_conv *c, int32_t n_predict)
 {
-    c->base_n = n_predict;
+    c->base.n_predict = n_predict;
     params_effective(c);
 }
 
-int sess_conv_keep_params(struct sess_conv *c, struct llm_sampler_params p, int32_t n_predict, uint32_t which)
+int sess_conv_keep_params(struct sess_conv *c, struct llm_sampler_params p, int32_t n_predict, bool think_off,
+                          uint32_t which)
 {
+    struct conv_vals v = {p, n_predict, think_off};
     which &= (1u << SESS_PARAM_COUNT) - 1;
     for (int k = 0; k < SESS_PARAM_COUNT; k++) {
         if (!(which & (1u << k)))
             continue;
-        param_copy(&c->base_s, &c->base_n, &p, n_predict, (enum sess_param)k);
-        param_copy(&c->kept_s, &c->kept_n, &p, n_predict, (enum sess_param)k);
+        param_copy(&c->base, &v, (enum sess_param)k);
+        param_copy(&c->vkept, &v, (enum sess_param)k);
     }
     c->kept |= which;
     c->p.given |= which; /* and over any session this conversation goes to */
@@ -1101,10 +1108,11 @@ static int64_t find_stop(const struct gen *g, const char *const *stops, size_t f
 
 /*
  * The answer from the last token's logits on; ans_start is where the
- * answer's tokens begin: before the answer prefix's, which the cache holds
- * already (c->n_tokens - ans_start of them), as its text does.
+ * answer's tokens begin: before those of its prefix pre (NULL: none), which
+ * the cache holds already (c->n_tokens - ans_start of them); the answer's
+ * text begins with pre too.
  */
-static int generate(struct sess_conv *c, int64_t ans_start, sess_text_fn on_text, void *ud,
+static int generate(struct sess_conv *c, int64_t ans_start, const char *pre, sess_text_fn on_text, void *ud,
                     volatile sig_atomic_t *interrupt, struct sess_turn_stats *ts, double t0)
 {
     /* the template's stop strings and the caller's */
@@ -1211,8 +1219,7 @@ static int generate(struct sess_conv *c, int64_t ans_start, sess_text_fn on_text
     double t_end = now_ms();
     ts->generated_tokens = n_gen;
     ts->decode_tok_s = n_gen > 1 && t_end > t_first ? (n_gen - 1) * 1e3 / (t_end - t_first) : 0;
-    if (rc == SESS_OK && start > ans_start) { /* the prefix's text first */
-        const char *pre = c->answer_prefix ? c->answer_prefix : "";
+    if (rc == SESS_OK && pre && pre[0]) { /* the prefix's text first */
         size_t pl = strlen(pre);
         char *t = malloc(pl + g.len + 1);
         if (!t) {
@@ -1246,15 +1253,16 @@ static int generate(struct sess_conv *c, int64_t ans_start, sess_text_fn on_text
 static int prefix_tokens(struct sess_conv *c, int32_t prev, int32_t **toks, int64_t *n)
 {
     int64_t cap = 0;
+    const char *pre = answer_prefix(c);
     *toks = NULL;
     *n = 0;
-    if (!c->answer_prefix)
+    if (!pre)
         return SESS_OK;
     struct llm_tokenize_params tp = llm_tokenize_default_params();
     tp.add_special = false;
     tp.parse_special = true;
     tp.prev = prev;
-    int rc = tokenize_into(c, c->answer_prefix, strlen(c->answer_prefix), &tp, toks, n, &cap);
+    int rc = tokenize_into(c, pre, strlen(pre), &tp, toks, n, &cap);
     if (rc) {
         free(*toks);
         *toks = NULL;
@@ -1442,7 +1450,7 @@ int sess_conv_say(struct sess_conv *c, const char *user_text, sess_text_fn on_te
     double t_pf = now_ms();
     ts->prompt_tokens = c->n_tokens;
     ts->prefill_tok_s = t_pf > t0 && ts->prefilled_tokens ? ts->prefilled_tokens * 1e3 / (t_pf - t0) : 0;
-    rc = generate(c, ans_start, on_text, ud, interrupt, ts, t0);
+    rc = generate(c, ans_start, answer_prefix(c), on_text, ud, interrupt, ts, t0);
     if (rc == SESS_OK)
         rc = persist(c, user_idx, ts);
     finish_stats(c, ts);
@@ -1498,7 +1506,7 @@ int sess_conv_retry(struct sess_conv *c, sess_text_fn on_text, void *ud, volatil
     if (rc)
         return rc == SESS_ERR_INTERRUPTED ? cfail(c, "interrupted"), SESS_ERR_INTERRUPTED : SESS_ERR;
     ts->prompt_tokens = c->n_tokens;
-    rc = generate(c, ans_start, on_text, ud, interrupt, ts, t0);
+    rc = generate(c, ans_start, answer_prefix(c), on_text, ud, interrupt, ts, t0);
     if (rc == SESS_OK)
         rc = persist(c, L, ts);
     finish_stats(c, ts);
@@ -1779,9 +1787,8 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
         snprintf(rs->first_problem, sizeof rs->first_problem, /* phi3's RoPE factors */
                  "session '%.60s' was saved with this model at another context size, which changes its "
                  "RoPE: its KV cache is computed again", name);
-    struct llm_sampler_params kept_s = c->base_s;
-    int32_t kept_n = c->base_n;
-    uint32_t kept = params_parse(info.params, &kept_s, &kept_n);
+    struct conv_vals vkept = c->base;
+    uint32_t kept = params_parse(info.params, &vkept);
     sess_info_free(&info);
     if (rc) {
         sess_unlock(lock);
@@ -1795,8 +1802,7 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
     /* the session's parameters, under what the user gave; its sampler
      * goes on from its last answer, unless a seed was given */
     c->kept = kept;
-    c->kept_s = kept_s;
-    c->kept_n = kept_n;
+    c->vkept = vkept;
     params_effective(c);
     sampler_fresh(c);
     if (!(c->p.given & (1u << SESS_PARAM_SEED)))

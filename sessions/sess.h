@@ -259,6 +259,7 @@ struct sess_remote {
 enum sess_param {
     SESS_PARAM_TEMP, SESS_PARAM_TOP_K, SESS_PARAM_TOP_P, SESS_PARAM_MIN_P, SESS_PARAM_REPEAT_PENALTY,
     SESS_PARAM_PRESENCE_PENALTY, SESS_PARAM_REPEAT_LAST_N, SESS_PARAM_SEED, SESS_PARAM_N_PREDICT,
+    SESS_PARAM_THINK, /* 1 thinking on, 0 off (think_off) */
     SESS_PARAM_COUNT
 };
 /* the JSON key of a parameter ("temp", "top_k", ...) */
@@ -275,12 +276,15 @@ struct sess_conv_params {
     const char *model_path;      /* recorded with sessions (a remote engine: its store entry) */
     const char *system;          /* system prompt, or NULL */
     enum llm_template tmpl;      /* how messages become text */
-    /* text each answer starts with, fed to the model as the answer's first
-     * tokens (special tokens parsed) and kept in its text, or NULL: a
-     * reasoning model's no-thinking block (llm_template_think_off). Being
-     * the answer's, it changes no earlier turn's rendering: it can differ
-     * from turn to turn (sess_conv_set_answer_prefix). Copied. */
-    const char *answer_prefix;
+    /* a reasoning model whose template can switch thinking off
+     * (llm_template_think_off, over tmpl and the model's Jinja) answers
+     * without thinking: each answer opens with the template's no-thinking
+     * block, fed to the model as the answer's first tokens and kept in its
+     * text. Being the answer's, it changes no earlier turn's rendering, so
+     * it can differ from turn to turn; a session keeps it as "think" (a
+     * parameter like the sampling ones). No effect on other templates or
+     * a remote engine. */
+    bool think_off;
     struct llm_sampler_params sampling;
     int32_t n_predict;           /* most tokens per answer; <= 0: until the context is full */
     const char *const *stop;     /* more strings that end an answer (NULL-terminated, borrowed;
@@ -422,15 +426,14 @@ int sess_conv_set_system(struct sess_conv *c, const char *system);
 /* new sampling parameters (a fresh sampler seeded with p.seed) */
 void sess_conv_set_sampling(struct sess_conv *c, struct llm_sampler_params p);
 /* most tokens per answer from now on (<= 0: until the context is full) */
-/* the answer prefix of the next answers (NULL: none); SESS_OK or
- * SESS_ERR (out of memory, nothing changed) */
-int sess_conv_set_answer_prefix(struct sess_conv *c, const char *prefix);
 void sess_conv_set_n_predict(struct sess_conv *c, int32_t n_predict);
-/* Set the parameters named by which (bits 1 << SESS_PARAM_X) from p and
- * n_predict, as the user's own (/set): the session keeps them (saved now,
- * when attached). The sampler keeps its random state unless the seed is
- * among them (then it is re-seeded). SESS_OK, or SESS_ERR_STORE. */
-int sess_conv_keep_params(struct sess_conv *c, struct llm_sampler_params p, int32_t n_predict, uint32_t which);
+/* Set the parameters named by which (bits 1 << SESS_PARAM_X) from p,
+ * n_predict and think_off, as the user's own (/set): the session keeps
+ * them (saved now, when attached). The sampler keeps its random state
+ * unless the seed is among them (then it is re-seeded). SESS_OK, or
+ * SESS_ERR_STORE. */
+int sess_conv_keep_params(struct sess_conv *c, struct llm_sampler_params p, int32_t n_predict, bool think_off,
+                          uint32_t which);
 /* the conversation's parameters; given has the bits of those set, by the
  * user or kept by the session (what a remote engine is sent) */
 struct sess_conv_params sess_conv_get_params(const struct sess_conv *c);

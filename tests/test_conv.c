@@ -606,23 +606,58 @@ static void test_stop_strings(void **state)
 
 
 /*
- * Thinking off and on from turn to turn (Qwen3's enable_thinking): the
- * no-thinking block is the answer's first text, so
+ * Thinking off and on from turn to turn (Qwen3's enable_thinking), on a
+ * model with Qwen3's Jinja template: the no-thinking block is the answer's
+ * first text, so
  *  - the first prompt is, token for token, Qwen3's with enable_thinking
  *    false (its Jinja's text, written out here, tokenized as one);
  *  - each later turn, whichever way it goes, computes only its own
  *    message: no earlier turn renders differently;
  *  - turns resumed from the store one process each answer as one process
  *    switching in the middle of the conversation does;
- *  - a retry takes the prefix as it is now.
+ *  - the session keeps the setting (set with keep_params, as /set does) and
+ *    a conversation given it for a turn does not change what is kept;
+ *  - a retry takes the setting as it is now;
+ *  - a template without the switch is not changed by it.
  */
 #define NOTHINK_BLOCK "<think>\n\n</think>\n\n"
+static void set_think(struct chat *ch, bool off)
+{
+    struct sess_conv_params p = sess_conv_get_params(ch->conv);
+    assert_int_equal(sess_conv_keep_params(ch->conv, p.sampling, p.n_predict, off, 1u << SESS_PARAM_THINK),
+                     SESS_OK);
+}
+
+static const char *last_answer(struct chat *ch)
+{
+    const char *text;
+    assert_int_equal(sess_conv_message(ch->conv, sess_conv_n_messages(ch->conv) - 1, &text), SESS_ROLE_ASSISTANT);
+    return text;
+}
+
 static void test_think_switch(void **state)
 {
     (void)state;
+    /* the Qwen3 template's model: chat_open's globals for this test */
+    struct llm_model *m0 = model;
+    struct llm_vocab *v0 = vocab;
+    char p0[sizeof model_path];
+    memcpy(p0, model_path, sizeof p0);
+    snprintf(model_path, sizeof model_path, "%s/q3.gguf", dir);
+    char cmd[512], err[512];
+    snprintf(cmd, sizeof cmd,
+             "tests/mkmodel %s --arch qwen3 --vocab tests/data/vocab/ggml-vocab-qwen2.gguf --dim 64 "
+             "--layers 2 --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 "
+             "--template tests/data/templates/jinja/Qwen-Qwen3-0.6B.jinja >/dev/null",
+             model_path);
+    assert_int_equal(system(cmd), 0);
+    if (llm_model_open(model_path, llm_model_default_params(), &model, err, sizeof err) ||
+        llm_vocab_load(llm_model_gguf(model), &vocab, err, sizeof err))
+        fail_msg("%s", err);
     char home[128];
     snprintf(home, sizeof home, "%s/home-think", dir);
     const char *pre = NOTHINK_BLOCK;
+    size_t pl = strlen(pre);
     const char *turns[3] = {"Hi", "Why?", "Go on"};
     const bool off[3] = {true, false, true};
     struct chat one;
@@ -631,17 +666,15 @@ static void test_think_switch(void **state)
     chat_open(&one, NULL, 0, 512, NULL);
     for (int i = 0; i < 3; i++) {
         int64_t before = sess_conv_n_tokens(one.conv);
-        assert_int_equal(sess_conv_set_answer_prefix(one.conv, off[i] ? pre : NULL), SESS_OK);
+        set_think(&one, off[i]);
         say(&one, turns[i], &x[i], &ts);
         if (i > 0) { /* only this turn's tokens */
             assert_int_equal(ts.cached_tokens, before);
             assert_int_equal(ts.prefilled_tokens, ts.prompt_tokens - before);
         }
-        const char *text;
-        assert_int_equal(sess_conv_message(one.conv, 2 * i + 1, &text), SESS_ROLE_ASSISTANT);
-        size_t pl = off[i] ? strlen(pre) : 0; /* the block kept, not streamed */
-        assert_memory_equal(text, pre, pl);
-        assert_string_equal(text + pl, x[i].text);
+        const char *text = last_answer(&one); /* the block kept, not streamed */
+        assert_memory_equal(text, pre, off[i] ? pl : 0);
+        assert_string_equal(text + (off[i] ? pl : 0), x[i].text);
         if (i == 0) {
             const char *qwen3 = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n" NOTHINK_BLOCK;
             int32_t ids[64];
@@ -652,34 +685,80 @@ static void test_think_switch(void **state)
         }
     }
     chat_close(&one);
-    /* one process per turn, through a session */
+    /* one process per turn, through a session that keeps the setting */
     for (int i = 0; i < 3; i++) {
         struct chat c;
         struct sess_restore_stats rs;
         chat_open(&c, NULL, 0, 512, home);
         assert_int_equal(sess_conv_attach(c.conv, "think", i == 0, &rs), 0);
         assert_int_equal(rs.missing_tokens, 0);
+        if (i > 0) /* the setting of the turn before, kept */
+            assert_int_equal(sess_conv_get_params(c.conv).think_off, off[i - 1]);
         int64_t restored = rs.restored_tokens;
-        assert_int_equal(sess_conv_set_answer_prefix(c.conv, off[i] ? pre : NULL), SESS_OK);
+        set_think(&c, off[i]);
         say(&c, turns[i], &y, &ts);
         assert_int_equal(ts.cached_tokens, restored);
         assert_string_equal(y.text, x[i].text);
         if (i == 2) { /* retry with thinking on: the answer has no block */
-            assert_int_equal(sess_conv_set_answer_prefix(c.conv, NULL), SESS_OK);
+            set_think(&c, false);
             memset(&y, 0, sizeof y);
             assert_int_equal(sess_conv_retry(c.conv, collect, &y, NULL, &ts), SESS_OK);
             assert_int_equal(llm_ctx_n_past(c.ctx), sess_conv_n_tokens(c.conv));
-            const char *text;
-            assert_int_equal(sess_conv_message(c.conv, 5, &text), SESS_ROLE_ASSISTANT);
-            assert_string_equal(text, y.text);
+            assert_string_equal(last_answer(&c), y.text);
             /* and back: the block again, the first answer again */
-            assert_int_equal(sess_conv_set_answer_prefix(c.conv, pre), SESS_OK);
+            set_think(&c, true);
             memset(&y, 0, sizeof y);
             assert_int_equal(sess_conv_retry(c.conv, collect, &y, NULL, &ts), SESS_OK);
             assert_string_equal(y.text, x[2].text);
         }
         chat_close(&c);
     }
+    /* given for a conversation (as --think on is): it holds there, and the
+     * session still keeps "off" */
+    {
+        struct chat c;
+        struct sess_restore_stats rs;
+        struct llm_ctx_params cp = llm_ctx_default_params();
+        cp.n_ctx = 512;
+        cp.n_threads = 2;
+        struct llm_ctx *ctx;
+        if (llm_ctx_init(model, cp, &ctx, err, sizeof err))
+            fail_msg("%s", err);
+        assert_int_equal(sess_store_open(home, sess_store_default_params(), &c.st, err, sizeof err), 0);
+        struct sess_conv_params p = sess_conv_default_params();
+        p.model = model, p.vocab = vocab, p.ctx = ctx, p.tmpl = LLM_TEMPLATE_CHATML, p.model_path = model_path;
+        p.sampling.temp = 0, p.n_predict = 12;
+        p.think_off = false;
+        p.given = 1u << SESS_PARAM_THINK;
+        assert_int_equal(sess_conv_init(c.st, p, &c.conv, err, sizeof err), 0);
+        c.ctx = sess_conv_ctx(c.conv);
+        assert_int_equal(sess_conv_attach(c.conv, "think", false, &rs), 0);
+        assert_false(sess_conv_get_params(c.conv).think_off);
+        say(&c, "More", &y, &ts);
+        assert_int_equal(strncmp(last_answer(&c), pre, pl) == 0, false);
+        chat_close(&c);
+        chat_open(&c, NULL, 0, 512, home); /* nothing given: the kept "off" */
+        assert_int_equal(sess_conv_attach(c.conv, "think", false, &rs), 0);
+        assert_true(sess_conv_get_params(c.conv).think_off);
+        say(&c, "Again", &y, &ts);
+        assert_memory_equal(last_answer(&c), pre, pl);
+        chat_close(&c);
+    }
+    llm_vocab_free(vocab);
+    llm_model_close(model);
+    model = m0, vocab = v0;
+    memcpy(model_path, p0, sizeof p0);
+    /* ChatML without Qwen3's switch: thinking off changes nothing */
+    struct chat a, b;
+    chat_open(&a, NULL, 0, 256, NULL);
+    chat_open(&b, NULL, 0, 256, NULL);
+    set_think(&a, true);
+    say(&a, "Hi", &x[0], &ts);
+    say(&b, "Hi", &y, &ts);
+    assert_string_equal(last_answer(&a), y.text);
+    assert_string_equal(x[0].text, y.text);
+    chat_close(&a);
+    chat_close(&b);
 }
 
 /* ==== a remote engine: a fake server ==== */
@@ -835,7 +914,7 @@ static void test_remote_engine(void **state)
     /* /set temp: saved with the session at once, and sent to the server */
     struct llm_sampler_params sp = sess_conv_get_params(a.conv).sampling;
     sp.temp = 0.25f;
-    assert_int_equal(sess_conv_keep_params(a.conv, sp, -1, 1u << SESS_PARAM_TEMP), SESS_OK);
+    assert_int_equal(sess_conv_keep_params(a.conv, sp, -1, false, 1u << SESS_PARAM_TEMP), SESS_OK);
     struct sess_info pi;
     assert_int_equal(sess_get(a.st, sess_conv_session(a.conv), &pi), 0);
     assert_non_null(strstr(pi.params, "\"temp\": 0.25"));

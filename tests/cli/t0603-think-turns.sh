@@ -10,6 +10,8 @@
 # - each turn answers as --no-cache does, and one `kvchat chat` switching
 #   with /set think answers as the resumed runs;
 # - the saved answers keep the block they were generated after;
+# - the session keeps the setting it was made with or /set to, and --think
+#   on an existing session holds for that turn only;
 # - /set think off on a template without the switch says so.
 . "$TOP/tests/cli/lib.sh"
 xz -dc "$TOP/tests/data/tokenizer/ggml-vocab-qwen2.gguf.xz" >"$T/q2v.gguf"
@@ -54,6 +56,20 @@ jq -e '[.messages[] | select(.role == "assistant") | .content | startswith("<thi
     "$T/out" >/dev/null && ok "the answers given with thinking off keep their empty think block" ||
     not_ok "saved answers: $(jq -c '[.messages[] | .content]' "$T/out")"
 
+# the session keeps what it was made with (--think off); --think on for one
+# turn held for that turn only
+jq -e '.params.think == 0' "$T/out" >/dev/null && ok "the session keeps think off (params: $(jq -c .params "$T/out"))" ||
+    not_ok "params: $(jq -c .params "$T/out")"
+run sh -c "$R -s s 'fourth' </dev/null"
+expect_rc 0
+run "$KVCHAT" sessions export s
+jq -e '.messages[-1].content | startswith("<think>\n\n</think>\n\n")' "$T/out" >/dev/null &&
+    ok "resumed without --think: thinking off, as kept" || not_ok "turn 4: $(jq -c '.messages[-1]' "$T/out")"
+run sh -c "$R -s s --think on 'fifth' </dev/null"
+run "$KVCHAT" sessions export s
+jq -e '(.messages[-1].content | startswith("<think>") | not) and .params.think == 0' "$T/out" >/dev/null &&
+    ok "--think on holds for its turn and is not saved" || not_ok "turn 5: $(jq -c '[.params, .messages[-1]]' "$T/out")"
+
 # ---- one REPL switching with /set think
 printf 'hello\n/set think on\nsecond\n/set think off\nthird\n' >"$T/in"
 run sh -c "$KVCHAT chat live -m $M -t 2 --temp 0 -n 6 --think off <'$T/in'"
@@ -65,8 +81,18 @@ cmp -s "$T/live.txt" "$T/resumed.txt" && ok "/set think on, off mid-conversation
 run "$KVCHAT" sessions export live
 cp "$T/out" "$T/live.json"
 run "$KVCHAT" sessions export s
-jq -s -e '[.[0].messages[] | [.content, .tokens]] == [.[1].messages[] | [.content, .tokens]]' "$T/live.json" "$T/out" \
+jq -s -e '[.[0].messages[:6][] | [.content, .tokens]] == [.[1].messages[:6][] | [.content, .tokens]]' "$T/live.json" "$T/out" \
     >/dev/null && ok "the REPL saved the same messages and token counts" || not_ok "the REPL's session differs"
+# /set is saved at once: the REPL's last word was off
+jq -e '.params.think == 0' "$T/live.json" >/dev/null && ok "/set think is kept by the session" ||
+    not_ok "REPL params: $(jq -c .params "$T/live.json")"
+printf '/set think on\n' >"$T/in"
+run sh -c "$KVCHAT chat live -m $M -t 2 --temp 0 -n 6 <'$T/in'"
+run sh -c "$R -s live 'more' </dev/null"
+expect_rc 0
+run "$KVCHAT" sessions export live
+jq -e '.params.think == 1 and (.messages[-1].content | startswith("<think>") | not)' "$T/out" >/dev/null &&
+    ok "/set think on kept: the next run thinks" || not_ok "live: $(jq -c '[.params, .messages[-1]]' "$T/out")"
 
 # /retry after switching: thinking on now, so no block
 printf 'hello\n/set think on\n/retry\n' >"$T/in"
