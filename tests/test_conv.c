@@ -130,8 +130,10 @@ static int group_teardown(void **state)
 
 /* a conversation in a fresh context, over the store in home (NULL: none);
  * chat_open's next ones go on with sessions of other models (--switch-model)
- * while open_switch is set */
+ * while open_switch is set, and are given thinking on or off (as --think
+ * on|off is) while open_think is 1 (on) or 0 (off) rather than -1 */
 static bool open_switch;
+static int open_think = -1;
 struct chat {
     const struct llm_ctx *ctx;
     struct sess_conv *conv;
@@ -162,6 +164,10 @@ static void chat_open(struct chat *ch, const char *system, float temp, int n_ctx
     p.n_predict = 12;
     p.stop = open_stop;
     p.switch_model = open_switch;
+    if (open_think >= 0) {
+        p.think_off = open_think == 0;
+        p.given |= 1u << SESS_PARAM_THINK;
+    }
     if (sess_conv_init(ch->st, p, &ch->conv, err, sizeof err))
         fail_msg("%s", err);
     ch->ctx = sess_conv_ctx(ch->conv);
@@ -718,20 +724,9 @@ static void test_think_switch(void **state)
     {
         struct chat c;
         struct sess_restore_stats rs;
-        struct llm_ctx_params cp = llm_ctx_default_params();
-        cp.n_ctx = 512;
-        cp.n_threads = 2;
-        struct llm_ctx *ctx;
-        if (llm_ctx_init(model, cp, &ctx, err, sizeof err))
-            fail_msg("%s", err);
-        assert_int_equal(sess_store_open(home, sess_store_default_params(), &c.st, err, sizeof err), 0);
-        struct sess_conv_params p = sess_conv_default_params();
-        p.model = model, p.vocab = vocab, p.ctx = ctx, p.tmpl = LLM_TEMPLATE_CHATML, p.model_path = model_path;
-        p.sampling.temp = 0, p.n_predict = 12;
-        p.think_off = false;
-        p.given = 1u << SESS_PARAM_THINK;
-        assert_int_equal(sess_conv_init(c.st, p, &c.conv, err, sizeof err), 0);
-        c.ctx = sess_conv_ctx(c.conv);
+        open_think = 1;
+        chat_open(&c, NULL, 0, 512, home);
+        open_think = -1;
         assert_int_equal(sess_conv_attach(c.conv, "think", false, &rs), 0);
         assert_false(sess_conv_get_params(c.conv).think_off);
         say(&c, "More", &y, &ts);

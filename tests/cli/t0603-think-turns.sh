@@ -20,6 +20,13 @@ xz -dc "$TOP/tests/data/tokenizer/ggml-vocab-qwen2.gguf.xz" >"$T/q2v.gguf"
 M=$T/m.gguf
 R="$KVCHAT run -m $M -t 2 --temp 0 -n 6 --json"
 field() { jq -r ".$1" "$T/out"; }
+# session $1's export (left in $T/out) passes jq filter $2: ok $3, or not
+# ok with its parameters and last message
+export_is() {
+    run "$KVCHAT" sessions export "$1"
+    jq -e "$2" "$T/out" >/dev/null && ok "$3" || not_ok "$3: $(jq -c '[.params, .messages[-1]]' "$T/out")"
+}
+NO_THINK='startswith("<think>\n\n</think>\n\n")' THINK='startswith("<think>")'
 
 qwen3=$(printf '<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n')
 run "$KVCHAT" tokenize -m "$M" --special "$qwen3"
@@ -50,25 +57,19 @@ done
 [ "$bad" = 0 ] && ok "off, on, off: each turn resumed whole (only its message computed) and as --no-cache" ||
     not_ok "off, on, off: $bad differences"
 
-run "$KVCHAT" sessions export s
-expect_rc 0
-jq -e '[.messages[] | select(.role == "assistant") | .content | startswith("<think>\n\n</think>\n\n")] == [true, false, true]' \
-    "$T/out" >/dev/null && ok "the answers given with thinking off keep their empty think block" ||
-    not_ok "saved answers: $(jq -c '[.messages[] | .content]' "$T/out")"
+export_is s "[.messages[] | select(.role == \"assistant\") | .content | $NO_THINK] == [true, false, true]" \
+    "the answers given with thinking off keep their empty think block"
 
 # the session keeps what it was made with (--think off); --think on for one
 # turn held for that turn only
-jq -e '.params.think == 0' "$T/out" >/dev/null && ok "the session keeps think off (params: $(jq -c .params "$T/out"))" ||
-    not_ok "params: $(jq -c .params "$T/out")"
+export_is s '.params.think == 0' "the session keeps think off"
 run sh -c "$R -s s 'fourth' </dev/null"
 expect_rc 0
-run "$KVCHAT" sessions export s
-jq -e '.messages[-1].content | startswith("<think>\n\n</think>\n\n")' "$T/out" >/dev/null &&
-    ok "resumed without --think: thinking off, as kept" || not_ok "turn 4: $(jq -c '.messages[-1]' "$T/out")"
+export_is s ".messages[-1].content | $NO_THINK" "resumed without --think: thinking off, as kept"
 run sh -c "$R -s s --think on 'fifth' </dev/null"
-run "$KVCHAT" sessions export s
-jq -e '(.messages[-1].content | startswith("<think>") | not) and .params.think == 0' "$T/out" >/dev/null &&
-    ok "--think on holds for its turn and is not saved" || not_ok "turn 5: $(jq -c '[.params, .messages[-1]]' "$T/out")"
+expect_rc 0
+export_is s "(.messages[-1].content | $THINK | not) and .params.think == 0" \
+    "--think on holds for its turn and is not saved"
 
 # ---- one REPL switching with /set think
 printf 'hello\n/set think on\nsecond\n/set think off\nthird\n' >"$T/in"
@@ -90,17 +91,14 @@ printf '/set think on\n' >"$T/in"
 run sh -c "$KVCHAT chat live -m $M -t 2 --temp 0 -n 6 <'$T/in'"
 run sh -c "$R -s live 'more' </dev/null"
 expect_rc 0
-run "$KVCHAT" sessions export live
-jq -e '.params.think == 1 and (.messages[-1].content | startswith("<think>") | not)' "$T/out" >/dev/null &&
-    ok "/set think on kept: the next run thinks" || not_ok "live: $(jq -c '[.params, .messages[-1]]' "$T/out")"
+export_is live ".params.think == 1 and (.messages[-1].content | $THINK | not)" \
+    "/set think on kept: the next run thinks"
 
 # /retry after switching: thinking on now, so no block
 printf 'hello\n/set think on\n/retry\n' >"$T/in"
 run sh -c "$KVCHAT chat retry -m $M -t 2 --temp 0 -n 6 --think off <'$T/in'"
 expect_rc 0
-run "$KVCHAT" sessions export retry
-jq -e '.messages | length == 2 and (.[1].content | startswith("<think>") | not)' "$T/out" >/dev/null &&
-    ok "/retry takes the setting as it is now" || not_ok "retry: $(jq -c '.messages' "$T/out")"
+export_is retry ".messages | length == 2 and (.[1].content | $THINK | not)" "/retry takes the setting as it is now"
 
 # ---- a template without the switch
 "$MKMODEL" "$T/plain.gguf" --dim 64 --layers 1 --heads 4 --kv-heads 2 --ff 128 --seed 7 >/dev/null
