@@ -369,7 +369,7 @@ enum llm_template llm_template_choose(const char *override_name, const char *jin
  * start of the assistant's own piece in every template here, the rendering
  * up to turn k is a byte prefix of the rendering up to turn k+1; the
  * caller therefore only ever tokenizes the text a new turn appends
- * (llm_template_append). See core/template.c for the templates that would
+ * (llm_template_append). See core/text/template.c for the templates that would
  * break this and how they are handled. */
 
 struct llm_chat_msg {

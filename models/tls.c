@@ -2,7 +2,7 @@
  * tls.c - the one file that includes mbedTLS's TLS headers: a TLS client
  * connection over a socket the caller has connected (for models/http.c), the
  * same interface over a plain socket (http:// to private addresses), and
- * waits on sockets. (SHA-256 is core's, core/sha256.c.)
+ * waits on sockets. (SHA-256 is core's, core/base/sha256.c.)
  *
  * Invariants: a handshake succeeds only with a certificate chain that
  * verifies against the given CA bundle and names the host we asked for

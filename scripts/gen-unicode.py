@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
-"""gen-unicode.py - write core/unicode-data.c, the Unicode category tables the
+"""gen-unicode.py - write core/text/unicode-data.c, the Unicode category tables the
 BPE pre-tokenizers need, from Debian's package unicode-data:
 
     /usr/share/unicode/UnicodeData.txt   general category of every code point
     /usr/share/unicode/PropList.txt      the White_Space property
 
-usage: scripts/gen-unicode.py [UNICODE_DIR] > core/unicode-data.c
+usage: scripts/gen-unicode.py [UNICODE_DIR] > core/text/unicode-data.c
 
 Each code point gets one category flag (the first letter of its general
 category: L, N, P, S, M, Z, C; unassigned code points are "undefined") and a
 white-space bit. Consecutive code points with equal flags form one range; the
 table lists the start of each range and its flags, sorted, so a lookup is a
-binary search. The flag values are core/unicode.h's LLM_UCD_* constants.
+binary search. The flag values are core/text/unicode.h's LLM_UCD_* constants.
 """
 import os
 import sys
@@ -62,7 +62,7 @@ def main():
     for line in open(os.path.join(d, "UnicodeData.txt"), encoding="utf-8"):
         f = line.split(";")
         if f[13] and int(f[13], 16) < 128 and chr(int(f[13], 16)) in "stmdrevl" and not (0x41 <= int(f[0], 16) <= 0x5A):
-            sys.exit("gen-unicode.py: U+%s lowercases to ASCII; core/unicode.c needs a case table" % f[0])
+            sys.exit("gen-unicode.py: U+%s lowercases to ASCII; core/text/unicode.c needs a case table" % f[0])
 
     starts, vals = [0], [flags[0]]
     for c in range(1, MAX):
@@ -74,8 +74,8 @@ def main():
     out.write(" * package unicode-data (UnicodeData.txt, PropList.txt; %s).\n" % version)
     out.write(" * Do not edit: rerun the script. Code point categories as ranges: range i\n")
     out.write(" * covers [llm_ucd_start[i], llm_ucd_start[i+1]) with flags llm_ucd_flags[i]\n")
-    out.write(" * (LLM_UCD_* in core/unicode.h). The starts are strictly increasing.\n */\n")
-    out.write('#include "core/unicode.h"\n\n')
+    out.write(" * (LLM_UCD_* in core/text/unicode.h). The starts are strictly increasing.\n */\n")
+    out.write('#include "core/text/unicode.h"\n\n')
     out.write("const uint32_t llm_ucd_n_ranges = %d;\n\n" % len(starts))
     out.write("const uint32_t llm_ucd_start[%d] = {\n" % len(starts))
     for i in range(0, len(starts), 8):

@@ -27,9 +27,9 @@
  * sgemm on the same data (each thread a block of 64 rows, as kvchat used to
  * run it), the comparison that made kvchat multiply F32 with its own tile.
  */
-#include "core/gemm.h"
+#include "core/kernels/gemm.h"
 #include "core/llm.h"
-#include "core/quant.h"
+#include "core/kernels/quant.h"
 
 #include <math.h>
 #include <omp.h>

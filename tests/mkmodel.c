@@ -43,7 +43,7 @@
  * +1 of Gemma's (1 + w) RMSNorm already added: mean 1 here as for llama.
  */
 #include "core/llm.h"
-#include "core/quant.h"
+#include "core/kernels/quant.h"
 #include "tests/gguf-writer.h"
 
 #include <math.h>

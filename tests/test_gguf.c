@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "core/llm.h"
-#include "core/quant.h"
+#include "core/kernels/quant.h"
 #include "tests/gguf-writer.h"
 
 #include <math.h>

@@ -1,7 +1,7 @@
 /*
  * test_kernels.c - every type with a quantizer in the kernel table
  * (llm_get_type_ops): the fast to_float equals the reference bit for bit
- * and the round trip is close. Attention (core/attn.h) against a
+ * and the round trip is close. Attention (core/engine/attn.h) against a
  * double-precision loop written here, and batched: rows computed together
  * give the bits each gives alone, for any split of the rows; softmax
  * against double. The tables are filled by cpuid, so the test runs itself
@@ -14,9 +14,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "core/attn.h"
+#include "core/engine/attn.h"
 #include "core/llm.h"
-#include "core/quant.h"
+#include "core/kernels/quant.h"
 
 #include <math.h>
 #include <stdbool.h>

@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0401: packed weights and their cache file ($KVCHAT_HOME/packed, core/packed.c).
+# t0401: packed weights and their cache file ($KVCHAT_HOME/packed, core/engine/packed.c).
 # Every quantized weight is packed: the first open packs in memory and
 # writes the cache file (header + data, one per model path); the next open
 # maps it and computes bit-identical logits; a changed model file, a

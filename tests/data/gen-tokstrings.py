@@ -7,7 +7,7 @@ Writes N (default 3000) deterministic test strings, one per line, hex-encoded
 (they contain newlines, NULs and invalid UTF-8): mixed scripts, emoji and
 ZWJ sequences, combining marks, digit runs, white-space runs, code,
 contractions, special-token texts, random code points and invalid UTF-8.
-Code points assigned after Unicode 15.0 are avoided (core/unicode-data.c is
+Code points assigned after Unicode 15.0 are avoided (core/text/unicode-data.c is
 built from Debian's 15.0 tables; llama.cpp's are 15.1), and so are 4-byte
 sequences that decode above U+10FFFF (lead 0xF4 with 0x90.., or 0xF5..0xF7: they
 makes llama.cpp throw).

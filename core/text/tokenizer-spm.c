@@ -14,8 +14,8 @@
  * merged-away symbol has n == 0; a heap entry is stale (and skipped) unless
  * both its symbols are alive and their lengths still add up to its size.
  */
-#include "core/vocab.h"
-#include "core/unicode.h"
+#include "core/text/vocab.h"
+#include "core/text/unicode.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -21,8 +21,8 @@
  * has a rank. A final symbol that is not a token is emitted byte by byte,
  * and bytes that are not single-byte tokens are dropped, as llama.cpp does.
  */
-#include "core/vocab.h"
-#include "core/unicode.h"
+#include "core/text/vocab.h"
+#include "core/text/unicode.h"
 
 #include <stdlib.h>
 #include <string.h>

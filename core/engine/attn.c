@@ -14,9 +14,9 @@
  * lanes. Results depend only on the inputs (fixed order, no threads here),
  * not on how the engine spreads heads over threads.
  */
-#include "core/attn.h"
+#include "core/engine/attn.h"
 #include "core/llm.h"
-#include "core/quant.h"
+#include "core/kernels/quant.h"
 
 #include <math.h>
 #include <string.h>

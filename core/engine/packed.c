@@ -27,7 +27,7 @@
  * Like the GGUF itself, the packed data is trusted once its header and
  * size check out.
  */
-#include "core/model.h"
+#include "core/engine/model.h"
 
 #include <dirent.h>
 #include <limits.h>

@@ -1,6 +1,6 @@
 /*
  * quant-k.c - the K-quants Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (layouts in
- * core/quant.h): reference dequantizers of stored rows and AVX2 ones that
+ * core/kernels/quant.h): reference dequantizers of stored rows and AVX2 ones that
  * give the same bits; their packed forms (8 rows at a time) and the matrix
  * products on them against I16 activations, by the definition of quant.h
  * (units of 16 or 32 elements, each with its exact scale d * sc and, for
@@ -16,7 +16,7 @@
  * - Nothing here allocates or keeps state.
  */
 #include "core/llm.h"
-#include "core/quant.h"
+#include "core/kernels/quant.h"
 
 #include <math.h>
 #include <string.h>
@@ -470,7 +470,7 @@ static void kunpack_ref(int kind, const void *group, int64_t n, int16_t *w16, fl
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 #define SFX(name) name##_avx2
-#include "core/quant-k-x86.h"
+#include "core/kernels/quant-k-x86.h"
 #undef SFX
 
 static inline __attribute__((always_inline)) __m256i ld256(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }

@@ -1,6 +1,6 @@
 /*
  * quant-legacy.c - the 32-element "legacy" quantized types Q4_0, Q4_1,
- * Q5_0 and Q5_1 as rows (layouts in core/quant.h): reference dequantizers,
+ * Q5_0 and Q5_1 as rows (layouts in core/kernels/quant.h): reference dequantizers,
  * AVX2 dequantizers that give the same bits, and round-to-nearest
  * quantizers (for tests and test models). Their matrix products work on
  * packed rows (quant-pack.c).
@@ -13,7 +13,7 @@
  * here allocates or keeps state.
  */
 #include "core/llm.h"
-#include "core/quant.h"
+#include "core/kernels/quant.h"
 
 #include <math.h>
 #include <string.h>

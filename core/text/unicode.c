@@ -4,10 +4,10 @@
  * Decoding follows llama.cpp's unicode_cpt_from_utf8 byte for byte, because
  * a tokenizer that decodes invalid input differently produces different
  * tokens: a bad sequence becomes U+FFFD and consumes exactly one byte.
- * Categories come from the generated range table (core/unicode-data.c); a
+ * Categories come from the generated range table (core/text/unicode-data.c); a
  * lookup is a binary search, with a 128-entry table for ASCII.
  */
-#include "core/unicode.h"
+#include "core/text/unicode.h"
 
 size_t llm_utf8_len(unsigned char lead)
 {

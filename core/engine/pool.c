@@ -24,7 +24,7 @@
  * - A job's data stays readable while a thread still works on it
  *   (busy[]; llm_pool_slot waits for threads two jobs behind).
  */
-#include "core/pool.h"
+#include "core/engine/pool.h"
 
 #include <errno.h>
 #include <sched.h>

@@ -11,7 +11,7 @@
  * are really mapped (reading untouched pages reads the shared zero page).
  */
 #include "core/llm.h"
-#include "core/quant.h"
+#include "core/kernels/quant.h"
 
 #include <omp.h>
 #include <stdint.h>

@@ -8,7 +8,7 @@
  * call it first; llm_gemm_arch does); a BLIS_ARCH_TYPE the user set is never
  * overridden; the same inputs and thread count give the same bits.
  */
-#include "core/gemm.h"
+#include "core/kernels/gemm.h"
 
 /* blis.h itself is not -Wextra clean */
 #pragma GCC diagnostic push

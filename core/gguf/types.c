@@ -2,7 +2,7 @@
  * types.c - the table of ggml tensor types as GGUF stores them: name, block
  * size in elements and block size in bytes, and which ones kvchat computes
  * with. The byte sizes follow the block layouts of ggml-common.h (see
- * core/quant.h for the layouts of the types kvchat implements); a test
+ * core/kernels/quant.h for the layouts of the types kvchat implements); a test
  * checks every row against those layouts.
  */
 #include "core/llm.h"

@@ -1,7 +1,7 @@
 /*
  * unicode.h - (internal to core/) what the tokenizers need of Unicode:
  * UTF-8 decoding with llama.cpp's error rule, code point categories from the
- * generated table core/unicode-data.c, and GPT-2's byte <-> code point map.
+ * generated table core/text/unicode-data.c, and GPT-2's byte <-> code point map.
  */
 #ifndef KVCHAT_CORE_UNICODE_H
 #define KVCHAT_CORE_UNICODE_H

@@ -4,7 +4,7 @@
  * f16 rounding is IEEE round-to-nearest-even, as the F16C instructions and
  * ggml's converters do, so files we write match what llama.cpp writes.
  */
-#include "core/quant.h"
+#include "core/kernels/quant.h"
 #include "core/llm.h"
 
 #include <math.h>

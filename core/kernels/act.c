@@ -13,7 +13,7 @@
  * padding entries of d and s16 are zero.
  */
 #include "core/llm.h"
-#include "core/quant.h"
+#include "core/kernels/quant.h"
 
 #include <math.h>
 #include <string.h>

@@ -16,8 +16,8 @@
  * tables are at most half full; v->special is ordered by text length,
  * longest first, then by id; v->eog is sorted and free of duplicates.
  */
-#include "core/vocab.h"
-#include "core/unicode.h"
+#include "core/text/vocab.h"
+#include "core/text/unicode.h"
 
 #include <ctype.h>
 #include <limits.h>

@@ -15,7 +15,7 @@
  * llm_mm_packed_scratch(n_in) bytes.
  */
 #include "core/llm.h"
-#include "core/quant.h"
+#include "core/kernels/quant.h"
 
 #include <math.h>
 #include <string.h>

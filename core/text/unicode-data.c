@@ -3,9 +3,9 @@
  * package unicode-data (UnicodeData.txt, PropList.txt; Date: 2022-09-02).
  * Do not edit: rerun the script. Code point categories as ranges: range i
  * covers [llm_ucd_start[i], llm_ucd_start[i+1]) with flags llm_ucd_flags[i]
- * (LLM_UCD_* in core/unicode.h). The starts are strictly increasing.
+ * (LLM_UCD_* in core/text/unicode.h). The starts are strictly increasing.
  */
-#include "core/unicode.h"
+#include "core/text/unicode.h"
 
 const uint32_t llm_ucd_n_ranges = 2274;
 

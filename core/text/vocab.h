@@ -1,7 +1,7 @@
 /*
  * vocab.h - (internal to core/) the vocabulary's representation, shared by
- * core/vocab.c (loading, special tokens, detokenizing) and the two
- * tokenizers, core/tokenizer-spm.c and core/tokenizer-bpe.c.
+ * core/text/vocab.c (loading, special tokens, detokenizing) and the two
+ * tokenizers, core/text/tokenizer-spm.c and core/text/tokenizer-bpe.c.
  */
 #ifndef KVCHAT_CORE_VOCAB_H
 #define KVCHAT_CORE_VOCAB_H

@@ -18,7 +18,7 @@
  * bytes). Nothing here allocates.
  */
 #include "core/llm.h"
-#include "core/quant.h"
+#include "core/kernels/quant.h"
 
 #include <math.h>
 #include <string.h>

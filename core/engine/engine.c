@@ -37,9 +37,9 @@
  * one head are contiguous for attention and for export. It is only written
  * at positions n_past.. of tokens whose ids were checked first.
  */
-#include "core/attn.h"
-#include "core/model.h"
-#include "core/pool.h"
+#include "core/engine/attn.h"
+#include "core/engine/model.h"
+#include "core/engine/pool.h"
 
 #include <inttypes.h>
 #include <math.h>

@@ -1,5 +1,5 @@
 /*
- * quant-k-x86.h - (included only by core/quant-k.c, inside its AVX2
+ * quant-k-x86.h - (included only by core/kernels/quant-k.c, inside its AVX2
  * target region) the AVX2 dequantizers of the K-quants' stored rows:
  * exactly the reference's operations per element, so the same bits.
  */

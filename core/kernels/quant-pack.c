@@ -33,7 +33,7 @@
  * integers and multiplies them for many tokens at once (mm.c).
  */
 #include "core/llm.h"
-#include "core/quant.h"
+#include "core/kernels/quant.h"
 
 #include <math.h>
 #include <string.h>

@@ -8,7 +8,7 @@
 #define KVCHAT_CORE_MODEL_H
 
 #include "core/llm.h"
-#include "core/quant.h"
+#include "core/kernels/quant.h"
 
 #include <stdbool.h>
 

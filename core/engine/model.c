@@ -8,7 +8,7 @@
  * in the mmap, except quantized weights, which packed.c replaces at open
  * with their packed form (quant.h).
  */
-#include "core/model.h"
+#include "core/engine/model.h"
 
 #include <inttypes.h>
 #include <math.h>
