@@ -51,6 +51,10 @@ static const char chat_usage[] =
     "  after every exchange and resumes from its KV snapshots next time (it is\n"
     "  created if new); without, it is discarded at exit unless you /save it.\n"
     "  -c, --continue opens the session changed last (its last turn).\n"
+    "  In a saved session, /undo, /retry, /system and dropping exchanges to\n"
+    "  make room ask first; /clear starts afresh and leaves the session as\n"
+    "  saved. With stdin not a terminal they are refused unless --yes (answer\n"
+    "  yes to the chat's questions) is given.\n"
     "  MODEL is a file path or a store name (a remote model too: its server\n"
     "  answers, the session is kept here); the default comes from\n"
     "  KVCHAT_MODEL or 'model = NAME' in the config file.\n"
@@ -73,7 +77,8 @@ static const char chat_usage[] =
     "\n"
     "Exit status: 0 ok, 1 usage error, 2 model error (with stdin not a terminal:\n"
     "also when a message was refused), 3 session error (e.g. the session is open\n"
-    "in another kvchat), 4 a remote model's network error (stdin not a terminal),\n"
+    "in another kvchat; stdin not a terminal: also when a change to a saved\n"
+    "session was refused), 4 a remote model's network error (stdin not a terminal),\n"
     "130 ended by a signal.\n";
 
 /* ==== signals ==== */
@@ -120,6 +125,7 @@ struct chat {
     FILE *ui;              /* stdout on a terminal, else stderr */
     bool color;
     bool interactive;      /* stdin is a terminal */
+    bool yes;              /* --yes: piped input, the chat's questions are answered yes */
     bool out_broken;       /* stdout went away */
     bool refused;          /* a message was refused or failed (the exit status, when piped) */
     int refused_code;      /* that exit status (0: CMD_EXIT_MODEL) */
@@ -342,6 +348,8 @@ static void turn_done(struct chat *ch, int rc, const struct sess_turn_stats *ts)
         stats_line(ch, ts);
 }
 
+static bool confirm(struct chat *ch, const char *question, const char *what);
+
 /* the message does not fit: say so, and offer to drop the oldest exchanges */
 static int make_room(struct chat *ch, const char *text)
 {
@@ -353,8 +361,10 @@ static int make_room(struct chat *ch, const char *text)
         note(ch, C_WARN, "it is longer than the context itself; -c N sets a larger context");
         return SESS_ERR_CTX_FULL;
     }
-    if (!ch->interactive ||
-        !repl_ask(ch->repl, "Drop the oldest exchanges until it fits? (/clear drops all) [y/N] ")) {
+    char q[512];
+    snprintf(q, sizeof q, "Drop the oldest exchanges%s%s%s until it fits? (/clear starts afresh) [y/N] ",
+             ch->name ? " from session '" : "", ch->name ? ch->name : "", ch->name ? "'" : "");
+    if (!confirm(ch, q, NULL)) {
         note(ch, C_DIM, "nothing dropped: /clear starts afresh, /undo drops the last exchange");
         return SESS_ERR_CTX_FULL;
     }
@@ -501,15 +511,34 @@ static int conv_attach(struct chat *ch, const char *name, bool create)
     return 0;
 }
 
+/* Ask before changing what a named session keeps (or an unsaved chat):
+ * on a terminal the answer, piped input yes only with --yes (else what
+ * says why nothing changed) */
+static bool confirm(struct chat *ch, const char *question, const char *what)
+{
+    if (ch->interactive)
+        return repl_ask(ch->repl, question);
+    if (ch->yes)
+        return true;
+    if (what) { /* a script goes on, but its exit status says so */
+        chat_err(ch, "%s: not asked with stdin not a terminal, so nothing changed (--yes answers yes)", what);
+        ch->refused = true;
+        ch->refused_code = CMD_EXIT_SESSION;
+    }
+    return false;
+}
+
 /* true if the user agrees to lose an unsaved chat (or there is nothing to lose) */
 static bool may_discard(struct chat *ch, const char *what)
 {
     if (ch->name || sess_conv_n_exchanges(ch->conv) == 0)
         return true;
-    if (!ch->interactive) {
+    if (!ch->interactive && !ch->yes) {
         chat_err(ch, "%s would discard this unsaved chat; /save NAME it first", what);
         return false;
     }
+    if (!ch->interactive)
+        return true;
     char q[256];
     snprintf(q, sizeof q, "This chat is not saved (/save NAME keeps it). Discard it? [y/N] ");
     return repl_ask(ch->repl, q);
@@ -585,11 +614,61 @@ static int slash_help(struct chat *ch, char *arg)
     return 0;
 }
 
+static int slash_save(struct chat *ch, char *arg);
+
+/*
+ * Leaving (/exit, /bye, Ctrl-D): an unnamed chat with exchanges, on a
+ * terminal, asks as /load and /new do: save it under a name, discard it, or
+ * stay. Ctrl-D at the question discards (so Ctrl-D twice leaves). Piped
+ * input ends without asking (an unnamed chat is discarded at exit).
+ */
+static bool may_leave(struct chat *ch)
+{
+    if (ch->name || !ch->interactive || g_quit || sess_conv_n_exchanges(ch->conv) == 0)
+        return true;
+    for (;;) {
+        char *line = NULL;
+        enum repl_status st = repl_read(ch->repl,
+                                        "This chat is not saved: s NAME saves it, d discards it, Enter stays "
+                                        "(Ctrl-D: discard) ",
+                                        &line);
+        if (st == REPL_EOF || st == REPL_QUIT)
+            return true;
+        if (st != REPL_LINE)
+            return false; /* Ctrl-C: stay */
+        char *a = line;
+        while (*a == ' ' || *a == '\t')
+            a++;
+        size_t n = strlen(a);
+        while (n && (a[n - 1] == ' ' || a[n - 1] == '\t'))
+            a[--n] = 0;
+        bool discard = !strcmp(a, "d") || !strcmp(a, "discard");
+        bool save = (a[0] == 's' && (a[1] == ' ' || a[1] == '\t')) || !strncmp(a, "save ", 5);
+        if (!*a || discard) {
+            free(line);
+            if (!discard)
+                note(ch, C_DIM, "still here");
+            return discard;
+        }
+        if (save) {
+            char *name = a + (a[1] == 'a' ? 4 : 1);
+            while (*name == ' ' || *name == '\t')
+                name++;
+            slash_save(ch, name);
+            bool saved = ch->name != NULL;
+            free(line);
+            if (saved)
+                return true;
+            continue;
+        }
+        free(line);
+    }
+}
+
 static int slash_exit(struct chat *ch, char *arg)
 {
-    (void)ch;
     (void)arg;
-    return 1;
+    return may_leave(ch) ? 1 : 0;
 }
 
 static int slash_sessions(struct chat *ch, char *arg)
@@ -717,7 +796,9 @@ static int slash_system(struct chat *ch, char *arg)
                  "A new system prompt restarts the conversation: its %" PRId64
                  " exchange%s will be dropped%s. Go on? [y/N] ",
                  ex, cmd_s(ex), ch->name ? " from the session" : "");
-        if (!ch->interactive || !repl_ask(ch->repl, q)) {
+        char what[512];
+        snprintf(what, sizeof what, "/system would drop the exchanges of session '%s'", ch->name ? ch->name : "");
+        if (!confirm(ch, q, ch->name && !ch->o.no_cache ? what : NULL)) {
             note(ch, C_DIM, "the system prompt is unchanged");
             return 0;
         }
@@ -730,6 +811,22 @@ static int slash_system(struct chat *ch, char *arg)
     return 0;
 }
 
+/* a change to what a named session keeps (/undo, /retry): -1 (said) unless
+ * confirmed; 0 in an unnamed chat or with --no-cache (nothing is written) */
+static int saved_change(struct chat *ch, const char *cmd, const char *question)
+{
+    if (!ch->name || ch->o.no_cache)
+        return 0;
+    char q[512], what[512];
+    snprintf(q, sizeof q, question, ch->name);
+    snprintf(what, sizeof what, "%s would change session '%s'", cmd, ch->name);
+    if (confirm(ch, q, what))
+        return 0;
+    if (ch->interactive)
+        note(ch, C_DIM, "session '%s' is unchanged", ch->name);
+    return -1;
+}
+
 static int slash_undo(struct chat *ch, char *arg)
 {
     (void)arg;
@@ -737,6 +834,8 @@ static int slash_undo(struct chat *ch, char *arg)
         note(ch, C_DIM, "nothing to undo");
         return 0;
     }
+    if (saved_change(ch, "/undo", "Drop the last exchange from session '%s'? It cannot be brought back. [y/N] "))
+        return 0;
     if (sess_conv_undo(ch->conv) != SESS_OK) {
         chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
         return 0;
@@ -752,6 +851,8 @@ static int slash_retry(struct chat *ch, char *arg)
         note(ch, C_DIM, "nothing to retry");
         return 0;
     }
+    if (saved_change(ch, "/retry", "Replace the last answer saved in session '%s'? [y/N] "))
+        return 0;
     struct sess_turn_stats ts;
     memset(&ts, 0, sizeof ts);
     answer_begin(ch);
@@ -1042,6 +1143,22 @@ static int slash_clear(struct chat *ch, char *arg)
 {
     (void)arg;
     int64_t ex = sess_conv_n_exchanges(ch->conv);
+    if (ch->name) { /* as ollama's: a fresh context; the session stays as saved */
+        const char *sys = conv_system(ch);
+        char *system = sys ? strdup(sys) : NULL, *was = strdup(ch->name);
+        if ((sys && !system) || !was || conv_new(ch, system)) {
+            if (!was || (sys && !system))
+                chat_err(ch, "out of memory");
+            free(system);
+            free(was);
+            return 0;
+        }
+        note(ch, C_DIM, "session '%s' is kept as saved (%" PRId64 " exchange%s; /load %s goes back); a fresh "
+             "unnamed chat begins%s", was, ex, cmd_s(ex), was, system ? " with its system prompt" : "");
+        free(system);
+        free(was);
+        return 0;
+    }
     if (sess_conv_clear(ch->conv) != SESS_OK) {
         chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
         return 0;
@@ -1066,7 +1183,8 @@ static const struct slash_cmd slash_table[] = {
     {"/set", "KEY VALUE", "change a setting:", SLASH_ARG_SET_KEY, false, slash_set},
     {"/show", NULL, "model, session, system prompt, parameters", SLASH_ARG_NONE, false, slash_show},
     {"/stats", NULL, "tokens prefilled and reused, speed, KV bytes", SLASH_ARG_NONE, false, slash_stats},
-    {"/clear", NULL, "drop every exchange, keep the system prompt", SLASH_ARG_NONE, true, slash_clear},
+    {"/clear", NULL, "start afresh with the system prompt (a session stays as saved)", SLASH_ARG_NONE, true,
+     slash_clear},
     {"/exit", NULL, "leave (also /quit, /bye, Ctrl-D)", SLASH_ARG_NONE, true, slash_exit},
     {"/quit", NULL, NULL, SLASH_ARG_NONE, true, slash_exit},
     {"/bye", NULL, NULL, SLASH_ARG_NONE, true, slash_exit},
@@ -1259,7 +1377,12 @@ static enum repl_status read_input(struct chat *ch, const char *prompt, char **t
             return input_fail(&in);
         while (!done) {
             st = repl_read(ch->repl, cont, &line);
-            if (st == REPL_EOF && !first) /* the end of input ends the block too */
+            if (st == REPL_EOF && ch->interactive) { /* Ctrl-D: the block is not sent */
+                free(in.b.s);
+                note(ch, C_DIM, "[Ctrl-D: the unfinished \"\"\" block is discarded, nothing was sent]");
+                return REPL_INTERRUPT;
+            }
+            if (st == REPL_EOF && !first) /* the end of piped input ends the block too */
                 break;
             if (st != REPL_LINE) {
                 free(in.b.s);
@@ -1326,6 +1449,8 @@ static int chat_loop(struct chat *ch)
                      CMD_INPUT_MAX_TEXT);
             return CMD_EXIT_MODEL;
         }
+        if (st == REPL_EOF && !may_leave(ch))
+            continue;
         /* piped input: a refused message makes the exit status non-zero */
         if (st == REPL_EOF)
             return ch->refused && !ch->interactive ? (ch->refused_code ? ch->refused_code : CMD_EXIT_MODEL)
@@ -1382,6 +1507,8 @@ static int chat_exec(int argc, char **argv)
                 dashdash = true;
             } else if (!dashdash && (!strcmp(a, "-c") || !strcmp(a, "--continue"))) {
                 cont = true;
+            } else if (!dashdash && !strcmp(a, "--yes")) {
+                ch.yes = true;
             } else if (!dashdash && a[0] == '-' && a[1]) {
                 rc = cmd_usage_error(&cmd_chat_entry, "unknown option '%s'", a);
             } else if (!session && !saw_chat && !routed && !strcmp(a, "chat")) {
