@@ -49,7 +49,10 @@ static const char chat_usage[] =
     "\n"
     "  The interactive chat. With SESSION, the chat is saved under that name\n"
     "  after every exchange and resumes from its KV snapshots next time (it is\n"
-    "  created if new); without, it is discarded at exit unless you /save it.\n"
+    "  created if new); without, it is no session (at exit it is gone unless you\n"
+    "  /save it), but every prompt's KV blocks and token ids stay in the store\n"
+    "  as a cache until evicted or collected ('kvchat sessions forget' removes\n"
+    "  them); --private reads the store and writes nothing at all.\n"
     "  -c, --continue opens the session changed last (its last turn).\n"
     "  In a saved session, /undo, /retry, /system and dropping exchanges to\n"
     "  make room ask first; /clear starts afresh and leaves the session as\n"
@@ -157,7 +160,7 @@ static void note(struct chat *ch, enum color c, const char *fmt, ...)
     fflush(stdout);
     fputs(col(ch, c), ch->ui);
     va_start(ap, fmt);
-    vfprintf(ch->ui, fmt, ap);
+    cmd_term_vprintf(ch->ui, fmt, ap); /* names and texts of the store: sanitized */
     va_end(ap);
     fprintf(ch->ui, "%s\n", col(ch, C_RESET));
     fflush(ch->ui);
@@ -173,7 +176,7 @@ static void chat_err(struct chat *ch, const char *fmt, ...)
     bool c = ch->color && isatty(2);
     fprintf(stderr, "%skvchat: ", c ? color_seq[C_ERR] : "");
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    cmd_term_vprintf(stderr, fmt, ap);
     va_end(ap);
     fprintf(stderr, "%s\n", c ? color_seq[C_RESET] : "");
 }
@@ -195,7 +198,9 @@ static void print_fit(struct chat *ch, enum color c, const char *line)
         chars++;
     }
     fflush(stdout);
-    fprintf(ch->ui, "%s%.*s%s\n", col(ch, c), (int)cut, line, col(ch, C_RESET));
+    fputs(col(ch, c), ch->ui);
+    cmd_term_write(ch->ui, line, cut);
+    fprintf(ch->ui, "%s\n", col(ch, C_RESET));
     fflush(ch->ui);
 }
 
@@ -206,7 +211,8 @@ static void print_wrapped(struct chat *ch, const char *line)
     int w = isatty(fileno(ch->ui)) ? repl_width(fileno(ch->ui)) : 0;
     fflush(stdout);
     if (w < 30) {
-        fprintf(ch->ui, "%s\n", line);
+        cmd_term_puts(ch->ui, line);
+        fputc('\n', ch->ui);
         return;
     }
     size_t col = 0, max = (size_t)w - 1;
@@ -220,7 +226,7 @@ static void print_wrapped(struct chat *ch, const char *line)
             fputc(' ', ch->ui);
             col++;
         }
-        fwrite(p, 1, n, ch->ui);
+        cmd_term_write(ch->ui, p, n);
         col += n;
         p += n;
         while (*p == ' ')
@@ -236,6 +242,16 @@ static int store_need(struct chat *ch)
     if (ch->st)
         return 0;
     chat_err(ch, "no session store: it could not be opened (see above)");
+    return -1;
+}
+
+/* a private chat saves nothing: what would save (a session) says so */
+static int private_refuses(struct chat *ch, const char *what)
+{
+    if (!ch->o.private_mode)
+        return 0;
+    chat_err(ch, "%s would save a session, and this chat is private (nothing is written): /set private off "
+                 "first", what);
     return -1;
 }
 
@@ -472,7 +488,7 @@ static void restore_report(struct chat *ch, const char *name, const struct sess_
     if (rs->first_problem[0])
         chat_err(ch, "session '%s': %s", name, rs->first_problem);
     if (!ch->l.remote && (ch->o.verbose || rs->missing_tokens > 0 || rs->damaged))
-        fprintf(stderr,
+        cmd_term_printf(stderr,
                 "kvchat: session '%s': %" PRId64 " token%s restored from %" PRId64 " KV block%s in %.1f ms, %" PRId64
                 " to compute\n",
                 name, rs->restored_tokens, cmd_s(rs->restored_tokens), rs->restored_blocks,
@@ -531,7 +547,7 @@ static bool confirm(struct chat *ch, const char *question, const char *what)
 /* true if the user agrees to lose an unsaved chat (or there is nothing to lose) */
 static bool may_discard(struct chat *ch, const char *what)
 {
-    if (ch->name || sess_conv_n_exchanges(ch->conv) == 0)
+    if (ch->name || ch->o.private_mode || sess_conv_n_exchanges(ch->conv) == 0)
         return true;
     if (!ch->interactive && !ch->yes) {
         chat_err(ch, "%s would discard this unsaved chat; /save NAME it first", what);
@@ -624,7 +640,7 @@ static int slash_save(struct chat *ch, char *arg);
  */
 static bool may_leave(struct chat *ch)
 {
-    if (ch->name || !ch->interactive || g_quit || sess_conv_n_exchanges(ch->conv) == 0)
+    if (ch->name || ch->o.private_mode || !ch->interactive || g_quit || sess_conv_n_exchanges(ch->conv) == 0)
         return true;
     for (;;) {
         char *line = NULL;
@@ -707,7 +723,7 @@ static int slash_load(struct chat *ch, char *arg)
         note(ch, C_DIM, "session '%s' is already open", arg);
         return 0;
     }
-    if (session_available(ch, arg) || !may_discard(ch, "/load"))
+    if (private_refuses(ch, "/load") || session_available(ch, arg) || !may_discard(ch, "/load"))
         return 0;
     if (conv_attach(ch, arg, false) != 0)
         return 0;
@@ -723,7 +739,7 @@ static int slash_load(struct chat *ch, char *arg)
 
 static int slash_save(struct chat *ch, char *arg)
 {
-    if (!name_ok(ch, arg))
+    if (private_refuses(ch, "/save") || !name_ok(ch, arg))
         return 0;
     if (store_need(ch))
         return 0;
@@ -756,7 +772,7 @@ static int slash_fork(struct chat *ch, char *arg)
 {
     if (!ch->name)
         return slash_save(ch, arg);
-    if (!name_ok(ch, arg) || store_need(ch))
+    if (private_refuses(ch, "/fork") || !name_ok(ch, arg) || store_need(ch))
         return 0;
     if (sess_fork(ch->st, ch->name, arg, -1)) {
         chat_err(ch, "%s", sess_errmsg(ch->st));
@@ -919,6 +935,36 @@ static void show_settings(struct chat *ch)
     fflush(ch->ui);
 }
 
+/* /set private on|off: the store read-only or not, the history file too */
+static int set_private(struct chat *ch, bool on)
+{
+    if (on == ch->o.private_mode) {
+        note(ch, C_DIM, "private is already %s", on ? "on" : "off");
+        return 0;
+    }
+    if (on && ch->name) {
+        chat_err(ch, "this chat is session '%s', saved after every exchange: /new (or /clear) first for a private "
+                     "chat", ch->name);
+        return 0;
+    }
+    if (ch->st && sess_store_set_read_only(ch->st, on)) {
+        chat_err(ch, "%s", sess_errmsg(ch->st));
+        return 0;
+    }
+    ch->o.private_mode = on;
+    repl_history_private(ch->repl, on);
+    if (on)
+        note(ch, C_DIM, "private on: from now on nothing is written (no KV blocks, database rows or history); "
+                        "what earlier turns stored stays ('kvchat sessions forget' removes it)");
+    else if (!ch->st)
+        note(ch, C_DIM, "private off: history is kept again; there was no store when this chat began, so the KV "
+                        "cache on disk stays off and sessions cannot be saved until kvchat starts again");
+    else
+        note(ch, C_DIM, "private off: this chat's KV blocks are stored from the next answer on (its earlier "
+                        "turns' too), and history is kept again");
+    return 0;
+}
+
 /* ollama's names for /set parameter KEY VALUE */
 static const char *const ollama_params[][2] = {
     {"temperature", "temp"}, {"num_predict", "n_predict"}, {NULL, NULL},
@@ -993,6 +1039,8 @@ static int slash_set(struct chat *ch, char *arg)
         chat_err(ch, "%s", err);
         return 0;
     }
+    if (!strcmp(key, "private"))
+        return set_private(ch, next.private_mode);
     if (!strcmp(key, "wrap")) {
         ch->o.wrap = next.wrap;
         note(ch, C_DIM, "word wrap %s", ch->o.wrap ? "on (at the terminal's width)" : "off");
@@ -1041,9 +1089,14 @@ static void show_conversation(struct chat *ch, char *line, size_t n)
 {
     if (ch->name)
         snprintf(line, n, "session    '%s' (saved after every exchange)", ch->name);
+    else if (ch->o.private_mode)
+        snprintf(line, n, "session    private: nothing is written (no KV blocks, database rows, session or "
+                          "history); /set private off ends it");
     else
-        snprintf(line, n, "session    unnamed (discarded at exit; /save NAME keeps it)");
-    print_fit(ch, C_RESET, line);
+        snprintf(line, n, "session    unnamed: no session (gone at exit unless /save NAME keeps it), but its KV "
+                          "blocks and token ids stay in the store as a cache until evicted or collected "
+                          "('kvchat sessions forget'); /set private on writes nothing");
+    print_wrapped(ch, line);
     const char *sys = conv_system(ch);
     snprintf(line, n, "system     %s", sys ? sys : "(none)");
     for (char *s = line; *s; s++)
@@ -1432,7 +1485,19 @@ static void make_prompt(struct chat *ch, char *buf, size_t n)
     /* \001 \002 tell readline the colour codes take no room */
     const char *on = ch->color ? "\001\033[1;32m\002" : "";
     const char *off = ch->color ? "\001\033[0m\002" : "";
-    snprintf(buf, n, "%s%s> %s", on, ch->name ? ch->name : "", off);
+    char name[256] = "";
+    if (ch->name) /* an older release's name may hold what a terminal obeys */
+        for (const char *s = ch->name; *s && strlen(name) + 4 < sizeof name;) {
+            size_t bad = cmd_term_unsafe(s, strlen(s)), k = strlen(name);
+            if (bad) {
+                memcpy(name + k, "\xef\xbf\xbd", 4);
+                s += bad;
+            } else {
+                name[k] = *s++;
+                name[k + 1] = 0;
+            }
+        }
+    snprintf(buf, n, "%s%s> %s", on, name, off);
 }
 
 static int chat_loop(struct chat *ch)
@@ -1524,6 +1589,9 @@ static int chat_exec(int argc, char **argv)
     }
     if (!rc && cont && session)
         rc = cmd_usage_error(&cmd_chat_entry, "-c/--continue and a SESSION name: give one of them");
+    if (!rc && ch.o.private_mode && (session || cont))
+        rc = cmd_usage_error(&cmd_chat_entry, "a private chat (--private, or 'private = true' in the config file) "
+                                              "saves nothing, so it opens no session: --no-private opens one");
     if (!rc)
         rc = cmd_opts_finish(&cmd_chat_entry, &ch.o);
     if (!rc && cont && !(rc = cmd_last_session(last, sizeof last)))
@@ -1540,7 +1608,9 @@ static int chat_exec(int argc, char **argv)
     wrap_init(&ch.wrap, stdout);
     /* the store: sessions, and the KV blocks of every prompt (with
      * --no-cache sessions are only read from it) */
-    if (cmd_store_open(true, &ch.st)) {
+    if (ch.o.private_mode)
+        cmd_store_open_private(&ch.st); /* read-only, and only if there is one */
+    else if (cmd_store_open(true, &ch.st)) {
         if (session) {
             wrap_free(&ch.wrap);
             cmd_answer_free(&ch.ans);
@@ -1595,6 +1665,7 @@ static int chat_exec(int argc, char **argv)
             .quit = &g_quit,
             .prompt_out = ch.ui,
             .max_line = CMD_INPUT_MAX,
+            .history_private = ch.o.private_mode,
         };
         const char *warning = NULL;
         ch.repl = repl_open(&rp, &warning);
@@ -1609,9 +1680,15 @@ static int chat_exec(int argc, char **argv)
                 /* the session first: a narrow terminal cuts the line's end */
                 char head[5400];
                 snprintf(head, sizeof head, "kvchat %s · %s%s · %s (%s) · /help for commands, Ctrl-D to leave",
-                         KVCHAT_VERSION, ch.name ? "session " : "unnamed chat", ch.name ? ch.name : "",
+                         KVCHAT_VERSION, ch.name ? "session " : ch.o.private_mode ? "private chat" : "unnamed chat",
+                         ch.name ? ch.name : "",
                          ch.l.remote ? cmd_remote_name(ch.l.remote) : base ? base + 1 : ch.l.path, arch);
                 print_fit(&ch, C_DIM, head);
+                if (!ch.name)
+                    note(&ch, C_DIM, ch.o.private_mode
+                                         ? "private: the KV blocks on disk are read, nothing is written"
+                                         : "not saved as a session, but its KV blocks and token ids stay on disk "
+                                           "as a cache (--private: none)");
                 if (ch.name && sess_conv_n_exchanges(ch.conv) > 0)
                     note(&ch, C_DIM, "session '%s': %" PRId64 " exchange%s so far", ch.name,
                          sess_conv_n_exchanges(ch.conv), cmd_s(sess_conv_n_exchanges(ch.conv)));

@@ -5,7 +5,8 @@
 # the session as saved; leaving an unnamed chat with exchanges (/exit,
 # /bye, Ctrl-D) asks: Enter stays, "s NAME" saves it, "d" or Ctrl-D
 # discards it; Ctrl-D inside an unfinished """ block discards the block
-# with a note instead of sending it.
+# with a note instead of sending it. A private chat (--private, /set
+# private on) leaves without a question and writes no history line.
 . "$TOP/tests/cli/lib.sh"
 . "$TOP/tests/cli/repl-lib.sh"
 msgs() { "$KVCHAT" sessions export "$1" | jq -c '[.messages[] | [.role, .content]]'; }
@@ -97,7 +98,7 @@ sleep 0.5
 line /exit
 exit 0
 EOF
-grep -q "not saved" "$T/empty.log" && not_ok "an empty chat asked" || ok "an empty chat leaves without a question"
+grep -q "This chat is not saved" "$T/empty.log" && not_ok "an empty chat asked" || ok "an empty chat leaves without a question"
 
 # ---- Ctrl-D inside a """ block: the block is dropped, the chat goes on
 drive block $K --temp 0 -n 4 chat blk <<'EOF'
@@ -116,4 +117,28 @@ exit 0
 EOF
 [ "$(msgs blk)" = "$(printf '[["user","A whole message."],["assistant",%s]]' "$(msgs blk | jq '.[1][1]')")" ] &&
     ok "the half-written block was not sent" || not_ok "blk: $(msgs blk)"
+
+# ---- private: no question, no history line, the banner says it
+hist="$XDG_STATE_HOME/kvchat/history"
+drive private $K --temp 0 -n 4 --private <<'EOF'
+expect ^kvchat [0-9.]+ · private chat · m\.gguf \(qwen2\)
+expect private: the KV blocks on disk are read, nothing is written
+expect > 
+sleep 0.5
+say a secret typed in private a1
+line /exit
+exit 0
+EOF
+drive setpriv $K --temp 0 -n 4 <<'EOF'
+expect not saved as a session, but its KV blocks and token ids stay on disk as a cache
+expect > 
+sleep 0.5
+say /set private on p
+say another secret a1
+send \x04
+exit 0
+EOF
+grep -q "private on: from now on nothing is written" "$T/setpriv/p" && ok "/set private on says so" || not_ok "/set private: $(cat "$T/setpriv/p")"
+grep -q "secret" "$hist" && not_ok "a private input reached the history" || ok "no private input in the history"
+grep -q "/set private on" "$hist" && ok "(the input before it is kept)" || not_ok "the history lacks /set private on"
 finish
