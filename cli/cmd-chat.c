@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char chat_usage[] =
@@ -140,6 +141,8 @@ struct chat {
     bool have_last;
     int64_t turns;          /* answers in this process */
     int64_t total_prefilled, total_cached, total_generated;
+    bool model_switch;     /* conv_attach: a session of another model is not an error (/load) */
+    char model_buf[4096];  /* the model /load switched to (o.model points here then) */
 };
 
 enum color { C_RESET, C_DIM, C_BOLD, C_PROMPT, C_WARN, C_ERR };
@@ -509,6 +512,8 @@ static int conv_attach(struct chat *ch, const char *name, bool create)
     cmd_progress_start(&ch->prog, ch->conv);
     int rc = sess_conv_attach(ch->conv, name, create, &rs);
     cmd_progress_end(&ch->prog);
+    if (rc == SESS_ERR_MODEL && ch->model_switch)
+        return -SESS_ERR_MODEL; /* the caller opens the session's own model */
     if (rc != SESS_OK) {
         chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
         if (rc == SESS_ERR_MODEL)
@@ -623,9 +628,9 @@ static int slash_help(struct chat *ch, char *arg)
             "with \"\"\" to start a block and end a line with \"\"\" to end it. A line starting\n"
             "with // sends a message that starts with /. A unique prefix is enough for\n"
             "/help /sessions /set /show /stats; the others need their full name.\n"
-            "Ctrl-C stops an answer or clears the line; Ctrl-D leaves; Tab completes;\n"
-            "Up/Down recall earlier inputs. /set system TEXT and /set parameter KEY VALUE\n"
-            "work as in ollama.\n");
+            "Ctrl-C stops an answer or clears the line; Ctrl-D leaves (inside a \"\"\"\n"
+            "block it drops the block); Tab completes; Up/Down recall earlier inputs.\n"
+            "/set system TEXT and /set parameter KEY VALUE work as in ollama.\n");
     fflush(ch->ui);
     return 0;
 }
@@ -717,6 +722,72 @@ static int slash_sessions(struct chat *ch, char *arg)
     return 0;
 }
 
+/*
+ * /load of a session saved with another model: that model is opened (as
+ * `kvchat NAME` would), a conversation made on it and attached to the
+ * session; then the old conversation and model go. On any failure the chat
+ * goes on as it was.
+ */
+static int load_with_own_model(struct chat *ch, const char *name)
+{
+    int64_t id;
+    struct sess_info info;
+    if (sess_find(ch->st, name, &id) || sess_get(ch->st, id, &info)) {
+        chat_err(ch, "%s", sess_errmsg(ch->st));
+        return -1;
+    }
+    struct stat sb;
+    char path[sizeof ch->model_buf];
+    int bad = !info.model_path || !info.model_path[0] || stat(info.model_path, &sb) != 0 ||
+              (size_t)snprintf(path, sizeof path, "%s", info.model_path) >= sizeof path;
+    if (bad)
+        chat_err(ch, "session '%s' was saved with model '%s', which is gone: put it back, or go on with another "
+                     "with kvchat %s -m MODEL --switch-model", name, info.model_path ? info.model_path : "?", name);
+    sess_info_free(&info);
+    if (bad)
+        return -1;
+    const char *was_model = ch->o.model;
+    char saved_buf[sizeof ch->model_buf];
+    memcpy(saved_buf, ch->model_buf, sizeof saved_buf);
+    memcpy(ch->model_buf, path, sizeof path);
+    ch->o.model = ch->model_buf;
+    struct cmd_llm l;
+    if (cmd_llm_open(&ch->o, false, &l)) {
+        memcpy(ch->model_buf, saved_buf, sizeof saved_buf);
+        ch->o.model = was_model;
+        return -1;
+    }
+    char err[1024];
+    struct sess_conv *conv;
+    struct sess_conv_params p = cmd_opts_conv_params(&ch->o, &l);
+    p.system = NULL;
+    if (sess_conv_init(ch->st, p, &conv, err, sizeof err)) {
+        chat_err(ch, "cannot start a conversation: %s", err);
+        cmd_llm_close(&l);
+        memcpy(ch->model_buf, saved_buf, sizeof saved_buf);
+        ch->o.model = was_model;
+        return -1;
+    }
+    struct sess_conv *old_conv = ch->conv;
+    struct cmd_llm old_l = ch->l;
+    ch->conv = conv;
+    ch->l = l;
+    if (conv_attach(ch, name, false) != 0) { /* said; back to what was */
+        sess_conv_free(conv);
+        cmd_llm_close(&ch->l);
+        ch->conv = old_conv;
+        ch->l = old_l;
+        memcpy(ch->model_buf, saved_buf, sizeof saved_buf);
+        ch->o.model = was_model;
+        return -1;
+    }
+    sess_conv_free(old_conv);
+    cmd_llm_close(&old_l);
+    const char *base = strrchr(path, '/');
+    note(ch, C_DIM, "session '%s' was saved with model %s: switched to it", name, base ? base + 1 : path);
+    return 0;
+}
+
 static int slash_load(struct chat *ch, char *arg)
 {
     if (ch->name && !strcmp(ch->name, arg)) {
@@ -725,7 +796,12 @@ static int slash_load(struct chat *ch, char *arg)
     }
     if (private_refuses(ch, "/load") || session_available(ch, arg) || !may_discard(ch, "/load"))
         return 0;
-    if (conv_attach(ch, arg, false) != 0)
+    ch->model_switch = !ch->o.switch_model;
+    int rc = conv_attach(ch, arg, false);
+    ch->model_switch = false;
+    if (rc == -SESS_ERR_MODEL)
+        rc = load_with_own_model(ch, arg);
+    if (rc != 0)
         return 0;
     if (ch->l.remote)
         note(ch, C_DIM, "session '%s': %" PRId64 " exchange%s", arg, sess_conv_n_exchanges(ch->conv),
@@ -1224,21 +1300,21 @@ static const struct slash_cmd slash_table[] = {
     {"/help", NULL, "this list (also /?)", SLASH_ARG_COMMAND, false, slash_help},
     {"/?", NULL, NULL, SLASH_ARG_COMMAND, false, slash_help},
     {"/sessions", NULL, "list saved sessions", SLASH_ARG_NONE, false, slash_sessions},
-    {"/load", "NAME", "open a saved session (this chat is left)", SLASH_ARG_SESSION, true, slash_load},
+    {"/load", "NAME", "open a saved session with its own model (this chat is left)", SLASH_ARG_SESSION, true, slash_load},
     {"/save", "NAME", "save this chat as session NAME", SLASH_ARG_NONE, true, slash_save},
     {"/new", NULL, "start a new unnamed chat", SLASH_ARG_NONE, true, slash_new},
     {"/fork", "NAME", "copy this session as NAME and go on in the copy", SLASH_ARG_NONE, true, slash_fork},
     {"/system", "TEXT", "set the system prompt (restarts the conversation)", SLASH_ARG_NONE, true,
      slash_system},
     {"/read", "FILE", "send a text file as the next message", SLASH_ARG_FILE, true, slash_read},
-    {"/undo", NULL, "drop the last exchange", SLASH_ARG_NONE, true, slash_undo},
-    {"/retry", NULL, "answer the last message again", SLASH_ARG_NONE, true, slash_retry},
+    {"/undo", NULL, "drop the last exchange (asks in a saved session)", SLASH_ARG_NONE, true, slash_undo},
+    {"/retry", NULL, "answer the last message again (asks in a saved session)", SLASH_ARG_NONE, true, slash_retry},
     {"/set", "KEY VALUE", "change a setting:", SLASH_ARG_SET_KEY, false, slash_set},
     {"/show", NULL, "model, session, system prompt, parameters", SLASH_ARG_NONE, false, slash_show},
     {"/stats", NULL, "tokens prefilled and reused, speed, KV bytes", SLASH_ARG_NONE, false, slash_stats},
     {"/clear", NULL, "start afresh with the system prompt (a session stays as saved)", SLASH_ARG_NONE, true,
      slash_clear},
-    {"/exit", NULL, "leave (also /quit, /bye, Ctrl-D)", SLASH_ARG_NONE, true, slash_exit},
+    {"/exit", NULL, "leave (also /quit, /bye, Ctrl-D; an unsaved chat asks)", SLASH_ARG_NONE, true, slash_exit},
     {"/quit", NULL, NULL, SLASH_ARG_NONE, true, slash_exit},
     {"/bye", NULL, NULL, SLASH_ARG_NONE, true, slash_exit},
     {NULL, NULL, NULL, SLASH_ARG_NONE, false, NULL},
