@@ -597,8 +597,11 @@ static void param_copy(struct conv_vals *to, const struct conv_vals *from, enum 
 }
 
 /* the models row the session records */
-static int64_t model_id(const struct sess_conv *c)
+static int64_t model_id(struct sess_conv *c)
 {
+    if (c->remote && c->remote_model_id < 0 && c->st && !sess_store_read_only(c->st) &&
+        sess_model_id(c->st, c->remote_fp, c->model_path, &c->remote_model_id))
+        c->remote_model_id = -1; /* not known to a private store: added once it is writable */
     return c->remote ? c->remote_model_id : sess_kv_model_id(c->kv);
 }
 
@@ -742,7 +745,9 @@ static void save_blocks(struct sess_conv *c, struct sess_turn_stats *ts)
  */
 static int persist(struct sess_conv *c, int64_t from, struct sess_turn_stats *ts)
 {
-    if (c->p.no_cache) /* --no-cache: nothing is written; a session is only read */
+    /* --no-cache: nothing is written; a session is only read. A private
+     * store: nothing is written at all */
+    if (c->p.no_cache || sess_store_read_only(c->st))
         return SESS_OK;
     if (attached(c) && c->retokenized) /* the ids made when it was loaded, saved with the turn */
         from = 0;

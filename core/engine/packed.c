@@ -315,7 +315,7 @@ static void *write_cache(void *arg)
     struct llm_packed *pk = arg;
     char tmp[PATH_MAX + 32];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", pk->file, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return NULL;
     bool ok = write_all(fd, pk->header, HEADER_BYTES) && write_all(fd, pk->data, pk->data_bytes) &&
@@ -347,11 +347,11 @@ static int make_dirs(const char *dir)
     for (char *s = p + 1; *s; s++)
         if (*s == '/') {
             *s = 0;
-            if (mkdir(p, 0755) < 0 && errno != EEXIST)
+            if (mkdir(p, 0700) < 0 && errno != EEXIST)
                 return -1;
             *s = '/';
         }
-    return mkdir(p, 0755) == 0 || errno == EEXIST ? 0 : -1;
+    return mkdir(p, 0700) == 0 || errno == EEXIST ? 0 : -1;
 }
 
 /* ==== the model's side ==== */
