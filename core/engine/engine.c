@@ -397,27 +397,35 @@ static void mm_describe(const struct pass *ps, const struct phase *ph, struct mm
     d->one = d->T == 1;
 }
 
-/* one-token units of W: DEC_ROWS rows of its first half with the same rows
- * of its second half (two far-apart streams per core keep more DRAM reads
- * in flight), plus one unit for the last group when the number of groups
- * of 8 is odd */
+/* one-token units of W: DEC_ROWS rows (at least one packed group) of its
+ * first half with the same rows of its second half (two far-apart streams
+ * per core keep more DRAM reads in flight), plus one unit for the last
+ * group when the number of groups (of 8 rows, or of the float panels'
+ * rows) is odd */
+static int64_t dec_rows(const struct llm_weight *W)
+{
+    int64_t g = llm_mm_group_rows(W->mm);
+    return (DEC_ROWS + g - 1) / g * g;
+}
+
 static int64_t one_units(const struct llm_weight *W)
 {
-    int64_t groups = (W->m.n_out + 7) / 8, half = groups / 2 * 8;
-    return (half + DEC_ROWS - 1) / DEC_ROWS + groups % 2;
+    int64_t g = llm_mm_group_rows(W->mm), groups = (W->m.n_out + g - 1) / g, half = groups / 2 * g;
+    return (half + dec_rows(W) - 1) / dec_rows(W) + groups % 2;
 }
 
 static void one_unit(const struct llm_weight *W, int64_t k, int64_t r[4])
 {
-    int64_t groups = (W->m.n_out + 7) / 8, half = groups / 2 * 8;
-    r[0] = k * DEC_ROWS;
+    int64_t g = llm_mm_group_rows(W->mm), groups = (W->m.n_out + g - 1) / g, half = groups / 2 * g;
+    int64_t dr = dec_rows(W);
+    r[0] = k * dr;
     if (r[0] >= half) { /* the odd last group */
         r[0] = 2 * half;
         r[1] = W->m.n_out;
         r[2] = r[3] = 0;
         return;
     }
-    r[1] = r[0] + DEC_ROWS < half ? r[0] + DEC_ROWS : half;
+    r[1] = r[0] + dr < half ? r[0] + dr : half;
     r[2] = r[0] + half;
     r[3] = r[1] + half;
 }

@@ -1,7 +1,8 @@
 /*
- * packed.c - a model's packed weights (quant.h, LLM_PACK_ROWS): every
- * quantized weight the engine multiplies is stored as groups of 8 rows (the
- * last group padded with zero rows), packed at open, and a cache file lets
+ * packed.c - a model's packed weights (quant.h): every quantized weight
+ * the engine multiplies is stored as groups of 8 rows, every float (F32,
+ * F16, BF16) weight as panels of BLIS's micro-kernel width (fmm.c), the
+ * last group padded with zero rows, packed at open, and a cache file lets
  * later opens map them instead of packing again.
  *
  * Why a cache file: packing writes a fresh copy of most of a model's
@@ -12,15 +13,17 @@
  * thread in the background, synced, then renamed into place) and later
  * opens map that file from the page cache: nothing to zero, nothing to copy.
  *
- * The cache file (PACK_FILE_VERSION 2), one per model path, named by a
+ * The cache file (PACK_FILE_VERSION 3), one per model path, named by a
  * 64-bit FNV-1a hash of the model's real path:
  *   4096-byte header: "KVCPACK\0", u32 version, u32 types (bit t: weights of
  *   type t are packed), u64 size, device, inode, mtime s, mtime ns of the
- *   model file, u64 data bytes, u32 packed weights, u32 path length, the
- *   path (little-endian, zero-padded);
+ *   model file, u64 data bytes, u32 packed weights, u32 path length, 96
+ *   bytes of the float panels' layout and kernel (llm_fmm_layout: BLIS's
+ *   version, sub-configuration, MR, NR and kvchat's KC), the path
+ *   (little-endian, zero-padded);
  *   then the packed weights, in model order (each layer's q, k, v, o, gate,
- *   up, down, then the output), each ceil(rows / 8) groups (the layouts of
- *   quant-pack.c and quant-k.c) at a multiple of 64 bytes.
+ *   up, down, then the output), each ceil(rows / group rows) groups (the
+ *   layouts of quant-pack.c, quant-k.c and fmm.c) at a multiple of 64 bytes.
  * A file whose header does not match the model as opened (another file,
  * the same file changed, another kvchat with other packed types or
  * layouts) or whose size is not header + data is ignored and replaced.
@@ -43,7 +46,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PACK_FILE_VERSION 2
+#define PACK_FILE_VERSION 3
 #define HEADER_BYTES 4096
 #define PACK_ITEM_GROUPS 64 /* groups of 8 rows per work item while packing */
 
@@ -53,7 +56,8 @@ struct pack_header {
     uint64_t src_size, src_dev, src_ino, src_mtime_s, src_mtime_ns;
     uint64_t data_bytes;
     uint32_t n_weights, path_len;
-    char path[HEADER_BYTES - 72];
+    char layout[96]; /* the float weights' panels and kernel (llm_fmm_layout) */
+    char path[HEADER_BYTES - 168];
 };
 _Static_assert(sizeof(struct pack_header) == HEADER_BYTES, "pack header size");
 
@@ -89,7 +93,8 @@ static void plan_free(struct plan *p)
     p->off = NULL;
 }
 
-static int64_t groups_of(const struct llm_weight *W) { return (W->m.n_out + LLM_PACK_ROWS - 1) / LLM_PACK_ROWS; }
+static int64_t group_rows(const struct llm_weight *W) { return llm_mm_group_rows(W->mm); }
+static int64_t groups_of(const struct llm_weight *W) { return (W->m.n_out + group_rows(W) - 1) / group_rows(W); }
 static size_t packed_bytes(const struct llm_weight *W) { return (size_t)groups_of(W) * W->m.group_bytes; }
 
 /* every 2-D weight the engine multiplies whose type is stored packed;
@@ -155,13 +160,14 @@ static void *pack_worker(void *arg)
         int64_t g0 = (k - pw->first[i]) * PACK_ITEM_GROUPS, g1 = g0 + PACK_ITEM_GROUPS;
         if (g1 > groups_of(W))
             g1 = groups_of(W);
+        int64_t gr = group_rows(W);
         for (int64_t g = g0; g < g1; g++) {
-            int64_t rows = W->m.n_out - g * LLM_PACK_ROWS < LLM_PACK_ROWS ? W->m.n_out - g * LLM_PACK_ROWS : LLM_PACK_ROWS;
-            W->mm->pack(W->rows + (size_t)(g * LLM_PACK_ROWS) * W->m.row_bytes, W->m.row_bytes, rows, W->m.n_in,
+            int64_t rows = W->m.n_out - g * gr < gr ? W->m.n_out - g * gr : gr;
+            W->mm->pack(W->rows + (size_t)(g * gr) * W->m.row_bytes, W->m.row_bytes, rows, W->m.n_in,
                         (uint8_t *)pw->map + p->off[i] + (size_t)g * W->m.group_bytes);
         }
         /* at once, so the file's pages and the packed copy are not both held */
-        int64_t r0 = g0 * LLM_PACK_ROWS, r1 = g1 * LLM_PACK_ROWS < W->m.n_out ? g1 * LLM_PACK_ROWS : W->m.n_out;
+        int64_t r0 = g0 * gr, r1 = g1 * gr < W->m.n_out ? g1 * gr : W->m.n_out;
         drop_pages(W->rows + (size_t)r0 * W->m.row_bytes, (size_t)(r1 - r0) * W->m.row_bytes);
     }
     return NULL;
@@ -233,6 +239,7 @@ static bool expected_header(const struct llm_model *m, const char *real, const s
     h->data_bytes = p->total;
     h->n_weights = (uint32_t)p->nw;
     h->path_len = (uint32_t)len;
+    snprintf(h->layout, sizeof h->layout, "%s", llm_fmm_layout());
     memcpy(h->path, real, len);
     return true;
 }
