@@ -20,6 +20,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -216,6 +217,8 @@ static int read_files(const char **files, int n, char **out, size_t *len, size_t
 
 static int run_exec(int argc, char **argv)
 {
+    struct timespec t_start; /* the turn's ttft counts from here (sess_conv_params.turn_start_ms) */
+    clock_gettime(CLOCK_MONOTONIC, &t_start);
     signals_install();
     struct cmd_opts o;
     cmd_opts_init(&o);
@@ -412,7 +415,9 @@ static int run_exec(int argc, char **argv)
         }
         fprintf(stderr, "kvchat: the KV cache on disk is off for this run\n");
     }
-    int ir = sess_conv_init(st, cmd_opts_conv_params(&o, &l), &conv, err, sizeof err);
+    struct sess_conv_params cp = cmd_opts_conv_params(&o, &l);
+    cp.turn_start_ms = t_start.tv_sec * 1e3 + t_start.tv_nsec / 1e6;
+    int ir = sess_conv_init(st, cp, &conv, err, sizeof err);
     if (ir) {
         rc = ir == SESS_ERR_STORE ? cmd_fail(CMD_EXIT_SESSION, "%s", err)
                                   : cmd_fail(CMD_EXIT_MODEL, "cannot start the conversation: %s", err);

@@ -12,6 +12,9 @@
  * resuming fast. So the packed bytes are written once to a cache file (by a
  * thread in the background, synced, then renamed into place) and later
  * opens map that file from the page cache: nothing to zero, nothing to copy.
+ * A mapped file's pages are then prefaulted by a thread in the background
+ * (MADV_POPULATE_READ in 16 MB steps) while the opener tokenizes and
+ * restores, instead of faulting in one by one during the first prefill.
  *
  * The cache file (PACK_FILE_VERSION 3), one per model path, named by a
  * 64-bit FNV-1a hash of the model's real path:
@@ -71,6 +74,10 @@ struct llm_packed {
     /* the background writer of the cache file */
     pthread_t writer;
     bool writing;
+    /* the background prefault of a mapped cache file */
+    pthread_t faulter;
+    bool faulting;
+    atomic_bool stop_faulting;
     char *file;          /* the cache file's path */
     struct pack_header *header;
 };
@@ -361,6 +368,31 @@ static int make_dirs(const char *dir)
     return mkdir(p, 0755) == 0 || errno == EEXIST ? 0 : -1;
 }
 
+/* the prefault thread: the mapped cache file's page-table entries made
+ * at once (MADV_POPULATE_READ, Linux 5.14), else by reading a byte of each
+ * page, while the opener goes on tokenizing and restoring; the first
+ * prefill then finds most pages mapped instead of faulting them in one by
+ * one (about 150 ms for 500 MB) */
+static void *prefault(void *arg)
+{
+    struct llm_packed *pk = arg;
+    const size_t step = 16u << 20; /* so that closing the model stops it soon */
+    long pg = sysconf(_SC_PAGESIZE);
+    for (size_t off = 0; off < pk->map_bytes && !atomic_load(&pk->stop_faulting); off += step) {
+        size_t n = pk->map_bytes - off < step ? pk->map_bytes - off : step;
+        uint8_t *p = (uint8_t *)pk->map + off;
+#ifdef MADV_POPULATE_READ
+        if (madvise(p, n, MADV_POPULATE_READ) == 0)
+            continue;
+#endif
+        uint8_t sum = 0;
+        for (size_t i = 0; i < n; i += (size_t)(pg > 0 ? pg : 4096))
+            sum ^= ((volatile const uint8_t *)p)[i];
+        (void)sum;
+    }
+    return NULL;
+}
+
 /* ==== the model's side ==== */
 
 int llm_model_pack(struct llm_model *m, const char *dir, const char *model_path)
@@ -388,6 +420,12 @@ int llm_model_pack(struct llm_model *m, const char *dir, const char *model_path)
     if (cacheable && (pk->map = map_cache(file, h, &pk->map_bytes))) {
         pk->data = (const uint8_t *)pk->map + HEADER_BYTES;
         pk->from_cache = true;
+        madvise(pk->map, pk->map_bytes, MADV_WILLNEED); /* read ahead what is not in the page cache */
+#ifdef MADV_HUGEPAGE
+        madvise(pk->map, pk->map_bytes, MADV_HUGEPAGE); /* where the file system allows it */
+#endif
+        if (pthread_create(&pk->faulter, NULL, prefault, pk) == 0)
+            pk->faulting = true;
     } else if ((pk->map = pack_in_memory(&p))) {
         pk->map_bytes = p.total;
         pk->data = pk->map;
@@ -431,6 +469,10 @@ void llm_model_unpack(struct llm_model *m)
     if (!pk)
         return;
     llm_model_pack_wait(m); /* a first run's exit waits for the file */
+    if (pk->faulting) {
+        atomic_store(&pk->stop_faulting, true);
+        pthread_join(pk->faulter, NULL);
+    }
     munmap(pk->map, pk->map_bytes);
     free(pk->file);
     free(pk->header);
