@@ -39,6 +39,7 @@
 #include <limits.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <omp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -181,7 +182,7 @@ static void *pack_worker(void *arg)
 }
 
 /* the planned weights packed into a new anonymous mapping (by as many
- * threads as cores), or NULL */
+ * OpenMP threads as cores), or NULL */
 static void *pack_in_memory(const struct plan *p)
 {
     int64_t *first = malloc((size_t)(p->nw + 1) * sizeof *first); /* first work item of each */
@@ -199,15 +200,12 @@ static void *pack_in_memory(const struct plan *p)
     for (int64_t i = 0; i < p->nw; i++)
         first[i + 1] = first[i] + (groups_of(p->w[i]) + PACK_ITEM_GROUPS - 1) / PACK_ITEM_GROUPS;
     struct pack_work pw = {p, first, first[p->nw], map, 0};
-    int nt = llm_default_threads();
-    pthread_t th[64];
-    int started = 0;
-    for (int t = 1; t < nt && t < 64; t++)
-        if (pthread_create(&th[started], NULL, pack_worker, &pw) == 0)
-            started++;
+    /* OpenMP here (one-off bulk work, items taken from a shared counter):
+     * as many threads as cores, or OMP_NUM_THREADS; the forward pass stays
+     * on the engine's pool */
+    int nt = getenv("OMP_NUM_THREADS") ? omp_get_max_threads() : llm_default_threads();
+#pragma omp parallel num_threads(nt)
     pack_worker(&pw);
-    for (int t = 0; t < started; t++)
-        pthread_join(th[t], NULL);
     /* the pages items shared (tied embeddings: the few rows decode looks
      * up come back alone) */
     for (int64_t i = 0; i < p->nw; i++)
