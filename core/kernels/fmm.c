@@ -393,13 +393,13 @@ static bool selftest_case(int m, int n, int64_t k)
 
 static bool selftest(void)
 {
-    int ms[] = {F.tr, 1, F.tr > 1 ? F.tr - 1 : 1}, ns[] = {F.wr, 1, F.wr > 3 ? F.wr - 3 : 1};
-    int64_t ks[] = {KC, 1, 37};
-    for (int a = 0; a < 3; a++)
-        for (int b = 0; b < 3; b++)
-            for (int c = 0; c < 3; c++)
-                if (!selftest_case(ms[a], ns[b], ks[c]))
-                    return false;
+    /* full tiles and the kernel's edge path (fewer tokens or rows) */
+    int mn[][2] = {{F.tr, F.wr}, {1, F.wr}, {F.tr > 1 ? F.tr - 1 : 1, F.wr > 3 ? F.wr - 3 : 1}, {1, 1}};
+    int64_t ks[] = {KC, 37, 1};
+    for (int a = 0; a < 4; a++)
+        for (int c = 0; c < 3; c++)
+            if (!selftest_case(mn[a][0], mn[a][1], ks[c]))
+                return false;
     return true;
 }
 
