@@ -1101,12 +1101,13 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
         c->passes[s].pp = alloc((size_t)c->max_phases * sizeof(struct llm_pool_phase), &ok);
     }
     int64_t max_chunks = 1;
-    if (ok) { /* the largest phases: one token, and a full pass */
+    if (ok) { /* the largest phases: one token, and a full pass at the start and at the end of
+               * the context (attention's units are smallest there: pass_att_rows) */
         struct pass *ps = &c->passes[0];
-        ps->n_past = 0;
         ps->logits = true;
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < 3; k++) {
             ps->T = k ? B : 1;
+            ps->n_past = k == 2 && n_ctx > B ? n_ctx - B : 0;
             plan(ps);
             int64_t mc = max_chunks_of(ps);
             max_chunks = mc > max_chunks ? mc : max_chunks;
