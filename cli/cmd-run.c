@@ -217,8 +217,6 @@ static int read_files(const char **files, int n, char **out, size_t *len, size_t
 
 static int run_exec(int argc, char **argv)
 {
-    struct timespec t_start; /* the turn's ttft counts from here (sess_conv_params.turn_start_ms) */
-    clock_gettime(CLOCK_MONOTONIC, &t_start);
     signals_install();
     struct cmd_opts o;
     cmd_opts_init(&o);
@@ -383,6 +381,11 @@ static int run_exec(int argc, char **argv)
     snprintf(what, sizeof what, "%s%s", n_files ? files[0] : "", n_files > 1 ? " and the other files" : "");
     free(files);
 
+    /* the turn's work starts here, its input read: its ttft counts opening
+     * the session and the model, restoring and faulting in the weights
+     * (sess_conv_params.turn_start_ms) */
+    struct timespec t_start;
+    clock_gettime(CLOCK_MONOTONIC, &t_start);
     /* an existing session opens with its own model (a model file or a .remote
      * entry: which of the two decides local or remote) */
     char own_model[4096];
