@@ -593,6 +593,64 @@ static void test_products(void **state)
     }
 }
 
+/* The float types on a batch of many tokens (several of fmm.c's blocks of
+ * tokens, several k-blocks, a row range that starts inside a panel and one
+ * that ends inside one): every element the one-token definition's bits,
+ * and BLIS's micro-kernel called when it runs. */
+static void test_float_big_batch(void **state)
+{
+    (void)state;
+    static const uint32_t types[] = {LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16};
+    const int64_t n = 600, n_out = 45, nt = 230;
+    for (int ti = 0; ti < 3; ti++) {
+        const struct llm_mm_ops *mm = llm_get_mm_ops(types[ti]);
+        const struct llm_type_ops *ops = llm_get_type_ops(types[ti]);
+        int64_t G = llm_mm_group_rows(mm), groups = (n_out + G - 1) / G;
+        size_t rb = (size_t)n * (types[ti] == LLM_TYPE_F32 ? 4 : 2);
+        float *wf = malloc(sizeof(float) * (size_t)(n * n_out));
+        uint8_t *rows = malloc(rb * (size_t)n_out);
+        for (int64_t i = 0; i < n * n_out; i++)
+            wf[i] = rnd_normal();
+        for (int64_t r = 0; r < n_out; r++)
+            ops->from_float(wf + r * n, rows + (size_t)r * rb, n);
+        struct llm_mat w = {.type = types[ti], .n_in = n, .n_out = n_out, .row_bytes = rb,
+                            .group_bytes = mm->group_bytes(n)};
+        uint8_t *data = aligned_alloc(64, w.group_bytes * (size_t)groups);
+        for (int64_t g = 0; g < groups; g++)
+            mm->pack(rows + (size_t)(g * G) * rb, rb, n_out - g * G < G ? n_out - g * G : G, n,
+                     data + (size_t)g * w.group_bytes);
+        w.data = data;
+        float *x = malloc(sizeof(float) * (size_t)(n * nt));
+        for (int64_t i = 0; i < n * nt; i++)
+            x[i] = rnd_normal();
+        void *scratch = aligned_alloc(64, mm->gemm_scratch(n) + 64);
+        static const int64_t rr[][2] = {{0, 45}, {8, 45}, {16, 40}, {3, 7}};
+        for (int k = 0; k < 4; k++) {
+            int64_t r0 = rr[k][0], r1 = rr[k][1], ldy = r1 - r0;
+            float *y = malloc(sizeof(float) * (size_t)(ldy * nt));
+            uint64_t calls = llm_fmm_ukr_calls();
+            mm->gemm(&w, r0, r1, x, (size_t)n * sizeof(float), nt, y, ldy, scratch);
+            if (llm_fmm_blis())
+                assert_true(llm_fmm_ukr_calls() > calls);
+            for (int64_t t = 0; t < nt; t++)
+                for (int64_t r = r0; r < r1; r++) {
+                    float want = mm->dot_ref(&w, r, x + t * n), got = y[t * ldy + r - r0];
+                    if (!same_float(got, want)) {
+                        print_error("%s gemm of %lld tokens rows [%lld,%lld): token %lld row %lld: %a, dot_ref %a\n",
+                                    llm_type_name(types[ti]), (long long)nt, (long long)r0, (long long)r1,
+                                    (long long)t, (long long)r, got, want);
+                        fail();
+                    }
+                }
+            free(y);
+        }
+        free(scratch);
+        free(x);
+        free(data);
+        free(rows);
+        free(wf);
+    }
+}
 
 /* ==== quantizers ==== */
 
@@ -690,6 +748,7 @@ int main(void)
         cmocka_unit_test(test_to_float_paths),
         cmocka_unit_test(test_act16),
         cmocka_unit_test(test_products),
+        cmocka_unit_test(test_float_big_batch),
         cmocka_unit_test(test_legacy_quantizers),
         cmocka_unit_test(test_gguf_refuses_bad_k_tensors),
     };
