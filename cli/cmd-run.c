@@ -20,6 +20,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -389,6 +390,11 @@ static int run_exec(int argc, char **argv)
     snprintf(what, sizeof what, "%s%s", n_files ? files[0] : "", n_files > 1 ? " and the other files" : "");
     free(files);
 
+    /* the turn's work starts here, its input read: its ttft counts opening
+     * the session and the model, restoring and faulting in the weights
+     * (sess_conv_params.turn_start_ms) */
+    struct timespec t_start;
+    clock_gettime(CLOCK_MONOTONIC, &t_start);
     /* an existing session opens with its own model (a model file or a .remote
      * entry: which of the two decides local or remote) */
     char own_model[4096];
@@ -423,7 +429,9 @@ static int run_exec(int argc, char **argv)
         }
         fprintf(stderr, "kvchat: the KV cache on disk is off for this run\n");
     }
-    int ir = sess_conv_init(st, cmd_opts_conv_params(&o, &l), &conv, err, sizeof err);
+    struct sess_conv_params cp = cmd_opts_conv_params(&o, &l);
+    cp.turn_start_ms = t_start.tv_sec * 1e3 + t_start.tv_nsec / 1e6;
+    int ir = sess_conv_init(st, cp, &conv, err, sizeof err);
     if (ir) {
         rc = ir == SESS_ERR_STORE ? cmd_fail(CMD_EXIT_SESSION, "%s", err)
                                   : cmd_fail(CMD_EXIT_MODEL, "cannot start the conversation: %s", err);

@@ -572,6 +572,12 @@ bool llm_arch_runs(const char *arch);
 int llm_default_threads(void);
 /* the SIMD path of the kernels: "avx2" or "generic" */
 const char *llm_kernel_path(void);
+/* the float weights' (F32, F16, BF16) products: BLIS's sgemm micro-kernel
+ * and its layout ("blis 0.9.0 zen3 mr6 nr16 kc256 wb16"), or NULL when
+ * they run on the portable kernels; and the micro-kernel's calls so far in
+ * this process (all threads) */
+const char *llm_kernel_float_ukr(void);
+uint64_t llm_kernel_ukr_calls(void);
 
 /* ==== a context: KV cache and scratch for one sequence ====
  *

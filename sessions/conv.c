@@ -1452,10 +1452,13 @@ int sess_conv_say(struct sess_conv *c, const char *user_text, sess_text_fn on_te
             cfail(c, "interrupted");
         return rc;
     }
-    double t_pf = now_ms();
+    double t_pf = now_ms(), t_turn = t0;
     ts->prompt_tokens = c->n_tokens;
     ts->prefill_tok_s = t_pf > t0 && ts->prefilled_tokens ? ts->prefilled_tokens * 1e3 / (t_pf - t0) : 0;
-    rc = generate(c, ans_start, answer_prefix(c), on_text, ud, interrupt, ts, t0);
+    if (c->p.turn_start_ms > 0 && c->p.turn_start_ms <= t0) /* once: the process's start */
+        t_turn = c->p.turn_start_ms;
+    c->p.turn_start_ms = 0;
+    rc = generate(c, ans_start, answer_prefix(c), on_text, ud, interrupt, ts, t_turn);
     if (rc == SESS_OK)
         rc = persist(c, user_idx, ts);
     finish_stats(c, ts);

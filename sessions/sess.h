@@ -314,6 +314,10 @@ struct sess_conv_params {
                                     whole conversation each turn (for comparison); an
                                     attached session is then only read */
     int64_t cache_max;           /* bytes of blocks the store keeps (LRU eviction); <= 0: no limit */
+    double turn_start_ms;        /* > 0: the first turn's ttft counts from this CLOCK_MONOTONIC
+                                    time in ms (run: once its prompt is read, so that opening
+                                    the model and session and faulting in weights count);
+                                    else each turn's from its own start */
     /* bits 1 << SESS_PARAM_X of sampling and n_predict the user set: a new
      * session keeps them (and only them); over an existing session's own
      * they hold for this conversation without being saved; a set seed
