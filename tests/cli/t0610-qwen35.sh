@@ -78,6 +78,19 @@ for m in "$T/qwen35-F32.gguf" "$d/qwen35-Q8_0.gguf" "$d/qwen35-Q4_K_M.gguf" "$T/
     [ -z "$bad" ] && ok "$(basename "$m"): the same bits every way (13 runs)" || not_ok "$(basename "$m") differs:$bad"
 done
 
+# a prompt longer than a pass (n_batch 512): the conv window and the state
+# carried from pass to pass within one decode
+p=$(awk 'BEGIN { x = 5; for (i = 0; i < 700; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%s%d", i ? " " : "", x % 500 + 3 } }')
+m=$d/qwen35-Q8_0.gguf
+"$KVCHAT" eval -m "$m" -p "$p" -c 1024 --logits-out "$T/ref.f32" >/dev/null 2>&1 || not_ok "700 ids: eval failed"
+bad=
+for how in "--token-by-token -t 1" "--split 511 -t 2" "--split 513 -t 1" "--split 100 -t 2"; do
+    # shellcheck disable=SC2086
+    "$KVCHAT" eval -m "$m" -p "$p" -c 1024 $how --logits-out "$T/l.f32" >/dev/null 2>&1 && cmp -s "$T/ref.f32" "$T/l.f32" ||
+        bad="$bad [$how]"
+done
+[ -z "$bad" ] && ok "700 ids across passes: the same bits" || not_ok "700 ids differ:$bad"
+
 # a chat turn runs, and a second one in a new process (the store restores
 # nothing of a recurrent model yet: it prefills again and answers the same)
 q="tell me a long story about the sea, the wind and the boats that sail on it at night under the stars, then another"
