@@ -91,6 +91,19 @@ for how in "--token-by-token -t 1" "--split 511 -t 2" "--split 513 -t 1" "--spli
 done
 [ -z "$bad" ] && ok "700 ids across passes: the same bits" || not_ok "700 ids differ:$bad"
 
+# what the binding reads: the layer pattern and the state's size
+run "$KVCHAT" models info "$d/qwen35-rl-Q4_K_M.gguf"
+expect_rc 0
+expect_out 'rope:           imrope, freq base 10000, 16 dims$'
+expect_out 'recurrent:      Gated DeltaNet on 3 of 5 layers, RARRA (R recurrent, A attention)$'
+# 3 layers x (3 x 128 conv inputs + 2 x 32 x 32) x 4 bytes
+expect_out 'state:          28.50 KiB a sequence (29184 bytes): conv of 4 taps, 2 value heads on 1 key heads, heads of 32$'
+expect_out 'block:          gated attention, q/k norms, silu gating, query scale 0.176777$'
+expect_out 'runs:           yes$'
+run "$KVCHAT" models info --json "$d/qwen35-Q8_0.gguf"
+[ "$(jq -c '[.runs, .recurrent_layers, .layer_pattern, .recurrent_state_bytes, .attention_gate, .ssm_group_count]' "$T/out")" = \
+    '[true,3,"RRRA",16896,true,2]' ] && ok "qwen35 json" || not_ok "qwen35 json: $(cat "$T/out")"
+
 # a chat turn runs, and a second one in a new process (the store restores
 # nothing of a recurrent model yet: it prefills again and answers the same)
 q="tell me a long story about the sea, the wind and the boats that sail on it at night under the stars, then another"
