@@ -413,6 +413,12 @@ const char *const *llm_template_stops(enum llm_template t);
  * and keeps it in the answer's text, so history renders the same whether
  * thinking is on or off and either can be chosen at any turn. */
 const char *llm_template_think_off(enum llm_template t, const char *jinja, size_t len);
+/* Templates whose generation prompt opens the reasoning when thinking is on
+ * (Qwen3.5's: "<think>\n" after the assistant's opening): that text, which
+ * a conversation feeds and keeps as the answer's first, as for
+ * llm_template_think_off; NULL for the others (Qwen3's model writes its own
+ * <think>). */
+const char *llm_template_think_on(enum llm_template t, const char *jinja, size_t len);
 
 /* ==== reasoning: <think>...</think> in a streamed answer ====
  * Splits generated text into the reasoning between <think> and </think>
