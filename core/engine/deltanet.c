@@ -22,24 +22,103 @@
  * head a token). The conv depends only on raw inputs, so it is computed per
  * token (in parallel over tokens) from the window and the pass's rows.
  *
- * The dot products sum in 8 lanes in a fixed order (vectorisable, the same
- * on every path); RMSNorm and the L2 norm sum squares in double, as ggml.
+ * The dot products sum in 8 lanes in a fixed order, so that AVX2 and the
+ * portable C give the same bits (t0610 compares them); RMSNorm and the L2
+ * norm sum squares in double, as ggml.
  */
 #include "core/engine/deltanet.h"
+#include "core/kernels/quant.h"
 
 #include <math.h>
 #include <string.h>
 
-static float dot(const float *a, const float *b, int64_t n)
+/* the 8 lanes' sums in their fixed order; lane k has summed the products
+ * of the indices i = k mod 8, in increasing i (the last n mod 8 products
+ * into lanes 0, 1, ...) */
+static float lanes_sum(const float acc[8])
+{
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+/* One row j of a head's matrix for one token (S floats, in place):
+ * row *= decay; d = (v - row.k) beta; row += k d; returns row.q. Two
+ * versions with the very same float operations in the same order (each
+ * lane's multiply, then its add; the same lanes; no fused multiply-add): the
+ * portable one and AVX2's, chosen as the kernels are (llm_cpu_features). */
+static float row_step_generic(float *row, const float *k, const float *q, int64_t S, float decay, float v,
+                              float beta)
 {
     float acc[8] = {0};
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++)
-            acc[k] += a[i + k] * b[i + k];
-    for (int k = 0; i < n; i++, k++)
-        acc[k] += a[i] * b[i];
-    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (; i + 8 <= S; i += 8)
+        for (int l = 0; l < 8; l++) {
+            row[i + l] *= decay;
+            acc[l] += row[i + l] * k[i + l];
+        }
+    for (int l = 0; i < S; i++, l++) {
+        row[i] *= decay;
+        acc[l] += row[i] * k[i];
+    }
+    float d = (v - lanes_sum(acc)) * beta;
+    for (int l = 0; l < 8; l++)
+        acc[l] = 0;
+    for (i = 0; i + 8 <= S; i += 8)
+        for (int l = 0; l < 8; l++) {
+            row[i + l] += k[i + l] * d;
+            acc[l] += row[i + l] * q[i + l];
+        }
+    for (int l = 0; i < S; i++, l++) {
+        row[i] += k[i] * d;
+        acc[l] += row[i] * q[i];
+    }
+    return lanes_sum(acc);
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+__attribute__((target("avx2"))) static float row_step_avx2(float *row, const float *k, const float *q, int64_t S,
+                                                           float decay, float v, float beta)
+{
+    __m256 acc = _mm256_setzero_ps(), dc = _mm256_set1_ps(decay);
+    int64_t i = 0;
+    for (; i + 8 <= S; i += 8) {
+        __m256 r = _mm256_mul_ps(_mm256_loadu_ps(row + i), dc);
+        _mm256_storeu_ps(row + i, r);
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(r, _mm256_loadu_ps(k + i)));
+    }
+    float a[8];
+    _mm256_storeu_ps(a, acc);
+    for (int l = 0; i < S; i++, l++) {
+        row[i] *= decay;
+        a[l] += row[i] * k[i];
+    }
+    float d = (v - lanes_sum(a)) * beta;
+    __m256 dv = _mm256_set1_ps(d);
+    acc = _mm256_setzero_ps();
+    for (i = 0; i + 8 <= S; i += 8) {
+        __m256 r = _mm256_add_ps(_mm256_loadu_ps(row + i), _mm256_mul_ps(_mm256_loadu_ps(k + i), dv));
+        _mm256_storeu_ps(row + i, r);
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(r, _mm256_loadu_ps(q + i)));
+    }
+    _mm256_storeu_ps(a, acc);
+    for (int l = 0; i < S; i++, l++) {
+        row[i] += k[i] * d;
+        a[l] += row[i] * q[i];
+    }
+    return lanes_sum(a);
+}
+#endif
+
+typedef float (*row_step_fn)(float *, const float *, const float *, int64_t, float, float, float);
+
+static row_step_fn row_step(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    if (llm_cpu_features() & LLM_CPU_AVX2)
+        return row_step_avx2;
+#endif
+    return row_step_generic;
 }
 
 static float silu(float x) { return x / (1.0f + expf(-x)); }
@@ -99,20 +178,14 @@ void llm_dn_head(const struct llm_model *m, const struct llm_layer *L, int64_t h
     int64_t S = m->ssm_state, G = m->ssm_groups, V = m->ssm_heads, C = m->conv_dim, W = llm_dn_rq_width(m);
     int64_t kh = h % G;
     float scale = 1.0f / sqrtf((float)S);
+    row_step_fn step = row_step();
     for (int64_t t = 0; t < T; t++) {
         const float *r = rq + t * W;
         const float *q = r + kh * S, *k = r + (G + kh) * S, *v = r + 2 * G * S + h * S;
         float decay = expf(r[C + h]), beta = r[C + V + h];
         float *o = out + t * S;
-        for (int64_t j = 0; j < S; j++) {
-            float *row = st + j * S;
-            for (int64_t i = 0; i < S; i++)
-                row[i] *= decay;
-            float d = (v[j] - dot(row, k, S)) * beta;
-            for (int64_t i = 0; i < S; i++)
-                row[i] += k[i] * d;
-            o[j] = dot(row, q, S) * scale;
-        }
+        for (int64_t j = 0; j < S; j++)
+            o[j] = step(st + j * S, k, q, S, decay, v[j], beta) * scale;
         /* the gated RMSNorm: RMSNorm(o) * ssm_norm * silu(z) */
         const float *z = raw + (size_t)t * ld + C + h * S;
         double sum = 0;

@@ -78,6 +78,22 @@ for m in "$T/qwen35-F32.gguf" "$d/qwen35-Q8_0.gguf" "$d/qwen35-Q4_K_M.gguf" "$T/
     [ -z "$bad" ] && ok "$(basename "$m"): the same bits every way (13 runs)" || not_ok "$(basename "$m") differs:$bad"
 done
 
+# a head size that is not a multiple of the 8 lanes the recurrence sums in
+"$MKMODEL" "$T/s12.gguf" --arch qwen35 --dim 64 --layers 4 --heads 2 --kv-heads 1 --head-dim 32 --rope-dim 8 \
+    --ff 128 --ssm-state 12 --ssm-groups 1 --ssm-heads 3 --seed 7 >/dev/null
+p=$(cat "$d/prompt300.txt")
+"$KVCHAT" eval -m "$T/s12.gguf" -p "$p" --logits-out "$T/ref.f32" >/dev/null 2>&1 || not_ok "state 12: eval failed"
+bad=
+for how in "--token-by-token -t 1" "--split 77 -t 2"; do
+    # shellcheck disable=SC2086
+    "$KVCHAT" eval -m "$T/s12.gguf" -p "$p" $how --logits-out "$T/l.f32" >/dev/null 2>&1 && cmp -s "$T/ref.f32" "$T/l.f32" ||
+        bad="$bad [$how]"
+    # shellcheck disable=SC2086
+    KVCHAT_CPU=generic "$KVCHAT" eval -m "$T/s12.gguf" -p "$p" $how --logits-out "$T/l.f32" >/dev/null 2>&1 &&
+        cmp -s "$T/ref.f32" "$T/l.f32" || bad="$bad [generic $how]"
+done
+[ -z "$bad" ] && ok "state size 12: the same bits every way, AVX2 and portable" || not_ok "state size 12 differs:$bad"
+
 # a prompt longer than a pass (n_batch 512): the conv window and the state
 # carried from pass to pass within one decode
 p=$(awk 'BEGIN { x = 5; for (i = 0; i < 700; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%s%d", i ? " " : "", x % 500 + 3 } }')
