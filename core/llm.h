@@ -413,6 +413,12 @@ const char *const *llm_template_stops(enum llm_template t);
  * and keeps it in the answer's text, so history renders the same whether
  * thinking is on or off and either can be chosen at any turn. */
 const char *llm_template_think_off(enum llm_template t, const char *jinja, size_t len);
+/* Templates whose generation prompt opens the reasoning when thinking is on
+ * (Qwen3.5's: "<think>\n" after the assistant's opening): that text, which
+ * a conversation feeds and keeps as the answer's first, as for
+ * llm_template_think_off; NULL for the others (Qwen3's model writes its own
+ * <think>). */
+const char *llm_template_think_on(enum llm_template t, const char *jinja, size_t len);
 
 /* ==== reasoning: <think>...</think> in a streamed answer ====
  * Splits generated text into the reasoning between <think> and </think>
@@ -469,6 +475,14 @@ struct llm_model_meta {
     double rope_attn_factor;   /* {arch}.rope.scaling.attn_factor */
     double attn_softcap;       /* {arch}.attn_logit_softcapping */
     double final_softcap;      /* {arch}.final_logit_softcapping */
+    /* hybrid recurrent models (qwen35, issue 23); -1 where absent */
+    int64_t ssm_conv;          /* {arch}.ssm.conv_kernel */
+    int64_t ssm_state;         /* {arch}.ssm.state_size (key and value head size) */
+    int64_t ssm_groups;        /* {arch}.ssm.group_count (key heads) */
+    int64_t ssm_heads;         /* {arch}.ssm.time_step_rank (value heads) */
+    int64_t ssm_inner;         /* {arch}.ssm.inner_size (value heads x head size) */
+    int64_t full_attn_interval;/* {arch}.full_attention_interval */
+    int64_t n_nextn;           /* {arch}.nextn_predict_layers (MTP blocks after the trunk) */
     int64_t n_params;          /* elements of all tensors */
     uint64_t tensor_bytes;     /* bytes of all tensor data */
     int64_t type_count[LLM_TYPE_COUNT]; /* tensors of each type */
@@ -554,10 +568,17 @@ struct llm_model_arch_info {
     float rope_attn_factor; /* longrope: cos and sin are multiplied by this */
     float rope_base_swa;    /* RoPE base of the sliding-window layers */
     float rope_freq_scale_swa;
+    /* hybrid recurrent models (qwen35): 0 for the others */
+    int64_t n_layer_rec;    /* Gated DeltaNet layers (llm_model_layer_recurrent) */
+    int64_t ssm_conv, ssm_state, ssm_groups, ssm_heads; /* conv taps, head size, key heads, value heads */
+    uint64_t rstate_bytes;  /* the recurrent state of one sequence (llm_ctx_rstate_size) */
+    bool attn_gate;         /* the attention output is gated (sigmoid of a second half of attn_q) */
 };
 void llm_model_arch_info(const struct llm_model *m, struct llm_model_arch_info *out);
 /* true when layer l attends only to the last n_swa positions */
 bool llm_model_layer_swa(const struct llm_model *m, int64_t l);
+/* true when layer l is a recurrent (Gated DeltaNet) layer rather than attention */
+bool llm_model_layer_recurrent(const struct llm_model *m, int64_t l);
 /* Bytes of weights one decoded token reads: every layer's matrices, norms
  * and biases, the output norm and the LM head matrix in full, and one row of
  * the token embedding (a tied LM head counts as the full matrix plus that
@@ -565,7 +586,8 @@ bool llm_model_layer_swa(const struct llm_model *m, int64_t l);
  * opened vocab_only. */
 uint64_t llm_model_decode_bytes(const struct llm_model *m);
 
-/* true for the architectures kvchat computes (llama, qwen2, qwen3) */
+/* true for the architectures kvchat computes (llama, qwen2, qwen3, gemma2,
+ * gemma3, phi3, qwen35) */
 bool llm_arch_runs(const char *arch);
 
 /* physical cores of this machine (at least 1): the default thread count */
@@ -672,6 +694,36 @@ int llm_ctx_kv_rows(struct llm_ctx *c, int64_t l, int kv, int64_t a, int64_t b, 
 /* positions [0, b) now hold rows written through llm_ctx_kv_rows: n_past
  * becomes b; the logits are invalid (decode the next token to get them) */
 int llm_ctx_kv_commit(struct llm_ctx *c, int64_t b);
+
+/* ==== recurrent state (hybrid models) ==== */
+
+/* qwen35's Gated DeltaNet layers keep a fixed-size state instead of K/V
+ * rows. Its exported bytes, f32 little-endian, are per recurrent layer in
+ * model order: the conv window ((ssm.conv_kernel - 1) rows of conv_dim =
+ * 2 ssm.group_count ssm.state_size + ssm.inner_size inputs, oldest first),
+ * then ssm.time_step_rank matrices of ssm.state_size^2 (matrix h row j over
+ * key index i: the delta rule's S[i][j] of value head h). They are the
+ * same bits on every path that reached the position. */
+
+/* attention layers that keep K/V rows (n_layer for attention-only models); the KV
+ * export layout, llm_ctx_kv_size and llm_ctx_kv_rows cover these layers only, in order */
+int64_t llm_model_n_layer_kv(const struct llm_model *m);
+/* bytes of the recurrent state of every recurrent layer (conv windows, delta-rule
+ * matrices, ...) after one position; 0 for attention-only models */
+uint64_t llm_ctx_rstate_size(const struct llm_ctx *c);
+/* copy the state after position n_past - 1 (the state at n_past) into buf: bytes written,
+ * or the size needed negated when size is too small; LLM_ERR when the state is invalid */
+int64_t llm_ctx_rstate_export(const struct llm_ctx *c, void *buf, size_t size);
+/* set the recurrent state to one exported by a context of the same model at position
+ * n_past (the caller restored the attention KV of [0, n_past) first); it becomes valid */
+int llm_ctx_rstate_import(struct llm_ctx *c, const void *buf, size_t size);
+/* whether the recurrent state matches n_past (always true for attention-only models).
+ * llm_ctx_truncate(c, n) with n < n_past keeps the attention rows of [0, n) and makes
+ * the state invalid, except n == 0, which resets it to the initial (zero) state;
+ * llm_ctx_kv_import and llm_ctx_kv_commit leave it invalid unless n_past becomes 0;
+ * llm_ctx_decode on an invalid state returns LLM_ERR with a message and changes
+ * nothing. An interrupted decode puts the state back as it was. */
+bool llm_ctx_rstate_valid(const struct llm_ctx *c);
 
 /* ==== the sampler ==== */
 

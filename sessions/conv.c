@@ -77,6 +77,7 @@ struct sess_conv {
     char *model_path;
     const char *no_think; /* what opens an answer with thinking off (static), NULL when the
                              model's template cannot switch thinking off */
+    const char *think_on; /* what opens an answer with thinking on (Qwen3.5's "<think>\n"), or NULL */
     struct llm_sampler *smp;
     struct conv_msg *msgs;
     int64_t n_msgs, cap_msgs;
@@ -475,13 +476,25 @@ static int sync_kv_passes(struct sess_conv *c, int64_t *n_done, volatile sig_ato
     return SESS_OK;
 }
 
+/* the cache keeps positions [0, n), n < n_kv; a recurrent model's state
+ * cannot go back to n (no snapshot of it here), so it starts again from 0 */
+static int cache_keep(struct sess_conv *c, int64_t n)
+{
+    if (llm_ctx_truncate(c->ctx, n) != LLM_OK)
+        return cfail(c, "%s", llm_ctx_errmsg(c->ctx));
+    if (!llm_ctx_rstate_valid(c->ctx)) {
+        if (llm_ctx_truncate(c->ctx, 0) != LLM_OK)
+            return cfail(c, "%s", llm_ctx_errmsg(c->ctx));
+        n = 0;
+    }
+    c->n_kv = n;
+    return SESS_OK;
+}
+
 static int truncate_to(struct sess_conv *c, int64_t n)
 {
-    if (n < c->n_kv) {
-        if (llm_ctx_truncate(c->ctx, n) != LLM_OK)
-            return cfail(c, "%s", llm_ctx_errmsg(c->ctx));
-        c->n_kv = n;
-    }
+    if (n < c->n_kv && cache_keep(c, n))
+        return SESS_ERR;
     if (n < c->n_tokens)
         c->n_tokens = n;
     return SESS_OK;
@@ -701,10 +714,11 @@ static void keep_given(struct sess_conv *c)
 }
 
 /* what opens the next answer: the no-thinking block when thinking is off
- * and the template can switch it (NULL: nothing) */
+ * and the template can switch it, the opening of the reasoning when thinking
+ * is on and the template writes it (Qwen3.5) (NULL: nothing) */
 static const char *answer_prefix(const struct sess_conv *c)
 {
-    return c->p.think_off ? c->no_think : NULL;
+    return c->p.think_off ? c->no_think : c->think_on;
 }
 
 /* Store the blocks of what the cache holds that the store lacks, and (in
@@ -885,8 +899,10 @@ int sess_conv_init(struct sess_store *st, struct sess_conv_params p, struct sess
     c->p.model_path = c->model_path;
     c->p.system = NULL;
     struct llm_str jinja;
-    if (llm_gguf_find_str(llm_model_gguf(c->m), "tokenizer.chat_template", &jinja) == 0)
+    if (llm_gguf_find_str(llm_model_gguf(c->m), "tokenizer.chat_template", &jinja) == 0) {
         c->no_think = llm_template_think_off(p.tmpl, jinja.ptr, (size_t)jinja.len);
+        c->think_on = llm_template_think_on(p.tmpl, jinja.ptr, (size_t)jinja.len);
+    }
     if (!c->tokens || !c->smp || !c->model_path) {
         sess_conv_free(c);
         snprintf(err, err_size, "out of memory");
@@ -1155,6 +1171,11 @@ static int generate(struct sess_conv *c, int64_t ans_start, const char *pre, ses
     double t_first = 0;
     int rc = SESS_OK;
     const float *logits = llm_ctx_logits(c->ctx);
+    /* an answer that opens in the reasoning: the reader's splitter sees the opening */
+    if (pre && pre == c->think_on && on_text && on_text(ud, pre, strlen(pre))) {
+        ts->stop_reason = "interrupted";
+        limit = 0;
+    }
     while (n_gen < limit) {
         if (c->n_tokens >= c->n_ctx) {
             ts->stop_reason = "context_full";
@@ -1627,10 +1648,8 @@ int sess_conv_drop_oldest(struct sess_conv *c, int64_t n)
         int64_t k = 0;
         while (k < n_kv && k < c->n_tokens && old[k] == c->tokens[k])
             k++;
-        if (k < c->n_kv && llm_ctx_truncate(c->ctx, k) != LLM_OK)
-            rc = cfail(c, "%s", llm_ctx_errmsg(c->ctx));
-        else
-            c->n_kv = k;
+        if (k < c->n_kv)
+            rc = cache_keep(c, k);
     }
     free(old);
     return rc ? rc : persist(c, 0, NULL);
