@@ -1720,7 +1720,7 @@ static int chat_exec(int argc, char **argv)
         rc = CMD_EXIT_MODEL;
     } else if (session) {
         if (ch.o.no_cache)
-            fprintf(stderr, "kvchat: --no-cache: session '%s' is read, computed again, and not written\n",
+            cmd_term_printf(stderr, "kvchat: --no-cache: session '%s' is read, computed again, and not written\n",
                     session);
         rc = conv_attach(&ch, session, true);
         if (!rc && ch.o.system) {

@@ -40,7 +40,7 @@ static int remote_exit(int rc)
 static void note(void *ctx, const char *msg)
 {
     (void)ctx;
-    fprintf(stderr, "kvchat: %s\n", msg);
+    cmd_term_printf(stderr, "kvchat: %s\n", msg);
 }
 
 static void fmt_time(char *buf, size_t n, int64_t t)
@@ -109,13 +109,13 @@ int cmd_models_add_remote(int argc, char **argv)
     if (rc)
         return cmd_fail(remote_exit(rc), "cannot add remote model '%s': %s", name, err);
     if (note_buf[0])
-        fprintf(stderr, "kvchat: note: %s\n", note_buf);
+        cmd_term_printf(stderr, "kvchat: note: %s\n", note_buf);
     char path[4096];
     struct mdl_remote *r;
     if (mdl_resolve(name, path, sizeof path) == 0 && mdl_remote_open(path, &r, err, sizeof err) == 0) {
         struct mdl_remote_info in;
         mdl_remote_get_info(r, &in);
-        fprintf(stderr, "kvchat: added remote model '%s': %s at %s%s%s\n", name, in.model, in.url,
+        cmd_term_printf(stderr, "kvchat: added remote model '%s': %s at %s%s%s\n", name, in.model, in.url,
                 in.api_key_env[0] ? ", key from $" : "", in.api_key_env);
         mdl_remote_close(r);
     }
@@ -374,7 +374,7 @@ static void note_unsent(const struct cmd_opts *o, const char *name)
         if (o->given & (1ull << local_only[i].id))
             k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", k ? ", " : "", local_only[i].opt);
     if (k)
-        fprintf(stderr, "kvchat: note: %s: not for remote model '%s' (the server decides); ignored\n",
+        cmd_term_printf(stderr, "kvchat: note: %s: not for remote model '%s' (the server decides); ignored\n",
                 list, name);
 }
 
@@ -394,7 +394,7 @@ int cmd_remote_open(const struct cmd_opts *o, const char *path, struct cmd_remot
     rm->sanitize = isatty(1);
     note_unsent(o, rm->in.name);
     if (o->verbose)
-        fprintf(stderr, "kvchat: remote model '%s': %s at %s\n", rm->in.name, rm->in.model, rm->in.url);
+        cmd_term_printf(stderr, "kvchat: remote model '%s': %s at %s\n", rm->in.name, rm->in.model, rm->in.url);
     *out = rm;
     return 0;
 }

@@ -324,7 +324,7 @@ static int run_exec(int argc, char **argv)
         }
     } else if (n_words == 0 || !isatty(0)) {
         if (n_words == 0 && isatty(0))
-            fprintf(stderr, "kvchat: reading the prompt from stdin (end with Ctrl-D)\n");
+            cmd_term_printf(stderr, "kvchat: reading the prompt from stdin (end with Ctrl-D)\n");
         int r = cmd_read_all(stdin, CMD_INPUT_MAX, &in, &in_len);
         if (r == CMD_READ_OK && strlen(in) != in_len)
             r = 1;
@@ -427,7 +427,7 @@ static int run_exec(int argc, char **argv)
             rc = CMD_EXIT_SESSION;
             goto out;
         }
-        fprintf(stderr, "kvchat: the KV cache on disk is off for this run\n");
+        cmd_term_printf(stderr, "kvchat: the KV cache on disk is off for this run\n");
     }
     struct sess_conv_params cp = cmd_opts_conv_params(&o, &l);
     cp.turn_start_ms = t_start.tv_sec * 1e3 + t_start.tv_nsec / 1e6;
@@ -450,7 +450,7 @@ static int run_exec(int argc, char **argv)
         }
         attach_rs = rs;
         if (rs.first_problem[0])
-            fprintf(stderr, "kvchat: %s\n", rs.first_problem);
+            cmd_term_printf(stderr, "kvchat: %s\n", rs.first_problem);
         /* --system is for a new session: the chat warns and offers /system;
          * a script cannot answer, so run refuses and changes nothing */
         const char *has = NULL;
@@ -466,15 +466,15 @@ static int run_exec(int argc, char **argv)
             goto out;
         }
         if (o.verbose && l.remote)
-            fprintf(stderr, "kvchat: session '%s': %lld message%s so far\n", session,
+            cmd_term_printf(stderr, "kvchat: session '%s': %lld message%s so far\n", session,
                     (long long)sess_conv_n_messages(conv), cmd_s(sess_conv_n_messages(conv)));
         else if (o.verbose)
-            fprintf(stderr, "kvchat: session '%s': %lld token%s restored from %lld block%s, %lld to compute, "
+            cmd_term_printf(stderr, "kvchat: session '%s': %lld token%s restored from %lld block%s, %lld to compute, "
                             "in %.1f ms\n",
                     session, (long long)rs.restored_tokens, cmd_s(rs.restored_tokens),
                     (long long)rs.restored_blocks, cmd_s(rs.restored_blocks), (long long)rs.missing_tokens, rs.ms);
         if (o.no_cache)
-            fprintf(stderr, "kvchat: --no-cache: session '%s' is read and computed again, not saved\n",
+            cmd_term_printf(stderr, "kvchat: --no-cache: session '%s' is read and computed again, not saved\n",
                     session);
     }
     if (n_files && !l.remote) { /* the files' text (the prompt's start) must fit in what the context has left */
@@ -487,7 +487,7 @@ static int run_exec(int argc, char **argv)
             goto out;
         }
         if (o.verbose || isatty(2))
-            fprintf(stderr, "kvchat: read '%s': %zu bytes, %lld token%s\n", what, file_bytes, (long long)n_tok,
+            cmd_term_printf(stderr, "kvchat: read '%s': %zu bytes, %lld token%s\n", what, file_bytes, (long long)n_tok,
                     n_tok == 1 ? "" : "s");
     }
 
@@ -518,10 +518,10 @@ static int run_exec(int argc, char **argv)
     if (wrapping)
         wrap_free(&wrap);
     if (ts.kv_problem[0])
-        fprintf(stderr, "kvchat: %s\n", ts.kv_problem);
+        cmd_term_printf(stderr, "kvchat: %s\n", ts.kv_problem);
     if (r == SESS_ERR_INTERRUPTED) { /* before the answer began: nothing was saved */
         rc = CMD_EXIT_INTERRUPTED;
-        fprintf(stderr, "kvchat: interrupted before the answer began: the message was not sent\n");
+        cmd_term_printf(stderr, "kvchat: interrupted before the answer began: the message was not sent\n");
         if (json) {
             memset(&ts, 0, sizeof ts);
             print_json(&ans, session, &l, &ts, NULL);
@@ -544,7 +544,7 @@ static int run_exec(int argc, char **argv)
     if (r == 0 && o.verbose && l.remote)
         cmd_remote_describe(l.remote, &ts, stderr);
     else if (r == 0 && o.verbose)
-        fprintf(stderr, "kvchat: %lld prompt tokens (%lld cached, %lld of them restored from disk; %lld "
+        cmd_term_printf(stderr, "kvchat: %lld prompt tokens (%lld cached, %lld of them restored from disk; %lld "
                         "prefilled), %lld generated; ttft %.1f ms, prefill %.1f tok/s, decode %.1f tok/s; "
                         "%lld KV block%s written; stop: %s\n",
                 (long long)ts.prompt_tokens, (long long)ts.cached_tokens, (long long)ts.restored_tokens,

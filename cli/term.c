@@ -9,7 +9,8 @@
  * every escape sequence; CR would overwrite a line), DEL, the C1 controls
  * U+0080..U+009F (U+009B is a CSI on its own), the bidirectional
  * embeddings, overrides and isolates U+202A..U+202E and U+2066..U+2069, and
- * every byte that is not part of valid UTF-8. What follows a replaced ESC
+ * what is not valid UTF-8 (one U+FFFD for each maximal invalid subpart, as
+ * Unicode recommends and Python decodes). What follows a replaced ESC
  * ("[2J") is plain text then and shows as such. To a pipe or a file the
  * text goes as it is.
  */
@@ -42,8 +43,16 @@ size_t cmd_term_unsafe(const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
     size_t k = utf8_seq(p, n);
-    if (k == 0)
-        return 1; /* a byte of no valid sequence */
+    if (k == 0) { /* the maximal invalid subpart is one U+FFFD (Unicode's practice, Python's too) */
+        size_t want = p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+                    : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 1;
+        size_t i = 1;
+        while (i < want && i < n && (p[i] & 0xc0) == 0x80 &&
+               !(i == 1 && ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
+                            (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))))
+            i++;
+        return i;
+    }
     if (k == 1)
         return (p[0] < 0x20 && p[0] != '\n' && p[0] != '\t') || p[0] == 0x7f;
     if (k == 2 && p[0] == 0xc2 && p[1] < 0xa0)

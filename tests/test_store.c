@@ -403,13 +403,25 @@ static void test_names(void **state)
 {
     struct fx *f = *state;
     char err[256];
-    static const char *const good[] = {"a", "trip", "trip-2026.v1", "café", "日本語", "a:b@c+d_e", NULL};
-    static const char *const bad[] = {"", "my chat", "a/b", "-s", "tab\there", "nl\n", "del\x7f", "\xff\xfe", NULL};
+    static const char *const good[] = {"a", "trip", "trip-2026.v1", "café", "日本語", "a:b@c+d_e",
+                                       "\xd8\xb3\xd9\x84\xd8\xa7\xd9\x85", /* Arabic: right to left is fine */
+                                       "emoji\xf0\x9f\x99\x82", NULL};
+    /* issue 29: C1 (NEL, CSI), NBSP and Unicode spaces, zero-width and bidi characters too */
+    static const char *const bad[] = {"", "my chat", "a/b", "-s", "tab\there", "nl\n", "del\x7f", "\xff\xfe",
+                                      "nel\xc2\x85", "csi\xc2\x9b" "2J", "nb\xc2\xa0sp", "ideo\xe3\x80\x80sp",
+                                      "zw\xe2\x80\x8bsp", "bom\xef\xbb\xbf", "\xe2\x80\xae" "evil",
+                                      "iso\xe2\x81\xa6x", "lrm\xe2\x80\x8e", "nnbsp\xe2\x80\xaf", "esc\x1b[2J",
+                                      NULL};
     for (const char *const *g = good; *g; g++)
         if (sess_name_check(*g, err, sizeof err))
             fail_msg("'%s' refused: %s", *g, err);
-    for (const char *const *b = bad; *b; b++)
+    for (const char *const *b = bad; *b; b++) {
         assert_int_equal(sess_name_check(*b, err, sizeof err), SESS_ERR);
+        /* the message shows the name without what a terminal would obey */
+        assert_null(strchr(err, 0x1b));
+        assert_null(strstr(err, "\xe2\x80\xae"));
+        assert_null(strstr(err, "\xc2\x9b"));
+    }
     char longname[202];
     memset(longname, 'x', 201);
     longname[201] = 0;

@@ -5,7 +5,8 @@ the model gave, for the word-wrap tests (tests/cli/t0504-repl-ux.sh).
 usage: wrapcheck.py SHOWN ANSWER COLS [--from N] [--until N] [--unwrapped]
 
 SHOWN is the answer as it appeared (ptydrive's transcript, escape codes
-removed); ANSWER the text itself (from `sessions export`). Widths are
+removed); ANSWER the text itself (from `sessions export`), compared as a
+terminal shows it (control characters as U+FFFD, as cli/term.c does). Widths are
 measured here with Python's unicodedata (East Asian Width W/F: 2 columns;
 combining marks and format characters: 0), not with the C library that
 kvchat uses. Checks, each failure printed:
@@ -57,7 +58,11 @@ def main():
         until = int(args[i + 1])
         del args[i:i + 2]
     shown = open(args[0], encoding="utf-8", errors="replace").read()
-    answer = open(args[1], encoding="utf-8", errors="replace").read()
+    answer = open(args[1], encoding="utf-8", errors="replace", newline="").read()
+    # as a terminal is shown it: kvchat's one sanitizer (cli/term.c) makes
+    # controls but newline and tab, DEL, C1 and bidi overrides U+FFFD
+    answer = "".join("\ufffd" if (ord(c) < 0x20 and c not in "\n\t") or ord(c) == 0x7f or 0x80 <= ord(c) < 0xa0
+                     or 0x202a <= ord(c) <= 0x202e or 0x2066 <= ord(c) <= 0x2069 else c for c in answer)
     cols = int(args[2])
     shown = shown.rstrip("\n")
     bad = []
