@@ -69,6 +69,32 @@ int sess_block_forget(struct sess_store *st, const uint8_t id[32]);
  * prompt get one time, so eviction takes a chain from its end */
 int sess_blocks_touch(struct sess_store *st, const uint8_t (*ids)[32], int64_t n, int64_t t);
 
+/* ==== store.c: the snapshot index (recurrent state, kvblock.h) ==== */
+
+/* $home/kv/xx/<hex id>.kvsnap into buf (with mkdir, the xx directory made) */
+int sess_snap_path(struct sess_store *st, const uint8_t id[32], bool mkdir, char *buf, size_t size);
+
+struct sess_snap_row {
+    uint8_t id[32];
+    int64_t pos;
+    int64_t bytes;
+};
+/* Record a snapshot file just written (d->id is the id of the block ending
+ * at d->pos, parent that block's parent), used at last_used: idempotent. */
+int sess_snap_record(struct sess_store *st, const struct kv_snap_desc *d, const uint8_t parent[32], int64_t model_id,
+                     int64_t bytes, int64_t last_used);
+/* The recorded snapshots of model model_id and kv type inside a block of
+ * parent `parent` (their block's parent) at positions in (lo, hi], the
+ * deepest first: at most max rows, *n of them. Their ids are to be checked
+ * against the caller's tokens (another sequence's block with the same
+ * parent has other ids). */
+int sess_snaps_in_block(struct sess_store *st, const uint8_t parent[32], int64_t model_id, uint32_t kv_type,
+                        int64_t lo, int64_t hi, struct sess_snap_row *rows, int64_t max, int64_t *n);
+/* a snapshot found missing or damaged: its row and file go */
+int sess_snap_forget(struct sess_store *st, const uint8_t id[32]);
+/* mark snapshots as used at time t (unix ms, the LRU clock of the blocks) */
+int sess_snaps_touch(struct sess_store *st, const uint8_t (*ids)[32], int64_t n, int64_t t);
+
 /* ==== store.c: sessions ==== */
 
 struct sess_new {

@@ -170,18 +170,21 @@ int sess_search(struct sess_store *st, const char *query, bool raw, int64_t limi
 void sess_hits_free(struct sess_hit *h, int64_t n);
 
 struct sess_gc_stats {
-    int64_t blocks;       /* block files removed */
+    int64_t blocks;       /* block and snapshot files removed */
     int64_t bytes;        /* bytes freed */
 };
 /* Delete blocks no session uses (the cache of commands without a session
- * goes too), index rows whose file is gone, and files with no row
- * (leftovers of interrupted writes, files of earlier releases). */
+ * goes too), snapshots whose KV no session uses, index rows whose file is
+ * gone, and files with no row (leftovers of interrupted writes, files of
+ * earlier releases). */
 int sess_gc(struct sess_store *st, struct sess_gc_stats *out);
-/* Evict least recently used blocks until the block files take at most
- * max_bytes: blocks no named session uses first, deepest first within a
- * tie. */
+/* Evict least recently used blocks and snapshots until their files take
+ * at most max_bytes: what no named session uses first, then named
+ * sessions' snapshots but their latest, then their blocks and latest
+ * snapshots; the oldest first, and of what was used at one time, blocks
+ * deepest first, the latest snapshot last. */
 int sess_evict(struct sess_store *st, int64_t max_bytes, struct sess_gc_stats *out);
-/* bytes and number of all block files */
+/* bytes of all block and snapshot files, and the number of block files */
 int sess_store_bytes(struct sess_store *st, int64_t *bytes, int64_t *n_blocks);
 
 /* ==== a model's identity ==== */
