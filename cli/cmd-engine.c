@@ -512,14 +512,26 @@ static int bench_exec(int argc, char **argv)
         if (rc < 0 && o.verbose)
             fprintf(stderr, "kvchat: depth of %" PRId64 " tokens prefilled in %.2f s\n", nd, now() - t0);
     }
+    /* a recurrent model (qwen35) goes back to the depth with its state too */
+    uint64_t rs_n = llm_ctx_rstate_size(en.ctx);
+    void *rs = rs_n && nd > 0 && rc < 0 ? malloc(rs_n) : NULL;
+    if (rs && llm_ctx_rstate_export(en.ctx, rs, rs_n) != (int64_t)rs_n) {
+        free(rs);
+        rs = NULL;
+    }
     double best_p = 1e30, best_g = 1e30;
     for (long r = 0; r < o.reps && rc < 0; r++) {
         llm_ctx_truncate(en.ctx, nd);
+        if (rs)
+            llm_ctx_rstate_import(en.ctx, rs, rs_n);
         double t0 = now();
         rc = decode_or_fail(&en, t + nd, np);
         double t1 = now();
-        if (o.has_depth) /* llama-bench: decode also starts at the depth */
+        if (o.has_depth) { /* llama-bench: decode also starts at the depth */
             llm_ctx_truncate(en.ctx, nd);
+            if (rs)
+                llm_ctx_rstate_import(en.ctx, rs, rs_n);
+        }
         double t2 = now();
         for (int64_t i = 0; i < ng && rc < 0; i++)
             rc = decode_or_fail(&en, t + nd + np + i, 1);
@@ -576,6 +588,7 @@ static int bench_exec(int argc, char **argv)
         rc = CMD_EXIT_OK;
     }
 out:
+    free(rs);
     free(t);
     engine_close(&en);
     return rc;

@@ -469,6 +469,14 @@ struct llm_model_meta {
     double rope_attn_factor;   /* {arch}.rope.scaling.attn_factor */
     double attn_softcap;       /* {arch}.attn_logit_softcapping */
     double final_softcap;      /* {arch}.final_logit_softcapping */
+    /* hybrid recurrent models (qwen35, issue 23); -1 where absent */
+    int64_t ssm_conv;          /* {arch}.ssm.conv_kernel */
+    int64_t ssm_state;         /* {arch}.ssm.state_size (key and value head size) */
+    int64_t ssm_groups;        /* {arch}.ssm.group_count (key heads) */
+    int64_t ssm_heads;         /* {arch}.ssm.time_step_rank (value heads) */
+    int64_t ssm_inner;         /* {arch}.ssm.inner_size (value heads x head size) */
+    int64_t full_attn_interval;/* {arch}.full_attention_interval */
+    int64_t n_nextn;           /* {arch}.nextn_predict_layers (MTP blocks after the trunk) */
     int64_t n_params;          /* elements of all tensors */
     uint64_t tensor_bytes;     /* bytes of all tensor data */
     int64_t type_count[LLM_TYPE_COUNT]; /* tensors of each type */
@@ -666,6 +674,36 @@ int llm_ctx_kv_rows(struct llm_ctx *c, int64_t l, int kv, int64_t a, int64_t b, 
 /* positions [0, b) now hold rows written through llm_ctx_kv_rows: n_past
  * becomes b; the logits are invalid (decode the next token to get them) */
 int llm_ctx_kv_commit(struct llm_ctx *c, int64_t b);
+
+/* ==== recurrent state (hybrid models) ==== */
+
+/* qwen35's Gated DeltaNet layers keep a fixed-size state instead of K/V
+ * rows. Its exported bytes, f32 little-endian, are per recurrent layer in
+ * model order: the conv window ((ssm.conv_kernel - 1) rows of conv_dim =
+ * 2 ssm.group_count ssm.state_size + ssm.inner_size inputs, oldest first),
+ * then ssm.time_step_rank matrices of ssm.state_size^2 (matrix h row j over
+ * key index i: the delta rule's S[i][j] of value head h). They are the
+ * same bits on every path that reached the position. */
+
+/* attention layers that keep K/V rows (n_layer for attention-only models); the KV
+ * export layout, llm_ctx_kv_size and llm_ctx_kv_rows cover these layers only, in order */
+int64_t llm_model_n_layer_kv(const struct llm_model *m);
+/* bytes of the recurrent state of every recurrent layer (conv windows, delta-rule
+ * matrices, ...) after one position; 0 for attention-only models */
+uint64_t llm_ctx_rstate_size(const struct llm_ctx *c);
+/* copy the state after position n_past - 1 (the state at n_past) into buf: bytes written,
+ * or the size needed negated when size is too small; LLM_ERR when the state is invalid */
+int64_t llm_ctx_rstate_export(const struct llm_ctx *c, void *buf, size_t size);
+/* set the recurrent state to one exported by a context of the same model at position
+ * n_past (the caller restored the attention KV of [0, n_past) first); it becomes valid */
+int llm_ctx_rstate_import(struct llm_ctx *c, const void *buf, size_t size);
+/* whether the recurrent state matches n_past (always true for attention-only models).
+ * llm_ctx_truncate(c, n) with n < n_past keeps the attention rows of [0, n) and makes
+ * the state invalid, except n == 0, which resets it to the initial (zero) state;
+ * llm_ctx_kv_import and llm_ctx_kv_commit leave it invalid unless n_past becomes 0;
+ * llm_ctx_decode on an invalid state returns LLM_ERR with a message and changes
+ * nothing. An interrupted decode puts the state back as it was. */
+bool llm_ctx_rstate_valid(const struct llm_ctx *c);
 
 /* ==== the sampler ==== */
 

@@ -118,7 +118,7 @@ int sess_kv_init(struct sess_store *st, const struct llm_model *m, struct llm_ct
     kv->m = m;
     kv->ctx = ctx;
     kv->kv_type = llm_ctx_kv_type(ctx) == LLM_TYPE_F32 ? 0 : 1;
-    kv->n_layer = (uint32_t)llm_model_n_layer(m);
+    kv->n_layer = (uint32_t)llm_model_n_layer_kv(m); /* the layers with K/V rows */
     kv->n_embd = (uint32_t)llm_model_n_embd_kv(m);
     uint64_t block_bytes = (uint64_t)B * kv->n_layer * 2 * kv->n_embd * kv_block_elem_size(kv->kv_type);
     kv->dst = malloc(2 * (size_t)kv->n_layer * sizeof *kv->dst);
@@ -284,6 +284,11 @@ int sess_kv_restore(struct sess_kv *kv, const int32_t *tokens, int64_t limit, st
     memset(r, 0, sizeof *r);
     int64_t have = llm_ctx_n_past(kv->ctx);
     if (!kv->st || limit <= have)
+        return SESS_OK;
+    /* a recurrent model (qwen35) cannot resume from K/V rows alone: its
+     * recurrent state is not in the blocks yet, so it restores nothing and
+     * prefills (issue 23's snapshots will restore it) */
+    if (llm_ctx_rstate_size(kv->ctx) != 0)
         return SESS_OK;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);

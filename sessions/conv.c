@@ -475,13 +475,25 @@ static int sync_kv_passes(struct sess_conv *c, int64_t *n_done, volatile sig_ato
     return SESS_OK;
 }
 
+/* the cache keeps positions [0, n), n < n_kv; a recurrent model's state
+ * cannot go back to n (no snapshot of it here), so it starts again from 0 */
+static int cache_keep(struct sess_conv *c, int64_t n)
+{
+    if (llm_ctx_truncate(c->ctx, n) != LLM_OK)
+        return cfail(c, "%s", llm_ctx_errmsg(c->ctx));
+    if (!llm_ctx_rstate_valid(c->ctx)) {
+        if (llm_ctx_truncate(c->ctx, 0) != LLM_OK)
+            return cfail(c, "%s", llm_ctx_errmsg(c->ctx));
+        n = 0;
+    }
+    c->n_kv = n;
+    return SESS_OK;
+}
+
 static int truncate_to(struct sess_conv *c, int64_t n)
 {
-    if (n < c->n_kv) {
-        if (llm_ctx_truncate(c->ctx, n) != LLM_OK)
-            return cfail(c, "%s", llm_ctx_errmsg(c->ctx));
-        c->n_kv = n;
-    }
+    if (n < c->n_kv && cache_keep(c, n))
+        return SESS_ERR;
     if (n < c->n_tokens)
         c->n_tokens = n;
     return SESS_OK;
@@ -1619,10 +1631,8 @@ int sess_conv_drop_oldest(struct sess_conv *c, int64_t n)
         int64_t k = 0;
         while (k < n_kv && k < c->n_tokens && old[k] == c->tokens[k])
             k++;
-        if (k < c->n_kv && llm_ctx_truncate(c->ctx, k) != LLM_OK)
-            rc = cfail(c, "%s", llm_ctx_errmsg(c->ctx));
-        else
-            c->n_kv = k;
+        if (k < c->n_kv)
+            rc = cache_keep(c, k);
     }
     free(old);
     return rc ? rc : persist(c, 0, NULL);

@@ -11,6 +11,9 @@
  *     gemma2/gemma3: [--swa N] [--swa-pattern P] [--attn-softcap X]
  *                    [--final-softcap X] [--rope-theta-swa T] [--rope-linear F]
  *     phi3:          [--swa N] [--rope-dim R] [--orig-ctx C] [--rope-attn-factor X]
+ *     qwen35:        [--rope-dim R] [--rope-sections A,B,C,D] [--ssm-state S]
+ *                    [--ssm-groups G] [--ssm-heads V] [--ssm-conv K]
+ *                    [--full-attn-interval N | --recurrent-layers 1,1,1,0,...]
  *
  * With the same options it draws the same numbers in the same order as
  * `llref mkmodel` (../shared/peer/llref.c: xorshift64* and Box-Muller), so an
@@ -38,7 +41,21 @@
  *    2*n_ff rows (gate rows, then up rows), no gate tensor, the longrope
  *    keys (rope.scaling.original_context_length, rope.scaling.attn_factor)
  *    and rope_factors_long/rope_factors_short (rope_dim/2 each), and the
- *    attention.sliding_window that llama.cpp ignores for phi3.
+ *    attention.sliding_window that llama.cpp ignores for phi3;
+ *  - qwen35 (Qwen3.5: Gated DeltaNet layers, with a gated full-attention
+ *    layer every full_attention_interval layers, or where
+ *    attention.recurrent_layers says 0): per layer attn_norm and
+ *    post_attention_norm (the FFN's norm); the attention layers' attn_q of
+ *    2 q_dim rows (each head's q then its output gate), attn_k, attn_v,
+ *    attn_output and q/k norms; the recurrent layers' attn_qkv (rows q of
+ *    G heads, k of G heads, v of V heads, S each), attn_gate (z, V x S
+ *    rows), ssm_conv1d (K x conv channels, always F32), ssm_dt.bias,
+ *    ssm_a (-exp(A_log): negative), ssm_alpha and ssm_beta (V rows each),
+ *    ssm_norm (S) and ssm_out; the ssm.* keys (conv_kernel, state_size,
+ *    group_count, time_step_rank = V, inner_size = V x S) and
+ *    rope.dimension_sections (llama.cpp requires it; the default splits
+ *    the rotary pairs 3/3/3 as Qwen3.5's [11, 11, 10, 0]), as
+ *    conversion/qwen.py writes them and src/models/qwen35.cpp reads them.
  * Gemma's norm weights are stored as the converter stores them, with the
  * +1 of Gemma's (1 + w) RMSNorm already added: mean 1 here as for llama.
  */
@@ -229,7 +246,9 @@ int main(int argc, char **argv)
                         "       [--embd-scale X] [--type F32|F16|BF16|Q8_0] [--template FILE]\n"
                         "  gemma2/gemma3: [--swa N] [--swa-pattern P] [--attn-softcap X]\n"
                         "       [--final-softcap X] [--rope-theta-swa T] [--rope-linear F]\n"
-                        "  phi3: [--swa N] [--rope-dim R] [--orig-ctx C] [--rope-attn-factor X]\n");
+                        "  phi3: [--swa N] [--rope-dim R] [--orig-ctx C] [--rope-attn-factor X]\n"
+                        "  qwen35: [--rope-dim R] [--rope-sections A,B,C,D] [--ssm-state S] [--ssm-groups G]\n"
+                        "       [--ssm-heads V] [--ssm-conv K] [--full-attn-interval N | --recurrent-layers L,...]\n");
         return 1;
     }
     const char *out = argv[1];
@@ -250,8 +269,9 @@ int main(int argc, char **argv)
     int is_qwen2 = !strcmp(arch, "qwen2"), is_qwen3 = !strcmp(arch, "qwen3");
     int is_gemma2 = !strcmp(arch, "gemma2"), is_gemma3 = !strcmp(arch, "gemma3");
     int is_phi3 = !strcmp(arch, "phi3"), is_gemma = is_gemma2 || is_gemma3;
-    if (strcmp(arch, "llama") && !is_qwen2 && !is_qwen3 && !is_gemma && !is_phi3)
-        die("--arch must be llama, qwen2, qwen3, gemma2, gemma3 or phi3");
+    int is_qwen35 = !strcmp(arch, "qwen35");
+    if (strcmp(arch, "llama") && !is_qwen2 && !is_qwen3 && !is_gemma && !is_phi3 && !is_qwen35)
+        die("--arch must be llama, qwen2, qwen3, gemma2, gemma3, phi3 or qwen35");
     if (is_gemma2)
         tied = 1; /* llama.cpp's gemma2 always uses token_embd as the LM head */
     if (dim <= 0 || layers <= 0 || heads <= 0 || kv_heads <= 0 || ff <= 0 || ctx <= 0)
@@ -292,7 +312,7 @@ int main(int argc, char **argv)
     gw_kv_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-6f);
     gw_kv_f32(w, KEY("rope.freq_base"), theta);
     gw_kv_u32(w, KEY("rope.dimension_count"), (uint32_t)rope_dim);
-    if (q_dim != dim || is_gemma) {
+    if (q_dim != dim || is_gemma || is_qwen35) {
         gw_kv_u32(w, KEY("attention.key_length"), (uint32_t)head_dim);
         gw_kv_u32(w, KEY("attention.value_length"), (uint32_t)head_dim);
     }
@@ -323,6 +343,61 @@ int main(int argc, char **argv)
         gw_kv_f32(w, KEY("rope.scaling.attn_factor"),
                   (float)atof(opt(argc, argv, "--rope-attn-factor", "1.1902381")));
     }
+    /* qwen35: the Gated DeltaNet sizes and the layer pattern */
+    int ssm_state = atoi(opt(argc, argv, "--ssm-state", "16"));
+    int ssm_groups = atoi(opt(argc, argv, "--ssm-groups", "2"));
+    int ssm_heads = atoi(opt(argc, argv, "--ssm-heads", "4"));
+    int ssm_conv = atoi(opt(argc, argv, "--ssm-conv", "4"));
+    int key_dim = ssm_state * ssm_groups, value_dim = ssm_state * ssm_heads;
+    int conv_dim = 2 * key_dim + value_dim;
+    int *recurrent = calloc((size_t)layers, sizeof *recurrent);
+    if (!recurrent)
+        die("out of memory");
+    if (is_qwen35) {
+        if (ssm_state <= 0 || ssm_groups <= 0 || ssm_heads <= 0 || ssm_conv < 2 || ssm_heads % ssm_groups)
+            die("qwen35: --ssm-state, --ssm-groups, --ssm-heads must be positive, heads a multiple of "
+                "groups, --ssm-conv at least 2");
+        gw_kv_u32(w, KEY("ssm.conv_kernel"), (uint32_t)ssm_conv);
+        gw_kv_u32(w, KEY("ssm.state_size"), (uint32_t)ssm_state);
+        gw_kv_u32(w, KEY("ssm.group_count"), (uint32_t)ssm_groups);
+        gw_kv_u32(w, KEY("ssm.time_step_rank"), (uint32_t)ssm_heads);
+        gw_kv_u32(w, KEY("ssm.inner_size"), (uint32_t)value_dim);
+        int32_t sec[4] = {0, 0, 0, 0};
+        const char *ss = opt(argc, argv, "--rope-sections", NULL);
+        if (ss) {
+            if (sscanf(ss, "%d,%d,%d,%d", &sec[0], &sec[1], &sec[2], &sec[3]) != 4)
+                die("--rope-sections wants four numbers A,B,C,D");
+        } else {
+            int np = rope_dim / 2;
+            sec[2] = np / 3;
+            sec[1] = (np - sec[2]) / 2;
+            sec[0] = np - sec[1] - sec[2];
+        }
+        gw_kv_arr(w, KEY("rope.dimension_sections"), LLM_GGUF_TYPE_INT32, sec, 4);
+        const char *rl = opt(argc, argv, "--recurrent-layers", NULL);
+        if (rl) {
+            int32_t *a = calloc((size_t)layers, sizeof *a);
+            const char *p = rl;
+            for (int l = 0; l < layers; l++) {
+                char *end;
+                long v = strtol(p, &end, 10);
+                if (end == p || (v != 0 && v != 1) || (l + 1 < layers ? *end != ',' : *end != 0))
+                    die("--recurrent-layers wants one 0 or 1 per layer, separated by commas");
+                a[l] = (int32_t)v;
+                recurrent[l] = (int)v;
+                p = end + 1;
+            }
+            gw_kv_arr(w, KEY("attention.recurrent_layers"), LLM_GGUF_TYPE_INT32, a, (uint64_t)layers);
+            free(a);
+        } else {
+            int interval = atoi(opt(argc, argv, "--full-attn-interval", "4"));
+            if (interval <= 0)
+                die("--full-attn-interval must be positive");
+            gw_kv_u32(w, KEY("full_attention_interval"), (uint32_t)interval);
+            for (int l = 0; l < layers; l++)
+                recurrent[l] = (l + 1) % interval != 0;
+        }
+    }
     const char *tmpl = opt(argc, argv, "--template", NULL);
     if (tmpl) {
         char *t = slurp(tmpl);
@@ -351,6 +426,40 @@ int main(int argc, char **argv)
         char n[64];
 #define T(s) (snprintf(n, sizeof n, "blk.%d.%s", l, s), n)
         add_tensor(w, T("attn_norm.weight"), dim, 0, 0.1f, 1.0f);
+        if (is_qwen35) {
+            add_tensor(w, T("post_attention_norm.weight"), dim, 0, 0.1f, 1.0f);
+            if (recurrent[l]) {
+                add_tensor(w, T("attn_qkv.weight"), dim, conv_dim, scale, 0);
+                add_tensor(w, T("attn_gate.weight"), dim, value_dim, scale, 0);
+                /* the conv kernel: rows of K taps, kept F32 as llama.cpp's quantizer does */
+                uint32_t wt = weight_type;
+                weight_type = LLM_TYPE_F32;
+                add_tensor(w, T("ssm_conv1d.weight"), ssm_conv, conv_dim, 0.3f, 0);
+                weight_type = wt;
+                add_tensor(w, T("ssm_dt.bias"), ssm_heads, 0, 0.5f, 0);
+                float *a = malloc((size_t)ssm_heads * sizeof *a);
+                for (int i = 0; i < ssm_heads; i++)
+                    a[i] = -expf(0.5f * rng_normal());
+                int64_t ne[2] = {ssm_heads, 1};
+                gw_tensor(w, T("ssm_a"), LLM_TYPE_F32, 1, ne, a, (uint64_t)ssm_heads * sizeof *a);
+                free(a);
+                add_tensor(w, T("ssm_alpha.weight"), dim, ssm_heads, scale * 4, 0);
+                add_tensor(w, T("ssm_beta.weight"), dim, ssm_heads, scale * 4, 0);
+                add_tensor(w, T("ssm_norm.weight"), ssm_state, 0, 0.1f, 1.0f);
+                add_tensor(w, T("ssm_out.weight"), value_dim, dim, scale, 0);
+            } else {
+                add_tensor(w, T("attn_q.weight"), dim, 2 * q_dim, scale, 0);
+                add_tensor(w, T("attn_k.weight"), dim, kv_dim, scale, 0);
+                add_tensor(w, T("attn_v.weight"), dim, kv_dim, scale, 0);
+                add_tensor(w, T("attn_q_norm.weight"), head_dim, 0, 0.1f, 1.0f);
+                add_tensor(w, T("attn_k_norm.weight"), head_dim, 0, 0.1f, 1.0f);
+                add_tensor(w, T("attn_output.weight"), q_dim, dim, scale, 0);
+            }
+            add_tensor(w, T("ffn_gate.weight"), dim, ff, scale, 0);
+            add_tensor(w, T("ffn_up.weight"), dim, ff, scale, 0);
+            add_tensor(w, T("ffn_down.weight"), ff, dim, scale, 0);
+            continue;
+        }
         if (is_phi3) {
             add_tensor(w, T("attn_qkv.weight"), dim, q_dim + 2 * kv_dim, scale, 0);
             add_tensor(w, T("attn_output.weight"), q_dim, dim, scale, 0);
@@ -388,6 +497,7 @@ int main(int argc, char **argv)
     if (gw_write_file(w, out))
         die("cannot write the output file");
     gw_free(w);
+    free(recurrent);
     printf("wrote %s: arch=%s n_vocab=%d dim=%d layers=%d heads=%d kv_heads=%d head_dim=%d ff=%d type=%s%s\n",
            out, arch, n_vocab, dim, layers, heads, kv_heads, head_dim, ff,
            llm_type_name(weight_type), tied ? " tied" : "");

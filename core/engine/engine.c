@@ -32,12 +32,24 @@
  * position (masking, not a ring buffer), so the cache, its export and the
  * block store are the same for every architecture.
  *
+ * qwen35 (issue 23) has Gated DeltaNet layers between its attention
+ * layers: their first product gives the conv's input, z, alpha and beta;
+ * a per-token phase runs the causal conv (deltanet.c), then a phase of one
+ * unit per value head runs the delta rule over the pass's tokens in order,
+ * its state kept in the context (the recurrent state: the conv window and
+ * the matrices of each recurrent layer) instead of K/V rows. Its attention
+ * layers gate their output (sigmoid of a second half of wq's rows, applied
+ * by the attention units) and rotate a part of each head (imrope, which
+ * for text is NeoX RoPE with the fourth section's pairs left as they are).
+ * Only attention layers have a KV cache; llm_ctx_kv_* cover those, in order.
+ *
  * The cache of layer l holds K (then, separately, V) as
  * [n_head_kv][n_ctx][head_dim] elements of the cache type, so the rows of
  * one head are contiguous for attention and for export. It is only written
  * at positions n_past.. of tokens whose ids were checked first.
  */
 #include "core/engine/attn.h"
+#include "core/engine/deltanet.h"
 #include "core/engine/model.h"
 #include "core/engine/pool.h"
 
@@ -65,6 +77,8 @@ enum {
     PH_QKV,      /* q | k | v = W x */
     PH_QKV_POST, /* per token: biases, q/k norms, RoPE; K and V into the cache */
     PH_ATTN,     /* attention */
+    PH_CONV,     /* recurrent layers, per token: the conv, q/k norms, the gates */
+    PH_RECUR,    /* recurrent layers, per value head: the delta rule over the pass's tokens */
     PH_WO_IN,    /* per token: attention's output quantized for wo */
     PH_WO,
     PH_FFN_IN,   /* per token: x += attention's, ffn norm, quantized */
@@ -101,7 +115,7 @@ struct llm_ctx {
     uint32_t kv_type;
     const struct llm_type_ops *kv_ops;
     size_t kv_elt;           /* bytes per cache element */
-    uint8_t **k_cache, **v_cache; /* (n_layer) of [n_head_kv][n_ctx][head_dim] */
+    uint8_t **k_cache, **v_cache; /* (n_layer_kv) of [n_head_kv][n_ctx][head_dim] */
     void *kv_map;            /* the mapping k_cache and v_cache point into */
     size_t kv_map_bytes;
     float *logits;           /* (n_vocab) */
@@ -114,8 +128,16 @@ struct llm_ctx {
     float *xn;               /* (n_batch, n_embd) normed rows: the f32 input of q/k/v, gate/up, output */
     uint8_t *act;            /* (n_batch, act_stride) the next product's I16 input */
     size_t act_stride;
-    float *qkv;              /* (n_batch, q_dim + 2 kv_dim) q | k | v of each token */
-    float *att;              /* (n_batch, q_dim) attention's output */
+    float *qkv;              /* (n_batch, qkv_width) q | k | v of each token (recurrent layers:
+                                deltanet.h's row) */
+    float *att;              /* (n_batch, att_width) attention's (the recurrence's) output */
+    int64_t att_width;       /* q_dim, or the value heads' V S if larger */
+    float *rq;               /* (n_batch, rq_width) recurrent layers: the conv's output */
+    float *rstate;           /* (n_layer_rec * rstate_layer_floats) the recurrent state */
+    float *rstate_bak;       /* the same: the state before a decode of several tokens
+                                (an interrupted pass is discarded) */
+    uint64_t rstate_floats;  /* of all recurrent layers */
+    bool rstate_ok;          /* the state matches n_past */
     float *h;                /* (n_batch, n_ff) SwiGLU's output */
     float *rope_cs;          /* (n_batch, n_rope * rope_dim) cos, sin pairs */
     int n_rope;              /* RoPE variants: 1, or 2 when the sliding-window layers have their own */
@@ -175,6 +197,8 @@ static void rope_cache(const struct llm_ctx *c, int64_t pos, float *cs)
         for (int64_t i = 0; i < m->rope_dim / 2; i++) {
             float ff = c->rope_factors ? c->rope_factors[i] : 1.0f;
             float th = c->rope_scale[v] * (theta / ff);
+            if (m->rope_still && m->rope_still[i]) /* qwen35: position 0 in this section */
+                th = 0.0f;
             cs[2 * i] = cosf(th) * m->rope_attn_factor;
             cs[2 * i + 1] = sinf(th) * m->rope_attn_factor;
             theta *= theta_scale;
@@ -236,6 +260,37 @@ static void glu_rows(float *h, const float *g, const float *u, int64_t n, enum l
 
 /* the product inputs that want I16 activations (ctx.i16_in) */
 enum { IN_QKV = 0, IN_WO = 1, IN_GLU = 2, IN_DOWN = 3 };
+
+/* the weights that read product input `in` of layer L, into w (4 at most):
+ * their number */
+static int layer_weights(const struct llm_layer *L, int in, const struct llm_weight **w)
+{
+    switch (in) {
+    case IN_QKV:
+        w[0] = &L->wq;
+        if (L->recurrent) {
+            w[1] = &L->w_z, w[2] = &L->w_alpha, w[3] = &L->w_beta;
+            return 4;
+        }
+        w[1] = &L->wk, w[2] = &L->wv;
+        return 3;
+    case IN_WO: w[0] = &L->wo; return 1;
+    case IN_GLU: w[0] = &L->w_gate, w[1] = &L->w_up; return 2;
+    default: w[0] = &L->w_down; return 1;
+    }
+}
+
+/* the recurrent state of layer l: its conv window, then its matrices */
+static float *rwindow(const struct llm_ctx *c, int64_t l)
+{
+    return c->rstate + (size_t)c->m->layers[l].rec_index * llm_model_rstate_layer_floats(c->m);
+}
+
+static float *rmatrix(const struct llm_ctx *c, int64_t l, int64_t h)
+{
+    const struct llm_model *m = c->m;
+    return rwindow(c, l) + (m->ssm_conv - 1) * m->conv_dim + h * m->ssm_state * m->ssm_state;
+}
 static bool wants_i16(const struct llm_ctx *c, int64_t l, int in)
 {
     return c->i16_in[l < c->m->n_layer ? l * 4 + in : c->m->n_layer * 4];
@@ -285,10 +340,19 @@ static void qkv_post(const struct pass *ps, int64_t l, int64_t t, const float *q
     const struct llm_layer *L = &m->layers[l];
     int64_t hd = m->head_dim;
     float *k = tmp, *v = tmp + m->kv_dim;
-    if (q_out != qkv_in)
+    memcpy(k, qkv_in + m->q_rows, (size_t)m->kv_dim * sizeof(float));
+    memcpy(v, qkv_in + m->q_rows + m->kv_dim, (size_t)m->kv_dim * sizeof(float));
+    if (m->attn_gate) {
+        /* wq's rows are each head's q then its gate: q_out gets the q heads, then the gates */
+        float *qg = tmp + 2 * m->kv_dim;
+        for (int64_t h = 0; h < m->n_head; h++) {
+            memcpy(qg + h * hd, qkv_in + 2 * h * hd, (size_t)hd * sizeof(float));
+            memcpy(qg + m->q_dim + h * hd, qkv_in + (2 * h + 1) * hd, (size_t)hd * sizeof(float));
+        }
+        memcpy(q_out, qg, (size_t)(2 * m->q_dim) * sizeof(float));
+    } else if (q_out != qkv_in) {
         memcpy(q_out, qkv_in, (size_t)m->q_dim * sizeof(float));
-    memcpy(k, qkv_in + m->q_dim, (size_t)m->kv_dim * sizeof(float));
-    memcpy(v, qkv_in + m->q_dim + m->kv_dim, (size_t)m->kv_dim * sizeof(float));
+    }
     add_bias(q_out, L->bq, m->q_dim);
     add_bias(k, L->bk, m->kv_dim);
     add_bias(v, L->bv, m->kv_dim);
@@ -312,10 +376,11 @@ static void kv_store(const struct pass *ps, int64_t l, int64_t t, const uint8_t 
     const struct llm_ctx *c = ps->c;
     const struct llm_model *m = c->m;
     size_t row = (size_t)m->head_dim * c->kv_elt;
+    int64_t kl = m->layers[l].kv_index;
     for (int64_t g = 0; g < m->n_head_kv; g++) {
         size_t off = (size_t)(g * c->n_ctx + ps->n_past + t) * row;
-        memcpy(c->k_cache[l] + off, k + g * row, row);
-        memcpy(c->v_cache[l] + off, v + g * row, row);
+        memcpy(c->k_cache[kl] + off, k + g * row, row);
+        memcpy(c->v_cache[kl] + off, v + g * row, row);
     }
 }
 
@@ -324,8 +389,8 @@ static void kv_store(const struct pass *ps, int64_t l, int64_t t, const uint8_t 
 /* one product phase as the units see it */
 struct mmd {
     int nw;
-    const struct llm_weight *w[3];
-    int64_t col[3];            /* where each weight's rows go in a row of out */
+    const struct llm_weight *w[4];
+    int64_t col[4];            /* where each weight's rows go in a row of out */
     bool glu;                  /* w[0] gate, w[1] up: out = act(gate) * up */
     enum llm_ffn_act act;
     float softcap;             /* the logits: capped (gemma2), or 0 */
@@ -353,17 +418,17 @@ static void mm_describe(const struct pass *ps, const struct phase *ph, struct mm
     d->xf_stride = (size_t)E * sizeof(float);
     switch (ph->kind) {
     case PH_QKV:
-        d->nw = 3;
-        d->w[0] = &L->wq, d->w[1] = &L->wk, d->w[2] = &L->wv;
-        d->col[1] = m->q_dim, d->col[2] = m->q_dim + m->kv_dim;
+        d->nw = layer_weights(L, IN_QKV, d->w);
+        for (int i = 1; i < d->nw; i++)
+            d->col[i] = d->col[i - 1] + d->w[i - 1]->m.n_out;
         d->out = c->qkv;
-        d->ldo = m->q_dim + 2 * m->kv_dim;
+        d->ldo = m->qkv_width;
         break;
     case PH_WO:
         d->nw = 1;
         d->w[0] = &L->wo;
         d->xf = c->att;
-        d->xf_stride = (size_t)m->q_dim * sizeof(float);
+        d->xf_stride = (size_t)c->att_width * sizeof(float);
         d->out = c->xb;
         d->ldo = E;
         break;
@@ -548,7 +613,7 @@ static void att_compute(const struct pass *ps, int64_t l, const struct att_unit 
 {
     const struct llm_ctx *c = ps->c;
     const struct llm_model *m = c->m;
-    int64_t hd = m->head_dim, ld = m->q_dim + 2 * m->kv_dim;
+    int64_t hd = m->head_dim, ld = m->qkv_width, kl = m->layers[l].kv_index;
     if (a->h1 <= a->h0)
         return;
     size_t off = (size_t)(a->g * c->n_ctx * hd) * c->kv_elt;
@@ -561,8 +626,8 @@ static void att_compute(const struct pass *ps, int64_t l, const struct att_unit 
         .nq = a->h1 - a->h0,
         .hd = hd,
         .n_kv = ps->n_past + a->t0 + 1,
-        .k = c->k_cache[l] + off,
-        .v = c->v_cache[l] + off,
+        .k = c->k_cache[kl] + off,
+        .v = c->v_cache[kl] + off,
         .kv_type = c->kv_type,
         .f16_to_float = c->kv_ops->to_float,
         .scale = m->attn_scale,
@@ -571,6 +636,13 @@ static void att_compute(const struct pass *ps, int64_t l, const struct att_unit 
         .scratch = scratch,
     };
     llm_attn_rows(&job);
+    if (m->attn_gate) /* qwen35: times sigmoid(gate), the gates after the q heads in the row */
+        for (int64_t t = a->t0; t < a->t1; t++) {
+            const float *g = c->qkv + t * ld + m->q_dim + a->h0 * hd;
+            float *o = out + (t - a->t0) * job.out_stride;
+            for (int64_t i = 0; i < job.out_stride; i++)
+                o[i] *= 1.0f / (1.0f + expf(-g[i]));
+        }
 }
 
 static void att_commit(const struct pass *ps, const struct att_unit *a, const float *out)
@@ -578,7 +650,7 @@ static void att_commit(const struct pass *ps, const struct att_unit *a, const fl
     const struct llm_model *m = ps->c->m;
     size_t n = (size_t)((a->h1 - a->h0) * m->head_dim);
     for (int64_t t = a->t0; t < a->t1; t++, out += n)
-        memcpy(ps->c->att + t * m->q_dim + a->h0 * m->head_dim, out, n * sizeof(float));
+        memcpy(ps->c->att + t * ps->c->att_width + a->h0 * m->head_dim, out, n * sizeof(float));
 }
 
 /* ==== the pool's callbacks ==== */
@@ -591,7 +663,11 @@ static size_t tok_scratch_bytes(const struct llm_ctx *c)
 {
     const struct llm_model *m = c->m;
     size_t a = (size_t)(2 * m->n_embd + c->n_rope * m->rope_dim) * sizeof(float) + c->act_stride;
-    size_t b = (size_t)(m->q_dim + 2 * m->kv_dim) * sizeof(float) + (size_t)(2 * m->kv_dim) * c->kv_elt;
+    size_t b = (size_t)(m->q_rows + 2 * m->kv_dim + 2 * m->q_dim) * sizeof(float) + (size_t)(2 * m->kv_dim) * c->kv_elt;
+    if (m->n_layer_rec) { /* PH_CONV: a row of rq */
+        size_t r = (size_t)llm_dn_rq_width(m) * sizeof(float);
+        b = r > b ? r : b;
+    }
     size_t per = ((a > b ? a : b) + 63) / 64 * 64;
     return TOK_STEP * per;
 }
@@ -603,7 +679,7 @@ static bool stopping(struct pass *ps)
 {
     if (atomic_load_explicit(&ps->stopped, memory_order_relaxed))
         return true;
-    if (ps->c->interrupt && *ps->c->interrupt) {
+    if (ps->c->interrupt && *ps->c->interrupt && !(ps->T == 1 && ps->c->rstate_floats)) {
         atomic_store(&ps->stopped, 1);
         return true;
     }
@@ -638,17 +714,30 @@ static void run_compute(void *arg, int p, int64_t u0, int64_t u1, void *scratch)
     case PH_DOWN_IN:
         for (int64_t u = u0; u < u1; u++, s += per) {
             bool wo = ph->kind == PH_WO_IN;
-            int64_t n = wo ? m->q_dim : m->n_ff;
-            llm_act16_quantize((wo ? c->att : c->h) + u * n, s, n);
+            int64_t n = wo ? m->layers[ph->layer].wo.m.n_in : m->n_ff;
+            llm_act16_quantize(wo ? c->att + u * c->att_width : c->h + u * n, s, n);
         }
         break;
     case PH_QKV_POST:
         for (int64_t u = u0; u < u1; u++, s += per) {
             float *q = (float *)s;
-            uint8_t *kv = (uint8_t *)(q + m->q_dim);
+            uint8_t *kv = (uint8_t *)(q + m->q_rows);
             float *tmp = (float *)(kv + 2 * (size_t)m->kv_dim * c->kv_elt);
-            qkv_post(ps, ph->layer, u, c->qkv + u * (m->q_dim + 2 * m->kv_dim), q, kv,
+            qkv_post(ps, ph->layer, u, c->qkv + u * m->qkv_width, q, kv,
                      kv + (size_t)m->kv_dim * c->kv_elt, tmp);
+        }
+        break;
+    case PH_CONV:
+        for (int64_t u = u0; u < u1; u++, s += per)
+            llm_dn_conv(m, &m->layers[ph->layer], rwindow(c, ph->layer), c->qkv, (size_t)m->qkv_width, u,
+                        (float *)s);
+        break;
+    case PH_RECUR:
+        for (int64_t u = u0; u < u1; u++) { /* one unit a chunk: the head's matrix, then its T rows */
+            size_t SS = (size_t)(m->ssm_state * m->ssm_state);
+            float *st = (float *)s;
+            memcpy(st, rmatrix(c, ph->layer, u), SS * sizeof(float));
+            llm_dn_head(m, &m->layers[ph->layer], u, st, c->rq, c->qkv, (size_t)m->qkv_width, ps->T, st + SS);
         }
         break;
     case PH_ATTN:
@@ -702,14 +791,28 @@ static void run_commit(void *arg, int p, int64_t u0, int64_t u1, const void *scr
     case PH_DOWN_IN:
         for (int64_t u = u0; u < u1; u++, s += per)
             memcpy(c->act + (size_t)u * c->act_stride, s,
-                   llm_act_bytes(LLM_ACT_I16, ph->kind == PH_WO_IN ? m->q_dim : m->n_ff));
+                   llm_act_bytes(LLM_ACT_I16, ph->kind == PH_WO_IN ? m->layers[ph->layer].wo.m.n_in : m->n_ff));
         break;
     case PH_QKV_POST:
         for (int64_t u = u0; u < u1; u++, s += per) {
             const float *q = (const float *)s;
-            const uint8_t *kv = (const uint8_t *)(q + m->q_dim);
-            memcpy(c->qkv + u * (m->q_dim + 2 * m->kv_dim), q, (size_t)m->q_dim * sizeof(float));
+            const uint8_t *kv = (const uint8_t *)(q + m->q_rows);
+            memcpy(c->qkv + u * m->qkv_width, q, (size_t)m->q_rows * sizeof(float));
             kv_store(ps, ph->layer, u, kv, kv + (size_t)m->kv_dim * c->kv_elt);
+        }
+        break;
+    case PH_CONV:
+        for (int64_t u = u0; u < u1; u++, s += per)
+            memcpy(c->rq + u * llm_dn_rq_width(m), s, (size_t)llm_dn_rq_width(m) * sizeof(float));
+        break;
+    case PH_RECUR:
+        for (int64_t u = u0; u < u1; u++) {
+            size_t SS = (size_t)(m->ssm_state * m->ssm_state);
+            const float *st = (const float *)s;
+            memcpy(rmatrix(c, ph->layer, u), st, SS * sizeof(float));
+            for (int64_t t = 0; t < ps->T; t++)
+                memcpy(c->att + t * c->att_width + u * m->ssm_state, st + SS + t * m->ssm_state,
+                       (size_t)m->ssm_state * sizeof(float));
         }
         break;
     case PH_ATTN:
@@ -734,23 +837,31 @@ static void run_after(void *arg, int p)
     struct llm_ctx *c = ps->c;
     if (atomic_load_explicit(&ps->stopped, memory_order_relaxed))
         return;
-    if (ps->T > 1) { /* a prefill pass: only how far it is */
-        atomic_store_explicit(&c->progress, ps->n_past + ps->T * (p + 1) / ps->n_ph, memory_order_relaxed);
-        return;
-    }
     const struct llm_model *m = c->m;
     const struct phase *ph = &ps->ph[p];
     int64_t l = ph->layer;
+    if (ps->T > 1) { /* a prefill pass: only how far it is, and the conv window once the conv read it */
+        if (ph->kind == PH_CONV)
+            llm_dn_window_update(m, rwindow(c, l), c->qkv, (size_t)m->qkv_width, ps->T);
+        atomic_store_explicit(&c->progress, ps->n_past + ps->T * (p + 1) / ps->n_ph, memory_order_relaxed);
+        return;
+    }
     switch (ph->kind) {
     case PH_QKV: {
+        if (m->layers[l].recurrent) {
+            llm_dn_conv(m, &m->layers[l], rwindow(c, l), c->qkv, (size_t)m->qkv_width, 0, c->rq);
+            llm_dn_window_update(m, rwindow(c, l), c->qkv, (size_t)m->qkv_width, 1);
+            break;
+        }
         uint8_t *kc = c->serial_kv, *vc = kc + (size_t)m->kv_dim * c->kv_elt;
         qkv_post(ps, l, 0, c->qkv, c->qkv, kc, vc, c->serial_tmp);
         kv_store(ps, l, 0, kc, vc);
         break;
     }
     case PH_ATTN:
+    case PH_RECUR:
         if (wants_i16(c, l, IN_WO))
-            llm_act16_quantize(c->att, c->act, m->q_dim);
+            llm_act16_quantize(c->att, c->act, m->layers[l].wo.m.n_in);
         break;
     case PH_WO:
         residual_norm(ps, l, true, 0, c->x, c->xn, c->act);
@@ -796,9 +907,15 @@ static void plan(struct pass *ps)
         add_phase(ps, PH_ATTN_IN, 0, T, TOK_STEP);
     for (int64_t l = 0; l < nl; l++) {
         add_product(ps, PH_QKV, l);
-        if (!one)
-            add_phase(ps, PH_QKV_POST, l, T, TOK_STEP);
-        add_phase(ps, PH_ATTN, l, att_units(ps), 1);
+        if (c->m->layers[l].recurrent) {
+            if (!one)
+                add_phase(ps, PH_CONV, l, T, TOK_STEP);
+            add_phase(ps, PH_RECUR, l, c->m->ssm_heads, 1);
+        } else {
+            if (!one)
+                add_phase(ps, PH_QKV_POST, l, T, TOK_STEP);
+            add_phase(ps, PH_ATTN, l, att_units(ps), 1);
+        }
         if (!one && wants_i16(c, l, IN_WO))
             add_phase(ps, PH_WO_IN, l, T, TOK_STEP);
         add_product(ps, PH_WO, l);
@@ -865,12 +982,23 @@ int llm_ctx_decode(struct llm_ctx *c, const int32_t *tokens, int64_t n)
         return set_err(c, LLM_ERR_CTX_FULL,
                        "context full: %" PRId64 " tokens do not fit after %" PRId64 " of %" PRId64,
                        n, c->n_past, c->n_ctx);
+    if (!c->rstate_ok)
+        return set_err(c, LLM_ERR, "the recurrent state does not match the %" PRId64 " positions in the "
+                       "context (restore it, or truncate to 0)", c->n_past);
+    /* a pass changes the recurrent state as it goes: an interrupted decode
+     * puts back the state it started from (one token's pass is not
+     * interrupted, so decoding needs no copy) */
+    bool bak = c->rstate_floats && n > 1;
+    if (bak)
+        memcpy(c->rstate_bak, c->rstate, c->rstate_floats * sizeof(float));
     c->logits_valid = false;
     int64_t start = c->n_past;
     for (int64_t i = 0; i < n;) {
         int64_t T = n - i < c->n_batch ? n - i : c->n_batch;
         if (!forward(c, tokens + i, T, i + T == n)) {
             c->n_past = start;
+            if (bak)
+                memcpy(c->rstate, c->rstate_bak, c->rstate_floats * sizeof(float));
             atomic_store(&c->progress, start);
             return set_err(c, LLM_ERR_INTERRUPTED, "interrupted");
         }
@@ -911,11 +1039,12 @@ static bool kv_map(struct llm_ctx *c)
 {
     const struct llm_model *m = c->m;
     size_t layer_kv = ((size_t)(m->kv_dim * c->n_ctx) * c->kv_elt + 63) / 64 * 64;
-    c->k_cache = calloc((size_t)m->n_layer, sizeof *c->k_cache);
-    c->v_cache = calloc((size_t)m->n_layer, sizeof *c->v_cache);
+    size_t nkv = (size_t)m->n_layer_kv;
+    c->k_cache = calloc(nkv ? nkv : 1, sizeof *c->k_cache);
+    c->v_cache = calloc(nkv ? nkv : 1, sizeof *c->v_cache);
     if (!c->k_cache || !c->v_cache)
         return false;
-    c->kv_map_bytes = 2 * (size_t)m->n_layer * layer_kv + KV_ALIGN;
+    c->kv_map_bytes = 2 * nkv * layer_kv + KV_ALIGN;
     void *map = mmap(NULL, c->kv_map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (map == MAP_FAILED)
         return false;
@@ -933,7 +1062,7 @@ static bool kv_map(struct llm_ctx *c)
 #ifdef MADV_POPULATE_WRITE
     (void)madvise(base, n, MADV_POPULATE_WRITE);
 #endif
-    for (int64_t l = 0; l < m->n_layer; l++) {
+    for (int64_t l = 0; l < m->n_layer_kv; l++) {
         c->k_cache[l] = base + (size_t)(2 * l) * layer_kv;
         c->v_cache[l] = base + (size_t)(2 * l + 1) * layer_kv;
     }
@@ -946,14 +1075,11 @@ static void plan_inputs(struct llm_ctx *c)
     const struct llm_model *m = c->m;
     c->act_stride = 64;
     for (int64_t l = 0; l <= m->n_layer; l++) {
-        const struct llm_weight *ws[4][3];
+        const struct llm_weight *ws[4][4];
         int nw[4];
         if (l < m->n_layer) {
-            const struct llm_layer *L = &m->layers[l];
-            ws[IN_QKV][0] = &L->wq, ws[IN_QKV][1] = &L->wk, ws[IN_QKV][2] = &L->wv, nw[IN_QKV] = 3;
-            ws[IN_WO][0] = &L->wo, nw[IN_WO] = 1;
-            ws[IN_GLU][0] = &L->w_gate, ws[IN_GLU][1] = &L->w_up, nw[IN_GLU] = 2;
-            ws[IN_DOWN][0] = &L->w_down, nw[IN_DOWN] = 1;
+            for (int in = 0; in < 4; in++)
+                nw[in] = layer_weights(&m->layers[l], in, ws[in]);
         } else {
             ws[0][0] = &m->output, nw[0] = 1;
         }
@@ -977,13 +1103,11 @@ static size_t scratch_bytes(const struct llm_ctx *c)
     size_t n_out = PF_ROWS * PF_TOKENS > DEC_STEP * 2 * DEC_ROWS ? PF_ROWS * PF_TOKENS : DEC_STEP * 2 * DEC_ROWS;
     size_t ws = 0;
     for (int64_t l = 0; l <= m->n_layer; l++) {
-        const struct llm_weight *w[7];
+        const struct llm_weight *w[16];
         int nw = 0;
         if (l < m->n_layer) {
-            const struct llm_layer *L = &m->layers[l];
-            const struct llm_weight *lw[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-            memcpy(w, lw, sizeof lw);
-            nw = 7;
+            for (int in = 0; in < 4; in++)
+                nw += layer_weights(&m->layers[l], in, w + nw);
         } else {
             w[0] = &m->output;
             nw = 1;
@@ -997,6 +1121,10 @@ static size_t scratch_bytes(const struct llm_ctx *c)
     size_t att_out = ((size_t)(c->att_rows * c->att_per * m->head_dim) + 15) / 16 * 16;
     size_t att = (att_out + llm_attn_scratch_floats(c->att_rows * c->att_per, m->head_dim, c->n_ctx)) * sizeof(float);
     size_t tok = tok_scratch_bytes(c), mx = mm > att ? mm : att;
+    if (m->n_layer_rec) { /* PH_RECUR: a head's matrix and its n_batch output rows */
+        size_t r = (size_t)(m->ssm_state * (m->ssm_state + c->n_batch)) * sizeof(float);
+        mx = r > mx ? r : mx;
+    }
     return mx > tok ? mx : tok;
 }
 
@@ -1056,11 +1184,21 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
     c->xb = alloc((size_t)(B * m->n_embd) * f, &ok);
     c->xn = alloc((size_t)(B * m->n_embd) * f, &ok);
     c->act = alloc(c->act_stride * (size_t)B, &ok);
-    c->qkv = alloc((size_t)(B * (m->q_dim + 2 * m->kv_dim)) * f, &ok);
-    c->att = alloc((size_t)(B * m->q_dim) * f, &ok);
+    c->qkv = alloc((size_t)(B * m->qkv_width) * f, &ok);
+    c->att_width = m->q_dim > m->ssm_heads * m->ssm_state ? m->q_dim : m->ssm_heads * m->ssm_state;
+    c->att = alloc((size_t)(B * c->att_width) * f, &ok);
+    c->rstate_floats = llm_model_rstate_layer_floats(m) * (uint64_t)m->n_layer_rec;
+    c->rstate_ok = true;
+    if (m->n_layer_rec) {
+        c->rq = alloc((size_t)(B * llm_dn_rq_width(m)) * f, &ok);
+        c->rstate = alloc(c->rstate_floats * f, &ok);
+        c->rstate_bak = alloc(c->rstate_floats * f, &ok);
+        if (c->rstate)
+            memset(c->rstate, 0, c->rstate_floats * f);
+    }
     c->h = alloc((size_t)(B * m->n_ff) * f, &ok);
     c->rope_cs = alloc((size_t)(B * c->n_rope * m->rope_dim) * f, &ok);
-    c->serial_tmp = alloc((size_t)(2 * m->kv_dim) * f, &ok);
+    c->serial_tmp = alloc((size_t)(2 * m->kv_dim + 2 * m->q_dim) * f, &ok);
     c->serial_kv = alloc((size_t)(2 * m->kv_dim) * c->kv_elt, &ok);
     /* enough attention units for every thread, each KV head's rows converted as few times as that allows */
     int64_t gqa = m->n_head / m->n_head_kv;
@@ -1111,7 +1249,7 @@ void llm_ctx_free(struct llm_ctx *c)
     free(c->k_cache);
     free(c->v_cache);
     void *bufs[] = {c->logits, c->x, c->xb, c->xn, c->act, c->qkv, c->att, c->h, c->rope_cs, c->serial_tmp,
-                    c->serial_kv, c->i16_in};
+                    c->serial_kv, c->i16_in, c->rq, c->rstate, c->rstate_bak};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         free(bufs[i]);
     for (int s = 0; s < 2; s++) {
@@ -1137,7 +1275,18 @@ int llm_ctx_kv_variant(const struct llm_ctx *c)
 
 uint64_t llm_ctx_kv_bytes(const struct llm_ctx *c, int64_t n_pos)
 {
-    return (uint64_t)n_pos * (uint64_t)c->m->kv_dim * 2 * c->kv_elt * (uint64_t)c->m->n_layer;
+    return (uint64_t)n_pos * (uint64_t)c->m->kv_dim * 2 * c->kv_elt * (uint64_t)c->m->n_layer_kv;
+}
+
+/* the context now holds n positions by other means than decoding: the
+ * recurrent state is the initial one at 0, else it no longer matches */
+static void rstate_moved(struct llm_ctx *c, int64_t n)
+{
+    if (!c->rstate_floats)
+        return;
+    c->rstate_ok = n == 0;
+    if (n == 0)
+        memset(c->rstate, 0, c->rstate_floats * sizeof(float));
 }
 
 int llm_ctx_truncate(struct llm_ctx *c, int64_t n)
@@ -1145,6 +1294,8 @@ int llm_ctx_truncate(struct llm_ctx *c, int64_t n)
     if (n < 0 || n > c->n_past)
         return set_err(c, LLM_ERR, "cannot truncate to %" PRId64 " of %" PRId64 " positions", n,
                        c->n_past);
+    if (n < c->n_past)
+        rstate_moved(c, n);
     c->n_past = n;
     atomic_store_explicit(&c->progress, n, memory_order_relaxed);
     c->logits_valid = false;
@@ -1161,7 +1312,7 @@ static void kv_copy(const struct llm_ctx *c, int64_t a, int64_t b, uint8_t *buf,
 {
     const struct llm_model *m = c->m;
     size_t row = (size_t)m->head_dim * c->kv_elt, span = (size_t)(b - a) * row;
-    for (int64_t l = 0; l < m->n_layer; l++)
+    for (int64_t l = 0; l < m->n_layer_kv; l++)
         for (int kv = 0; kv < 2; kv++) {
             uint8_t *cache = kv ? c->v_cache[l] : c->k_cache[l];
             for (int64_t g = 0; g < m->n_head_kv; g++) {
@@ -1190,7 +1341,7 @@ int llm_ctx_kv_rows(struct llm_ctx *c, int64_t l, int kv, int64_t a, int64_t b, 
                     size_t *stride, int64_t *n_chunks, size_t *chunk_bytes)
 {
     const struct llm_model *m = c->m;
-    if (l < 0 || l >= m->n_layer || kv < 0 || kv > 1 || a < 0 || a > c->n_past || b < a || b > c->n_ctx)
+    if (l < 0 || l >= m->n_layer_kv || kv < 0 || kv > 1 || a < 0 || a > c->n_past || b < a || b > c->n_ctx)
         return set_err(c, LLM_ERR, "no KV rows for layer %" PRId64 " positions [%" PRId64 ", %" PRId64 ")",
                        l, a, b);
     size_t row = (size_t)m->head_dim * c->kv_elt;
@@ -1205,6 +1356,7 @@ int llm_ctx_kv_commit(struct llm_ctx *c, int64_t b)
 {
     if (b < 0 || b > c->n_ctx)
         return set_err(c, LLM_ERR, "cannot commit %" PRId64 " positions of %" PRId64, b, c->n_ctx);
+    rstate_moved(c, b);
     c->n_past = b;
     atomic_store_explicit(&c->progress, b, memory_order_relaxed);
     c->logits_valid = false;
@@ -1220,8 +1372,39 @@ int llm_ctx_kv_import(struct llm_ctx *c, int64_t a, int64_t b, const void *buf, 
         return set_err(c, LLM_ERR, "KV rows of %zu bytes, expected %" PRIu64, size,
                        llm_ctx_kv_size(c, a, b));
     kv_copy(c, a, b, (uint8_t *)buf, true);
+    rstate_moved(c, b);
     c->n_past = b;
     atomic_store_explicit(&c->progress, b, memory_order_relaxed);
+    c->logits_valid = false;
+    return LLM_OK;
+}
+
+/* ==== the recurrent state ==== */
+
+uint64_t llm_ctx_rstate_size(const struct llm_ctx *c) { return c->rstate_floats * sizeof(float); }
+
+bool llm_ctx_rstate_valid(const struct llm_ctx *c) { return c->rstate_ok; }
+
+int64_t llm_ctx_rstate_export(const struct llm_ctx *c, void *buf, size_t size)
+{
+    uint64_t need = llm_ctx_rstate_size(c);
+    if (!c->rstate_ok)
+        return LLM_ERR;
+    if (size < need)
+        return -(int64_t)need;
+    if (need)
+        memcpy(buf, c->rstate, need); /* f32 in host order: little-endian on kvchat's targets */
+    return (int64_t)need;
+}
+
+int llm_ctx_rstate_import(struct llm_ctx *c, const void *buf, size_t size)
+{
+    if (size != llm_ctx_rstate_size(c))
+        return set_err(c, LLM_ERR, "a recurrent state of %zu bytes, expected %" PRIu64, size,
+                       llm_ctx_rstate_size(c));
+    if (size)
+        memcpy(c->rstate, buf, size);
+    c->rstate_ok = true;
     c->logits_valid = false;
     return LLM_OK;
 }

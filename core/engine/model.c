@@ -114,6 +114,7 @@ static const struct {
     {"llama", LLM_ARCH_LLAMA, true},    {"qwen2", LLM_ARCH_QWEN2, true},
     {"qwen3", LLM_ARCH_QWEN3, true},    {"gemma2", LLM_ARCH_GEMMA2, true},
     {"gemma3", LLM_ARCH_GEMMA3, true},  {"phi3", LLM_ARCH_PHI3, true},
+    {"qwen35", LLM_ARCH_QWEN35, true},
 };
 
 bool llm_arch_runs(const char *arch)
@@ -161,6 +162,72 @@ static int layer_pattern(struct binder *b)
     return 0;
 }
 
+/* qwen35 (llama.cpp src/models/qwen35.cpp's load_arch_hparams): the Gated
+ * DeltaNet sizes, the MTP blocks after the trunk (bound by nothing: they
+ * only serve llama.cpp's speculative decoding), the rotary sections. A
+ * text token's position is the same in the first three imrope sections and
+ * 0 in the fourth: pair i takes section (i mod sum) interleaved as
+ * t, h, w, t, h, w, ... while each lasts (3 x its size), the fourth's pairs
+ * after; those do not rotate. */
+static int hparams_qwen35(struct binder *b)
+{
+    struct llm_model *m = b->m;
+    const struct llm_model_meta *mt = &m->meta;
+    struct { const char *key; int64_t v, max; } need[] = {
+        {"ssm.conv_kernel", mt->ssm_conv, 64}, {"ssm.state_size", mt->ssm_state, 4096},
+        {"ssm.group_count", mt->ssm_groups, 4096}, {"ssm.time_step_rank", mt->ssm_heads, 4096},
+        {"ssm.inner_size", mt->ssm_inner, 1 << 20},
+    };
+    for (size_t i = 0; i < sizeof need / sizeof *need; i++)
+        if (need[i].v <= 0 || need[i].v > need[i].max)
+            return fail(b, "metadata key '%s.%s' is missing or out of range", mt->arch, need[i].key);
+    if (mt->ssm_conv < 2)
+        return fail(b, "metadata key '%s.ssm.conv_kernel' is out of range", mt->arch);
+    if (mt->ssm_heads % mt->ssm_groups)
+        return fail(b, "ssm.time_step_rank %" PRId64 " is not a multiple of ssm.group_count %" PRId64,
+                    mt->ssm_heads, mt->ssm_groups);
+    if (mt->ssm_inner != mt->ssm_heads * mt->ssm_state)
+        return fail(b, "ssm.inner_size %" PRId64 " is not time_step_rank x state_size (%" PRId64 ")",
+                    mt->ssm_inner, mt->ssm_heads * mt->ssm_state);
+    if (mt->n_nextn > 0) {
+        if (mt->n_nextn >= mt->n_layer)
+            return fail(b, "metadata key '%s.nextn_predict_layers' is out of range", mt->arch);
+        m->n_layer = mt->n_layer - mt->n_nextn;
+    }
+    m->ssm_conv = mt->ssm_conv;
+    m->ssm_state = mt->ssm_state;
+    m->ssm_groups = mt->ssm_groups;
+    m->ssm_heads = mt->ssm_heads;
+    m->conv_dim = 2 * m->ssm_groups * m->ssm_state + m->ssm_heads * m->ssm_state;
+    m->attn_gate = true;
+    m->q_rows = 2 * m->q_dim;
+    int64_t attn_w = m->q_rows + 2 * m->kv_dim, rec_w = m->conv_dim + m->ssm_heads * m->ssm_state + 2 * m->ssm_heads;
+    m->qkv_width = attn_w > rec_w ? attn_w : rec_w;
+
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", mt->arch);
+    int64_t ki = llm_gguf_find_key(m->gguf, key);
+    int64_t sec[4] = {0, 0, 0, 0};
+    if (ki < 0 || llm_gguf_kv_type(m->gguf, ki) != LLM_GGUF_TYPE_ARRAY || llm_gguf_arr_n(m->gguf, ki) < 4)
+        return fail(b, "metadata key '%s' is missing (qwen35 needs 4 sections)", key);
+    for (uint64_t i = 0; i < 4; i++)
+        if (llm_gguf_arr_get_int(m->gguf, ki, i, &sec[i]) || sec[i] < 0 || sec[i] > (1 << 16))
+            return fail(b, "metadata key '%s' is out of range", key);
+    int64_t n_pairs = m->rope_dim / 2, total = sec[0] + sec[1] + sec[2] + sec[3];
+    if (total <= 0 || total > n_pairs)
+        return fail(b, "metadata key '%s' does not fit %" PRId64 " rotary pairs", key, n_pairs);
+    m->rope_still = calloc((size_t)n_pairs, 1);
+    if (!m->rope_still)
+        return fail(b, "out of memory");
+    for (int64_t i = 0; i < n_pairs; i++) {
+        int64_t s = i % total;
+        bool moves = (s % 3 == 1 && s < 3 * sec[1]) || (s % 3 == 2 && s < 3 * sec[2]) ||
+                     (s % 3 == 0 && s < 3 * sec[0]);
+        m->rope_still[i] = !moves;
+    }
+    return 0;
+}
+
 static int hparams(struct binder *b)
 {
     struct llm_model *m = b->m;
@@ -170,7 +237,7 @@ static int hparams(struct binder *b)
         ai++;
     if (ai == sizeof archs / sizeof *archs)
         return fail(b, "architecture '%s' is not supported (llama, qwen2, qwen3, gemma2, "
-                       "gemma3, phi3 are)", mt->arch);
+                       "gemma3, phi3, qwen35 are)", mt->arch);
     m->arch = archs[ai].arch;
     m->computable = archs[ai].computable;
     struct { const char *key; int64_t v; } need[] = {
@@ -238,12 +305,106 @@ static int hparams(struct binder *b)
     }
     m->rope_orig_ctx = mt->rope_orig_ctx > 0 ? mt->rope_orig_ctx : m->n_ctx_train;
     m->rope_attn_factor = mt->rope_attn_factor > 0 ? (float)mt->rope_attn_factor : 1.0f;
+    m->q_rows = m->q_dim;
+    m->qkv_width = m->q_dim + 2 * m->kv_dim;
+    m->n_layer_kv = m->n_layer;
+    if (m->arch == LLM_ARCH_QWEN35)
+        return hparams_qwen35(b);
+    return 0;
+}
+
+/* qwen35: which layers are Gated DeltaNet layers, as llama.cpp's
+ * load_arch_hparams reads it: attention.recurrent_layers (one value per
+ * block, MTP blocks included, or one for all), else every layer but each
+ * full_attention_interval-th (default 4) */
+static int recurrent_pattern(struct binder *b)
+{
+    struct llm_model *m = b->m;
+    const struct llm_model_meta *mt = &m->meta;
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.recurrent_layers", mt->arch);
+    int64_t ki = llm_gguf_find_key(m->gguf, key);
+    int64_t interval = mt->full_attn_interval;
+    if (ki < 0) {
+        if (interval == -1)
+            interval = 4;
+        if (interval <= 0 || interval > (1 << 20))
+            return fail(b, "metadata key '%s.full_attention_interval' is out of range", mt->arch);
+    }
+    for (int64_t l = 0; l < m->n_layer; l++) {
+        int64_t v = (l + 1) % (interval > 0 ? interval : 1) != 0;
+        if (ki >= 0 && llm_gguf_kv_type(m->gguf, ki) == LLM_GGUF_TYPE_ARRAY) {
+            if (llm_gguf_arr_n(m->gguf, ki) != (uint64_t)mt->n_layer)
+                return fail(b, "metadata key '%s' has %" PRIu64 " values for %" PRId64 " blocks", key,
+                            llm_gguf_arr_n(m->gguf, ki), mt->n_layer);
+            if (llm_gguf_arr_get_int(m->gguf, ki, (uint64_t)l, &v))
+                return fail(b, "metadata key '%s' is not an array of numbers", key);
+        } else if (ki >= 0 && llm_gguf_get_int(m->gguf, ki, &v)) {
+            return fail(b, "metadata key '%s' is not a number", key);
+        }
+        m->layers[l].recurrent = v != 0;
+    }
+    m->n_layer_kv = m->n_layer_rec = 0;
+    for (int64_t l = 0; l < m->n_layer; l++) {
+        struct llm_layer *L = &m->layers[l];
+        L->kv_index = L->recurrent ? -1 : m->n_layer_kv++;
+        L->rec_index = L->recurrent ? m->n_layer_rec++ : -1;
+    }
+    return 0;
+}
+
+/* a qwen35 layer: Gated DeltaNet or gated attention, then the FFN, whose
+ * norm is post_attention_norm (llama.cpp src/models/qwen35.cpp) */
+static int bind_layer_qwen35(struct binder *b, int64_t l)
+{
+    struct llm_model *m = b->m;
+    struct llm_layer *L = &m->layers[l];
+    char n[LLM_GGUF_MAX_NAME + 16];
+#define N(s) (snprintf(n, sizeof n, "blk.%" PRId64 ".%s", l, s), n)
+    if (bind_vec(b, N("attn_norm.weight"), m->n_embd, true, &L->attn_norm) ||
+        bind_vec(b, N("post_attention_norm.weight"), m->n_embd, true, &L->ffn_norm) ||
+        bind_weight(b, N("ffn_gate.weight"), m->n_embd, m->n_ff, &L->w_gate) ||
+        bind_weight(b, N("ffn_up.weight"), m->n_embd, m->n_ff, &L->w_up) ||
+        bind_weight(b, N("ffn_down.weight"), m->n_ff, m->n_embd, &L->w_down))
+        return -1;
+    if (!L->recurrent)
+        return bind_weight(b, N("attn_q.weight"), m->n_embd, 2 * m->q_dim, &L->wq) ||
+               bind_weight(b, N("attn_k.weight"), m->n_embd, m->kv_dim, &L->wk) ||
+               bind_weight(b, N("attn_v.weight"), m->n_embd, m->kv_dim, &L->wv) ||
+               bind_weight(b, N("attn_output.weight"), m->q_dim, m->n_embd, &L->wo) ||
+               bind_vec(b, N("attn_q_norm.weight"), m->head_dim, true, &L->q_norm) ||
+               bind_vec(b, N("attn_k_norm.weight"), m->head_dim, true, &L->k_norm)
+                   ? -1 : 0;
+    int64_t V = m->ssm_heads, vd = V * m->ssm_state;
+    if (bind_weight(b, N("attn_qkv.weight"), m->n_embd, m->conv_dim, &L->wq) ||
+        bind_weight(b, N("attn_gate.weight"), m->n_embd, vd, &L->w_z) ||
+        bind_weight(b, N("ssm_alpha.weight"), m->n_embd, V, &L->w_alpha) ||
+        bind_weight(b, N("ssm_beta.weight"), m->n_embd, V, &L->w_beta) ||
+        bind_weight(b, N("ssm_out.weight"), vd, m->n_embd, &L->wo) ||
+        bind_vec(b, N("ssm_dt.bias"), V, true, &L->dt_bias) ||
+        bind_vec(b, N("ssm_a"), V, true, &L->ssm_a) ||
+        bind_vec(b, N("ssm_norm.weight"), m->ssm_state, true, &L->ssm_norm))
+        return -1;
+    const struct llm_tensor_info *t = find(b, N("ssm_conv1d.weight"), true);
+    if (!t)
+        return -1;
+    if (t->n_dims != 2 || t->ne[0] != m->ssm_conv || t->ne[1] != m->conv_dim)
+        return fail(b, "tensor '%s' has shape [%" PRId64 " x %" PRId64 "], expected [%" PRId64 " x %" PRId64 "]",
+                    n, t->ne[0], t->n_dims > 1 ? t->ne[1] : 1, m->ssm_conv, m->conv_dim);
+    if (t->type != LLM_TYPE_F32)
+        return fail(b, "tensor '%s' has type %s, expected F32", n, llm_type_name(t->type));
+    if ((uintptr_t)t->data % 4)
+        return fail(b, "tensor '%s' is not aligned", n);
+    L->conv1d = t->data;
+#undef N
     return 0;
 }
 
 /* a 2-D weight or, when the file has the fused form, views on it */
 static int bind_layer(struct binder *b, int64_t l)
 {
+    if (b->m->arch == LLM_ARCH_QWEN35)
+        return bind_layer_qwen35(b, l);
     struct llm_model *m = b->m;
     struct llm_layer *L = &m->layers[l];
     bool qk_norm = m->arch == LLM_ARCH_QWEN3 || m->arch == LLM_ARCH_GEMMA3;
@@ -329,6 +490,10 @@ static int bind_tensors(struct binder *b)
     m->layers = calloc((size_t)m->n_layer, sizeof *m->layers);
     if (!m->layers)
         return fail(b, "out of memory");
+    for (int64_t l = 0; l < m->n_layer; l++)
+        m->layers[l].kv_index = l, m->layers[l].rec_index = -1;
+    if (m->arch == LLM_ARCH_QWEN35 && recurrent_pattern(b))
+        return -1;
     for (int64_t l = 0; l < m->n_layer; l++)
         if (bind_layer(b, l))
             return -1;
@@ -417,6 +582,7 @@ void llm_model_close(struct llm_model *m)
     if (!m)
         return;
     free(m->layers);
+    free(m->rope_still);
     llm_model_unpack(m);
     llm_gguf_close(m->gguf);
     free(m);
@@ -427,6 +593,15 @@ const struct llm_gguf *llm_model_gguf(const struct llm_model *m) { return m->ggu
 int64_t llm_model_n_vocab(const struct llm_model *m) { return m->n_vocab; }
 int64_t llm_model_n_layer(const struct llm_model *m) { return m->n_layer; }
 int64_t llm_model_n_embd_kv(const struct llm_model *m) { return m->kv_dim; }
+int64_t llm_model_n_layer_kv(const struct llm_model *m) { return m->n_layer_kv; }
+
+uint64_t llm_model_rstate_layer_floats(const struct llm_model *m)
+{
+    if (!m->n_layer_rec)
+        return 0;
+    return (uint64_t)(m->ssm_conv - 1) * (uint64_t)m->conv_dim +
+           (uint64_t)m->ssm_heads * (uint64_t)m->ssm_state * (uint64_t)m->ssm_state;
+}
 
 static uint64_t weight_bytes(const struct llm_weight *w) { return (uint64_t)w->m.row_bytes * (uint64_t)w->m.n_out; }
 
@@ -442,6 +617,9 @@ uint64_t llm_model_decode_bytes(const struct llm_model *m)
         const struct llm_layer *L = &m->layers[l];
         n += weight_bytes(&L->wq) + weight_bytes(&L->wk) + weight_bytes(&L->wv) + weight_bytes(&L->wo) +
              weight_bytes(&L->w_gate) + weight_bytes(&L->w_up) + weight_bytes(&L->w_down);
+        if (L->recurrent)
+            n += weight_bytes(&L->w_z) + weight_bytes(&L->w_alpha) + weight_bytes(&L->w_beta) +
+                 (uint64_t)(m->conv_dim * m->ssm_conv + 2 * m->ssm_heads + m->ssm_state) * f;
         n += 2 * (uint64_t)m->n_embd * f; /* attn_norm, ffn_norm */
         if (L->attn_post_norm)
             n += 2 * (uint64_t)m->n_embd * f; /* and ffn_post_norm */

@@ -38,6 +38,17 @@ struct llm_layer {
     bool swa;                    /* attends to the last model n_swa positions only */
     float rope_base;             /* this layer's RoPE base ... */
     float rope_freq_scale;       /* ... and linear scale (positions multiplied by it) */
+    /* qwen35 (issue 23): a Gated DeltaNet layer instead of attention. Then
+     * wq is attn_qkv (conv_dim rows: q of G heads, k of G heads, v of V
+     * heads, S each), wo is ssm_out (V S -> n_embd), ffn_norm is
+     * post_attention_norm, and wk, wv are unbound */
+    bool recurrent;
+    int64_t kv_index;            /* attention layers: which of the KV cache's layers; else -1 */
+    int64_t rec_index;           /* recurrent layers: which of the recurrent states; else -1 */
+    struct llm_weight w_z, w_alpha, w_beta; /* attn_gate (V S rows), ssm_alpha, ssm_beta (V rows) */
+    const float *conv1d;         /* (conv_dim rows of ssm_conv taps, oldest first) */
+    const float *dt_bias, *ssm_a; /* (V) */
+    const float *ssm_norm;       /* (S) */
 };
 
 enum llm_arch {
@@ -47,6 +58,7 @@ enum llm_arch {
     LLM_ARCH_GEMMA2,
     LLM_ARCH_GEMMA3,
     LLM_ARCH_PHI3,
+    LLM_ARCH_QWEN35,
     LLM_ARCH_COUNT
 };
 
@@ -89,7 +101,24 @@ struct llm_model {
     bool fused_qkv;            /* wq, wk, wv are views on one attn_qkv */
     bool fused_gate_up;        /* w_gate, w_up are views on one ffn_up */
     bool computable;           /* engine.c computes this architecture */
+    /* qwen35 (issue 23); for the others n_layer_kv = n_layer, n_layer_rec = 0 */
+    int64_t n_layer_kv, n_layer_rec; /* attention layers (KV rows), recurrent layers */
+    bool attn_gate;            /* attention's wq gives 2 q_dim rows: each head's q, then its
+                                  output gate (sigmoid, times attention's output) */
+    int64_t q_rows;            /* rows of wq: q_dim, or 2 q_dim with attn_gate */
+    int64_t ssm_conv;          /* K: taps of the causal conv (the state keeps K - 1 inputs) */
+    int64_t ssm_state;         /* S: the size of a key head and of a value head */
+    int64_t ssm_groups;        /* G: key (and query) heads */
+    int64_t ssm_heads;         /* V: value heads (a multiple of G; head h uses key head h % G) */
+    int64_t conv_dim;          /* 2 G S + V S: the conv's channels */
+    int64_t qkv_width;         /* floats of a token's row after the first product of any layer */
+    uint8_t *rope_still;       /* (rope_dim / 2) 1 for the pairs imrope leaves unrotated for
+                                  text (the fourth section's), or NULL */
 };
+
+/* the bytes of one recurrent layer's state: the conv window, then the
+ * delta-rule matrices (f32) */
+uint64_t llm_model_rstate_layer_floats(const struct llm_model *m);
 
 /* phi3: the factors for a context of n_ctx positions (llama.cpp's
  * get_rope_factors; llama.cpp compares its n_ctx padded to 256), or NULL */

@@ -19,7 +19,7 @@
  *   model file, u64 data bytes, u32 packed weights, u32 path length, the
  *   path (little-endian, zero-padded);
  *   then the packed weights, in model order (each layer's q, k, v, o, gate,
- *   up, down, then the output), each ceil(rows / 8) groups (the layouts of
+ *   up, down, and qwen35's z, alpha, beta where bound, then the output), each ceil(rows / 8) groups (the layouts of
  *   quant-pack.c and quant-k.c) at a multiple of 64 bytes.
  * A file whose header does not match the model as opened (another file,
  * the same file changed, another kvchat with other packed types or
@@ -97,7 +97,7 @@ static size_t packed_bytes(const struct llm_weight *W) { return (size_t)groups_o
 static int plan_make(struct llm_model *m, struct plan *p)
 {
     *p = (struct plan){0};
-    int64_t max = m->n_layer * 7 + 1;
+    int64_t max = m->n_layer * 10 + 1;
     p->w = malloc((size_t)max * sizeof *p->w);
     p->off = malloc((size_t)max * sizeof *p->off);
     if (!p->w || !p->off) {
@@ -107,13 +107,14 @@ static int plan_make(struct llm_model *m, struct plan *p)
     for (int64_t i = 0; i < max; i++) {
         struct llm_weight *W;
         if (i < max - 1) {
-            struct llm_layer *L = &m->layers[i / 7];
-            struct llm_weight *lw[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-            W = lw[i % 7];
+            struct llm_layer *L = &m->layers[i / 10];
+            struct llm_weight *lw[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
+                                       &L->w_z, &L->w_alpha, &L->w_beta};
+            W = lw[i % 10];
         } else {
             W = &m->output;
         }
-        if (!W->mm->packed)
+        if (!W->mm || !W->mm->packed) /* unbound (qwen35's), or not packed */
             continue;
         p->w[p->nw] = W;
         p->off[p->nw++] = p->total;

@@ -75,6 +75,7 @@ int llm_model_meta_read(const struct llm_gguf *g, struct llm_model_meta *m, char
                    : !strcmp(a, "qwen2") || !strcmp(a, "qwen3") || !strcmp(a, "gemma2") ||
                            !strcmp(a, "gemma3") || !strcmp(a, "phi3")
                        ? "neox"
+                   : !strcmp(a, "qwen35") ? "imrope"
                        : "?";
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);
@@ -92,6 +93,13 @@ int llm_model_meta_read(const struct llm_gguf *g, struct llm_model_meta *m, char
     m->rope_attn_factor = arch_float(g, a, "rope.scaling.attn_factor", 0);
     m->attn_softcap = arch_float(g, a, "attn_logit_softcapping", 0);
     m->final_softcap = arch_float(g, a, "final_logit_softcapping", 0);
+    m->ssm_conv = arch_int(g, a, "ssm.conv_kernel", -1);
+    m->ssm_state = arch_int(g, a, "ssm.state_size", -1);
+    m->ssm_groups = arch_int(g, a, "ssm.group_count", -1);
+    m->ssm_heads = arch_int(g, a, "ssm.time_step_rank", -1);
+    m->ssm_inner = arch_int(g, a, "ssm.inner_size", -1);
+    m->full_attn_interval = arch_int(g, a, "full_attention_interval", -1);
+    m->n_nextn = arch_int(g, a, "nextn_predict_layers", -1);
 
     int64_t ti = llm_gguf_find_key(g, "tokenizer.ggml.tokens");
     m->n_vocab = ti >= 0 && llm_gguf_arr_type(g, ti) == LLM_GGUF_TYPE_STRING
