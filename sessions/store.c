@@ -510,11 +510,13 @@ static void drop_segment_files(struct sess_store *st)
  * read or written (milliseconds: they are small). The search index's
  * tables go with them: the triggers on messages write there at every turn.
  * The block index is only a cache, and may be large: damage there is found
- * when it is read. */
+ * when it is read. The snapshot index is small (a row per state of many
+ * megabytes) and unread by attention-only models: checked here too. */
 static int check_tables(struct sess_store *st)
 {
     static const char *const tables[] = {"models",           "fingerprints",        "sessions",
                                          "messages",         "session_blocks",      "block_totals",
+                                         "snapshots",
                                          "message_fts_data", "message_fts_idx",     "message_fts_content",
                                          "message_fts_docsize", "message_fts_config"};
     for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
