@@ -654,11 +654,20 @@ int sess_kv_restore(struct sess_kv *kv, const int32_t *tokens, int64_t limit, st
             r->snap_pos = s;
         ms += ms_since(&t0);
     }
-    if (llm_ctx_n_past(kv->ctx) != have && r->snap_pos < 0) { /* no snapshot: back to where it was */
+    if (reach < have) {
+        /* a damaged block overlapping what the context held cut it below
+         * there: the latest snapshot before the cut, or the start */
+        int64_t s = load_snapshot(kv, tokens, 0, reach, true, r);
+        if (s < 0)
+            return SESS_ERR;
+        if (s == 0 && llm_ctx_truncate(kv->ctx, 0) != LLM_OK)
+            return kfail(kv, llm_ctx_errmsg(kv->ctx));
+        r->snap_pos = s ? s : -1;
+    } else if (llm_ctx_n_past(kv->ctx) != have && r->snap_pos < 0) { /* no snapshot: back to where it was */
         if (have == 0 ? llm_ctx_truncate(kv->ctx, 0) != LLM_OK : set_state(kv, have, kv->sbuf) != SESS_OK)
             return kfail(kv, "cannot go back to the recurrent state");
     }
-    r->tokens = llm_ctx_n_past(kv->ctx) - have;
+    r->tokens = llm_ctx_n_past(kv->ctx) > have ? llm_ctx_n_past(kv->ctx) - have : 0;
     r->ms = ms;
     return rc;
 }
