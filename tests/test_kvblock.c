@@ -559,6 +559,13 @@ static void test_snap_round_trip(void **state)
     assert_int_equal(sb.st_size, KV_SNAP_HEADER_BYTES + SNAP_BYTES);
     if (snap_read_back(f, &d, st, err, sizeof err))
         fail_msg("read: %s", err);
+    /* for the fuzz target's corpus: KVCHAT_WRITE_CORPUS=DIR */
+    const char *corpus = getenv("KVCHAT_WRITE_CORPUS");
+    if (corpus) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s/state.kvsnap'", f->path, corpus);
+        assert_int_equal(system(cmd), 0);
+    }
     /* the header as documented: magic, version, id, position, size */
     uint8_t h[KV_SNAP_HEADER_BYTES];
     int fd = open(f->path, O_RDONLY);
