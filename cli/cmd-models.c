@@ -271,6 +271,7 @@ struct bound {
     bool ok;       /* the tensors bind */
     struct llm_model_arch_info a;
     char why[512]; /* why it does not run, or "" */
+    char pattern[4100]; /* hybrid models: R (recurrent) or A (attention) per layer, or "" */
 };
 
 static void bind_check(const char *path, struct bound *bd)
@@ -283,6 +284,11 @@ static void bind_check(const char *path, struct bound *bd)
         return;
     bd->ok = true;
     llm_model_arch_info(mdl, &bd->a);
+    if (bd->a.n_layer_rec) {
+        int64_t n = llm_model_n_layer(mdl);
+        for (int64_t l = 0; l < n && l + 1 < (int64_t)sizeof bd->pattern; l++)
+            bd->pattern[l] = llm_model_layer_recurrent(mdl, l) ? 'R' : 'A';
+    }
     llm_model_close(mdl);
     if (!bd->a.computable) {
         /* the refusal a run would give */
@@ -321,9 +327,20 @@ static void arch_text(FILE *f, const struct llm_model_meta *m, const struct boun
     if (a->rope_factors)
         fprintf(f, "longrope:       factors long and short, original context %" PRId64
                    ", attn factor %g\n", a->rope_orig_ctx, a->rope_attn_factor);
+    if (a->n_layer_rec) {
+        char sz[64];
+        fmt_bytes(sz, sizeof sz, (double)a->rstate_bytes);
+        fprintf(f, "recurrent:      Gated DeltaNet on %" PRId64 " of %" PRId64 " layers, %s (R recurrent, "
+                   "A attention)\n", a->n_layer_rec, (int64_t)strlen(bd->pattern), bd->pattern);
+        fprintf(f, "state:          %s a sequence (%" PRIu64 " bytes): conv of %" PRId64 " taps, %" PRId64
+                   " value heads on %" PRId64 " key heads, heads of %" PRId64 "\n",
+                sz, a->rstate_bytes, a->ssm_conv, a->ssm_heads, a->ssm_groups, a->ssm_state);
+    }
     if (a->fused_qkv || a->fused_gate_up || a->post_norms || a->qk_norm || a->gelu ||
-        a->embd_scale != 1.0f) {
+        a->embd_scale != 1.0f || a->attn_gate) {
         fprintf(f, "block:         ");
+        if (a->attn_gate)
+            fprintf(f, " gated attention,");
         if (a->fused_qkv)
             fprintf(f, " fused qkv,");
         if (a->fused_gate_up)
@@ -455,6 +472,17 @@ static void arch_json(FILE *f, const struct bound *bd)
             a->post_norms ? "true" : "false");
     fprintf(f, ", \"ffn_activation\": \"%s\", \"embedding_scale\": %.9g, \"query_scale\": %.9g",
             a->gelu ? "gelu_tanh" : "silu", a->embd_scale, a->attn_scale);
+    fprintf(f, ", \"recurrent_layers\": %" PRId64 ", \"layer_pattern\": ", a->n_layer_rec);
+    if (bd->pattern[0])
+        cmd_json_str(f, bd->pattern, strlen(bd->pattern));
+    else
+        fputs("null", f);
+    fprintf(f, ", \"recurrent_state_bytes\": %" PRIu64 ", \"attention_gate\": %s", a->rstate_bytes,
+            a->attn_gate ? "true" : "false");
+    if (a->n_layer_rec)
+        fprintf(f, ", \"ssm_conv_kernel\": %" PRId64 ", \"ssm_state_size\": %" PRId64
+                   ", \"ssm_group_count\": %" PRId64 ", \"ssm_time_step_rank\": %" PRId64,
+                a->ssm_conv, a->ssm_state, a->ssm_groups, a->ssm_heads);
 }
 
 static void info_json(const char *path, const struct llm_gguf *g, const struct llm_model_meta *m,

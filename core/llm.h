@@ -413,6 +413,12 @@ const char *const *llm_template_stops(enum llm_template t);
  * and keeps it in the answer's text, so history renders the same whether
  * thinking is on or off and either can be chosen at any turn. */
 const char *llm_template_think_off(enum llm_template t, const char *jinja, size_t len);
+/* Templates whose generation prompt opens the reasoning when thinking is on
+ * (Qwen3.5's: "<think>\n" after the assistant's opening): that text, which
+ * a conversation feeds and keeps as the answer's first, as for
+ * llm_template_think_off; NULL for the others (Qwen3's model writes its own
+ * <think>). */
+const char *llm_template_think_on(enum llm_template t, const char *jinja, size_t len);
 
 /* ==== reasoning: <think>...</think> in a streamed answer ====
  * Splits generated text into the reasoning between <think> and </think>
@@ -562,10 +568,17 @@ struct llm_model_arch_info {
     float rope_attn_factor; /* longrope: cos and sin are multiplied by this */
     float rope_base_swa;    /* RoPE base of the sliding-window layers */
     float rope_freq_scale_swa;
+    /* hybrid recurrent models (qwen35): 0 for the others */
+    int64_t n_layer_rec;    /* Gated DeltaNet layers (llm_model_layer_recurrent) */
+    int64_t ssm_conv, ssm_state, ssm_groups, ssm_heads; /* conv taps, head size, key heads, value heads */
+    uint64_t rstate_bytes;  /* the recurrent state of one sequence (llm_ctx_rstate_size) */
+    bool attn_gate;         /* the attention output is gated (sigmoid of a second half of attn_q) */
 };
 void llm_model_arch_info(const struct llm_model *m, struct llm_model_arch_info *out);
 /* true when layer l attends only to the last n_swa positions */
 bool llm_model_layer_swa(const struct llm_model *m, int64_t l);
+/* true when layer l is a recurrent (Gated DeltaNet) layer rather than attention */
+bool llm_model_layer_recurrent(const struct llm_model *m, int64_t l);
 /* Bytes of weights one decoded token reads: every layer's matrices, norms
  * and biases, the output norm and the LM head matrix in full, and one row of
  * the token embedding (a tied LM head counts as the full matrix plus that
@@ -573,7 +586,8 @@ bool llm_model_layer_swa(const struct llm_model *m, int64_t l);
  * opened vocab_only. */
 uint64_t llm_model_decode_bytes(const struct llm_model *m);
 
-/* true for the architectures kvchat computes (llama, qwen2, qwen3) */
+/* true for the architectures kvchat computes (llama, qwen2, qwen3, gemma2,
+ * gemma3, phi3, qwen35) */
 bool llm_arch_runs(const char *arch);
 
 /* physical cores of this machine (at least 1): the default thread count */

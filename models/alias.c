@@ -41,6 +41,19 @@ const struct mdl_alias mdl_aliases[] = {
     {"phi4-mini", "bartowski/microsoft_Phi-4-mini-instruct-GGUF",
      "microsoft_Phi-4-mini-instruct-Q4_K_M.gguf", 2491 * MB, "Phi-4 mini Instruct (3.8B), Q4_K_M",
      "phi3", "gpt-2", "phi3"},
+    /* Qwen3.5 (qwen35: Gated DeltaNet hybrids). Repositories and file names as
+     * llama.cpp's docs/backend/OPENVINO.md lists them (bartowski's 0.8B, 2B
+     * and 4B, lmstudio-community's 9B); sizes estimated. The vocabulary of the
+     * test's synthetic model is Qwen2's (tests/data has no Qwen3.5 one: its
+     * qwen35 pre-tokenizer is tested on llama.cpp's ggml-vocab-qwen35) */
+    {"qwen3.5:0.8b", "bartowski/Qwen_Qwen3.5-0.8B-GGUF", "Qwen_Qwen3.5-0.8B-Q4_K_M.gguf", 560 * MB,
+     "Qwen3.5 0.8B, Q4_K_M", "qwen35", "qwen2", "chatml"},
+    {"qwen3.5:2b", "bartowski/Qwen_Qwen3.5-2B-GGUF", "Qwen_Qwen3.5-2B-Q4_K_M.gguf", 1300 * MB,
+     "Qwen3.5 2B, Q4_K_M", "qwen35", "qwen2", "chatml"},
+    {"qwen3.5:4b", "bartowski/Qwen_Qwen3.5-4B-GGUF", "Qwen_Qwen3.5-4B-Q4_K_M.gguf", 2700 * MB,
+     "Qwen3.5 4B, Q4_K_M", "qwen35", "qwen2", "chatml"},
+    {"qwen3.5:9b", "lmstudio-community/Qwen3.5-9B-GGUF", "Qwen3.5-9B-Q4_K_M.gguf", 5700 * MB,
+     "Qwen3.5 9B, Q4_K_M", "qwen35", "qwen2", "chatml"},
     {NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL},
 };
 

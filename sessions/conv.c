@@ -77,6 +77,7 @@ struct sess_conv {
     char *model_path;
     const char *no_think; /* what opens an answer with thinking off (static), NULL when the
                              model's template cannot switch thinking off */
+    const char *think_on; /* what opens an answer with thinking on (Qwen3.5's "<think>\n"), or NULL */
     struct llm_sampler *smp;
     struct conv_msg *msgs;
     int64_t n_msgs, cap_msgs;
@@ -770,10 +771,11 @@ static void keep_given(struct sess_conv *c)
 }
 
 /* what opens the next answer: the no-thinking block when thinking is off
- * and the template can switch it (NULL: nothing) */
+ * and the template can switch it, the opening of the reasoning when thinking
+ * is on and the template writes it (Qwen3.5) (NULL: nothing) */
 static const char *answer_prefix(const struct sess_conv *c)
 {
-    return c->p.think_off ? c->no_think : NULL;
+    return c->p.think_off ? c->no_think : c->think_on;
 }
 
 /* Store the blocks of what the cache holds that the store lacks, and (in
@@ -952,8 +954,10 @@ int sess_conv_init(struct sess_store *st, struct sess_conv_params p, struct sess
     c->p.model_path = c->model_path;
     c->p.system = NULL;
     struct llm_str jinja;
-    if (llm_gguf_find_str(llm_model_gguf(c->m), "tokenizer.chat_template", &jinja) == 0)
+    if (llm_gguf_find_str(llm_model_gguf(c->m), "tokenizer.chat_template", &jinja) == 0) {
         c->no_think = llm_template_think_off(p.tmpl, jinja.ptr, (size_t)jinja.len);
+        c->think_on = llm_template_think_on(p.tmpl, jinja.ptr, (size_t)jinja.len);
+    }
     if (!c->tokens || !c->smp || !c->model_path) {
         sess_conv_free(c);
         snprintf(err, err_size, "out of memory");
@@ -1222,6 +1226,11 @@ static int generate(struct sess_conv *c, int64_t ans_start, const char *pre, ses
     double t_first = 0;
     int rc = SESS_OK;
     const float *logits = llm_ctx_logits(c->ctx);
+    /* an answer that opens in the reasoning: the reader's splitter sees the opening */
+    if (pre && pre == c->think_on && on_text && on_text(ud, pre, strlen(pre))) {
+        ts->stop_reason = "interrupted";
+        limit = 0;
+    }
     while (n_gen < limit) {
         if (c->n_tokens >= c->n_ctx) {
             ts->stop_reason = "context_full";

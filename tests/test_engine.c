@@ -15,7 +15,11 @@
  *   - the sampler's state saved and restored continues identically;
  *   - llm_model_decode_bytes agrees with the file's tensor sizes;
  *   - bad models (missing tensor, wrong shape, unsupported type) and ids
- *     out of range are refused with a message naming what is wrong.
+ *     out of range are refused with a message naming what is wrong;
+ *   - qwen35's recurrent state: the same bytes by every path, exported
+ *     mid-prompt and imported it continues bit for bit, invalid after a
+ *     truncation or a KV import alone until restored or reset, and put back
+ *     by an interrupted decode.
  * Run from the top directory (make check does).
  */
 #include <setjmp.h>
@@ -47,6 +51,9 @@ static const char *arch_opts(const char *arch)
     if (!strcmp(arch, "qwen2"))
         return "--arch qwen2 --vocab tests/data/vocab/ggml-vocab-qwen2.gguf --dim 64 --layers 2 "
                "--heads 4 --kv-heads 2 --ff 128 --tied --rope-theta 1000000 --seed 4";
+    if (!strcmp(arch, "qwen35")) /* layers R R R A, 4 value heads on 2 key heads, state 16 */
+        return "--arch qwen35 --dim 128 --layers 4 --heads 4 --kv-heads 2 --head-dim 32 --rope-dim 8 "
+               "--ff 256 --ssm-state 16 --ssm-groups 2 --ssm-heads 4 --ssm-conv 4 --seed 33";
     return "--arch qwen3 --dim 128 --layers 2 --heads 4 --kv-heads 2 --head-dim 64 --ff 256 "
            "--rope-theta 1000000 --seed 5";
 }
@@ -191,8 +198,8 @@ static void test_qwen3(void **state)
 static void test_decode_bytes(void **state)
 {
     (void)state;
-    static const char *const archs[] = {"llama", "qwen2", "qwen3"};
-    for (size_t a = 0; a < 3; a++) {
+    static const char *const archs[] = {"llama", "qwen2", "qwen3", "qwen35"};
+    for (size_t a = 0; a < 4; a++) {
         for (size_t i = 0; i < 4; i++) {
             struct llm_model *m = open_model(model_path(archs[a], types[i]));
             const struct llm_gguf *g = llm_model_gguf(m);
@@ -605,6 +612,155 @@ static void test_interrupt(void **state)
     llm_model_close(m);
 }
 
+/* ==== qwen35's recurrent state (issue 23) ==== */
+
+/* The state after position p is the same bytes by every path; exported
+ * mid-prompt with the KV rows and imported into another context, it
+ * continues to the very logits of one uninterrupted decode. A context whose
+ * state no longer matches n_past refuses to decode until it is restored or
+ * reset to 0. */
+static void test_qwen35_rstate(void **state)
+{
+    (void)state;
+    enum { N = 150, K = 70 };
+    int32_t ids[N];
+    for (int i = 0; i < N; i++)
+        ids[i] = (i * 37 + 11) % 500 + 3;
+    for (int ti = 0; ti < 2; ti++) {
+        struct llm_model *m = open_model(model_path("qwen35", ti ? "Q8_0" : "F32"));
+        int64_t nv = llm_model_n_vocab(m);
+        assert_int_equal(llm_model_n_layer(m), 4);
+        assert_int_equal(llm_model_n_layer_kv(m), 1); /* R R R A */
+        struct llm_ctx *ref = new_ctx(m, 256, 2, LLM_TYPE_F16), *a = new_ctx(m, 256, 2, LLM_TYPE_F16),
+                       *b = new_ctx(m, 256, 1, LLM_TYPE_F16), *t = new_ctx(m, 256, 1, LLM_TYPE_F16);
+        /* 3 recurrent layers of a conv window (3 x 128 channels) and 4 matrices of 16 x 16 */
+        uint64_t rs = llm_ctx_rstate_size(a);
+        assert_int_equal(rs, 3 * (3 * 128 + 4 * 16 * 16) * sizeof(float));
+        assert_int_equal(llm_ctx_kv_bytes(a, 1), 2 * 2 * 32 * 2); /* the one attention layer's K and V */
+        assert_true(llm_ctx_rstate_valid(a));
+        assert_int_equal(llm_ctx_decode(ref, ids, N), 0);
+        float *want = malloc((size_t)nv * sizeof *want);
+        memcpy(want, llm_ctx_logits(ref), (size_t)nv * sizeof *want);
+
+        /* the state at K: one batch, and token by token on another thread count */
+        assert_int_equal(llm_ctx_decode(a, ids, K), 0);
+        for (int i = 0; i < K; i++)
+            assert_int_equal(llm_ctx_decode(t, ids + i, 1), 0);
+        uint8_t *s1 = malloc(rs), *s2 = malloc(rs);
+        assert_int_equal(llm_ctx_rstate_export(a, s1, 10), -(int64_t)rs); /* too small */
+        assert_int_equal(llm_ctx_rstate_export(a, s1, rs), (int64_t)rs);
+        assert_int_equal(llm_ctx_rstate_export(t, s2, rs), (int64_t)rs);
+        assert_memory_equal(s1, s2, rs);
+        uint64_t kvb = llm_ctx_kv_size(a, 0, K);
+        uint8_t *kv = malloc(kvb);
+        assert_int_equal(llm_ctx_kv_export(a, 0, K, kv, kvb), (int64_t)kvb);
+
+        /* restored into b: the KV rows alone leave the state invalid */
+        assert_int_equal(llm_ctx_kv_import(b, 0, K, kv, kvb), 0);
+        assert_false(llm_ctx_rstate_valid(b));
+        assert_int_equal(llm_ctx_rstate_export(b, s2, rs), LLM_ERR);
+        assert_int_equal(llm_ctx_decode(b, ids + K, 1), LLM_ERR);
+        assert_non_null(strstr(llm_ctx_errmsg(b), "recurrent state"));
+        assert_int_equal(llm_ctx_n_past(b), K);
+        assert_int_not_equal(llm_ctx_rstate_import(b, s1, rs - 1), 0);
+        assert_false(llm_ctx_rstate_valid(b));
+        assert_int_equal(llm_ctx_rstate_import(b, s1, rs), 0);
+        assert_true(llm_ctx_rstate_valid(b));
+        assert_int_equal(llm_ctx_decode(b, ids + K, N - K), 0);
+        assert_memory_equal(llm_ctx_logits(b), want, (size_t)nv * sizeof *want);
+        /* and a continues the same way, in pieces */
+        assert_int_equal(llm_ctx_decode(a, ids + K, 1), 0);
+        assert_int_equal(llm_ctx_decode(a, ids + K + 1, N - K - 1), 0);
+        assert_memory_equal(llm_ctx_logits(a), want, (size_t)nv * sizeof *want);
+        assert_int_equal(llm_ctx_rstate_export(a, s1, rs), (int64_t)rs);
+        assert_int_equal(llm_ctx_rstate_export(b, s2, rs), (int64_t)rs);
+        assert_memory_equal(s1, s2, rs);
+
+        /* truncation: to n_past changes nothing, below it invalidates, to 0 resets */
+        assert_int_equal(llm_ctx_truncate(a, N), 0);
+        assert_true(llm_ctx_rstate_valid(a));
+        assert_int_equal(llm_ctx_truncate(a, 40), 0);
+        assert_false(llm_ctx_rstate_valid(a));
+        assert_int_equal(llm_ctx_decode(a, ids + 40, 5), LLM_ERR);
+        assert_int_equal(llm_ctx_n_past(a), 40);
+        assert_int_equal(llm_ctx_truncate(a, 0), 0);
+        assert_true(llm_ctx_rstate_valid(a));
+        assert_int_equal(llm_ctx_decode(a, ids, N), 0);
+        assert_memory_equal(llm_ctx_logits(a), want, (size_t)nv * sizeof *want);
+        free(kv);
+        free(s1);
+        free(s2);
+        free(want);
+        llm_ctx_free(ref);
+        llm_ctx_free(a);
+        llm_ctx_free(b);
+        llm_ctx_free(t);
+        llm_model_close(m);
+    }
+}
+
+/* An interrupted decode of a recurrent model puts its state back: the
+ * cache and the state are as before, and completing gives the same bits. */
+static void test_qwen35_interrupt(void **state)
+{
+    (void)state;
+    enum { N = 1200, PRE = 100 };
+    int32_t ids[N];
+    for (int i = 0; i < N; i++)
+        ids[i] = (i * 37 + 11) % 500 + 3;
+    struct llm_model *m = open_model(model_path("qwen35", "F32"));
+    int64_t nv = llm_model_n_vocab(m);
+    struct llm_ctx *a = new_ctx(m, 2048, 2, LLM_TYPE_F16), *b = new_ctx(m, 2048, 2, LLM_TYPE_F16);
+    assert_int_equal(llm_ctx_decode(a, ids, N), 0);
+    float *want = malloc((size_t)nv * sizeof *want);
+    memcpy(want, llm_ctx_logits(a), (size_t)nv * sizeof *want);
+    uint64_t rs = llm_ctx_rstate_size(a);
+    uint8_t *s_end = malloc(rs), *s_pre = malloc(rs), *s = malloc(rs);
+    assert_int_equal(llm_ctx_rstate_export(a, s_end, rs), (int64_t)rs);
+    static volatile sig_atomic_t flag;
+    llm_ctx_set_interrupt(b, &flag);
+    flag = 0;
+    assert_int_equal(llm_ctx_decode(b, ids, PRE), 0);
+    assert_int_equal(llm_ctx_rstate_export(b, s_pre, rs), (int64_t)rs);
+    int stopped = 0;
+    for (int attempt = 0; attempt < 40 && stopped < 4; attempt++) {
+        flag = 0;
+        struct stopper st = {b, &flag, PRE + 1 + attempt % 4 * 300, 0, 0};
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, stopper_main, &st), 0);
+        int rc = llm_ctx_decode(b, ids + PRE, N - PRE);
+        atomic_store(&st.quit, 1);
+        pthread_join(th, NULL);
+        if (rc == LLM_OK) {
+            assert_memory_equal(llm_ctx_logits(b), want, (size_t)nv * sizeof *want);
+            /* back to PRE: truncation invalidates, so restore the state */
+            assert_int_equal(llm_ctx_truncate(b, PRE), 0);
+            assert_int_equal(llm_ctx_rstate_import(b, s_pre, rs), 0);
+            continue;
+        }
+        assert_int_equal(rc, LLM_ERR_INTERRUPTED);
+        assert_int_equal(llm_ctx_n_past(b), PRE);
+        assert_true(llm_ctx_rstate_valid(b));
+        assert_int_equal(llm_ctx_rstate_export(b, s, rs), (int64_t)rs);
+        assert_memory_equal(s, s_pre, rs);
+        stopped++;
+    }
+    assert_true(stopped >= 1);
+    flag = 0;
+    assert_int_equal(llm_ctx_decode(b, ids + PRE, N - PRE), 0);
+    assert_memory_equal(llm_ctx_logits(b), want, (size_t)nv * sizeof *want);
+    assert_int_equal(llm_ctx_rstate_export(b, s, rs), (int64_t)rs);
+    assert_memory_equal(s, s_end, rs);
+    llm_ctx_set_interrupt(b, NULL);
+    free(want);
+    free(s_end);
+    free(s_pre);
+    free(s);
+    llm_ctx_free(a);
+    llm_ctx_free(b);
+    llm_model_close(m);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -646,6 +802,8 @@ int main(void)
         cmocka_unit_test(test_bad_ids),
         cmocka_unit_test(test_bad_models),
         cmocka_unit_test(test_sampler),
+        cmocka_unit_test(test_qwen35_rstate),
+        cmocka_unit_test(test_qwen35_interrupt),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -283,6 +283,54 @@ static void test_nothink(void **state)
     assert_null(llm_template_think_off(LLM_TEMPLATE_CHATML, NULL, 0));
 }
 
+/* the whole of a small file, NUL-terminated (caller frees) */
+static char *read_text(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char *b = malloc(1 << 20);
+    assert_non_null(b);
+    *n = fread(b, 1, (1 << 20) - 1, f);
+    b[*n] = 0;
+    fclose(f);
+    return b;
+}
+
+/* Qwen3.5's template opens the reasoning itself when thinking is on: its
+ * generation prompt ends "<|im_start|>assistant\n<think>\n" (and with the
+ * empty block when off, as Qwen3's). kvchat feeds either as the answer's
+ * first text (llm_template_think_on, llm_template_think_off), so the ChatML
+ * prompt plus it is Qwen3.5's prompt byte for byte; Qwen3's template, whose
+ * model writes its own <think>, has no such opening. */
+static void test_think_on(void **state)
+{
+    (void)state;
+    size_t n35, n3;
+    char *q35 = read_text("tests/data/templates/jinja/Qwen3.5-4B.jinja", &n35);
+    char *q3 = read_text("tests/data/templates/jinja/Qwen-Qwen3-0.6B.jinja", &n3);
+    bool fell_back;
+    assert_int_equal(llm_template_choose(NULL, q35, n35, &fell_back), LLM_TEMPLATE_CHATML);
+    assert_false(fell_back);
+    const char *on = llm_template_think_on(LLM_TEMPLATE_CHATML, q35, n35);
+    const char *off = llm_template_think_off(LLM_TEMPLATE_CHATML, q35, n35);
+    assert_non_null(on);
+    assert_string_equal(on, "<think>\n");
+    assert_non_null(off);
+    assert_string_equal(off, "<think>\n\n</think>\n\n");
+    const struct llm_chat_msg m[] = {{"system", "Be brief."}, {"user", "Hi"}};
+    char b[512], want[600];
+    assert_true(llm_template_render(LLM_TEMPLATE_CHATML, m, 2, true, b, sizeof b) > 0);
+    snprintf(want, sizeof want, "%s%s", b, on);
+    assert_string_equal(want, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                              "<|im_start|>assistant\n<think>\n");
+    assert_null(llm_template_think_on(LLM_TEMPLATE_CHATML, q3, n3));
+    assert_non_null(llm_template_think_off(LLM_TEMPLATE_CHATML, q3, n3));
+    assert_null(llm_template_think_on(LLM_TEMPLATE_LLAMA3, q35, n35));
+    assert_null(llm_template_think_on(LLM_TEMPLATE_CHATML, NULL, 0));
+    free(q35);
+    free(q3);
+}
+
 struct parts {
     char text[2][256];
     size_t len[2];
@@ -340,6 +388,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_incremental),
         cmocka_unit_test(test_nothink),
+        cmocka_unit_test(test_think_on),
         cmocka_unit_test(test_think_split),
         cmocka_unit_test(test_terminators),
         cmocka_unit_test(test_sizes),

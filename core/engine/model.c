@@ -512,6 +512,11 @@ bool llm_model_layer_swa(const struct llm_model *m, int64_t l)
     return m->layers && l >= 0 && l < m->n_layer && m->layers[l].swa;
 }
 
+bool llm_model_layer_recurrent(const struct llm_model *m, int64_t l)
+{
+    return m->layers && l >= 0 && l < m->n_layer && m->layers[l].recurrent;
+}
+
 void llm_model_arch_info(const struct llm_model *m, struct llm_model_arch_info *out)
 {
     memset(out, 0, sizeof *out);
@@ -530,10 +535,24 @@ void llm_model_arch_info(const struct llm_model *m, struct llm_model_arch_info *
     if (!m->layers)
         return;
     const struct llm_layer *L0 = &m->layers[0];
+    for (int64_t l = 0; l < m->n_layer; l++) /* the first attention layer (qwen35's first is not) */
+        if (!m->layers[l].recurrent) {
+            L0 = &m->layers[l];
+            break;
+        }
     out->fused_qkv = m->fused_qkv;
     out->fused_gate_up = m->fused_gate_up;
     out->post_norms = L0->attn_post_norm != NULL;
     out->qk_norm = L0->q_norm != NULL;
+    out->attn_gate = m->attn_gate;
+    out->n_layer_rec = m->n_layer_rec;
+    if (m->n_layer_rec) {
+        out->ssm_conv = m->ssm_conv;
+        out->ssm_state = m->ssm_state;
+        out->ssm_groups = m->ssm_groups;
+        out->ssm_heads = m->ssm_heads;
+        out->rstate_bytes = llm_model_rstate_layer_floats(m) * (uint64_t)m->n_layer_rec * sizeof(float);
+    }
     for (int64_t l = 0; l < m->n_layer; l++)
         if (m->layers[l].swa) {
             if (!out->n_swa_layers++) {

@@ -81,6 +81,7 @@ enum llm_template llm_template_from_name(const char *name)
 #define FW_BAR "\xef\xbd\x9c" /* U+FF5C, DeepSeek's ｜ */
 #define SPM_SPACE "\xe2\x96\x81" /* U+2581 ▁ */
 #define NOTHINK "<think>\n\n</think>\n\n" /* Qwen3's, enable_thinking false */
+#define THINK "<think>\n"                  /* Qwen3.5's, thinking on */
 
 enum llm_template llm_template_detect(const char *t, size_t n)
 {
@@ -167,6 +168,16 @@ const char *llm_template_think_off(enum llm_template t, const char *jinja, size_
 {
     if (t == LLM_TEMPLATE_CHATML && jinja && has(jinja, len, "enable_thinking") && has(jinja, len, "<think>"))
         return NOTHINK;
+    return NULL;
+}
+
+const char *llm_template_think_on(enum llm_template t, const char *jinja, size_t len)
+{
+    /* Qwen3.5's generation prompt: {%- else %}{{- '<think>\n' }} (a quoted
+     * '<think>\n' and nothing more; Qwen3's quoted strings all go on to
+     * '\n</think>') */
+    if (llm_template_think_off(t, jinja, len) && has(jinja, len, "'<think>\\n'"))
+        return THINK;
     return NULL;
 }
 

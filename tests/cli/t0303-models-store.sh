@@ -135,4 +135,5 @@ expect_rc 0
 run "$KVCHAT" models aliases
 expect_rc 0; expect_out '^qwen2.5:0.5b .*hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF/'
 expect_out "^gemma3:1b "; expect_out "^gemma3:4b "; expect_out "^phi3.5:mini "; expect_out "^phi4-mini "
+expect_out "^qwen3.5:0.8b .*hf:bartowski/Qwen_Qwen3.5-0.8B-GGUF/Qwen_Qwen3.5-0.8B-Q4_K_M.gguf$"; expect_out "^qwen3.5:9b "
 finish

@@ -1,0 +1,121 @@
+#!/bin/sh
+# t0610: qwen35 (Qwen3.5: Gated DeltaNet layers and gated attention, issue
+# 23) against llama.cpp and exact math, on the golden data of
+# tests/data/qwen35 (regen-qwen35.sh): two synthetic models with the real
+# tensor layouts and keys (one layer pattern from full_attention_interval,
+# one from attention.recurrent_layers), prompts of 8 and 300 ids.
+# - tests/mkmodel still writes, byte for byte, the F32 files llama.cpp ran;
+# - last-position logits within 1e-4 of the range of llama.cpp's for F32,
+#   2e-2 for Q8_0 and Q4_K_M;
+# - against the float64 reference (f64-qwen35.py): F32 within 1e-6 of
+#   exact (K, V rounded to f16 as the cache does), within 5e-7 with an f32
+#   KV cache; no farther than llama.cpp for F32 on 8 ids (on 300 both sit
+#   at the f16 cache's ~1e-7) and for Q8_0 and Q4_K_M on both prompts
+#   (llama.cpp rounds activations to 8 bits, kvchat to 16);
+# - 32 greedy tokens as llama.cpp's (F32, both prompts);
+# - the same bits however the 300 ids go in: one batch, token by token,
+#   split anywhere (a block of 16, K = n - 1), 1 or 2 threads, the portable
+#   kernels, for F32, Q8_0 and Q4_K_M: the recurrence runs one fixed
+#   per-token order on every path.
+. "$TOP/tests/cli/lib.sh"
+. "$TOP/tests/cli/logits-lib.sh"
+d=$TOP/tests/data/qwen35
+
+for n in qwen35 qwen35-rl; do
+    "$MKMODEL" "$T/$n-F32.gguf" $(cat "$d/$n.opts") >/dev/null
+    (cd "$T" && sha256sum -c "$d/$n-F32.sha256" >/dev/null 2>&1) &&
+        ok "$n: mkmodel regenerates the F32 file of the goldens" ||
+        not_ok "$n: mkmodel's F32 file differs from the one llama.cpp ran"
+    for p in 8 300; do
+        ids=$(cat "$d/prompt$p.txt")
+        for t in F32 Q8_0 Q4_K_M; do
+            m=$d/$n-$t.gguf
+            [ $t = F32 ] && m=$T/$n-F32.gguf
+            g=$d/$n-$t-p$p
+            run "$KVCHAT" eval -m "$m" -p "$ids" -c 512 --logits-out "$T/l.f32"
+            expect_rc 0
+            e=$(rel_err "$T/l.f32" "$g.logits")
+            tol=2e-2
+            [ $t = F32 ] && tol=1e-4
+            le "$e" $tol && ok "$n $t p$p: within $tol of llama.cpp ($e)" ||
+                not_ok "$n $t p$p: $e from llama.cpp, wanted <= $tol"
+            ours=$(rel_err "$T/l.f32" "$g.f64.f32")
+            theirs=$(rel_err "$g.logits" "$g.f64.f32")
+            if [ $t = F32 ]; then
+                le "$ours" 1e-6 && ok "$n F32 p$p: within 1e-6 of exact ($ours)" ||
+                    not_ok "$n F32 p$p: $ours from exact"
+            fi
+            if [ $t != F32 ] || [ $p = 8 ]; then
+                le "$ours" "$theirs" && ok "$n $t p$p: error $ours <= llama.cpp's $theirs" ||
+                    not_ok "$n $t p$p: error $ours, llama.cpp's $theirs"
+            fi
+        done
+        run "$KVCHAT" generate -m "$T/$n-F32.gguf" -p "$ids" -n 32 -c 512
+        expect_rc 0
+        [ "$(cat "$T/out")" = "$(cat "$d/$n-F32-p$p.greedy")" ] && ok "$n p$p: 32 greedy tokens as llama.cpp's" ||
+            not_ok "$n p$p greedy: $(cat "$T/out"), llama.cpp: $(cat "$d/$n-F32-p$p.greedy")"
+    done
+    run "$KVCHAT" eval -m "$T/$n-F32.gguf" -p "$(cat "$d/prompt300.txt")" -c 512 --kv-type f32 --logits-out "$T/l32.f32"
+    e=$(rel_err "$T/l32.f32" "$d/$n-F32-p300.f64kv.f32")
+    le "$e" 5e-7 && ok "$n F32, f32 KV: within 5e-7 of exact ($e)" || not_ok "$n f32 KV: $e from exact"
+done
+
+# batch invariance of the recurrence and the gated attention
+p=$(cat "$d/prompt300.txt")
+for m in "$T/qwen35-F32.gguf" "$d/qwen35-Q8_0.gguf" "$d/qwen35-Q4_K_M.gguf" "$T/qwen35-rl-F32.gguf" \
+    "$d/qwen35-rl-Q4_K_M.gguf"; do
+    ev() { "$KVCHAT" eval -m "$m" -p "$p" "$@" >/dev/null 2>"$T/err"; }
+    ev -t 2 --logits-out "$T/ref.f32" || not_ok "$m: eval failed: $(cat "$T/err")"
+    bad=
+    for how in "-t 1" "--token-by-token -t 2" "--split 1 -t 1" "--split 3 -t 2" "--split 16 -t 1" "--split 17 -t 2" \
+        "--split 299 -t 1" "--split 150 --token-by-token -t 2" "--split 64 -t 2" "--split 256 -t 1"; do
+        # shellcheck disable=SC2086
+        ev $how --logits-out "$T/l.f32" && cmp -s "$T/ref.f32" "$T/l.f32" || bad="$bad [$how]"
+    done
+    KVCHAT_CPU=generic ev -t 2 --logits-out "$T/l.f32" && cmp -s "$T/ref.f32" "$T/l.f32" || bad="$bad [generic]"
+    KVCHAT_CPU=generic ev --token-by-token -t 1 --logits-out "$T/l.f32" && cmp -s "$T/ref.f32" "$T/l.f32" ||
+        bad="$bad [generic, token by token]"
+    [ -z "$bad" ] && ok "$(basename "$m"): the same bits every way (13 runs)" || not_ok "$(basename "$m") differs:$bad"
+done
+
+# a prompt longer than a pass (n_batch 512): the conv window and the state
+# carried from pass to pass within one decode
+p=$(awk 'BEGIN { x = 5; for (i = 0; i < 700; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%s%d", i ? " " : "", x % 500 + 3 } }')
+m=$d/qwen35-Q8_0.gguf
+"$KVCHAT" eval -m "$m" -p "$p" -c 1024 --logits-out "$T/ref.f32" >/dev/null 2>&1 || not_ok "700 ids: eval failed"
+bad=
+for how in "--token-by-token -t 1" "--split 511 -t 2" "--split 513 -t 1" "--split 100 -t 2"; do
+    # shellcheck disable=SC2086
+    "$KVCHAT" eval -m "$m" -p "$p" -c 1024 $how --logits-out "$T/l.f32" >/dev/null 2>&1 && cmp -s "$T/ref.f32" "$T/l.f32" ||
+        bad="$bad [$how]"
+done
+[ -z "$bad" ] && ok "700 ids across passes: the same bits" || not_ok "700 ids differ:$bad"
+
+# what the binding reads: the layer pattern and the state's size
+run "$KVCHAT" models info "$d/qwen35-rl-Q4_K_M.gguf"
+expect_rc 0
+expect_out 'rope:           imrope, freq base 10000, 16 dims$'
+expect_out 'recurrent:      Gated DeltaNet on 3 of 5 layers, RARRA (R recurrent, A attention)$'
+# 3 layers x (3 x 128 conv inputs + 2 x 32 x 32) x 4 bytes
+expect_out 'state:          28.50 KiB a sequence (29184 bytes): conv of 4 taps, 2 value heads on 1 key heads, heads of 32$'
+expect_out 'block:          gated attention, q/k norms, silu gating, query scale 0.176777$'
+expect_out 'runs:           yes$'
+run "$KVCHAT" models info --json "$d/qwen35-Q8_0.gguf"
+[ "$(jq -c '[.runs, .recurrent_layers, .layer_pattern, .recurrent_state_bytes, .attention_gate, .ssm_group_count]' "$T/out")" = \
+    '[true,3,"RRRA",16896,true,2]' ] && ok "qwen35 json" || not_ok "qwen35 json: $(cat "$T/out")"
+
+# a chat turn runs, and a second one in a new process (the store restores
+# nothing of a recurrent model yet: it prefills again and answers the same)
+q="tell me a long story about the sea, the wind and the boats that sail on it at night under the stars, then another"
+run "$KVCHAT" run -m "$d/qwen35-Q8_0.gguf" -n 8 --temp 0 --json "$q"
+expect_rc 0
+a1=$(jq -r .answer "$T/out")
+[ "$(jq .blocks_written "$T/out")" -gt 0 ] && ok "qwen35: the turn's KV blocks are stored" ||
+    not_ok "qwen35: no blocks written: $(cat "$T/out")"
+run "$KVCHAT" run -m "$d/qwen35-Q8_0.gguf" -n 8 --temp 0 --json "$q"
+expect_rc 0
+[ "$(jq -r .answer "$T/out")" = "$a1" ] && [ "$(jq .restored_tokens "$T/out")" = 0 ] &&
+    ok "qwen35: a second run answers the same, restoring no KV alone" ||
+    not_ok "qwen35 second run: $(cat "$T/out"), first answer: $a1"
+
+finish
