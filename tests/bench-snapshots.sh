@@ -4,7 +4,7 @@
 # shape, random weights: 24 layers of 1024, one gated attention layer in
 # four with 8 heads of 256 and 2 KV heads, Gated DeltaNet layers of 16 key
 # and 16 value heads of 128, conv 4, feed-forward 3584; the Qwen2 vocabulary
-# stands in for Qwen3.5's):
+# stands in for Qwen3.5's, so that text tokenizes):
 # - the first token of a turn resumed at HISTORY tokens (default 4000) by
 #   `kvchat run -s` (blocks and the snapshot at the end of the history read)
 #   against the same turn with --no-cache (the history computed again);
@@ -22,12 +22,13 @@ threads=${THREADS:-2}
 hist=${HISTORY:-4000}
 turns=${TURNS:-10}
 vocab=$top/tests/data/vocab/ggml-vocab-qwen2.gguf
-shape=${SHAPE:-"--dim 1024 --layers 24 --heads 8 --kv-heads 2 --head-dim 256 --ff 3584 --ssm-state 128 \
---ssm-groups 16 --ssm-heads 16 --ssm-conv 4 --full-attn-interval 4 --rope-dim 64 --tied"}
+# (the shape of tests/bench-qwen35.sh, from Qwen3.5-0.8B's config.json)
+shape=${SHAPE:-"--dim 1024 --layers 24 --heads 8 --kv-heads 2 --head-dim 256 --rope-dim 64 --rope-sections 11,11,10,0 \
+--ff 3584 --ssm-state 128 --ssm-groups 16 --ssm-heads 16 --ssm-conv 4 --full-attn-interval 4 --rope-theta 10000000 --tied"}
 mkdir -p "$dir"
 model=$dir/q35-$(echo "$shape" | cksum | cut -d' ' -f1)-Q8_0.gguf
 [ -f "$model" ] || ./tests/mkmodel "$model" --arch qwen35 --vocab "$vocab" $shape --ctx 32768 --type Q8_0 \
-    --scale 0.2 >/dev/null
+    --scale 0.02 >/dev/null
 home=$(mktemp -d "${TMPDIR:-/tmp}/kvchat-bench-home.XXXXXX")
 trap 'rm -rf "$home"' EXIT
 export KVCHAT_HOME=$home
