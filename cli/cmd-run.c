@@ -52,7 +52,9 @@ static const char run_usage[] =
     "                           cached_tokens, prefilled_tokens,\n"
     "                           generated_tokens, ttft_ms, prefill_tok_s,\n"
     "                           decode_tok_s, stop_reason, restore_ms,\n"
-    "                           restored_tokens, restored_blocks, blocks_written\n"
+    "                           restored_tokens, restored_blocks, blocks_written,\n"
+    "                           restored_snapshot_pos (a hybrid model's recurrent-\n"
+    "                           state snapshot the turn resumed from, or null)\n"
     CMD_OPTS_HELP
     "\n"
     "With -s, --system (or --system-file) is for a new session: an existing\n"
@@ -154,6 +156,12 @@ static void print_json(const struct cmd_answer *ans, const char *session, const 
                attach_rs.ms + ts->restore_ms, (long long)(attach_rs.restored_tokens + ts->restored_tokens),
                (long long)(attach_rs.restored_blocks + ts->restored_blocks), (long long)ts->blocks_written);
     }
+    /* a hybrid model's snapshot the turn resumed from (the turn's own restore, else the session's) */
+    int64_t snap = ts->snapshot_pos >= 0 ? ts->snapshot_pos : l->remote ? -1 : attach_rs.snapshot_pos;
+    if (snap > 0)
+        printf(", \"restored_snapshot_pos\": %lld", (long long)snap);
+    else
+        printf(", \"restored_snapshot_pos\": null");
     if (error) {
         printf(", \"error\": ");
         cmd_json_str(stdout, error, strlen(error));

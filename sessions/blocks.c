@@ -11,6 +11,19 @@
  * index, reported, and computed again. Rows move between the context and
  * the files through core's llm_ctx_kv_rows (reading straight into the
  * cache) and llm_ctx_kv_export, whose layout is the block file's.
+ *
+ * A hybrid model (llm_ctx_rstate_size > 0: recurrent layers beside the
+ * attention ones) cannot resume from K/V alone: its recurrent layers keep
+ * one state, not rows. Its snapshots (kvblock.h) are that state at chosen
+ * positions, addressed by the id of the block ending there. The caller
+ * takes them while it computes (sess_kv_snap_take, kept in memory); each
+ * save writes those that lie on the tokens it stores (the state at its end
+ * always among them). A restore reads the blocks as for any model, then
+ * the latest snapshot at or before where they reach, and leaves the
+ * context there (the rest is computed again); going back (sess_kv_rewind)
+ * likewise lands on a snapshot. Invariant: the context's recurrent state
+ * is valid at its n_past after every call here. Attention-only models take
+ * none of these paths.
  */
 #include "core/llm.h"
 #include "sessions/sess-int.h"
@@ -41,7 +54,35 @@ struct sess_kv {
     struct kv_block_dst *dst; /* 2 n_layer: where each run of a block goes */
     uint8_t *rows_buf;       /* one block's rows, for writing */
     int32_t child_tokens[B];
+    /* recurrent state (hybrid models; rsize 0: none of this) */
+    uint64_t rsize;          /* llm_ctx_rstate_size */
+    struct snap_mem *pend;   /* snapshots taken since the last save, the oldest first */
+    int64_t n_pend, cap_pend;
+    uint8_t *rbuf;           /* rsize: a snapshot being read */
+    uint8_t *sbuf;           /* rsize: the state before a restore, to go back to */
+    uint8_t used[32];        /* the snapshot restored last (marked used at the next save) */
+    bool has_used;
 };
+
+/* a snapshot in memory: the state at pos of the tokens whose chain ends
+ * with block id (parent: the block before it) */
+struct snap_mem {
+    uint8_t id[32], parent[32];
+    int64_t pos;
+    uint8_t *state;
+};
+
+/* snapshots held in memory at most (each llm_ctx_rstate_size bytes); past
+ * that they are written at once (with a store) or the oldest dropped */
+#define SNAP_PENDING_MAX 8
+
+static const uint8_t zero_id[32];
+
+/* sess_fail when there is a store to hold the message */
+static int kfail(struct sess_kv *kv, const char *msg)
+{
+    return kv->st ? sess_fail(kv->st, "%s", msg) : SESS_ERR;
+}
 
 /* ==== the model fingerprint ==== */
 
@@ -121,12 +162,18 @@ int sess_kv_init(struct sess_store *st, const struct llm_model *m, struct llm_ct
     kv->model_path = strdup(model_path ? model_path : "");
     kv->ctx = ctx;
     kv->kv_type = llm_ctx_kv_type(ctx) == LLM_TYPE_F32 ? 0 : 1;
-    kv->n_layer = (uint32_t)llm_model_n_layer_kv(m); /* the layers with K/V rows */
+    kv->n_layer = (uint32_t)llm_model_n_layer_kv(m); /* the attention layers */
     kv->n_embd = (uint32_t)llm_model_n_embd_kv(m);
     uint64_t block_bytes = (uint64_t)B * kv->n_layer * 2 * kv->n_embd * kv_block_elem_size(kv->kv_type);
     kv->dst = malloc(2 * (size_t)kv->n_layer * sizeof *kv->dst);
     kv->rows_buf = malloc(block_bytes ? block_bytes : 1);
     if (!kv->dst || !kv->rows_buf || !kv->model_path) {
+        sess_kv_free(kv);
+        snprintf(err, err_size, "out of memory");
+        return SESS_ERR;
+    }
+    kv->rsize = llm_ctx_rstate_size(ctx);
+    if (kv->rsize && (!(kv->rbuf = malloc(kv->rsize)) || !(kv->sbuf = malloc(kv->rsize)))) {
         sess_kv_free(kv);
         snprintf(err, err_size, "out of memory");
         return SESS_ERR;
@@ -162,6 +209,11 @@ void sess_kv_free(struct sess_kv *kv)
     free(kv->rows);
     free(kv->dst);
     free(kv->rows_buf);
+    for (int64_t i = 0; i < kv->n_pend; i++)
+        free(kv->pend[i].state);
+    free(kv->pend);
+    free(kv->rbuf);
+    free(kv->sbuf);
     free(kv);
 }
 
@@ -209,7 +261,7 @@ static int ids_reserve(struct sess_kv *kv, int64_t n)
     if (rows)
         kv->rows = rows;
     if (!ids || !rows)
-        return sess_fail(kv->st, "out of memory");
+        return kfail(kv, "out of memory");
     kv->cap_ids = cap;
     return SESS_OK;
 }
@@ -225,10 +277,25 @@ static int chain_ids(struct sess_kv *kv, const int32_t *tokens, int64_t n, int64
         struct kv_block_desc d;
         describe(kv, tokens, i, i < k_full ? B : n % B, i ? kv->ids[i - 1] : NULL, &d);
         if (kv_block_id(&d, kv->ids[i]))
-            return sess_fail(kv->st, "cannot compute a KV block's id");
+            return kfail(kv, "cannot compute a KV block's id");
     }
     *k_end = k;
     return SESS_OK;
+}
+
+/* The id of the block of tokens that ends at p (>= 1) and its parent
+ * (zeros for the first), over kv->ids of a chain_ids that covered p. */
+static int id_at(struct sess_kv *kv, const int32_t *tokens, int64_t p, uint8_t id[32], uint8_t parent[32])
+{
+    int64_t k = (p - 1) / B;
+    memcpy(parent, k ? kv->ids[k - 1] : zero_id, 32);
+    if (p % B == 0) {
+        memcpy(id, kv->ids[k], 32);
+        return SESS_OK;
+    }
+    struct kv_block_desc d;
+    describe(kv, tokens, k, p - k * B, k ? kv->ids[k - 1] : NULL, &d);
+    return kv_block_id(&d, id) ? kfail(kv, "cannot compute a KV block's id") : SESS_OK;
 }
 
 /* ==== restoring ==== */
@@ -290,16 +357,11 @@ static double ms_since(const struct timespec *t0)
     return (t1.tv_sec - t0->tv_sec) * 1e3 + (t1.tv_nsec - t0->tv_nsec) / 1e6;
 }
 
-int sess_kv_restore(struct sess_kv *kv, const int32_t *tokens, int64_t limit, struct sess_kv_restore *r)
+/* the K/V half of sess_kv_restore: blocks alone */
+static int restore_kv(struct sess_kv *kv, const int32_t *tokens, int64_t limit, struct sess_kv_restore *r)
 {
-    memset(r, 0, sizeof *r);
     int64_t have = llm_ctx_n_past(kv->ctx);
     if (!kv->st || limit <= have)
-        return SESS_OK;
-    /* a recurrent model (qwen35) cannot resume from K/V rows alone: its
-     * recurrent state is not in the blocks yet, so it restores nothing and
-     * prefills (issue 23's snapshots will restore it) */
-    if (llm_ctx_rstate_size(kv->ctx) != 0)
         return SESS_OK;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -355,6 +417,272 @@ int sess_kv_restore(struct sess_kv *kv, const int32_t *tokens, int64_t limit, st
     return SESS_OK;
 }
 
+/* ==== snapshots of the recurrent state ==== */
+
+bool sess_kv_recurrent(const struct sess_kv *kv) { return kv->rsize > 0; }
+
+static void pend_drop(struct sess_kv *kv, int64_t i)
+{
+    free(kv->pend[i].state);
+    memmove(kv->pend + i, kv->pend + i + 1, (size_t)(kv->n_pend - i - 1) * sizeof *kv->pend);
+    kv->n_pend--;
+}
+
+/* Is snapshot (id, parent, pos) recorded? 1, 0, SESS_ERR */
+static int snap_recorded(struct sess_kv *kv, const uint8_t id[32], const uint8_t parent[32], int64_t pos)
+{
+    struct sess_snap_row rows[8];
+    int64_t n;
+    if (sess_snaps_in_block(kv->st, parent, kv->model_id, kv->kv_type, pos - 1, pos, rows, 8, &n))
+        return SESS_ERR;
+    for (int64_t i = 0; i < n; i++)
+        if (!memcmp(rows[i].id, id, 32))
+            return 1;
+    return 0;
+}
+
+/* Write snapshot sm and record it (used at t). SESS_OK, or SESS_ERR with
+ * why in the store's message and *err_no the write's errno (-1: the
+ * database). */
+static int write_snap(struct sess_kv *kv, const struct snap_mem *sm, int64_t t, int64_t *bytes, int *err_no)
+{
+    struct kv_snap_desc d;
+    memset(&d, 0, sizeof d);
+    memcpy(d.id, sm->id, 32);
+    memcpy(d.fingerprint, kv->fp, 32);
+    d.kv_type = kv->kv_type;
+    d.pos = (uint64_t)sm->pos;
+    d.state_bytes = kv->rsize;
+    char path[4200], err[512];
+    *err_no = 0;
+    if (sess_snap_path(kv->st, sm->id, true, path, sizeof path))
+        return SESS_ERR;
+    if (kv_snap_write(path, &d, sm->state, err, sizeof err, err_no))
+        return sess_fail(kv->st, "%s", err);
+    *bytes = (int64_t)kv_snap_file_bytes(&d);
+    if (sess_snap_record(kv->st, &d, sm->parent, kv->model_id, *bytes, t)) {
+        *err_no = -1;
+        unlink(path); /* no row, no file */
+        return SESS_ERR;
+    }
+    return SESS_OK;
+}
+
+/* write_snap; on a full disk, evict and try once more */
+static int write_snap_or_evict(struct sess_kv *kv, const struct snap_mem *sm, int64_t t, int64_t *bytes, int *err_no)
+{
+    int rc = write_snap(kv, sm, t, bytes, err_no);
+    if (rc == SESS_OK || (*err_no != ENOSPC && *err_no != EDQUOT))
+        return rc;
+    char why[1024];
+    snprintf(why, sizeof why, "%s", sess_errmsg(kv->st));
+    int64_t total, need = 2 * (int64_t)(KV_SNAP_HEADER_BYTES + kv->rsize);
+    struct sess_gc_stats gs;
+    if (sess_store_bytes(kv->st, &total, NULL) == SESS_OK && total > 0 &&
+        sess_evict(kv->st, total > need ? total - need : 0, &gs) == SESS_OK && gs.blocks > 0 &&
+        write_snap(kv, sm, t, bytes, err_no) == SESS_OK)
+        return SESS_OK;
+    return sess_fail(kv->st, "%s (the disk is full: free space, or keep less with --cache-max)", why);
+}
+
+int sess_kv_snap_take(struct sess_kv *kv, const int32_t *tokens)
+{
+    int64_t p = llm_ctx_n_past(kv->ctx), n_ids;
+    if (!kv->rsize || p == 0 || !llm_ctx_rstate_valid(kv->ctx))
+        return SESS_OK;
+    uint8_t id[32], parent[32];
+    if (chain_ids(kv, tokens, p, &n_ids) || id_at(kv, tokens, p, id, parent))
+        return SESS_ERR;
+    for (int64_t i = 0; i < kv->n_pend; i++)
+        if (!memcmp(kv->pend[i].id, id, 32))
+            return SESS_OK;
+    if (kv->has_used && !memcmp(kv->used, id, 32))
+        return SESS_OK; /* what was restored is stored */
+    if (kv->n_pend == SNAP_PENDING_MAX) {
+        /* a long prompt: what is held goes to disk now (its blocks come
+         * with the turn's), or without a store the oldest is dropped */
+        int64_t t = sess_now_ms(), bytes;
+        int err_no;
+        while (kv->st && kv->n_pend > 0) {
+            int known = snap_recorded(kv, kv->pend[0].id, kv->pend[0].parent, kv->pend[0].pos);
+            if (known < 0 || (!known && write_snap_or_evict(kv, &kv->pend[0], t, &bytes, &err_no)))
+                break; /* (best effort: the cache is only a cache) */
+            pend_drop(kv, 0);
+        }
+        if (kv->n_pend == SNAP_PENDING_MAX)
+            pend_drop(kv, 0);
+    }
+    if (kv->n_pend == kv->cap_pend) {
+        int64_t cap = kv->cap_pend ? 2 * kv->cap_pend : 4;
+        struct snap_mem *q = realloc(kv->pend, (size_t)cap * sizeof *q);
+        if (!q)
+            return kfail(kv, "out of memory");
+        kv->pend = q;
+        kv->cap_pend = cap;
+    }
+    struct snap_mem *sm = &kv->pend[kv->n_pend];
+    if (!(sm->state = malloc(kv->rsize)))
+        return kfail(kv, "out of memory");
+    if (llm_ctx_rstate_export(kv->ctx, sm->state, kv->rsize) != (int64_t)kv->rsize) {
+        free(sm->state);
+        char msg[600];
+        snprintf(msg, sizeof msg, "cannot export the recurrent state: %.500s", llm_ctx_errmsg(kv->ctx));
+        return kfail(kv, msg);
+    }
+    memcpy(sm->id, id, 32);
+    memcpy(sm->parent, parent, 32);
+    sm->pos = p;
+    kv->n_pend++;
+    return SESS_OK;
+}
+
+/* the context cut to p (<= n_past) with state (rsize bytes, of tokens at
+ * p): SESS_OK, or SESS_ERR when the engine refuses it */
+static int set_state(struct sess_kv *kv, int64_t p, const void *state)
+{
+    if (llm_ctx_truncate(kv->ctx, p) != LLM_OK || llm_ctx_rstate_import(kv->ctx, state, kv->rsize) != LLM_OK) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "cannot set the recurrent state: %.500s", llm_ctx_errmsg(kv->ctx));
+        return kfail(kv, msg);
+    }
+    return SESS_OK;
+}
+
+/*
+ * Go to the latest snapshot of tokens at a position in (lo, hi], the
+ * context holding their K/V up to hi: one in memory, or the store's (when
+ * use_store; deepest first; one that fails a check is reported in r and
+ * forgotten). Returns the position (the context then holds [0, pos) with
+ * its state valid), 0 when there is none (the context unchanged), or
+ * SESS_ERR.
+ */
+static int64_t load_snapshot(struct sess_kv *kv, const int32_t *tokens, int64_t lo, int64_t hi, bool use_store,
+                             struct sess_kv_restore *r)
+{
+    int64_t n_ids, best = -1;
+    if (hi <= lo || chain_ids(kv, tokens, hi, &n_ids))
+        return hi <= lo ? 0 : SESS_ERR;
+    for (int64_t i = 0; i < kv->n_pend; i++) {
+        uint8_t id[32], parent[32];
+        int64_t p = kv->pend[i].pos;
+        if (p <= lo || p > hi || (best >= 0 && p <= kv->pend[best].pos))
+            continue;
+        if (id_at(kv, tokens, p, id, parent))
+            return SESS_ERR;
+        if (!memcmp(id, kv->pend[i].id, 32))
+            best = i;
+    }
+    int64_t floor_pos = best >= 0 ? kv->pend[best].pos : lo;
+    for (int64_t k = (hi - 1) / B; use_store && kv->st && k >= 0 && (k + 1) * B > floor_pos; k--) {
+        struct sess_snap_row rows[8];
+        int64_t n, a = k * B > floor_pos ? k * B : floor_pos, b = (k + 1) * B < hi ? (k + 1) * B : hi;
+        if (sess_snaps_in_block(kv->st, k ? kv->ids[k - 1] : zero_id, kv->model_id, kv->kv_type, a, b, rows, 8, &n))
+            return SESS_ERR;
+        for (int64_t i = 0; i < n; i++) {
+            uint8_t id[32], parent[32];
+            if (id_at(kv, tokens, rows[i].pos, id, parent))
+                return SESS_ERR;
+            if (memcmp(id, rows[i].id, 32))
+                continue; /* another sequence's, in a block with the same parent */
+            char path[4200], err[512];
+            struct kv_snap_desc want;
+            memset(&want, 0, sizeof want);
+            memcpy(want.id, id, 32);
+            memcpy(want.fingerprint, kv->fp, 32);
+            want.kv_type = kv->kv_type;
+            want.pos = (uint64_t)rows[i].pos;
+            want.state_bytes = kv->rsize;
+            if (sess_snap_path(kv->st, id, false, path, sizeof path))
+                return SESS_ERR;
+            int rc = kv_snap_read(path, &want, kv->rbuf, err, sizeof err);
+            if (rc == KV_BLOCK_OK && set_state(kv, rows[i].pos, kv->rbuf) == SESS_OK) {
+                memcpy(kv->used, id, 32);
+                kv->has_used = true;
+                return rows[i].pos;
+            }
+            if (rc == KV_BLOCK_MISSING)
+                problem(r, "snapshot '%s' (the state at %lld) is missing%s%s", path, (long long)rows[i].pos,
+                        strcmp(err, "not a regular file") ? "" : ": ", strcmp(err, "not a regular file") ? "" : err);
+            else if (rc != KV_BLOCK_OK)
+                problem(r, "snapshot '%s' is unusable (%s)", path, err);
+            else
+                problem(r, "snapshot '%s' is unusable (%s)", path, sess_errmsg(kv->st));
+            if (sess_snap_forget(kv->st, id))
+                return SESS_ERR;
+        }
+    }
+    if (best < 0)
+        return 0;
+    if (set_state(kv, kv->pend[best].pos, kv->pend[best].state))
+        return SESS_ERR;
+    return kv->pend[best].pos;
+}
+
+int sess_kv_rewind(struct sess_kv *kv, const int32_t *tokens, int64_t n, bool use_store, struct sess_kv_restore *r)
+{
+    int64_t have = llm_ctx_n_past(kv->ctx);
+    if (n > have)
+        n = have;
+    if (!kv->rsize || n == 0) {
+        if (n < have && llm_ctx_truncate(kv->ctx, n) != LLM_OK)
+            return kfail(kv, llm_ctx_errmsg(kv->ctx));
+        return SESS_OK;
+    }
+    if (n == have && llm_ctx_rstate_valid(kv->ctx))
+        return SESS_OK;
+    int64_t s = load_snapshot(kv, tokens, 0, n, use_store, r);
+    if (s < 0)
+        return SESS_ERR;
+    if (s == 0 && llm_ctx_truncate(kv->ctx, 0) != LLM_OK) /* the initial state */
+        return kfail(kv, llm_ctx_errmsg(kv->ctx));
+    r->snap_pos = s ? s : -1;
+    return SESS_OK;
+}
+
+int sess_kv_restore(struct sess_kv *kv, const int32_t *tokens, int64_t limit, struct sess_kv_restore *r)
+{
+    memset(r, 0, sizeof *r);
+    r->snap_pos = -1;
+    int64_t have = llm_ctx_n_past(kv->ctx);
+    if (!kv->rsize)
+        return restore_kv(kv, tokens, limit, r);
+    if (!kv->st || limit <= have)
+        return SESS_OK;
+    /* the state now, to come back to when no snapshot lies past it */
+    if (have > 0 && llm_ctx_rstate_export(kv->ctx, kv->sbuf, kv->rsize) != (int64_t)kv->rsize)
+        return kfail(kv, "cannot export the recurrent state");
+    int rc = restore_kv(kv, tokens, limit, r);
+    double ms = r->ms;
+    int64_t reach = llm_ctx_n_past(kv->ctx);
+    r->kv_reach = reach;
+    if (rc == SESS_OK && reach > have) {
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int64_t s = load_snapshot(kv, tokens, have, reach, true, r);
+        if (s < 0)
+            rc = SESS_ERR;
+        else if (s > 0)
+            r->snap_pos = s;
+        ms += ms_since(&t0);
+    }
+    if (reach < have) {
+        /* a damaged block overlapping what the context held cut it below
+         * there: the latest snapshot before the cut, or the start */
+        int64_t s = load_snapshot(kv, tokens, 0, reach, true, r);
+        if (s < 0)
+            return SESS_ERR;
+        if (s == 0 && llm_ctx_truncate(kv->ctx, 0) != LLM_OK)
+            return kfail(kv, llm_ctx_errmsg(kv->ctx));
+        r->snap_pos = s ? s : -1;
+    } else if (llm_ctx_n_past(kv->ctx) != have && r->snap_pos < 0) { /* no snapshot: back to where it was */
+        if (have == 0 ? llm_ctx_truncate(kv->ctx, 0) != LLM_OK : set_state(kv, have, kv->sbuf) != SESS_OK)
+            return kfail(kv, "cannot go back to the recurrent state");
+    }
+    r->tokens = llm_ctx_n_past(kv->ctx) > have ? llm_ctx_n_past(kv->ctx) - have : 0;
+    r->ms = ms;
+    return rc;
+}
+
 /* ==== storing ==== */
 
 /* Write block k (d, id) from the context's rows; record it. SESS_OK, or
@@ -408,6 +736,10 @@ int sess_kv_save(struct sess_kv *kv, const int32_t *tokens, int64_t n, struct se
     if (sess_kv_model_id(kv) < 0)
         return SESS_ERR;
     int64_t n_ids, found, k_full = n / B, t = sess_now_ms();
+    /* a hybrid model's state at the end is always kept (before the ids
+     * below: taking one computes ids too) */
+    if (kv->rsize && n == llm_ctx_n_past(kv->ctx) && sess_kv_snap_take(kv, tokens))
+        return SESS_ERR;
     if (chain_ids(kv, tokens, n, &n_ids))
         return SESS_ERR;
     s->ids = kv->ids;
@@ -433,12 +765,43 @@ int sess_kv_save(struct sess_kv *kv, const int32_t *tokens, int64_t n, struct se
         }
     }
     /* every block of the prompt was used now, at one time (for the LRU) */
-    uint8_t (*known)[32] = malloc((size_t)(n_known ? n_known : 1) * sizeof *known);
+    uint8_t (*known)[32] = malloc((size_t)(n_known + kv->n_pend + 1) * sizeof *known);
     if (!known)
         return sess_fail(kv->st, "out of memory");
     for (int64_t i = 0; i < n_known; i++)
         memcpy(known[i], kv->rows[i].id, 32);
     int rc = sess_blocks_touch(kv->st, (const uint8_t(*)[32])known, n_known, t);
+    /* the snapshots taken on these tokens (others were of a sequence that
+     * is not kept: an answer cut back), and the one restored */
+    int64_t n_snap = 0;
+    for (int64_t i = 0; i < kv->n_pend && rc == SESS_OK; i++) {
+        const struct snap_mem *sm = &kv->pend[i];
+        uint8_t id[32], parent[32];
+        if (sm->pos > n || id_at(kv, tokens, sm->pos, id, parent) || memcmp(id, sm->id, 32))
+            continue;
+        int rec = snap_recorded(kv, sm->id, sm->parent, sm->pos);
+        if (rec < 0) {
+            rc = SESS_ERR;
+        } else if (rec) {
+            memcpy(known[n_snap++], sm->id, 32);
+        } else if (!s->problem[0]) {
+            int64_t bytes;
+            int err_no;
+            if (write_snap_or_evict(kv, sm, t, &bytes, &err_no) == SESS_OK) {
+                s->snaps_written++;
+            } else {
+                snprintf(s->problem, sizeof s->problem, "cannot store the recurrent state: %s", sess_errmsg(kv->st));
+                s->db_failed = err_no < 0 && !sess_store_full(kv->st);
+            }
+        }
+    }
+    while (kv->n_pend > 0)
+        pend_drop(kv, kv->n_pend - 1);
+    if (kv->has_used && n_snap < n_known + 1)
+        memcpy(known[n_snap++], kv->used, 32);
+    kv->has_used = false;
+    if (rc == SESS_OK)
+        rc = sess_snaps_touch(kv->st, (const uint8_t(*)[32])known, n_snap, t);
     free(known);
     return rc;
 }

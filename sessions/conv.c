@@ -105,6 +105,12 @@ struct sess_conv {
     /* what a long restore or prefill has done (sess_conv_progress) */
     _Atomic int prog_kind;
     _Atomic int64_t prog_from, prog_to;
+    /* a hybrid model's snapshots: positions besides the ladder where the
+     * prefill under way keeps one, and a problem met going back to one
+     * (said with the next turn) */
+    int64_t snap_at[4];
+    int n_snap_at;
+    char snap_problem[512];
 };
 
 static int cfail(struct sess_conv *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -410,6 +416,49 @@ enum sess_progress_kind sess_conv_progress(const struct sess_conv *c, int64_t *d
 
 /* ==== the KV cache ==== */
 
+/* Snapshot placement, for a model with recurrent layers (its KV blocks
+ * cannot resume it alone; docs/snapshots.md): the state is kept at every
+ * multiple of SESS_SNAP_INTERVAL positions (the ladder), at the end of the
+ * system prompt, one token before the end of each prompt (where a retry
+ * resumes: the last token is computed again for its logits), at the end of
+ * each answer (every save keeps the state at its end), and where the
+ * stored K/V of another conversation stopped matching this one (a prefix
+ * two chats share). A resume therefore computes its new tokens and at most
+ * SESS_SNAP_INTERVAL - 1 more. Not with --no-cache (nothing is stored). */
+static bool recurrent(const struct sess_conv *c) { return !c->remote && c->kv && sess_kv_recurrent(c->kv); }
+static bool snapping(const struct sess_conv *c) { return recurrent(c) && c->st && !c->p.no_cache; }
+
+/* the next position after n_kv where the prefill keeps a snapshot (INT64_MAX: none) */
+static int64_t next_snap_point(const struct sess_conv *c)
+{
+    if (!snapping(c))
+        return INT64_MAX;
+    int64_t next = (c->n_kv / SESS_SNAP_INTERVAL + 1) * SESS_SNAP_INTERVAL;
+    for (int i = 0; i < c->n_snap_at; i++)
+        if (c->snap_at[i] > c->n_kv && c->snap_at[i] < next)
+            next = c->snap_at[i];
+    return next;
+}
+
+static bool is_snap_point(const struct sess_conv *c, int64_t p)
+{
+    if (!snapping(c) || p <= 0)
+        return false;
+    if (p % SESS_SNAP_INTERVAL == 0)
+        return true;
+    for (int i = 0; i < c->n_snap_at; i++)
+        if (c->snap_at[i] == p)
+            return true;
+    return false;
+}
+
+/* keep the state at n_kv (best effort: a snapshot is only a cache) */
+static void snap_take(struct sess_conv *c)
+{
+    if (snapping(c) && c->n_kv == llm_ctx_n_past(c->ctx))
+        sess_kv_snap_take(c->kv, c->tokens);
+}
+
 static int add_tokens(struct sess_conv *c, const int32_t *toks, int64_t n)
 {
     if (c->n_tokens + n > c->n_ctx)
@@ -460,14 +509,18 @@ static int sync_kv_passes(struct sess_conv *c, int64_t *n_done, volatile sig_ato
     int64_t done = 0;
     *n_done = 0;
     while (c->n_kv < c->n_tokens) {
-        int64_t end = c->n_tokens, n = end - c->n_kv;
+        int64_t end = c->n_tokens, n = end - c->n_kv, snap = next_snap_point(c);
         if (n > PREFILL_PASS && interrupt)
             c->n_tokens = c->n_kv + PREFILL_PASS; /* one pass; the rest stays in tokens[] */
+        if (snap < c->n_tokens)
+            c->n_tokens = snap; /* a hybrid model's state is kept there */
         int64_t k;
         int rc = sync_kv(c, &k);
         c->n_tokens = end;
         if (rc)
             return rc;
+        if (is_snap_point(c, c->n_kv))
+            snap_take(c);
         done += k;
         *n_done = done;
         if (interrupt && *interrupt && c->n_kv < c->n_tokens)
@@ -476,24 +529,30 @@ static int sync_kv_passes(struct sess_conv *c, int64_t *n_done, volatile sig_ato
     return SESS_OK;
 }
 
-/* the cache keeps positions [0, n), n < n_kv; a recurrent model's state
- * cannot go back to n (no snapshot of it here), so it starts again from 0 */
-static int cache_keep(struct sess_conv *c, int64_t n)
+/* the cache cut to at most n positions: a hybrid model's to a snapshot at
+ * or before n (the rest is computed when next needed) */
+static int cut_cache(struct sess_conv *c, int64_t n)
 {
-    if (llm_ctx_truncate(c->ctx, n) != LLM_OK)
-        return cfail(c, "%s", llm_ctx_errmsg(c->ctx));
-    if (!llm_ctx_rstate_valid(c->ctx)) {
-        if (llm_ctx_truncate(c->ctx, 0) != LLM_OK)
+    if (!recurrent(c)) {
+        if (llm_ctx_truncate(c->ctx, n) != LLM_OK)
             return cfail(c, "%s", llm_ctx_errmsg(c->ctx));
-        n = 0;
+        c->n_kv = n;
+        return SESS_OK;
     }
-    c->n_kv = n;
+    struct sess_kv_restore r;
+    memset(&r, 0, sizeof r);
+    int rc = sess_kv_rewind(c->kv, c->tokens, n, c->st && !c->p.no_cache, &r);
+    c->n_kv = llm_ctx_n_past(c->ctx);
+    if (r.first_problem[0] && !c->snap_problem[0])
+        snprintf(c->snap_problem, sizeof c->snap_problem, "%s", r.first_problem);
+    if (rc)
+        return cfail(c, "%s", c->st ? sess_errmsg(c->st) : "cannot go back in the recurrent state");
     return SESS_OK;
 }
 
 static int truncate_to(struct sess_conv *c, int64_t n)
 {
-    if (n < c->n_kv && cache_keep(c, n))
+    if (n < c->n_kv && cut_cache(c, n))
         return SESS_ERR;
     if (n < c->n_tokens)
         c->n_tokens = n;
@@ -546,14 +605,15 @@ static bool restore_blocks(struct sess_conv *c, int64_t limit, struct sess_kv_re
 }
 
 /* logits for the next position after a truncation: compute the last token
- * again */
-static int refresh_logits(struct sess_conv *c)
+ * again (a hybrid model's, from the snapshot before it); *n_done: tokens
+ * computed */
+static int refresh_logits(struct sess_conv *c, int64_t *n_done)
 {
     if (c->n_tokens == 0)
         return cfail(c, "nothing to continue from");
     if (c->n_kv == c->n_tokens && truncate_to(c, c->n_tokens - 1) == SESS_OK)
         c->n_tokens++; /* the token is still in tokens[]: recompute it */
-    return sync_kv(c, NULL);
+    return sync_kv(c, n_done);
 }
 
 /* ==== persistence ==== */
@@ -1206,7 +1266,8 @@ static int generate(struct sess_conv *c, int64_t ans_start, const char *pre, ses
             g.text[g.len] = 0;
             if (g.emitted > g.len)
                 g.emitted = g.len;
-            if (truncate_to(c, start + keep)) {
+            /* (a hybrid model goes back to a snapshot and computes up to there) */
+            if (truncate_to(c, start + keep) || sync_kv(c, NULL)) {
                 rc = SESS_ERR;
                 break;
             }
@@ -1218,6 +1279,8 @@ static int generate(struct sess_conv *c, int64_t ans_start, const char *pre, ses
             rc = SESS_ERR;
             break;
         }
+        if (is_snap_point(c, c->n_kv)) /* the ladder goes on through answers */
+            snap_take(c);
         g.ends[n_gen++] = (int64_t)g.len;
         size_t safe = g.len - held_back(&g, stops);
         if (safe > g.emitted && on_text) {
@@ -1345,11 +1408,26 @@ static int prepare(struct sess_conv *c, volatile sig_atomic_t *interrupt, struct
     ts->restored_tokens = c->n_kv > before ? c->n_kv - before : 0;
     ts->restored_blocks = r.blocks;
     ts->restore_ms = r.ms;
+    if (r.snap_pos > 0)
+        ts->snapshot_pos = r.snap_pos;
     if (r.first_problem[0])
         snprintf(ts->kv_problem, sizeof ts->kv_problem, "%.490s; recomputed", r.first_problem);
+    else if (c->snap_problem[0])
+        snprintf(ts->kv_problem, sizeof ts->kv_problem, "%.490s; recomputed", c->snap_problem);
+    c->snap_problem[0] = 0;
     ts->cached_tokens = c->n_kv;
+    /* a hybrid model keeps its state on the way: where this prompt stopped
+     * sharing stored K/V, at the end of the system prompt, one token before
+     * the end (a retry's start) */
+    c->n_snap_at = 0;
+    if (r.kv_reach > c->n_kv && r.kv_reach < c->n_tokens)
+        c->snap_at[c->n_snap_at++] = r.kv_reach;
+    if (has_system(c))
+        c->snap_at[c->n_snap_at++] = c->msgs[0].n_tokens;
+    c->snap_at[c->n_snap_at++] = c->n_tokens - 1;
     int64_t done;
     int rc = sync_kv_interruptible(c, &done, interrupt);
+    c->n_snap_at = 0;
     ts->prefilled_tokens = done;
     return rc;
 }
@@ -1429,6 +1507,7 @@ int sess_conv_say(struct sess_conv *c, const char *user_text, sess_text_fn on_te
                   volatile sig_atomic_t *interrupt, struct sess_turn_stats *ts)
 {
     memset(ts, 0, sizeof *ts);
+    ts->snapshot_pos = -1;
     if (c->remote)
         return remote_turn(c, c->n_msgs, user_text, on_text, ud, interrupt, ts);
     double t0 = now_ms();
@@ -1501,6 +1580,7 @@ int sess_conv_retry(struct sess_conv *c, sess_text_fn on_text, void *ud, volatil
                     struct sess_turn_stats *ts)
 {
     memset(ts, 0, sizeof *ts);
+    ts->snapshot_pos = -1;
     int64_t L = c->n_msgs - 1;
     if (L < 0 || c->msgs[L].role != SESS_ROLE_ASSISTANT)
         return cfail(c, "there is no answer to retry");
@@ -1528,9 +1608,10 @@ int sess_conv_retry(struct sess_conv *c, sess_text_fn on_text, void *ud, volatil
     if (c->n_kv < c->n_tokens) {
         rc = prepare(c, interrupt, ts);
     } else {
-        rc = refresh_logits(c);
-        ts->cached_tokens = c->n_tokens - 1;
-        ts->prefilled_tokens = 1;
+        int64_t done = 0;
+        rc = refresh_logits(c, &done);
+        ts->cached_tokens = c->n_tokens - done;
+        ts->prefilled_tokens = done;
     }
     if (rc)
         return rc == SESS_ERR_INTERRUPTED ? cfail(c, "interrupted"), SESS_ERR_INTERRUPTED : SESS_ERR;
@@ -1649,7 +1730,7 @@ int sess_conv_drop_oldest(struct sess_conv *c, int64_t n)
         while (k < n_kv && k < c->n_tokens && old[k] == c->tokens[k])
             k++;
         if (k < c->n_kv)
-            rc = cache_keep(c, k);
+            rc = cut_cache(c, k);
     }
     free(old);
     return rc ? rc : persist(c, 0, NULL);
@@ -1733,6 +1814,7 @@ static int load_messages(struct sess_conv *c, const struct sess_message *msgs, i
 int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct sess_restore_stats *rs)
 {
     memset(rs, 0, sizeof *rs);
+    rs->snapshot_pos = -1;
     if (!c->st)
         return cfail(c, "no session store");
     int64_t sid;
@@ -1851,6 +1933,7 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
         int64_t before = c->n_kv;
         rs->store_failed = restore_blocks(c, c->n_tokens, &r);
         rs->restored_tokens = c->n_kv - before;
+        rs->snapshot_pos = r.snap_pos > 0 ? r.snap_pos : -1;
         rs->restored_blocks = r.blocks;
         rs->damaged = r.damaged;
         rs->ms = r.ms;

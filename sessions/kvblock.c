@@ -1,6 +1,7 @@
 /*
- * kvblock.c - KV block files (format in kvblock.h): writing them atomically
- * and reading them back into a KV cache with every byte verified.
+ * kvblock.c - KV block files and recurrent-state snapshot files (formats in
+ * kvblock.h): writing them atomically and reading them back into a KV cache
+ * (or a state buffer) with every byte verified.
  *
  * Invariants: a block file at its final path is complete (written to a
  * temporary name created exclusively, data synced, renamed, directory
@@ -278,6 +279,48 @@ static void clear_non_file(const char *path)
         unlink(path);
 }
 
+/* path written whole: head then body to path.tmp.PID (created exclusively,
+ * never through a symlink or a FIFO), synced, renamed over path, the
+ * directory synced; 0, or KV_BLOCK_DAMAGED with err and *err_no, no file left */
+static int write_file(const char *path, const void *head, size_t hb, const void *body, uint64_t bb, char *err,
+                      size_t err_size, int *err_no)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    unlink(tmp); /* a leftover of a dead process with our pid */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        *err_no = errno;
+        return fail(err, err_size, "cannot create '%s': %s", tmp, strerror(errno));
+    }
+    int rc = write_all(fd, head, hb) || write_all(fd, body, (size_t)bb) ? -1 : 0;
+    if (rc == 0 && fdatasync(fd) != 0)
+        rc = -1;
+    int e = errno;
+    if (close(fd) != 0 && rc == 0) {
+        rc = -1;
+        e = errno;
+    }
+    if (rc == 0) {
+        clear_non_file(path);
+        if (rename(tmp, path) != 0) {
+            rc = -1;
+            e = errno;
+        }
+    }
+    if (rc) {
+        unlink(tmp);
+        *err_no = e;
+        return fail(err, err_size, "cannot write '%s': %s", path, strerror(e));
+    }
+    if (fsync_dir_of(path) != 0) {
+        *err_no = errno;
+        return fail(err, err_size, "cannot sync the directory of '%s': %s", path, strerror(errno));
+    }
+    *err_no = 0;
+    return 0;
+}
+
 int kv_block_write(const char *path, const struct kv_block_desc *d, const uint8_t id[32],
                    const void *rows, char *err, size_t err_size, int *err_no)
 {
@@ -314,43 +357,9 @@ int kv_block_write(const char *path, const struct kv_block_desc *d, const uint8_
         put_u32(crcs + 8 * l + 4, kv_crc32c(0, r + (kb + vb) * l + kb, vb));
     }
     put_u32(h + 144, kv_crc32c(0, h, hb));
-
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    unlink(tmp); /* a leftover of a dead process with our pid */
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        *err_no = errno;
-        free(h);
-        return fail(err, err_size, "cannot create '%s': %s", tmp, strerror(errno));
-    }
-    int rc = write_all(fd, h, hb) || write_all(fd, rows, rb) ? -1 : 0;
+    int rc = write_file(path, h, hb, rows, rb, err, err_size, err_no);
     free(h);
-    if (rc == 0 && fdatasync(fd) != 0)
-        rc = -1;
-    int e = errno;
-    if (close(fd) != 0 && rc == 0) {
-        rc = -1;
-        e = errno;
-    }
-    if (rc == 0) {
-        clear_non_file(path);
-        if (rename(tmp, path) != 0) {
-            rc = -1;
-            e = errno;
-        }
-    }
-    if (rc) {
-        unlink(tmp);
-        *err_no = e;
-        return fail(err, err_size, "cannot write '%s': %s", path, strerror(e));
-    }
-    if (fsync_dir_of(path) != 0) {
-        *err_no = errno;
-        return fail(err, err_size, "cannot sync the directory of '%s': %s", path, strerror(errno));
-    }
-    *err_no = 0;
-    return 0;
+    return rc;
 }
 
 /* ==== reading ==== */
@@ -535,6 +544,129 @@ int kv_block_read(const char *path, const struct kv_block_desc *want, const uint
     }
     free(h);
     free(iov);
+    close(fd);
+    return rc;
+}
+
+/* ==== snapshots ==== */
+
+static bool snap_ok(const struct kv_snap_desc *d)
+{
+    return kv_block_elem_size(d->kv_type) && d->pos >= 1 && d->pos <= ((uint64_t)1 << 31) && d->state_bytes >= 1 &&
+           d->state_bytes <= KV_SNAP_MAX_BYTES;
+}
+
+uint64_t kv_snap_file_bytes(const struct kv_snap_desc *d)
+{
+    return snap_ok(d) ? KV_SNAP_HEADER_BYTES + d->state_bytes : 0;
+}
+
+int kv_snap_write(const char *path, const struct kv_snap_desc *d, const void *state, char *err, size_t err_size,
+                  int *err_no)
+{
+    *err_no = EINVAL;
+    if (!snap_ok(d))
+        return fail(err, err_size, "cannot write a snapshot of %" PRIu64 " bytes at position %" PRIu64,
+                    d->state_bytes, d->pos);
+    uint8_t h[KV_SNAP_HEADER_BYTES] = {0};
+    memcpy(h, KV_SNAP_MAGIC, 8); /* with its NUL */
+    put_u32(h + 8, KV_SNAP_VERSION);
+    put_u32(h + 12, KV_SNAP_HEADER_BYTES);
+    memcpy(h + 16, d->id, 32);
+    memcpy(h + 48, d->fingerprint, 32);
+    put_u32(h + 80, d->kv_type);
+    put_u64(h + 88, d->pos);
+    put_u64(h + 96, d->state_bytes);
+    put_u32(h + 104, kv_crc32c(0, state, (size_t)d->state_bytes));
+    put_u32(h + 108, kv_crc32c(0, h, sizeof h));
+    return write_file(path, h, sizeof h, state, d->state_bytes, err, err_size, err_no);
+}
+
+int kv_snap_parse_header(const uint8_t *buf, size_t size, struct kv_snap_desc *d, uint32_t *state_crc, char *err,
+                         size_t err_size)
+{
+    if (size < KV_SNAP_HEADER_BYTES)
+        return fail(err, err_size, "too short for a snapshot header (%zu bytes)", size);
+    if (memcmp(buf, KV_SNAP_MAGIC, 8))
+        return fail(err, err_size, "not a snapshot (bad magic)");
+    uint32_t version = get_u32(buf + 8);
+    if (version != KV_SNAP_VERSION)
+        return fail(err, err_size, "unsupported snapshot format version %" PRIu32, version);
+    if (get_u32(buf + 12) != KV_SNAP_HEADER_BYTES)
+        return fail(err, err_size, "header size %" PRIu32 " should be %d", get_u32(buf + 12), KV_SNAP_HEADER_BYTES);
+    uint8_t zero[4] = {0};
+    uint32_t crc = kv_crc32c(0, buf, 108);
+    crc = kv_crc32c(crc, zero, 4);
+    crc = kv_crc32c(crc, buf + 112, KV_SNAP_HEADER_BYTES - 112);
+    if (crc != get_u32(buf + 108))
+        return fail(err, err_size, "header checksum mismatch");
+    memset(d, 0, sizeof *d);
+    memcpy(d->id, buf + 16, 32);
+    memcpy(d->fingerprint, buf + 48, 32);
+    d->kv_type = get_u32(buf + 80);
+    d->pos = get_u64(buf + 88);
+    d->state_bytes = get_u64(buf + 96);
+    *state_crc = get_u32(buf + 104);
+    if (get_u32(buf + 84))
+        return fail(err, err_size, "reserved field is not zero");
+    for (int i = 112; i < KV_SNAP_HEADER_BYTES; i++)
+        if (buf[i])
+            return fail(err, err_size, "reserved field is not zero");
+    if (!kv_block_elem_size(d->kv_type))
+        return fail(err, err_size, "unknown kv type %" PRIu32, d->kv_type);
+    if (!snap_ok(d))
+        return fail(err, err_size, "bad shape (position %" PRIu64 ", %" PRIu64 " bytes of state)", d->pos,
+                    d->state_bytes);
+    return 0;
+}
+
+int kv_snap_read(const char *path, const struct kv_snap_desc *want, void *state, char *err, size_t err_size)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        fail(err, err_size, "%s", strerror(e));
+        return e == ENOENT || e == ENOTDIR || e == ELOOP || e == ENXIO ? KV_BLOCK_MISSING : KV_BLOCK_DAMAGED;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        fail(err, err_size, "not a regular file");
+        return KV_BLOCK_MISSING;
+    }
+    uint8_t h[KV_SNAP_HEADER_BYTES];
+    struct kv_snap_desc d;
+    uint32_t crc;
+    int rc = 0;
+    ssize_t got = pread(fd, h, sizeof h, 0);
+    if (!snap_ok(want))
+        rc = fail(err, err_size, "bad expected shape");
+    else if (got < 0)
+        rc = fail(err, err_size, "%s", strerror(errno));
+    else if (kv_snap_parse_header(h, (size_t)got, &d, &crc, err, err_size))
+        rc = KV_BLOCK_DAMAGED;
+    else if (memcmp(d.id, want->id, 32))
+        rc = fail(err, err_size, "snapshot id does not match its name");
+    else if (memcmp(d.fingerprint, want->fingerprint, 32))
+        rc = fail(err, err_size, "made for another model (fingerprint differs)");
+    else if (d.kv_type != want->kv_type)
+        rc = fail(err, err_size, "kv type %" PRIu32 ", expected %" PRIu32, d.kv_type, want->kv_type);
+    else if (d.pos != want->pos)
+        rc = fail(err, err_size, "state after position %" PRIu64 ", expected %" PRIu64, d.pos, want->pos);
+    else if (d.state_bytes != want->state_bytes)
+        rc = fail(err, err_size, "state of %" PRIu64 " bytes, the model's is %" PRIu64, d.state_bytes,
+                  want->state_bytes);
+    else if ((uint64_t)st.st_size != KV_SNAP_HEADER_BYTES + d.state_bytes)
+        rc = fail(err, err_size, "file is %lld bytes, expected %" PRIu64, (long long)st.st_size,
+                  KV_SNAP_HEADER_BYTES + d.state_bytes);
+    if (rc == 0) {
+        struct iovec v = {state, (size_t)d.state_bytes};
+        int e = preadv_full(fd, &v, 1, KV_SNAP_HEADER_BYTES);
+        if (e)
+            rc = fail(err, err_size, "read error: %s", strerror(e));
+        else if (kv_crc32c(0, state, (size_t)d.state_bytes) != crc)
+            rc = fail(err, err_size, "checksum mismatch in the state");
+    }
     close(fd);
     return rc;
 }

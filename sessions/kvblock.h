@@ -127,6 +127,65 @@ int kv_block_read(const char *path, const struct kv_block_desc *want, const uint
 int kv_block_parse_header(const uint8_t *buf, size_t size, struct kv_block_desc *d, uint8_t id[32],
                           uint32_t *header_bytes, char *err, size_t err_size);
 
+/*
+ * ==== Snapshot files: a hybrid model's recurrent state, version 1 ====
+ * A model with recurrent layers (Gated DeltaNet, short convolutions) keeps
+ * for them a fixed-size state, not rows per position, so its blocks alone
+ * cannot resume it. A snapshot is that state (the bytes of
+ * llm_ctx_rstate_export, core/llm.h) after position pos: the state a
+ * context has once it has computed tokens [0, pos). It is addressed by the
+ * id of the block (full, or partial: a tail) that ends at pos, so it is
+ * found from the tokens like the blocks, and lives beside them in
+ * $KVCHAT_HOME/kv/xx/<id>.kvsnap. All integers little-endian:
+ *   off  size  field
+ *     0     8  magic "KVCHSNP\0"
+ *     8     4  u32 format version (1)
+ *    12     4  u32 header_bytes (128): where the state starts
+ *    16    32  snapshot id: the id of the block ending at pos
+ *    48    32  model fingerprint
+ *    80     4  u32 kv type (0 = f32, 1 = f16: the context's, part of the id)
+ *    84     4  u32 reserved, zero
+ *    88     8  u64 pos: tokens computed before the state (1 to 2^31)
+ *    96     8  u64 state_bytes (1 to KV_SNAP_MAX_BYTES): llm_ctx_rstate_size
+ *   104     4  u32 CRC-32C of the state
+ *   108     4  u32 header CRC-32C over bytes [0, 128) with this field zero
+ *   112    16  zero
+ *   128        the state: state_bytes bytes in the engine's layout
+ *   The file is exactly 128 + state_bytes long.
+ * Every field is checked against what the reader expects before the state
+ * is used; the state's CRC is checked where it was read.
+ */
+#define KV_SNAP_MAGIC "KVCHSNP"
+#define KV_SNAP_VERSION 1
+#define KV_SNAP_HEADER_BYTES 128
+#define KV_SNAP_MAX_BYTES ((uint64_t)1 << 34)
+#define KV_SNAP_SUFFIX ".kvsnap"
+
+struct kv_snap_desc {
+    uint8_t id[32];          /* the id of the block ending at pos */
+    uint8_t fingerprint[32];
+    uint32_t kv_type;
+    uint64_t pos;
+    uint64_t state_bytes;
+};
+
+/* bytes of the whole file (0 if the description is not allowed) */
+uint64_t kv_snap_file_bytes(const struct kv_snap_desc *d);
+/* Write a snapshot file at path as kv_block_write writes a block (temporary
+ * file, synced, renamed, directory synced): state holds d->state_bytes.
+ * 0, or -1 with err and *err_no (ENOSPC: the disk is full); no file left. */
+int kv_snap_write(const char *path, const struct kv_snap_desc *d, const void *state, char *err, size_t err_size,
+                  int *err_no);
+/* Read and verify the snapshot at path against want (id, fingerprint, kv
+ * type, pos, state size) into state (want->state_bytes). KV_BLOCK_OK,
+ * KV_BLOCK_MISSING or KV_BLOCK_DAMAGED with a reason in err (state may then
+ * hold part of the file). Opens nothing that could block. */
+int kv_snap_read(const char *path, const struct kv_snap_desc *want, void *state, char *err, size_t err_size);
+/* Parse and check a snapshot's header held in memory (the fuzz target's
+ * entry): 0 with d filled, or KV_BLOCK_DAMAGED with a reason. */
+int kv_snap_parse_header(const uint8_t *buf, size_t size, struct kv_snap_desc *d, uint32_t *state_crc, char *err,
+                         size_t err_size);
+
 /* CRC-32C (Castagnoli), hardware-accelerated where the CPU has SSE4.2 */
 uint32_t kv_crc32c(uint32_t crc, const void *p, size_t n);
 

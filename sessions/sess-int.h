@@ -69,6 +69,32 @@ int sess_block_forget(struct sess_store *st, const uint8_t id[32]);
  * prompt get one time, so eviction takes a chain from its end */
 int sess_blocks_touch(struct sess_store *st, const uint8_t (*ids)[32], int64_t n, int64_t t);
 
+/* ==== store.c: the snapshot index (recurrent state, kvblock.h) ==== */
+
+/* $home/kv/xx/<hex id>.kvsnap into buf (with mkdir, the xx directory made) */
+int sess_snap_path(struct sess_store *st, const uint8_t id[32], bool mkdir, char *buf, size_t size);
+
+struct sess_snap_row {
+    uint8_t id[32];
+    int64_t pos;
+    int64_t bytes;
+};
+/* Record a snapshot file just written (d->id is the id of the block ending
+ * at d->pos, parent that block's parent), used at last_used: idempotent. */
+int sess_snap_record(struct sess_store *st, const struct kv_snap_desc *d, const uint8_t parent[32], int64_t model_id,
+                     int64_t bytes, int64_t last_used);
+/* The recorded snapshots of model model_id and kv type inside a block of
+ * parent `parent` (their block's parent) at positions in (lo, hi], the
+ * deepest first: at most max rows, *n of them. Their ids are to be checked
+ * against the caller's tokens (another sequence's block with the same
+ * parent has other ids). */
+int sess_snaps_in_block(struct sess_store *st, const uint8_t parent[32], int64_t model_id, uint32_t kv_type,
+                        int64_t lo, int64_t hi, struct sess_snap_row *rows, int64_t max, int64_t *n);
+/* a snapshot found missing or damaged: its row and file go */
+int sess_snap_forget(struct sess_store *st, const uint8_t id[32]);
+/* mark snapshots as used at time t (unix ms, the LRU clock of the blocks) */
+int sess_snaps_touch(struct sess_store *st, const uint8_t (*ids)[32], int64_t n, int64_t t);
+
 /* ==== store.c: sessions ==== */
 
 struct sess_new {
@@ -134,9 +160,13 @@ int64_t sess_kv_model_id(struct sess_kv *kv);
 
 struct sess_kv_restore {
     int64_t tokens, blocks;   /* restored */
-    int64_t damaged;
+    int64_t damaged;          /* blocks and snapshots found missing or damaged */
     double ms;
     char first_problem[512];
+    /* a hybrid model's: the snapshot the context was set to (-1: none), and
+     * how far the stored K/V matched the tokens (what is past the snapshot
+     * is computed again: the caller may keep a snapshot there) */
+    int64_t snap_pos, kv_reach;
 };
 /*
  * The context holds tokens[0..n_past); extend it from the store up to at
@@ -155,6 +185,7 @@ struct sess_kv_save {
     int64_t n_ids;
     int64_t written;     /* block files written */
     int64_t bytes;       /* bytes of the covering blocks' files */
+    int64_t snaps_written; /* snapshot files written (a hybrid model's) */
     char problem[512];   /* why a block could not be written, or "" */
     bool db_failed;      /* problem is a failure of the database (not a full disk) */
 };
@@ -166,5 +197,26 @@ struct sess_kv_save {
  * skipped. SESS_OK, or SESS_ERR only for a failure to read the index.
  */
 int sess_kv_save(struct sess_kv *kv, const int32_t *tokens, int64_t n, struct sess_kv_save *s);
+
+/* ==== blocks.c: a hybrid model's recurrent-state snapshots ====
+ * For a model with recurrent layers (llm_ctx_rstate_size > 0), restoring
+ * (sess_kv_restore) ends on a snapshot: the latest at or before where the
+ * blocks reach (the context holds only up to it; the rest is computed
+ * again), and sess_kv_save also writes the snapshots taken on the tokens it
+ * stores, the state at n first among them (when n is the context's n_past).
+ * Attention-only models: none of this (take and rewind are a no-op and a
+ * plain truncation). */
+bool sess_kv_recurrent(const struct sess_kv *kv);
+/* Keep the context's state at its n_past (tokens[0..n_past) its tokens)
+ * in memory, to be written by the next sess_kv_save if it lies on what
+ * that stores. At most SNAP_PENDING_MAX are held: past that they are
+ * written at once, or without a store the oldest dropped. */
+int sess_kv_snap_take(struct sess_kv *kv, const int32_t *tokens);
+/* Cut the context to at most n positions (n <= n_past) with its state
+ * valid: an attention-only model to n; a hybrid one to the latest snapshot
+ * of tokens at or before n (held in memory, or with use_store the store's;
+ * damage reported in r), or to 0 (r->snap_pos: where, -1 none). The caller
+ * computes the rest. SESS_OK or SESS_ERR. */
+int sess_kv_rewind(struct sess_kv *kv, const int32_t *tokens, int64_t n, bool use_store, struct sess_kv_restore *r);
 
 #endif

@@ -31,6 +31,12 @@
 /* positions per KV block (B): chosen by measurement (README, "The KV cache on
  * disk"); blocks of another B are simply never found */
 #define SESS_BLOCK_TOKENS 64
+/* a model with recurrent layers (llm_ctx_rstate_size > 0) keeps its state
+ * at least every SESS_SNAP_INTERVAL positions of what it computes (besides
+ * the end of each prompt and answer and of the system prompt), so that a
+ * resume computes at most SESS_SNAP_INTERVAL - 1 tokens more than its new
+ * ones (docs/snapshots.md) */
+#define SESS_SNAP_INTERVAL (4 * SESS_BLOCK_TOKENS)
 
 enum sess_status {
     SESS_OK = 0,
@@ -179,12 +185,13 @@ int sess_search(struct sess_store *st, const char *query, bool raw, int64_t limi
 void sess_hits_free(struct sess_hit *h, int64_t n);
 
 struct sess_gc_stats {
-    int64_t blocks;       /* block files removed */
+    int64_t blocks;       /* block and snapshot files removed */
     int64_t bytes;        /* bytes freed */
 };
 /* Delete blocks no session uses (the cache of commands without a session
- * goes too), index rows whose file is gone, and files with no row
- * (leftovers of interrupted writes, files of earlier releases). */
+ * goes too), snapshots whose KV no session uses, index rows whose file is
+ * gone, and files with no row (leftovers of interrupted writes, files of
+ * earlier releases). */
 int sess_gc(struct sess_store *st, struct sess_gc_stats *out);
 struct sess_forget_stats {
     struct sess_gc_stats gc; /* block files removed, their bytes */
@@ -197,11 +204,13 @@ struct sess_forget_stats {
  * sess_gc) - with the deleted rows overwritten and the database compacted,
  * so none of it stays in free pages or the WAL. */
 int sess_forget(struct sess_store *st, struct sess_forget_stats *out);
-/* Evict least recently used blocks until the block files take at most
- * max_bytes: blocks no named session uses first, deepest first within a
- * tie. */
+/* Evict least recently used blocks and snapshots until their files take
+ * at most max_bytes: what no named session uses first, then named
+ * sessions' snapshots but their latest, then their blocks and latest
+ * snapshots; the oldest first, and of what was used at one time, blocks
+ * deepest first, the latest snapshot last. */
 int sess_evict(struct sess_store *st, int64_t max_bytes, struct sess_gc_stats *out);
-/* bytes and number of all block files */
+/* bytes of all block and snapshot files, and the number of block files */
 int sess_store_bytes(struct sess_store *st, int64_t *bytes, int64_t *n_blocks);
 
 /* ==== a model's identity ==== */
@@ -346,7 +355,9 @@ struct sess_restore_stats {
     int64_t restored_tokens;  /* rows read from block files */
     int64_t restored_blocks;  /* blocks read (a partial one included) */
     int64_t missing_tokens;   /* not on disk: computed by the next turn */
-    int64_t damaged;          /* blocks found missing, damaged or foreign (and dropped) */
+    int64_t damaged;          /* blocks or snapshots found missing, damaged or foreign (and dropped) */
+    int64_t snapshot_pos;     /* a hybrid model's: the position of the recurrent-state snapshot
+                                 restored (what is after it is computed by the next turn), -1 none */
     double ms;                /* wall time of the restore */
     char first_problem[512];  /* the first problem, for one line on stderr */
     bool store_failed;        /* the store's database failed (first_problem says how): what
@@ -391,7 +402,9 @@ struct sess_turn_stats {
     int64_t cached_tokens;    /* of them, not computed: in memory or restored from blocks */
     int64_t restored_tokens;  /* of the cached, read from block files by this call */
     int64_t restored_blocks;  /* the block files they came from (the last may be partly used) */
-    int64_t prefilled_tokens; /* computed this turn */
+    int64_t prefilled_tokens; /* computed this turn (a hybrid model's: from its snapshot on) */
+    int64_t snapshot_pos;     /* a hybrid model's: the position of the recurrent-state snapshot
+                                 this call resumed from, -1 none (cached_tokens is at most it) */
     int64_t generated_tokens;
     double restore_ms;        /* of the blocks read by this call */
     double ttft_ms;           /* from the call to the first answer token (restore included) */

@@ -42,7 +42,7 @@ struct sess_store {
     bool checked;       /* the whole database was checked after a failure */
     bool read_only;     /* private: nothing is written (PRAGMA query_only) */
     /* statements of the hot paths, prepared once */
-    sqlite3_stmt *find_block, *child_le, *child_gt;
+    sqlite3_stmt *find_block, *child_le, *child_gt, *snaps_in;
 };
 
 struct sess_lock {
@@ -383,6 +383,30 @@ static const struct migration {
      "  DELETE FROM message_fts WHERE rowid = (OLD.session_id << 32) | OLD.seq;"
      "  INSERT INTO message_fts(rowid, text) VALUES((NEW.session_id << 32) | NEW.seq, NEW.text); END;",
      NULL},
+    /* 4 -> 5: recurrent-state snapshots of hybrid models (kvblock.h), one
+     * row per file, beside the blocks: its id is that of the block ending
+     * at pos, parent that block's parent, so the snapshots inside a block
+     * are found by one index probe. Their bytes count in block_totals (one
+     * budget, --cache-max, for both), their number in n_snapshots. */
+    {"CREATE TABLE snapshots("
+     "  id BLOB NOT NULL UNIQUE,"
+     "  parent BLOB NOT NULL,"
+     "  model_id INTEGER NOT NULL REFERENCES models(id),"
+     "  kv_type INTEGER NOT NULL,"
+     "  pos INTEGER NOT NULL,"             /* the state after tokens [0, pos) */
+     "  bytes INTEGER NOT NULL,"           /* of the file */
+     "  created INTEGER NOT NULL,"
+     "  last_used INTEGER NOT NULL);"      /* unix ms, the LRU clock shared with blocks */
+     "CREATE INDEX snapshots_parent ON snapshots(parent, model_id, kv_type, pos);"
+     "CREATE INDEX snapshots_lru ON snapshots(last_used);"
+     "ALTER TABLE block_totals ADD COLUMN n_snapshots INTEGER NOT NULL DEFAULT 0;"
+     "CREATE TRIGGER snapshots_insert AFTER INSERT ON snapshots BEGIN"
+     "  UPDATE block_totals SET n_snapshots = n_snapshots + 1, bytes = bytes + NEW.bytes; END;"
+     "CREATE TRIGGER snapshots_delete AFTER DELETE ON snapshots BEGIN"
+     "  UPDATE block_totals SET n_snapshots = n_snapshots - 1, bytes = bytes - OLD.bytes; END;"
+     "CREATE TRIGGER snapshots_update AFTER UPDATE OF bytes ON snapshots BEGIN"
+     "  UPDATE block_totals SET bytes = bytes - OLD.bytes + NEW.bytes; END;",
+     NULL},
 };
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof *migrations))
 
@@ -487,11 +511,13 @@ static void drop_segment_files(struct sess_store *st)
  * read or written (milliseconds: they are small). The search index's
  * tables go with them: the triggers on messages write there at every turn.
  * The block index is only a cache, and may be large: damage there is found
- * when it is read. */
+ * when it is read. The snapshot index is small (a row per state of many
+ * megabytes) and unread by attention-only models: checked here too. */
 static int check_tables(struct sess_store *st)
 {
     static const char *const tables[] = {"models",           "fingerprints",        "sessions",
                                          "messages",         "session_blocks",      "block_totals",
+                                         "snapshots",
                                          "message_fts_data", "message_fts_idx",     "message_fts_content",
                                          "message_fts_docsize", "message_fts_config"};
     for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
@@ -727,6 +753,7 @@ void sess_store_close(struct sess_store *st)
     sqlite3_finalize(st->find_block);
     sqlite3_finalize(st->child_le);
     sqlite3_finalize(st->child_gt);
+    sqlite3_finalize(st->snaps_in);
     sqlite3_close(st->db);
     free(st);
 }
@@ -1437,7 +1464,20 @@ void sess_hits_free(struct sess_hit *h, int64_t n)
 
 /* ==== the block index ==== */
 
+static int kv_file_path(struct sess_store *st, const uint8_t id[32], bool make_dir, const char *suffix, char *buf,
+                        size_t size);
 int sess_block_path(struct sess_store *st, const uint8_t id[32], bool make_dir, char *buf, size_t size)
+{
+    return kv_file_path(st, id, make_dir, KV_BLOCK_SUFFIX, buf, size);
+}
+
+int sess_snap_path(struct sess_store *st, const uint8_t id[32], bool make_dir, char *buf, size_t size)
+{
+    return kv_file_path(st, id, make_dir, KV_SNAP_SUFFIX, buf, size);
+}
+
+static int kv_file_path(struct sess_store *st, const uint8_t id[32], bool make_dir, const char *suffix, char *buf,
+                        size_t size)
 {
     char hex[65];
     llm_hex(id, 32, hex);
@@ -1446,7 +1486,7 @@ int sess_block_path(struct sess_store *st, const uint8_t id[32], bool make_dir, 
         return sess_fail(st, "path too long");
     if (make_dir && mkdir(buf, 0700) != 0 && errno != EEXIST)
         return sess_fail(st, "cannot create '%s': %s", buf, strerror(errno));
-    n = snprintf(buf, size, "%s/kv/%.2s/%s" KV_BLOCK_SUFFIX, st->home, hex, hex);
+    n = snprintf(buf, size, "%s/kv/%.2s/%s%s", st->home, hex, hex, suffix);
     return n < 0 || (size_t)n >= size ? sess_fail(st, "path too long") : SESS_OK;
 }
 
@@ -1605,6 +1645,92 @@ int sess_set_blocks(struct sess_store *st, int64_t id, int64_t from, const uint8
     return finish(st, rc);
 }
 
+/* ==== the snapshot index ==== */
+
+int sess_snap_record(struct sess_store *st, const struct kv_snap_desc *d, const uint8_t parent[32], int64_t model_id,
+                     int64_t bytes, int64_t last_used)
+{
+    sqlite3_stmt *s = prep(st, "INSERT INTO snapshots(id, parent, model_id, kv_type, pos, bytes, created, last_used) "
+                               "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(id) DO UPDATE SET "
+                               "last_used = excluded.last_used, bytes = excluded.bytes");
+    if (!s)
+        return SESS_ERR;
+    sqlite3_bind_blob(s, 1, d->id, 32, SQLITE_STATIC);
+    sqlite3_bind_blob(s, 2, parent, 32, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, model_id);
+    sqlite3_bind_int(s, 4, (int)d->kv_type);
+    sqlite3_bind_int64(s, 5, (int64_t)d->pos);
+    sqlite3_bind_int64(s, 6, bytes);
+    sqlite3_bind_int64(s, 7, now());
+    sqlite3_bind_int64(s, 8, last_used);
+    return step_done(st, s);
+}
+
+int sess_snaps_in_block(struct sess_store *st, const uint8_t parent[32], int64_t model_id, uint32_t kv_type,
+                        int64_t lo, int64_t hi, struct sess_snap_row *rows, int64_t max, int64_t *n)
+{
+    *n = 0;
+    sqlite3_stmt *s = kept(st, &st->snaps_in,
+                           "SELECT id, pos, bytes FROM snapshots WHERE parent = ?1 AND model_id = ?2 AND "
+                           "kv_type = ?3 AND pos > ?4 AND pos <= ?5 ORDER BY pos DESC LIMIT ?6");
+    if (!s)
+        return SESS_ERR;
+    sqlite3_bind_blob(s, 1, parent, 32, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, model_id);
+    sqlite3_bind_int(s, 3, (int)kv_type);
+    sqlite3_bind_int64(s, 4, lo);
+    sqlite3_bind_int64(s, 5, hi);
+    sqlite3_bind_int64(s, 6, max);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW && *n < max) {
+        col_id(s, 0, rows[*n].id);
+        rows[*n].pos = sqlite3_column_int64(s, 1);
+        rows[*n].bytes = sqlite3_column_int64(s, 2);
+        (*n)++;
+    }
+    int r = rc == SQLITE_DONE || rc == SQLITE_ROW ? SESS_OK : db_fail(st);
+    sqlite3_reset(s);
+    return r;
+}
+
+static int delete_snap_row(struct sess_store *st, const uint8_t id[32])
+{
+    sqlite3_stmt *s = prep(st, "DELETE FROM snapshots WHERE id = ?1");
+    if (!s)
+        return SESS_ERR;
+    sqlite3_bind_blob(s, 1, id, 32, SQLITE_STATIC);
+    return step_done(st, s);
+}
+
+int sess_snap_forget(struct sess_store *st, const uint8_t id[32])
+{
+    char path[PATH_MAX + 128];
+    if (delete_snap_row(st, id))
+        return SESS_ERR;
+    if (sess_snap_path(st, id, false, path, sizeof path) == SESS_OK)
+        unlink(path);
+    return SESS_OK;
+}
+
+int sess_snaps_touch(struct sess_store *st, const uint8_t (*ids)[32], int64_t n, int64_t t)
+{
+    if (n == 0)
+        return SESS_OK;
+    if (begin(st))
+        return SESS_ERR;
+    sqlite3_stmt *s = prep(st, "UPDATE snapshots SET last_used = ?2 WHERE id = ?1");
+    int rc = s ? SESS_OK : SESS_ERR;
+    for (int64_t i = 0; i < n && rc == SESS_OK; i++) {
+        sqlite3_reset(s);
+        sqlite3_bind_blob(s, 1, ids[i], 32, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, t);
+        if (sqlite3_step(s) != SQLITE_DONE)
+            rc = db_fail(st);
+    }
+    sqlite3_finalize(s);
+    return finish(st, rc);
+}
+
 /* ==== housekeeping ==== */
 
 int sess_store_bytes(struct sess_store *st, int64_t *bytes, int64_t *n_blocks)
@@ -1625,9 +1751,11 @@ int sess_store_bytes(struct sess_store *st, int64_t *bytes, int64_t *n_blocks)
 struct victim {
     uint8_t id[32];
     int64_t bytes;
+    int kind; /* 0 a block, 1 a snapshot */
 };
 
-/* Delete the rows of the blocks s selects (columns: id, bytes), stopping
+/* Delete the rows of the blocks and snapshots s selects (columns: id,
+ * bytes, kind: 0 a block, 1 a snapshot), stopping
  * once *total is at most budget (budget < 0: all of them); then their
  * files. Rows first, in one transaction (a crash between leaves files with
  * no row, which the next gc removes). */
@@ -1646,6 +1774,7 @@ static int delete_selected(struct sess_store *st, sqlite3_stmt *s, int64_t budge
         }
         col_id(s, 0, v[nv].id);
         v[nv].bytes = sqlite3_column_int64(s, 1);
+        v[nv].kind = sqlite3_column_int(s, 2);
         *total -= v[nv].bytes;
         nv++;
     }
@@ -1655,12 +1784,14 @@ static int delete_selected(struct sess_store *st, sqlite3_stmt *s, int64_t budge
     sqlite3_finalize(s);
     if (r == SESS_OK && nv > 0 && (r = begin(st)) == SESS_OK) {
         for (int64_t i = 0; i < nv && r == SESS_OK; i++)
-            r = delete_block_row(st, v[i].id);
+            r = v[i].kind ? delete_snap_row(st, v[i].id) : delete_block_row(st, v[i].id);
         r = finish(st, r);
     }
     for (int64_t i = 0; i < nv && r == SESS_OK; i++) {
         char path[PATH_MAX + 128];
-        if (sess_block_path(st, v[i].id, false, path, sizeof path) == SESS_OK && unlink(path) == 0) {
+        if (kv_file_path(st, v[i].id, false, v[i].kind ? KV_SNAP_SUFFIX : KV_BLOCK_SUFFIX, path, sizeof path) ==
+                SESS_OK &&
+            unlink(path) == 0) {
             out->blocks++;
             out->bytes += v[i].bytes;
         }
@@ -1669,6 +1800,8 @@ static int delete_selected(struct sess_store *st, sqlite3_stmt *s, int64_t budge
     return r;
 }
 
+/* the id in a file name "<hex id><suffix>": 0 for a block's, 1 for a
+ * snapshot's, -1 for anything else */
 static int parse_hex_id(const char *name, uint8_t id[32])
 {
     for (int i = 0; i < 32; i++) {
@@ -1678,7 +1811,7 @@ static int parse_hex_id(const char *name, uint8_t id[32])
             return -1;
         id[i] = (uint8_t)v;
     }
-    return strcmp(name + 64, KV_BLOCK_SUFFIX) == 0 ? 0 : -1;
+    return strcmp(name + 64, KV_BLOCK_SUFFIX) == 0 ? 0 : strcmp(name + 64, KV_SNAP_SUFFIX) == 0 ? 1 : -1;
 }
 
 /* is a block with this id recorded? 1, 0, or SESS_ERR */
@@ -1691,12 +1824,26 @@ static int block_known(struct sess_store *st, const uint8_t id[32])
     return n == 1;
 }
 
-/* rows whose file is gone (or is not a regular file): forgotten */
-static int forget_lost_rows(struct sess_store *st)
+/* is a snapshot with this id recorded? 1, 0, or SESS_ERR */
+static int snap_known(struct sess_store *st, const uint8_t id[32])
+{
+    sqlite3_stmt *s = prep(st, "SELECT 1 FROM snapshots WHERE id = ?1");
+    if (!s)
+        return SESS_ERR;
+    sqlite3_bind_blob(s, 1, id, 32, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    int r = rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : db_fail(st);
+    sqlite3_finalize(s);
+    return r;
+}
+
+/* rows whose file is gone (or is not a regular file): forgotten (kind 0
+ * the blocks', 1 the snapshots') */
+static int forget_lost_rows(struct sess_store *st, int kind)
 {
     uint8_t (*ids)[32] = NULL;
     int64_t n = 0, cap = 0;
-    sqlite3_stmt *s = prep(st, "SELECT id FROM blocks");
+    sqlite3_stmt *s = prep(st, kind ? "SELECT id FROM snapshots" : "SELECT id FROM blocks");
     if (!s)
         return SESS_ERR;
     int rc;
@@ -1705,7 +1852,7 @@ static int forget_lost_rows(struct sess_store *st)
         char path[PATH_MAX + 128];
         struct stat sb;
         col_id(s, 0, id);
-        if (sess_block_path(st, id, false, path, sizeof path) == SESS_OK &&
+        if (kv_file_path(st, id, false, kind ? KV_SNAP_SUFFIX : KV_BLOCK_SUFFIX, path, sizeof path) == SESS_OK &&
             (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode))) {
             if (grow(&ids, n, &cap, sizeof *ids)) {
                 rc = SQLITE_NOMEM;
@@ -1717,7 +1864,7 @@ static int forget_lost_rows(struct sess_store *st)
     int r = rc == SQLITE_DONE ? SESS_OK : rc == SQLITE_NOMEM ? sess_fail(st, "out of memory") : db_fail(st);
     sqlite3_finalize(s);
     for (int64_t i = 0; i < n && r == SESS_OK; i++)
-        r = delete_block_row(st, ids[i]);
+        r = kind ? delete_snap_row(st, ids[i]) : delete_block_row(st, ids[i]);
     free(ids);
     return r;
 }
@@ -1740,10 +1887,12 @@ static void remove_stray(struct sess_store *st, const char *path, const char *na
     struct sess_gc_stats *out = ud;
     uint8_t id[32];
     bool stray;
+    int kind;
     if (strstr(name, ".tmp."))
         stray = dead_writers_temp(name);
     else
-        stray = !S_ISREG(sb->st_mode) || parse_hex_id(name, id) != 0 || block_known(st, id) == 0;
+        stray = !S_ISREG(sb->st_mode) || (kind = parse_hex_id(name, id)) < 0 ||
+                (kind ? snap_known(st, id) : block_known(st, id)) == 0;
     if (stray && (S_ISDIR(sb->st_mode) ? rmdir(path) == 0 : unlink(path) == 0)) {
         out->blocks += S_ISREG(sb->st_mode);
         out->bytes += S_ISREG(sb->st_mode) ? sb->st_size : 0;
@@ -1754,9 +1903,18 @@ int sess_gc(struct sess_store *st, struct sess_gc_stats *out)
 {
     memset(out, 0, sizeof *out);
     int64_t total = 0;
-    if (forget_lost_rows(st) ||
-        delete_selected(st, prep(st, "SELECT id, bytes FROM blocks WHERE id NOT IN "
+    /* a snapshot is of use while its KV can be: its block or the block
+     * before it is a session's, or it lies in the first block of a model
+     * a session has blocks of */
+    if (forget_lost_rows(st, 0) || forget_lost_rows(st, 1) ||
+        delete_selected(st, prep(st, "SELECT id, bytes, 0 FROM blocks WHERE id NOT IN "
                                      "(SELECT block FROM session_blocks)"),
+                        -1, &total, out) ||
+        delete_selected(st, prep(st, "SELECT n.id, n.bytes, 1 FROM snapshots n WHERE n.id NOT IN "
+                                     "(SELECT block FROM session_blocks) AND n.parent NOT IN "
+                                     "(SELECT block FROM session_blocks) AND NOT (n.parent = zeroblob(32) AND "
+                                     "EXISTS (SELECT 1 FROM session_blocks sb JOIN blocks b ON b.id = sb.block "
+                                     "WHERE b.parent = zeroblob(32) AND b.model_id = n.model_id))"),
                         -1, &total, out))
         return SESS_ERR;
     for_each_kv_entry(st, remove_stray, out);
@@ -1814,13 +1972,26 @@ int sess_evict(struct sess_store *st, int64_t max_bytes, struct sess_gc_stats *o
         return SESS_ERR;
     if (total <= max_bytes)
         return SESS_OK;
-    /* unpinned first; the oldest first; of a chain used at one time, its
-     * end first (so what stays is still a chain from the start) */
+    /* Blocks and snapshots in one order. Tiers: what no named session
+     * uses (0); a named session's snapshots but its latest (1); its blocks
+     * and its latest snapshot, the one at the end of its last block (2).
+     * Within a tier the oldest first; of what was used at one time, the
+     * deepest first (what ends last; a snapshot before the block it ends),
+     * so what stays is still a chain from the start with the snapshots
+     * along it; but in the last tier blocks before snapshots, so that a
+     * named session's latest snapshot goes last of all. */
     return delete_selected(st,
-                           prep(st, "SELECT b.id, b.bytes, EXISTS (SELECT 1 FROM session_blocks sb "
-                                    "JOIN sessions s ON s.id = sb.session_id WHERE sb.block = b.id AND "
-                                    "s.name IS NOT NULL) AS pinned FROM blocks b "
-                                    "ORDER BY pinned, b.last_used, b.pos0 DESC"),
+                           prep(st, "WITH named AS (SELECT sb.session_id, sb.idx, sb.block FROM session_blocks sb "
+                                    "JOIN sessions s ON s.id = sb.session_id WHERE s.name IS NOT NULL), "
+                                    "latest AS (SELECT block FROM named n WHERE n.idx = (SELECT max(idx) FROM "
+                                    "session_blocks x WHERE x.session_id = n.session_id)) "
+                                    "SELECT * FROM (SELECT b.id, b.bytes, 0 AS kind, 2 * EXISTS (SELECT 1 FROM named WHERE "
+                                    "named.block = b.id) AS tier, b.last_used AS t, b.pos0 + b.n_tokens AS pos FROM blocks b "
+                                    "UNION ALL "
+                                    "SELECT n.id, n.bytes, 1, CASE WHEN n.id IN (SELECT block FROM latest) THEN 2 "
+                                    "WHEN n.id IN (SELECT block FROM named) OR n.parent IN (SELECT block FROM "
+                                    "named) THEN 1 ELSE 0 END, n.last_used, n.pos FROM snapshots n) "
+                                    "ORDER BY tier, t, CASE tier WHEN 2 THEN kind ELSE 0 END, pos DESC, kind DESC"),
                            max_bytes, &total, out);
 }
 

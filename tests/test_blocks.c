@@ -8,7 +8,10 @@
  * reported, dropped and computed again; a full disk evicts the least
  * recently used blocks and writes again, or leaves the block unwritten
  * with the reason; fingerprints tell models apart and are remembered by
- * the file's identity. Models come from tests/mkmodel.
+ * the file's identity; a hybrid model (qwen35) restores to the latest
+ * recurrent-state snapshot its blocks reach and rewinds to one, bit for
+ * bit, a damaged snapshot reported and the one before used. Models come
+ * from tests/mkmodel.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -389,6 +392,166 @@ static void test_other_model(void **state)
     llm_model_close(o);
 }
 
+/* ==== a hybrid model's snapshots ==== */
+
+#define NR (5 * B + 17) /* past the ladder's 256, not on a block boundary */
+
+struct rfx {
+    struct fx *f;
+    struct llm_model *m;
+    char path[160];
+};
+
+static void open_qwen35(struct fx *f, struct rfx *r)
+{
+    r->f = f;
+    snprintf(r->path, sizeof r->path, "%s/q35.gguf", f->dir);
+    char cmd[512], err[512];
+    snprintf(cmd, sizeof cmd,
+             "tests/mkmodel %s --arch qwen35 --dim 64 --layers 4 --heads 4 --kv-heads 2 --head-dim 16 --ff 128 "
+             "--ssm-state 16 --ssm-groups 2 --ssm-heads 4 --ssm-conv 4 --full-attn-interval 4 --n-vocab 300 "
+             ">/dev/null",
+             r->path);
+    assert_int_equal(system(cmd), 0);
+    if (llm_model_open(r->path, llm_model_default_params(), &r->m, err, sizeof err))
+        fail_msg("%s", err);
+}
+
+/* the logits after tokens[0..n) computed in one batch from nothing */
+static void fresh_logits(struct rfx *r, const int32_t *tokens, int64_t n, float *logits)
+{
+    struct llm_ctx *c = new_ctx(r->m);
+    assert_int_equal(llm_ctx_decode(c, tokens, n), LLM_OK);
+    memcpy(logits, llm_ctx_logits(c), N_VOCAB * sizeof *logits);
+    llm_ctx_free(c);
+}
+
+/* a context of the model with its block cache */
+static struct llm_ctx *rctx(struct rfx *r, struct sess_kv **kv)
+{
+    struct llm_ctx *c = new_ctx(r->m);
+    *kv = new_kv(r->f, r->m, r->path, c);
+    assert_true(sess_kv_recurrent(*kv));
+    return c;
+}
+
+static char *snap_path_at(struct rfx *r, struct sess_kv *kv, const int32_t *tokens, int64_t p)
+{
+    /* the id of the block ending at p: a save of tokens[0..p) names it last */
+    static char path[4200];
+    struct llm_ctx *c = new_ctx(r->m);
+    struct sess_kv *k2 = new_kv(r->f, r->m, r->path, c);
+    (void)kv;
+    struct sess_kv_save s;
+    assert_int_equal(llm_ctx_decode(c, tokens, p), LLM_OK);
+    assert_int_equal(sess_kv_save(k2, tokens, p, &s), 0);
+    sess_snap_path(r->f->st, s.ids[s.n_ids - 1], false, path, sizeof path);
+    sess_kv_free(k2);
+    llm_ctx_free(c);
+    return path;
+}
+
+/* A session's tokens computed in passes with snapshots taken at 100 and on
+ * the ladder (256), saved (the end's kept): a fresh context restores to the
+ * end from the snapshot there, bit for bit; to the snapshot at or before
+ * where a shorter prompt's blocks reach; a rewind lands on a snapshot; a
+ * damaged snapshot is reported and forgotten, and the next one back used. */
+static void test_recurrent(void **state)
+{
+    struct fx *f = *state;
+    struct rfx r;
+    open_qwen35(f, &r);
+    int32_t toks[NR + 1];
+    for (int i = 0; i <= NR; i++)
+        toks[i] = 1 + (i * 53) % (N_VOCAB - 1);
+    struct sess_kv *kv;
+    struct llm_ctx *c = rctx(&r, &kv);
+    static const int64_t cuts[] = {100, 256, NR};
+    int64_t at = 0;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(llm_ctx_decode(c, toks + at, cuts[i] - at), LLM_OK);
+        at = cuts[i];
+        if (i < 2)
+            assert_int_equal(sess_kv_snap_take(kv, toks), 0);
+    }
+    struct sess_kv_save s;
+    assert_int_equal(sess_kv_save(kv, toks, NR, &s), 0);
+    assert_int_equal(s.snaps_written, 3); /* 100, 256 and the end */
+    assert_int_equal(s.problem[0], 0);
+    /* a rewind to 200 lands on the snapshot at 100, from the store */
+    struct sess_kv_restore rr;
+    memset(&rr, 0, sizeof rr);
+    assert_int_equal(sess_kv_rewind(kv, toks, 200, true, &rr), 0);
+    assert_int_equal(llm_ctx_n_past(c), 100);
+    assert_int_equal(rr.snap_pos, 100);
+    assert_true(llm_ctx_rstate_valid(c));
+    float want[N_VOCAB], got[N_VOCAB];
+    assert_int_equal(llm_ctx_decode(c, toks + 100, 101), LLM_OK);
+    fresh_logits(&r, toks, 201, want);
+    assert_memory_equal(llm_ctx_logits(c), want, sizeof want);
+    /* without the store, to the start */
+    memset(&rr, 0, sizeof rr);
+    assert_int_equal(sess_kv_rewind(kv, toks, 150, false, &rr), 0);
+    assert_int_equal(llm_ctx_n_past(c), 0);
+    assert_true(llm_ctx_rstate_valid(c));
+    sess_kv_free(kv);
+    llm_ctx_free(c);
+
+    /* a fresh context: restored to the end from its snapshot */
+    c = rctx(&r, &kv);
+    assert_int_equal(sess_kv_restore(kv, toks, NR, &rr), 0);
+    assert_int_equal(rr.snap_pos, NR);
+    assert_int_equal(llm_ctx_n_past(c), NR);
+    assert_int_equal(rr.tokens, NR);
+    assert_int_equal(llm_ctx_decode(c, toks + NR, 1), LLM_OK);
+    fresh_logits(&r, toks, NR + 1, want);
+    assert_memory_equal(llm_ctx_logits(c), want, sizeof want);
+    sess_kv_free(kv);
+    llm_ctx_free(c);
+
+    /* a prompt sharing 230 tokens: the blocks reach 230, the snapshot at 100 */
+    int32_t other[240];
+    memcpy(other, toks, sizeof other);
+    for (int i = 230; i < 240; i++)
+        other[i] = 7;
+    c = rctx(&r, &kv);
+    assert_int_equal(sess_kv_restore(kv, other, 239, &rr), 0);
+    assert_int_equal(rr.kv_reach, 230);
+    assert_int_equal(rr.snap_pos, 100);
+    assert_int_equal(llm_ctx_n_past(c), 100);
+    assert_int_equal(llm_ctx_decode(c, other + 100, 140), LLM_OK);
+    fresh_logits(&r, other, 240, want);
+    assert_memory_equal(llm_ctx_logits(c), want, sizeof want);
+    sess_kv_free(kv);
+    llm_ctx_free(c);
+
+    /* the end's snapshot damaged: reported, forgotten, 256 used */
+    char *p = snap_path_at(&r, NULL, toks, NR);
+    int fd = open(p, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, "XY", 2, 300), 2);
+    close(fd);
+    c = rctx(&r, &kv);
+    assert_int_equal(sess_kv_restore(kv, toks, NR, &rr), 0);
+    print_message("%s\n", rr.first_problem);
+    assert_non_null(strstr(rr.first_problem, "checksum mismatch in the state"));
+    assert_int_equal(rr.damaged, 1);
+    assert_int_equal(rr.snap_pos, 256);
+    assert_int_equal(llm_ctx_n_past(c), 256);
+    assert_int_not_equal(access(p, F_OK), 0);
+    assert_int_equal(llm_ctx_decode(c, toks + 256, NR + 1 - 256), LLM_OK);
+    fresh_logits(&r, toks, NR + 1, got);
+    assert_memory_equal(llm_ctx_logits(c), got, sizeof got);
+    /* a restore that finds no snapshot past where the context is leaves it there */
+    struct sess_kv_restore r2;
+    assert_int_equal(sess_kv_restore(kv, toks, NR, &r2), 0);
+    assert_int_equal(llm_ctx_n_past(c), NR + 1);
+    assert_true(llm_ctx_rstate_valid(c));
+    sess_kv_free(kv);
+    llm_ctx_free(c);
+    llm_model_close(r.m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -397,6 +560,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_damage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_disk, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_model, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_recurrent, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -997,6 +997,86 @@ static void test_remote_engine(void **state)
     chat_close(&l);
 }
 
+/* A hybrid model (qwen35): turns, /undo, /retry and dropping the oldest
+ * exchange, in one process and through a session resumed in new ones (its
+ * recurrent state from snapshots), answer alike; a resumed turn computes
+ * only its message, from the snapshot at the end of the history. */
+static void hybrid_script(struct chat *ch, struct answer *out, int from, int to, bool check_resume)
+{
+    static const char *const msgs[] = {"Hello there, who are you", "Tell me more about that",
+                                       "And what then", "Another thing", "The last one"};
+    struct sess_turn_stats ts;
+    for (int i = from; i < to; i++) {
+        switch (i) {
+        case 3: /* undo turn 3 and say it again */
+            assert_int_equal(sess_conv_undo(ch->conv), SESS_OK);
+            say(ch, msgs[2], &out[i], &ts);
+            break;
+        case 4: /* retry it */
+            memset(&out[i], 0, sizeof out[i]);
+            assert_int_equal(sess_conv_retry(ch->conv, collect, &out[i], NULL, &ts), SESS_OK);
+            assert_int_equal(llm_ctx_n_past(ch->ctx), sess_conv_n_tokens(ch->conv));
+            break;
+        case 5: /* drop the oldest exchange, then a turn */
+            assert_int_equal(sess_conv_drop_oldest(ch->conv, 1), SESS_OK);
+            say(ch, msgs[3], &out[i], &ts);
+            break;
+        default:
+            say(ch, msgs[i < 3 ? i : 4], &out[i], &ts);
+            /* resumed: only the message computed (the attach restored the rest) */
+            if (check_resume && i > 0)
+                assert_true(ts.prefilled_tokens < 20 && ts.prefilled_tokens == ts.prompt_tokens - ts.cached_tokens);
+        }
+        print_message("hybrid %d: '%s'\n", i, out[i].text);
+    }
+}
+
+static void test_hybrid(void **state)
+{
+    (void)state;
+    char path[160], err[512], home[160];
+    snprintf(path, sizeof path, "%s/q35.gguf", dir);
+    snprintf(home, sizeof home, "%s/home-q35", dir);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "tests/mkmodel %s --arch qwen35 --vocab tests/data/vocab/ggml-vocab-qwen2.gguf --dim 64 --layers 4 "
+             "--heads 4 --kv-heads 2 --head-dim 16 --ff 128 --ssm-state 16 --ssm-groups 2 --ssm-heads 4 "
+             "--ssm-conv 4 --full-attn-interval 4 --scale 0.2 >/dev/null",
+             path);
+    assert_int_equal(system(cmd), 0);
+    struct llm_model *q;
+    assert_int_equal(llm_model_open(path, llm_model_default_params(), &q, err, sizeof err), 0);
+    struct llm_model *keep_model = model;
+    char keep_path[128];
+    snprintf(keep_path, sizeof keep_path, "%s", model_path);
+    model = q;
+    snprintf(model_path, sizeof model_path, "%.120s", path);
+    struct answer live[7], res[7];
+    struct chat a;
+    chat_open(&a, "You are terse.", 0, 512, NULL);
+    hybrid_script(&a, live, 0, 7, false);
+    chat_close(&a);
+    /* the same through a session: a process per step */
+    struct sess_restore_stats rs;
+    for (int i = 0; i < 7; i++) {
+        chat_open(&a, "You are terse.", 0, 512, home);
+        assert_int_equal(sess_conv_attach(a.conv, "h", i == 0, &rs), 0);
+        assert_int_equal(rs.damaged, 0);
+        if (i > 0) {
+            assert_int_equal(rs.missing_tokens, 0); /* all restored: the state at the end too */
+            assert_int_equal(rs.snapshot_pos, sess_conv_n_tokens(a.conv));
+        }
+        hybrid_script(&a, res, i, i + 1, true);
+        chat_close(&a);
+        assert_string_equal(res[i].text, live[i].text);
+    }
+    assert_string_equal(live[3].text, live[2].text); /* greedy: undo and again, retry */
+    assert_string_equal(live[4].text, live[2].text);
+    model = keep_model;
+    snprintf(model_path, sizeof model_path, "%s", keep_path);
+    llm_model_close(q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1014,6 +1094,7 @@ int main(void)
         cmocka_unit_test(test_stop_strings),
         cmocka_unit_test(test_think_switch),
         cmocka_unit_test(test_remote_engine),
+        cmocka_unit_test(test_hybrid),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -5,7 +5,8 @@
  * another model, parent, position or token, a renamed file), FIFOs,
  * directories and symlinks in a block's place treated as missing without
  * blocking, and failed writes (write, fdatasync, rename faults injected
- * with -Wl,--wrap) leaving no file behind.
+ * with -Wl,--wrap) leaving no file behind; the same for recurrent-state
+ * snapshot files.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -505,6 +506,224 @@ static void test_crc32c(void **state)
     free(p);
 }
 
+/* ==== snapshot files ==== */
+
+#define SNAP_BYTES 4099 /* not a multiple of anything */
+
+static void snap_fixture(struct fixture *f, struct kv_snap_desc *d, uint8_t **state)
+{
+    snprintf(f->path, sizeof f->path, "%s/s" KV_SNAP_SUFFIX, f->dir);
+    memset(d, 0, sizeof *d);
+    memcpy(d->id, f->id, 32);
+    memset(d->fingerprint, 0xab, 32);
+    d->kv_type = 1;
+    d->pos = 42 + N_TOK;
+    d->state_bytes = SNAP_BYTES;
+    *state = malloc(SNAP_BYTES);
+    for (int i = 0; i < SNAP_BYTES; i++)
+        (*state)[i] = (uint8_t)(i * 13 + i / 251);
+}
+
+static int snap_read_back(struct fixture *f, const struct kv_snap_desc *want, const uint8_t *expect, char *err,
+                          size_t n)
+{
+    uint8_t *got = calloc(1, want->state_bytes ? want->state_bytes : 1);
+    int rc = kv_snap_read(f->path, want, got, err, n);
+    if (rc == 0 && expect)
+        assert_memory_equal(got, expect, want->state_bytes);
+    free(got);
+    return rc;
+}
+
+static void expect_snap_error(struct fixture *f, const struct kv_snap_desc *want, int status, const char *reason)
+{
+    char err[256] = "";
+    assert_int_equal(snap_read_back(f, want, NULL, err, sizeof err), status);
+    if (!strstr(err, reason))
+        fail_msg("error '%s' lacks '%s'", err, reason);
+    print_message("refused: %s\n", err);
+}
+
+static void test_snap_round_trip(void **state)
+{
+    struct fixture *f = *state;
+    struct kv_snap_desc d;
+    uint8_t *st;
+    char err[256];
+    int e;
+    snap_fixture(f, &d, &st);
+    assert_int_equal(kv_snap_file_bytes(&d), KV_SNAP_HEADER_BYTES + SNAP_BYTES);
+    assert_int_equal(kv_snap_write(f->path, &d, st, err, sizeof err, &e), 0);
+    struct stat sb;
+    assert_int_equal(stat(f->path, &sb), 0);
+    assert_int_equal(sb.st_size, KV_SNAP_HEADER_BYTES + SNAP_BYTES);
+    if (snap_read_back(f, &d, st, err, sizeof err))
+        fail_msg("read: %s", err);
+    /* for the fuzz target's corpus: KVCHAT_WRITE_CORPUS=DIR */
+    const char *corpus = getenv("KVCHAT_WRITE_CORPUS");
+    if (corpus) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s/state.kvsnap'", f->path, corpus);
+        assert_int_equal(system(cmd), 0);
+    }
+    /* the header as documented: magic, version, id, position, size */
+    uint8_t h[KV_SNAP_HEADER_BYTES];
+    int fd = open(f->path, O_RDONLY);
+    assert_int_equal(pread(fd, h, sizeof h, 0), (ssize_t)sizeof h);
+    close(fd);
+    assert_memory_equal(h, "KVCHSNP\0", 8);
+    assert_int_equal(h[8], 1);
+    assert_memory_equal(h + 16, f->id, 32);
+    uint64_t pos, bytes;
+    memcpy(&pos, h + 88, 8);
+    memcpy(&bytes, h + 96, 8);
+    assert_int_equal(pos, 42 + N_TOK);
+    assert_int_equal(bytes, SNAP_BYTES);
+    uint32_t crc;
+    memcpy(&crc, h + 104, 4);
+    assert_int_equal(crc, kv_crc32c(0, st, SNAP_BYTES));
+    /* shapes that are not allowed are not written */
+    struct kv_snap_desc bad = d;
+    bad.state_bytes = 0;
+    assert_int_equal(kv_snap_file_bytes(&bad), 0);
+    assert_int_equal(kv_snap_write(f->path, &bad, st, err, sizeof err, &e), -1);
+    bad = d;
+    bad.pos = 0;
+    assert_int_equal(kv_snap_write(f->path, &bad, st, err, sizeof err, &e), -1);
+    free(st);
+}
+
+static void test_snap_damage(void **state)
+{
+    struct fixture *f = *state;
+    struct kv_snap_desc d;
+    uint8_t *st;
+    char err[256];
+    int e;
+    snap_fixture(f, &d, &st);
+    assert_int_equal(kv_snap_write(f->path, &d, st, err, sizeof err, &e), 0);
+    /* a flipped byte in the state (start, middle, end) and in the header */
+    static const long at[] = {KV_SNAP_HEADER_BYTES, KV_SNAP_HEADER_BYTES + SNAP_BYTES / 2,
+                              KV_SNAP_HEADER_BYTES + SNAP_BYTES - 1};
+    for (size_t i = 0; i < sizeof at / sizeof *at; i++) {
+        flip_byte(f->path, at[i]);
+        expect_snap_error(f, &d, KV_BLOCK_DAMAGED, "checksum mismatch in the state");
+        flip_byte(f->path, at[i]);
+    }
+    for (long off = 0; off < KV_SNAP_HEADER_BYTES; off += 7) {
+        flip_byte(f->path, off);
+        char e2[256] = "";
+        assert_int_equal(snap_read_back(f, &d, NULL, e2, sizeof e2), KV_BLOCK_DAMAGED);
+        flip_byte(f->path, off);
+    }
+    if (snap_read_back(f, &d, st, err, sizeof err))
+        fail_msg("restored file: %s", err);
+    /* what the reader expects: another id, model, kv type, position, size */
+    struct kv_snap_desc w = d;
+    w.id[5] ^= 1;
+    expect_snap_error(f, &w, KV_BLOCK_DAMAGED, "does not match its name");
+    w = d;
+    w.fingerprint[0] ^= 1;
+    expect_snap_error(f, &w, KV_BLOCK_DAMAGED, "another model");
+    w = d;
+    w.kv_type = 0;
+    expect_snap_error(f, &w, KV_BLOCK_DAMAGED, "kv type");
+    w = d;
+    w.pos++;
+    expect_snap_error(f, &w, KV_BLOCK_DAMAGED, "position");
+    w = d;
+    w.state_bytes--;
+    expect_snap_error(f, &w, KV_BLOCK_DAMAGED, "bytes");
+    /* truncated, and grown */
+    assert_int_equal(truncate(f->path, KV_SNAP_HEADER_BYTES + SNAP_BYTES - 1), 0);
+    expect_snap_error(f, &d, KV_BLOCK_DAMAGED, "file is");
+    assert_int_equal(truncate(f->path, 60), 0);
+    expect_snap_error(f, &d, KV_BLOCK_DAMAGED, "too short");
+    /* a block file in its place */
+    assert_int_equal(kv_block_write(f->path, &f->d, f->id, f->rows, err, sizeof err, &e), 0);
+    expect_snap_error(f, &d, KV_BLOCK_DAMAGED, "bad magic");
+    /* missing, a FIFO, a directory, a symlink: missing, without blocking */
+    unlink(f->path);
+    expect_snap_error(f, &d, KV_BLOCK_MISSING, "No such file");
+    assert_int_equal(mkfifo(f->path, 0644), 0);
+    expect_snap_error(f, &d, KV_BLOCK_MISSING, "not a regular file");
+    unlink(f->path);
+    assert_int_equal(mkdir(f->path, 0755), 0);
+    expect_snap_error(f, &d, KV_BLOCK_MISSING, "not a regular file");
+    rmdir(f->path);
+    assert_int_equal(symlink("/etc/passwd", f->path), 0);
+    assert_int_equal(snap_read_back(f, &d, NULL, err, sizeof err), KV_BLOCK_MISSING);
+    unlink(f->path);
+    free(st);
+}
+
+static void test_snap_header_forgery(void **state)
+{
+    struct fixture *f = *state;
+    struct kv_snap_desc d, got;
+    uint8_t *st;
+    char err[256];
+    uint32_t crc;
+    snap_fixture(f, &d, &st);
+    uint8_t h[KV_SNAP_HEADER_BYTES] = {0};
+    memcpy(h, KV_SNAP_MAGIC, 8);
+    h[8] = 1;
+    h[12] = KV_SNAP_HEADER_BYTES;
+    uint64_t pos = 5, huge = (uint64_t)1 << 40;
+    memcpy(h + 88, &pos, 8);
+    memcpy(h + 96, &huge, 8); /* an absurd size, with a valid header CRC */
+    uint32_t hc = kv_crc32c(0, h, sizeof h);
+    memcpy(h + 108, &hc, 4);
+    assert_int_equal(kv_snap_parse_header(h, sizeof h, &got, &crc, err, sizeof err), KV_BLOCK_DAMAGED);
+    assert_non_null(strstr(err, "bad shape"));
+    uint64_t ok = 100;
+    memcpy(h + 96, &ok, 8);
+    memset(h + 108, 0, 4);
+    hc = kv_crc32c(0, h, sizeof h);
+    memcpy(h + 108, &hc, 4);
+    assert_int_equal(kv_snap_parse_header(h, sizeof h, &got, &crc, err, sizeof err), 0);
+    assert_int_equal(got.state_bytes, 100);
+    assert_int_equal(kv_snap_parse_header(h, sizeof h - 1, &got, &crc, err, sizeof err), KV_BLOCK_DAMAGED);
+    free(st);
+}
+
+static void test_snap_write_faults(void **state)
+{
+    struct fixture *f = *state;
+    struct kv_snap_desc d;
+    uint8_t *st;
+    char err[256];
+    int e;
+    snap_fixture(f, &d, &st);
+    for (int at = 0; at < 2; at++) {
+        fail_write_after = at;
+        assert_int_equal(kv_snap_write(f->path, &d, st, err, sizeof err, &e), -1);
+        assert_int_equal(e, ENOSPC);
+        assert_int_equal(dir_entries(f->dir), 0);
+    }
+    fail_write_after = -1;
+    fail_fsync = 1;
+    assert_int_equal(kv_snap_write(f->path, &d, st, err, sizeof err, &e), -1);
+    assert_int_equal(e, EIO);
+    assert_int_equal(dir_entries(f->dir), 0);
+    fail_fsync = 0;
+    fail_rename = 1;
+    assert_int_equal(kv_snap_write(f->path, &d, st, err, sizeof err, &e), -1);
+    assert_int_equal(dir_entries(f->dir), 0);
+    fail_rename = 0;
+    short_writes = 1;
+    assert_int_equal(kv_snap_write(f->path, &d, st, err, sizeof err, &e), 0);
+    short_writes = 0;
+    if (snap_read_back(f, &d, st, err, sizeof err))
+        fail_msg("read after short writes: %s", err);
+    /* a good file survives a failed rewrite */
+    fail_write_after = 1;
+    assert_int_equal(kv_snap_write(f->path, &d, st, err, sizeof err, &e), -1);
+    if (snap_read_back(f, &d, st, err, sizeof err))
+        fail_msg("old file damaged: %s", err);
+    free(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -516,6 +735,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_header_forgery, setup_f16, teardown),
         cmocka_unit_test_setup_teardown(test_write_faults, setup_f32, teardown),
         cmocka_unit_test(test_crc32c),
+        cmocka_unit_test_setup_teardown(test_snap_round_trip, setup_f16, teardown),
+        cmocka_unit_test_setup_teardown(test_snap_damage, setup_f16, teardown),
+        cmocka_unit_test_setup_teardown(test_snap_header_forgery, setup_f16, teardown),
+        cmocka_unit_test_setup_teardown(test_snap_write_faults, setup_f16, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

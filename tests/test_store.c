@@ -4,7 +4,8 @@
  * sessions and their messages with each answer's sampler state, one rule
  * for new session names, the block index (chains, the child sharing the
  * longest prefix among many), forks sharing blocks, gc, LRU eviction in its
- * order, SQLite's errors reported as "database '...': <reason>", and the
+ * order, recurrent-state snapshots beside the blocks (found, counted, gc'd,
+ * evicted in their tier, migrated to), SQLite's errors reported as "database '...': <reason>", and the
  * one-writer lock across processes (including a writer killed with SIGKILL).
  */
 #include <setjmp.h>
@@ -158,7 +159,7 @@ static int64_t total_bytes(struct fx *f, int64_t *n)
 static void test_schema(void **state)
 {
     struct fx *f = *state;
-    assert_int_equal(sess_schema_version(f->st), 4);
+    assert_int_equal(sess_schema_version(f->st), 5);
     assert_null(sess_store_notice(f->st)); /* a new store needs no note */
     /* reopening migrates nothing and keeps data */
     int64_t id = new_session(f, "keep", NULL);
@@ -177,8 +178,8 @@ static void test_schema(void **state)
        "c.commit()\"%s", f->home, "");
     char err[512];
     assert_int_equal(sess_store_open(f->home, sess_store_default_params(), &f->st, err, sizeof err), SESS_ERR);
-    assert_non_null(strstr(err, "at schema version 99, newer than this kvchat's (4)"));
-    sh("python3 -c \"import sqlite3; c=sqlite3.connect('%s/kvchat.db'); c.execute('PRAGMA user_version = 4'); "
+    assert_non_null(strstr(err, "at schema version 99, newer than this kvchat's (5)"));
+    sh("python3 -c \"import sqlite3; c=sqlite3.connect('%s/kvchat.db'); c.execute('PRAGMA user_version = 5'); "
        "c.commit()\"%s", f->home, "");
     assert_int_equal(open_store(f), 0);
     /* without create, a home with no store is not made one */
@@ -204,7 +205,7 @@ static void test_migrate_v1(void **state)
     /* and that release's segment files, which go */
     sh("mkdir -p '%s/kv/ab' && echo x > '%s/kv/ab/ab12.kvseg'", f->home, f->home);
     assert_int_equal(open_store(f), 0);
-    assert_int_equal(sess_schema_version(f->st), 4);
+    assert_int_equal(sess_schema_version(f->st), 5);
     assert_non_null(sess_store_notice(f->st));
     assert_non_null(strstr(sess_store_notice(f->st), "computed once more"));
     char seg[128];
@@ -389,11 +390,11 @@ static void test_search(void **state)
        "(SELECT count(*) FROM messages) = 3').fetchone()[0])\")\" = 1%s", f->home, "");
     /* a store at schema 3 (before the index) gets it, with what it holds */
     sh("python3 -c \"import sqlite3; c=sqlite3.connect('%s/kvchat.db'); "
-       "c.executescript('DROP TRIGGER messages_fts_insert; DROP TRIGGER messages_fts_delete; DROP TRIGGER messages_fts_update; DROP TABLE message_fts; PRAGMA user_version = 3;'); "
+       "c.executescript('DROP TABLE snapshots; ALTER TABLE block_totals DROP COLUMN n_snapshots; DROP TRIGGER messages_fts_insert; DROP TRIGGER messages_fts_delete; DROP TRIGGER messages_fts_update; DROP TABLE message_fts; PRAGMA user_version = 3;'); "
        "c.execute(\\\"INSERT INTO messages(session_id, seq, role, text, n_tokens, created) VALUES(%s, 9, 1, 'an older message about Zanzibar', 0, 0)\\\"); c.commit()\"",
        f->home, "2");
     assert_int_equal(open_store(f), 0);
-    assert_int_equal(sess_schema_version(f->st), 4);
+    assert_int_equal(sess_schema_version(f->st), 5);
     assert_string_equal(search(f, "zanzibar", false, 0, &n), "paris:3:user:an older message about \001Zanzibar\002\n");
     search(f, "croissants", false, 0, &n);
     assert_int_equal(n, 1);
@@ -771,6 +772,159 @@ static void test_evict_order(void **state)
     assert_int_equal(nb, 0);
 }
 
+/* write and record a snapshot of `bytes` bytes of state at pos, inside the
+ * block after parent (NULL: the first) whose id is id */
+static int64_t add_snap(struct fx *f, const uint8_t *parent, const uint8_t id[32], int64_t pos, size_t bytes)
+{
+    static const uint8_t zero[32];
+    struct kv_snap_desc d;
+    memset(&d, 0, sizeof d);
+    memcpy(d.id, id, 32);
+    memcpy(d.fingerprint, f->fp, 32);
+    d.kv_type = 1;
+    d.pos = (uint64_t)pos;
+    d.state_bytes = bytes;
+    uint8_t *state = calloc(1, bytes);
+    char path[4200], err[256];
+    int e;
+    assert_int_equal(sess_snap_path(f->st, id, true, path, sizeof path), 0);
+    if (kv_snap_write(path, &d, state, err, sizeof err, &e))
+        fail_msg("%s", err);
+    free(state);
+    if (sess_snap_record(f->st, &d, parent ? parent : zero, f->model_id, (int64_t)kv_snap_file_bytes(&d), f->clock))
+        fail_msg("record: %s", sess_errmsg(f->st));
+    return (int64_t)kv_snap_file_bytes(&d);
+}
+
+static int snap_file_exists(struct fx *f, const uint8_t id[32])
+{
+    char path[4200];
+    sess_snap_path(f->st, id, false, path, sizeof path);
+    return access(path, F_OK) == 0;
+}
+
+/* snapshots beside the blocks: found inside a block by its parent, the
+ * deepest first; counted in the store's bytes; forgotten; kept by gc while
+ * a session uses their KV; evicted with the blocks in their order; a store
+ * at schema 4 gets the table with its blocks' totals kept */
+static void test_snapshots(void **state)
+{
+    struct fx *f = *state;
+    static const uint8_t zero[32];
+    int64_t s = new_session(f, "named", NULL);
+    uint8_t b[3][32];
+    int64_t blk = add_block(f, NULL, 0, B, 0, b[0]);
+    add_block(f, b[0], 1, B, B, b[1]);
+    add_block(f, b[1], 2, 10, 2 * B, b[2]); /* the session's tail: its end at 2B + 10 */
+    assert_int_equal(sess_set_blocks(f->st, s, 0, (const uint8_t(*)[32])b, 3), 0);
+    int64_t nb, before = total_bytes(f, &nb);
+    /* at the end of block 0 (its id), inside block 1 (a tail of 5 tokens' id), at the end */
+    uint8_t mid[32];
+    int32_t toks[5] = {B, B + 1, B + 2, B + 3, B + 4};
+    record_row(f, b[0], 1, toks, 5, mid); /* (a row for the id only: removed below) */
+    int64_t one = add_snap(f, NULL, b[0], B, 1000);
+    add_snap(f, b[0], mid, B + 5, 1000);
+    add_snap(f, b[1], b[2], 2 * B + 10, 1000);
+    assert_int_equal(sess_block_forget(f->st, mid), 0);
+    assert_int_equal(one, KV_SNAP_HEADER_BYTES + 1000);
+    assert_int_equal(total_bytes(f, &nb), before + 3 * one); /* one budget */
+    assert_int_equal(nb, 3);                                /* blocks counted alone */
+    struct sess_snap_row rows[4];
+    int64_t n;
+    assert_int_equal(sess_snaps_in_block(f->st, b[0], f->model_id, 1, B, 2 * B, rows, 4, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(rows[0].pos, B + 5);
+    assert_memory_equal(rows[0].id, mid, 32);
+    assert_int_equal(sess_snaps_in_block(f->st, zero, f->model_id, 1, 0, B, rows, 4, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(rows[0].pos, B);
+    /* the range is (lo, hi]; another kv type or model finds none */
+    assert_int_equal(sess_snaps_in_block(f->st, zero, f->model_id, 1, B, 2 * B, rows, 4, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(sess_snaps_in_block(f->st, zero, f->model_id, 0, 0, B, rows, 4, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(sess_snaps_in_block(f->st, zero, f->model_id + 1, 1, 0, B, rows, 4, &n), 0);
+    assert_int_equal(n, 0);
+    /* recording again is idempotent (and touches it) */
+    add_snap(f, NULL, b[0], B, 1000);
+    assert_int_equal(total_bytes(f, &nb), before + 3 * one);
+
+    /* gc: the session's KV holds them all; a snapshot after a loose block goes */
+    uint8_t loose[32], lsnap[32];
+    add_block(f, NULL, 0, B, 5000, loose);
+    memset(lsnap, 0x5a, 32);
+    add_snap(f, loose, lsnap, B + 3, 1000);
+    struct sess_gc_stats g;
+    assert_int_equal(sess_gc(f->st, &g), 0);
+    assert_int_equal(g.blocks, 2); /* the loose block and its snapshot */
+    assert_false(snap_file_exists(f, lsnap));
+    assert_true(snap_file_exists(f, b[0]) && snap_file_exists(f, mid) && snap_file_exists(f, b[2]));
+    /* a snapshot file with no row, and a row with no file: gc mends both */
+    uint8_t stray[32];
+    memset(stray, 0x77, 32);
+    add_snap(f, b[0], stray, B + 7, 1000);
+    char path[4200];
+    sess_snap_path(f->st, stray, false, path, sizeof path);
+    sh("python3 -c \"import sqlite3; c=sqlite3.connect('%s/kvchat.db'); c.execute('DELETE FROM snapshots WHERE pos = %s'); c.commit()\"",
+       f->home, "71");
+    assert_int_equal(B + 7, 71);
+    assert_int_equal(sess_snap_forget(f->st, mid), 0); /* row and file */
+    assert_false(snap_file_exists(f, mid));
+    assert_int_equal(sess_gc(f->st, &g), 0);
+    assert_int_equal(access(path, F_OK) == 0, 0);
+    assert_int_equal(total_bytes(f, &nb), before + 2 * one);
+
+    /* eviction: what no named session uses first (a loose chain with a
+     * snapshot, used later), then the named one's snapshots but its
+     * latest, then its blocks from the end, its latest snapshot last */
+    add_snap(f, b[0], mid, B + 5, 1000);
+    f->clock = 1000;
+    uint8_t q[32], qs[32];
+    add_block(f, NULL, 0, B, 9000, q);
+    memset(qs, 0x99, 32);
+    add_snap(f, q, qs, B + 1, 1000);
+    int64_t total = total_bytes(f, &nb);
+    assert_int_equal(sess_evict(f->st, total - 1, &g), 0);
+    assert_int_equal(g.blocks, 1); /* the loose chain's end: its snapshot (deepest) */
+    assert_false(snap_file_exists(f, qs));
+    assert_true(block_file_exists(f, q));
+    assert_int_equal(sess_evict(f->st, total - one - blk, &g), 0);
+    assert_false(block_file_exists(f, q));
+    /* the named session's: its snapshots inside the chain go first */
+    assert_int_equal(sess_evict(f->st, total - one - blk - 1, &g), 0);
+    assert_int_equal(g.blocks, 1);
+    assert_false(snap_file_exists(f, mid));
+    assert_true(snap_file_exists(f, b[0]) && snap_file_exists(f, b[2]));
+    assert_int_equal(sess_evict(f->st, total - 2 * one - blk - 1, &g), 0);
+    assert_false(snap_file_exists(f, b[0]));
+    assert_true(snap_file_exists(f, b[2]));
+    for (int i = 0; i < 3; i++)
+        assert_true(block_file_exists(f, b[i]));
+    /* then its blocks, the end first, and the latest snapshot after them */
+    total = total_bytes(f, &nb);
+    assert_int_equal(sess_evict(f->st, total - 1, &g), 0);
+    assert_false(block_file_exists(f, b[2]));
+    assert_true(snap_file_exists(f, b[2]));
+    assert_int_equal(sess_evict(f->st, one, &g), 0);
+    assert_true(snap_file_exists(f, b[2]));
+    assert_false(block_file_exists(f, b[0]));
+    assert_int_equal(sess_evict(f->st, 0, &g), 0);
+    assert_false(snap_file_exists(f, b[2]));
+    assert_int_equal(total_bytes(f, &nb), 0);
+
+    /* a store at schema 4 (no snapshots): migrated, its totals kept */
+    add_block(f, NULL, 0, B, 0, b[0]);
+    sess_store_close(f->st);
+    sh("python3 -c \"import sqlite3; c=sqlite3.connect('%s/kvchat.db'); "
+       "c.executescript('DROP TABLE snapshots; ALTER TABLE block_totals DROP COLUMN n_snapshots; PRAGMA user_version = 4;'); c.commit()\"%s",
+       f->home, "");
+    assert_int_equal(open_store(f), 0);
+    assert_int_equal(sess_schema_version(f->st), 5);
+    assert_int_equal(total_bytes(f, &nb), blk);
+    add_snap(f, NULL, b[0], B, 1000);
+    assert_int_equal(total_bytes(f, &nb), blk + one);
+}
+
 /* every failure of SQLite reaches the caller as "database '<path>': <reason>" */
 static void test_db_errors(void **state)
 {
@@ -873,6 +1027,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_block_index, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fork_gc_evict, setup, teardown),
         cmocka_unit_test_setup_teardown(test_evict_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_snapshots, setup, teardown),
         cmocka_unit_test_setup_teardown(test_db_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lock, setup, teardown),
     };
