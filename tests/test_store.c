@@ -259,7 +259,7 @@ static void write_texts(struct fx *f, int64_t id, int64_t from, const char *cons
         enum sess_role r = first == SESS_ROLE_SYSTEM && i == 0 ? SESS_ROLE_SYSTEM
                            : (i + (first == SESS_ROLE_ASSISTANT) - (first == SESS_ROLE_SYSTEM)) % 2 == 0
                                ? SESS_ROLE_USER : SESS_ROLE_ASSISTANT;
-        m[i] = (struct sess_msg_rec){r, texts[i], NULL, 0, NULL, 0};
+        m[i] = (struct sess_msg_rec){.role = r, .text = texts[i]};
     }
     if (sess_write_messages(f->st, id, from, m, n, 0, f->model_id, NULL))
         fail_msg("write: %s", sess_errmsg(f->st));
