@@ -570,8 +570,11 @@ bool llm_arch_runs(const char *arch);
 
 /* physical cores of this machine (at least 1): the default thread count */
 int llm_default_threads(void);
-/* the SIMD path of the kernels: "avx2" or "generic" */
+/* the SIMD path of the kernels: "avx2", "neon-dotprod", "neon" or "generic" */
 const char *llm_kernel_path(void);
+/* NULL, or why the KVCHAT_CPU environment variable cannot be honoured (an
+ * unknown value, or a path this CPU cannot run; the portable kernels run) */
+const char *llm_kernel_error(void);
 
 /* ==== a context: KV cache and scratch for one sequence ====
  *

@@ -485,3 +485,4 @@ int llm_default_threads(void)
 }
 
 const char *llm_kernel_path(void) { return llm_cpu_path(); }
+const char *llm_kernel_error(void) { return llm_cpu_error(); }
