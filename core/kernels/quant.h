@@ -258,6 +258,7 @@ void llm_act_init(unsigned cpu);
 #if defined(__aarch64__)
 /* the NEON kernels (quant-neon.c), installed by the init functions above */
 void llm_quant_pack_neon(struct llm_mm_ops *mm, struct llm_unpack_ops *un, unsigned cpu);
+void llm_quant_k_neon(struct llm_mm_ops *mm, struct llm_unpack_ops *un, unsigned cpu); /* quant-k-neon.c */
 void llm_mm_units_neon(const struct llm_unpack_ops *u, int64_t n, int ng, const int16_t *w16, size_t wstride,
                        const float *S, const float *M, size_t sstride, const void *act, size_t a_stride, int64_t nt,
                        float *y, int64_t ldy);
