@@ -1,7 +1,8 @@
 /*
  * quant-k-neon.c - the K-quants' (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) one-token
  * GEMV on AArch64 NEON, over the packed super-blocks of quant-k.c, with
- * the bits of the definition in quant.h (kdot_ref there).
+ * the bits of the definition in quant.h (kdot_ref there), and the
+ * unpacking of their groups for the batched product's tile (mm.c).
  *
  * Why this shape: it is quant-k.c's AVX2 GEMV unit for unit. A packed
  * chunk's byte 4r + e holds four consecutive elements' fields of row r in
@@ -236,6 +237,44 @@ AI void kgemv(bool DP, int kind, const struct llm_mat *w, int64_t r0, int64_t r1
     }
 }
 
+/* quant-neon.c's store_pairs: 4 elements' values of 8 rows as two pairs */
+AI void store_pairs(const int8x16_t F[2], int off, int16_t *w)
+{
+    int8x16_t v0 = vsubq_s8(F[0], vdupq_n_s8((int8_t)off)), v1 = vsubq_s8(F[1], vdupq_n_s8((int8_t)off));
+    int8x16_t ev = vreinterpretq_s8_u16(vuzp1q_u16(vreinterpretq_u16_s8(v0), vreinterpretq_u16_s8(v1)));
+    int8x16_t od = vreinterpretq_s8_u16(vuzp2q_u16(vreinterpretq_u16_s8(v0), vreinterpretq_u16_s8(v1)));
+    vst1q_s16(w, vmovl_s8(vget_low_s8(ev)));
+    vst1q_s16(w + 8, vmovl_high_s8(ev));
+    vst1q_s16(w + 16, vmovl_s8(vget_low_s8(od)));
+    vst1q_s16(w + 24, vmovl_high_s8(od));
+}
+
+/* a group unpacked for the tile (quant-k.c's kunpack_ref, the same values) */
+AI void kunpack(int kind, const void *group, int64_t n, int16_t *w16, float *S, float *M)
+{
+    int ul = unit_len(kind), nu = QK_K / ul, off = kind == K3 ? 4 : kind == K6 ? 32 : 0;
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        const uint8_t *sb = (const uint8_t *)group + (size_t)b * sb_bytes_of[kind];
+        for (int u = 0; u < nu; u++) {
+            int64_t uu = b * nu + u;
+            for (int j = 0; j < 2; j++) {
+                float32x4_t s, m;
+                kscale4(kind, sb, u, j, &s, &m);
+                vst1q_f32(S + uu * 8 + 4 * j, s);
+                if (kind_has_min(kind))
+                    vst1q_f32(M + uu * 8 + 4 * j, m);
+            }
+            for (int i = 0; i < ul / 4; i++) {
+                int h, c, sel;
+                unit_chunk(kind, u, i, &h, &c, &sel);
+                int8x16_t F[2] = {kfield(kind, sb, h, c, sel, 0), kfield(kind, sb, h, c, sel, 1)};
+                /* elements 4i .. 4i + 3 of the unit: pairs 2i, 2i + 1 */
+                store_pairs(F, off, w16 + (uu * ul / 2 + 2 * i) * 16);
+            }
+        }
+    }
+}
+
 #define KNEON(NAME, KIND)                                                                          \
     static void NAME##_gemv_neon(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1, \
                                  const void *a, float *y0, float *y1)                              \
@@ -246,6 +285,10 @@ AI void kgemv(bool DP, int kind, const struct llm_mat *w, int64_t r0, int64_t r1
                                  const void *a, float *y0, float *y1)                              \
     {                                                                                              \
         kgemv(true, KIND, w, r0, r1, s0, s1, a, y0, y1);                                           \
+    }                                                                                              \
+    static void NAME##_unpack_neon(const void *g, int64_t n, int16_t *w16, float *S, float *M)     \
+    {                                                                                              \
+        kunpack(KIND, g, n, w16, S, M);                                                            \
     }
 KNEON(q2_K, K2)
 KNEON(q3_K, K3)
@@ -256,7 +299,9 @@ KNEON(q6_K, K6)
 void llm_quant_k_neon(struct llm_mm_ops *mm, struct llm_unpack_ops *un, unsigned cpu)
 {
     bool dp = cpu & LLM_CPU_DOTPROD;
-#define KFAST(NAME, TYPE) mm[TYPE].gemv = un[TYPE].gemv = dp ? NAME##_gemv_sdot : NAME##_gemv_neon;
+#define KFAST(NAME, TYPE)                                                                          \
+    mm[TYPE].gemv = un[TYPE].gemv = dp ? NAME##_gemv_sdot : NAME##_gemv_neon;                      \
+    un[TYPE].unpack = NAME##_unpack_neon;
     KFAST(q2_K, LLM_TYPE_Q2_K)
     KFAST(q3_K, LLM_TYPE_Q3_K)
     KFAST(q4_K, LLM_TYPE_Q4_K)

@@ -1,6 +1,7 @@
 /*
  * quant-neon.c - the AArch64 NEON kernels of the packed 32-element types
- * (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1: their one-token GEMV), of the batched
+ * (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1: their one-token GEMV and the unpacking of
+ * their groups for the batched product), of the batched
  * product's tile over unpacked units (mm.c) and of the I16 activation
  * quantizer (act.c). Each computes the bits of the portable definition in
  * quant.h; the tables pick them at run time (llm_cpu_features: NEON on
@@ -179,6 +180,53 @@ AI void gemv_kind(bool DP, int kind, const struct llm_mat *w, int64_t r0, int64_
     }
 }
 
+/* the 8 rows' values of 4 consecutive elements (fields minus off; v[0]:
+ * rows 0-3, v[1]: 4-7, 4 bytes a row) as the tile's two pairs at w
+ * (mm.c's layout: pair p, row r, element j at (p * 8 + r) * 2 + j) */
+AI void store_pairs(const int8x16_t F[2], int off, int16_t *w)
+{
+    int8x16_t v0 = vsubq_s8(F[0], vdupq_n_s8((int8_t)off)), v1 = vsubq_s8(F[1], vdupq_n_s8((int8_t)off));
+    int8x16_t ev = vreinterpretq_s8_u16(vuzp1q_u16(vreinterpretq_u16_s8(v0), vreinterpretq_u16_s8(v1)));
+    int8x16_t od = vreinterpretq_s8_u16(vuzp2q_u16(vreinterpretq_u16_s8(v0), vreinterpretq_u16_s8(v1)));
+    vst1q_s16(w, vmovl_s8(vget_low_s8(ev)));
+    vst1q_s16(w + 8, vmovl_high_s8(ev));
+    vst1q_s16(w + 16, vmovl_s8(vget_low_s8(od)));
+    vst1q_s16(w + 24, vmovl_high_s8(od));
+}
+
+/* a group unpacked for the tile (quant-pack.c's unpack_ref, the same values) */
+AI void unpack_kind(int kind, const void *group, int64_t n, int16_t *w16, float *S, float *M)
+{
+    int off = kind == Q4 ? 8 : kind == Q5 ? 16 : 0;
+    for (int64_t b = 0; b < n / QK; b++) {
+        const uint8_t *gb = (const uint8_t *)group + (size_t)b * gbb_of[kind];
+        int16_t *w = w16 + b * 16 * ROWS * 2;
+        for (int i = 0; i < 2; i++) {
+            vst1q_f32(S + b * ROWS + 4 * i, ldh4(gb + 8 * i));
+            if (has_min(kind))
+                vst1q_f32(M + b * ROWS + 4 * i, ldh4(gb + M_OFF + 8 * i));
+        }
+        if (kind == Q8) {
+            for (int p = 0; p < 16; p++) {
+                int8x16_t v = vld1q_s8((const int8_t *)(gb + 16 + 16 * p));
+                vst1q_s16(w + 16 * p, vmovl_s8(vget_low_s8(v)));
+                vst1q_s16(w + 16 * p + 8, vmovl_high_s8(v));
+            }
+            continue;
+        }
+        uint8x16_t fifth[2] = {vdupq_n_u8(0), vdupq_n_u8(0)};
+        if (has_fifth(kind))
+            for (int i = 0; i < 2; i++)
+                fifth[i] = vld1q_u8(gb + fifth_off(kind) + 16 * i);
+        for (int c = 0; c < 4; c++) {
+            int8x16_t L[2], H[2];
+            fields(kind, gb, c, fifth, L, H);
+            store_pairs(L, off, w + 16 * (2 * c));     /* elements 4c .. 4c + 3 */
+            store_pairs(H, off, w + 16 * (8 + 2 * c)); /* 16 + 4c .. */
+        }
+    }
+}
+
 #define NEON_KIND(NAME, KIND)                                                                      \
     static void NAME##_gemv_neon(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1, \
                                  const void *a, float *y0, float *y1)                              \
@@ -189,6 +237,10 @@ AI void gemv_kind(bool DP, int kind, const struct llm_mat *w, int64_t r0, int64_
                                  const void *a, float *y0, float *y1)                              \
     {                                                                                              \
         gemv_kind(true, KIND, w, r0, r1, s0, s1, a, y0, y1);                                       \
+    }                                                                                              \
+    static void NAME##_unpack_neon(const void *g, int64_t n, int16_t *w16, float *S, float *M)     \
+    {                                                                                              \
+        unpack_kind(KIND, g, n, w16, S, M);                                                        \
     }
 NEON_KIND(q8_0, Q8)
 NEON_KIND(q4_0, Q4)
@@ -199,7 +251,9 @@ NEON_KIND(q5_1, Q51)
 void llm_quant_pack_neon(struct llm_mm_ops *mm, struct llm_unpack_ops *un, unsigned cpu)
 {
     bool dp = cpu & LLM_CPU_DOTPROD;
-#define FAST(NAME, TYPE) mm[TYPE].gemv = un[TYPE].gemv = dp ? NAME##_gemv_sdot : NAME##_gemv_neon;
+#define FAST(NAME, TYPE)                                                                           \
+    mm[TYPE].gemv = un[TYPE].gemv = dp ? NAME##_gemv_sdot : NAME##_gemv_neon;                      \
+    un[TYPE].unpack = NAME##_unpack_neon;
     FAST(q8_0, LLM_TYPE_Q8_0)
     FAST(q4_0, LLM_TYPE_Q4_0)
     FAST(q5_0, LLM_TYPE_Q5_0)
