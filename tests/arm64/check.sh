@@ -5,7 +5,7 @@
 # (-cpu cortex-a57) and on the portable ones (KVCHAT_CPU=generic):
 # test_kernels and test_quant on each; t-invariance.sh (the host's logits,
 # bit for bit, every weight type, t0402's ways); t0403's accuracy on both
-# NEON paths; t0405 (KVCHAT_CPU strict) on both; t-blocks.sh (KV blocks written under any kernel path,
+# NEON paths; t0406 (KVCHAT_CPU strict) on both; t-blocks.sh (KV blocks written under any kernel path,
 # x86-64 or aarch64, restored under any other). Logs in tests/out/arm64/.
 # Ends with "N passed, N failed". About 2 minutes of CPU on a quiet machine.
 set -u
@@ -52,9 +52,9 @@ for cpu in max cortex-a57; do
         sh tests/cli/t0403-accuracy.sh
 done
 for cpu in max cortex-a57; do
-    run "arm64 t0405-kvchat-cpu (qemu -cpu $cpu)" "$out/t0405-$cpu.log" env KVCHAT="$top/tests/arm64/kvchat" \
+    run "arm64 t0406-kvchat-cpu (qemu -cpu $cpu)" "$out/t0406-$cpu.log" env KVCHAT="$top/tests/arm64/kvchat" \
         QEMU_CPU=$cpu KVCHAT_ARCH=aarch64 MKMODEL="$top/tests/mkmodel" TOP="$top" TMPDIR="${TMPDIR:-/tmp}" \
-        sh tests/cli/t0405-kvchat-cpu.sh
+        sh tests/cli/t0406-kvchat-cpu.sh
 done
 cli t-blocks tests/arm64/t-blocks.sh
 

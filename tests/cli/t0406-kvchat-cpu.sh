@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0405: KVCHAT_CPU is strict. generic, and each path this CPU has, run
+# t0406: KVCHAT_CPU is strict. generic, and each path this CPU has, run
 # (and `eval -v` says which); an unknown value, or a path this CPU cannot
 # run (neon on x86-64, avx2 and avx512 on aarch64, avx512 without
 # AVX-512), is a usage error naming the choices, before any work; unset
