@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char chat_usage[] =
@@ -49,8 +50,15 @@ static const char chat_usage[] =
     "\n"
     "  The interactive chat. With SESSION, the chat is saved under that name\n"
     "  after every exchange and resumes from its KV snapshots next time (it is\n"
-    "  created if new); without, it is discarded at exit unless you /save it.\n"
+    "  created if new); without, it is no session (at exit it is gone unless you\n"
+    "  /save it), but every prompt's KV blocks and token ids stay in the store\n"
+    "  as a cache until evicted or collected ('kvchat sessions forget' removes\n"
+    "  them); --private reads the store and writes nothing at all.\n"
     "  -c, --continue opens the session changed last (its last turn).\n"
+    "  In a saved session, /undo, /retry, /system and dropping exchanges to\n"
+    "  make room ask first; /clear starts afresh and leaves the session as\n"
+    "  saved. With stdin not a terminal they are refused unless --yes (answer\n"
+    "  yes to the chat's questions) is given.\n"
     "  MODEL is a file path or a store name (a remote model too: its server\n"
     "  answers, the session is kept here); the default comes from\n"
     "  KVCHAT_MODEL or 'model = NAME' in the config file.\n"
@@ -73,7 +81,8 @@ static const char chat_usage[] =
     "\n"
     "Exit status: 0 ok, 1 usage error, 2 model error (with stdin not a terminal:\n"
     "also when a message was refused), 3 session error (e.g. the session is open\n"
-    "in another kvchat), 4 a remote model's network error (stdin not a terminal),\n"
+    "in another kvchat; stdin not a terminal: also when a change to a saved\n"
+    "session was refused), 4 a remote model's network error (stdin not a terminal),\n"
     "130 ended by a signal.\n";
 
 /* ==== signals ==== */
@@ -120,6 +129,7 @@ struct chat {
     FILE *ui;              /* stdout on a terminal, else stderr */
     bool color;
     bool interactive;      /* stdin is a terminal */
+    bool yes;              /* --yes: piped input, the chat's questions are answered yes */
     bool out_broken;       /* stdout went away */
     bool refused;          /* a message was refused or failed (the exit status, when piped) */
     int refused_code;      /* that exit status (0: CMD_EXIT_MODEL) */
@@ -131,6 +141,8 @@ struct chat {
     bool have_last;
     int64_t turns;          /* answers in this process */
     int64_t total_prefilled, total_cached, total_generated;
+    bool model_switch;     /* conv_attach: a session of another model is not an error (/load) */
+    char model_buf[4096];  /* the model /load switched to (o.model points here then) */
 };
 
 enum color { C_RESET, C_DIM, C_BOLD, C_PROMPT, C_WARN, C_ERR };
@@ -151,7 +163,7 @@ static void note(struct chat *ch, enum color c, const char *fmt, ...)
     fflush(stdout);
     fputs(col(ch, c), ch->ui);
     va_start(ap, fmt);
-    vfprintf(ch->ui, fmt, ap);
+    cmd_term_vprintf(ch->ui, fmt, ap); /* names and texts of the store: sanitized */
     va_end(ap);
     fprintf(ch->ui, "%s\n", col(ch, C_RESET));
     fflush(ch->ui);
@@ -167,7 +179,7 @@ static void chat_err(struct chat *ch, const char *fmt, ...)
     bool c = ch->color && isatty(2);
     fprintf(stderr, "%skvchat: ", c ? color_seq[C_ERR] : "");
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    cmd_term_vprintf(stderr, fmt, ap);
     va_end(ap);
     fprintf(stderr, "%s\n", c ? color_seq[C_RESET] : "");
 }
@@ -189,7 +201,9 @@ static void print_fit(struct chat *ch, enum color c, const char *line)
         chars++;
     }
     fflush(stdout);
-    fprintf(ch->ui, "%s%.*s%s\n", col(ch, c), (int)cut, line, col(ch, C_RESET));
+    fputs(col(ch, c), ch->ui);
+    cmd_term_write(ch->ui, line, cut);
+    fprintf(ch->ui, "%s\n", col(ch, C_RESET));
     fflush(ch->ui);
 }
 
@@ -200,7 +214,8 @@ static void print_wrapped(struct chat *ch, const char *line)
     int w = isatty(fileno(ch->ui)) ? repl_width(fileno(ch->ui)) : 0;
     fflush(stdout);
     if (w < 30) {
-        fprintf(ch->ui, "%s\n", line);
+        cmd_term_puts(ch->ui, line);
+        fputc('\n', ch->ui);
         return;
     }
     size_t col = 0, max = (size_t)w - 1;
@@ -214,7 +229,7 @@ static void print_wrapped(struct chat *ch, const char *line)
             fputc(' ', ch->ui);
             col++;
         }
-        fwrite(p, 1, n, ch->ui);
+        cmd_term_write(ch->ui, p, n);
         col += n;
         p += n;
         while (*p == ' ')
@@ -230,6 +245,16 @@ static int store_need(struct chat *ch)
     if (ch->st)
         return 0;
     chat_err(ch, "no session store: it could not be opened (see above)");
+    return -1;
+}
+
+/* a private chat saves nothing: what would save (a session) says so */
+static int private_refuses(struct chat *ch, const char *what)
+{
+    if (!ch->o.private_mode)
+        return 0;
+    chat_err(ch, "%s would save a session, and this chat is private (nothing is written): /set private off "
+                 "first", what);
     return -1;
 }
 
@@ -342,6 +367,8 @@ static void turn_done(struct chat *ch, int rc, const struct sess_turn_stats *ts)
         stats_line(ch, ts);
 }
 
+static bool confirm(struct chat *ch, const char *question, const char *what);
+
 /* the message does not fit: say so, and offer to drop the oldest exchanges */
 static int make_room(struct chat *ch, const char *text)
 {
@@ -353,8 +380,10 @@ static int make_room(struct chat *ch, const char *text)
         note(ch, C_WARN, "it is longer than the context itself; -c N sets a larger context");
         return SESS_ERR_CTX_FULL;
     }
-    if (!ch->interactive ||
-        !repl_ask(ch->repl, "Drop the oldest exchanges until it fits? (/clear drops all) [y/N] ")) {
+    char q[512];
+    snprintf(q, sizeof q, "Drop the oldest exchanges%s%s%s until it fits? (/clear starts afresh) [y/N] ",
+             ch->name ? " from session '" : "", ch->name ? ch->name : "", ch->name ? "'" : "");
+    if (!confirm(ch, q, NULL)) {
         note(ch, C_DIM, "nothing dropped: /clear starts afresh, /undo drops the last exchange");
         return SESS_ERR_CTX_FULL;
     }
@@ -462,7 +491,7 @@ static void restore_report(struct chat *ch, const char *name, const struct sess_
     if (rs->first_problem[0])
         chat_err(ch, "session '%s': %s", name, rs->first_problem);
     if (!ch->l.remote && (ch->o.verbose || rs->missing_tokens > 0 || rs->damaged))
-        fprintf(stderr,
+        cmd_term_printf(stderr,
                 "kvchat: session '%s': %" PRId64 " token%s restored from %" PRId64 " KV block%s in %.1f ms, %" PRId64
                 " to compute\n",
                 name, rs->restored_tokens, cmd_s(rs->restored_tokens), rs->restored_blocks,
@@ -483,6 +512,8 @@ static int conv_attach(struct chat *ch, const char *name, bool create)
     cmd_progress_start(&ch->prog, ch->conv);
     int rc = sess_conv_attach(ch->conv, name, create, &rs);
     cmd_progress_end(&ch->prog);
+    if (rc == SESS_ERR_MODEL && ch->model_switch)
+        return -SESS_ERR_MODEL; /* the caller opens the session's own model */
     if (rc != SESS_OK) {
         chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
         if (rc == SESS_ERR_MODEL)
@@ -501,15 +532,34 @@ static int conv_attach(struct chat *ch, const char *name, bool create)
     return 0;
 }
 
+/* Ask before changing what a named session keeps (or an unsaved chat):
+ * on a terminal the answer, piped input yes only with --yes (else what
+ * says why nothing changed) */
+static bool confirm(struct chat *ch, const char *question, const char *what)
+{
+    if (ch->interactive)
+        return repl_ask(ch->repl, question);
+    if (ch->yes)
+        return true;
+    if (what) { /* a script goes on, but its exit status says so */
+        chat_err(ch, "%s: not asked with stdin not a terminal, so nothing changed (--yes answers yes)", what);
+        ch->refused = true;
+        ch->refused_code = CMD_EXIT_SESSION;
+    }
+    return false;
+}
+
 /* true if the user agrees to lose an unsaved chat (or there is nothing to lose) */
 static bool may_discard(struct chat *ch, const char *what)
 {
-    if (ch->name || sess_conv_n_exchanges(ch->conv) == 0)
+    if (ch->name || ch->o.private_mode || sess_conv_n_exchanges(ch->conv) == 0)
         return true;
-    if (!ch->interactive) {
+    if (!ch->interactive && !ch->yes) {
         chat_err(ch, "%s would discard this unsaved chat; /save NAME it first", what);
         return false;
     }
+    if (!ch->interactive)
+        return true;
     char q[256];
     snprintf(q, sizeof q, "This chat is not saved (/save NAME keeps it). Discard it? [y/N] ");
     return repl_ask(ch->repl, q);
@@ -578,18 +628,68 @@ static int slash_help(struct chat *ch, char *arg)
             "with \"\"\" to start a block and end a line with \"\"\" to end it. A line starting\n"
             "with // sends a message that starts with /. A unique prefix is enough for\n"
             "/help /sessions /set /show /stats; the others need their full name.\n"
-            "Ctrl-C stops an answer or clears the line; Ctrl-D leaves; Tab completes;\n"
-            "Up/Down recall earlier inputs. /set system TEXT and /set parameter KEY VALUE\n"
-            "work as in ollama.\n");
+            "Ctrl-C stops an answer or clears the line; Ctrl-D leaves (inside a \"\"\"\n"
+            "block it drops the block); Tab completes; Up/Down recall earlier inputs.\n"
+            "/set system TEXT and /set parameter KEY VALUE work as in ollama.\n");
     fflush(ch->ui);
     return 0;
 }
 
+static int slash_save(struct chat *ch, char *arg);
+
+/*
+ * Leaving (/exit, /bye, Ctrl-D): an unnamed chat with exchanges, on a
+ * terminal, asks as /load and /new do: save it under a name, discard it, or
+ * stay. Ctrl-D at the question discards (so Ctrl-D twice leaves). Piped
+ * input ends without asking (an unnamed chat is discarded at exit).
+ */
+static bool may_leave(struct chat *ch)
+{
+    if (ch->name || ch->o.private_mode || !ch->interactive || g_quit || sess_conv_n_exchanges(ch->conv) == 0)
+        return true;
+    for (;;) {
+        char *line = NULL;
+        enum repl_status st = repl_read(ch->repl,
+                                        "This chat is not saved: s NAME saves it, d discards it, Enter stays "
+                                        "(Ctrl-D: discard) ",
+                                        &line);
+        if (st == REPL_EOF || st == REPL_QUIT)
+            return true;
+        if (st != REPL_LINE)
+            return false; /* Ctrl-C: stay */
+        char *a = line;
+        while (*a == ' ' || *a == '\t')
+            a++;
+        size_t n = strlen(a);
+        while (n && (a[n - 1] == ' ' || a[n - 1] == '\t'))
+            a[--n] = 0;
+        bool discard = !strcmp(a, "d") || !strcmp(a, "discard");
+        bool save = (a[0] == 's' && (a[1] == ' ' || a[1] == '\t')) || !strncmp(a, "save ", 5);
+        if (!*a || discard) {
+            free(line);
+            if (!discard)
+                note(ch, C_DIM, "still here");
+            return discard;
+        }
+        if (save) {
+            char *name = a + (a[1] == 'a' ? 4 : 1);
+            while (*name == ' ' || *name == '\t')
+                name++;
+            slash_save(ch, name);
+            bool saved = ch->name != NULL;
+            free(line);
+            if (saved)
+                return true;
+            continue;
+        }
+        free(line);
+    }
+}
+
 static int slash_exit(struct chat *ch, char *arg)
 {
-    (void)ch;
     (void)arg;
-    return 1;
+    return may_leave(ch) ? 1 : 0;
 }
 
 static int slash_sessions(struct chat *ch, char *arg)
@@ -622,15 +722,86 @@ static int slash_sessions(struct chat *ch, char *arg)
     return 0;
 }
 
+/*
+ * /load of a session saved with another model: that model is opened (as
+ * `kvchat NAME` would), a conversation made on it and attached to the
+ * session; then the old conversation and model go. On any failure the chat
+ * goes on as it was.
+ */
+static int load_with_own_model(struct chat *ch, const char *name)
+{
+    int64_t id;
+    struct sess_info info;
+    if (sess_find(ch->st, name, &id) || sess_get(ch->st, id, &info)) {
+        chat_err(ch, "%s", sess_errmsg(ch->st));
+        return -1;
+    }
+    struct stat sb;
+    char path[sizeof ch->model_buf];
+    int bad = !info.model_path || !info.model_path[0] || stat(info.model_path, &sb) != 0 ||
+              (size_t)snprintf(path, sizeof path, "%s", info.model_path) >= sizeof path;
+    if (bad)
+        chat_err(ch, "session '%s' was saved with model '%s', which is gone: put it back, or go on with another "
+                     "with kvchat %s -m MODEL --switch-model", name, info.model_path ? info.model_path : "?", name);
+    sess_info_free(&info);
+    if (bad)
+        return -1;
+    const char *was_model = ch->o.model;
+    char saved_buf[sizeof ch->model_buf];
+    memcpy(saved_buf, ch->model_buf, sizeof saved_buf);
+    memcpy(ch->model_buf, path, sizeof path);
+    ch->o.model = ch->model_buf;
+    struct cmd_llm l;
+    if (cmd_llm_open(&ch->o, false, &l)) {
+        memcpy(ch->model_buf, saved_buf, sizeof saved_buf);
+        ch->o.model = was_model;
+        return -1;
+    }
+    char err[1024];
+    struct sess_conv *conv;
+    struct sess_conv_params p = cmd_opts_conv_params(&ch->o, &l);
+    p.system = NULL;
+    if (sess_conv_init(ch->st, p, &conv, err, sizeof err)) {
+        chat_err(ch, "cannot start a conversation: %s", err);
+        cmd_llm_close(&l);
+        memcpy(ch->model_buf, saved_buf, sizeof saved_buf);
+        ch->o.model = was_model;
+        return -1;
+    }
+    struct sess_conv *old_conv = ch->conv;
+    struct cmd_llm old_l = ch->l;
+    ch->conv = conv;
+    ch->l = l;
+    if (conv_attach(ch, name, false) != 0) { /* said; back to what was */
+        sess_conv_free(conv);
+        cmd_llm_close(&ch->l);
+        ch->conv = old_conv;
+        ch->l = old_l;
+        memcpy(ch->model_buf, saved_buf, sizeof saved_buf);
+        ch->o.model = was_model;
+        return -1;
+    }
+    sess_conv_free(old_conv);
+    cmd_llm_close(&old_l);
+    const char *base = strrchr(path, '/');
+    note(ch, C_DIM, "session '%s' was saved with model %s: switched to it", name, base ? base + 1 : path);
+    return 0;
+}
+
 static int slash_load(struct chat *ch, char *arg)
 {
     if (ch->name && !strcmp(ch->name, arg)) {
         note(ch, C_DIM, "session '%s' is already open", arg);
         return 0;
     }
-    if (session_available(ch, arg) || !may_discard(ch, "/load"))
+    if (private_refuses(ch, "/load") || session_available(ch, arg) || !may_discard(ch, "/load"))
         return 0;
-    if (conv_attach(ch, arg, false) != 0)
+    ch->model_switch = !ch->o.switch_model;
+    int rc = conv_attach(ch, arg, false);
+    ch->model_switch = false;
+    if (rc == -SESS_ERR_MODEL)
+        rc = load_with_own_model(ch, arg);
+    if (rc != 0)
         return 0;
     if (ch->l.remote)
         note(ch, C_DIM, "session '%s': %" PRId64 " exchange%s", arg, sess_conv_n_exchanges(ch->conv),
@@ -644,7 +815,7 @@ static int slash_load(struct chat *ch, char *arg)
 
 static int slash_save(struct chat *ch, char *arg)
 {
-    if (!name_ok(ch, arg))
+    if (private_refuses(ch, "/save") || !name_ok(ch, arg))
         return 0;
     if (store_need(ch))
         return 0;
@@ -677,7 +848,7 @@ static int slash_fork(struct chat *ch, char *arg)
 {
     if (!ch->name)
         return slash_save(ch, arg);
-    if (!name_ok(ch, arg) || store_need(ch))
+    if (private_refuses(ch, "/fork") || !name_ok(ch, arg) || store_need(ch))
         return 0;
     if (sess_fork(ch->st, ch->name, arg, -1)) {
         chat_err(ch, "%s", sess_errmsg(ch->st));
@@ -717,7 +888,9 @@ static int slash_system(struct chat *ch, char *arg)
                  "A new system prompt restarts the conversation: its %" PRId64
                  " exchange%s will be dropped%s. Go on? [y/N] ",
                  ex, cmd_s(ex), ch->name ? " from the session" : "");
-        if (!ch->interactive || !repl_ask(ch->repl, q)) {
+        char what[512];
+        snprintf(what, sizeof what, "/system would drop the exchanges of session '%s'", ch->name ? ch->name : "");
+        if (!confirm(ch, q, ch->name && !ch->o.no_cache ? what : NULL)) {
             note(ch, C_DIM, "the system prompt is unchanged");
             return 0;
         }
@@ -730,6 +903,22 @@ static int slash_system(struct chat *ch, char *arg)
     return 0;
 }
 
+/* a change to what a named session keeps (/undo, /retry): -1 (said) unless
+ * confirmed; 0 in an unnamed chat or with --no-cache (nothing is written) */
+static int saved_change(struct chat *ch, const char *cmd, const char *question)
+{
+    if (!ch->name || ch->o.no_cache)
+        return 0;
+    char q[512], what[512];
+    snprintf(q, sizeof q, question, ch->name);
+    snprintf(what, sizeof what, "%s would change session '%s'", cmd, ch->name);
+    if (confirm(ch, q, what))
+        return 0;
+    if (ch->interactive)
+        note(ch, C_DIM, "session '%s' is unchanged", ch->name);
+    return -1;
+}
+
 static int slash_undo(struct chat *ch, char *arg)
 {
     (void)arg;
@@ -737,6 +926,8 @@ static int slash_undo(struct chat *ch, char *arg)
         note(ch, C_DIM, "nothing to undo");
         return 0;
     }
+    if (saved_change(ch, "/undo", "Drop the last exchange from session '%s'? It cannot be brought back. [y/N] "))
+        return 0;
     if (sess_conv_undo(ch->conv) != SESS_OK) {
         chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
         return 0;
@@ -752,6 +943,8 @@ static int slash_retry(struct chat *ch, char *arg)
         note(ch, C_DIM, "nothing to retry");
         return 0;
     }
+    if (saved_change(ch, "/retry", "Replace the last answer saved in session '%s'? [y/N] "))
+        return 0;
     struct sess_turn_stats ts;
     memset(&ts, 0, sizeof ts);
     answer_begin(ch);
@@ -816,6 +1009,36 @@ static void show_settings(struct chat *ch)
     cmd_opts_describe(&ch->o, ch->ui);
     fputc('\n', ch->ui);
     fflush(ch->ui);
+}
+
+/* /set private on|off: the store read-only or not, the history file too */
+static int set_private(struct chat *ch, bool on)
+{
+    if (on == ch->o.private_mode) {
+        note(ch, C_DIM, "private is already %s", on ? "on" : "off");
+        return 0;
+    }
+    if (on && ch->name) {
+        chat_err(ch, "this chat is session '%s', saved after every exchange: /new (or /clear) first for a private "
+                     "chat", ch->name);
+        return 0;
+    }
+    if (ch->st && sess_store_set_read_only(ch->st, on)) {
+        chat_err(ch, "%s", sess_errmsg(ch->st));
+        return 0;
+    }
+    ch->o.private_mode = on;
+    repl_history_private(ch->repl, on);
+    if (on)
+        note(ch, C_DIM, "private on: from now on nothing is written (no KV blocks, database rows or history); "
+                        "what earlier turns stored stays ('kvchat sessions forget' removes it)");
+    else if (!ch->st)
+        note(ch, C_DIM, "private off: history is kept again; there was no store when this chat began, so the KV "
+                        "cache on disk stays off and sessions cannot be saved until kvchat starts again");
+    else
+        note(ch, C_DIM, "private off: this chat's KV blocks are stored from the next answer on (its earlier "
+                        "turns' too), and history is kept again");
+    return 0;
 }
 
 /* ollama's names for /set parameter KEY VALUE */
@@ -892,6 +1115,8 @@ static int slash_set(struct chat *ch, char *arg)
         chat_err(ch, "%s", err);
         return 0;
     }
+    if (!strcmp(key, "private"))
+        return set_private(ch, next.private_mode);
     if (!strcmp(key, "wrap")) {
         ch->o.wrap = next.wrap;
         note(ch, C_DIM, "word wrap %s", ch->o.wrap ? "on (at the terminal's width)" : "off");
@@ -940,9 +1165,14 @@ static void show_conversation(struct chat *ch, char *line, size_t n)
 {
     if (ch->name)
         snprintf(line, n, "session    '%s' (saved after every exchange)", ch->name);
+    else if (ch->o.private_mode)
+        snprintf(line, n, "session    private: nothing is written (no KV blocks, database rows, session or "
+                          "history); /set private off ends it");
     else
-        snprintf(line, n, "session    unnamed (discarded at exit; /save NAME keeps it)");
-    print_fit(ch, C_RESET, line);
+        snprintf(line, n, "session    unnamed: no session (gone at exit unless /save NAME keeps it), but its KV "
+                          "blocks and token ids stay in the store as a cache until evicted or collected "
+                          "('kvchat sessions forget'); /set private on writes nothing");
+    print_wrapped(ch, line);
     const char *sys = conv_system(ch);
     snprintf(line, n, "system     %s", sys ? sys : "(none)");
     for (char *s = line; *s; s++)
@@ -1042,6 +1272,22 @@ static int slash_clear(struct chat *ch, char *arg)
 {
     (void)arg;
     int64_t ex = sess_conv_n_exchanges(ch->conv);
+    if (ch->name) { /* as ollama's: a fresh context; the session stays as saved */
+        const char *sys = conv_system(ch);
+        char *system = sys ? strdup(sys) : NULL, *was = strdup(ch->name);
+        if ((sys && !system) || !was || conv_new(ch, system)) {
+            if (!was || (sys && !system))
+                chat_err(ch, "out of memory");
+            free(system);
+            free(was);
+            return 0;
+        }
+        note(ch, C_DIM, "session '%s' is kept as saved (%" PRId64 " exchange%s; /load %s goes back); a fresh "
+             "unnamed chat begins%s", was, ex, cmd_s(ex), was, system ? " with its system prompt" : "");
+        free(system);
+        free(was);
+        return 0;
+    }
     if (sess_conv_clear(ch->conv) != SESS_OK) {
         chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
         return 0;
@@ -1054,20 +1300,21 @@ static const struct slash_cmd slash_table[] = {
     {"/help", NULL, "this list (also /?)", SLASH_ARG_COMMAND, false, slash_help},
     {"/?", NULL, NULL, SLASH_ARG_COMMAND, false, slash_help},
     {"/sessions", NULL, "list saved sessions", SLASH_ARG_NONE, false, slash_sessions},
-    {"/load", "NAME", "open a saved session (this chat is left)", SLASH_ARG_SESSION, true, slash_load},
+    {"/load", "NAME", "open a saved session with its own model (this chat is left)", SLASH_ARG_SESSION, true, slash_load},
     {"/save", "NAME", "save this chat as session NAME", SLASH_ARG_NONE, true, slash_save},
     {"/new", NULL, "start a new unnamed chat", SLASH_ARG_NONE, true, slash_new},
     {"/fork", "NAME", "copy this session as NAME and go on in the copy", SLASH_ARG_NONE, true, slash_fork},
     {"/system", "TEXT", "set the system prompt (restarts the conversation)", SLASH_ARG_NONE, true,
      slash_system},
     {"/read", "FILE", "send a text file as the next message", SLASH_ARG_FILE, true, slash_read},
-    {"/undo", NULL, "drop the last exchange", SLASH_ARG_NONE, true, slash_undo},
-    {"/retry", NULL, "answer the last message again", SLASH_ARG_NONE, true, slash_retry},
+    {"/undo", NULL, "drop the last exchange (asks in a saved session)", SLASH_ARG_NONE, true, slash_undo},
+    {"/retry", NULL, "answer the last message again (asks in a saved session)", SLASH_ARG_NONE, true, slash_retry},
     {"/set", "KEY VALUE", "change a setting:", SLASH_ARG_SET_KEY, false, slash_set},
     {"/show", NULL, "model, session, system prompt, parameters", SLASH_ARG_NONE, false, slash_show},
     {"/stats", NULL, "tokens prefilled and reused, speed, KV bytes", SLASH_ARG_NONE, false, slash_stats},
-    {"/clear", NULL, "drop every exchange, keep the system prompt", SLASH_ARG_NONE, true, slash_clear},
-    {"/exit", NULL, "leave (also /quit, /bye, Ctrl-D)", SLASH_ARG_NONE, true, slash_exit},
+    {"/clear", NULL, "start afresh with the system prompt (a session stays as saved)", SLASH_ARG_NONE, true,
+     slash_clear},
+    {"/exit", NULL, "leave (also /quit, /bye, Ctrl-D; an unsaved chat asks)", SLASH_ARG_NONE, true, slash_exit},
     {"/quit", NULL, NULL, SLASH_ARG_NONE, true, slash_exit},
     {"/bye", NULL, NULL, SLASH_ARG_NONE, true, slash_exit},
     {NULL, NULL, NULL, SLASH_ARG_NONE, false, NULL},
@@ -1259,7 +1506,12 @@ static enum repl_status read_input(struct chat *ch, const char *prompt, char **t
             return input_fail(&in);
         while (!done) {
             st = repl_read(ch->repl, cont, &line);
-            if (st == REPL_EOF && !first) /* the end of input ends the block too */
+            if (st == REPL_EOF && ch->interactive) { /* Ctrl-D: the block is not sent */
+                free(in.b.s);
+                note(ch, C_DIM, "[Ctrl-D: the unfinished \"\"\" block is discarded, nothing was sent]");
+                return REPL_INTERRUPT;
+            }
+            if (st == REPL_EOF && !first) /* the end of piped input ends the block too */
                 break;
             if (st != REPL_LINE) {
                 free(in.b.s);
@@ -1309,7 +1561,19 @@ static void make_prompt(struct chat *ch, char *buf, size_t n)
     /* \001 \002 tell readline the colour codes take no room */
     const char *on = ch->color ? "\001\033[1;32m\002" : "";
     const char *off = ch->color ? "\001\033[0m\002" : "";
-    snprintf(buf, n, "%s%s> %s", on, ch->name ? ch->name : "", off);
+    char name[256] = "";
+    if (ch->name) /* an older release's name may hold what a terminal obeys */
+        for (const char *s = ch->name; *s && strlen(name) + 4 < sizeof name;) {
+            size_t bad = cmd_term_unsafe(s, strlen(s)), k = strlen(name);
+            if (bad) {
+                memcpy(name + k, "\xef\xbf\xbd", 4);
+                s += bad;
+            } else {
+                name[k] = *s++;
+                name[k + 1] = 0;
+            }
+        }
+    snprintf(buf, n, "%s%s> %s", on, name, off);
 }
 
 static int chat_loop(struct chat *ch)
@@ -1326,6 +1590,8 @@ static int chat_loop(struct chat *ch)
                      CMD_INPUT_MAX_TEXT);
             return CMD_EXIT_MODEL;
         }
+        if (st == REPL_EOF && !may_leave(ch))
+            continue;
         /* piped input: a refused message makes the exit status non-zero */
         if (st == REPL_EOF)
             return ch->refused && !ch->interactive ? (ch->refused_code ? ch->refused_code : CMD_EXIT_MODEL)
@@ -1382,6 +1648,8 @@ static int chat_exec(int argc, char **argv)
                 dashdash = true;
             } else if (!dashdash && (!strcmp(a, "-c") || !strcmp(a, "--continue"))) {
                 cont = true;
+            } else if (!dashdash && !strcmp(a, "--yes")) {
+                ch.yes = true;
             } else if (!dashdash && a[0] == '-' && a[1]) {
                 rc = cmd_usage_error(&cmd_chat_entry, "unknown option '%s'", a);
             } else if (!session && !saw_chat && !routed && !strcmp(a, "chat")) {
@@ -1397,6 +1665,9 @@ static int chat_exec(int argc, char **argv)
     }
     if (!rc && cont && session)
         rc = cmd_usage_error(&cmd_chat_entry, "-c/--continue and a SESSION name: give one of them");
+    if (!rc && ch.o.private_mode && (session || cont))
+        rc = cmd_usage_error(&cmd_chat_entry, "a private chat (--private, or 'private = true' in the config file) "
+                                              "saves nothing, so it opens no session: --no-private opens one");
     if (!rc)
         rc = cmd_opts_finish(&cmd_chat_entry, &ch.o);
     if (!rc && cont && !(rc = cmd_last_session(last, sizeof last)))
@@ -1413,7 +1684,9 @@ static int chat_exec(int argc, char **argv)
     wrap_init(&ch.wrap, stdout);
     /* the store: sessions, and the KV blocks of every prompt (with
      * --no-cache sessions are only read from it) */
-    if (cmd_store_open(true, &ch.st)) {
+    if (ch.o.private_mode)
+        cmd_store_open_private(&ch.st); /* read-only, and only if there is one */
+    else if (cmd_store_open(true, &ch.st)) {
         if (session) {
             wrap_free(&ch.wrap);
             cmd_answer_free(&ch.ans);
@@ -1468,6 +1741,7 @@ static int chat_exec(int argc, char **argv)
             .quit = &g_quit,
             .prompt_out = ch.ui,
             .max_line = CMD_INPUT_MAX,
+            .history_private = ch.o.private_mode,
         };
         const char *warning = NULL;
         ch.repl = repl_open(&rp, &warning);
@@ -1482,9 +1756,15 @@ static int chat_exec(int argc, char **argv)
                 /* the session first: a narrow terminal cuts the line's end */
                 char head[5400];
                 snprintf(head, sizeof head, "kvchat %s · %s%s · %s (%s) · /help for commands, Ctrl-D to leave",
-                         KVCHAT_VERSION, ch.name ? "session " : "unnamed chat", ch.name ? ch.name : "",
+                         KVCHAT_VERSION, ch.name ? "session " : ch.o.private_mode ? "private chat" : "unnamed chat",
+                         ch.name ? ch.name : "",
                          ch.l.remote ? cmd_remote_name(ch.l.remote) : base ? base + 1 : ch.l.path, arch);
                 print_fit(&ch, C_DIM, head);
+                if (!ch.name)
+                    note(&ch, C_DIM, ch.o.private_mode
+                                         ? "private: the KV blocks on disk are read, nothing is written"
+                                         : "not saved as a session, but its KV blocks and token ids stay on disk "
+                                           "as a cache (--private: none)");
                 if (ch.name && sess_conv_n_exchanges(ch.conv) > 0)
                     note(&ch, C_DIM, "session '%s': %" PRId64 " exchange%s so far", ch.name,
                          sess_conv_n_exchanges(ch.conv), cmd_s(sess_conv_n_exchanges(ch.conv)));

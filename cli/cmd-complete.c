@@ -49,7 +49,7 @@ struct comp_cmd {
 };
 
 static const struct comp_cmd comp_table[] = {
-    {"chat", NULL, true, "-h,--help --continue", K_SESSION, 0, 1},
+    {"chat", NULL, true, "-h,--help --continue --yes", K_SESSION, 0, 1},
     {"run", NULL, true, "-h,--help -s,--session=SESSION --continue --json -f,--file=FILE", 0, 0, 0},
     {"models", NULL, false, "-h,--help --json", K_SUB, 0, 1},
     {"models list", "the models in the store", false, "-h,--help --json", 0, 0, 0},

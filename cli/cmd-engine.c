@@ -516,21 +516,32 @@ static int bench_exec(int argc, char **argv)
             fprintf(stderr, "kvchat: depth of %" PRId64 " tokens prefilled in %.2f s\n", nd, now() - t0);
     }
     double best_p = 1e30, best_g = 1e30;
+    uint64_t ukr_p = 0, ukr_g = 0; /* BLIS micro-kernel calls of the float weights */
     for (long r = 0; r < o.reps && rc < 0; r++) {
         llm_ctx_truncate(en.ctx, nd);
+        uint64_t u0 = llm_kernel_ukr_calls();
         double t0 = now();
         rc = decode_or_fail(&en, t + nd, np);
         double t1 = now();
+        uint64_t u1 = llm_kernel_ukr_calls();
         if (o.has_depth) /* llama-bench: decode also starts at the depth */
             llm_ctx_truncate(en.ctx, nd);
         double t2 = now();
         for (int64_t i = 0; i < ng && rc < 0; i++)
             rc = decode_or_fail(&en, t + nd + np + i, 1);
         double t3 = now();
+        ukr_p += u1 - u0;
+        ukr_g += llm_kernel_ukr_calls() - u1;
         if (t1 - t0 < best_p)
             best_p = t1 - t0;
         if (t3 - t2 < best_g)
             best_g = t3 - t2;
+    }
+    if (rc < 0 && o.verbose) {
+        const char *ukr = llm_kernel_float_ukr();
+        fprintf(stderr, "kvchat: float weights on %s%s: %" PRIu64 " micro-kernel calls in prefill, %" PRIu64
+                " in decode\n", ukr ? "BLIS's micro-kernel, " : "the portable kernels", ukr ? ukr : "", ukr_p,
+                ukr_g);
     }
     if (rc < 0) {
         struct rusage ru;

@@ -349,10 +349,10 @@ static void info_text(const char *path, const struct llm_gguf *g, const struct l
     char a[64], b[64];
     FILE *f = stdout;
     fmt_bytes(a, sizeof a, (double)llm_gguf_file_size(g));
-    fprintf(f, "file:           %s (%s, GGUF v%" PRIu32 ")\n", path, a, llm_gguf_version(g));
+    cmd_term_printf(f, "file:           %s (%s, GGUF v%" PRIu32 ")\n", path, a, llm_gguf_version(g));
     fprintf(f, "architecture:   %s\n", m->arch);
     if (m->name[0])
-        fprintf(f, "name:           %s\n", m->name);
+        cmd_term_printf(f, "name:           %s\n", m->name); /* the GGUF's own text */
     if (m->file_type >= 0)
         fprintf(f, "file type:      %s\n", llm_file_type_name(m->file_type));
     fmt_count(a, sizeof a, (double)m->n_params);

@@ -240,24 +240,10 @@ struct cmd_remote {
     double total_ms;
 };
 
-/* pass n bytes of valid UTF-8 on, control characters (C0 other than
- * newline and tab, DEL, C1) as U+FFFD */
+/* pass n bytes on through the one sanitizer (cli/term.c) */
 static int pass_sanitized(struct cmd_remote *rm, const char *s, size_t n)
 {
-    const unsigned char *p = (const unsigned char *)s;
-    size_t from = 0;
-    for (size_t i = 0; i < n; i++) {
-        bool c0 = p[i] < 0x20 && p[i] != '\n' && p[i] != '\t';
-        bool c1 = p[i] == 0xc2 && i + 1 < n && p[i + 1] >= 0x80 && p[i + 1] < 0xa0;
-        if (!c0 && p[i] != 0x7f && !c1)
-            continue;
-        if ((i > from && rm->on_text(rm->text_ud, s + from, i - from)) ||
-            rm->on_text(rm->text_ud, "\xef\xbf\xbd", 3))
-            return 1;
-        i += c1;
-        from = i + 1;
-    }
-    return n > from ? rm->on_text(rm->text_ud, s + from, n - from) : 0;
+    return cmd_term_clean(s, n, rm->on_text, rm->text_ud);
 }
 
 static int remote_text(void *ud, const char *text, size_t n)

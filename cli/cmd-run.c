@@ -20,6 +20,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -32,7 +33,9 @@ static const char run_usage[] =
     "\n"
     "The KV cache of every prompt is kept on disk as blocks: a prompt that\n"
     "shares a prefix with one computed before (by any command) computes only\n"
-    "the rest.\n"
+    "the rest. Without -s those blocks and the prompt's token ids stay in the\n"
+    "store as a cache until evicted or collected ('kvchat sessions forget'\n"
+    "removes them); --private reads the blocks and writes nothing.\n"
     "\n"
     "  -f, --file FILE          send FILE's text (before PROMPT; stdin is then not\n"
     "                           read, unless FILE is '-'); again for more files.\n"
@@ -289,6 +292,13 @@ static int run_exec(int argc, char **argv)
     }
     if (cont && session)
         rc = cmd_usage_error(&cmd_run_entry, "run: -c/--continue and -s: give one of them");
+    char name_err[1024];
+    if (!rc && session && !cont && sess_name_check(session, name_err, sizeof name_err) &&
+        !cmd_chat_session_exists(session)) /* a new session's name: the one rule, before any work */
+        rc = cmd_usage_error(&cmd_run_entry, "run: %s", name_err);
+    if (!rc && o.private_mode && (session || cont))
+        rc = cmd_usage_error(&cmd_run_entry, "run: a private run (--private, or 'private = true' in the config "
+                                             "file) saves nothing, so it takes no session: --no-private");
     if (!rc)
         rc = cmd_opts_finish(&cmd_run_entry, &o);
     if (!rc && cont && !(rc = cmd_last_session(last, sizeof last)))
@@ -380,6 +390,11 @@ static int run_exec(int argc, char **argv)
     snprintf(what, sizeof what, "%s%s", n_files ? files[0] : "", n_files > 1 ? " and the other files" : "");
     free(files);
 
+    /* the turn's work starts here, its input read: its ttft counts opening
+     * the session and the model, restoring and faulting in the weights
+     * (sess_conv_params.turn_start_ms) */
+    struct timespec t_start;
+    clock_gettime(CLOCK_MONOTONIC, &t_start);
     /* an existing session opens with its own model (a model file or a .remote
      * entry: which of the two decides local or remote) */
     char own_model[4096];
@@ -405,14 +420,18 @@ static int run_exec(int argc, char **argv)
     }
     /* the block store, unless there is nothing to read or write; without
      * it a run without a session still answers */
-    if ((session || (!o.no_cache && !l.remote)) && cmd_store_open(true, &st)) {
+    if (o.private_mode && !o.no_cache && !l.remote)
+        cmd_store_open_private(&st); /* read-only, and only if there is one */
+    else if (!o.private_mode && (session || (!o.no_cache && !l.remote)) && cmd_store_open(true, &st)) {
         if (session) {
             rc = CMD_EXIT_SESSION;
             goto out;
         }
         fprintf(stderr, "kvchat: the KV cache on disk is off for this run\n");
     }
-    int ir = sess_conv_init(st, cmd_opts_conv_params(&o, &l), &conv, err, sizeof err);
+    struct sess_conv_params cp = cmd_opts_conv_params(&o, &l);
+    cp.turn_start_ms = t_start.tv_sec * 1e3 + t_start.tv_nsec / 1e6;
+    int ir = sess_conv_init(st, cp, &conv, err, sizeof err);
     if (ir) {
         rc = ir == SESS_ERR_STORE ? cmd_fail(CMD_EXIT_SESSION, "%s", err)
                                   : cmd_fail(CMD_EXIT_MODEL, "cannot start the conversation: %s", err);

@@ -21,6 +21,7 @@ static const char sessions_usage[] =
     "       kvchat sessions fork SRC DST [--at TURN]\n"
     "       kvchat sessions export NAME [--format json|markdown]\n"
     "       kvchat sessions gc [--cache-max SIZE]\n"
+    "       kvchat sessions forget\n"
     "       kvchat sessions search [--json] [--raw] [--limit N] TEXT...\n"
     "\n"
     "  list, ls  named sessions: model, turns, tokens, KV bytes on disk, last update;\n"
@@ -35,6 +36,10 @@ static const char sessions_usage[] =
     "            session too) and leftovers of interrupted writes; with\n"
     "            --cache-max SIZE (e.g. 4G, 500M) also evict the least recently\n"
     "            used blocks, named sessions' last, until the store fits\n"
+    "  forget    remove everything no named session holds: the KV blocks and\n"
+    "            token ids of unnamed chats and runs (every prompt's are kept as\n"
+    "            a cache), with the database's freed pages overwritten and\n"
+    "            compacted; says how much it removed\n"
     "  search    the saved messages with all of TEXT's words (case and accents\n"
     "            ignored), best match first: session, turn, role and a snippet\n"
     "            with the matches marked ([word], bold on a terminal); --raw takes\n"
@@ -154,7 +159,7 @@ static int do_list(struct sess_store *st, const struct sub_opts *o)
             char b[32], t[32];
             cmd_fmt_bytes(b, sizeof b, (double)list[i].kv_bytes);
             fmt_time(t, sizeof t, list[i].updated);
-            printf("%-24s %-28s %6" PRId64 " %8" PRId64 " %10s  %s\n", list[i].name,
+            cmd_term_printf(stdout, "%-24s %-28s %6" PRId64 " %8" PRId64 " %10s  %s\n", list[i].name,
                    base_name(list[i].model_path), list[i].n_turns, list[i].n_tokens, b, t);
         }
     }
@@ -202,17 +207,17 @@ static int transcript(struct sess_store *st, const char *name, const char *forma
         }
         fputs("]}\n", stdout);
     } else if (!strcmp(format, "markdown")) {
-        printf("# %s\n\n*Model:* `%s`\n", info.name, base_name(info.model_path));
+        cmd_term_printf(stdout, "# %s\n\n*Model:* `%s`\n", info.name, base_name(info.model_path));
         for (int64_t i = 0; i < n; i++) {
             const char *r = m[i].role == SESS_ROLE_SYSTEM ? "System"
                             : m[i].role == SESS_ROLE_USER ? "User" : "Assistant";
-            printf("\n## %s%s\n\n%s\n", r, ending(&m[i]), m[i].text);
+            cmd_term_printf(stdout, "\n## %s%s\n\n%s\n", r, ending(&m[i]), m[i].text);
         }
     } else { /* text */
         for (int64_t i = 0; i < n; i++)
-            printf("%s%s%s: %s\n", i ? "\n" : "", sess_role_name(m[i].role), ending(&m[i]), m[i].text);
+            cmd_term_printf(stdout, "%s%s%s: %s\n", i ? "\n" : "", sess_role_name(m[i].role), ending(&m[i]), m[i].text);
         if (n == 0)
-            fprintf(stderr, "session '%s' has no messages yet\n", name);
+            cmd_term_printf(stderr, "session '%s' has no messages yet\n", name);
     }
     sess_messages_free(m, n);
     sess_info_free(&info);
@@ -224,7 +229,7 @@ static int transcript(struct sess_store *st, const char *name, const char *forma
  * "...", white space and control characters as one space */
 static void print_snippet(const char *snip, bool bold)
 {
-    bool space = false;
+    bool space = false, term = cmd_term_is(stdout);
     for (const unsigned char *p = (const unsigned char *)snip; *p; p++) {
         if (*p == SESS_MARK_ON || *p == SESS_MARK_OFF) {
             fputs(bold ? (*p == SESS_MARK_ON ? "\033[1m" : "\033[0m") : (*p == SESS_MARK_ON ? "[" : "]"), stdout);
@@ -237,7 +242,13 @@ static void print_snippet(const char *snip, bool bold)
                 putchar(' ');
             space = true;
         } else {
-            putchar(*p);
+            size_t bad = term ? cmd_term_unsafe((const char *)p, strlen((const char *)p)) : 0;
+            if (bad) { /* on a terminal: what could drive it shows as U+FFFD */
+                fputs("\xef\xbf\xbd", stdout);
+                p += bad - 1;
+            } else {
+                putchar(*p);
+            }
             space = false;
         }
     }
@@ -324,7 +335,7 @@ static int do_search(struct sess_store *st, const struct sub_opts *o, int npos, 
         for (int64_t i = 0; i < n; i++) {
             char t[32];
             fmt_time(t, sizeof t, h[i].updated);
-            printf("%s  turn %" PRId64 "  %s  %s\n  ", h[i].session, h[i].turn, sess_role_name(h[i].role), t);
+            cmd_term_printf(stdout, "%s  turn %" PRId64 "  %s  %s\n  ", h[i].session, h[i].turn, sess_role_name(h[i].role), t);
             print_snippet(h[i].snippet, bold);
             putchar('\n');
         }
@@ -355,7 +366,8 @@ static int sessions_exec(int argc, char **argv)
         const char *name;
         int min, max; /* positional arguments */
     } subs[] = {{"list", 0, 0}, {"show", 1, 1}, {"rm", 1, 1 << 20}, {"rename", 2, 2},
-                {"fork", 2, 2}, {"export", 1, 1}, {"gc", 0, 0}, {"search", 1, 1 << 20}};
+                {"fork", 2, 2}, {"export", 1, 1}, {"gc", 0, 0}, {"search", 1, 1 << 20},
+                {"forget", 0, 0}};
     int which = -1;
     for (size_t i = 0; i < sizeof subs / sizeof *subs; i++)
         if (!strcmp(sub, subs[i].name))
@@ -404,6 +416,22 @@ static int sessions_exec(int argc, char **argv)
         return transcript(st, pos[0], o.format);
     case 7:
         return do_search(st, &o, npos, pos);
+    case 8: {
+        struct sess_forget_stats f;
+        int64_t kept, n_kept;
+        if (sess_forget(st, &f) || sess_store_bytes(st, &kept, &n_kept))
+            return store_fail(st);
+        char b[32], t[32], d[32];
+        cmd_fmt_bytes(b, sizeof b, (double)f.gc.bytes);
+        cmd_fmt_bytes(t, sizeof t, (double)kept);
+        cmd_fmt_bytes(d, sizeof d, (double)f.db_bytes_freed);
+        fprintf(stderr,
+                "forget: removed %" PRId64 " block file%s (%s) holding %" PRId64 " token id%s%s; the database "
+                "is %s smaller; kept %" PRId64 " block%s (%s) of named sessions\n",
+                f.gc.blocks, cmd_s(f.gc.blocks), b, f.tokens, cmd_s(f.tokens),
+                f.sessions ? " and unnamed sessions" : "", d, n_kept, cmd_s(n_kept), t);
+        break;
+    }
     case 6: {
         struct sess_gc_stats g, e = {0};
         int64_t kept, n_kept;
@@ -428,7 +456,7 @@ static int sessions_exec(int argc, char **argv)
 
 const struct cmd_entry cmd_sessions_entry = {
     .name = "sessions",
-    .summary = "list, show, rm, rename, fork, export saved sessions; gc the KV blocks",
+    .summary = "list, show, rm, rename, fork, export, search saved sessions; gc or forget the KV blocks",
     .usage = sessions_usage,
     .exec = sessions_exec,
 };

@@ -39,7 +39,7 @@ int cmd_fail(int code, const char *fmt, ...)
     fflush(stdout);
     fputs("kvchat: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    cmd_term_vprintf(stderr, fmt, ap); /* names and reasons may come from the store or a server */
     va_end(ap);
     fputc('\n', stderr);
     return code;
@@ -50,7 +50,7 @@ int cmd_usage_error(const struct cmd_entry *e, const char *fmt, ...)
     va_list ap;
     fputs("kvchat: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    cmd_term_vprintf(stderr, fmt, ap);
     va_end(ap);
     if (e)
         fprintf(stderr, "\nsee 'kvchat %s --help'\n", e->name);
@@ -402,6 +402,7 @@ int cmd_answer_init(struct cmd_answer *a, FILE *out, bool show_reasoning, bool d
 {
     memset(a, 0, sizeof *a);
     a->out = out;
+    a->term = cmd_term_is(out);
     a->show_reasoning = show_reasoning;
     a->dim = dim;
     a->think = llm_think_init(false);
@@ -413,6 +414,7 @@ static int keep(struct cmd_answer *a, int k, const char *s, size_t n)
     return cmd_buf_add(&a->text[k], s, n, SIZE_MAX - 1, NULL) ? 1 : 0;
 }
 
+/* kvchat's own bytes (colours) */
 static int put_out(struct cmd_answer *a, const char *s, size_t n)
 {
     int bad = n && (a->wrap ? wrap_write(a->wrap, repl_width(fileno(a->out)), s, n) : fwrite(s, 1, n, a->out) != n);
@@ -423,6 +425,17 @@ static int put_out(struct cmd_answer *a, const char *s, size_t n)
     if (n)
         a->last_char = s[n - 1];
     return 0;
+}
+
+static int put_piece(void *ud, const char *s, size_t n)
+{
+    return put_out(ud, s, n);
+}
+
+/* the model's text: through the sanitizer on a terminal */
+static int put_text(struct cmd_answer *a, const char *s, size_t n)
+{
+    return a->term ? cmd_term_clean(s, n, put_piece, a) : put_out(a, s, n);
 }
 
 static int answer_part(void *ud, enum llm_think_part part, const char *s, size_t n)
@@ -438,7 +451,7 @@ static int answer_part(void *ud, enum llm_think_part part, const char *s, size_t
             if (a->dim && put_out(a, "\033[2m", 4))
                 return 1;
         }
-        return put_out(a, s, n);
+        return put_text(a, s, n);
     }
     if (a->in_reasoning_out) {
         /* set the answer apart: the colour back, a blank line */
@@ -447,7 +460,7 @@ static int answer_part(void *ud, enum llm_think_part part, const char *s, size_t
             put_out(a, a->last_char == '\n' ? "\n" : "\n\n", a->last_char == '\n' ? 1 : 2))
             return 1;
     }
-    return put_out(a, s, n);
+    return put_text(a, s, n);
 }
 
 int cmd_answer_text(void *ud, const char *text, size_t n)

@@ -158,6 +158,24 @@ struct cmd_buf {
  * or when it would pass max (then *too_big, if given, is set). */
 int cmd_buf_add(struct cmd_buf *b, const char *p, size_t n, size_t max, bool *too_big);
 
+/* ==== text for a terminal (cli/term.c) ====
+ * The one sanitizer: C0 controls but newline and tab, DEL, C1, bidi
+ * embeddings/overrides/isolates and invalid UTF-8 become U+FFFD, so that
+ * text from the store, a model or a server cannot drive the terminal. The
+ * writers sanitize only when f is a terminal (a pipe gets the text as it
+ * is); they return 0 or -1 (a write failed). */
+#include <stdarg.h>
+/* bytes of the unsafe character at s (n bytes left), 0 if it is safe */
+size_t cmd_term_unsafe(const char *s, size_t n);
+/* s[0..n) to put in pieces, each unsafe character as U+FFFD; put's
+ * non-zero return stops it (and is returned as 1) */
+int cmd_term_clean(const char *s, size_t n, int (*put)(void *ud, const char *s, size_t n), void *ud);
+bool cmd_term_is(FILE *f);
+int cmd_term_write(FILE *f, const char *s, size_t n);
+int cmd_term_puts(FILE *f, const char *s);
+int cmd_term_vprintf(FILE *f, const char *fmt, va_list ap);
+int cmd_term_printf(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* "s" unless n is 1: "%d exchange%s", n, cmd_s(n) */
 static inline const char *cmd_s(int64_t n) { return n == 1 ? "" : "s"; }
 
@@ -189,6 +207,7 @@ struct cmd_answer {
                              * (cli/wrap.h; set by the caller after init, one
                              * wrap_begin per answer, wrap_end in cmd_answer_end) */
     bool show_reasoning, dim;
+    bool term;              /* out is a terminal: the text goes through the sanitizer */
     bool in_reasoning_out;  /* reasoning printed, answer not begun */
     bool broken;            /* writing to out failed (| head) */
     char last_char;         /* the last byte printed */
@@ -223,7 +242,7 @@ enum cmd_opt {
     CMD_OPT_MIN_P, CMD_OPT_REPEAT_PENALTY, CMD_OPT_PRESENCE_PENALTY, CMD_OPT_REPEAT_LAST_N,
     CMD_OPT_SEED, CMD_OPT_N_PREDICT, CMD_OPT_KV_TYPE, CMD_OPT_TEMPLATE, CMD_OPT_SYSTEM,
     CMD_OPT_SYSTEM_FILE, CMD_OPT_NO_CACHE, CMD_OPT_VERBOSE, CMD_OPT_SPECIAL, CMD_OPT_CACHE_MAX,
-    CMD_OPT_THINK, CMD_OPT_WRAP, CMD_OPT_STOP, CMD_OPT_SWITCH_MODEL, CMD_OPT_COUNT
+    CMD_OPT_THINK, CMD_OPT_WRAP, CMD_OPT_STOP, CMD_OPT_SWITCH_MODEL, CMD_OPT_PRIVATE, CMD_OPT_COUNT
 };
 
 #define CMD_OPTS_MAX_STOP 8
@@ -243,6 +262,8 @@ struct cmd_opts {
     const char *system_file;   /* --system-file F ("-": stdin) */
     bool no_cache, verbose, special;
     bool switch_model;         /* --switch-model: a session of another model goes on with this one */
+    bool private_mode;         /* --private, `private = true`, /set private on: the store is read,
+                                  nothing is written (no blocks, rows, session or history) */
     bool wrap;                 /* word-wrap answers on a terminal (--no-wrap, `wrap = off`) */
     int64_t cache_max;         /* --cache-max: bytes of KV blocks kept (default 4 GiB) */
     bool think_off;            /* --think off: the template's no-thinking form (Qwen3) */
@@ -286,6 +307,10 @@ struct cmd_opts {
     "      --think show|hide|on|off  reasoning models: show the <think> span dimmed\n" \
     "                           (default on a terminal) or hide it; off asks the\n" \
     "                           model not to think (Qwen3's enable_thinking), on again\n" \
+    "      --private            read the KV blocks on disk but write nothing: no\n" \
+    "                           block, database row, session or history line\n" \
+    "                           (also 'private = true' in the config file;\n" \
+    "                           --no-private over it)\n" \
     "      --no-cache           neither read nor write the KV cache on disk, and\n" \
     "                           recompute the whole conversation every turn (for\n" \
     "                           comparison); a session is then read, not changed\n" \
@@ -375,6 +400,10 @@ int cmd_store_open(bool create, struct sess_store **st);
 int cmd_last_session(char *name, size_t size);
 /* is argv[i] ("-c") the context size, i.e. followed by a number? */
 bool cmd_opts_c_is_ctx(int argc, char **argv, int i);
+/* --private: open the store only if there is one, read-only (nothing is
+ * created or written): 0 with *st (NULL when there is none, or it cannot
+ * be opened: then said on stderr) */
+int cmd_store_open_private(struct sess_store **st);
 /* open the store only if there is one (nothing is created, nothing is
  * printed): 1 with *st, 0 if there is none, -1 if it cannot be opened (err
  * says why) */

@@ -70,6 +70,7 @@ static const struct opt_def opt_table[] = {
     {CMD_OPT_THINK, "think", "think", 0, OPT_KIND_STR, 0, 0, OPT_IN_CONFIG | OPT_IN_SET},
     {CMD_OPT_STOP, "stop", "stop", 0, OPT_KIND_STR, 0, 0, 0},
     {CMD_OPT_SWITCH_MODEL, "switch_model", "switch-model", 0, OPT_KIND_FLAG, 0, 0, 0},
+    {CMD_OPT_PRIVATE, "private", "private", 0, OPT_KIND_FLAG, 0, 0, OPT_IN_CONFIG | OPT_IN_SET},
 };
 #define N_OPTS (sizeof opt_table / sizeof opt_table[0])
 
@@ -195,6 +196,7 @@ static int opt_apply(struct cmd_opts *o, const struct opt_def *d, const char *v,
     case CMD_OPT_STOP: o->stop[o->n_stop++] = v; break;
     case CMD_OPT_WRAP: o->wrap = flag; break;
     case CMD_OPT_SWITCH_MODEL: o->switch_model = flag; break;
+    case CMD_OPT_PRIVATE: o->private_mode = flag; break;
     case CMD_OPT_THINK:
         if (!strcmp(v, "on") || !strcmp(v, "off"))
             o->think_off = !strcmp(v, "off"), o->think_switch_given = true;
@@ -460,7 +462,10 @@ int cmd_llm_open(const struct cmd_opts *o, bool offer_pull, struct cmd_llm *l)
     if (mdl_is_remote(l->path)) /* its server answers: nothing to load here */
         return cmd_remote_open(o, l->path, &l->remote);
     char err[1024], pack_dir[4096];
-    if (llm_model_open(l->path, cmd_model_params(pack_dir, sizeof pack_dir), &l->model, err, sizeof err) < 0)
+    struct llm_model_params mp = cmd_model_params(pack_dir, sizeof pack_dir);
+    if (o->private_mode) /* the packed-weight cache is a file in the store too */
+        mp.pack_dir = NULL;
+    if (llm_model_open(l->path, mp, &l->model, err, sizeof err) < 0)
         return cmd_fail(CMD_EXIT_MODEL, "cannot open model '%s': %s", l->path, err);
     const struct llm_gguf *g = llm_model_gguf(l->model);
     if (llm_vocab_load(g, &l->vocab, err, sizeof err) < 0) {
@@ -666,6 +671,25 @@ int cmd_text_fits(const struct cmd_llm *l, const struct llm_ctx *ctx, bool speci
                  what, *n_tokens, room, n_ctx);
         return -1;
     }
+    return 0;
+}
+
+int cmd_store_open_private(struct sess_store **st)
+{
+    char home[4096], err[5200];
+    *st = NULL;
+    if (cmd_store_home(home, sizeof home, err, sizeof err)) {
+        fprintf(stderr, "kvchat: %s; the KV cache on disk is off\n", err);
+        return 0;
+    }
+    struct sess_store_params p = sess_store_default_params();
+    p.create = false;
+    p.read_only = true;
+    int rc = sess_store_open(home, p, st, err, sizeof err);
+    if (rc && rc != SESS_ERR_NOT_FOUND)
+        fprintf(stderr, "kvchat: %s; the KV cache on disk is off\n", err);
+    if (rc)
+        *st = NULL;
     return 0;
 }
 

@@ -47,6 +47,8 @@ struct repl {
     char *got;
     bool got_line, got_eof;
     bool quiet;             /* echo is off (repl_quiet) */
+    bool history_private;   /* nothing is written to the history file */
+    bool history_written;   /* something was appended (then it is truncated at close) */
     struct termios saved;   /* the terminal before repl_quiet */
 };
 
@@ -195,6 +197,14 @@ static void history_open(struct repl *r, const char **warning)
     const char *path = r->p.history_path;
     if (!path || !*path)
         return;
+    if (r->history_private) { /* read if it is there; nothing made or written */
+        r->history_path = strdup(path);
+        history_comment_char = '#';
+        history_write_timestamps = 1;
+        history_load(path);
+        stifle_history(REPL_HISTORY_MAX);
+        return;
+    }
     /* make the directories (0700), then the file (0600) */
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", path);
@@ -230,8 +240,19 @@ void repl_history_add(struct repl *r, const char *entry)
     if (last && !strcmp(last->line, entry))
         return;
     add_history(entry);
-    if (r->history_path)
+    if (r->history_path && !r->history_private) {
+        /* the file may not be there yet (private until now): made 0600 */
+        int fd = open(r->history_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            close(fd);
         append_history(1, r->history_path);
+        r->history_written = true;
+    }
+}
+
+void repl_history_private(struct repl *r, bool on)
+{
+    r->history_private = on;
 }
 
 /* ==== reading ==== */
@@ -264,6 +285,7 @@ struct repl *repl_open(const struct repl_params *p, const char **warning)
     if (!r)
         return NULL;
     r->p = *p;
+    r->history_private = p->history_private;
     r->tty = isatty(0);
     if (!r->tty)
         return r;
@@ -319,7 +341,7 @@ void repl_close(struct repl *r)
     repl_quiet(r, false);
     if (r->tty) {
         rl_callback_handler_remove();
-        if (r->history_path)
+        if (r->history_path && r->history_written)
             history_truncate_file(r->history_path, REPL_HISTORY_MAX);
         for (size_t i = 0; i < completions.n; i++)
             free(completions.v[i]);

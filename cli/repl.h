@@ -30,6 +30,8 @@ struct repl_params {
     volatile sig_atomic_t *quit;
     FILE *prompt_out;         /* where prompts and echo go (stdout or stderr) */
     size_t max_line;          /* longest line read from a pipe, in bytes (0: no limit) */
+    bool history_private;     /* the history file is read, not created nor written
+                                 (repl_history_private) */
 };
 
 /* Caller frees with repl_close (which restores the terminal). On a
@@ -53,6 +55,9 @@ enum repl_status repl_read(struct repl *r, const char *prompt, char **line);
 /* Remember a submitted input (may hold newlines) in the history and
  * append it to the history file. */
 void repl_history_add(struct repl *r, const char *entry);
+/* Private (on): inputs are recalled in this process but no line goes to
+ * the history file, and the file is neither created nor rewritten. */
+void repl_history_private(struct repl *r, bool on);
 /* Ask a yes/no question (default no): true for y/yes. Without a terminal
  * the answer is no. */
 bool repl_ask(struct repl *r, const char *question);

@@ -575,6 +575,12 @@ const char *llm_kernel_path(void);
 /* NULL, or why the KVCHAT_CPU environment variable cannot be honoured (an
  * unknown value, or a path this CPU cannot run; the portable kernels run) */
 const char *llm_kernel_error(void);
+/* the float weights' (F32, F16, BF16) products: BLIS's sgemm micro-kernel
+ * and its layout ("blis 0.9.0 zen3 mr6 nr16 kc256 wb16"), or NULL when
+ * they run on the portable kernels; and the micro-kernel's calls so far in
+ * this process (all threads) */
+const char *llm_kernel_float_ukr(void);
+uint64_t llm_kernel_ukr_calls(void);
 
 /* ==== a context: KV cache and scratch for one sequence ====
  *

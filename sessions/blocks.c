@@ -32,7 +32,8 @@ struct sess_kv {
     struct llm_ctx *ctx;
     uint8_t fp[32];
     uint8_t fp_other[32];    /* the fingerprint of the file's other KV variant (kv_variant) */
-    int64_t model_id;
+    int64_t model_id;        /* -1: not in a private store yet (added at the first save) */
+    char *model_path;
     uint32_t kv_type, n_layer, n_embd;
     uint8_t (*ids)[32];      /* ids of the blocks of the tokens last looked at */
     struct sess_block_row *rows;
@@ -116,6 +117,8 @@ int sess_kv_init(struct sess_store *st, const struct llm_model *m, struct llm_ct
     }
     kv->st = st;
     kv->m = m;
+    kv->model_id = -1;
+    kv->model_path = strdup(model_path ? model_path : "");
     kv->ctx = ctx;
     kv->kv_type = llm_ctx_kv_type(ctx) == LLM_TYPE_F32 ? 0 : 1;
     kv->n_layer = (uint32_t)llm_model_n_layer(m);
@@ -123,7 +126,7 @@ int sess_kv_init(struct sess_store *st, const struct llm_model *m, struct llm_ct
     uint64_t block_bytes = (uint64_t)B * kv->n_layer * 2 * kv->n_embd * kv_block_elem_size(kv->kv_type);
     kv->dst = malloc(2 * (size_t)kv->n_layer * sizeof *kv->dst);
     kv->rows_buf = malloc(block_bytes ? block_bytes : 1);
-    if (!kv->dst || !kv->rows_buf) {
+    if (!kv->dst || !kv->rows_buf || !kv->model_path) {
         sess_kv_free(kv);
         snprintf(err, err_size, "out of memory");
         return SESS_ERR;
@@ -155,6 +158,7 @@ void sess_kv_free(struct sess_kv *kv)
     if (!kv)
         return;
     free(kv->ids);
+    free(kv->model_path);
     free(kv->rows);
     free(kv->dst);
     free(kv->rows_buf);
@@ -163,7 +167,14 @@ void sess_kv_free(struct sess_kv *kv)
 
 const uint8_t *sess_kv_fingerprint(const struct sess_kv *kv) { return kv->fp; }
 const uint8_t *sess_kv_fingerprint_other(const struct sess_kv *kv) { return kv->fp_other; }
-int64_t sess_kv_model_id(const struct sess_kv *kv) { return kv->model_id; }
+int64_t sess_kv_model_id(struct sess_kv *kv)
+{
+    /* a private store did not know the model: it is added once writing is on */
+    if (kv->model_id < 0 && kv->st && !sess_store_read_only(kv->st) &&
+        sess_model_id(kv->st, kv->fp, kv->model_path, &kv->model_id))
+        kv->model_id = -1;
+    return kv->model_id;
+}
 
 /* ==== block ids ==== */
 
@@ -387,8 +398,10 @@ static int write_block_or_evict(struct sess_kv *kv, const struct kv_block_desc *
 int sess_kv_save(struct sess_kv *kv, const int32_t *tokens, int64_t n, struct sess_kv_save *s)
 {
     memset(s, 0, sizeof *s);
-    if (!kv->st || n <= 0)
+    if (!kv->st || n <= 0 || sess_store_read_only(kv->st))
         return SESS_OK;
+    if (sess_kv_model_id(kv) < 0)
+        return SESS_ERR;
     int64_t n_ids, found, k_full = n / B, t = sess_now_ms();
     if (chain_ids(kv, tokens, n, &n_ids))
         return SESS_ERR;

@@ -597,8 +597,11 @@ static void param_copy(struct conv_vals *to, const struct conv_vals *from, enum 
 }
 
 /* the models row the session records */
-static int64_t model_id(const struct sess_conv *c)
+static int64_t model_id(struct sess_conv *c)
 {
+    if (c->remote && c->remote_model_id < 0 && c->st && !sess_store_read_only(c->st) &&
+        sess_model_id(c->st, c->remote_fp, c->model_path, &c->remote_model_id))
+        c->remote_model_id = -1; /* not known to a private store: added once it is writable */
     return c->remote ? c->remote_model_id : sess_kv_model_id(c->kv);
 }
 
@@ -742,7 +745,9 @@ static void save_blocks(struct sess_conv *c, struct sess_turn_stats *ts)
  */
 static int persist(struct sess_conv *c, int64_t from, struct sess_turn_stats *ts)
 {
-    if (c->p.no_cache) /* --no-cache: nothing is written; a session is only read */
+    /* --no-cache: nothing is written; a session is only read. A private
+     * store: nothing is written at all */
+    if (c->p.no_cache || sess_store_read_only(c->st))
         return SESS_OK;
     if (attached(c) && c->retokenized) /* the ids made when it was loaded, saved with the turn */
         from = 0;
@@ -1447,10 +1452,13 @@ int sess_conv_say(struct sess_conv *c, const char *user_text, sess_text_fn on_te
             cfail(c, "interrupted");
         return rc;
     }
-    double t_pf = now_ms();
+    double t_pf = now_ms(), t_turn = t0;
     ts->prompt_tokens = c->n_tokens;
     ts->prefill_tok_s = t_pf > t0 && ts->prefilled_tokens ? ts->prefilled_tokens * 1e3 / (t_pf - t0) : 0;
-    rc = generate(c, ans_start, answer_prefix(c), on_text, ud, interrupt, ts, t0);
+    if (c->p.turn_start_ms > 0 && c->p.turn_start_ms <= t0) /* once: the process's start */
+        t_turn = c->p.turn_start_ms;
+    c->p.turn_start_ms = 0;
+    rc = generate(c, ans_start, answer_prefix(c), on_text, ud, interrupt, ts, t_turn);
     if (rc == SESS_OK)
         rc = persist(c, user_idx, ts);
     finish_stats(c, ts);

@@ -128,7 +128,9 @@ const uint8_t *sess_kv_fingerprint(const struct sess_kv *kv);
 /* the fingerprint the same file has in a context of the other KV variant
  * (phi3: the other RoPE factors; llm_ctx_kv_variant) */
 const uint8_t *sess_kv_fingerprint_other(const struct sess_kv *kv);
-int64_t sess_kv_model_id(const struct sess_kv *kv);
+/* (a private store's unknown model is added here once the store is writable;
+ * -1 if it cannot be) */
+int64_t sess_kv_model_id(struct sess_kv *kv);
 
 struct sess_kv_restore {
     int64_t tokens, blocks;   /* restored */

@@ -51,12 +51,14 @@ struct sess_store;
 
 struct sess_store_params {
     bool create; /* create kvchat.db (and kv/) if absent; false: SESS_ERR_NOT_FOUND */
+    bool read_only; /* private: nothing is written (see sess_store_set_read_only) */
 };
 struct sess_store_params sess_store_default_params(void);
 
 /*
  * Open the store under home: kvchat.db in WAL mode with foreign keys on,
- * migrated to the current schema. Returns SESS_OK, SESS_ERR_NOT_FOUND (no
+ * migrated to the current schema. Its files are made 0600 and its folders
+ * 0700 (an older store's are tightened; not when p.read_only). Returns SESS_OK, SESS_ERR_NOT_FOUND (no
  * store and !p.create), or SESS_ERR with a reason in err. A database made
  * by an earlier release keeps its sessions and messages; what it held of
  * the KV cache in an older form is dropped (sess_store_notice says so
@@ -71,6 +73,13 @@ const char *sess_errmsg(const struct sess_store *st);
 const char *sess_store_notice(const struct sess_store *st);
 /* the schema version the database is at */
 int sess_schema_version(struct sess_store *st);
+/* Private (on) or not: a private store is read and never written, not a
+ * row nor a file (SQLite's query_only, checked by SQLite itself): blocks
+ * are restored but their use is not recorded, a model it does not know is
+ * looked up, not added; a conversation over it saves nothing (sessions
+ * cannot be created or changed). SESS_OK or SESS_ERR. */
+int sess_store_set_read_only(struct sess_store *st, bool on);
+bool sess_store_read_only(const struct sess_store *st);
 
 /* ==== session names ====
  * A new name (create, rename, fork, /save) is 1 to 200 bytes of UTF-8 with
@@ -177,6 +186,17 @@ struct sess_gc_stats {
  * goes too), index rows whose file is gone, and files with no row
  * (leftovers of interrupted writes, files of earlier releases). */
 int sess_gc(struct sess_store *st, struct sess_gc_stats *out);
+struct sess_forget_stats {
+    struct sess_gc_stats gc; /* block files removed, their bytes */
+    int64_t sessions;        /* sessions without a name removed (an earlier release's) */
+    int64_t tokens;          /* token ids of removed blocks */
+    int64_t db_bytes_freed;  /* the database file's shrinking */
+};
+/* `sessions forget`: everything not reachable from a named session goes -
+ * unnamed sessions, blocks no session uses (files, rows, token ids, as
+ * sess_gc) - with the deleted rows overwritten and the database compacted,
+ * so none of it stays in free pages or the WAL. */
+int sess_forget(struct sess_store *st, struct sess_forget_stats *out);
 /* Evict least recently used blocks until the block files take at most
  * max_bytes: blocks no named session uses first, deepest first within a
  * tie. */
@@ -294,6 +314,10 @@ struct sess_conv_params {
                                     whole conversation each turn (for comparison); an
                                     attached session is then only read */
     int64_t cache_max;           /* bytes of blocks the store keeps (LRU eviction); <= 0: no limit */
+    double turn_start_ms;        /* > 0: the first turn's ttft counts from this CLOCK_MONOTONIC
+                                    time in ms (run: once its prompt is read, so that opening
+                                    the model and session and faulting in weights count);
+                                    else each turn's from its own start */
     /* bits 1 << SESS_PARAM_X of sampling and n_predict the user set: a new
      * session keeps them (and only them); over an existing session's own
      * they hold for this conversation without being saved; a set seed

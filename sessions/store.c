@@ -40,6 +40,7 @@ struct sess_store {
     char notice[PATH_MAX + 256];
     int db_rc;          /* SQLite's code of the last failure */
     bool checked;       /* the whole database was checked after a failure */
+    bool read_only;     /* private: nothing is written (PRAGMA query_only) */
     /* statements of the hot paths, prepared once */
     sqlite3_stmt *find_block, *child_le, *child_gt;
 };
@@ -210,12 +211,12 @@ static int mkdirs(const char *path)
     for (char *q = p + 1; *q; q++) {
         if (*q == '/') {
             *q = 0;
-            if (mkdir(p, 0755) != 0 && errno != EEXIST)
+            if (mkdir(p, 0700) != 0 && errno != EEXIST)
                 return -1;
             *q = '/';
         }
     }
-    return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
+    return mkdir(p, 0700) != 0 && errno != EEXIST ? -1 : 0;
 }
 
 /* Make room for one more element in a growing array (*p of n used, *cap
@@ -525,7 +526,7 @@ static void reserve_make(struct sess_store *st)
     if (stat(path, &sb) == 0 && sb.st_size >= RESERVE_BYTES)
         return;
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return;
     static const char zeros[65536];
@@ -568,6 +569,55 @@ int sess_store_make_room(struct sess_store *st)
     return gs.bytes > 0 || had ? SESS_OK : SESS_ERR;
 }
 
+/* ==== file modes ====
+ * The store holds what users typed and the KV cache of it: its files are
+ * 0600 and its folders 0700 whatever the umask. A store an earlier release
+ * made with looser modes is tightened once, when it is opened: a folder of
+ * the home whose mode lets others in is walked (two levels: kv/xx/ files)
+ * and each folder and file in it made private. */
+
+static void tighten_tree(const char *path, int depth)
+{
+    struct stat sb;
+    if (lstat(path, &sb) != 0 || S_ISLNK(sb.st_mode))
+        return;
+    if (S_ISREG(sb.st_mode)) {
+        /* a model added as a hard link is the user's own file too: left as it is */
+        if ((sb.st_mode & 077) && sb.st_nlink == 1)
+            chmod(path, sb.st_mode & 0700);
+        return;
+    }
+    if (!S_ISDIR(sb.st_mode) || !(sb.st_mode & 077))
+        return;
+    chmod(path, 0700);
+    DIR *d = depth > 0 ? opendir(path) : NULL;
+    if (!d)
+        return;
+    struct dirent *e;
+    char sub[PATH_MAX + 300];
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (snprintf(sub, sizeof sub, "%s/%s", path, e->d_name) < (int)sizeof sub)
+            tighten_tree(sub, depth - 1);
+    }
+    closedir(d);
+}
+
+static void tighten(struct sess_store *st)
+{
+    static const char *const names[] = {"kvchat.db", "kvchat.db-wal", "kvchat.db-shm", "kvchat.db-journal",
+                                        "reserve", "kv", "locks", "packed", "models"};
+    char path[PATH_MAX + 64];
+    struct stat sb;
+    if (stat(st->home, &sb) == 0 && S_ISDIR(sb.st_mode) && (sb.st_mode & 077))
+        chmod(st->home, 0700);
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        snprintf(path, sizeof path, "%s/%s", st->home, names[i]);
+        tighten_tree(path, 2);
+    }
+}
+
 struct sess_store_params sess_store_default_params(void)
 {
     struct sess_store_params p = {.create = true};
@@ -601,13 +651,21 @@ int sess_store_open(const char *home, struct sess_store_params p, struct sess_st
     }
     char dir[PATH_MAX + 16];
     snprintf(dir, sizeof dir, "%s/kv", home);
-    if (mkdirs(dir)) {
+    if (!p.read_only && mkdirs(dir)) {
         snprintf(err, err_size, "cannot create '%s': %s", dir, strerror(errno));
         free(st);
         return SESS_ERR;
     }
     snprintf(dir, sizeof dir, "%s/locks", home);
-    mkdirs(dir);
+    if (!p.read_only)
+        mkdirs(dir);
+    /* a new database is made 0600 here, whatever the umask: SQLite gives its
+     * WAL, shared-memory and journal files the database's mode */
+    if (p.create && !p.read_only && stat(st->path, &sb) != 0) {
+        int fd = open(st->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            close(fd);
+    }
     int flags = SQLITE_OPEN_READWRITE | (p.create ? SQLITE_OPEN_CREATE : 0);
     bool freed = false; /* the reserve was given up to open on a full disk */
     for (;;) {
@@ -635,13 +693,32 @@ int sess_store_open(const char *home, struct sess_store_params p, struct sess_st
         free(st);
         return SESS_ERR;
     }
-    if (freed)
-        sess_store_make_room(st);
-    else
-        reserve_make(st);
+    if (p.read_only) {
+        if (sess_store_set_read_only(st, true)) {
+            snprintf(err, err_size, "%s", st->err);
+            sess_store_close(st);
+            return SESS_ERR;
+        }
+    } else {
+        if (freed)
+            sess_store_make_room(st);
+        else
+            reserve_make(st);
+        tighten(st);
+    }
     *out = st;
     return SESS_OK;
 }
+
+int sess_store_set_read_only(struct sess_store *st, bool on)
+{
+    if (exec(st, on ? "PRAGMA query_only = ON" : "PRAGMA query_only = OFF"))
+        return SESS_ERR;
+    st->read_only = on;
+    return SESS_OK;
+}
+
+bool sess_store_read_only(const struct sess_store *st) { return st && st->read_only; }
 
 void sess_store_close(struct sess_store *st)
 {
@@ -670,6 +747,68 @@ static int utf8_len(const unsigned char *p)
     return n;
 }
 
+/* What keeps code point cp out of a new session name. Names are shown on
+ * terminals and typed back: nothing that is a control, white space,
+ * invisible, or changes the direction of what follows. */
+enum name_char { NAME_OK, NAME_CONTROL, NAME_NEL, NAME_SPACE, NAME_NBSP, NAME_INVISIBLE, NAME_BIDI, NAME_SLASH };
+static const char *const name_char_what[] = {
+    "", "a control character", "a next-line control (NEL)", "white space", "a no-break space",
+    "an invisible (zero-width) character", "a bidirectional control", "'/'",
+};
+
+static enum name_char name_char_class(uint32_t cp)
+{
+    if (cp == 0x85)
+        return NAME_NEL;
+    if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0))
+        return NAME_CONTROL;
+    if (cp == 0xa0 || cp == 0x202f)
+        return NAME_NBSP;
+    if (cp == ' ' || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 ||
+        cp == 0x205f || cp == 0x3000)
+        return NAME_SPACE;
+    if ((cp >= 0x200b && cp <= 0x200d) || (cp >= 0x2060 && cp <= 0x2064) || cp == 0xfeff || cp == 0x180e ||
+        cp == 0xad)
+        return NAME_INVISIBLE;
+    if (cp == 0x200e || cp == 0x200f || cp == 0x061c || (cp >= 0x202a && cp <= 0x202e) ||
+        (cp >= 0x2066 && cp <= 0x2069))
+        return NAME_BIDI;
+    return cp == '/' ? NAME_SLASH : NAME_OK;
+}
+
+/* the code point of the valid UTF-8 sequence of n bytes at p */
+static uint32_t utf8_cp(const unsigned char *p, int n)
+{
+    return n == 1 ? p[0]
+         : n == 2 ? (uint32_t)(p[0] & 0x1f) << 6 | (p[1] & 0x3f)
+         : n == 3 ? (uint32_t)(p[0] & 0x0f) << 12 | (uint32_t)(p[1] & 0x3f) << 6 | (p[2] & 0x3f)
+                  : (uint32_t)(p[0] & 0x07) << 18 | (uint32_t)(p[1] & 0x3f) << 12 | (uint32_t)(p[2] & 0x3f) << 6 |
+                        (p[3] & 0x3f);
+}
+
+/* a refused name as it can be shown in a message: what a terminal would
+ * obey or hide (controls, invisible and direction characters, invalid
+ * bytes) as U+FFFD; a static buffer */
+static const char *name_shown(const char *name)
+{
+    static char out[4 * 200 + 4];
+    size_t k = 0;
+    for (const unsigned char *p = (const unsigned char *)name; *p && k + 4 < sizeof out;) {
+        int n = utf8_len(p);
+        enum name_char c = n ? name_char_class(utf8_cp(p, n)) : NAME_CONTROL;
+        if (c == NAME_CONTROL || c == NAME_NEL || c == NAME_INVISIBLE || c == NAME_BIDI) {
+            memcpy(out + k, "\xef\xbf\xbd", 3);
+            k += 3;
+        } else {
+            memcpy(out + k, p, (size_t)n);
+            k += (size_t)n;
+        }
+        p += n ? n : 1;
+    }
+    out[k] = 0;
+    return out;
+}
+
 int sess_name_check(const char *name, char *err, size_t err_size)
 {
     if (!name || !*name) {
@@ -686,9 +825,16 @@ int sess_name_check(const char *name, char *err, size_t err_size)
     }
     for (const unsigned char *p = (const unsigned char *)name; *p;) {
         int n = utf8_len(p);
-        if (n == 0 || *p <= 0x20 || *p == 0x7f || *p == '/') {
-            snprintf(err, err_size, "bad session name '%s': no white space, '/', control characters "
-                     "or invalid UTF-8", name);
+        if (n == 0) {
+            snprintf(err, err_size, "bad session name '%s': it is not valid UTF-8", name_shown(name));
+            return SESS_ERR;
+        }
+        uint32_t cp = utf8_cp(p, n);
+        enum name_char c = name_char_class(cp);
+        if (c != NAME_OK) {
+            snprintf(err, err_size, "bad session name '%s': it holds %s (U+%04X at byte %zu); a name is "
+                     "printable text with no white space, '/', control, invisible or direction character",
+                     name_shown(name), name_char_what[c], (unsigned)cp, (size_t)(p - (const unsigned char *)name));
             return SESS_ERR;
         }
         p += n;
@@ -705,6 +851,16 @@ static int check_name(struct sess_store *st, const char *name)
 
 int sess_model_id(struct sess_store *st, const uint8_t fp[32], const char *path, int64_t *id)
 {
+    if (st->read_only) { /* private: looked up, not added (-1: the store has nothing of it) */
+        sqlite3_stmt *q = prep(st, "SELECT id FROM models WHERE fingerprint = ?1");
+        if (!q)
+            return SESS_ERR;
+        sqlite3_bind_blob(q, 1, fp, 32, SQLITE_STATIC);
+        int r = sqlite3_step(q);
+        *id = r == SQLITE_ROW ? sqlite3_column_int64(q, 0) : -1;
+        sqlite3_finalize(q);
+        return r == SQLITE_ROW || r == SQLITE_DONE ? SESS_OK : db_fail(st);
+    }
     sqlite3_stmt *s = prep(st, "INSERT INTO models(fingerprint, path) VALUES(?1, ?2) "
                                "ON CONFLICT(fingerprint) DO UPDATE SET path = excluded.path "
                                "WHERE excluded.path <> '' RETURNING id");
@@ -761,6 +917,8 @@ int sess_fingerprint_lookup(struct sess_store *st, const char *path, const struc
 int sess_fingerprint_remember(struct sess_store *st, const char *path, const struct stat *sb,
                               const uint8_t fp[32])
 {
+    if (st->read_only)
+        return SESS_OK;
     sqlite3_stmt *s = prep(st, "INSERT OR REPLACE INTO fingerprints(path, dev, ino, size, ctime_ns, "
                                "fingerprint) VALUES(?1, ?2, ?3, ?4, ?5, ?6)");
     if (!s)
@@ -1286,7 +1444,7 @@ int sess_block_path(struct sess_store *st, const uint8_t id[32], bool make_dir, 
     int n = snprintf(buf, size, "%s/kv/%.2s", st->home, hex);
     if (n < 0 || (size_t)n >= size)
         return sess_fail(st, "path too long");
-    if (make_dir && mkdir(buf, 0755) != 0 && errno != EEXIST)
+    if (make_dir && mkdir(buf, 0700) != 0 && errno != EEXIST)
         return sess_fail(st, "cannot create '%s': %s", buf, strerror(errno));
     n = snprintf(buf, size, "%s/kv/%.2s/%s" KV_BLOCK_SUFFIX, st->home, hex, hex);
     return n < 0 || (size_t)n >= size ? sess_fail(st, "path too long") : SESS_OK;
@@ -1410,7 +1568,7 @@ int sess_block_forget(struct sess_store *st, const uint8_t id[32])
 
 int sess_blocks_touch(struct sess_store *st, const uint8_t (*ids)[32], int64_t n, int64_t t)
 {
-    if (n == 0)
+    if (n == 0 || st->read_only) /* private: not even when a block was last used */
         return SESS_OK;
     if (begin(st))
         return SESS_ERR;
@@ -1605,6 +1763,49 @@ int sess_gc(struct sess_store *st, struct sess_gc_stats *out)
     return SESS_OK;
 }
 
+/* one number of a query of one row, one column */
+static int query_i64(struct sess_store *st, const char *sql, int64_t *v)
+{
+    sqlite3_stmt *s = prep(st, sql);
+    if (!s)
+        return SESS_ERR;
+    int rc = sqlite3_step(s);
+    *v = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+    sqlite3_finalize(s);
+    return rc == SQLITE_ROW ? SESS_OK : db_fail(st);
+}
+
+/*
+ * Forget what no named session holds: sessions without a name, then, as
+ * sess_gc, every block (row, token ids, file) no session uses. Deleted
+ * rows are overwritten (secure_delete), the search index rebuilt, the
+ * database compacted (VACUUM) and its WAL emptied, so nothing of them stays
+ * in the database's free pages either.
+ */
+int sess_forget(struct sess_store *st, struct sess_forget_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    int64_t page, pages_before = 0, pages_after = 0, unused_tokens = 0, n_unnamed = 0;
+    if (exec(st, "PRAGMA secure_delete = ON") || query_i64(st, "PRAGMA page_size", &page) ||
+        query_i64(st, "PRAGMA page_count", &pages_before) ||
+        query_i64(st, "SELECT count(*) FROM sessions WHERE name IS NULL", &n_unnamed))
+        return SESS_ERR;
+    if (n_unnamed > 0 && exec(st, "DELETE FROM sessions WHERE name IS NULL"))
+        return SESS_ERR;
+    if (query_i64(st, "SELECT coalesce(sum(n_tokens), 0) FROM blocks WHERE id NOT IN "
+                      "(SELECT block FROM session_blocks)", &unused_tokens))
+        return SESS_ERR;
+    if (sess_gc(st, &out->gc))
+        return SESS_ERR;
+    if (exec(st, "INSERT INTO message_fts(message_fts) VALUES('rebuild')") || exec(st, "VACUUM") ||
+        exec(st, "PRAGMA wal_checkpoint(TRUNCATE)") || query_i64(st, "PRAGMA page_count", &pages_after))
+        return SESS_ERR;
+    out->sessions = n_unnamed;
+    out->tokens = unused_tokens;
+    out->db_bytes_freed = pages_before > pages_after ? (pages_before - pages_after) * page : 0;
+    return SESS_OK;
+}
+
 int sess_evict(struct sess_store *st, int64_t max_bytes, struct sess_gc_stats *out)
 {
     memset(out, 0, sizeof *out);
@@ -1630,7 +1831,7 @@ int sess_lock(struct sess_store *st, int64_t id, struct sess_lock **out)
     char path[PATH_MAX + 64];
     *out = NULL;
     snprintf(path, sizeof path, "%s/locks/%" PRId64 ".lock", st->home, id);
-    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
     if (fd < 0)
         return sess_fail(st, "cannot open '%s': %s", path, strerror(errno));
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {

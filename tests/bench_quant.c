@@ -25,7 +25,7 @@
  * 512) tokens on THREADS threads, in G multiply-adds per second (the
  * activations quantized outside the timed region); for F32 also BLIS's
  * sgemm on the same data (each thread a block of 64 rows, as kvchat used to
- * run it), the comparison that made kvchat multiply F32 with its own tile.
+ * run it), beside kvchat's F32 product on BLIS's micro-kernel (fmm.c).
  */
 #include "core/kernels/gemm.h"
 #include "core/llm.h"
@@ -115,7 +115,8 @@ static int make_mat(struct mat *mt, uint32_t type, int64_t n_in, int64_t n_out)
     memset(mt, 0, sizeof *mt);
     mt->m = (struct llm_mat){.type = type, .n_in = n_in, .n_out = n_out, .row_bytes = rb,
                              .group_bytes = mm->packed ? mm->group_bytes(n_in) : 0};
-    mt->map_bytes = mm->packed ? (size_t)((n_out + 7) / 8) * mt->m.group_bytes : rb * (size_t)n_out;
+    int64_t G = llm_mm_group_rows(mm), ng = (n_out + G - 1) / G;
+    mt->map_bytes = mm->packed ? (size_t)ng * mt->m.group_bytes : rb * (size_t)n_out;
     mt->map = mmap(NULL, mt->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mt->map == MAP_FAILED) {
         free(rows);
@@ -123,16 +124,16 @@ static int make_mat(struct mat *mt, uint32_t type, int64_t n_in, int64_t n_out)
     }
     madvise(mt->map, mt->map_bytes, MADV_HUGEPAGE);
     if (mm->packed) {
-        for (int64_t g = 0; g < (n_out + 7) / 8; g++) {
-            int64_t nr = n_out - 8 * g < 8 ? n_out - 8 * g : 8;
-            mm->pack(rows + (size_t)(8 * g) * rb, rb, nr, n_in, mt->map + (size_t)g * mt->m.group_bytes);
+        for (int64_t g = 0; g < ng; g++) {
+            int64_t nr = n_out - G * g < G ? n_out - G * g : G;
+            mm->pack(rows + (size_t)(G * g) * rb, rb, nr, n_in, mt->map + (size_t)g * mt->m.group_bytes);
         }
     } else {
         memcpy(mt->map, rows, mt->map_bytes);
     }
     if (type == LLM_TYPE_F32) {
-        mt->rows_f32 = malloc(mt->map_bytes);
-        memcpy(mt->rows_f32, rows, mt->map_bytes);
+        mt->rows_f32 = malloc(rb * (size_t)n_out);
+        memcpy(mt->rows_f32, rows, rb * (size_t)n_out);
     }
     mt->m.data = mt->map;
     free(rows);
@@ -202,17 +203,17 @@ static double decode_pass(const struct set *s, const float *x, void *xq, float *
     for (int i = 0; i < s->n; i++) {
         const struct llm_mat *m = &s->m[i].m;
         const struct llm_mm_ops *mm = llm_get_mm_ops(m->type);
-        int64_t groups = (m->n_out + 7) / 8, half = groups / 2;
+        int64_t G = llm_mm_group_rows(mm), groups = (m->n_out + G - 1) / G, half = groups / 2;
         const void *a;
 #pragma omp single copyprivate(a)
         a = prepare(mm, x, m->n_in, xq);
 #pragma omp for schedule(static)
         for (int64_t g = 0; g < half + groups % 2; g++) {
             if (g == half) {
-                mm->gemv(m, 16 * half, m->n_out, 0, 0, a, out + 16 * half, NULL);
+                mm->gemv(m, 2 * G * half, m->n_out, 0, 0, a, out + 2 * G * half, NULL);
             } else {
-                int64_t r0 = 8 * g, s0 = 8 * (g + half);
-                mm->gemv(m, r0, r0 + 8, s0, s0 + 8, a, out + r0, out + s0);
+                int64_t r0 = G * g, s0 = G * (g + half);
+                mm->gemv(m, r0, r0 + G, s0, s0 + G, a, out + r0, out + s0);
             }
         }
     }

@@ -31,6 +31,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 static const uint32_t quant_types[] = {
     LLM_TYPE_Q4_0, LLM_TYPE_Q4_1, LLM_TYPE_Q5_0, LLM_TYPE_Q5_1, LLM_TYPE_Q2_K,
@@ -353,6 +355,8 @@ struct mat_case {
     size_t row_bytes;
     struct llm_mat w;
     uint8_t *data;
+    uint8_t *map; /* data's mapping: it ends at an inaccessible page */
+    size_t map_bytes;
     uint8_t *act;    /* NT_MAX rows */
     size_t a_stride;
     float *wf, *af;  /* the operands' values */
@@ -396,12 +400,20 @@ static void make_case(struct mat_case *c, uint32_t type, int64_t n, int extreme)
         ops->to_float_ref(c->stored + r * c->row_bytes, c->wf + r * n, n);
     c->w = (struct llm_mat){.type = type, .n_in = n, .n_out = N_OUT, .row_bytes = c->row_bytes};
     if (mm->packed) {
-        int64_t groups = (N_OUT + 7) / 8;
+        int64_t G = llm_mm_group_rows(mm), groups = (N_OUT + G - 1) / G;
         c->w.group_bytes = mm->group_bytes(n);
-        c->data = malloc(c->w.group_bytes * (size_t)groups);
+        /* the packed groups end where an inaccessible page starts, so that a
+         * kernel reading past them fails here (64-byte aligned when the
+         * groups are a multiple of 64 bytes) */
+        size_t bytes = c->w.group_bytes * (size_t)groups, pg = (size_t)sysconf(_SC_PAGESIZE);
+        c->map_bytes = (bytes + 64 + pg - 1) / pg * pg + pg;
+        c->map = mmap(NULL, c->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        assert_true(c->map != MAP_FAILED);
+        assert_int_equal(mprotect(c->map + c->map_bytes - pg, pg, PROT_NONE), 0);
+        c->data = c->map + c->map_bytes - pg - bytes;
         for (int64_t g = 0; g < groups; g++) {
-            int64_t nr = N_OUT - 8 * g < 8 ? N_OUT - 8 * g : 8;
-            mm->pack(c->stored + (size_t)(8 * g) * c->row_bytes, c->row_bytes, nr, n,
+            int64_t nr = N_OUT - G * g < G ? N_OUT - G * g : G;
+            mm->pack(c->stored + (size_t)(G * g) * c->row_bytes, c->row_bytes, nr, n,
                      c->data + (size_t)g * c->w.group_bytes);
         }
         c->w.data = c->data;
@@ -433,7 +445,8 @@ static void make_case(struct mat_case *c, uint32_t type, int64_t n, int extreme)
 static void free_case(struct mat_case *c)
 {
     free(c->stored);
-    free(c->data);
+    if (c->map)
+        munmap(c->map, c->map_bytes);
     free(c->act);
     free(c->wf);
     free(c->af);
@@ -450,7 +463,8 @@ static void check_products(struct mat_case *c, int extreme)
     if (mm->packed) {
         float *y = malloc((size_t)n * sizeof *y);
         for (int r = 0; r < N_OUT; r++) {
-            mm->group_row_to_float(c->data + (size_t)(r / 8) * c->w.group_bytes, r % 8, n, y);
+            int G = llm_mm_group_rows(mm);
+            mm->group_row_to_float(c->data + (size_t)(r / G) * c->w.group_bytes, r % G, n, y);
             for (int64_t i = 0; i < n; i++)
                 if (!same_float(y[i], c->wf[r * n + i])) {
                     print_error("%s n=%lld row %d element %lld: packed %a, stored %a\n", name, (long long)n, r,
@@ -459,8 +473,10 @@ static void check_products(struct mat_case *c, int extreme)
                 }
         }
         free(y);
-        /* the fast unpacking gives the reference's bits */
-        const struct llm_unpack_ops *u = llm_get_unpack_ops(c->type);
+    }
+    /* the fast unpacking gives the reference's bits (quantized types) */
+    const struct llm_unpack_ops *u = llm_get_unpack_ops(c->type);
+    if (mm->packed && mm->act == LLM_ACT_I16) {
         assert_non_null(u);
         size_t nw = (size_t)n * 8, ns = (size_t)(n / 16) * 8;
         int16_t *w1 = calloc(nw, 2), *w2 = calloc(nw, 2);
@@ -489,7 +505,7 @@ static void check_products(struct mat_case *c, int extreme)
                 exact += p;
                 mag += fabs(p);
             }
-            double units = mm->act == LLM_ACT_F32 ? (double)n / 8 + 3 : 3.0 * (double)(n / 16) + 2;
+            double units = mm->act == LLM_ACT_F32 ? (double)(n < LLM_FMM_KC ? n : LLM_FMM_KC) + (double)n / LLM_FMM_KC + 3 : 3.0 * (double)(n / 16) + 2;
             if (fabs(want[t][r] - exact) > units * 6e-8 * mag + 1e-30) {
                 print_error("%s n=%lld row %d token %d: dot_ref %.9g, exact %.9g (magnitude %.3g)\n", name,
                             (long long)n, r, t, want[t][r], exact, mag);
@@ -564,7 +580,7 @@ static void test_products(void **state)
     static const uint32_t types[] = {LLM_TYPE_F32,  LLM_TYPE_F16,  LLM_TYPE_BF16, LLM_TYPE_Q8_0, LLM_TYPE_Q4_0,
                                      LLM_TYPE_Q4_1, LLM_TYPE_Q5_0, LLM_TYPE_Q5_1, LLM_TYPE_Q2_K, LLM_TYPE_Q3_K,
                                      LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K};
-    static const int64_t float_n[] = {13, 64, 100, 896}, legacy_n[] = {32, 96, 896}, k_n[] = {256, 512, 1280};
+    static const int64_t float_n[] = {13, 100, 600, 896}, legacy_n[] = {32, 96, 896}, k_n[] = {256, 512, 1280};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         uint32_t type = types[ti];
         int64_t bs = llm_type_block_size(type);
@@ -580,6 +596,64 @@ static void test_products(void **state)
     }
 }
 
+/* The float types on a batch of many tokens (several of fmm.c's blocks of
+ * tokens, several k-blocks, a row range that starts inside a panel and one
+ * that ends inside one): every element the one-token definition's bits,
+ * and BLIS's micro-kernel called when it runs. */
+static void test_float_big_batch(void **state)
+{
+    (void)state;
+    static const uint32_t types[] = {LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16};
+    const int64_t n = 600, n_out = 45, nt = 230;
+    for (int ti = 0; ti < 3; ti++) {
+        const struct llm_mm_ops *mm = llm_get_mm_ops(types[ti]);
+        const struct llm_type_ops *ops = llm_get_type_ops(types[ti]);
+        int64_t G = llm_mm_group_rows(mm), groups = (n_out + G - 1) / G;
+        size_t rb = (size_t)n * (types[ti] == LLM_TYPE_F32 ? 4 : 2);
+        float *wf = malloc(sizeof(float) * (size_t)(n * n_out));
+        uint8_t *rows = malloc(rb * (size_t)n_out);
+        for (int64_t i = 0; i < n * n_out; i++)
+            wf[i] = rnd_normal();
+        for (int64_t r = 0; r < n_out; r++)
+            ops->from_float(wf + r * n, rows + (size_t)r * rb, n);
+        struct llm_mat w = {.type = types[ti], .n_in = n, .n_out = n_out, .row_bytes = rb,
+                            .group_bytes = mm->group_bytes(n)};
+        uint8_t *data = aligned_alloc(64, w.group_bytes * (size_t)groups);
+        for (int64_t g = 0; g < groups; g++)
+            mm->pack(rows + (size_t)(g * G) * rb, rb, n_out - g * G < G ? n_out - g * G : G, n,
+                     data + (size_t)g * w.group_bytes);
+        w.data = data;
+        float *x = malloc(sizeof(float) * (size_t)(n * nt));
+        for (int64_t i = 0; i < n * nt; i++)
+            x[i] = rnd_normal();
+        void *scratch = aligned_alloc(64, mm->gemm_scratch(n) + 64);
+        static const int64_t rr[][2] = {{0, 45}, {8, 45}, {16, 40}, {3, 7}};
+        for (int k = 0; k < 4; k++) {
+            int64_t r0 = rr[k][0], r1 = rr[k][1], ldy = r1 - r0;
+            float *y = malloc(sizeof(float) * (size_t)(ldy * nt));
+            uint64_t calls = llm_fmm_ukr_calls();
+            mm->gemm(&w, r0, r1, x, (size_t)n * sizeof(float), nt, y, ldy, scratch);
+            if (llm_fmm_blis())
+                assert_true(llm_fmm_ukr_calls() > calls);
+            for (int64_t t = 0; t < nt; t++)
+                for (int64_t r = r0; r < r1; r++) {
+                    float want = mm->dot_ref(&w, r, x + t * n), got = y[t * ldy + r - r0];
+                    if (!same_float(got, want)) {
+                        print_error("%s gemm of %lld tokens rows [%lld,%lld): token %lld row %lld: %a, dot_ref %a\n",
+                                    llm_type_name(types[ti]), (long long)nt, (long long)r0, (long long)r1,
+                                    (long long)t, (long long)r, got, want);
+                        fail();
+                    }
+                }
+            free(y);
+        }
+        free(scratch);
+        free(x);
+        free(data);
+        free(rows);
+        free(wf);
+    }
+}
 
 /* ==== quantizers ==== */
 
@@ -677,6 +751,7 @@ int main(void)
         cmocka_unit_test(test_to_float_paths),
         cmocka_unit_test(test_act16),
         cmocka_unit_test(test_products),
+        cmocka_unit_test(test_float_big_batch),
         cmocka_unit_test(test_legacy_quantizers),
         cmocka_unit_test(test_gguf_refuses_bad_k_tensors),
     };

@@ -56,8 +56,11 @@
 #define PF_ROWS 32     /* batched products: rows per unit */
 #define PF_TOKENS 128  /* batched products: tokens per unit */
 #define TOK_STEP 2     /* per-token phases: tokens per chunk */
-#define ATT_ROWS 16    /* batched attention: most query rows per unit */
-#define ATT_SCORES (256 << 10) /* batched attention: most scores per unit */
+#define ATT_ROWS 64    /* batched attention: most query rows per unit */
+/* batched attention: most scores per unit (so a chat turn's 10-50 new
+ * tokens at a depth of thousands are one unit per KV head: each K and V
+ * chunk converted once for all of them) */
+#define ATT_SCORES (1536 << 10)
 
 /* the phases of a pass */
 enum {
@@ -125,7 +128,6 @@ struct llm_ctx {
                               * wo, gate/up, down, then the output */
     int64_t att_split, att_per; /* attention units: each KV head's query heads in att_split
                                  * parts of at most att_per heads */
-    int64_t att_rows;        /* batched attention: query rows per unit */
     float *serial_tmp;       /* (2 kv_dim) one token's k, v between the steps of qkv_post */
     uint8_t *serial_kv;      /* (2 kv_dim elements of the cache type) its K and V rows */
     struct llm_pool *pool;
@@ -397,27 +399,35 @@ static void mm_describe(const struct pass *ps, const struct phase *ph, struct mm
     d->one = d->T == 1;
 }
 
-/* one-token units of W: DEC_ROWS rows of its first half with the same rows
- * of its second half (two far-apart streams per core keep more DRAM reads
- * in flight), plus one unit for the last group when the number of groups
- * of 8 is odd */
+/* one-token units of W: DEC_ROWS rows (at least one packed group) of its
+ * first half with the same rows of its second half (two far-apart streams
+ * per core keep more DRAM reads in flight), plus one unit for the last
+ * group when the number of groups (of 8 rows, or of the float panels'
+ * rows) is odd */
+static int64_t dec_rows(const struct llm_weight *W)
+{
+    int64_t g = llm_mm_group_rows(W->mm);
+    return (DEC_ROWS + g - 1) / g * g;
+}
+
 static int64_t one_units(const struct llm_weight *W)
 {
-    int64_t groups = (W->m.n_out + 7) / 8, half = groups / 2 * 8;
-    return (half + DEC_ROWS - 1) / DEC_ROWS + groups % 2;
+    int64_t g = llm_mm_group_rows(W->mm), groups = (W->m.n_out + g - 1) / g, half = groups / 2 * g;
+    return (half + dec_rows(W) - 1) / dec_rows(W) + groups % 2;
 }
 
 static void one_unit(const struct llm_weight *W, int64_t k, int64_t r[4])
 {
-    int64_t groups = (W->m.n_out + 7) / 8, half = groups / 2 * 8;
-    r[0] = k * DEC_ROWS;
+    int64_t g = llm_mm_group_rows(W->mm), groups = (W->m.n_out + g - 1) / g, half = groups / 2 * g;
+    int64_t dr = dec_rows(W);
+    r[0] = k * dr;
     if (r[0] >= half) { /* the odd last group */
         r[0] = 2 * half;
         r[1] = W->m.n_out;
         r[2] = r[3] = 0;
         return;
     }
-    r[1] = r[0] + DEC_ROWS < half ? r[0] + DEC_ROWS : half;
+    r[1] = r[0] + dr < half ? r[0] + dr : half;
     r[2] = r[0] + half;
     r[3] = r[1] + half;
 }
@@ -519,10 +529,21 @@ struct att_unit {
     int64_t t0, t1, g, h0, h1;
 };
 
+/* query rows per attention unit in this pass: as many as ATT_SCORES
+ * scores over the pass's keys allow (results do not depend on it) */
+static int64_t pass_att_rows(const struct pass *ps)
+{
+    const struct llm_ctx *c = ps->c;
+    if (ps->T == 1)
+        return 1;
+    int64_t r = ATT_SCORES / (c->att_per * (ps->n_past + ps->T));
+    return r < 1 ? 1 : r > ATT_ROWS ? ATT_ROWS : r;
+}
+
 static int64_t att_units(const struct pass *ps)
 {
     const struct llm_ctx *c = ps->c;
-    int64_t rows = ps->T == 1 ? 1 : c->att_rows;
+    int64_t rows = pass_att_rows(ps);
     return (ps->T + rows - 1) / rows * c->m->n_head_kv * c->att_split;
 }
 
@@ -530,7 +551,7 @@ static struct att_unit att_unit(const struct pass *ps, int64_t u)
 {
     const struct llm_ctx *c = ps->c;
     const struct llm_model *m = c->m;
-    int64_t rows = ps->T == 1 ? 1 : c->att_rows, per_rb = m->n_head_kv * c->att_split;
+    int64_t rows = pass_att_rows(ps), per_rb = m->n_head_kv * c->att_split;
     int64_t rb = u / per_rb, g = u % per_rb / c->att_split, part = u % c->att_split, gqa = m->n_head / m->n_head_kv;
     struct att_unit a;
     a.t0 = rb * rows;
@@ -994,8 +1015,11 @@ static size_t scratch_bytes(const struct llm_ctx *c)
         }
     }
     size_t mm = 3 * n_out * sizeof(float) + ws + 256;
-    size_t att_out = ((size_t)(c->att_rows * c->att_per * m->head_dim) + 15) / 16 * 16;
-    size_t att = (att_out + llm_attn_scratch_floats(c->att_rows * c->att_per, m->head_dim, c->n_ctx)) * sizeof(float);
+    /* a unit's rows (pass_att_rows) times its heads and keys: at most
+     * ATT_SCORES scores, or one row's over the whole context */
+    size_t att_out = ((size_t)(ATT_ROWS * c->att_per * m->head_dim) + 15) / 16 * 16;
+    size_t scores = (size_t)(c->att_per * c->n_ctx) > (size_t)ATT_SCORES ? (size_t)(c->att_per * c->n_ctx) : ATT_SCORES;
+    size_t att = (att_out + scores + 16 + llm_attn_scratch_floats(ATT_ROWS * c->att_per, m->head_dim, 0)) * sizeof(float);
     size_t tok = tok_scratch_bytes(c), mx = mm > att ? mm : att;
     return mx > tok ? mx : tok;
 }
@@ -1069,8 +1093,6 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
            (m->n_head_kv * c->att_split < c->n_threads || (gqa + c->att_split - 1) / c->att_split > LLM_ATTN_MAX_Q))
         c->att_split++;
     c->att_per = (gqa + c->att_split - 1) / c->att_split;
-    c->att_rows = ATT_SCORES / (c->att_per * n_ctx);
-    c->att_rows = c->att_rows < 1 ? 1 : c->att_rows > ATT_ROWS ? ATT_ROWS : c->att_rows;
     c->max_phases = (int)(m->n_layer * 10 + 3);
     for (int s = 0; s < 2; s++) {
         c->passes[s].c = c;
@@ -1079,12 +1101,13 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
         c->passes[s].pp = alloc((size_t)c->max_phases * sizeof(struct llm_pool_phase), &ok);
     }
     int64_t max_chunks = 1;
-    if (ok) { /* the largest phases: one token, and a full pass */
+    if (ok) { /* the largest phases: one token, and a full pass at the start and at the end of
+               * the context (attention's units are smallest there: pass_att_rows) */
         struct pass *ps = &c->passes[0];
-        ps->n_past = 0;
         ps->logits = true;
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < 3; k++) {
             ps->T = k ? B : 1;
+            ps->n_past = k == 2 && n_ctx > B ? n_ctx - B : 0;
             plan(ps);
             int64_t mc = max_chunks_of(ps);
             max_chunks = mc > max_chunks ? mc : max_chunks;

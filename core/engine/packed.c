@@ -1,7 +1,8 @@
 /*
- * packed.c - a model's packed weights (quant.h, LLM_PACK_ROWS): every
- * quantized weight the engine multiplies is stored as groups of 8 rows (the
- * last group padded with zero rows), packed at open, and a cache file lets
+ * packed.c - a model's packed weights (quant.h): every quantized weight
+ * the engine multiplies is stored as groups of 8 rows, every float (F32,
+ * F16, BF16) weight as panels of BLIS's micro-kernel width (fmm.c), the
+ * last group padded with zero rows, packed at open, and a cache file lets
  * later opens map them instead of packing again.
  *
  * Why a cache file: packing writes a fresh copy of most of a model's
@@ -11,16 +12,21 @@
  * resuming fast. So the packed bytes are written once to a cache file (by a
  * thread in the background, synced, then renamed into place) and later
  * opens map that file from the page cache: nothing to zero, nothing to copy.
+ * A mapped file's pages are then prefaulted by a thread in the background
+ * (MADV_POPULATE_READ in 16 MB steps) while the opener tokenizes and
+ * restores, instead of faulting in one by one during the first prefill.
  *
- * The cache file (PACK_FILE_VERSION 2), one per model path, named by a
+ * The cache file (PACK_FILE_VERSION 3), one per model path, named by a
  * 64-bit FNV-1a hash of the model's real path:
  *   4096-byte header: "KVCPACK\0", u32 version, u32 types (bit t: weights of
  *   type t are packed), u64 size, device, inode, mtime s, mtime ns of the
- *   model file, u64 data bytes, u32 packed weights, u32 path length, the
- *   path (little-endian, zero-padded);
+ *   model file, u64 data bytes, u32 packed weights, u32 path length, 96
+ *   bytes of the float panels' layout and kernel (llm_fmm_layout: BLIS's
+ *   version, sub-configuration, MR, NR and kvchat's KC), the path
+ *   (little-endian, zero-padded);
  *   then the packed weights, in model order (each layer's q, k, v, o, gate,
- *   up, down, then the output), each ceil(rows / 8) groups (the layouts of
- *   quant-pack.c and quant-k.c) at a multiple of 64 bytes.
+ *   up, down, then the output), each ceil(rows / group rows) groups (the
+ *   layouts of quant-pack.c, quant-k.c and fmm.c) at a multiple of 64 bytes.
  * A file whose header does not match the model as opened (another file,
  * the same file changed, another kvchat with other packed types or
  * layouts) or whose size is not header + data is ignored and replaced.
@@ -33,6 +39,7 @@
 #include <limits.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <omp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -43,7 +50,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PACK_FILE_VERSION 2
+#define PACK_FILE_VERSION 3
 #define HEADER_BYTES 4096
 #define PACK_ITEM_GROUPS 64 /* groups of 8 rows per work item while packing */
 
@@ -53,7 +60,8 @@ struct pack_header {
     uint64_t src_size, src_dev, src_ino, src_mtime_s, src_mtime_ns;
     uint64_t data_bytes;
     uint32_t n_weights, path_len;
-    char path[HEADER_BYTES - 72];
+    char layout[96]; /* the float weights' panels and kernel (llm_fmm_layout) */
+    char path[HEADER_BYTES - 168];
 };
 _Static_assert(sizeof(struct pack_header) == HEADER_BYTES, "pack header size");
 
@@ -67,6 +75,10 @@ struct llm_packed {
     /* the background writer of the cache file */
     pthread_t writer;
     bool writing;
+    /* the background prefault of a mapped cache file */
+    pthread_t faulter;
+    bool faulting;
+    atomic_bool stop_faulting;
     char *file;          /* the cache file's path */
     struct pack_header *header;
 };
@@ -89,7 +101,8 @@ static void plan_free(struct plan *p)
     p->off = NULL;
 }
 
-static int64_t groups_of(const struct llm_weight *W) { return (W->m.n_out + LLM_PACK_ROWS - 1) / LLM_PACK_ROWS; }
+static int64_t group_rows(const struct llm_weight *W) { return llm_mm_group_rows(W->mm); }
+static int64_t groups_of(const struct llm_weight *W) { return (W->m.n_out + group_rows(W) - 1) / group_rows(W); }
 static size_t packed_bytes(const struct llm_weight *W) { return (size_t)groups_of(W) * W->m.group_bytes; }
 
 /* every 2-D weight the engine multiplies whose type is stored packed;
@@ -155,20 +168,21 @@ static void *pack_worker(void *arg)
         int64_t g0 = (k - pw->first[i]) * PACK_ITEM_GROUPS, g1 = g0 + PACK_ITEM_GROUPS;
         if (g1 > groups_of(W))
             g1 = groups_of(W);
+        int64_t gr = group_rows(W);
         for (int64_t g = g0; g < g1; g++) {
-            int64_t rows = W->m.n_out - g * LLM_PACK_ROWS < LLM_PACK_ROWS ? W->m.n_out - g * LLM_PACK_ROWS : LLM_PACK_ROWS;
-            W->mm->pack(W->rows + (size_t)(g * LLM_PACK_ROWS) * W->m.row_bytes, W->m.row_bytes, rows, W->m.n_in,
+            int64_t rows = W->m.n_out - g * gr < gr ? W->m.n_out - g * gr : gr;
+            W->mm->pack(W->rows + (size_t)(g * gr) * W->m.row_bytes, W->m.row_bytes, rows, W->m.n_in,
                         (uint8_t *)pw->map + p->off[i] + (size_t)g * W->m.group_bytes);
         }
         /* at once, so the file's pages and the packed copy are not both held */
-        int64_t r0 = g0 * LLM_PACK_ROWS, r1 = g1 * LLM_PACK_ROWS < W->m.n_out ? g1 * LLM_PACK_ROWS : W->m.n_out;
+        int64_t r0 = g0 * gr, r1 = g1 * gr < W->m.n_out ? g1 * gr : W->m.n_out;
         drop_pages(W->rows + (size_t)r0 * W->m.row_bytes, (size_t)(r1 - r0) * W->m.row_bytes);
     }
     return NULL;
 }
 
 /* the planned weights packed into a new anonymous mapping (by as many
- * threads as cores), or NULL */
+ * OpenMP threads as cores), or NULL */
 static void *pack_in_memory(const struct plan *p)
 {
     int64_t *first = malloc((size_t)(p->nw + 1) * sizeof *first); /* first work item of each */
@@ -186,15 +200,12 @@ static void *pack_in_memory(const struct plan *p)
     for (int64_t i = 0; i < p->nw; i++)
         first[i + 1] = first[i] + (groups_of(p->w[i]) + PACK_ITEM_GROUPS - 1) / PACK_ITEM_GROUPS;
     struct pack_work pw = {p, first, first[p->nw], map, 0};
-    int nt = llm_default_threads();
-    pthread_t th[64];
-    int started = 0;
-    for (int t = 1; t < nt && t < 64; t++)
-        if (pthread_create(&th[started], NULL, pack_worker, &pw) == 0)
-            started++;
+    /* OpenMP here (one-off bulk work, items taken from a shared counter):
+     * as many threads as cores, or OMP_NUM_THREADS; the forward pass stays
+     * on the engine's pool */
+    int nt = getenv("OMP_NUM_THREADS") ? omp_get_max_threads() : llm_default_threads();
+#pragma omp parallel num_threads(nt)
     pack_worker(&pw);
-    for (int t = 0; t < started; t++)
-        pthread_join(th[t], NULL);
     /* the pages items shared (tied embeddings: the few rows decode looks
      * up come back alone) */
     for (int64_t i = 0; i < p->nw; i++)
@@ -233,6 +244,7 @@ static bool expected_header(const struct llm_model *m, const char *real, const s
     h->data_bytes = p->total;
     h->n_weights = (uint32_t)p->nw;
     h->path_len = (uint32_t)len;
+    snprintf(h->layout, sizeof h->layout, "%s", llm_fmm_layout());
     memcpy(h->path, real, len);
     return true;
 }
@@ -315,7 +327,7 @@ static void *write_cache(void *arg)
     struct llm_packed *pk = arg;
     char tmp[PATH_MAX + 32];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", pk->file, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return NULL;
     bool ok = write_all(fd, pk->header, HEADER_BYTES) && write_all(fd, pk->data, pk->data_bytes) &&
@@ -347,11 +359,36 @@ static int make_dirs(const char *dir)
     for (char *s = p + 1; *s; s++)
         if (*s == '/') {
             *s = 0;
-            if (mkdir(p, 0755) < 0 && errno != EEXIST)
+            if (mkdir(p, 0700) < 0 && errno != EEXIST)
                 return -1;
             *s = '/';
         }
-    return mkdir(p, 0755) == 0 || errno == EEXIST ? 0 : -1;
+    return mkdir(p, 0700) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+/* the prefault thread: the mapped cache file's page-table entries made
+ * at once (MADV_POPULATE_READ, Linux 5.14), else by reading a byte of each
+ * page, while the opener goes on tokenizing and restoring; the first
+ * prefill then finds most pages mapped instead of faulting them in one by
+ * one (about 150 ms for 500 MB) */
+static void *prefault(void *arg)
+{
+    struct llm_packed *pk = arg;
+    const size_t step = 16u << 20; /* so that closing the model stops it soon */
+    long pg = sysconf(_SC_PAGESIZE);
+    for (size_t off = 0; off < pk->map_bytes && !atomic_load(&pk->stop_faulting); off += step) {
+        size_t n = pk->map_bytes - off < step ? pk->map_bytes - off : step;
+        uint8_t *p = (uint8_t *)pk->map + off;
+#ifdef MADV_POPULATE_READ
+        if (madvise(p, n, MADV_POPULATE_READ) == 0)
+            continue;
+#endif
+        uint8_t sum = 0;
+        for (size_t i = 0; i < n; i += (size_t)(pg > 0 ? pg : 4096))
+            sum ^= ((volatile const uint8_t *)p)[i];
+        (void)sum;
+    }
+    return NULL;
 }
 
 /* ==== the model's side ==== */
@@ -381,6 +418,12 @@ int llm_model_pack(struct llm_model *m, const char *dir, const char *model_path)
     if (cacheable && (pk->map = map_cache(file, h, &pk->map_bytes))) {
         pk->data = (const uint8_t *)pk->map + HEADER_BYTES;
         pk->from_cache = true;
+        madvise(pk->map, pk->map_bytes, MADV_WILLNEED); /* read ahead what is not in the page cache */
+#ifdef MADV_HUGEPAGE
+        madvise(pk->map, pk->map_bytes, MADV_HUGEPAGE); /* where the file system allows it */
+#endif
+        if (pthread_create(&pk->faulter, NULL, prefault, pk) == 0)
+            pk->faulting = true;
     } else if ((pk->map = pack_in_memory(&p))) {
         pk->map_bytes = p.total;
         pk->data = pk->map;
@@ -424,6 +467,10 @@ void llm_model_unpack(struct llm_model *m)
     if (!pk)
         return;
     llm_model_pack_wait(m); /* a first run's exit waits for the file */
+    if (pk->faulting) {
+        atomic_store(&pk->stop_faulting, true);
+        pthread_join(pk->faulter, NULL);
+    }
     munmap(pk->map, pk->map_bytes);
     free(pk->file);
     free(pk->header);

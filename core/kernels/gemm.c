@@ -1,9 +1,9 @@
 /*
- * gemm.c - the only contact with BLIS left: choosing the sub-configuration
- * by cpuid before BLIS initialises, setting its thread count, and a row-major
- * sgemm. The engine does not call it (its matrix products are quant.h's,
- * batch-invariant; BLIS's are not: see quant-basic.c); only
- * tests/bench_quant does, to print BLIS's sgemm beside kvchat's F32 tile.
+ * gemm.c - choosing BLIS's sub-configuration by cpuid before BLIS
+ * initialises (fmm.c then takes the context's sgemm micro-kernel for the
+ * float weights), and a row-major sgemm that only tests/bench_quant calls,
+ * to print BLIS's own sgemm beside kvchat's products on its micro-kernel
+ * (sgemm's order depends on the batch; see fmm.c).
  * Invariants: llm_gemm_setup runs before any other BLIS call (its callers
  * call it first; llm_gemm_arch does); a BLIS_ARCH_TYPE the user set is never
  * overridden; the same inputs and thread count give the same bits.

@@ -48,10 +48,17 @@
  * tokens multiplied at once, the tile an element falls in or the thread
  * that computes it. That is what makes the engine batch-invariant.
  *
- * F32, F16, BF16 weights meet f32 activations. Eight lanes: element k goes
- * to lane k % 8, each lane a chain of fused multiply-adds in increasing k
- * (acc = fma(w_k, x_k, acc), acc starting at +0; F16/BF16 weights widen to
- * f32 exactly), and y = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)).
+ * F32, F16, BF16 weights meet f32 activations. The n inputs fall in
+ * k-blocks of LLM_FMM_KC = 256 elements from element 0 (the last one
+ * shorter); each block is one chain of fused multiply-adds in increasing k
+ * (c = fmaf(w_k, x_k, c), c starting at +0; F16/BF16 weights widen to f32
+ * exactly), and the blocks are added in order: y = c_0, then y = y + c_b.
+ * That is what BLIS's gemm micro-kernel computes when it is called on one
+ * k-block at a time with alpha = 1 and beta = 0 for the first block, 1
+ * after (fmm.c, checked at start-up); the portable path computes the same
+ * in plain C. The weights are stored packed in panels of the micro-kernel's
+ * width (llm_mm_ops.group_rows rows; element k of row j at k * rows + j),
+ * in their own type.
  *
  * Quantized weights meet activations quantized to 15-bit integers (the I16
  * activation format below: x_i ~ d_a * q_i, one f32 d_a per 32 elements).
@@ -78,7 +85,7 @@
  * (products of an f16 and a 6- or 8-bit integer, so exact in f32).
  *
  * Quantized weights are stored "packed": the rows of a matrix in groups of
- * LLM_PACK_ROWS = 8, block by block, so that one instruction works on 8
+ * LLM_PACK_ROWS = 8 (llm_mm_ops.group_rows = 0), block by block, so that one instruction works on 8
  * rows (layouts in quant-pack.c and quant-k.c); the model packs them at
  * load (packed.c), the last group padded with zero rows. The dequantized
  * values of a packed row are bit for bit those of the stored row.
@@ -169,10 +176,11 @@ struct llm_mat {
 
 struct llm_mm_ops {
     int act;     /* LLM_ACT_F32 or LLM_ACT_I16 */
-    bool packed; /* stored as groups of 8 rows */
+    bool packed; /* stored as groups of rows */
+    int group_rows; /* packed: rows per group; 0 for LLM_PACK_ROWS (llm_mm_group_rows) */
     /* packed: bytes of a group of rows of n elements */
     size_t (*group_bytes)(int64_t n);
-    /* packed: n_rows (1..8) stored rows (row i at rows + i * stride) of n
+    /* packed: n_rows (1..group rows) stored rows (row i at rows + i * stride) of n
      * elements into a group; rows after n_rows are zero */
     void (*pack)(const void *rows, size_t stride, int64_t n_rows, int64_t n, void *group);
     /* packed: row r of a group as f32, bit for bit the stored row's to_float_ref */
@@ -181,7 +189,8 @@ struct llm_mm_ops {
     float (*dot_ref)(const struct llm_mat *w, int64_t r, const void *a);
     /* one token: y0[r - r0] = W_r . a for r in [r0, r1), y1[r - s0] for r
      * in [s0, s1) (the second range may be empty; packed: r0, s0 multiples
-     * of 8; the two are read together, two streams of weights) */
+     * of 8, and of the group rows for speed; the two are read together, two
+     * streams of weights) */
     void (*gemv)(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1, const void *a,
                  float *y0, float *y1);
     /* nt tokens (token t's activations at a + t * a_stride): y[t * ldy + r
@@ -193,6 +202,23 @@ struct llm_mm_ops {
 };
 /* NULL where kvchat cannot multiply with the type */
 const struct llm_mm_ops *llm_get_mm_ops(uint32_t type);
+static inline int llm_mm_group_rows(const struct llm_mm_ops *mm)
+{
+    return mm->group_rows ? mm->group_rows : LLM_PACK_ROWS;
+}
+
+/* ==== the float products (fmm.c) ==== */
+#define LLM_FMM_KC 256
+/* registers F32, F16, BF16 in mm: BLIS's micro-kernel after its self-test
+ * (cpu != 0), else the portable definition */
+void llm_fmm_init(struct llm_mm_ops *mm, unsigned cpu);
+size_t llm_fmm_scratch(int64_t n_in);
+/* the layout and kernel, for cache keys: "blis 0.9.0 zen3 mr6 nr16 kc256 wb16" */
+const char *llm_fmm_layout(void);
+int llm_fmm_panel_rows(void);
+/* whether BLIS's micro-kernel runs the float products; its calls so far */
+bool llm_fmm_blis(void);
+uint64_t llm_fmm_ukr_calls(void);
 
 /* ==== inside the quant files ====
  * A packed type's groups unpack to int16 for the batched product (mm.c),

@@ -36,6 +36,43 @@ for k in $keys; do
     echo "$mansets" | grep -q "\b$k\b" && ok "kvchat.1's /set names $k" || not_ok "kvchat.1's /set lacks $k"
 done
 
+# ---- the chat's slash commands (/help, from the one table) in kvchat.1 and README, and what
+# issue 29 changed said the same in /help, chat --help, kvchat.1 and README
+run sh -c "printf '/help\n' | $KVCHAT chat -m $M -t 1"
+cp "$T/err" "$T/help.txt" # the chat's notes go to stderr when stdout is not a terminal
+cmds=$(sed -n 's|^  \(/[a-z?]*\) .*|\1|p' "$T/help.txt")
+[ "$(echo $cmds | wc -w)" -ge 14 ] && ok "/help lists $(echo $cmds | wc -w) commands" || not_ok "/help: '$cmds'"
+# a command's entry in kvchat.1: from the .TP before its name to the next .TP or .RE
+entry() { awk -v c="$1" 'on && /^\.(TP|RE)/ { exit } on { print } prev ~ /^\.TP/ && index($0, c) && $0 ~ "^\\.B[IR]* " { on = 1; print } { prev = $0 }' "$MAN"; }
+for c in $cmds; do
+    [ -n "$(entry "$c")" ] && ok "kvchat.1 has an entry for $c" || not_ok "kvchat.1 has no entry for $c"
+    grep -q "^| \`$c" "$TOP/README.md" && ok "README's table has $c" || not_ok "README's table lacks $c"
+done
+helpline() { grep "^  $1 " "$T/help.txt"; }
+for c in /undo /retry; do
+    helpline $c | grep -q "asks in a saved session" && entry $c | grep -q "In a saved session it asks first" &&
+        grep "^| \`$c\`" "$TOP/README.md" | grep -q "asks first in a saved session" &&
+        ok "$c: asks in a saved session, say /help, kvchat.1 and README" || not_ok "$c: the docs disagree"
+done
+helpline /clear | grep -q "a session stays as saved" && entry /clear | grep -q "session stays exactly as saved" &&
+    grep '^| `/clear`' "$TOP/README.md" | grep -q "the session stays as saved" &&
+    ok "/clear: a session stays as saved, say /help, kvchat.1 and README" || not_ok "/clear: the docs disagree"
+helpline /load | grep -q "with its own model" && entry /load | grep -q "with its own model" &&
+    grep '^| `/load' "$TOP/README.md" | grep -q "with its own model" &&
+    ok "/load: with its own model, say /help, kvchat.1 and README" || not_ok "/load: the docs disagree"
+helpline /exit | grep -q "an unsaved chat asks" && entry /exit | grep -q "An unnamed chat with exchanges asks first" &&
+    ok "/exit: an unsaved chat asks, say /help and kvchat.1" || not_ok "/exit: the docs disagree"
+"$KVCHAT" chat --help >"$T/chelp"
+"$KVCHAT" run --help >"$T/rhelp"
+for o in --yes --private; do
+    grep -q -- "$o" "$T/chelp" && grep -qF -- "\\-\\-${o#--}" "$MAN" && ok "chat --help and kvchat.1: $o" || not_ok "$o undocumented"
+done
+grep -q -- "--private" "$T/rhelp" && ok "run --help: --private" || not_ok "run --help lacks --private"
+grep -q "sessions forget" "$T/chelp" && grep -q "sessions forget" "$T/rhelp" && grep -q "sessions forget" "$TOP/README.md" &&
+    ok "chat and run --help and README say what an unnamed chat keeps and what forgets it" || not_ok "forget: undocumented"
+grep -q "0600 and every folder 0700" "$MAN" && grep -q "0600 and its" "$TOP/README.md" &&
+    ok "kvchat.1 and README: the store's modes" || not_ok "the modes are undocumented"
+
 # ---- kvchat.1
 grep -q "and later the session index" "$MAN" && not_ok "kvchat.1: stale 'and later'" || ok "kvchat.1: no stale 'and later'"
 for name in $(sed -n 's/^kvchat models info \\-\\-json \([^ ]*\) .*/\1/p' "$MAN"); do

@@ -39,7 +39,7 @@ expect_rc 1; expect_err '\-\-limit takes a count'
 # the chat's /undo takes the exchange out of the index (a second later: a
 # session's last change is kept in seconds)
 sleep 1
-printf 'zebra crossing\n/undo\nokapi\n' | $KVCHAT -m "$M" -t 1 --temp 0 -n 4 trip >/dev/null 2>&1
+printf 'zebra crossing\n/undo\nokapi\n' | $KVCHAT -m "$M" --yes -t 1 --temp 0 -n 4 trip >/dev/null 2>&1
 run "$KVCHAT" sessions search zebra
 expect_rc 0; expect_err 'no saved message matches'
 run "$KVCHAT" sessions search okapi

@@ -103,7 +103,7 @@ run sh -c "$R -s s1b --seed 1 'once more' < /dev/null"; b1=$(field answer)
 # ---- 5. one rule for names; names of earlier releases still open
 for bad in "my chat" "a/b" "-s" "tab	x"; do
     run sh -c "$R -s '$bad' hi < /dev/null"
-    expect_rc 3; expect_err "bad session name"
+    expect_rc 1; expect_err "bad session name"
 done
 run "$KVCHAT" sessions rename p "c d"; expect_rc 3; expect_err "bad session name 'c d'"
 run "$KVCHAT" sessions fork p "c d"; expect_rc 3; expect_err "bad session name 'c d'"

@@ -17,6 +17,8 @@ say Hello there! a1
 say What is the capital of France? a2
 say And of Italy? a3
 send \x04
+expect This chat is not saved: s NAME saves it, d discards it
+send \x04
 exit 0
 EOF
 done
@@ -92,6 +94,8 @@ expect >
 sleep 0.5
 say Hello there! a1
 send \x04
+expect This chat is not saved: s NAME saves it, d discards it
+send \x04
 exit 0
 EOF
 python3 -c 'import sys; sys.stdout.write(open(sys.argv[1], "rb").read().decode("utf-8", "replace"))' \
@@ -119,6 +123,8 @@ line y
 expect dropped the 1 oldest exchange
 expect > 
 say /show show
+send \x04
+expect This chat is not saved: s NAME saves it, d discards it
 send \x04
 exit 0
 EOF

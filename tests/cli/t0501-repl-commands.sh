@@ -32,6 +32,8 @@ sleep 0.5
 say Hello there! a1
 say What is the capital of France? a3
 send \x04
+expect This chat is not saved: s NAME saves it, d discards it
+send \x04
 exit 0
 EOF
 expect_same_file "/undo: the answer equals the one without the undone exchange" "$T/undo/a3" "$T/plain/a3"
@@ -44,6 +46,8 @@ expect >
 say Hello there! a1
 say /retry a2
 say /retry a3
+send \x04
+expect This chat is not saved: s NAME saves it, d discards it
 send \x04
 exit 0
 EOF
@@ -125,6 +129,8 @@ line """
 expect > 
 say remember the milk a
 send \x04
+expect This chat is not saved: s NAME saves it, d discards it
+send \x04
 exit 0
 EOF
 mode=$(stat -c %a "$XDG_STATE_HOME/kvchat/history" 2>/dev/null)
@@ -142,6 +148,8 @@ send \x1b[B\x1b[B
 expect remember the milk
 send \r
 expect > 
+send \x04
+expect This chat is not saved: s NAME saves it, d discards it
 send \x04
 exit 0
 EOF
@@ -199,6 +207,8 @@ expect \n> typed ahead
 send \x03
 expect \^C\n> 
 send \x04
+expect This chat is not saved: s NAME saves it, d discards it
+send \x04
 exit 0
 EOF
 expect_eq "typed-ahead text shows once, at the prompt" "$(grep -o 'typed ahead' "$T/ahead.log" | wc -l)" 1
@@ -209,12 +219,16 @@ expect >
 sleep 0.5
 say hi a
 send \x04
+expect This chat is not saved: s NAME saves it, d discards it
+send \x04
 exit 0
 EOF
 drive nocolor env NO_COLOR=1 $K --temp 0 -n 2 <<'EOF'
 expect > 
 sleep 0.5
 say hi a
+send \x04
+expect This chat is not saved: s NAME saves it, d discards it
 send \x04
 exit 0
 EOF

@@ -15,6 +15,8 @@ say Hello there! a1
 say What is the capital of France? a2
 say And of Italy? a3
 send \x04
+expect This chat is not saved: s NAME saves it, d discards it
+send \x04
 exit 0
 EOF
 
@@ -80,6 +82,8 @@ drive gone $K --temp 0 -n 4 <<'EOF'
 expect > 
 sleep 0.5
 say Not kept. a1
+send \x04
+expect This chat is not saved: s NAME saves it, d discards it
 send \x04
 exit 0
 EOF

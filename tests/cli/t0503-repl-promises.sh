@@ -25,6 +25,8 @@ expect \.\.\.
 line last
 expect > 
 send \x04
+expect This chat is not saved: s NAME saves it, d discards it
+send \x04
 exit 0
 EOF
 drive hist2 $K --temp 0 -n 2 <<'EOF'
@@ -36,6 +38,8 @@ send \x1b[A
 expect para one\n *\n *\npara two
 send \r
 expect > 
+send \x04
+expect This chat is not saved: s NAME saves it, d discards it
 send \x04
 exit 0
 EOF

@@ -85,6 +85,8 @@ expect >
 sleep 0.5
 say $LONG a1
 send \x04
+expect This chat is not saved: s NAME saves it, d discards it
+send \x04
 exit 0
 EOF
 wrapcheck "--no-wrap: not wrapped" "$T/nowrap/a1" "$T/w40.answer" 40 --unwrapped
@@ -97,6 +99,8 @@ say $LONG a1
 say /show show
 say /set wrap on w
 say /retry a2
+send \x04
+expect This chat is not saved: s NAME saves it, d discards it
 send \x04
 exit 0
 EOF
@@ -111,6 +115,8 @@ say /set nowordwrap n
 say $LONG a1
 say /set wordwrap w
 say /retry a2
+send \x04
+expect This chat is not saved: s NAME saves it, d discards it
 send \x04
 exit 0
 EOF

@@ -96,7 +96,7 @@ export_is live ".params.think == 1 and (.messages[-1].content | $THINK | not)" \
 
 # /retry after switching: thinking on now, so no block
 printf 'hello\n/set think on\n/retry\n' >"$T/in"
-run sh -c "$KVCHAT chat retry -m $M -t 2 --temp 0 -n 6 --think off <'$T/in'"
+run sh -c "$KVCHAT chat retry --yes -m $M -t 2 --temp 0 -n 6 --think off <'$T/in'"
 expect_rc 0
 export_is retry ".messages | length == 2 and (.[1].content | $THINK | not)" "/retry takes the setting as it is now"
 

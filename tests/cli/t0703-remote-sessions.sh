@@ -157,7 +157,7 @@ grep -q "interrupted before the answer began: the message was not sent" "$T/int.
 unchanged trip "$n_before" "Ctrl-C before any text"
 
 # ---- the chat: /undo, /retry, /stats, and a failed /retry ----
-printf '/undo\n/stats\n' | "$KVCHAT" chat trip -m echo --switch-model >"$T/chat.out" 2>"$T/chat.err"
+printf '/undo\n/stats\n' | "$KVCHAT" chat trip --yes -m echo --switch-model >"$T/chat.out" 2>"$T/chat.err"
 rc=$?
 [ "$rc" = 0 ] && ok "chat: /undo" || { not_ok "chat exit $rc"; cat "$T/chat.err"; }
 unchanged trip $((n_before - 2)) "/undo dropped one exchange:"
@@ -166,12 +166,12 @@ expect_chat() { grep -q -e "$1" "$T/chat.err" && ok "chat says '$1'" || not_ok "
 grep -q "^echo: Braga?\$" "$T/chat.out" && ok "chat: an answer" || not_ok "$(cat "$T/chat.out")"
 expect_chat "^\[server: prompt [0-9]* · cached [0-9]* · generated [0-9]* · first text [0-9]* ms"
 expect_chat "this process: 1 answer, [0-9]* prompt tokens from the server's cache"
-printf '/retry\n' | "$KVCHAT" chat trip -m echo >"$T/chat.out" 2>"$T/chat.err"
+printf '/retry\n' | "$KVCHAT" chat trip --yes -m echo >"$T/chat.out" 2>"$T/chat.err"
 [ "$(last_body | jq -c '.messages[-1]')" = '{"role":"user","content":"Braga?"}' ] && ok "/retry sends the history up to the question" ||
     not_ok "request was $(last_body)"
 n_now=$(n_msgs trip)
 last=$("$KVCHAT" sessions show trip --json | jq -c '.messages[-1]')
-printf '/retry\n' | "$KVCHAT" chat trip -m fail --switch-model >"$T/chat.out" 2>"$T/chat.err"
+printf '/retry\n' | "$KVCHAT" chat trip --yes -m fail --switch-model >"$T/chat.out" 2>"$T/chat.err"
 rc=$?
 [ "$rc" = 4 ] && ok "piped chat: a failed turn exits 4" || not_ok "exit $rc"
 expect_chat "the server failed (HTTP 500: the GPU caught fire)"

@@ -1,0 +1,58 @@
+#!/bin/sh
+# t0405: the float weights' products run on BLIS's sgemm micro-kernel
+# (core/kernels/fmm.c): kvchat links libblis; `bench -v` counts the
+# micro-kernel's calls, and an F32 or F16 model calls it in prefill and in
+# decode alike (the same kernel on one token's panel); a Q8_0 model does
+# not (quantized products stay on kvchat's integer kernels); under
+# KVCHAT_CPU=generic it is not called and the logits are the same bits.
+# On x86 with AVX2, other BLIS sub-configurations (BLIS_ARCH_TYPE): haswell's
+# kernel gives the same bits from panels packed again (the cache is kept
+# per layout), and sandybridge's (no FMA, so not kvchat's definition) fails
+# the start-up self-test: one warning, the portable kernels, the same bits.
+. "$TOP/tests/cli/lib.sh"
+
+if command -v ldd >/dev/null 2>&1; then
+    ldd "$KVCHAT" | grep -q libblis && ok "kvchat links libblis" || not_ok "ldd kvchat lists no libblis"
+fi
+
+calls() { sed -n "s/.*: \([0-9]*\) micro-kernel calls in prefill, \([0-9]*\) in decode.*/\1 \2/p" "$T/err"; }
+
+for type in F32 F16 Q8_0; do
+    "$MKMODEL" "$T/m-$type.gguf" --ff 768 --type $type >/dev/null
+    run "$KVCHAT" bench -m "$T/m-$type.gguf" -p 20 -n 3 -r 1 -v
+    expect_rc 0
+    set -- $(calls)
+    if [ $type = Q8_0 ]; then
+        [ "${1:-x}" = 0 ] && [ "${2:-x}" = 0 ] && ok "$type: no micro-kernel calls" || not_ok "$type: calls '$*', wanted 0 0"
+        continue
+    fi
+    expect_err "float weights on BLIS's micro-kernel, blis [0-9.]* [a-z0-9]* mr[0-9]* nr[0-9]* kc256"
+    [ "${1:-0}" -gt 0 ] && ok "$type prefill called the micro-kernel $1 times" || not_ok "$type prefill: calls '${1:-}'"
+    [ "${2:-0}" -gt 0 ] && ok "$type decode called the micro-kernel $2 times" || not_ok "$type decode: calls '${2:-}'"
+    KVCHAT_CPU=generic run "$KVCHAT" bench -m "$T/m-$type.gguf" -p 20 -n 3 -r 1 -v
+    expect_rc 0
+    expect_err "float weights on the portable kernels: 0 micro-kernel calls in prefill, 0 in decode"
+    # the same bits either way, batch and token by token
+    run "$KVCHAT" eval -m "$T/m-$type.gguf" -p "1 5 9 33 7 100 200" --logits-out "$T/a.f32"
+    KVCHAT_CPU=generic run "$KVCHAT" eval -m "$T/m-$type.gguf" -p "1 5 9 33 7 100 200" --token-by-token --logits-out "$T/g.f32"
+    cmp -s "$T/a.f32" "$T/g.f32" && ok "$type: BLIS batch and portable token by token give the same bits" \
+        || not_ok "$type: logits differ between BLIS and the portable kernels"
+done
+
+if [ "$(uname -m)" = x86_64 ] && grep -q ' avx2 ' /proc/cpuinfo && grep -q ' fma ' /proc/cpuinfo; then
+    m=$T/m-F32.gguf
+    run "$KVCHAT" eval -m "$m" -p "1 5 9 33 7 100 200" --logits-out "$T/a.f32" -v
+    expect_err 'mapped from the cache'
+    # BLIS_ARCH_HASWELL = 3, BLIS_ARCH_SANDYBRIDGE = 4 in BLIS 0.9's arch_t
+    BLIS_ARCH_TYPE=3 run "$KVCHAT" bench -m "$m" -p 20 -n 3 -r 1 -v
+    expect_err "float weights on BLIS's micro-kernel, blis [0-9.]* haswell mr6 nr16 kc256"
+    expect_err 'packed now'
+    BLIS_ARCH_TYPE=3 run "$KVCHAT" eval -m "$m" -p "1 5 9 33 7 100 200" --token-by-token --logits-out "$T/h.f32"
+    cmp -s "$T/a.f32" "$T/h.f32" && ok "haswell's kernel gives the same bits" || not_ok "logits differ under haswell's kernel"
+    BLIS_ARCH_TYPE=4 run "$KVCHAT" eval -m "$m" -p "1 5 9 33 7 100 200" --logits-out "$T/s.f32" -v
+    expect_rc 0
+    expect_err "warning: BLIS's sgemm micro-kernel (blis [0-9.]* sandybridge .*) does not compute kvchat's definition bit for bit; float weights run on the portable kernels"
+    [ "$(grep -c warning "$T/err")" = 1 ] && ok "one warning" || not_ok "$(grep -c warning "$T/err") warnings"
+    cmp -s "$T/a.f32" "$T/s.f32" && ok "the fallback gives the same bits" || not_ok "logits differ after the fallback"
+fi
+finish
