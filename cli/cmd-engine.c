@@ -94,6 +94,9 @@ static const char bench_usage[] =
     "      --json             print one JSON object\n"
     "  -v, --verbose          say which kernels run\n"
     "\n"
+    "KVCHAT_CPU=generic|avx2|avx512|neon in the environment picks the kernels\n"
+    "(every path gives the same bits; one this CPU lacks is a usage error).\n"
+    "\n"
     "Exit status: 0 ok, 1 usage error (also a -c too small for D + P + N),\n"
     "2 the model cannot be used.\n";
 

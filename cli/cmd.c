@@ -373,6 +373,9 @@ int cmd_main(int argc, char **argv)
     char err[512];
     if (!cmd_wants_help(argc, argv) && mdl_env_check(err, sizeof err))
         return cmd_fail(CMD_EXIT_USAGE, "%s", err);
+    /* the kernels KVCHAT_CPU asks for: refused if unknown or not this CPU's */
+    if (!cmd_wants_help(argc, argv) && llm_kernel_error())
+        return cmd_fail(CMD_EXIT_USAGE, "%s", llm_kernel_error());
     if (name && !strcmp(name, "__complete"))
         return cmd_complete(argc - 1, argv + 1);
     /* no command, or the chat's options first: the chat */

@@ -592,8 +592,11 @@ bool llm_arch_runs(const char *arch);
 
 /* physical cores of this machine (at least 1): the default thread count */
 int llm_default_threads(void);
-/* the SIMD path of the kernels: "avx2" or "generic" */
+/* the SIMD path of the kernels: "avx2", "neon-dotprod", "neon" or "generic" */
 const char *llm_kernel_path(void);
+/* NULL, or why the KVCHAT_CPU environment variable cannot be honoured (an
+ * unknown value, or a path this CPU cannot run; the portable kernels run) */
+const char *llm_kernel_error(void);
 /* the float weights' (F32, F16, BF16) products: BLIS's sgemm micro-kernel
  * and its layout ("blis 0.9.0 zen3 mr6 nr16 kc256 wb16"), or NULL when
  * they run on the portable kernels; and the micro-kernel's calls so far in

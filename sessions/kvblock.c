@@ -93,7 +93,7 @@ static uint32_t x8nmodp(size_t n)
 /* x8nmodp(n) for the lane lengths a thread uses again and again (a block's
  * runs are all one size): one multiplication per combine instead of a
  * product per bit of n */
-static uint32_t x8nmodp_cached(size_t n)
+__attribute__((unused)) static uint32_t x8nmodp_cached(size_t n)
 {
     static _Thread_local size_t last_n[2];
     static _Thread_local uint32_t last_p[2];

@@ -42,10 +42,11 @@ static const uint32_t quant_types[] = {
 
 /* Every dequantizer path this CPU can run, each as its own table filled by
  * the kernel files' init functions with that path's feature bits. */
-static struct llm_type_ops path_table[2][LLM_TYPE_COUNT];
-static struct llm_mm_ops path_mm[2][LLM_TYPE_COUNT];
-static struct llm_unpack_ops path_un[2][LLM_TYPE_COUNT];
-static const char *path_name[2];
+#define MAX_PATHS 4
+static struct llm_type_ops path_table[MAX_PATHS][LLM_TYPE_COUNT];
+static struct llm_mm_ops path_mm[MAX_PATHS][LLM_TYPE_COUNT];
+static struct llm_unpack_ops path_un[MAX_PATHS][LLM_TYPE_COUNT];
+static const char *path_name[MAX_PATHS];
 static int n_paths;
 
 static int setup_paths(void **state)
@@ -57,10 +58,12 @@ static int setup_paths(void **state)
     } all[] = {
         {"portable", 0},
         {"avx2", LLM_CPU_AVX2},
+        {"neon", LLM_CPU_NEON},
+        {"neon-dotprod", LLM_CPU_NEON | LLM_CPU_DOTPROD},
     };
     unsigned have = llm_cpu_features();
     n_paths = 0;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < MAX_PATHS; i++) {
         if ((all[i].cpu & have) != all[i].cpu)
             continue;
         llm_quant_basic_init(path_table[n_paths], path_mm[n_paths], all[i].cpu);

@@ -395,6 +395,12 @@ void llm_attn_rows(const struct llm_attn_job *a)
         rows_with(a, &avx2);
         return;
     }
+#elif defined(__aarch64__)
+    static const struct attn_kernels neon = {llm_attn_scores_neon, llm_attn_softmax_neon, llm_attn_accumulate_neon};
+    if ((llm_cpu_features() & LLM_CPU_NEON) && a->hd % 8 == 0) {
+        rows_with(a, &neon);
+        return;
+    }
 #endif
     rows_with(a, &generic);
 }
@@ -404,6 +410,11 @@ static void softmax_dispatch(float *s, int64_t n)
 #if X86
     if (llm_cpu_features() & LLM_CPU_AVX2) {
         softmax_norm_avx2(s, n);
+        return;
+    }
+#elif defined(__aarch64__)
+    if (llm_cpu_features() & LLM_CPU_NEON) {
+        llm_attn_softmax_norm_neon(s, n);
         return;
     }
 #endif

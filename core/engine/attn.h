@@ -49,4 +49,13 @@ void llm_softcap(float *s, int64_t n, float c);
 /* s[0..n) = exp(s - max) / sum, in place (n >= 1) */
 void llm_softmax(float *s, int64_t n);
 
+#if defined(__aarch64__)
+/* attention's inner steps on NEON (attn-neon.c), the bits of attn.c's
+ * portable definitions; head_dim a multiple of 8 */
+void llm_attn_scores_neon(const float *q, const float *k, int64_t hd, int64_t nr, float scale, float *s);
+void llm_attn_softmax_neon(float *s, int64_t n, float *sum_out);
+void llm_attn_softmax_norm_neon(float *s, int64_t n);
+void llm_attn_accumulate_neon(float *out, const float *p, const float *v, int64_t nr, int64_t hd);
+#endif
+
 #endif

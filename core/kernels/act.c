@@ -150,6 +150,8 @@ void llm_act_init(unsigned cpu)
 #if defined(__x86_64__) && defined(__GNUC__)
     if (cpu & LLM_CPU_AVX2)
         quantize_fn = act16_quantize_avx2;
+#elif defined(__aarch64__)
+    quantize_fn = cpu & LLM_CPU_NEON ? llm_act16_quantize_neon : llm_act16_quantize_ref;
 #else
     (void)cpu;
 #endif

@@ -184,6 +184,8 @@ void llm_mm_init(unsigned cpu)
 #ifdef HAVE_X86_KERNELS
     if (cpu & LLM_CPU_AVX2)
         units_fn = units_avx2_dispatch;
+#elif defined(__aarch64__)
+    units_fn = cpu & LLM_CPU_NEON ? llm_mm_units_neon : units_ref_dispatch;
 #else
     (void)cpu;
 #endif

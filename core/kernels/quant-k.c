@@ -796,6 +796,9 @@ void llm_quant_k_init(struct llm_type_ops *t, struct llm_mm_ops *mm, struct llm_
         KFAST(q6_K, LLM_TYPE_Q6_K)
 #undef KFAST
     }
+#elif defined(__aarch64__)
+    if (cpu & LLM_CPU_NEON)
+        llm_quant_k_neon(mm, un, cpu);
 #else
     (void)cpu;
 #endif

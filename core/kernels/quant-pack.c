@@ -74,7 +74,7 @@ static uint16_t ld16(const uint8_t *p)
     return v;
 }
 
-static int32_t ld32s(const void *p)
+__attribute__((unused)) static int32_t ld32s(const void *p)
 {
     int32_t v;
     memcpy(&v, p, 4);
@@ -417,6 +417,9 @@ void llm_quant_pack_init(struct llm_mm_ops *mm, struct llm_unpack_ops *un, unsig
         FAST(q5_1, LLM_TYPE_Q5_1)
 #undef FAST
     }
+#elif defined(__aarch64__)
+    if (cpu & LLM_CPU_NEON)
+        llm_quant_pack_neon(mm, un, cpu);
 #else
     (void)cpu;
 #endif

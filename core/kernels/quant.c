@@ -163,7 +163,12 @@ int64_t llm_quantize_row(uint32_t type, const float *x, void *row, int64_t k)
 /* ==== the kernel tables ==== */
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#if defined(__aarch64__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 
 static struct llm_type_ops ops_table[LLM_TYPE_COUNT];
 static struct llm_mm_ops mm_table[LLM_TYPE_COUNT];
@@ -171,7 +176,11 @@ static struct llm_unpack_ops unpack_table[LLM_TYPE_COUNT];
 static unsigned cpu_features;
 static pthread_once_t ops_once = PTHREAD_ONCE_INIT;
 
-static unsigned detect_cpu(void)
+/* why KVCHAT_CPU could not be honoured (then the portable kernels run) */
+static char cpu_error[160];
+
+/* the features this CPU has */
+static unsigned probe_cpu(void)
 {
     unsigned f = 0;
 #if defined(__x86_64__) || defined(__i386__)
@@ -188,13 +197,43 @@ static unsigned detect_cpu(void)
     if ((f & LLM_CPU_AVX512) && __builtin_cpu_supports("avx512bf16"))
         f |= LLM_CPU_AVX512_BF16;
 #endif
+#elif defined(__aarch64__)
+    f |= LLM_CPU_NEON; /* Advanced SIMD is part of every AArch64 CPU */
+#ifdef HWCAP_ASIMDDP
+    if (getauxval(AT_HWCAP) & HWCAP_ASIMDDP)
+        f |= LLM_CPU_DOTPROD;
 #endif
-    const char *cap = getenv("KVCHAT_CPU");
-    if (cap && !strcmp(cap, "generic"))
-        f = 0;
-    else if (cap && !strcmp(cap, "avx2"))
-        f &= LLM_CPU_AVX2;
+#endif
     return f;
+}
+
+/* the features the kernels choose by: the CPU's, capped by KVCHAT_CPU */
+static unsigned detect_cpu(void)
+{
+    unsigned f = probe_cpu();
+    const char *cap = getenv("KVCHAT_CPU");
+    if (!cap || !*cap) /* unset or empty: the CPU's own */
+        return f;
+    static const struct {
+        const char *name;
+        unsigned needs, keeps;
+    } caps[] = {
+        {"generic", 0, 0},
+        {"avx2", LLM_CPU_AVX2, LLM_CPU_AVX2},
+        {"avx512", LLM_CPU_AVX512, ~0u},
+        {"neon", LLM_CPU_NEON, LLM_CPU_NEON | LLM_CPU_DOTPROD},
+    };
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+        if (strcmp(cap, caps[i].name))
+            continue;
+        if ((f & caps[i].needs) == caps[i].needs)
+            return f & caps[i].keeps;
+        snprintf(cpu_error, sizeof cpu_error, "KVCHAT_CPU=%s: this CPU cannot run it (it runs %s)", cap,
+                 f & LLM_CPU_AVX2 ? "generic, avx2" : f & LLM_CPU_NEON ? "generic, neon" : "generic");
+        return 0;
+    }
+    snprintf(cpu_error, sizeof cpu_error, "KVCHAT_CPU=%.40s: unknown (choose generic, avx2, avx512 or neon)", cap);
+    return 0;
 }
 
 static void ops_init(void)
@@ -235,5 +274,12 @@ unsigned llm_cpu_features(void)
 
 const char *llm_cpu_path(void)
 {
-    return llm_cpu_features() & LLM_CPU_AVX2 ? "avx2" : "generic";
+    unsigned f = llm_cpu_features();
+    return f & LLM_CPU_AVX2 ? "avx2" : f & LLM_CPU_DOTPROD ? "neon-dotprod" : f & LLM_CPU_NEON ? "neon" : "generic";
+}
+
+const char *llm_cpu_error(void)
+{
+    llm_cpu_features();
+    return cpu_error[0] ? cpu_error : NULL;
 }

@@ -253,17 +253,24 @@ void llm_mm_gemm_by_ref(const struct llm_mat *w, int64_t r0, int64_t r1, const v
                         int64_t nt, float *y, int64_t ldy, void *scratch);
 
 /* CPU features the kernels choose by (bits of llm_cpu_features()). Setting
- * KVCHAT_CPU=generic|avx2 in the environment caps them (for testing). Only
- * AVX2 has kernels of its own; AVX-512 CPUs run them. */
+ * KVCHAT_CPU=generic|avx2|avx512|neon in the environment caps them (for
+ * testing); an unknown value, or one this CPU cannot run, leaves the
+ * portable kernels and sets llm_cpu_error(). AVX2 and NEON have kernels of
+ * their own (NEON: the *-neon.c files, with SDOT where the CPU has the
+ * dot product extension); AVX-512 CPUs run the AVX2 ones. */
 enum llm_cpu_feature {
     LLM_CPU_AVX2 = 1u << 0,        /* with FMA and F16C */
     LLM_CPU_AVX512 = 1u << 1,      /* F, BW, VL, DQ */
     LLM_CPU_AVX512_VNNI = 1u << 2,
     LLM_CPU_AVX512_BF16 = 1u << 3,
+    LLM_CPU_NEON = 1u << 4,        /* AArch64 Advanced SIMD */
+    LLM_CPU_DOTPROD = 1u << 5,     /* AArch64 SDOT (HWCAP_ASIMDDP) */
 };
 unsigned llm_cpu_features(void);
-/* "avx2" or "generic": the kernel path in use */
+/* "avx2", "neon-dotprod", "neon" or "generic": the kernel path in use */
 const char *llm_cpu_path(void);
+/* NULL, or why KVCHAT_CPU was refused */
+const char *llm_cpu_error(void);
 
 /* Each kernel file fills its types' entries for the given features;
  * llm_get_type_ops and llm_get_mm_ops call them all once. */
@@ -273,5 +280,15 @@ void llm_quant_pack_init(struct llm_mm_ops *mm, struct llm_unpack_ops *un, unsig
 void llm_quant_k_init(struct llm_type_ops *t, struct llm_mm_ops *mm, struct llm_unpack_ops *un, unsigned cpu);
 void llm_mm_init(unsigned cpu);
 void llm_act_init(unsigned cpu);
+
+#if defined(__aarch64__)
+/* the NEON kernels (quant-neon.c), installed by the init functions above */
+void llm_quant_pack_neon(struct llm_mm_ops *mm, struct llm_unpack_ops *un, unsigned cpu);
+void llm_quant_k_neon(struct llm_mm_ops *mm, struct llm_unpack_ops *un, unsigned cpu); /* quant-k-neon.c */
+void llm_mm_units_neon(const struct llm_unpack_ops *u, int64_t n, int ng, const int16_t *w16, size_t wstride,
+                       const float *S, const float *M, size_t sstride, const void *act, size_t a_stride, int64_t nt,
+                       float *y, int64_t ldy);
+void llm_act16_quantize_neon(const float *x, void *dst, int64_t n);
+#endif
 
 #endif
