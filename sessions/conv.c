@@ -87,6 +87,8 @@ struct sess_conv {
     int64_t sid;
     char *name;
     struct sess_lock *lock;
+    int64_t sess_model;      /* the models row the session keeps while this model is its
+                                own (the same bytes at another path); -1: this model's */
     /* the parameters: base is the conversation's own (from init and
      * sess_conv_set_sampling); kept (bits 1 << SESS_PARAM_X, values in
      * vkept) is what the session keeps; p.sampling, p.n_predict and
@@ -596,9 +598,12 @@ static void param_copy(struct conv_vals *to, const struct conv_vals *from, enum 
     }
 }
 
-/* the models row the session records */
+/* the models row the session records: its own while this model is the
+ * same bytes (a session is never re-pointed to another path of them) */
 static int64_t model_id(const struct sess_conv *c)
 {
+    if (c->sid >= 0 && c->sess_model >= 0)
+        return c->sess_model;
     return c->remote ? c->remote_model_id : sess_kv_model_id(c->kv);
 }
 
@@ -862,6 +867,7 @@ int sess_conv_init(struct sess_store *st, struct sess_conv_params p, struct sess
     c->p = p;
     c->st = st;
     c->sid = -1;
+    c->sess_model = -1;
     c->base.s = p.sampling;
     c->base.n_predict = p.n_predict;
     c->base.think_off = p.think_off;
@@ -914,6 +920,7 @@ static void leave_session(struct sess_conv *c)
     sess_unlock(c->lock);
     c->lock = NULL;
     c->sid = -1;
+    c->sess_model = -1;
     free(c->name);
     c->name = NULL;
 }
@@ -1759,9 +1766,17 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
     }
     /* its own model (local at any context size, or the same remote entry),
      * or (asked for) this one, with its history tokenized again */
-    bool other = memcmp(info.fingerprint, fingerprint(c), 32) != 0 &&
-                 (c->remote || memcmp(info.fingerprint, sess_kv_fingerprint_other(c->kv), 32) != 0);
-    if (other && !c->p.switch_model) {
+    bool other;
+    if (info.fingerprint_version == 1 && !c->remote) /* a store made before schema 5 */
+        other = memcmp(info.fingerprint, sess_kv_fingerprint_v1(c->kv, false), 32) != 0 &&
+                memcmp(info.fingerprint, sess_kv_fingerprint_v1(c->kv, true), 32) != 0;
+    else
+        other = memcmp(info.fingerprint, fingerprint(c), 32) != 0 &&
+                (c->remote || memcmp(info.fingerprint, sess_kv_fingerprint_other(c->kv), 32) != 0);
+    /* the same path with other bytes: the file was changed (or replaced)
+     * since the session was saved; it goes on with what the file is now */
+    bool changed = other && !c->remote && info.model_path && !strcmp(info.model_path, c->model_path);
+    if (other && !c->p.switch_model && !changed) {
         cfail(c, "session '%s' was saved with model '%s', not '%s'", name,
               info.model_path && info.model_path[0] ? info.model_path : "?", c->model_path);
         sess_info_free(&info);
@@ -1778,7 +1793,12 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
     }
     rc = load_messages(c, msgs, n, other);
     sess_messages_free(msgs, n);
-    if (rc == SESS_OK && other)
+    if (rc == SESS_OK && changed)
+        snprintf(rs->first_problem, sizeof rs->first_problem,
+                 "the model file '%.150s' has changed since session '%.60s' was saved: it goes on with the "
+                 "file as it is now, its history computed again and its sampler started afresh",
+                 c->model_path, name);
+    else if (rc == SESS_OK && other)
         snprintf(rs->first_problem, sizeof rs->first_problem,
                  "session '%.60s' was saved with model '%.150s': it goes on with '%.150s', %s", name,
                  info.model_path && info.model_path[0] ? info.model_path : "?", c->model_path,
@@ -1789,6 +1809,7 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
                  "RoPE: its KV cache is computed again", name);
     struct conv_vals vkept = c->base;
     uint32_t kept = params_parse(info.params, &vkept);
+    int64_t info_model = info.model_id;
     sess_info_free(&info);
     if (rc) {
         sess_unlock(lock);
@@ -1799,6 +1820,7 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
     c->sid = sid;
     c->lock = lock;
     c->name = dup;
+    c->sess_model = other ? -1 : info_model;
     /* the session's parameters, under what the user gave; its sampler
      * goes on from its last answer, unless a seed was given */
     c->kept = kept;

@@ -274,6 +274,7 @@ static int collect_rows(struct sess_store *st, sqlite3_stmt *s, void *out, int64
  * all. To change the schema, append an entry.
  */
 static void drop_segment_files(struct sess_store *st);
+static void drop_block_files(struct sess_store *st);
 static const struct migration {
     const char *sql;
     void (*after_commit)(struct sess_store *st);
@@ -382,6 +383,38 @@ static const struct migration {
      "  DELETE FROM message_fts WHERE rowid = (OLD.session_id << 32) | OLD.seq;"
      "  INSERT INTO message_fts(rowid, text) VALUES((NEW.session_id << 32) | NEW.seq, NEW.text); END;",
      NULL},
+    /* 4 -> 5: (a) the model fingerprint covers every tensor's bytes
+     * (version 2; version 1 sampled three 4 KiB windows of each, so a file
+     * changed elsewhere kept its fingerprint and resumed with stale KV).
+     * Every block was keyed by a version-1 fingerprint: all are dropped
+     * (their files after the commit), and each session's KV is computed
+     * once more at its next turn - time, never a wrong answer. The
+     * remembered fingerprints go; the models rows stay, marked version 1,
+     * so that a session is still recognised by its file's version-1
+     * fingerprint (and moved to the version-2 row when that file is opened
+     * at that path). (b) A models row is a (fingerprint, path) pair: the
+     * same bytes opened at another path get a row of their own, and no
+     * command re-points the sessions of a row to another path. The table
+     * is rebuilt for its new key (foreign keys are switched on after the
+     * migrations, so the rebuild keeps every id and reference). */
+    {"CREATE TABLE models_new("
+     "  id INTEGER PRIMARY KEY,"
+     "  fingerprint BLOB NOT NULL,"
+     "  path TEXT NOT NULL,"
+     "  name TEXT,"
+     "  fp_version INTEGER NOT NULL DEFAULT 2,"
+     "  UNIQUE (fingerprint, path));"
+     "INSERT INTO models_new(id, fingerprint, path, name, fp_version) SELECT id, fingerprint, path, name, 1 FROM models;"
+     "DROP TABLE models;"
+     "ALTER TABLE models_new RENAME TO models;"
+     "DROP TABLE fingerprints;"
+     "CREATE TABLE fingerprints("
+     "  path TEXT PRIMARY KEY,"
+     "  dev INTEGER NOT NULL, ino INTEGER NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,"
+     "  ctime_ns INTEGER NOT NULL, fingerprint BLOB NOT NULL) WITHOUT ROWID;"
+     "DELETE FROM session_blocks;"
+     "DELETE FROM blocks;",
+     drop_block_files},
 };
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof *migrations))
 
@@ -478,6 +511,24 @@ static void drop_segment_files(struct sess_store *st)
     snprintf(st->notice, sizeof st->notice,
              "the session index '%s' was upgraded: KV segments of earlier releases are not used any "
              "more, so each session's history is computed once more at its next turn",
+             st->path);
+}
+
+static void drop_block_file(struct sess_store *st, const char *path, const char *name, const struct stat *sb,
+                            void *ud)
+{
+    (void)st, (void)ud;
+    if (S_ISREG(sb->st_mode) && strstr(name, KV_BLOCK_SUFFIX))
+        unlink(path);
+}
+
+/* after 4 -> 5: the blocks keyed by version-1 fingerprints */
+static void drop_block_files(struct sess_store *st)
+{
+    for_each_kv_entry(st, drop_block_file, NULL);
+    snprintf(st->notice, sizeof st->notice,
+             "the session index '%s' was upgraded: the model fingerprint now covers every byte of the "
+             "weights, so each session's history is computed once more at its next turn",
              st->path);
 }
 
@@ -615,8 +666,10 @@ int sess_store_open(const char *home, struct sess_store_params p, struct sess_st
         int rc = sqlite3_open_v2(st->path, &st->db, flags, NULL);
         if (rc == SQLITE_OK) {
             sqlite3_busy_timeout(st->db, 5000);
-            if (exec(st, "PRAGMA journal_mode=WAL") || exec(st, "PRAGMA foreign_keys=ON") ||
-                exec(st, "PRAGMA synchronous=NORMAL") || migrate(st) || check_tables(st))
+            /* foreign keys on after the migrations: a table rebuilt for a
+             * new key (4 -> 5) must not cascade or fail on its children */
+            if (exec(st, "PRAGMA journal_mode=WAL") || exec(st, "PRAGMA synchronous=NORMAL") || migrate(st) ||
+                exec(st, "PRAGMA foreign_keys=ON") || check_tables(st))
                 rc = SQLITE_ERROR;
         } else {
             snprintf(st->err, sizeof st->err, "database '%.900s': %s", st->path,
@@ -705,9 +758,16 @@ static int check_name(struct sess_store *st, const char *name)
 
 int sess_model_id(struct sess_store *st, const uint8_t fp[32], const char *path, int64_t *id)
 {
+    /* a (fingerprint, path) pair: made once, never re-pointed */
     sqlite3_stmt *s = prep(st, "INSERT INTO models(fingerprint, path) VALUES(?1, ?2) "
-                               "ON CONFLICT(fingerprint) DO UPDATE SET path = excluded.path "
-                               "WHERE excluded.path <> '' RETURNING id");
+                               "ON CONFLICT(fingerprint, path) DO NOTHING");
+    if (!s)
+        return SESS_ERR;
+    sqlite3_bind_blob(s, 1, fp, 32, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, path ? path : "", -1, SQLITE_STATIC);
+    if (step_done(st, s))
+        return SESS_ERR;
+    s = prep(st, "SELECT id FROM models WHERE fingerprint = ?1 AND path = ?2");
     if (!s)
         return SESS_ERR;
     sqlite3_bind_blob(s, 1, fp, 32, SQLITE_STATIC);
@@ -716,36 +776,55 @@ int sess_model_id(struct sess_store *st, const uint8_t fp[32], const char *path,
     if (rc == SQLITE_ROW)
         *id = sqlite3_column_int64(s, 0);
     sqlite3_finalize(s);
-    if (rc == SQLITE_ROW)
-        return SESS_OK;
-    if (rc != SQLITE_DONE)
-        return db_fail(st);
-    /* the row was there and kept its path: RETURNING gave nothing */
-    s = prep(st, "SELECT id FROM models WHERE fingerprint = ?1");
-    if (!s)
-        return SESS_ERR;
-    sqlite3_bind_blob(s, 1, fp, 32, SQLITE_STATIC);
-    rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW)
-        *id = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
     return rc == SQLITE_ROW ? SESS_OK : db_fail(st);
 }
 
-/* ?1..?5: path, device, inode, size, ctime in ns: what says the file is unchanged */
+int sess_model_block_id(struct sess_store *st, const uint8_t fp[32], int64_t *id)
+{
+    sqlite3_stmt *s = prep(st, "SELECT min(id) FROM models WHERE fingerprint = ?1");
+    if (!s)
+        return SESS_ERR;
+    sqlite3_bind_blob(s, 1, fp, 32, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    bool found = rc == SQLITE_ROW && sqlite3_column_type(s, 0) == SQLITE_INTEGER;
+    if (found)
+        *id = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    if (rc == SQLITE_ROW && !found)
+        return sess_fail(st, "no models row for the fingerprint");
+    return rc == SQLITE_ROW ? SESS_OK : db_fail(st);
+}
+
+int sess_model_upgrade(struct sess_store *st, const uint8_t fp_v1[32], const char *path, int64_t id)
+{
+    if (!path || !*path)
+        return SESS_OK;
+    sqlite3_stmt *s = prep(st, "UPDATE sessions SET model_id = ?3 WHERE model_id IN "
+                               "(SELECT id FROM models WHERE fp_version = 1 AND fingerprint = ?1 AND path = ?2)");
+    if (!s)
+        return SESS_ERR;
+    sqlite3_bind_blob(s, 1, fp_v1, 32, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, path, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, id);
+    return step_done(st, s);
+}
+
+/* ?1..?6: path, device, inode, size, mtime and ctime in ns: what says the
+ * file is unchanged (blocks.c says why ctime makes that safe) */
 static void bind_file_identity(sqlite3_stmt *s, const char *path, const struct stat *sb)
 {
     sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 2, (int64_t)sb->st_dev);
     sqlite3_bind_int64(s, 3, (int64_t)sb->st_ino);
     sqlite3_bind_int64(s, 4, (int64_t)sb->st_size);
-    sqlite3_bind_int64(s, 5, (int64_t)sb->st_ctim.tv_sec * 1000000000 + sb->st_ctim.tv_nsec);
+    sqlite3_bind_int64(s, 5, (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec);
+    sqlite3_bind_int64(s, 6, (int64_t)sb->st_ctim.tv_sec * 1000000000 + sb->st_ctim.tv_nsec);
 }
 
 int sess_fingerprint_lookup(struct sess_store *st, const char *path, const struct stat *sb, uint8_t fp[32])
 {
     sqlite3_stmt *s = prep(st, "SELECT fingerprint FROM fingerprints WHERE path = ?1 AND dev = ?2 AND "
-                               "ino = ?3 AND size = ?4 AND ctime_ns = ?5");
+                               "ino = ?3 AND size = ?4 AND mtime_ns = ?5 AND ctime_ns = ?6");
     if (!s)
         return SESS_ERR;
     bind_file_identity(s, path, sb);
@@ -761,12 +840,12 @@ int sess_fingerprint_lookup(struct sess_store *st, const char *path, const struc
 int sess_fingerprint_remember(struct sess_store *st, const char *path, const struct stat *sb,
                               const uint8_t fp[32])
 {
-    sqlite3_stmt *s = prep(st, "INSERT OR REPLACE INTO fingerprints(path, dev, ino, size, ctime_ns, "
-                               "fingerprint) VALUES(?1, ?2, ?3, ?4, ?5, ?6)");
+    sqlite3_stmt *s = prep(st, "INSERT OR REPLACE INTO fingerprints(path, dev, ino, size, mtime_ns, "
+                               "ctime_ns, fingerprint) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)");
     if (!s)
         return SESS_ERR;
     bind_file_identity(s, path, sb);
-    sqlite3_bind_blob(s, 6, fp, 32, SQLITE_STATIC);
+    sqlite3_bind_blob(s, 7, fp, 32, SQLITE_STATIC);
     return step_done(st, s);
 }
 
@@ -824,7 +903,7 @@ int sess_find(struct sess_store *st, const char *name, int64_t *id)
     " (SELECT coalesce(sum(n_tokens), 0) FROM messages WHERE session_id = s.id),"           \
     " (SELECT coalesce(sum(b.bytes), 0) FROM session_blocks sb JOIN blocks b ON b.id = sb.block" \
     "    WHERE sb.session_id = s.id),"                                                      \
-    " s.created, s.updated FROM sessions s JOIN models m ON m.id = s.model_id "
+    " s.created, s.updated, m.fp_version, s.model_id FROM sessions s JOIN models m ON m.id = s.model_id "
 
 static void info_row(sqlite3_stmt *s, void *elt)
 {
@@ -843,6 +922,8 @@ static void info_row(sqlite3_stmt *s, void *elt)
     o->kv_bytes = sqlite3_column_int64(s, 10);
     o->created = sqlite3_column_int64(s, 11);
     o->updated = sqlite3_column_int64(s, 12);
+    o->fingerprint_version = sqlite3_column_int(s, 13);
+    o->model_id = sqlite3_column_int64(s, 14);
 }
 
 int sess_get(struct sess_store *st, int64_t id, struct sess_info *out)
