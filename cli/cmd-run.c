@@ -87,10 +87,21 @@ static int run_text(void *ud, const char *text, size_t n)
 
 /* SIGINT, SIGTERM (as `timeout` sends) and SIGHUP all end the answer
  * where it is: the partial answer is printed and saved, exit 130 */
+/* Between the prompt read and the turn's start (opening the model, the
+ * store, hashing a new model file, restoring its KV), a signal ends the
+ * process at once: nothing is being saved then, and the store is made to
+ * survive a kill at any moment. */
+static volatile sig_atomic_t exit_at_signal;
 static void on_signal(int sig)
 {
     (void)sig;
     interrupted = 1;
+    if (exit_at_signal) {
+        static const char msg[] = "kvchat: interrupted before the answer began: the message was not sent\n";
+        ssize_t w = write(2, msg, sizeof msg - 1);
+        (void)w;
+        _exit(130);
+    }
 }
 
 static void signals_install(void)
@@ -375,6 +386,9 @@ static int run_exec(int argc, char **argv)
         cmd_opts_free(&o);
         return cmd_usage_error(&cmd_run_entry, "run: the prompt is empty");
     }
+    exit_at_signal = 1;
+    if (interrupted) /* a signal that came while the prompt was put together */
+        on_signal(SIGTERM);
     /* how the -f files are named in notes */
     char what[4200];
     snprintf(what, sizeof what, "%s%s", n_files ? files[0] : "", n_files > 1 ? " and the other files" : "");
@@ -492,6 +506,7 @@ static int run_exec(int argc, char **argv)
     struct sess_turn_stats ts;
     struct run_text rt = {&ans, &prog};
     cmd_progress_start(&prog, conv);
+    exit_at_signal = 0; /* the turn: a signal ends the answer where it is, and it is saved */
     int r = sess_conv_say(conv, prompt, run_text, &rt, &interrupted, &ts);
     cmd_progress_end(&prog);
     bool cut = r == SESS_OK && ts.stop_reason && !strcmp(ts.stop_reason, "cut");

@@ -217,9 +217,12 @@ int cmd_opts_config(struct cmd_opts *o)
         char buf[1024], err[512];
         int r = mdl_config_get(d->key, buf, sizeof buf);
         if (r < 0) {
+            int e = errno;
             char path[4096] = "the config file";
             mdl_config_path(path, sizeof path);
-            return cmd_fail(CMD_EXIT_USAGE, "cannot read the config file '%s'", path);
+            return cmd_fail(CMD_EXIT_USAGE, "cannot read the config file '%s': %s", path,
+                            e == EINVAL ? "it is not a regular file" : e == EFBIG ? "it is larger than 1 MiB"
+                                                                        : strerror(e));
         }
         if (r == 0 || !buf[0])
             continue;
@@ -346,9 +349,10 @@ int cmd_opts_finish(const struct cmd_entry *e, struct cmd_opts *o)
     if (o->system_file) {
         char *buf;
         size_t len;
-        int rc = cmd_read_file("system prompt file", o->system_file, &buf, &len);
-        if (rc)
-            return rc;
+        char err[640];
+        /* text, as -f's files: a binary file is refused, not cut at its first NUL */
+        if (cmd_read_text(o->system_file, CMD_INPUT_MAX, &buf, &len, err, sizeof err))
+            return cmd_fail(CMD_EXIT_MODEL, "system prompt file: %s", err);
         /* one trailing newline is the file's, not the prompt's */
         if (len && buf[len - 1] == '\n')
             buf[--len] = 0;

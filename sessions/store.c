@@ -454,6 +454,11 @@ static int migrate(struct sess_store *st)
     }
     if (commit(st))
         return SESS_ERR;
+    /* a new database ran every step, and tables a later step rebuilt left
+     * free pages behind: compacted once, so every page belongs to a table
+     * that is checked at open (check_tables) */
+    if (from == 0 && SCHEMA_VERSION > 0)
+        sqlite3_exec(st->db, "VACUUM", NULL, NULL, NULL);
     for (v = from; v < SCHEMA_VERSION; v++)
         if (migrations[v].after_commit && from > 0)
             migrations[v].after_commit(st);
@@ -659,6 +664,18 @@ int sess_store_open(const char *home, struct sess_store_params p, struct sess_st
     }
     snprintf(dir, sizeof dir, "%s/locks", home);
     mkdirs(dir);
+    /* SQLite opens the index's companions blocking: a FIFO (or anything but
+     * a regular file) there would hang the open, so it is refused first */
+    static const char *const companions[] = {"", "-journal", "-wal", "-shm"};
+    for (size_t i = 0; i < sizeof companions / sizeof *companions; i++) {
+        char f[PATH_MAX + 32];
+        snprintf(f, sizeof f, "%s%s", st->path, companions[i]);
+        if (lstat(f, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+            snprintf(err, err_size, "database '%s': '%s' is not a regular file (move it away)", st->path, f);
+            free(st);
+            return SESS_ERR;
+        }
+    }
     int flags = SQLITE_OPEN_READWRITE | (p.create ? SQLITE_OPEN_CREATE : 0);
     bool freed = false; /* the reserve was given up to open on a full disk */
     for (;;) {
