@@ -719,12 +719,17 @@ static void save_blocks(struct sess_conv *c, struct sess_turn_stats *ts)
     struct sess_kv_save s;
     const char *why = NULL;
     bool db = false; /* the database failed (else a block file could not be written) */
+    struct sess_lock *wl = NULL; /* gc waits until the session's list names the new blocks */
+    memset(&s, 0, sizeof s);
+    if (sess_writer_lock(c->st, &wl))
+        wl = NULL; /* best effort: a store whose locks/ cannot be written still saves */
     if (sess_kv_save(c->kv, c->tokens, c->n_kv, &s))
         why = sess_errmsg(c->st), db = true;
     else if (s.problem[0])
         why = s.problem, db = s.db_failed;
     if (!why && attached(c) && sess_set_blocks(c->st, c->sid, 0, (const uint8_t(*)[32])s.ids, s.n_ids))
         why = sess_errmsg(c->st), db = true;
+    sess_unlock(wl);
     if (ts) {
         ts->store_failed |= db && !sess_store_full(c->st);
         ts->blocks_written = s.written;

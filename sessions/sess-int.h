@@ -47,6 +47,13 @@ int sess_fingerprint_lookup(struct sess_store *st, const char *path, const struc
 int sess_fingerprint_remember(struct sess_store *st, const char *path, const struct stat *sb,
                               const uint8_t fp[32]);
 
+/* the store's writer lock, shared (gc takes it exclusive): held from the
+ * first block file a turn writes until the session's block list names
+ * them, so gc never removes a turn's new blocks. Blocks while gc runs.
+ * Release with sess_unlock. */
+struct sess_lock;
+int sess_writer_lock(struct sess_store *st, struct sess_lock **out);
+
 /* ==== store.c: the block index ==== */
 
 struct sess_block_row {

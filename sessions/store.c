@@ -1690,16 +1690,61 @@ static void remove_stray(struct sess_store *st, const char *path, const char *na
     }
 }
 
+/*
+ * gc and the turns that write blocks: a turn writes a block's file, then
+ * its row, and only then the session's list of blocks that covers it; in
+ * between, the block is "used by no session" and its file may have no row
+ * yet, which is what gc removes. So writers hold $home/locks/gc.lock shared
+ * from the first block file they write to the session's list
+ * (sess_writer_lock), and gc holds it exclusive for its whole run (rows,
+ * then files): gc waits for the turns saving now, and a turn that starts
+ * saving waits for gc. The lock is flock(2)'s: a process killed holding it
+ * lets it go.
+ */
+static int gc_lock(struct sess_store *st, int how, struct sess_lock **out)
+{
+    char path[PATH_MAX + 64];
+    *out = NULL;
+    snprintf(path, sizeof path, "%s/locks/gc.lock", st->home);
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return sess_fail(st, "cannot open '%s': %s", path, strerror(errno));
+    int r;
+    while ((r = flock(fd, how)) != 0 && errno == EINTR)
+        ;
+    if (r != 0) {
+        int e = errno;
+        close(fd);
+        return sess_fail(st, "cannot lock '%s': %s", path, strerror(e));
+    }
+    struct sess_lock *l = malloc(sizeof *l);
+    if (!l) {
+        close(fd);
+        return sess_fail(st, "out of memory");
+    }
+    l->fd = fd;
+    *out = l;
+    return SESS_OK;
+}
+
+int sess_writer_lock(struct sess_store *st, struct sess_lock **out) { return gc_lock(st, LOCK_SH, out); }
+
 int sess_gc(struct sess_store *st, struct sess_gc_stats *out)
 {
     memset(out, 0, sizeof *out);
     int64_t total = 0;
+    struct sess_lock *l;
+    if (gc_lock(st, LOCK_EX, &l))
+        return SESS_ERR;
     if (forget_lost_rows(st) ||
         delete_selected(st, prep(st, "SELECT id, bytes FROM blocks WHERE id NOT IN "
                                      "(SELECT block FROM session_blocks)"),
-                        -1, &total, out))
+                        -1, &total, out)) {
+        sess_unlock(l);
         return SESS_ERR;
+    }
     for_each_kv_entry(st, remove_stray, out);
+    sess_unlock(l);
     return SESS_OK;
 }
 
