@@ -219,6 +219,34 @@ int kvfile_set(const char *path, const char *key, const char *value, char *err, 
     return 0;
 }
 
+int kvfile_replace(const char *path, const char *const *kv, size_t n, char *err, size_t err_size)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+    FILE *out = fd < 0 ? NULL : fdopen(fd, "w");
+    if (!out) {
+        snprintf(err, err_size, "cannot write '%s': %s", tmp, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    for (size_t i = 0; i + 1 < 2 * n; i += 2)
+        if (kv[i + 1])
+            fprintf(out, "%s = %s\n", kv[i], kv[i + 1]);
+    if (fflush(out) || fsync(fileno(out)) || fclose(out)) {
+        snprintf(err, err_size, "cannot write '%s': %s", tmp, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    if (rename(tmp, path)) {
+        snprintf(err, err_size, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
 int mdl_config_path(char *buf, size_t size)
 {
     const char *x = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");

@@ -19,6 +19,10 @@ int kvfile_get(const char *path, const char *key, char *buf, size_t size);
 /* set (value != NULL) or remove key, keeping every other line; writes a
  * temporary file and renames it over path. 0 or -1 with err set */
 int kvfile_set(const char *path, const char *key, const char *value, char *err, size_t err_size);
+/* path replaced, in one rename, by a file of n "key = value" lines (kv:
+ * key0, value0, key1, ...; a NULL value leaves its key out): a kill at any
+ * moment leaves the old file or the new, whole. 0 or -1 with err set */
+int kvfile_replace(const char *path, const char *const *kv, size_t n, char *err, size_t err_size);
 /* mkdir -p for the directory part of path: 0 or -1 */
 int mkdir_parents(const char *path);
 /* a store name from a file name or URL path: its basename without .gguf
