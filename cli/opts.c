@@ -430,7 +430,7 @@ void cmd_opts_describe(const struct cmd_opts *o, FILE *f)
     fprintf(f, "temp %g, top_k %" PRId32 ", top_p %g, min_p %g, repeat_penalty %g, presence_penalty %g, "
                "seed %" PRIu64 ", n_predict %" PRId32 "%s",
             s->temp, s->top_k, s->top_p, s->min_p, s->repeat_penalty, s->presence_penalty, s->seed,
-            o->n_predict, o->n_predict <= 0 ? " (until the context is full)" : "");
+            o->n_predict, o->n_predict < 0 ? " (until the context is full)" : "");
 }
 
 /* ==== the model, its vocabulary and template, a context ==== */

@@ -1146,7 +1146,8 @@ static int generate(struct sess_conv *c, int64_t ans_start, const char *pre, ses
     struct llm_detok_params dp = llm_detok_default_params();
     struct llm_detok *dt = llm_detok_init(c->v, dp);
     struct gen g = {0};
-    int64_t limit = c->p.n_predict > 0 ? c->p.n_predict : INT64_MAX, n_gen = 0;
+    /* n_predict 0: an empty answer, as llama.cpp's -n 0 (-1: until the context is full) */
+    int64_t limit = c->p.n_predict >= 0 ? c->p.n_predict : INT64_MAX, n_gen = 0;
     int64_t start = c->n_tokens;
     size_t max_stop = 0;
     for (const char *const *s = stops; s && *s; s++)

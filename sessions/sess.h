@@ -168,6 +168,9 @@ struct sess_hit {
  * Free the hits with sess_hits_free.
  */
 #define SESS_SEARCH_RANK_MAX 1000
+/* a query of more words or bytes is refused ("bad search query: ...") */
+#define SESS_SEARCH_MAX_WORDS 64
+#define SESS_SEARCH_MAX_BYTES 2048
 int sess_search(struct sess_store *st, const char *query, bool raw, int64_t limit, struct sess_hit **out,
                 int64_t *n);
 void sess_hits_free(struct sess_hit *h, int64_t n);

@@ -1315,6 +1315,20 @@ int sess_search(struct sess_store *st, const char *query, bool raw, int64_t limi
 {
     *out = NULL;
     *n = 0;
+    /* bounded: each word is a scan of the index, and 500 of them took 29 s */
+    int64_t words = 0;
+    for (const char *p = query; *p;) {
+        while (*p && isspace((unsigned char)*p))
+            p++;
+        if (*p)
+            words++;
+        while (*p && !isspace((unsigned char)*p))
+            p++;
+    }
+    if (words > SESS_SEARCH_MAX_WORDS || strlen(query) > SESS_SEARCH_MAX_BYTES)
+        return sess_fail(st, "bad search query: it has %lld words and %zu bytes, more than the %d words or "
+                             "%d bytes a search takes", (long long)words, strlen(query), SESS_SEARCH_MAX_WORDS,
+                         SESS_SEARCH_MAX_BYTES);
     char *q = raw ? strdup(query) : plain_query(query);
     if (!q)
         return sess_fail(st, "out of memory");
@@ -1334,6 +1348,8 @@ int sess_search(struct sess_store *st, const char *query, bool raw, int64_t limi
         sqlite3_bind_text(s, 1, q, -1, SQLITE_STATIC);
         if (sqlite3_step(s) == SQLITE_ROW)
             total = sqlite3_column_int64(s, 0);
+        else if (raw && sqlite3_errcode(st->db) == SQLITE_ERROR) /* FTS5 refused the query's syntax */
+            sess_fail(st, "bad search query '%s': %s", query, sqlite3_errmsg(st->db));
         else
             db_fail(st);
         sqlite3_finalize(s);
@@ -1785,8 +1801,10 @@ int sess_lock(struct sess_store *st, int64_t id, struct sess_lock **out)
         struct sess_info info;
         bool named = sess_get(st, id, &info) == SESS_OK;
         const char *name = named && info.name ? info.name : "?";
-        if (e == EWOULDBLOCK)
+        if (e == EWOULDBLOCK && pid > 0)
             sess_fail(st, "session '%s' is in use by pid %ld", name, pid);
+        else if (e == EWOULDBLOCK) /* the holder has not written its pid yet */
+            sess_fail(st, "session '%s' is in use by another kvchat process", name);
         else
             sess_fail(st, "cannot lock session '%s': %s", name, strerror(e));
         if (named)
