@@ -1580,10 +1580,11 @@ static int retokenize_from(struct sess_conv *c, int64_t from)
             rc = add_tokens(c, toks, n);
         if (rc == SESS_OK)
             rc = push_msg(c, m.role, m.text, strlen(m.text), toks, n, c->n_tokens - n);
-        if (rc == SESS_OK) { /* an answer keeps the sampler state saved with it */
+        if (rc == SESS_OK) { /* an answer keeps the sampler state saved with it, and why it ended */
             c->msgs[c->n_msgs - 1].state = m.state;
             c->msgs[c->n_msgs - 1].state_bytes = m.state_bytes;
             m.state = NULL;
+            memcpy(c->msgs[c->n_msgs - 1].stop, m.stop, sizeof m.stop);
         }
         free(toks);
         msg_free(&m);

@@ -191,4 +191,15 @@ expect_rc 2; expect_err "trip"
 [ -f "$KVCHAT_HOME/models/echo.remote" ] && ok "the entry stays" || not_ok "echo.remote removed"
 ls "$KVCHAT_HOME/kv" 2>/dev/null | grep -q . && not_ok "KV blocks were written for a remote model" || ok "no KV blocks written"
 
+# ---- from remote to local with --switch-model: the answers keep their stop_reason (issue 29) ----
+"$MKMODEL" "$T/local.gguf" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
+    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 >/dev/null
+"$KVCHAT" sessions show trip --json | jq -c '[.messages[] | select(.role == "assistant") | .stop_reason]' > "$T/stops.want"
+grep -q '"cut"' "$T/stops.want" && ok "the session has a cut answer: $(cat "$T/stops.want")" || not_ok "stops: $(cat "$T/stops.want")"
+run sh -c "timeout -k 5 60 $KVCHAT run -s trip -m $T/local.gguf --switch-model -t 2 --temp 0 -n 3 'locally now' < /dev/null"
+expect_rc 0
+"$KVCHAT" sessions show trip --json | jq -c '[.messages[] | select(.role == "assistant") | .stop_reason][:-1]' > "$T/stops.got"
+cmp -s "$T/stops.want" "$T/stops.got" && ok "the earlier answers keep their stop_reason" ||
+    not_ok "stop_reason before $(cat "$T/stops.want"), after $(cat "$T/stops.got")"
+
 finish
