@@ -52,6 +52,8 @@ static const char run_usage[] =
     "                           restored_tokens, restored_blocks, blocks_written\n"
     CMD_OPTS_HELP
     "\n"
+    "Without -m, a first word of two or more that names a store model is the\n"
+    "model (ollama's 'run MODEL PROMPT'): 'kvchat run g3-q8 hi' asks g3-q8 \"hi\".\n"
     "With -s, --system (or --system-file) is for a new session: an existing\n"
     "session with another system prompt is refused (exit 1), unchanged.\n"
     "The prompt (stdin and PROMPT) may hold at most " CMD_INPUT_MAX_TEXT ".\n"
@@ -130,7 +132,8 @@ static void json_num(const char *key, double v, bool whole)
 static void print_json(const struct cmd_answer *ans, const char *session, const struct cmd_llm *l,
                        const struct sess_turn_stats *ts, const char *error)
 {
-    const char *model = l->remote ? cmd_remote_name(l->remote) : l->path;
+    char shown[256];
+    const char *model = l->remote ? cmd_remote_name(l->remote) : cmd_model_shown(l->path, shown, sizeof shown);
     printf("{\"answer\": ");
     cmd_json_str(stdout, ans->text[0].s ? ans->text[0].s : "", ans->text[0].len);
     printf(", \"reasoning\": ");
@@ -304,6 +307,13 @@ static int run_exec(int argc, char **argv)
         rc = cmd_opts_finish(&cmd_run_entry, &o);
     if (!rc && cont && !(rc = cmd_last_session(last, sizeof last)))
         session = last; /* the session changed last */
+    /* ollama's habit, `run MODEL PROMPT`: without -m, a first word of
+     * several that names a store model is the model */
+    if (!rc && !o.model && n_words >= 2 && cmd_is_store_model(words[0])) {
+        o.model = words[0];
+        memmove(words, words + 1, (size_t)(n_words - 1) * sizeof *words);
+        n_words--;
+    }
     if (rc) {
         free(words);
         free(files);

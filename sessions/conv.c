@@ -607,6 +607,29 @@ static int64_t model_id(const struct sess_conv *c)
     return c->remote ? c->remote_model_id : sess_kv_model_id(c->kv);
 }
 
+/* a model path as the user named it: NAME for the store's
+ * $KVCHAT_HOME/models/NAME.gguf (or .remote), else the path */
+static const char *shown_model(const struct sess_conv *c, const char *path, char *buf, size_t n)
+{
+    if (!path || !path[0])
+        return "?";
+    const char *home = c->st ? sess_store_home(c->st) : NULL;
+    size_t hl = home ? strlen(home) : 0, pl = strlen(path);
+    if (!home || pl <= hl + 8 || strncmp(path, home, hl) || strncmp(path + hl, "/models/", 8))
+        return path;
+    const char *name = path + hl + 8;
+    size_t nl = pl - hl - 8;
+    static const char *const suffixes[] = {".gguf", ".remote"};
+    for (int i = 0; i < 2; i++) {
+        size_t sl = strlen(suffixes[i]);
+        if (nl > sl && !strcmp(name + nl - sl, suffixes[i]) && !memchr(name, '/', nl) && nl - sl < n) {
+            snprintf(buf, n, "%.*s", (int)(nl - sl), name);
+            return buf;
+        }
+    }
+    return path;
+}
+
 /* the model's fingerprint, to compare with a session's */
 static const uint8_t *fingerprint(const struct sess_conv *c)
 {
@@ -1784,8 +1807,9 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
      * since the session was saved; it goes on with what the file is now */
     bool changed = other && !c->remote && info.model_path && !strcmp(info.model_path, c->model_path);
     if (other && !c->p.switch_model && !changed) {
+        char a[256], b[256];
         cfail(c, "session '%s' was saved with model '%s', not '%s'", name,
-              info.model_path && info.model_path[0] ? info.model_path : "?", c->model_path);
+              shown_model(c, info.model_path, a, sizeof a), shown_model(c, c->model_path, b, sizeof b));
         sess_info_free(&info);
         sess_unlock(lock);
         free(dup);
@@ -1800,6 +1824,7 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
     }
     rc = load_messages(c, msgs, n, other);
     sess_messages_free(msgs, n);
+    char sa[256], sb[256];
     if (rc == SESS_OK && changed)
         snprintf(rs->first_problem, sizeof rs->first_problem,
                  "the model file '%.150s' has changed since session '%.60s' was saved: it goes on with the "
@@ -1808,7 +1833,7 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
     else if (rc == SESS_OK && other)
         snprintf(rs->first_problem, sizeof rs->first_problem,
                  "session '%.60s' was saved with model '%.150s': it goes on with '%.150s', %s", name,
-                 info.model_path && info.model_path[0] ? info.model_path : "?", c->model_path,
+                 shown_model(c, info.model_path, sa, sizeof sa), shown_model(c, c->model_path, sb, sizeof sb),
                  c->remote ? "which answers from now on" : "its history computed again and its sampler started afresh");
     else if (rc == SESS_OK && !c->remote && memcmp(info.fingerprint, fingerprint(c), 32) && !c->p.no_cache)
         snprintf(rs->first_problem, sizeof rs->first_problem, /* phi3's RoPE factors */

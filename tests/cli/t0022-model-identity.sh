@@ -87,8 +87,9 @@ rm "$T/download.gguf"
 run timeout 120 sh -c "$KVCHAT run -t 2 --temp 0 -n 4 -s withstore 'and again' < /dev/null"
 expect_rc 0
 run "$KVCHAT" sessions list --json
-path=$(jq -r '.[] | select(.name == "withstore") | .model' "$T/out")
-case "$path" in "$T/download.gguf") not_ok "the session was re-pointed to the copy";; *) ok "the session keeps its model ($path)";; esac
+[ "$(jq -r '.[] | select(.name == "withstore") | .model' "$T/out")" = tiny ] &&
+    [ "$(jq -r '.[] | select(.name == "withstore") | .model_path' "$T/out")" = "$KVCHAT_HOME/models/tiny.gguf" ] &&
+    ok "the session keeps its model, the store's 'tiny'" || not_ok "the session was re-pointed: $(cat "$T/out")"
 run "$KVCHAT" models rm tiny
 [ "$rc" != 0 ] && grep -q withstore "$T/err" && ok "models rm sees the session's use" || not_ok "models rm: rc $rc, $(cat "$T/err")"
 

@@ -60,7 +60,7 @@ run "$KVCHAT" run -s trip -m echo --system "Be verbose." "hi"
 expect_rc 1; expect_err "session 'trip' has another system prompt; --system is only for a new session"
 unchanged trip 7 "another --system"
 run "$KVCHAT" sessions
-expect_out "^trip  *echo.remote  *3 "
+expect_out "^trip  *echo  *3 "
 
 # ---- the sampling options of a session's turn ----
 add stopper stop
@@ -77,11 +77,11 @@ expect_rc 0
 [ "$(jq -c '{model, remote}' "$T/out")" = '{"model":"echo","remote":true}' ] && ok "without -m: the session's own remote model" ||
     not_ok "json: $(cat "$T/out")"
 run "$KVCHAT" run -s trip -m stopper "q"
-expect_rc 3; expect_err "session 'trip' was saved with model '.*/echo.remote', not '.*/stopper.remote'"
+expect_rc 3; expect_err "session 'trip' was saved with model 'echo', not 'stopper'"
 expect_err "add --switch-model"
 unchanged trip 9 "another remote model without --switch-model"
 run "$KVCHAT" run -s opts -m echo "q"
-expect_rc 3; expect_err "session 'opts' was saved with model '.*/stopper.remote', not '.*/echo.remote'"
+expect_rc 3; expect_err "session 'opts' was saved with model 'stopper', not 'echo'"
 "$KVCHAT" sessions rm trip >/dev/null 2>&1 || true
 run "$KVCHAT" run -s trip -m echo --system "Be brief." "Lisbon?"
 run "$KVCHAT" run -s trip -m echo "Porto?"
