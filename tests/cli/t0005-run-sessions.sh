@@ -103,6 +103,10 @@ v=$(victim)
 damage fifo sh -c "rm -f '$v' && mkfifo '$v'"
 v=$(victim)
 damage directory sh -c "rm -f '$v' && mkdir '$v'"
+v=$(victim)
+echo keep > "$T/keep"
+damage non-empty-directory sh -c "rm -f '$v' && mkdir -p '$v/inside' && echo x > '$v/inside/f' && ln -s '$T/keep' '$v/link'"
+[ "$(cat "$T/keep")" = keep ] && ok "a link inside was removed, not followed" || not_ok "the link's target was removed"
 
 # another model under the same file name: nothing is reused, nothing is wrong
 cp "$M" "$T/m.orig"
