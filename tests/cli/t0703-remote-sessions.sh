@@ -191,6 +191,15 @@ expect_rc 2; expect_err "trip"
 [ -f "$KVCHAT_HOME/models/echo.remote" ] && ok "the entry stays" || not_ok "echo.remote removed"
 ls "$KVCHAT_HOME/kv" 2>/dev/null | grep -q . && not_ok "KV blocks were written for a remote model" || ok "no KV blocks written"
 
+# ---- a NUL in an answer (\u0000): U+FFFD, printed and saved alike (issue 29) ----
+add nul nul
+run "$KVCHAT" run -s nulls -m nul "x"
+expect_rc 0
+printf 'before\357\277\275after\n' > "$T/nul.want"
+cmp -s "$T/out" "$T/nul.want" && ok "printed: before U+FFFD after" || not_ok "printed: $(od -c "$T/out" | head -3)"
+[ "$("$KVCHAT" sessions show nulls --json | jq -r '.messages[-1].content')" = "$(cat "$T/nul.want")" ] &&
+    ok "saved as printed" || not_ok "saved: $("$KVCHAT" sessions show nulls --json | jq -c '.messages[-1]')"
+
 # ---- from remote to local with --switch-model: the answers keep their stop_reason (issue 29) ----
 "$MKMODEL" "$T/local.gguf" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
     --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 >/dev/null
