@@ -1139,6 +1139,8 @@ int cmd_model_resolve(const char *m_arg, bool offer_pull, char *path, size_t siz
         char err[256];
         if (mdl_list(&es, &n, err, sizeof err) == 0)
             free(es);
+        else /* an unreadable store is not "no model" */
+            return cmd_fail(CMD_EXIT_MODEL, "no default model, and the model store cannot be read: %s", err);
         if (n > 0)
             return cmd_fail(CMD_EXIT_MODEL,
                             "no default model: choose one with 'kvchat models default NAME' or -m NAME "

@@ -624,6 +624,13 @@ int sess_store_make_room(struct sess_store *st)
     return gs.bytes > 0 || had ? SESS_OK : SESS_ERR;
 }
 
+static void count_entry(struct sess_store *st, const char *path, const char *name, const struct stat *sb, void *ud)
+{
+    (void)st, (void)path, (void)name;
+    if (S_ISREG(sb->st_mode))
+        ++*(int64_t *)ud;
+}
+
 struct sess_store_params sess_store_default_params(void)
 {
     struct sess_store_params p = {.create = true};
@@ -655,6 +662,7 @@ int sess_store_open(const char *home, struct sess_store_params p, struct sess_st
         free(st);
         return SESS_ERR_NOT_FOUND;
     }
+    bool was_there = stat(st->path, &sb) == 0;
     char dir[PATH_MAX + 16];
     snprintf(dir, sizeof dir, "%s/kv", home);
     if (mkdirs(dir)) {
@@ -709,6 +717,16 @@ int sess_store_open(const char *home, struct sess_store_params p, struct sess_st
         sess_store_make_room(st);
     else
         reserve_make(st);
+    if (!was_there) { /* a store whose index is gone: said, not a silent empty list */
+        int64_t n = 0;
+        for_each_kv_entry(st, count_entry, &n);
+        if (n > 0)
+            snprintf(st->notice, sizeof st->notice,
+                     "the session index '%.1000s' was missing, so a new, empty one was made: the sessions "
+                     "it listed are lost, and the %lld KV block files left in '%.1000s/kv' are not used (the "
+                     "next 'kvchat sessions gc' removes them)",
+                     st->path, (long long)n, st->home);
+    }
     *out = st;
     return SESS_OK;
 }

@@ -4,7 +4,8 @@
 # too many words (each a scan of the index) and a malformed --raw query
 # ('"x', '*') with exit 1 as a usage error, not 3 as a database failure; a
 # session whose lock file holds no pid yet is "in use by another kvchat
-# process", not "by pid 0".
+# process", not "by pid 0"; a deleted index is said, not a silent empty
+# list; a model store that cannot be read is not "no model configured".
 . "$TOP/tests/cli/lib.sh"
 M=$T/m.gguf
 "$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
@@ -39,4 +40,18 @@ run sh -c "$R -n 2 -s s 'me too' < /dev/null"
 expect_rc 3
 expect_err "session 's' is in use by another kvchat process"
 kill $holder; wait $holder 2>/dev/null
+
+# the index deleted: said once, with what is left
+rm -f "$KVCHAT_HOME"/kvchat.db*
+run "$KVCHAT" sessions
+expect_rc 0
+expect_err "the session index '$KVCHAT_HOME/kvchat.db' was missing, so a new, empty one was made"
+run "$KVCHAT" sessions
+grep -q missing "$T/err" && not_ok "said twice" || ok "said once"
+
+# a model store that cannot be read (models/ is a file)
+H2=$T/home2; mkdir -p "$H2"; echo x > "$H2/models"
+run sh -c "KVCHAT_HOME=$H2 timeout -k 5 20 $KVCHAT run hi < /dev/null"
+expect_rc 2
+expect_err "no default model, and the model store cannot be read: cannot read '$H2/models'"
 finish
