@@ -1704,6 +1704,18 @@ static int chat_exec(int argc, char **argv)
         cmd_opts_free(&ch.o);
         return CMD_EXIT_USAGE;
     }
+    /* ollama's `chat MODEL`: a new session's name that names a store model
+     * is refused, rather than an empty session named like the model */
+    if (session && !ch.o.model && sess_find(ch.st, session, &sid) != SESS_OK && cmd_is_store_model(session)) {
+        sess_store_close(ch.st);
+        wrap_free(&ch.wrap);
+        cmd_answer_free(&ch.ans);
+        cmd_opts_free(&ch.o);
+        return cmd_usage_error(&cmd_chat_entry,
+                               "'%s' is a model in the store, not a session: did you mean -m %s? (a session "
+                               "named so needs -m too: kvchat chat -m MODEL %s)",
+                               session, session, session);
+    }
     char own_model[4096]; /* an existing session opens with its own model */
     rc = cmd_session_model(&ch.o, session, own_model, sizeof own_model);
     if (!rc)

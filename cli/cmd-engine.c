@@ -204,10 +204,15 @@ static int parse_opts(const struct cmd_entry *e, int argc, char **argv, struct o
     }
     if (optind < argc)
         return cmd_usage_error(e, "unexpected argument '%s'", argv[optind]);
-    if (!o->model && !(is_bench && o->membw)) /* --membw alone: no model */
-        o->model = getenv("KVCHAT_MODEL");
-    if (!o->model && !(is_bench && o->membw))
-        return cmd_usage_error(e, "no model given (-m MODEL)");
+    /* the model as every command finds it: -m, else KVCHAT_MODEL, else the
+     * config file's model (--membw alone needs none) */
+    static char default_model[4096];
+    if (!o->model && !(is_bench && o->membw)) {
+        int rc = cmd_model_resolve(NULL, false, default_model, sizeof default_model);
+        if (rc)
+            return rc;
+        o->model = default_model;
+    }
     if (!is_bench && !o->prompt)
         return cmd_usage_error(e, "no token ids given (-p \"IDS\")");
     return -1;

@@ -901,8 +901,11 @@ static int models_list(int argc, char **argv)
         fprintf(stderr, "kvchat: no models in %s/models; try 'kvchat models pull %s'\n", home,
                 MDL_DEFAULT_ALIAS);
     }
+    int wn = 4; /* the name column as wide as the longest name: nothing shifts */
+    for (size_t i = 0; i < n; i++)
+        wn = (int)strlen(es[i].name) > wn ? (int)strlen(es[i].name) : wn;
     if (!json && n)
-        printf("  %-28s %10s  %-8s %-8s %9s  %-16s  %s\n", "NAME", "SIZE", "QUANT", "ARCH", "PARAMS",
+        printf("  %-*s %11s  %-8s %-8s %9s  %-16s  %s\n", wn, "NAME", "SIZE", "QUANT", "ARCH", "PARAMS",
                "PULLED (UTC)", "PATH");
     for (size_t i = 0; i < n; i++) {
         const struct mdl_entry *e = &es[i];
@@ -915,7 +918,7 @@ static int models_list(int argc, char **argv)
         }
         if (e->remote) {
             fmt_time(pulled, sizeof pulled, e->pulled);
-            printf("%c %-28s %10s  %-8s %-8s %9s  %-16s  %s (model %s%s%s)", is_def ? '*' : ' ', e->name,
+            printf("%c %-*s %11s  %-8s %-8s %9s  %-16s  %s (model %s%s%s)", is_def ? '*' : ' ', wn, e->name,
                    "remote", "-", "-", "-", pulled, e->url, e->remote_model,
                    e->api_key_env[0] ? ", key $" : "", e->api_key_env);
             if (e->error[0])
@@ -929,7 +932,7 @@ static int models_list(int argc, char **argv)
         else
             snprintf(params, sizeof params, "-");
         fmt_time(pulled, sizeof pulled, e->pulled);
-        printf("%c %-28s %10s  %-8s %-8s %9s  %-16s  %s", is_def ? '*' : ' ', e->name, size,
+        printf("%c %-*s %11s  %-8s %-8s %9s  %-16s  %s", is_def ? '*' : ' ', wn, e->name, size,
                e->quant[0] ? e->quant : "-", e->arch[0] ? e->arch : "-", params, pulled, e->path);
         if (e->error[0])
             printf("  (unreadable: %s)", e->error);
@@ -1088,6 +1091,12 @@ static int models_aliases(int argc, char **argv)
         json = true;
     }
     int64_t n = 0;
+    int w_name = 1, w_about = 1; /* the columns as wide as their longest entry: nothing shifts */
+    for (const struct mdl_alias *a = mdl_aliases; a->name; a++)
+        if (mdl_alias_runs(a)) {
+            w_name = (int)strlen(a->name) > w_name ? (int)strlen(a->name) : w_name;
+            w_about = (int)strlen(a->about) > w_about ? (int)strlen(a->about) : w_about;
+        }
     for (const struct mdl_alias *a = mdl_aliases; a->name; a++) {
         if (!mdl_alias_runs(a))
             continue; /* prepared for an architecture kvchat does not run yet */
@@ -1105,7 +1114,9 @@ static int models_aliases(int argc, char **argv)
             continue;
         }
         fmt_bytes(size, sizeof size, (double)a->size);
-        printf("%-14s %-40s ~%-10s %s\n", a->name, a->about, size, ref);
+        char approx[40];
+        snprintf(approx, sizeof approx, "~%s", size);
+        printf("%-*s  %-*s  %12s  %s\n", w_name, a->name, w_about, a->about, approx, ref);
         n++;
     }
     if (json)
@@ -1114,6 +1125,35 @@ static int models_aliases(int argc, char **argv)
 }
 
 /* ==== the model for chat/run, and the first run ==== */
+
+const char *cmd_model_shown(const char *path, char *buf, size_t size)
+{
+    char home[4096];
+    if (!path || mdl_home(home, sizeof home))
+        return path ? path : "";
+    size_t hl = strlen(home), pl = strlen(path);
+    static const char *const suffixes[] = {".gguf", ".remote"};
+    if (pl > hl + 8 && !strncmp(path, home, hl) && !strncmp(path + hl, "/models/", 8))
+        for (size_t i = 0; i < 2; i++) {
+            size_t sl = strlen(suffixes[i]);
+            const char *name = path + hl + 8;
+            size_t nl = pl - hl - 8;
+            if (nl > sl && !strcmp(name + nl - sl, suffixes[i]) && !memchr(name, '/', nl) && nl - sl < size) {
+                snprintf(buf, size, "%.*s", (int)(nl - sl), name);
+                return buf;
+            }
+        }
+    return path;
+}
+
+bool cmd_is_store_model(const char *word)
+{
+    struct stat st;
+    char path[4096];
+    /* a name (not a path, not a file here) that names an entry of the store */
+    return word && mdl_name_valid(word) && !strchr(word, '/') && stat(word, &st) != 0 &&
+           mdl_resolve(word, path, sizeof path) == 0;
+}
 
 int cmd_model_resolve(const char *m_arg, bool offer_pull, char *path, size_t size)
 {
@@ -1127,6 +1167,8 @@ int cmd_model_resolve(const char *m_arg, bool offer_pull, char *path, size_t siz
         char err[256];
         if (mdl_list(&es, &n, err, sizeof err) == 0)
             free(es);
+        else /* an unreadable store is not "no model" */
+            return cmd_fail(CMD_EXIT_MODEL, "no default model, and the model store cannot be read: %s", err);
         if (n > 0)
             return cmd_fail(CMD_EXIT_MODEL,
                             "no default model: choose one with 'kvchat models default NAME' or -m NAME "

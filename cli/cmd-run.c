@@ -57,6 +57,8 @@ static const char run_usage[] =
     "                           state snapshot the turn resumed from, or null)\n"
     CMD_OPTS_HELP
     "\n"
+    "Without -m, a first word of two or more that names a store model is the\n"
+    "model (ollama's 'run MODEL PROMPT'): 'kvchat run g3-q8 hi' asks g3-q8 \"hi\".\n"
     "With -s, --system (or --system-file) is for a new session: an existing\n"
     "session with another system prompt is refused (exit 1), unchanged.\n"
     "The prompt (stdin and PROMPT) may hold at most " CMD_INPUT_MAX_TEXT ".\n"
@@ -92,10 +94,21 @@ static int run_text(void *ud, const char *text, size_t n)
 
 /* SIGINT, SIGTERM (as `timeout` sends) and SIGHUP all end the answer
  * where it is: the partial answer is printed and saved, exit 130 */
+/* Between the prompt read and the turn's start (opening the model, the
+ * store, hashing a new model file, restoring its KV), a signal ends the
+ * process at once: nothing is being saved then, and the store is made to
+ * survive a kill at any moment. */
+static volatile sig_atomic_t exit_at_signal;
 static void on_signal(int sig)
 {
     (void)sig;
     interrupted = 1;
+    if (exit_at_signal) {
+        static const char msg[] = "kvchat: interrupted before the answer began: the message was not sent\n";
+        ssize_t w = write(2, msg, sizeof msg - 1);
+        (void)w;
+        _exit(130);
+    }
 }
 
 static void signals_install(void)
@@ -124,7 +137,8 @@ static void json_num(const char *key, double v, bool whole)
 static void print_json(const struct cmd_answer *ans, const char *session, const struct cmd_llm *l,
                        const struct sess_turn_stats *ts, const char *error)
 {
-    const char *model = l->remote ? cmd_remote_name(l->remote) : l->path;
+    char shown[256];
+    const char *model = l->remote ? cmd_remote_name(l->remote) : cmd_model_shown(l->path, shown, sizeof shown);
     printf("{\"answer\": ");
     cmd_json_str(stdout, ans->text[0].s ? ans->text[0].s : "", ans->text[0].len);
     printf(", \"reasoning\": ");
@@ -311,6 +325,13 @@ static int run_exec(int argc, char **argv)
         rc = cmd_opts_finish(&cmd_run_entry, &o);
     if (!rc && cont && !(rc = cmd_last_session(last, sizeof last)))
         session = last; /* the session changed last */
+    /* ollama's habit, `run MODEL PROMPT`: without -m, a first word of
+     * several that names a store model is the model */
+    if (!rc && !o.model && n_words >= 2 && cmd_is_store_model(words[0])) {
+        o.model = words[0];
+        memmove(words, words + 1, (size_t)(n_words - 1) * sizeof *words);
+        n_words--;
+    }
     if (rc) {
         free(words);
         free(files);
@@ -393,6 +414,9 @@ static int run_exec(int argc, char **argv)
         cmd_opts_free(&o);
         return cmd_usage_error(&cmd_run_entry, "run: the prompt is empty");
     }
+    exit_at_signal = 1;
+    if (interrupted) /* a signal that came while the prompt was put together */
+        on_signal(SIGTERM);
     /* how the -f files are named in notes */
     char what[4200];
     snprintf(what, sizeof what, "%s%s", n_files ? files[0] : "", n_files > 1 ? " and the other files" : "");
@@ -519,6 +543,7 @@ static int run_exec(int argc, char **argv)
     struct sess_turn_stats ts;
     struct run_text rt = {&ans, &prog};
     cmd_progress_start(&prog, conv);
+    exit_at_signal = 0; /* the turn: a signal ends the answer where it is, and it is saved */
     int r = sess_conv_say(conv, prompt, run_text, &rt, &interrupted, &ts);
     cmd_progress_end(&prog);
     bool cut = r == SESS_OK && ts.stop_reason && !strcmp(ts.stop_reason, "cut");

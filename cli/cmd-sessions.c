@@ -144,7 +144,11 @@ static int do_list(struct sess_store *st, const struct sub_opts *o)
             cmd_json_list_item(stdout, i);
             fputs("{\"name\": ", stdout);
             cmd_json_str(stdout, s->name, strlen(s->name));
-            fputs(", \"model\": ", stdout);
+            char shown[256];
+            const char *name = cmd_model_shown(s->model_path, shown, sizeof shown);
+            fputs(", \"model\": ", stdout); /* the store name of a store model, else the path */
+            cmd_json_str(stdout, name, strlen(name));
+            fputs(", \"model_path\": ", stdout);
             cmd_json_str(stdout, s->model_path, strlen(s->model_path));
             printf(", \"turns\": %" PRId64 ", \"messages\": %" PRId64 ", \"tokens\": %" PRId64
                    ", \"kv_bytes\": %" PRId64 ", \"created\": %" PRId64 ", \"updated\": %" PRId64 "}",
@@ -159,8 +163,10 @@ static int do_list(struct sess_store *st, const struct sub_opts *o)
             char b[32], t[32];
             cmd_fmt_bytes(b, sizeof b, (double)list[i].kv_bytes);
             fmt_time(t, sizeof t, list[i].updated);
+            char shown[256];
+            const char *mp = cmd_model_shown(list[i].model_path, shown, sizeof shown);
             cmd_term_printf(stdout, "%-24s %-28s %6" PRId64 " %8" PRId64 " %10s  %s\n", list[i].name,
-                   base_name(list[i].model_path), list[i].n_turns, list[i].n_tokens, b, t);
+                   mp == shown ? shown : base_name(mp), list[i].n_turns, list[i].n_tokens, b, t);
         }
     }
     sess_list_free(list, n);

@@ -139,8 +139,13 @@ static int tokenize_exec(int argc, char **argv)
         default: return cmd_usage_error(e, "unknown option '%s'", argv[optind - 1]);
         }
     }
-    if (!model)
-        return cmd_usage_error(e, "no model given (-m MODEL)");
+    static char default_model[4096]; /* -m, else KVCHAT_MODEL, else the config file's, as every command */
+    if (!model) {
+        int rc = cmd_model_resolve(NULL, false, default_model, sizeof default_model);
+        if (rc)
+            return rc;
+        model = default_model;
+    }
     if (argc - optind > 1)
         return cmd_usage_error(e, "expected one TEXT (quote it), got %d arguments", argc - optind);
     if (argc - optind == 1 && file)
@@ -261,6 +266,15 @@ static int template_exec(int argc, char **argv)
             printf("%-18s %s\n", llm_template_name((enum llm_template)t), te.terminator);
         }
         return CMD_EXIT_OK;
+    }
+    static char default_model[4096];
+    char def[4096];
+    const char *def_what;
+    if (!model && !name && !file && mdl_default_model(def, sizeof def, &def_what)) {
+        int rc = cmd_model_resolve(NULL, false, default_model, sizeof default_model);
+        if (rc)
+            return rc;
+        model = default_model; /* the default model's template, as every command finds its model */
     }
     if (!model && !name && !file)
         return cmd_usage_error(e, "give -m MODEL, --template NAME or --template-file FILE");

@@ -214,9 +214,23 @@ int cmd_read_all(FILE *f, size_t max, char **out, size_t *len)
 int cmd_read_file(const char *what, const char *path, char **out, size_t *len)
 {
     bool std = !strcmp(path, "-");
-    FILE *f = std ? stdin : fopen(path, "rb");
-    if (!f)
-        return cmd_fail(CMD_EXIT_MODEL, "cannot read %s '%s': %s", what, path, strerror(errno));
+    FILE *f = stdin;
+    if (!std) {
+        /* O_NONBLOCK and fstat first: a FIFO or a device is refused, never waited on or read forever */
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+        struct stat st;
+        const char *why = fd < 0 || fstat(fd, &st) ? strerror(errno)
+                          : S_ISDIR(st.st_mode)    ? "it is a directory"
+                          : !S_ISREG(st.st_mode)   ? "it is not a regular file"
+                                                   : NULL;
+        if (!why && (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) || !(f = fdopen(fd, "rb"))))
+            why = strerror(errno);
+        if (why) {
+            if (fd >= 0)
+                close(fd);
+            return cmd_fail(CMD_EXIT_MODEL, "cannot read %s '%s': %s", what, path, why);
+        }
+    }
     int r = cmd_read_all(f, CMD_INPUT_MAX, out, len);
     int e = errno;
     if (!std)

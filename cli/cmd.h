@@ -62,6 +62,12 @@ struct mdl_pull_params;
  * printing the error.
  */
 int cmd_model_resolve(const char *m_arg, bool offer_pull, char *path, size_t size);
+/* does word name a model of the store (a name, not a path or a file in the
+ * current directory)? For ollama's `run MODEL PROMPT` and `chat MODEL` */
+bool cmd_is_store_model(const char *word);
+/* how a model is named to the user: its store name for a file or entry of
+ * the store ($KVCHAT_HOME/models/NAME.gguf or .remote, into buf), else path */
+const char *cmd_model_shown(const char *path, char *buf, size_t size);
 /* `models pull REF` with progress on a terminal; the store name into name_out
  * (may be NULL). Returns an exit code, having printed any error. */
 int cmd_models_pull_ref(const char *ref, const struct mdl_pull_params *p, char *name_out,

@@ -219,9 +219,12 @@ int cmd_opts_config(struct cmd_opts *o)
         char buf[1024], err[512];
         int r = mdl_config_get(d->key, buf, sizeof buf);
         if (r < 0) {
+            int e = errno;
             char path[4096] = "the config file";
             mdl_config_path(path, sizeof path);
-            return cmd_fail(CMD_EXIT_USAGE, "cannot read the config file '%s'", path);
+            return cmd_fail(CMD_EXIT_USAGE, "cannot read the config file '%s': %s", path,
+                            e == EINVAL ? "it is not a regular file" : e == EFBIG ? "it is larger than 1 MiB"
+                                                                        : strerror(e));
         }
         if (r == 0 || !buf[0])
             continue;
@@ -348,9 +351,10 @@ int cmd_opts_finish(const struct cmd_entry *e, struct cmd_opts *o)
     if (o->system_file) {
         char *buf;
         size_t len;
-        int rc = cmd_read_file("system prompt file", o->system_file, &buf, &len);
-        if (rc)
-            return rc;
+        char err[640];
+        /* text, as -f's files: a binary file is refused, not cut at its first NUL */
+        if (cmd_read_text(o->system_file, CMD_INPUT_MAX, &buf, &len, err, sizeof err))
+            return cmd_fail(CMD_EXIT_MODEL, "system prompt file: %s", err);
         /* one trailing newline is the file's, not the prompt's */
         if (len && buf[len - 1] == '\n')
             buf[--len] = 0;
@@ -428,7 +432,7 @@ void cmd_opts_describe(const struct cmd_opts *o, FILE *f)
     fprintf(f, "temp %g, top_k %" PRId32 ", top_p %g, min_p %g, repeat_penalty %g, presence_penalty %g, "
                "seed %" PRIu64 ", n_predict %" PRId32 "%s",
             s->temp, s->top_k, s->top_p, s->min_p, s->repeat_penalty, s->presence_penalty, s->seed,
-            o->n_predict, o->n_predict <= 0 ? " (until the context is full)" : "");
+            o->n_predict, o->n_predict < 0 ? " (until the context is full)" : "");
 }
 
 /* ==== the model, its vocabulary and template, a context ==== */

@@ -145,7 +145,13 @@ static void history_add_entry(const char *text, const char *ts)
  * another readline program) is an entry of its own, as readline reads it. */
 static void history_load(const char *path)
 {
-    FILE *f = fopen(path, "r");
+    /* a regular file only (non-blocking open, fstat): a FIFO or a device
+     * there is not waited on or read forever */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    struct stat st;
+    FILE *f = NULL;
+    if (fd >= 0 && (fstat(fd, &st) || !S_ISREG(st.st_mode) || !(f = fdopen(fd, "r"))))
+        close(fd);
     if (!f)
         return;
     char *line = NULL, *entry = NULL, ts[32] = "";
@@ -218,9 +224,12 @@ static void history_open(struct repl *r, const char **warning)
         }
         *s = '/';
     }
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        *warning = "cannot open the history file; history is not saved";
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0600);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        if (fd >= 0)
+            close(fd);
+        *warning = "cannot open the history file (it must be a regular file); history is not saved";
         return;
     }
     close(fd);

@@ -146,6 +146,10 @@ uint64_t llm_gguf_file_size(const struct llm_gguf *g);
 /* the mapped file's device, inode and modification time (s, ns) as it was
  * opened; false (and zeros) for a GGUF opened from memory */
 bool llm_gguf_identity(const struct llm_gguf *g, uint64_t ident[4]);
+/* its status-change time (s, ns) as it was opened: any write, truncation,
+ * chmod, link or rename sets it, and no utimes can set it back; false (and
+ * zeros) for a GGUF opened from memory */
+bool llm_gguf_ctime(const struct llm_gguf *g, uint64_t ctime[2]);
 uint32_t llm_gguf_alignment(const struct llm_gguf *g);
 uint64_t llm_gguf_data_offset(const struct llm_gguf *g);
 /* the whole file, borrowed (for fingerprints) */

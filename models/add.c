@@ -14,6 +14,14 @@
  * an interrupted add leaves no half entry; without force an existing entry
  * is never replaced (link(2) refuses, atomically). The user's file is never
  * changed, moved or removed.
+ *
+ * Adds are serialized by an flock(2) on models/.add.lock (one file for the
+ * store, so no lock file per name is left behind), held from the check for
+ * an existing entry until the sidecar is in place, so two concurrent
+ * `add --force` of one name leave one file's .gguf with that file's .meta. The sidecar is written whole and renamed into place (one
+ * step: a kill leaves the old one or the new). Leftovers of adds that were
+ * killed (.NAME.add-PID.tmp, NAME.meta.tmp.PID, of processes that are
+ * gone) are removed by the next add.
  */
 #include "core/llm.h"
 #include "models/kvfile.h"
@@ -24,7 +32,10 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -124,10 +135,66 @@ static int check_gguf(const char *file, char *err, size_t err_size)
     return 0;
 }
 
+/* the pid in a temporary name after marker ("add-" or "tmp."), if that process is gone */
+static bool dead_writer(const char *name, const char *marker)
+{
+    const char *t = strstr(name, marker);
+    if (!t)
+        return false;
+    char *end;
+    long pid = strtol(t + strlen(marker), &end, 10);
+    return pid > 0 && (end[0] == 0 || !strcmp(end, ".tmp")) && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+/* leftovers of adds (and sidecar writes) killed in the store's directory dir */
+static void remove_leftovers(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *n = e->d_name;
+        size_t len = strlen(n);
+        bool add_tmp = n[0] == '.' && len > 4 && !strcmp(n + len - 4, ".tmp") && dead_writer(n, ".add-");
+        bool meta_tmp = strstr(n, ".meta.tmp.") && dead_writer(n, ".meta.tmp.");
+        if (add_tmp || meta_tmp) {
+            char path[4400];
+            if (snprintf(path, sizeof path, "%s/%s", dir, n) < (int)sizeof path)
+                unlink(path);
+        }
+    }
+    closedir(d);
+}
+
+/* the store's add lock (models/.add.lock), held until close: fd, or -1 */
+static int lock_adds(const char *dir, char *err, size_t err_size)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/.add.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(err, err_size, "cannot open '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    int r;
+    while ((r = flock(fd, LOCK_EX)) != 0 && errno == EINTR)
+        ;
+    if (r) {
+        snprintf(err, err_size, "cannot lock '%s': %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int add_locked(const char *file, const struct mdl_add_params *p, struct mdl_add_result *res,
+                      const struct stat *stp, const char *name, char *err, size_t err_size);
+
 int mdl_add(const char *file, const struct mdl_add_params *p, struct mdl_add_result *res, char *err,
             size_t err_size)
 {
-    struct stat st, dst;
+    struct stat st;
     memset(res, 0, sizeof *res);
     if (stat(file, &st)) {
         snprintf(err, err_size, "cannot add '%s': %s", file, strerror(errno));
@@ -153,6 +220,30 @@ int mdl_add(const char *file, const struct mdl_add_params *p, struct mdl_add_res
             snprintf(err, err_size, "cannot make a model name from '%s'; give one with --name", file);
         return MDL_ERR_USAGE;
     }
+    char store[4096];
+    if (mdl_store_path(name, store, sizeof store)) {
+        snprintf(err, err_size, "cannot find the kvchat home: set KVCHAT_HOME or HOME");
+        return MDL_ERR_FILE;
+    }
+    if (mkdir_parents(store)) {
+        snprintf(err, err_size, "cannot create the directory of '%s': %s", store, strerror(errno));
+        return MDL_ERR_FILE;
+    }
+    *strrchr(store, '/') = 0;
+    int lock = lock_adds(store, err, err_size);
+    if (lock < 0)
+        return MDL_ERR_FILE;
+    remove_leftovers(store);
+    rc = add_locked(file, p, res, &st, name, err, err_size);
+    close(lock);
+    return rc;
+}
+
+static int add_locked(const char *file, const struct mdl_add_params *p, struct mdl_add_result *res,
+                      const struct stat *stp, const char *name, char *err, size_t err_size)
+{
+    struct stat st = *stp, dst;
+    int rc = 0;
     char abs[PATH_MAX], dest[4096], tmp[4300], sidecar[4200];
     if (!realpath(file, abs)) {
         snprintf(err, err_size, "cannot add '%s': %s", file, strerror(errno));
@@ -229,13 +320,12 @@ int mdl_add(const char *file, const struct mdl_add_params *p, struct mdl_add_res
     /* the sidecar: where it came from and how it is held */
     char num[32], szs[32], merr[256];
     snprintf(sidecar, sizeof sidecar, "%.*s.meta", (int)(strlen(dest) - 5), dest);
-    unlink(sidecar);
     snprintf(num, sizeof num, "%lld", (long long)time(NULL));
     snprintf(szs, sizeof szs, "%lld", (long long)st.st_size);
-    if (kvfile_set(sidecar, "source", abs, merr, sizeof merr) ||
-        kvfile_set(sidecar, "added", res->how == MDL_ADD_LINK ? "link" : res->how == MDL_ADD_SYMLINK ? "symlink" : "copy",
-                   merr, sizeof merr) ||
-        kvfile_set(sidecar, "size", szs, merr, sizeof merr) || kvfile_set(sidecar, "pulled", num, merr, sizeof merr))
+    const char *kv[] = {"source", abs, "added",
+                        res->how == MDL_ADD_LINK ? "link" : res->how == MDL_ADD_SYMLINK ? "symlink" : "copy",
+                        "size", szs, "pulled", num};
+    if (kvfile_replace(sidecar, kv, sizeof kv / sizeof *kv / 2, merr, sizeof merr))
         snprintf(res->warning, sizeof res->warning, "cannot write the model's sidecar: %s", merr);
     return 0;
 }

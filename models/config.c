@@ -6,11 +6,18 @@
  * of a line makes a comment; later lines win. Writing keeps every line it
  * does not change, comments included, and replaces the file atomically
  * (write a temporary file, fsync, rename).
+ *
+ * A file is read whole, at most KVFILE_MAX bytes, and only if it is a
+ * regular file: it is opened non-blocking and checked with fstat first, so
+ * a FIFO, /dev/zero or /dev/urandom in its place is an error at once, not
+ * a read that never ends. Lines have no length limit (a line is never
+ * split, so a comment's tail cannot take effect).
  */
 #include "models/kvfile.h"
 #include "models/mdl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,23 +72,90 @@ static int split_line(char *line, char **key, char **value)
     return **key != 0;
 }
 
+#define KVFILE_MAX (1u << 20)
+
+int kvfile_read(const char *path, char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return errno == ENOENT || errno == ENOTDIR ? 0 : -1;
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > KVFILE_MAX) {
+        int e = fstat(fd, &st) ? errno : !S_ISREG(st.st_mode) ? (S_ISDIR(st.st_mode) ? EISDIR : EINVAL) : EFBIG;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    char *buf = malloc(KVFILE_MAX + 1);
+    size_t n = 0;
+    if (!buf) {
+        close(fd);
+        errno = ENOMEM;
+        return -1;
+    }
+    for (;;) { /* bounded: a file that grows while read stops at the bound */
+        ssize_t r = read(fd, buf + n, KVFILE_MAX + 1 - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            free(buf);
+            close(fd);
+            errno = e;
+            return -1;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+        if (n > KVFILE_MAX) {
+            free(buf);
+            close(fd);
+            errno = EFBIG;
+            return -1;
+        }
+    }
+    close(fd);
+    buf[n] = 0;
+    *out = buf;
+    *len = n;
+    return 1;
+}
+
+/* the next line of buf[*pos..len) (its '\n' dropped), NUL-terminated in
+ * place; NULL at the end */
+static char *next_line(char *buf, size_t len, size_t *pos)
+{
+    if (*pos >= len)
+        return NULL;
+    char *line = buf + *pos, *nl = memchr(line, '\n', len - *pos);
+    if (nl) {
+        *nl = 0;
+        *pos = (size_t)(nl - buf) + 1;
+    } else {
+        *pos = len;
+    }
+    return line;
+}
+
 int kvfile_get(const char *path, const char *key, char *buf, size_t size)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return errno == ENOENT || errno == ENOTDIR ? 0 : -1;
-    char line[8192];
+    char *text;
+    size_t len, pos = 0;
+    int r = kvfile_read(path, &text, &len);
+    if (r <= 0)
+        return r;
     int found = 0;
-    while (fgets(line, sizeof line, f)) {
+    for (char *line; (line = next_line(text, len, &pos));) {
         char *k, *v;
         if (split_line(line, &k, &v) && !strcmp(k, key)) {
             snprintf(buf, size, "%s", v);
             found = 1;
         }
     }
-    int bad = ferror(f);
-    fclose(f);
-    return bad ? -1 : found;
+    free(text);
+    return found;
 }
 
 int kvfile_set(const char *path, const char *key, const char *value, char *err, size_t err_size)
@@ -92,37 +166,74 @@ int kvfile_set(const char *path, const char *key, const char *value, char *err, 
         snprintf(err, err_size, "cannot create the directory of '%s': %s", path, strerror(errno));
         return -1;
     }
-    FILE *in = fopen(path, "r");
-    if (!in && errno != ENOENT) {
-        snprintf(err, err_size, "cannot read '%s': %s", path, strerror(errno));
+    char *text;
+    size_t len, pos = 0;
+    if (kvfile_read(path, &text, &len) < 0) {
+        snprintf(err, err_size, "cannot read '%s': %s", path,
+                 errno == EINVAL ? "not a regular file" : errno == EFBIG ? "larger than 1 MiB" : strerror(errno));
         return -1;
     }
-    FILE *out = fopen(tmp, "w");
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+    FILE *out = fd < 0 ? NULL : fdopen(fd, "w");
     if (!out) {
         snprintf(err, err_size, "cannot write '%s': %s", tmp, strerror(errno));
-        if (in)
-            fclose(in);
+        if (fd >= 0)
+            close(fd);
+        free(text);
         return -1;
     }
     bool done = false;
-    char line[8192], copy[8192];
-    while (in && fgets(line, sizeof line, in)) {
-        char *k, *v;
-        memcpy(copy, line, sizeof line);
-        if (split_line(copy, &k, &v) && !strcmp(k, key)) {
+    for (char *line; text && (line = next_line(text, len, &pos));) {
+        char *k, *v, *copy = strdup(line);
+        if (!copy) {
+            fclose(out);
+            unlink(tmp);
+            free(text);
+            snprintf(err, err_size, "out of memory");
+            return -1;
+        }
+        bool match = split_line(copy, &k, &v) && !strcmp(k, key);
+        free(copy);
+        if (match) {
             if (value && !done)
                 fprintf(out, "%s = %s\n", key, value);
             done = true;
             continue;
         }
         fputs(line, out);
-        if (line[0] && line[strlen(line) - 1] != '\n')
-            fputc('\n', out);
+        fputc('\n', out);
     }
+    free(text);
     if (value && !done)
         fprintf(out, "%s = %s\n", key, value);
-    if (in)
-        fclose(in);
+    if (fflush(out) || fsync(fileno(out)) || fclose(out)) {
+        snprintf(err, err_size, "cannot write '%s': %s", tmp, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    if (rename(tmp, path)) {
+        snprintf(err, err_size, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+int kvfile_replace(const char *path, const char *const *kv, size_t n, char *err, size_t err_size)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+    FILE *out = fd < 0 ? NULL : fdopen(fd, "w");
+    if (!out) {
+        snprintf(err, err_size, "cannot write '%s': %s", tmp, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    for (size_t i = 0; i + 1 < 2 * n; i += 2)
+        if (kv[i + 1])
+            fprintf(out, "%s = %s\n", kv[i], kv[i + 1]);
     if (fflush(out) || fsync(fileno(out)) || fclose(out)) {
         snprintf(err, err_size, "cannot write '%s': %s", tmp, strerror(errno));
         unlink(tmp);

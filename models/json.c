@@ -20,6 +20,7 @@
 
 #include <jansson.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -315,6 +316,28 @@ static int take_text(struct chat_acc *a, const char *s, size_t n, char *err, siz
 {
     if (n == 0)
         return 0;
+    /* a NUL (JSON's \u0000) becomes U+FFFD, in what is shown and in what is
+     * saved alike: text is NUL-terminated everywhere after this */
+    if (memchr(s, 0, n)) {
+        size_t nul = 0;
+        for (size_t i = 0; i < n; i++)
+            nul += s[i] == 0;
+        char *clean = nul > (SIZE_MAX - n) / 2 ? NULL : malloc(n + 2 * nul);
+        if (!clean) {
+            snprintf(err, err_size, "out of memory");
+            return CHAT_ERR_MEMORY;
+        }
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (s[i])
+                clean[k++] = s[i];
+            else
+                memcpy(clean + k, "\xef\xbf\xbd", 3), k += 3;
+        }
+        int rc = take_text(a, clean, k, err, err_size);
+        free(clean);
+        return rc;
+    }
     if (a->len + n + 1 > a->cap) {
         size_t cap = a->cap ? a->cap : 1024;
         while (cap < a->len + n + 1)

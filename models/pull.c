@@ -883,17 +883,14 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
         close(dfd);
     }
     char num[32], merr[256];
-    unlink(sidecar);
     snprintf(num, sizeof num, "%lld", (long long)time(NULL));
     char szs[32];
     stat(dest, &st);
     snprintf(szs, sizeof szs, "%lld", (long long)st.st_size);
-    if (kvfile_set(sidecar, "source", ref, merr, sizeof merr) ||
-        kvfile_set(sidecar, "url", c.url, merr, sizeof merr) ||
-        kvfile_set(sidecar, "sha256", got, merr, sizeof merr) ||
-        kvfile_set(sidecar, "sha256_checked", expect ? "yes" : "no", merr, sizeof merr) ||
-        kvfile_set(sidecar, "size", szs, merr, sizeof merr) ||
-        kvfile_set(sidecar, "pulled", num, merr, sizeof merr))
+    /* one atomic write: a kill leaves the old sidecar or the new one */
+    const char *kv[] = {"source", ref, "url", c.url, "sha256", got, "sha256_checked", expect ? "yes" : "no",
+                        "size", szs, "pulled", num};
+    if (kvfile_replace(sidecar, kv, sizeof kv / sizeof *kv / 2, merr, sizeof merr))
         note(&c, "cannot write the model's sidecar: %s", merr);
 
     snprintf(res->name, sizeof res->name, "%s", c.name);

@@ -161,8 +161,16 @@ static void fill_entry(struct mdl_entry *e)
             snprintf(e->arch, sizeof e->arch, "%s", m.arch);
             e->n_params = m.n_params;
             if (m.file_type >= 0) {
+                /* the name files and hubs use: Q4_K_M for llama.cpp's "Q4_K - Medium" */
                 const char *q = llm_file_type_name(m.file_type);
                 snprintf(e->quant, sizeof e->quant, "%s", strncmp(q, "all ", 4) ? q : q + 4);
+                static const char *const sizes[][2] = {{" - Small", "_S"}, {" - Medium", "_M"},
+                                                       {" - Large", "_L"}, {" MoE", "_MOE"}};
+                for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+                    char *at = strstr(e->quant, sizes[k][0]);
+                    if (at)
+                        memmove(at, sizes[k][1], strlen(sizes[k][1]) + 1);
+                }
             }
         } else {
             snprintf(e->error, sizeof e->error, "%s", err);

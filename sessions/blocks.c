@@ -45,7 +45,11 @@ struct sess_kv {
     struct llm_ctx *ctx;
     uint8_t fp[32];
     uint8_t fp_other[32];    /* the fingerprint of the file's other KV variant (kv_variant) */
-    int64_t model_id;        /* -1: not in a private store yet (added at the first save) */
+    uint8_t fp_v1[32], fp_v1_other[32]; /* the same in version 1 (sessions of schema < 5) */
+    int64_t model_id;        /* the models row of (fingerprint, path); -1: not in a private
+                              * store yet (added at the first save) */
+    int64_t block_model_id;  /* the row its blocks and snapshots are recorded under
+                              * (sess_model_block_id) */
     char *model_path;
     uint32_t kv_type, n_layer, n_embd;
     uint8_t (*ids)[32];      /* ids of the blocks of the tokens last looked at */
@@ -86,13 +90,36 @@ static int kfail(struct sess_kv *kv, const char *msg)
 
 /* ==== the model fingerprint ==== */
 
+/*
+ * Version 2 (kvchat-fingerprint-2) hashes every byte the KV depends on:
+ * the header, metadata and tensor infos, and every tensor's data, whole.
+ * Version 1 hashed three 4 KiB windows of each tensor, so a file changed
+ * elsewhere kept its fingerprint and resumed with stale KV; it is still
+ * computed (cheaply) to recognise the sessions of stores made before
+ * schema 5, whose model rows carry it: never to key a block.
+ */
 int sess_model_fingerprint(const struct llm_gguf *g, uint8_t out[32])
+{
+    struct llm_sha256 *h = llm_sha256_init();
+    uint64_t size = llm_gguf_file_size(g), data = llm_gguf_data_offset(g);
+    llm_sha256_update(h, "kvchat-fingerprint-2", 20);
+    llm_sha256_update(h, &size, 8);
+    llm_sha256_update(h, llm_gguf_bytes(g), data); /* header, metadata, tensor infos */
+    for (int64_t i = 0; i < llm_gguf_n_tensors(g); i++) {
+        const struct llm_tensor_info *t = llm_gguf_tensor(g, i);
+        llm_sha256_update(h, t->data, t->n_bytes);
+    }
+    return llm_sha256_final(h, out) == LLM_OK ? SESS_OK : SESS_ERR;
+}
+
+/* the version-1 fingerprint (sampled windows), for old sessions alone */
+static int fingerprint_v1(const struct llm_gguf *g, uint8_t out[32])
 {
     struct llm_sha256 *h = llm_sha256_init();
     uint64_t size = llm_gguf_file_size(g), data = llm_gguf_data_offset(g);
     llm_sha256_update(h, "kvchat-fingerprint-1", 20);
     llm_sha256_update(h, &size, 8);
-    llm_sha256_update(h, llm_gguf_bytes(g), data); /* header, metadata, tensor infos */
+    llm_sha256_update(h, llm_gguf_bytes(g), data);
     for (int64_t i = 0; i < llm_gguf_n_tensors(g); i++) {
         const struct llm_tensor_info *t = llm_gguf_tensor(g, i);
         const uint8_t *p = t->data;
@@ -104,16 +131,32 @@ int sess_model_fingerprint(const struct llm_gguf *g, uint8_t out[32])
     return llm_sha256_final(h, out) == LLM_OK ? SESS_OK : SESS_ERR;
 }
 
-/* The fingerprint, remembered in the store by the file's identity (path,
- * device, inode, size, status-change time: any write, and cp --preserve,
- * changes it) so an unchanged file is hashed once. */
+/*
+ * The fingerprint is hashed once per file and remembered in the store's
+ * fingerprints table (kvchat.db), keyed by the path and the identity the
+ * file had when it was opened and mapped (fstat of that descriptor):
+ * device, inode, size, mtime and ctime. Why that is safe: the kernel sets
+ * ctime to the current time on every write, truncation, chmod, link and
+ * rename, and no utimes call can set it (touch -d restores mtime, not
+ * ctime), so a file with all five unchanged has not been written through
+ * the file system since it was hashed. The identity is the one the
+ * mapping was made from, so a file changed after it was opened is never
+ * remembered under its new identity with the old bytes' hash.
+ */
 static int fingerprint_cached(struct sess_store *st, const char *path, const struct llm_gguf *g, uint8_t out[32])
 {
-    struct stat sb;
-    /* the mapping is of the file as it was opened: trust the record only if
-     * the file still has that size (and identity, and time) */
-    if (!path || !*path || stat(path, &sb) != 0 || (uint64_t)sb.st_size != llm_gguf_file_size(g))
+    uint64_t id[4], ct[2];
+    if (!path || !*path || !llm_gguf_identity(g, id) || !llm_gguf_ctime(g, ct))
         return sess_model_fingerprint(g, out);
+    struct stat sb;
+    memset(&sb, 0, sizeof sb);
+    sb.st_dev = (dev_t)id[0];
+    sb.st_ino = (ino_t)id[1];
+    sb.st_size = (off_t)llm_gguf_file_size(g);
+    sb.st_mtim.tv_sec = (time_t)id[2];
+    sb.st_mtim.tv_nsec = (long)id[3];
+    sb.st_ctim.tv_sec = (time_t)ct[0];
+    sb.st_ctim.tv_nsec = (long)ct[1];
     if (sess_fingerprint_lookup(st, path, &sb, out) == 1)
         return SESS_OK;
     if (sess_model_fingerprint(g, out))
@@ -185,12 +228,15 @@ int sess_kv_init(struct sess_store *st, const struct llm_model *m, struct llm_ct
     }
     if (st) {
         if (fingerprint_cached(st, model_path, llm_model_gguf(m), kv->fp) ||
-            kv_variant(ctx, kv->fp, kv->fp_other)) {
+            fingerprint_v1(llm_model_gguf(m), kv->fp_v1) || kv_variant(ctx, kv->fp, kv->fp_other) ||
+            kv_variant(ctx, kv->fp_v1, kv->fp_v1_other)) {
             snprintf(err, err_size, "cannot compute the model's fingerprint");
             sess_kv_free(kv);
             return SESS_ERR;
         }
-        if (sess_model_id(st, kv->fp, model_path, &kv->model_id)) {
+        if (sess_model_id(st, kv->fp, model_path, &kv->model_id) ||
+            sess_model_block_id(st, kv->fp, &kv->block_model_id) ||
+            sess_model_upgrade(st, kv->fp_v1, model_path, kv->model_id)) {
             snprintf(err, err_size, "%s", sess_errmsg(st));
             sess_kv_free(kv);
             return SESS_ERR_STORE;
@@ -219,11 +265,13 @@ void sess_kv_free(struct sess_kv *kv)
 
 const uint8_t *sess_kv_fingerprint(const struct sess_kv *kv) { return kv->fp; }
 const uint8_t *sess_kv_fingerprint_other(const struct sess_kv *kv) { return kv->fp_other; }
+const uint8_t *sess_kv_fingerprint_v1(const struct sess_kv *kv, bool other) { return other ? kv->fp_v1_other : kv->fp_v1; }
 int64_t sess_kv_model_id(struct sess_kv *kv)
 {
     /* a private store did not know the model: it is added once writing is on */
     if (kv->model_id < 0 && kv->st && !sess_store_read_only(kv->st) &&
-        sess_model_id(kv->st, kv->fp, kv->model_path, &kv->model_id))
+        (sess_model_id(kv->st, kv->fp, kv->model_path, &kv->model_id) ||
+         sess_model_block_id(kv->st, kv->fp, &kv->block_model_id)))
         kv->model_id = -1;
     return kv->model_id;
 }
@@ -391,7 +439,7 @@ static int restore_kv(struct sess_kv *kv, const int32_t *tokens, int64_t limit, 
         int64_t common;
         const uint8_t *parent = m ? kv->ids[m - 1] : NULL;
         static const uint8_t root[32];
-        int rc = sess_block_best_child(kv->st, parent ? parent : root, kv->model_id, kv->kv_type, tokens + at,
+        int rc = sess_block_best_child(kv->st, parent ? parent : root, kv->block_model_id, kv->kv_type, tokens + at,
                                        want, &row, &common, kv->child_tokens);
         if (rc < 0)
             return SESS_ERR;
@@ -433,7 +481,7 @@ static int snap_recorded(struct sess_kv *kv, const uint8_t id[32], const uint8_t
 {
     struct sess_snap_row rows[8];
     int64_t n;
-    if (sess_snaps_in_block(kv->st, parent, kv->model_id, kv->kv_type, pos - 1, pos, rows, 8, &n))
+    if (sess_snaps_in_block(kv->st, parent, kv->block_model_id, kv->kv_type, pos - 1, pos, rows, 8, &n))
         return SESS_ERR;
     for (int64_t i = 0; i < n; i++)
         if (!memcmp(rows[i].id, id, 32))
@@ -460,7 +508,7 @@ static int write_snap(struct sess_kv *kv, const struct snap_mem *sm, int64_t t, 
     if (kv_snap_write(path, &d, sm->state, err, sizeof err, err_no))
         return sess_fail(kv->st, "%s", err);
     *bytes = (int64_t)kv_snap_file_bytes(&d);
-    if (sess_snap_record(kv->st, &d, sm->parent, kv->model_id, *bytes, t)) {
+    if (sess_snap_record(kv->st, &d, sm->parent, kv->block_model_id, *bytes, t)) {
         *err_no = -1;
         unlink(path); /* no row, no file */
         return SESS_ERR;
@@ -576,7 +624,7 @@ static int64_t load_snapshot(struct sess_kv *kv, const int32_t *tokens, int64_t 
     for (int64_t k = (hi - 1) / B; use_store && kv->st && k >= 0 && (k + 1) * B > floor_pos; k--) {
         struct sess_snap_row rows[8];
         int64_t n, a = k * B > floor_pos ? k * B : floor_pos, b = (k + 1) * B < hi ? (k + 1) * B : hi;
-        if (sess_snaps_in_block(kv->st, k ? kv->ids[k - 1] : zero_id, kv->model_id, kv->kv_type, a, b, rows, 8, &n))
+        if (sess_snaps_in_block(kv->st, k ? kv->ids[k - 1] : zero_id, kv->block_model_id, kv->kv_type, a, b, rows, 8, &n))
             return SESS_ERR;
         for (int64_t i = 0; i < n; i++) {
             uint8_t id[32], parent[32];
@@ -701,7 +749,7 @@ static int write_block(struct sess_kv *kv, const struct kv_block_desc *d, const 
     if (kv_block_write(path, d, id, kv->rows_buf, err, sizeof err, err_no))
         return sess_fail(kv->st, "%s", err);
     *bytes = (int64_t)kv_block_file_bytes(d);
-    if (sess_block_record(kv->st, d, id, kv->model_id, *bytes, t)) {
+    if (sess_block_record(kv->st, d, id, kv->block_model_id, *bytes, t)) {
         *err_no = -1;
         unlink(path); /* no row, no file */
         return SESS_ERR;

@@ -88,6 +88,8 @@ struct sess_conv {
     int64_t sid;
     char *name;
     struct sess_lock *lock;
+    int64_t sess_model;      /* the models row the session keeps while this model is its
+                                own (the same bytes at another path); -1: this model's */
     /* the parameters: base is the conversation's own (from init and
      * sess_conv_set_sampling); kept (bits 1 << SESS_PARAM_X, values in
      * vkept) is what the session keeps; p.sampling, p.n_predict and
@@ -669,13 +671,39 @@ static void param_copy(struct conv_vals *to, const struct conv_vals *from, enum 
     }
 }
 
-/* the models row the session records */
+/* the models row the session records: its own while this model is the
+ * same bytes (a session is never re-pointed to another path of them) */
 static int64_t model_id(struct sess_conv *c)
 {
+    if (c->sid >= 0 && c->sess_model >= 0)
+        return c->sess_model;
     if (c->remote && c->remote_model_id < 0 && c->st && !sess_store_read_only(c->st) &&
         sess_model_id(c->st, c->remote_fp, c->model_path, &c->remote_model_id))
         c->remote_model_id = -1; /* not known to a private store: added once it is writable */
     return c->remote ? c->remote_model_id : sess_kv_model_id(c->kv);
+}
+
+/* a model path as the user named it: NAME for the store's
+ * $KVCHAT_HOME/models/NAME.gguf (or .remote), else the path */
+static const char *shown_model(const struct sess_conv *c, const char *path, char *buf, size_t n)
+{
+    if (!path || !path[0])
+        return "?";
+    const char *home = c->st ? sess_store_home(c->st) : NULL;
+    size_t hl = home ? strlen(home) : 0, pl = strlen(path);
+    if (!home || pl <= hl + 8 || strncmp(path, home, hl) || strncmp(path + hl, "/models/", 8))
+        return path;
+    const char *name = path + hl + 8;
+    size_t nl = pl - hl - 8;
+    static const char *const suffixes[] = {".gguf", ".remote"};
+    for (int i = 0; i < 2; i++) {
+        size_t sl = strlen(suffixes[i]);
+        if (nl > sl && !strcmp(name + nl - sl, suffixes[i]) && !memchr(name, '/', nl) && nl - sl < n) {
+            snprintf(buf, n, "%.*s", (int)(nl - sl), name);
+            return buf;
+        }
+    }
+    return path;
 }
 
 /* the model's fingerprint, to compare with a session's */
@@ -791,12 +819,17 @@ static void save_blocks(struct sess_conv *c, struct sess_turn_stats *ts)
     struct sess_kv_save s;
     const char *why = NULL;
     bool db = false; /* the database failed (else a block file could not be written) */
+    struct sess_lock *wl = NULL; /* gc waits until the session's list names the new blocks */
+    memset(&s, 0, sizeof s);
+    if (sess_writer_lock(c->st, &wl))
+        wl = NULL; /* best effort: a store whose locks/ cannot be written still saves */
     if (sess_kv_save(c->kv, c->tokens, c->n_kv, &s))
         why = sess_errmsg(c->st), db = true;
     else if (s.problem[0])
         why = s.problem, db = s.db_failed;
     if (!why && attached(c) && sess_set_blocks(c->st, c->sid, 0, (const uint8_t(*)[32])s.ids, s.n_ids))
         why = sess_errmsg(c->st), db = true;
+    sess_unlock(wl);
     if (ts) {
         ts->store_failed |= db && !sess_store_full(c->st);
         ts->blocks_written = s.written;
@@ -941,6 +974,7 @@ int sess_conv_init(struct sess_store *st, struct sess_conv_params p, struct sess
     c->p = p;
     c->st = st;
     c->sid = -1;
+    c->sess_model = -1;
     c->base.s = p.sampling;
     c->base.n_predict = p.n_predict;
     c->base.think_off = p.think_off;
@@ -995,6 +1029,7 @@ static void leave_session(struct sess_conv *c)
     sess_unlock(c->lock);
     c->lock = NULL;
     c->sid = -1;
+    c->sess_model = -1;
     free(c->name);
     c->name = NULL;
 }
@@ -1215,7 +1250,8 @@ static int generate(struct sess_conv *c, int64_t ans_start, const char *pre, ses
     struct llm_detok_params dp = llm_detok_default_params();
     struct llm_detok *dt = llm_detok_init(c->v, dp);
     struct gen g = {0};
-    int64_t limit = c->p.n_predict > 0 ? c->p.n_predict : INT64_MAX, n_gen = 0;
+    /* n_predict 0: an empty answer, as llama.cpp's -n 0 (-1: until the context is full) */
+    int64_t limit = c->p.n_predict >= 0 ? c->p.n_predict : INT64_MAX, n_gen = 0;
     int64_t start = c->n_tokens;
     size_t max_stop = 0;
     for (const char *const *s = stops; s && *s; s++)
@@ -1677,10 +1713,11 @@ static int retokenize_from(struct sess_conv *c, int64_t from)
             rc = add_tokens(c, toks, n);
         if (rc == SESS_OK)
             rc = push_msg(c, m.role, m.text, strlen(m.text), toks, n, c->n_tokens - n);
-        if (rc == SESS_OK) { /* an answer keeps the sampler state saved with it */
+        if (rc == SESS_OK) { /* an answer keeps the sampler state saved with it, and why it ended */
             c->msgs[c->n_msgs - 1].state = m.state;
             c->msgs[c->n_msgs - 1].state_bytes = m.state_bytes;
             m.state = NULL;
+            memcpy(c->msgs[c->n_msgs - 1].stop, m.stop, sizeof m.stop);
         }
         free(toks);
         msg_free(&m);
@@ -1868,11 +1905,20 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
     }
     /* its own model (local at any context size, or the same remote entry),
      * or (asked for) this one, with its history tokenized again */
-    bool other = memcmp(info.fingerprint, fingerprint(c), 32) != 0 &&
-                 (c->remote || memcmp(info.fingerprint, sess_kv_fingerprint_other(c->kv), 32) != 0);
-    if (other && !c->p.switch_model) {
+    bool other;
+    if (info.fingerprint_version == 1 && !c->remote) /* a store made before schema 5 */
+        other = memcmp(info.fingerprint, sess_kv_fingerprint_v1(c->kv, false), 32) != 0 &&
+                memcmp(info.fingerprint, sess_kv_fingerprint_v1(c->kv, true), 32) != 0;
+    else
+        other = memcmp(info.fingerprint, fingerprint(c), 32) != 0 &&
+                (c->remote || memcmp(info.fingerprint, sess_kv_fingerprint_other(c->kv), 32) != 0);
+    /* the same path with other bytes: the file was changed (or replaced)
+     * since the session was saved; it goes on with what the file is now */
+    bool changed = other && !c->remote && info.model_path && !strcmp(info.model_path, c->model_path);
+    if (other && !c->p.switch_model && !changed) {
+        char a[256], b[256];
         cfail(c, "session '%s' was saved with model '%s', not '%s'", name,
-              info.model_path && info.model_path[0] ? info.model_path : "?", c->model_path);
+              shown_model(c, info.model_path, a, sizeof a), shown_model(c, c->model_path, b, sizeof b));
         sess_info_free(&info);
         sess_unlock(lock);
         free(dup);
@@ -1887,10 +1933,16 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
     }
     rc = load_messages(c, msgs, n, other);
     sess_messages_free(msgs, n);
-    if (rc == SESS_OK && other)
+    char sa[256], sb[256];
+    if (rc == SESS_OK && changed)
+        snprintf(rs->first_problem, sizeof rs->first_problem,
+                 "the model file '%.150s' has changed since session '%.60s' was saved: it goes on with the "
+                 "file as it is now, its history computed again and its sampler started afresh",
+                 c->model_path, name);
+    else if (rc == SESS_OK && other)
         snprintf(rs->first_problem, sizeof rs->first_problem,
                  "session '%.60s' was saved with model '%.150s': it goes on with '%.150s', %s", name,
-                 info.model_path && info.model_path[0] ? info.model_path : "?", c->model_path,
+                 shown_model(c, info.model_path, sa, sizeof sa), shown_model(c, c->model_path, sb, sizeof sb),
                  c->remote ? "which answers from now on" : "its history computed again and its sampler started afresh");
     else if (rc == SESS_OK && !c->remote && memcmp(info.fingerprint, fingerprint(c), 32) && !c->p.no_cache)
         snprintf(rs->first_problem, sizeof rs->first_problem, /* phi3's RoPE factors */
@@ -1898,6 +1950,7 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
                  "RoPE: its KV cache is computed again", name);
     struct conv_vals vkept = c->base;
     uint32_t kept = params_parse(info.params, &vkept);
+    int64_t info_model = info.model_id;
     sess_info_free(&info);
     if (rc) {
         sess_unlock(lock);
@@ -1908,6 +1961,7 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
     c->sid = sid;
     c->lock = lock;
     c->name = dup;
+    c->sess_model = other ? -1 : info_model;
     /* the session's parameters, under what the user gave; its sampler
      * goes on from its last answer, unless a seed was given */
     c->kept = kept;

@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -266,16 +267,25 @@ static int fsync_dir_of(const char *path)
     return rc;
 }
 
-/* something that is not a regular file where a block goes: remove it (a
- * directory only if it is empty) so the rename can put the block there */
+static int remove_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)ftw;
+    return (flag == FTW_DP ? rmdir(p) : unlink(p)) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+/* something that is not a regular file where a block goes: remove it so
+ * the rename can put the block there. The path is the store's own (a
+ * block's name under kv/xx/), so a directory there goes with what it holds
+ * (symbolic links inside are removed, never followed; other file systems
+ * mounted inside are not entered) */
 static void clear_non_file(const char *path)
 {
     struct stat sb;
     if (lstat(path, &sb) != 0 || S_ISREG(sb.st_mode))
         return;
-    if (S_ISDIR(sb.st_mode))
-        rmdir(path);
-    else
+    if (S_ISDIR(sb.st_mode) && rmdir(path) != 0)
+        nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+    else if (!S_ISDIR(sb.st_mode))
         unlink(path);
 }
 

@@ -32,13 +32,27 @@ int64_t sess_now_ms(void);
 
 /* ==== store.c: models and fingerprints ==== */
 
-/* the models row of a fingerprint (made, or its path updated): its id */
+/* the models row of a (fingerprint, path) pair (made if new; never
+ * re-pointed to another path): its id */
 int sess_model_id(struct sess_store *st, const uint8_t fp[32], const char *path, int64_t *id);
+/* the models row blocks of a fingerprint are recorded under (the first
+ * row with it, whatever its path: the same bytes share their blocks) */
+int sess_model_block_id(struct sess_store *st, const uint8_t fp[32], int64_t *id);
+/* the sessions of version-1 rows of path whose fingerprint was fp_v1 (a
+ * store made before schema 5) moved to row id, the file's version-2 row */
+int sess_model_upgrade(struct sess_store *st, const uint8_t fp_v1[32], const char *path, int64_t id);
 /* a fingerprint remembered for a file's identity (path, device, inode,
- * size, status-change time): 1 and fp, 0 if none, SESS_ERR */
+ * size, mtime, status-change time): 1 and fp, 0 if none, SESS_ERR */
 int sess_fingerprint_lookup(struct sess_store *st, const char *path, const struct stat *sb, uint8_t fp[32]);
 int sess_fingerprint_remember(struct sess_store *st, const char *path, const struct stat *sb,
                               const uint8_t fp[32]);
+
+/* the store's writer lock, shared (gc takes it exclusive): held from the
+ * first block file a turn writes until the session's block list names
+ * them, so gc never removes a turn's new blocks. Blocks while gc runs.
+ * Release with sess_unlock. */
+struct sess_lock;
+int sess_writer_lock(struct sess_store *st, struct sess_lock **out);
 
 /* ==== store.c: the block index ==== */
 
@@ -154,9 +168,13 @@ const uint8_t *sess_kv_fingerprint(const struct sess_kv *kv);
 /* the fingerprint the same file has in a context of the other KV variant
  * (phi3: the other RoPE factors; llm_ctx_kv_variant) */
 const uint8_t *sess_kv_fingerprint_other(const struct sess_kv *kv);
+/* the file's version-1 fingerprint (for sessions of stores before schema
+ * 5), of this context's KV variant or (other) of the other */
+const uint8_t *sess_kv_fingerprint_v1(const struct sess_kv *kv, bool other);
 /* (a private store's unknown model is added here once the store is writable;
  * -1 if it cannot be) */
 int64_t sess_kv_model_id(struct sess_kv *kv);
+
 
 struct sess_kv_restore {
     int64_t tokens, blocks;   /* restored */

@@ -108,6 +108,9 @@ struct sess_info {
     int64_t n_tokens;    /* tokens of all messages */
     int64_t kv_bytes;    /* bytes of the block files that cover it */
     int64_t created, updated; /* unix seconds */
+    int32_t fingerprint_version; /* of fingerprint: 2, or 1 for a model row of a store made
+                                    before schema 5 (sess_model_fingerprint says what changed) */
+    int64_t model_id;    /* its models row */
 };
 
 /* SESS_OK and the id, or SESS_ERR_NOT_FOUND ("no session 'x'") */
@@ -180,6 +183,9 @@ struct sess_hit {
  * Free the hits with sess_hits_free.
  */
 #define SESS_SEARCH_RANK_MAX 1000
+/* a query of more words or bytes is refused ("bad search query: ...") */
+#define SESS_SEARCH_MAX_WORDS 64
+#define SESS_SEARCH_MAX_BYTES 2048
 int sess_search(struct sess_store *st, const char *query, bool raw, int64_t limit, struct sess_hit **out,
                 int64_t *n);
 void sess_hits_free(struct sess_hit *h, int64_t n);
@@ -217,10 +223,12 @@ int sess_store_bytes(struct sess_store *st, int64_t *bytes, int64_t *n_blocks);
 
 struct llm_gguf;
 /*
- * The model fingerprint blocks are tied to: SHA-256 over the GGUF header,
- * all metadata and tensor infos (bytes [0, data offset)), the file size, and
- * 4 KiB samples of every tensor's data (its start, middle and end), so two
- * files with the same shapes but other weights never share a block.
+ * The model fingerprint blocks are tied to (version 2): SHA-256 over the
+ * GGUF header, all metadata and tensor infos (bytes [0, data offset)), the
+ * file size, and every byte of every tensor's data, so two files that differ
+ * in any weight never share a block. (Version 1, before schema 5, hashed
+ * only 4 KiB samples of each tensor.) It is hashed once per file and
+ * remembered by the file's path, device, inode, size, mtime and ctime.
  * Returns SESS_OK or SESS_ERR (the hash could not be computed).
  */
 int sess_model_fingerprint(const struct llm_gguf *g, uint8_t out[32]);

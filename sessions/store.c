@@ -275,6 +275,7 @@ static int collect_rows(struct sess_store *st, sqlite3_stmt *s, void *out, int64
  * all. To change the schema, append an entry.
  */
 static void drop_segment_files(struct sess_store *st);
+static void drop_block_files(struct sess_store *st);
 static const struct migration {
     const char *sql;
     void (*after_commit)(struct sess_store *st);
@@ -383,7 +384,39 @@ static const struct migration {
      "  DELETE FROM message_fts WHERE rowid = (OLD.session_id << 32) | OLD.seq;"
      "  INSERT INTO message_fts(rowid, text) VALUES((NEW.session_id << 32) | NEW.seq, NEW.text); END;",
      NULL},
-    /* 4 -> 5: recurrent-state snapshots of hybrid models (kvblock.h), one
+    /* 4 -> 5: (a) the model fingerprint covers every tensor's bytes
+     * (version 2; version 1 sampled three 4 KiB windows of each, so a file
+     * changed elsewhere kept its fingerprint and resumed with stale KV).
+     * Every block was keyed by a version-1 fingerprint: all are dropped
+     * (their files after the commit), and each session's KV is computed
+     * once more at its next turn - time, never a wrong answer. The
+     * remembered fingerprints go; the models rows stay, marked version 1,
+     * so that a session is still recognised by its file's version-1
+     * fingerprint (and moved to the version-2 row when that file is opened
+     * at that path). (b) A models row is a (fingerprint, path) pair: the
+     * same bytes opened at another path get a row of their own, and no
+     * command re-points the sessions of a row to another path. The table
+     * is rebuilt for its new key (foreign keys are switched on after the
+     * migrations, so the rebuild keeps every id and reference). */
+    {"CREATE TABLE models_new("
+     "  id INTEGER PRIMARY KEY,"
+     "  fingerprint BLOB NOT NULL,"
+     "  path TEXT NOT NULL,"
+     "  name TEXT,"
+     "  fp_version INTEGER NOT NULL DEFAULT 2,"
+     "  UNIQUE (fingerprint, path));"
+     "INSERT INTO models_new(id, fingerprint, path, name, fp_version) SELECT id, fingerprint, path, name, 1 FROM models;"
+     "DROP TABLE models;"
+     "ALTER TABLE models_new RENAME TO models;"
+     "DROP TABLE fingerprints;"
+     "CREATE TABLE fingerprints("
+     "  path TEXT PRIMARY KEY,"
+     "  dev INTEGER NOT NULL, ino INTEGER NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,"
+     "  ctime_ns INTEGER NOT NULL, fingerprint BLOB NOT NULL) WITHOUT ROWID;"
+     "DELETE FROM session_blocks;"
+     "DELETE FROM blocks;",
+     drop_block_files},
+    /* 5 -> 6: recurrent-state snapshots of hybrid models (kvblock.h), one
      * row per file, beside the blocks: its id is that of the block ending
      * at pos, parent that block's parent, so the snapshots inside a block
      * are found by one index probe. Their bytes count in block_totals (one
@@ -446,6 +479,11 @@ static int migrate(struct sess_store *st)
     }
     if (commit(st))
         return SESS_ERR;
+    /* a new database ran every step, and tables a later step rebuilt left
+     * free pages behind: compacted once, so every page belongs to a table
+     * that is checked at open (check_tables) */
+    if (from == 0 && SCHEMA_VERSION > 0)
+        sqlite3_exec(st->db, "VACUUM", NULL, NULL, NULL);
     for (v = from; v < SCHEMA_VERSION; v++)
         if (migrations[v].after_commit && from > 0)
             migrations[v].after_commit(st);
@@ -503,6 +541,24 @@ static void drop_segment_files(struct sess_store *st)
     snprintf(st->notice, sizeof st->notice,
              "the session index '%s' was upgraded: KV segments of earlier releases are not used any "
              "more, so each session's history is computed once more at its next turn",
+             st->path);
+}
+
+static void drop_block_file(struct sess_store *st, const char *path, const char *name, const struct stat *sb,
+                            void *ud)
+{
+    (void)st, (void)ud;
+    if (S_ISREG(sb->st_mode) && strstr(name, KV_BLOCK_SUFFIX))
+        unlink(path);
+}
+
+/* after 4 -> 5: the blocks keyed by version-1 fingerprints */
+static void drop_block_files(struct sess_store *st)
+{
+    for_each_kv_entry(st, drop_block_file, NULL);
+    snprintf(st->notice, sizeof st->notice,
+             "the session index '%s' was upgraded: the model fingerprint now covers every byte of the "
+             "weights, so each session's history is computed once more at its next turn",
              st->path);
 }
 
@@ -644,6 +700,13 @@ static void tighten(struct sess_store *st)
     }
 }
 
+static void count_entry(struct sess_store *st, const char *path, const char *name, const struct stat *sb, void *ud)
+{
+    (void)st, (void)path, (void)name;
+    if (S_ISREG(sb->st_mode))
+        ++*(int64_t *)ud;
+}
+
 struct sess_store_params sess_store_default_params(void)
 {
     struct sess_store_params p = {.create = true};
@@ -675,6 +738,7 @@ int sess_store_open(const char *home, struct sess_store_params p, struct sess_st
         free(st);
         return SESS_ERR_NOT_FOUND;
     }
+    bool was_there = stat(st->path, &sb) == 0;
     char dir[PATH_MAX + 16];
     snprintf(dir, sizeof dir, "%s/kv", home);
     if (!p.read_only && mkdirs(dir)) {
@@ -685,6 +749,18 @@ int sess_store_open(const char *home, struct sess_store_params p, struct sess_st
     snprintf(dir, sizeof dir, "%s/locks", home);
     if (!p.read_only)
         mkdirs(dir);
+    /* SQLite opens the index's companions blocking: a FIFO (or anything but
+     * a regular file) there would hang the open, so it is refused first */
+    static const char *const companions[] = {"", "-journal", "-wal", "-shm"};
+    for (size_t i = 0; i < sizeof companions / sizeof *companions; i++) {
+        char f[PATH_MAX + 32];
+        snprintf(f, sizeof f, "%s%s", st->path, companions[i]);
+        if (lstat(f, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+            snprintf(err, err_size, "database '%s': '%s' is not a regular file (move it away)", st->path, f);
+            free(st);
+            return SESS_ERR;
+        }
+    }
     /* a new database is made 0600 here, whatever the umask: SQLite gives its
      * WAL, shared-memory and journal files the database's mode */
     if (p.create && !p.read_only && stat(st->path, &sb) != 0) {
@@ -699,8 +775,10 @@ int sess_store_open(const char *home, struct sess_store_params p, struct sess_st
         int rc = sqlite3_open_v2(st->path, &st->db, flags, NULL);
         if (rc == SQLITE_OK) {
             sqlite3_busy_timeout(st->db, 5000);
-            if (exec(st, "PRAGMA journal_mode=WAL") || exec(st, "PRAGMA foreign_keys=ON") ||
-                exec(st, "PRAGMA synchronous=NORMAL") || migrate(st) || check_tables(st))
+            /* foreign keys on after the migrations: a table rebuilt for a
+             * new key (4 -> 5) must not cascade or fail on its children */
+            if (exec(st, "PRAGMA journal_mode=WAL") || exec(st, "PRAGMA synchronous=NORMAL") || migrate(st) ||
+                exec(st, "PRAGMA foreign_keys=ON") || check_tables(st))
                 rc = SQLITE_ERROR;
         } else {
             snprintf(st->err, sizeof st->err, "database '%.900s': %s", st->path,
@@ -731,6 +809,16 @@ int sess_store_open(const char *home, struct sess_store_params p, struct sess_st
         else
             reserve_make(st);
         tighten(st);
+    }
+    if (!was_there) { /* a store whose index is gone: said, not a silent empty list */
+        int64_t n = 0;
+        for_each_kv_entry(st, count_entry, &n);
+        if (n > 0)
+            snprintf(st->notice, sizeof st->notice,
+                     "the session index '%.1000s' was missing, so a new, empty one was made: the sessions "
+                     "it listed are lost, and the %lld KV block files left in '%.1000s/kv' are not used (the "
+                     "next 'kvchat sessions gc' removes them)",
+                     st->path, (long long)n, st->home);
     }
     *out = st;
     return SESS_OK;
@@ -879,18 +967,26 @@ static int check_name(struct sess_store *st, const char *name)
 int sess_model_id(struct sess_store *st, const uint8_t fp[32], const char *path, int64_t *id)
 {
     if (st->read_only) { /* private: looked up, not added (-1: the store has nothing of it) */
-        sqlite3_stmt *q = prep(st, "SELECT id FROM models WHERE fingerprint = ?1");
+        sqlite3_stmt *q = prep(st, "SELECT id FROM models WHERE fingerprint = ?1 AND path = ?2");
         if (!q)
             return SESS_ERR;
         sqlite3_bind_blob(q, 1, fp, 32, SQLITE_STATIC);
+        sqlite3_bind_text(q, 2, path ? path : "", -1, SQLITE_STATIC);
         int r = sqlite3_step(q);
         *id = r == SQLITE_ROW ? sqlite3_column_int64(q, 0) : -1;
         sqlite3_finalize(q);
         return r == SQLITE_ROW || r == SQLITE_DONE ? SESS_OK : db_fail(st);
     }
+    /* a (fingerprint, path) pair: made once, never re-pointed */
     sqlite3_stmt *s = prep(st, "INSERT INTO models(fingerprint, path) VALUES(?1, ?2) "
-                               "ON CONFLICT(fingerprint) DO UPDATE SET path = excluded.path "
-                               "WHERE excluded.path <> '' RETURNING id");
+                               "ON CONFLICT(fingerprint, path) DO NOTHING");
+    if (!s)
+        return SESS_ERR;
+    sqlite3_bind_blob(s, 1, fp, 32, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, path ? path : "", -1, SQLITE_STATIC);
+    if (step_done(st, s))
+        return SESS_ERR;
+    s = prep(st, "SELECT id FROM models WHERE fingerprint = ?1 AND path = ?2");
     if (!s)
         return SESS_ERR;
     sqlite3_bind_blob(s, 1, fp, 32, SQLITE_STATIC);
@@ -899,36 +995,55 @@ int sess_model_id(struct sess_store *st, const uint8_t fp[32], const char *path,
     if (rc == SQLITE_ROW)
         *id = sqlite3_column_int64(s, 0);
     sqlite3_finalize(s);
-    if (rc == SQLITE_ROW)
-        return SESS_OK;
-    if (rc != SQLITE_DONE)
-        return db_fail(st);
-    /* the row was there and kept its path: RETURNING gave nothing */
-    s = prep(st, "SELECT id FROM models WHERE fingerprint = ?1");
-    if (!s)
-        return SESS_ERR;
-    sqlite3_bind_blob(s, 1, fp, 32, SQLITE_STATIC);
-    rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW)
-        *id = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
     return rc == SQLITE_ROW ? SESS_OK : db_fail(st);
 }
 
-/* ?1..?5: path, device, inode, size, ctime in ns: what says the file is unchanged */
+int sess_model_block_id(struct sess_store *st, const uint8_t fp[32], int64_t *id)
+{
+    sqlite3_stmt *s = prep(st, "SELECT min(id) FROM models WHERE fingerprint = ?1");
+    if (!s)
+        return SESS_ERR;
+    sqlite3_bind_blob(s, 1, fp, 32, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    bool found = rc == SQLITE_ROW && sqlite3_column_type(s, 0) == SQLITE_INTEGER;
+    if (found)
+        *id = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    if (rc == SQLITE_ROW && !found)
+        return sess_fail(st, "no models row for the fingerprint");
+    return rc == SQLITE_ROW ? SESS_OK : db_fail(st);
+}
+
+int sess_model_upgrade(struct sess_store *st, const uint8_t fp_v1[32], const char *path, int64_t id)
+{
+    if (!path || !*path)
+        return SESS_OK;
+    sqlite3_stmt *s = prep(st, "UPDATE sessions SET model_id = ?3 WHERE model_id IN "
+                               "(SELECT id FROM models WHERE fp_version = 1 AND fingerprint = ?1 AND path = ?2)");
+    if (!s)
+        return SESS_ERR;
+    sqlite3_bind_blob(s, 1, fp_v1, 32, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, path, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, id);
+    return step_done(st, s);
+}
+
+/* ?1..?6: path, device, inode, size, mtime and ctime in ns: what says the
+ * file is unchanged (blocks.c says why ctime makes that safe) */
 static void bind_file_identity(sqlite3_stmt *s, const char *path, const struct stat *sb)
 {
     sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 2, (int64_t)sb->st_dev);
     sqlite3_bind_int64(s, 3, (int64_t)sb->st_ino);
     sqlite3_bind_int64(s, 4, (int64_t)sb->st_size);
-    sqlite3_bind_int64(s, 5, (int64_t)sb->st_ctim.tv_sec * 1000000000 + sb->st_ctim.tv_nsec);
+    sqlite3_bind_int64(s, 5, (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec);
+    sqlite3_bind_int64(s, 6, (int64_t)sb->st_ctim.tv_sec * 1000000000 + sb->st_ctim.tv_nsec);
 }
 
 int sess_fingerprint_lookup(struct sess_store *st, const char *path, const struct stat *sb, uint8_t fp[32])
 {
     sqlite3_stmt *s = prep(st, "SELECT fingerprint FROM fingerprints WHERE path = ?1 AND dev = ?2 AND "
-                               "ino = ?3 AND size = ?4 AND ctime_ns = ?5");
+                               "ino = ?3 AND size = ?4 AND mtime_ns = ?5 AND ctime_ns = ?6");
     if (!s)
         return SESS_ERR;
     bind_file_identity(s, path, sb);
@@ -946,12 +1061,12 @@ int sess_fingerprint_remember(struct sess_store *st, const char *path, const str
 {
     if (st->read_only)
         return SESS_OK;
-    sqlite3_stmt *s = prep(st, "INSERT OR REPLACE INTO fingerprints(path, dev, ino, size, ctime_ns, "
-                               "fingerprint) VALUES(?1, ?2, ?3, ?4, ?5, ?6)");
+    sqlite3_stmt *s = prep(st, "INSERT OR REPLACE INTO fingerprints(path, dev, ino, size, mtime_ns, "
+                               "ctime_ns, fingerprint) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)");
     if (!s)
         return SESS_ERR;
     bind_file_identity(s, path, sb);
-    sqlite3_bind_blob(s, 6, fp, 32, SQLITE_STATIC);
+    sqlite3_bind_blob(s, 7, fp, 32, SQLITE_STATIC);
     return step_done(st, s);
 }
 
@@ -1009,7 +1124,7 @@ int sess_find(struct sess_store *st, const char *name, int64_t *id)
     " (SELECT coalesce(sum(n_tokens), 0) FROM messages WHERE session_id = s.id),"           \
     " (SELECT coalesce(sum(b.bytes), 0) FROM session_blocks sb JOIN blocks b ON b.id = sb.block" \
     "    WHERE sb.session_id = s.id),"                                                      \
-    " s.created, s.updated FROM sessions s JOIN models m ON m.id = s.model_id "
+    " s.created, s.updated, m.fp_version, s.model_id FROM sessions s JOIN models m ON m.id = s.model_id "
 
 static void info_row(sqlite3_stmt *s, void *elt)
 {
@@ -1028,6 +1143,8 @@ static void info_row(sqlite3_stmt *s, void *elt)
     o->kv_bytes = sqlite3_column_int64(s, 10);
     o->created = sqlite3_column_int64(s, 11);
     o->updated = sqlite3_column_int64(s, 12);
+    o->fingerprint_version = sqlite3_column_int(s, 13);
+    o->model_id = sqlite3_column_int64(s, 14);
 }
 
 int sess_get(struct sess_store *st, int64_t id, struct sess_info *out)
@@ -1402,6 +1519,20 @@ int sess_search(struct sess_store *st, const char *query, bool raw, int64_t limi
 {
     *out = NULL;
     *n = 0;
+    /* bounded: each word is a scan of the index, and 500 of them took 29 s */
+    int64_t words = 0;
+    for (const char *p = query; *p;) {
+        while (*p && isspace((unsigned char)*p))
+            p++;
+        if (*p)
+            words++;
+        while (*p && !isspace((unsigned char)*p))
+            p++;
+    }
+    if (words > SESS_SEARCH_MAX_WORDS || strlen(query) > SESS_SEARCH_MAX_BYTES)
+        return sess_fail(st, "bad search query: it has %lld words and %zu bytes, more than the %d words or "
+                             "%d bytes a search takes", (long long)words, strlen(query), SESS_SEARCH_MAX_WORDS,
+                         SESS_SEARCH_MAX_BYTES);
     char *q = raw ? strdup(query) : plain_query(query);
     if (!q)
         return sess_fail(st, "out of memory");
@@ -1421,6 +1552,8 @@ int sess_search(struct sess_store *st, const char *query, bool raw, int64_t limi
         sqlite3_bind_text(s, 1, q, -1, SQLITE_STATIC);
         if (sqlite3_step(s) == SQLITE_ROW)
             total = sqlite3_column_int64(s, 0);
+        else if (raw && sqlite3_errcode(st->db) == SQLITE_ERROR) /* FTS5 refused the query's syntax */
+            sess_fail(st, "bad search query '%s': %s", query, sqlite3_errmsg(st->db));
         else
             db_fail(st);
         sqlite3_finalize(s);
@@ -1899,13 +2032,52 @@ static void remove_stray(struct sess_store *st, const char *path, const char *na
     }
 }
 
+/*
+ * gc and the turns that write blocks: a turn writes a block's file, then
+ * its row, and only then the session's list of blocks that covers it; in
+ * between, the block is "used by no session" and its file may have no row
+ * yet, which is what gc removes. So writers hold $home/locks/gc.lock shared
+ * from the first block file they write to the session's list
+ * (sess_writer_lock), and gc holds it exclusive for its whole run (rows,
+ * then files): gc waits for the turns saving now, and a turn that starts
+ * saving waits for gc. The lock is flock(2)'s: a process killed holding it
+ * lets it go.
+ */
+static int gc_lock(struct sess_store *st, int how, struct sess_lock **out)
+{
+    char path[PATH_MAX + 64];
+    *out = NULL;
+    snprintf(path, sizeof path, "%s/locks/gc.lock", st->home);
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return sess_fail(st, "cannot open '%s': %s", path, strerror(errno));
+    int r;
+    while ((r = flock(fd, how)) != 0 && errno == EINTR)
+        ;
+    if (r != 0) {
+        int e = errno;
+        close(fd);
+        return sess_fail(st, "cannot lock '%s': %s", path, strerror(e));
+    }
+    struct sess_lock *l = malloc(sizeof *l);
+    if (!l) {
+        close(fd);
+        return sess_fail(st, "out of memory");
+    }
+    l->fd = fd;
+    *out = l;
+    return SESS_OK;
+}
+
+int sess_writer_lock(struct sess_store *st, struct sess_lock **out) { return gc_lock(st, LOCK_SH, out); }
+
 int sess_gc(struct sess_store *st, struct sess_gc_stats *out)
 {
     memset(out, 0, sizeof *out);
     int64_t total = 0;
-    /* a snapshot is of use while its KV can be: its block or the block
-     * before it is a session's, or it lies in the first block of a model
-     * a session has blocks of */
+    struct sess_lock *l;
+    if (gc_lock(st, LOCK_EX, &l))
+        return SESS_ERR;
     if (forget_lost_rows(st, 0) || forget_lost_rows(st, 1) ||
         delete_selected(st, prep(st, "SELECT id, bytes, 0 FROM blocks WHERE id NOT IN "
                                      "(SELECT block FROM session_blocks)"),
@@ -1915,9 +2087,12 @@ int sess_gc(struct sess_store *st, struct sess_gc_stats *out)
                                      "(SELECT block FROM session_blocks) AND NOT (n.parent = zeroblob(32) AND "
                                      "EXISTS (SELECT 1 FROM session_blocks sb JOIN blocks b ON b.id = sb.block "
                                      "WHERE b.parent = zeroblob(32) AND b.model_id = n.model_id))"),
-                        -1, &total, out))
+                        -1, &total, out)) {
+        sess_unlock(l);
         return SESS_ERR;
+    }
     for_each_kv_entry(st, remove_stray, out);
+    sess_unlock(l);
     return SESS_OK;
 }
 
@@ -2014,8 +2189,10 @@ int sess_lock(struct sess_store *st, int64_t id, struct sess_lock **out)
         struct sess_info info;
         bool named = sess_get(st, id, &info) == SESS_OK;
         const char *name = named && info.name ? info.name : "?";
-        if (e == EWOULDBLOCK)
+        if (e == EWOULDBLOCK && pid > 0)
             sess_fail(st, "session '%s' is in use by pid %ld", name, pid);
+        else if (e == EWOULDBLOCK) /* the holder has not written its pid yet */
+            sess_fail(st, "session '%s' is in use by another kvchat process", name);
         else
             sess_fail(st, "cannot lock session '%s': %s", name, strerror(e));
         if (named)

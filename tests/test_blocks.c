@@ -374,12 +374,17 @@ static void test_other_model(void **state)
     assert_int_equal(utimensat(AT_FDCWD, f->model_path, NULL, 0), 0); /* a touch changes ctime */
     assert_int_equal(stat(f->model_path, &sb), 0);
     assert_int_equal(sess_fingerprint_lookup(f->st, f->model_path, &sb, again), 0);
-    struct llm_ctx *c = new_ctx(f->m);
-    struct sess_kv *kv = new_kv(f, f->m, f->model_path, c);
+    /* remembered by the identity the file had when it was opened: f->m was
+     * opened before the touch, a model opened after it has the new one */
+    struct llm_model *m2;
+    assert_int_equal(llm_model_open(f->model_path, llm_model_default_params(), &m2, err, sizeof err), 0);
+    struct llm_ctx *c = new_ctx(m2);
+    struct sess_kv *kv = new_kv(f, m2, f->model_path, c);
     assert_memory_equal(sess_kv_fingerprint(kv), fp, 32);
     assert_int_equal(sess_fingerprint_lookup(f->st, f->model_path, &sb, again), 1);
     sess_kv_free(kv);
     llm_ctx_free(c);
+    llm_model_close(m2);
     /* the other model finds none of this model's blocks, not even by prefix */
     c = new_ctx(o);
     kv = new_kv(f, o, f->other_path, c);

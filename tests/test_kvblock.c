@@ -385,10 +385,11 @@ static void test_not_a_file(void **state)
     assert_int_equal(mkdir(f->path, 0755), 0);
     snprintf(sub, sizeof sub, "%s/x", f->path);
     assert_int_equal(mkdir(sub, 0755), 0);
-    assert_int_equal(write_block(f, f->id, err, sizeof err, &e), -1); /* a full one is not */
-    assert_non_null(strstr(err, "cannot write"));
-    rmdir(sub);
-    rmdir(f->path);
+    /* a full one too (the path is the store's own; issue 29: it was never repaired) */
+    assert_int_equal(write_block(f, f->id, err, sizeof err, &e), 0);
+    if (read_back(f, &f->d, f->id, err, sizeof err, 1))
+        fail_msg("read after replacing a full directory: %s", err);
+    unlink(f->path);
     char target[200];
     snprintf(target, sizeof target, "%s/elsewhere", f->dir);
     write_ok(f);

@@ -317,12 +317,12 @@ static void test_bad_chunks(void **state)
     assert_non_null(strstr(err, "depth"));
     chat_acc_free(&a);
     free(deep);
-    /* a NUL inside a string is text, not an end */
+    /* a NUL inside a string is not an end: it becomes U+FFFD, shown and saved alike */
     chat_acc_init(&a, NULL, NULL);
     const char *nul = "{\"choices\":[{\"delta\":{\"content\":\"a\\u0000b\"}}]}";
     assert_int_equal(chat_acc_chunk(&a, nul, strlen(nul), err, sizeof err), CHAT_OK);
-    assert_int_equal(a.len, 3);
-    assert_memory_equal(a.text, "a\0b", 3);
+    assert_int_equal(a.len, 5);
+    assert_memory_equal(a.text, "a\xef\xbf\xbd" "b", 5);
     chat_acc_free(&a);
 }
 

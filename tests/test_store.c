@@ -159,7 +159,7 @@ static int64_t total_bytes(struct fx *f, int64_t *n)
 static void test_schema(void **state)
 {
     struct fx *f = *state;
-    assert_int_equal(sess_schema_version(f->st), 5);
+    assert_int_equal(sess_schema_version(f->st), 6);
     assert_null(sess_store_notice(f->st)); /* a new store needs no note */
     /* reopening migrates nothing and keeps data */
     int64_t id = new_session(f, "keep", NULL);
@@ -178,8 +178,8 @@ static void test_schema(void **state)
        "c.commit()\"%s", f->home, "");
     char err[512];
     assert_int_equal(sess_store_open(f->home, sess_store_default_params(), &f->st, err, sizeof err), SESS_ERR);
-    assert_non_null(strstr(err, "at schema version 99, newer than this kvchat's (5)"));
-    sh("python3 -c \"import sqlite3; c=sqlite3.connect('%s/kvchat.db'); c.execute('PRAGMA user_version = 5'); "
+    assert_non_null(strstr(err, "at schema version 99, newer than this kvchat's (6)"));
+    sh("python3 -c \"import sqlite3; c=sqlite3.connect('%s/kvchat.db'); c.execute('PRAGMA user_version = 6'); "
        "c.commit()\"%s", f->home, "");
     assert_int_equal(open_store(f), 0);
     /* without create, a home with no store is not made one */
@@ -205,7 +205,7 @@ static void test_migrate_v1(void **state)
     /* and that release's segment files, which go */
     sh("mkdir -p '%s/kv/ab' && echo x > '%s/kv/ab/ab12.kvseg'", f->home, f->home);
     assert_int_equal(open_store(f), 0);
-    assert_int_equal(sess_schema_version(f->st), 5);
+    assert_int_equal(sess_schema_version(f->st), 6);
     assert_non_null(sess_store_notice(f->st));
     assert_non_null(strstr(sess_store_notice(f->st), "computed once more"));
     char seg[128];
@@ -394,7 +394,7 @@ static void test_search(void **state)
        "c.execute(\\\"INSERT INTO messages(session_id, seq, role, text, n_tokens, created) VALUES(%s, 9, 1, 'an older message about Zanzibar', 0, 0)\\\"); c.commit()\"",
        f->home, "2");
     assert_int_equal(open_store(f), 0);
-    assert_int_equal(sess_schema_version(f->st), 5);
+    assert_int_equal(sess_schema_version(f->st), 6);
     assert_string_equal(search(f, "zanzibar", false, 0, &n), "paris:3:user:an older message about \001Zanzibar\002\n");
     search(f, "croissants", false, 0, &n);
     assert_int_equal(n, 1);
@@ -912,14 +912,14 @@ static void test_snapshots(void **state)
     assert_false(snap_file_exists(f, b[2]));
     assert_int_equal(total_bytes(f, &nb), 0);
 
-    /* a store at schema 4 (no snapshots): migrated, its totals kept */
+    /* a store at schema 5 (no snapshots): migrated, its totals kept */
     add_block(f, NULL, 0, B, 0, b[0]);
     sess_store_close(f->st);
     sh("python3 -c \"import sqlite3; c=sqlite3.connect('%s/kvchat.db'); "
-       "c.executescript('DROP TABLE snapshots; ALTER TABLE block_totals DROP COLUMN n_snapshots; PRAGMA user_version = 4;'); c.commit()\"%s",
+       "c.executescript('DROP TABLE snapshots; ALTER TABLE block_totals DROP COLUMN n_snapshots; PRAGMA user_version = 5;'); c.commit()\"%s",
        f->home, "");
     assert_int_equal(open_store(f), 0);
-    assert_int_equal(sess_schema_version(f->st), 5);
+    assert_int_equal(sess_schema_version(f->st), 6);
     assert_int_equal(total_bytes(f, &nb), blk);
     add_snap(f, NULL, b[0], B, 1000);
     assert_int_equal(total_bytes(f, &nb), blk + one);

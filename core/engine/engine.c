@@ -51,6 +51,7 @@
 #include "core/engine/attn.h"
 #include "core/engine/deltanet.h"
 #include "core/engine/model.h"
+#include "core/engine/memavail.h"
 #include "core/engine/pool.h"
 
 #include <inttypes.h>
@@ -1166,6 +1167,19 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
     int64_t n_ctx = p.n_ctx > 0 ? p.n_ctx : (m->n_ctx_train < 4096 ? m->n_ctx_train : 4096);
     if (n_ctx > (1 << 24)) {
         snprintf(err, err_size, "context size %" PRId64 " is too large", n_ctx);
+        return -1;
+    }
+    /* a KV cache larger than the memory left is refused with the numbers,
+     * not faulted in until the OOM killer ends the process (memavail.c) */
+    uint64_t kv_need = 2 * (uint64_t)m->n_layer *
+                       (((uint64_t)m->kv_dim * (uint64_t)n_ctx * (p.kv_type == LLM_TYPE_F32 ? 4 : 2) + 63) / 64 * 64),
+             avail;
+    char avail_what[4400];
+    if (llm_mem_available(&avail, avail_what, sizeof avail_what) && kv_need > avail) {
+        snprintf(err, err_size,
+                 "the KV cache of %" PRId64 " positions needs %.1f MiB, more than the %.1f MiB of memory "
+                 "available (%s): use a smaller context",
+                 n_ctx, (double)kv_need / (1 << 20), (double)avail / (1 << 20), avail_what);
         return -1;
     }
     struct llm_ctx *c = calloc(1, sizeof *c);

@@ -16,14 +16,14 @@
  * (MADV_POPULATE_READ in 16 MB steps) while the opener tokenizes and
  * restores, instead of faulting in one by one during the first prefill.
  *
- * The cache file (PACK_FILE_VERSION 3), one per model path, named by a
+ * The cache file (PACK_FILE_VERSION 4), one per model path, named by a
  * 64-bit FNV-1a hash of the model's real path:
  *   4096-byte header: "KVCPACK\0", u32 version, u32 types (bit t: weights of
  *   type t are packed), u64 size, device, inode, mtime s, mtime ns of the
- *   model file, u64 data bytes, u32 packed weights, u32 path length, 96
- *   bytes of the float panels' layout and kernel (llm_fmm_layout: BLIS's
- *   version, sub-configuration, MR, NR and kvchat's KC), the path
- *   (little-endian, zero-padded);
+ *   model file, u64 data bytes, u32 packed weights, u32 path length, u64
+ *   ctime s, ctime ns of the model file, 96 bytes of the float panels'
+ *   layout and kernel (llm_fmm_layout: BLIS's version, sub-configuration,
+ *   MR, NR and kvchat's KC), the path (little-endian, zero-padded);
  *   then the packed weights, in model order (each layer's q, k, v, o, gate,
  *   up, down, and qwen35's z, alpha, beta where bound, then the output),
  *   each ceil(rows / group rows) groups (the layouts of quant-pack.c,
@@ -31,6 +31,10 @@
  * A file whose header does not match the model as opened (another file,
  * the same file changed, another kvchat with other packed types or
  * layouts) or whose size is not header + data is ignored and replaced.
+ * The status-change time is what catches a file patched in place with its
+ * mtime put back (touch -d): no utimes call can set ctime. A cache path
+ * that is not a regular file (a FIFO, a device) is opened non-blocking and
+ * ignored, never waited on.
  * Like the GGUF itself, the packed data is trusted once its header and
  * size check out.
  */
@@ -51,7 +55,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PACK_FILE_VERSION 3
+#define PACK_FILE_VERSION 4
 #define HEADER_BYTES 4096
 #define PACK_ITEM_GROUPS 64 /* groups of 8 rows per work item while packing */
 
@@ -61,8 +65,9 @@ struct pack_header {
     uint64_t src_size, src_dev, src_ino, src_mtime_s, src_mtime_ns;
     uint64_t data_bytes;
     uint32_t n_weights, path_len;
+    uint64_t src_ctime_s, src_ctime_ns;
     char layout[96]; /* the float weights' panels and kernel (llm_fmm_layout) */
-    char path[HEADER_BYTES - 168];
+    char path[HEADER_BYTES - 184];
 };
 _Static_assert(sizeof(struct pack_header) == HEADER_BYTES, "pack header size");
 
@@ -230,9 +235,9 @@ static uint64_t fnv1a(const char *s)
 static bool expected_header(const struct llm_model *m, const char *real, const struct plan *p,
                             struct pack_header *h)
 {
-    uint64_t id[4];
+    uint64_t id[4], ct[2];
     size_t len = strlen(real);
-    if (!llm_gguf_identity(m->gguf, id) || len >= sizeof h->path)
+    if (!llm_gguf_identity(m->gguf, id) || !llm_gguf_ctime(m->gguf, ct) || len >= sizeof h->path)
         return false;
     memset(h, 0, sizeof *h);
     memcpy(h->magic, "KVCPACK", 8);
@@ -243,6 +248,8 @@ static bool expected_header(const struct llm_model *m, const char *real, const s
     h->src_ino = id[1];
     h->src_mtime_s = id[2];
     h->src_mtime_ns = id[3];
+    h->src_ctime_s = ct[0];
+    h->src_ctime_ns = ct[1];
     h->data_bytes = p->total;
     h->n_weights = (uint32_t)p->nw;
     h->path_len = (uint32_t)len;
@@ -267,14 +274,14 @@ int llm_pack_cache_file(const char *dir, const char *model_path, char *buf, size
 /* the cache file mapped if its header is h and its size right, else NULL */
 static void *map_cache(const char *file, const struct pack_header *h, size_t *map_bytes)
 {
-    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return NULL;
     struct pack_header got;
     struct stat st;
     void *map = NULL;
-    if (pread(fd, &got, sizeof got, 0) == (ssize_t)sizeof got && !memcmp(&got, h, sizeof got) &&
-        fstat(fd, &st) == 0 && (uint64_t)st.st_size == HEADER_BYTES + h->data_bytes) {
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == HEADER_BYTES + h->data_bytes &&
+        pread(fd, &got, sizeof got, 0) == (ssize_t)sizeof got && !memcmp(&got, h, sizeof got)) {
         map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
         if (map == MAP_FAILED)
             map = NULL;

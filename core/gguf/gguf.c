@@ -50,6 +50,7 @@ struct llm_gguf {
     struct llm_tensor_info *tensors;
     char *names; /* n_tensors * LLM_GGUF_MAX_NAME bytes backing tensors[].name */
     uint64_t ident[4]; /* dev, inode, mtime s, mtime ns of the file mapped (0 in memory) */
+    uint64_t ctime[2]; /* its status-change time s, ns (0 in memory) */
 };
 
 /* ==== the cursor: bounded reads with precise errors ==== */
@@ -443,7 +444,8 @@ int llm_gguf_open(const char *path, struct llm_gguf **out, char *err, size_t err
 {
     struct stat st;
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* non-blocking: a FIFO in the model's place is refused, not waited on */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
         snprintf(err, err_size, "%s", strerror(errno));
         return -1;
@@ -484,6 +486,8 @@ int llm_gguf_open(const char *path, struct llm_gguf **out, char *err, size_t err
     g->ident[1] = (uint64_t)st.st_ino;
     g->ident[2] = (uint64_t)st.st_mtim.tv_sec;
     g->ident[3] = (uint64_t)st.st_mtim.tv_nsec;
+    g->ctime[0] = (uint64_t)st.st_ctim.tv_sec;
+    g->ctime[1] = (uint64_t)st.st_ctim.tv_nsec;
     return open_common(g, out, err, err_size);
 }
 
@@ -511,6 +515,11 @@ uint64_t llm_gguf_file_size(const struct llm_gguf *g) { return g->size; }
 bool llm_gguf_identity(const struct llm_gguf *g, uint64_t ident[4])
 {
     memcpy(ident, g->ident, sizeof g->ident);
+    return g->mapped;
+}
+bool llm_gguf_ctime(const struct llm_gguf *g, uint64_t ctime[2])
+{
+    memcpy(ctime, g->ctime, sizeof g->ctime);
     return g->mapped;
 }
 uint32_t llm_gguf_alignment(const struct llm_gguf *g) { return g->alignment; }

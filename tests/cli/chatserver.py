@@ -38,6 +38,7 @@ POST /v1/chat/completions  by model id:
   stall       one event, then silence for 60 s
   stallfirst  headers, then silence for 60 s
   long        200 events, 50 ms apart
+  nul         streams "before\u0000after" (a NUL inside the content)
   (other)     404 {"error": {"message": "model 'X' not found"}}
 With --key K, a request without "Authorization: Bearer K" gets 401.
 With --redirect URL, POST answers 307 to URL (and logs the request).
@@ -47,7 +48,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MODES = ["echo", "whole", "llamacpp", "nousage", "length", "stop", "busy", "flaky", "fail",
          "forbidden", "toolong", "cut", "cutchunked", "cutearly", "errorevent", "malformed",
-         "badutf8", "wrongtype", "latebad", "slow", "stall", "stallfirst", "long"]
+         "badutf8", "wrongtype", "latebad", "slow", "stall", "stallfirst", "long", "nul"]
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--port-file", required=True)
@@ -191,6 +192,8 @@ class Handler(BaseHTTPRequestHandler):
             full = "one STOP two"
             cut = min([full.find(s) for s in stops if s in full] or [len(full)])
             pieces = [full[:cut]]
+        if mode == "nul":
+            pieces = ["before\u0000", "after"]
         chunked = mode == "cutchunked"
         self.start_stream(chunked=chunked)
         if chunked:

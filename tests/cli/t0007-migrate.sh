@@ -5,7 +5,7 @@
 # kept, the upgrade is noted once, the old segment files go, and each
 # session's next turn (its history computed once more) answers as that
 # release answered it, greedy and sampled (the sampler state it saved).
-# A store at schema 4 migrates to 5 (snapshots) keeping its blocks.
+# A store at schema 5 migrates to 6 (snapshots) keeping its blocks.
 . "$TOP/tests/cli/lib.sh"
 M=$T/m.gguf
 "$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
@@ -42,13 +42,13 @@ expect_rc 0
 run sh -c "$R --temp 0 -s greedy 'fourth question' < /dev/null"
 expect_rc 0
 [ "$(field prefilled_tokens)" -lt 20 ] && ok "turn 4 computes only its message" || not_ok "turn 4 prefilled $(field prefilled_tokens)"
-# a store at schema 4 (before recurrent-state snapshots) gets the snapshot
+# a store at schema 5 (before recurrent-state snapshots) gets the snapshot
 # table; its blocks stay and resume the next turn
-python3 -c "import sqlite3; c=sqlite3.connect('$H/kvchat.db'); c.executescript('DROP TABLE snapshots; ALTER TABLE block_totals DROP COLUMN n_snapshots; PRAGMA user_version = 4;'); c.commit()"
+python3 -c "import sqlite3; c=sqlite3.connect('$H/kvchat.db'); c.executescript('DROP TABLE snapshots; ALTER TABLE block_totals DROP COLUMN n_snapshots; PRAGMA user_version = 5;'); c.commit()"
 run sh -c "$R --temp 0 -s greedy 'fifth question' < /dev/null"
 expect_rc 0
 [ "$(field prefilled_tokens)" -lt 20 ] && [ "$(field cached_tokens)" -gt 20 ] &&
-    ok "schema 4 -> 5: the blocks resume turn 5" || not_ok "turn 5 prefilled $(field prefilled_tokens)"
-[ "$(python3 -c "import sqlite3; c=sqlite3.connect('$H/kvchat.db'); print(c.execute('PRAGMA user_version').fetchone()[0], c.execute('SELECT count(*) FROM snapshots').fetchone()[0])")" = "5 0" ] &&
-    ok "at schema 5, no snapshot for an attention-only model" || not_ok "schema after the migration"
+    ok "schema 5 -> 6: the blocks resume turn 5" || not_ok "turn 5 prefilled $(field prefilled_tokens)"
+[ "$(python3 -c "import sqlite3; c=sqlite3.connect('$H/kvchat.db'); print(c.execute('PRAGMA user_version').fetchone()[0], c.execute('SELECT count(*) FROM snapshots').fetchone()[0])")" = "6 0" ] &&
+    ok "at schema 6, no snapshot for an attention-only model" || not_ok "schema after the migration"
 finish

@@ -3,7 +3,8 @@
 # a bounded RSS: run's prompt on stdin (`< /dev/zero`), tokenize's text,
 # --system-file, --template-file, a line or message piped to the chat.
 # Below the limit the input is used whole; a NUL byte in run's prompt is
-# refused, not cut off.
+# refused, not cut off. A file named by an option that is not a regular file
+# (/dev/zero) is refused at once (issue 29: no read of a device or FIFO).
 . "$TOP/tests/cli/lib.sh"
 V=$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf
 M=$T/m.gguf
@@ -69,7 +70,7 @@ run bounded "$KVCHAT" tokenize -m "$M" </dev/zero
 expect_rc 2; expect_out_empty; expect_err "cannot read the text '-': it is larger than 64 MiB"
 expect_bounded "tokenize < /dev/zero"
 run bounded "$KVCHAT" tokenize -m "$M" -f /dev/zero
-expect_rc 2; expect_err "cannot read the text '/dev/zero': it is larger than 64 MiB"
+expect_rc 2; expect_err "cannot read the text '/dev/zero': it is not a regular file"
 printf 'Hello world' >"$T/hw"
 run "$KVCHAT" tokenize -m "$M" --no-bos -f "$T/hw"
 expect_rc 0; [ "$(cat "$T/out")" = "$("$KVCHAT" tokenize -m "$M" --no-bos 'Hello world')" ] &&
@@ -77,12 +78,12 @@ expect_rc 0; [ "$(cat "$T/out")" = "$("$KVCHAT" tokenize -m "$M" --no-bos 'Hello
 
 # ---- --system-file and --template-file
 run bounded "$KVCHAT" run -m "$M" -t 1 --system-file /dev/zero hi
-expect_rc 2; expect_err "cannot read system prompt file '/dev/zero': it is larger than 64 MiB"
+expect_rc 2; expect_err "system prompt file: cannot read '/dev/zero': it is not a regular file"
 expect_bounded "--system-file /dev/zero"
 run "$KVCHAT" run -m "$M" -t 1 --system-file "$T/missing" hi
-expect_rc 2; expect_err "cannot read system prompt file '$T/missing': No such file or directory"
+expect_rc 2; expect_err "system prompt file: cannot read '$T/missing': No such file or directory"
 run bounded "$KVCHAT" template --template-file /dev/zero
-expect_rc 2; expect_err "cannot read template file '/dev/zero': it is larger than 64 MiB"
+expect_rc 2; expect_err "cannot read template file '/dev/zero': it is not a regular file"
 expect_bounded "--template-file /dev/zero"
 
 # ---- the chat, piped: one endless line, and one endless """ block

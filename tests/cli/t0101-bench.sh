@@ -46,9 +46,9 @@ for k in membw_gb_s membw_fraction decode_weight_gb_s rss_bytes; do
 done
 run "$KVCHAT" bench -m "$M" -p 8 -n 4 -r 1 --membw
 expect_rc 0; expect_out 'of the bandwidth bound'
-# no model and no --membw is still a usage error
+# no model and no --membw: the message every command gives without a model
 run env -u KVCHAT_MODEL "$KVCHAT" bench
-expect_rc 1; expect_err 'no model given'
+expect_rc 2; expect_err 'no model configured'
 
 # bad values
 for d in -1 abc 1x ""; do

@@ -43,8 +43,8 @@ awk 'BEGIN { for (i = 0; i < 20000; i++) printf "The quick brown fox, 1234567 ti
 run "$KVCHAT" tokenize -m "$T/llama3.gguf" -v -f "$T/big.txt"
 expect_rc 0; expect_err 'bytes -> [0-9]* tokens in'
 
-run "$KVCHAT" tokenize "x"
-expect_rc 1; expect_out_empty; expect_err 'no model given'
+run env -u KVCHAT_MODEL "$KVCHAT" tokenize "x"
+expect_rc 2; expect_out_empty; expect_err 'no model configured'
 run "$KVCHAT" tokenize -m "$T/spm.gguf" a b
 expect_rc 1; expect_err 'expected one TEXT'
 run "$KVCHAT" tokenize -m "$T/missing.gguf" "x"

@@ -15,7 +15,7 @@ mkdir -p "$SRC"
 "$MKMODEL" "$SRC/other.gguf" --dim 64 --heads 4 --kv-heads 2 --layers 1 --ff 128 >/dev/null || exit 1
 inode() { stat -L -c %d:%i "$1"; }
 sum0=$(sha256sum <"$SRC/tiny-q8.gguf")
-hidden() { find "$M" -name '.*' 2>/dev/null | wc -l; }
+hidden() { find "$M" -name '.*' ! -name .add.lock 2>/dev/null | wc -l; } # (.add.lock: the store's add lock, kept)
 
 # ---- a hard link, named after the file; the first model is the default
 run "$KVCHAT" models add "$SRC/tiny-q8.gguf"

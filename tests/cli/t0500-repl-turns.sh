@@ -45,7 +45,7 @@ for a in a1 a2 a3; do
 done
 
 # ---- Ctrl-C in the middle of an answer, then another turn
-drive ctrlc $K -v --temp 0 -n 0 -c 2048 chat cc <<'EOF'
+drive ctrlc $K -v --temp 0 -n -1 -c 2048 chat cc <<'EOF'
 expect cc> 
 sleep 0.5
 line Tell me a very long story.
@@ -105,7 +105,7 @@ grep -q '^\[prefilled' "$T/redirect/a1" && ok "...while statistics stay on the t
     not_ok "no statistics on the terminal"
 
 # ---- a full context window: say so, offer to drop the oldest exchanges
-drive full $K --temp 0 -n 0 -c 64 <<'EOF'
+drive full $K --temp 0 -n -1 -c 64 <<'EOF'
 expect > 
 sleep 0.5
 line Hello there!

@@ -129,7 +129,7 @@ drive term $K --temp 0 -n 4 chat termed <<'EOF'
 expect termed> 
 sleep 0.5
 say Hello there! a1
-say /set n_predict 0 s
+say /set n_predict -1 s
 line Tell me a very long story.
 expect story\.\n(?s:.{20})
 signal TERM

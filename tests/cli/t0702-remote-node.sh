@@ -168,7 +168,7 @@ run "$KVCHAT" sessions show boats --json
 [ "$(jq -r '.messages[-1].content' "$T/out")" = "$(tail -n 1 "$T/sturns" | jq -r .answer)" ] &&
     [ "$(jq -r '.messages[-1].stop_reason' "$T/out")" = length ] && ok "the last answer saved, stop_reason length" || not_ok "$(cat "$T/out")"
 run "$KVCHAT" sessions
-expect_out "^boats  *tiny.remote  *5 "
+expect_out "^boats  *tiny  *5 "
 
 # ---- /fork in the chat: a new session from here, the old one unchanged ----
 printf '/fork boats-fork\nAnd the mast?\n' | "$KVCHAT" chat boats -m tiny --temp 0 -n 6 >"$T/fork.out" 2>"$T/fork.err"

@@ -1,0 +1,113 @@
+#!/bin/sh
+# t0030: a model is known by all of its bytes (issue 29). A file patched in
+# place - 2 KiB of one tensor changed outside the three 4 KiB windows the
+# version-1 fingerprint sampled, its size kept and its mtime put back - is
+# another model: a session resumed with it recomputes its history (no KV
+# block of the old bytes is used) and answers as --no-cache does; the
+# packed-weight cache (which checks ctime now) is packed again. A models
+# row is a (fingerprint, path) pair: opening the same bytes at another path
+# does not re-point a session, and `models rm` still sees that the session
+# uses the store's model. A store of schema 4 upgrades: sessions reopen.
+. "$TOP/tests/cli/lib.sh"
+M=$T/m.gguf
+"$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
+    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 --type F32 >/dev/null
+R="$KVCHAT run -m $M -t 2 --temp 0 -n 12 --json"
+field() { jq -r ".$1" "$T/out"; }
+
+# the crafted file: same size, same mtime, other weights (outside the windows)
+patch_in_place() {
+    mt=$(stat -c %y "$1"); size=$(stat -c %s "$1")
+    n=$(python3 "$TOP/tests/cli/gguf-patch.py" "$1" "$2" 6144 2048) || not_ok "patch $2"
+    touch -d "$mt" "$1"
+    [ "$(stat -c %y "$1")" = "$mt" ] && [ "$(stat -c %s "$1")" = "$size" ] && [ "$n" -ge 20480 ] &&
+        ok "$2 patched in place ($n bytes; size and mtime kept)" || not_ok "the crafted file"
+}
+
+run timeout 120 sh -c "$R -s s 'tell me about the sea' < /dev/null"
+expect_rc 0
+history=$(( $(field prompt_tokens) + $(field generated_tokens) ))
+run timeout 120 sh -c "$R 'an unnamed question' < /dev/null"
+expect_rc 0
+cp "$M" "$T/orig.gguf"
+patch_in_place "$M" blk.0.ffn_down.weight
+
+# without a session: recomputed, the same answer as --no-cache
+run timeout 120 sh -c "$R --no-cache 'an unnamed question' < /dev/null"
+want=$(field answer)
+run timeout 120 sh -c "$R 'an unnamed question' < /dev/null"
+expect_rc 0
+[ "$(field cached_tokens)" = 0 ] && ok "unnamed: nothing cached from the old bytes" || not_ok "unnamed cached $(field cached_tokens)"
+[ "$(field answer)" = "$want" ] && ok "unnamed: --no-cache's answer" || not_ok "unnamed '$(field answer)' vs '$want'"
+# the session: recomputed, and the same answer as --no-cache
+run timeout 120 sh -c "$R --no-cache -s s 'and the mountains' < /dev/null"
+expect_rc 0
+want=$(field answer)
+run timeout 120 sh -c "$R -s s 'and the mountains' < /dev/null"
+expect_rc 0
+expect_err "model file '$M' has changed since session 's' was saved"
+# (at most the template's first tokens, shared with the unnamed turn's new blocks)
+[ "$(field cached_tokens)" -lt 8 ] && ok "no block of the old bytes is used (history of $history tokens)" ||
+    not_ok "cached $(field cached_tokens) of a history of $history"
+[ "$(field answer)" = "$want" ] && ok "the resumed answer is --no-cache's" ||
+    not_ok "resumed '$(field answer)', --no-cache '$want'"
+# the original bytes again (a copy: another file): its own blocks
+cp "$T/orig.gguf" "$M"
+run timeout 120 sh -c "$R 'an unnamed question' < /dev/null"
+expect_rc 0
+[ "$(field cached_tokens)" -gt 0 ] && ok "the original bytes find their blocks again" || not_ok "original cached 0"
+
+# the packed-weight cache: patched in place with the mtime put back, packed again
+cp "$TOP/tests/data/quant/m-Q5_0.gguf" "$T/q.gguf"
+ev() { run timeout 120 "$KVCHAT" eval -m "$1" -p "1 5 9 33" --token-by-token --logits-out "$T/$2" -v; }
+ev "$T/q.gguf" q0.f32
+ev "$T/q.gguf" q1.f32
+expect_err 'mapped from the cache'
+patch_in_place "$T/q.gguf" blk.0.ffn_down.weight
+ev "$T/q.gguf" q2.f32
+expect_rc 0
+expect_err 'packed now'
+cp "$T/q.gguf" "$T/q-copy.gguf"
+ev "$T/q-copy.gguf" q3.f32
+cmp -s "$T/q2.f32" "$T/q3.f32" && ok "the patched file's logits, not the cache's" || not_ok "logits from the stale cache"
+cmp -s "$T/q0.f32" "$T/q2.f32" && not_ok "the patch changed no logit" || ok "the patch changes the logits"
+
+# one models row per (fingerprint, path): a session made with the store's
+# model is not re-pointed by a command that opens the same bytes elsewhere
+run "$KVCHAT" models add --name tiny "$M"
+expect_rc 0
+run timeout 120 sh -c "$KVCHAT run -m tiny -t 2 --temp 0 -n 4 -s withstore 'hello' < /dev/null"
+expect_rc 0
+cp "$M" "$T/download.gguf"
+run timeout 120 sh -c "$KVCHAT run -m $T/download.gguf -t 2 --temp 0 -n 4 'hello' < /dev/null"
+expect_rc 0
+run timeout 120 sh -c "$KVCHAT run -m $T/download.gguf -t 2 --temp 0 -n 4 -s withstore 'again' < /dev/null"
+expect_rc 0
+rm "$T/download.gguf"
+run timeout 120 sh -c "$KVCHAT run -t 2 --temp 0 -n 4 -s withstore 'and again' < /dev/null"
+expect_rc 0
+run "$KVCHAT" sessions list --json
+[ "$(jq -r '.[] | select(.name == "withstore") | .model' "$T/out")" = tiny ] &&
+    [ "$(jq -r '.[] | select(.name == "withstore") | .model_path' "$T/out")" = "$KVCHAT_HOME/models/tiny.gguf" ] &&
+    ok "the session keeps its model, the store's 'tiny'" || not_ok "the session was re-pointed: $(cat "$T/out")"
+run "$KVCHAT" models rm tiny
+[ "$rc" != 0 ] && grep -q withstore "$T/err" && ok "models rm sees the session's use" || not_ok "models rm: rc $rc, $(cat "$T/err")"
+
+# the step to schema 5 on a store with blocks (the snapshots table of step 6 dropped and user_version
+# set back to 4: the steps' SQL runs again): every block goes, files too, the sessions stay
+run timeout 120 sh -c "$R -s up 'first turn' < /dev/null"
+expect_rc 0
+ls "$KVCHAT_HOME"/kv/*/*.kvblk > /dev/null 2>&1 && ok "block files before" || not_ok "no block files"
+python3 -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.executescript('DROP TABLE snapshots; ALTER TABLE block_totals DROP COLUMN n_snapshots; PRAGMA user_version = 4;'); c.commit()" \
+    "$KVCHAT_HOME/kvchat.db"
+run "$KVCHAT" sessions list --json
+expect_rc 0
+expect_err "upgraded: the model fingerprint now covers every byte"
+ls "$KVCHAT_HOME"/kv/*/*.kvblk > /dev/null 2>&1 && not_ok "block files left" || ok "the blocks of version-1 fingerprints are gone"
+run timeout 120 sh -c "$R --no-cache -s up 'second turn' < /dev/null"
+want=$(field answer)
+run timeout 120 sh -c "$R -s up 'second turn' < /dev/null"
+expect_rc 0
+[ "$(field cached_tokens)" = 0 ] && [ "$(field answer)" = "$want" ] && ok "the session reopens, recomputed" ||
+    not_ok "after the upgrade: cached $(field cached_tokens), '$(field answer)' vs '$want'"
+finish
