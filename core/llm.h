@@ -726,8 +726,9 @@ int llm_json_schema_to_grammar(const char *json, size_t len, char **gbnf, char *
 
 struct llm_matcher;
 /* A matcher of grammar g (borrowed: must outlive it) over vocabulary v's
- * token pieces, at the start of the language. NULL when out of memory.
- * Caller frees with llm_matcher_free. */
+ * token pieces, at the start of the language (v NULL: a matcher of bytes
+ * alone, for llm_matcher_feed; mask and accept then fail). NULL when out of
+ * memory. Caller frees with llm_matcher_free. */
 struct llm_matcher *llm_matcher_init(const struct llm_grammar *g, const struct llm_vocab *v);
 void llm_matcher_free(struct llm_matcher *m);
 /* back to the start of the language */

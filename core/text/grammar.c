@@ -20,8 +20,9 @@
  * string of the language. A continuation that would only pop at once is
  * never pushed, so right recursion (X*) keeps stacks short; left recursion
  * would expand forever and is refused by the parser; the stacks are
- * deduplicated and their number and depth are bounded (a grammar exceeding
- * the bounds gets fewer continuations, never a wrong one). Bytes are fed one
+ * deduplicated and their number, their depth and the expansions per
+ * character are bounded (a grammar exceeding the bounds gets fewer
+ * continuations, never a wrong one). Bytes are fed one
  * by one: a code point split across bytes (and tokens) is held as a partial
  * one, kept only while some class can still accept a code point beginning
  * with those bytes.
@@ -62,6 +63,8 @@ enum {
 #define MAX_STACKS 1024          /* stacks per state */
 #define MAX_DEPTH 512            /* entries per stack */
 #define CACHE_SLOTS 256          /* masks kept */
+#define EXPAND_BUDGET 20000      /* rule expansions per character step (an ambiguous grammar's
+                                    paths to the same stacks can be exponential in number) */
 
 struct gclass {
     bool neg;
@@ -875,6 +878,8 @@ static bool st_reserve(struct gstate *s, int64_t more)
 static bool class_match(const struct llm_grammar *g, int32_t ci, uint32_t c)
 {
     const struct gclass *k = &g->cls[ci];
+    if (!k->n)
+        return k->neg;
     const uint32_t *r = g->ranges + k->off;
     bool in = false;
     for (int32_t i = 0; i < k->n && !in; i++)
@@ -886,6 +891,8 @@ static bool class_match(const struct llm_grammar *g, int32_t ci, uint32_t c)
 static bool class_meets(const struct llm_grammar *g, int32_t ci, uint32_t lo, uint32_t hi)
 {
     const struct gclass *k = &g->cls[ci];
+    if (!k->n)
+        return k->neg;
     const uint32_t *r = g->ranges + k->off;
     if (!k->neg) {
         for (int32_t i = 0; i < k->n; i++)
@@ -926,6 +933,7 @@ struct llm_matcher {
     struct gstate cur;
     struct gstate *level; /* (max_depth + 1) states of the trie walk */
     int32_t *arena;       /* (MAX_DEPTH, MAX_DEPTH + 1): a stack per expansion depth */
+    int64_t budget;       /* expansions left for this step (EXPAND_BUDGET each) */
     /* dedup of stacks in a state being built */
     uint64_t *hash_slots; /* hash << 32 | (stack start + 1); 0 empty */
     int64_t hash_cap, hash_n; /* allocated, in use */
@@ -1046,8 +1054,9 @@ static void state_add(struct llm_matcher *m, struct gstate *out, const int32_t *
 static void expand(struct llm_matcher *m, struct gstate *out, const int32_t *src, int32_t len, int32_t depth)
 {
     const int32_t *code = m->g->code;
-    if (depth >= MAX_DEPTH || len > MAX_DEPTH)
+    if (depth >= MAX_DEPTH || len > MAX_DEPTH || m->budget <= 0)
         return;
+    m->budget--;
     int32_t *st = m->arena + (int64_t)depth * (MAX_DEPTH + 1);
     if (st != src)
         memcpy(st, src, (size_t)len * sizeof *st);
@@ -1097,6 +1106,7 @@ static void advance_cp(struct llm_matcher *m, const struct gstate *from, struct 
     out->need = 0;
     if (!dedup_reset(m, from->n_stacks * 4 + 16))
         return;
+    m->budget = EXPAND_BUDGET;
     int32_t *work = m->arena;
     for (int64_t i = 0; i < from->n;) {
         int32_t len = from->d[i];
@@ -1120,7 +1130,8 @@ static bool state_copy(struct gstate *dst, const struct gstate *src)
     dst->n = 0;
     if (!st_reserve(dst, src->n))
         return false;
-    memcpy(dst->d, src->d, (size_t)src->n * sizeof *src->d);
+    if (src->n)
+        memcpy(dst->d, src->d, (size_t)src->n * sizeof *src->d);
     dst->n = src->n;
     dst->n_stacks = src->n_stacks;
     dst->any_empty = src->any_empty;
@@ -1204,6 +1215,7 @@ static void initial_state(struct llm_matcher *m)
     s->need = 0;
     if (!dedup_reset(m, 16))
         return;
+    m->budget = EXPAND_BUDGET;
     int32_t *work = m->arena;
     int32_t a = m->g->rule_start[m->g->root];
     const int32_t *code = m->g->code;
@@ -1339,11 +1351,13 @@ struct llm_matcher *llm_matcher_init(const struct llm_grammar *g, const struct l
         return NULL;
     m->g = g;
     m->v = v;
-    m->n_vocab = llm_vocab_n_tokens(v);
-    m->mask_words = (m->n_vocab + 31) / 32;
-    m->n_eog = llm_vocab_eog_ids(v, &m->eog);
     m->arena = malloc((size_t)MAX_DEPTH * (MAX_DEPTH + 1) * sizeof *m->arena);
-    if (!m->arena || m->n_vocab <= 0 || build_trie(m)) {
+    if (v) {
+        m->n_vocab = llm_vocab_n_tokens(v);
+        m->mask_words = (m->n_vocab + 31) / 32;
+        m->n_eog = llm_vocab_eog_ids(v, &m->eog);
+    }
+    if (!m->arena || (v && (m->n_vocab <= 0 || build_trie(m)))) {
         llm_matcher_free(m);
         return NULL;
     }
@@ -1419,7 +1433,7 @@ int llm_matcher_feed(struct llm_matcher *m, const char *bytes, size_t n)
 
 int llm_matcher_accept(struct llm_matcher *m, int32_t token)
 {
-    if (token < 0 || token >= m->n_vocab)
+    if (!m->v || token < 0 || token >= m->n_vocab)
         return -1;
     if (llm_vocab_is_eog(m->v, token))
         return llm_matcher_can_end(m) ? 0 : -1;
@@ -1445,7 +1459,8 @@ static int64_t state_key_len(const struct gstate *s)
 
 static void state_key(const struct gstate *s, int32_t *key)
 {
-    memcpy(key, s->d, (size_t)s->n * sizeof *key);
+    if (s->n)
+        memcpy(key, s->d, (size_t)s->n * sizeof *key);
     key[s->n] = s->need ? (int32_t)s->cp : 0; /* (stale when no code point is begun) */
     key[s->n + 1] = s->need ? (int32_t)s->lo : 0;
     key[s->n + 2] = s->need ? (int32_t)s->hi : 0;
@@ -1468,6 +1483,8 @@ static void walk(struct llm_matcher *m, int32_t node, int32_t d, uint32_t *mask)
 
 int64_t llm_matcher_mask(struct llm_matcher *m, uint32_t *mask)
 {
+    if (!m->v)
+        return -1;
     m->stats.masks++;
     int64_t kl = state_key_len(&m->cur);
     int32_t *key = malloc((size_t)kl * sizeof *key);

@@ -112,6 +112,42 @@ static int hex4(const char *p, uint32_t *v)
     return 0;
 }
 
+/* is s[0..n) well-formed UTF-8 (no overlong forms, surrogates or NUL)? */
+static bool utf8_valid(const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned c = u[i];
+        int k;
+        uint32_t cp, min;
+        if (c == 0)
+            return false;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf)
+            k = 1, cp = c & 0x1f, min = 0x80;
+        else if (c >= 0xe0 && c <= 0xef)
+            k = 2, cp = c & 0x0f, min = 0x800;
+        else if (c >= 0xf0 && c <= 0xf4)
+            k = 3, cp = c & 0x07, min = 0x10000;
+        else
+            return false;
+        if (n - i < (size_t)k + 1)
+            return false;
+        for (int j = 1; j <= k; j++) {
+            if ((u[i + j] & 0xc0) != 0x80)
+                return false;
+            cp = cp << 6 | (u[i + j] & 0x3f);
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+        i += (size_t)k + 1;
+    }
+    return true;
+}
+
 /* a string at r->p (at its opening quote) */
 static char *jstring(struct jreader *r, size_t *len)
 {
@@ -177,6 +213,10 @@ static char *jstring(struct jreader *r, size_t *len)
     r->p = q + 1;
     o[n] = 0;
     *len = n;
+    if (!utf8_valid(o, n)) {
+        free(o);
+        return jfail(r, "a string is not valid UTF-8");
+    }
     return o;
 }
 
