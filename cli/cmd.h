@@ -247,6 +247,12 @@ struct cmd_format {
  * CMD_EXIT_MODEL for a file that cannot be read). */
 int cmd_format_load(struct cmd_format *f, const char *kind, const char *arg, char *err, size_t n);
 void cmd_format_free(struct cmd_format *f);
+/* /set format json|off, /set schema FILE|JSON, /set grammar FILE: f and
+ * conversation conv's grammar from the next answer on (an error said on
+ * stderr, nothing changed); returns 0 */
+struct sess_conv;
+int cmd_format_set(struct cmd_format *f, struct sess_conv *conv, bool remote, const char *key, const char *value,
+                   FILE *out);
 /* -v's line of what masking cost (nothing without a grammar) */
 void cmd_format_stats(const struct sess_turn_stats *ts, FILE *out);
 

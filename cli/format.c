@@ -119,3 +119,39 @@ void cmd_format_stats(const struct sess_turn_stats *ts, FILE *out)
             (long long)ts->grammar_steps);
     (void)walked;
 }
+
+int cmd_format_set(struct cmd_format *f, struct sess_conv *conv, bool remote, const char *key, const char *value,
+                   FILE *out)
+{
+    char err[1024];
+    if (remote && strcmp(value, "off")) {
+        fprintf(stderr, "kvchat: /set %s is for local models: a remote server samples its own answers\n", key);
+        return 0;
+    }
+    if (!strcmp(key, "format") && !strcmp(value, "off")) {
+        sess_conv_set_grammar(conv, NULL);
+        cmd_format_free(f);
+        fprintf(out, "format: off (answers are free text)\n");
+        return 0;
+    }
+    if (strcmp(key, "format") && !strcmp(value, "off")) {
+        fprintf(stderr, "kvchat: /set format off ends a format\n");
+        return 0;
+    }
+    struct cmd_format nf = {0};
+    if (cmd_format_load(&nf, key, value, err, sizeof err)) {
+        fprintf(stderr, "kvchat: %s\n", err);
+        return 0;
+    }
+    if (sess_conv_set_grammar(conv, nf.grammar)) {
+        fprintf(stderr, "kvchat: %s\n", sess_conv_errmsg(conv));
+        sess_conv_set_grammar(conv, f->grammar);
+        cmd_format_free(&nf);
+        return 0;
+    }
+    cmd_format_free(f);
+    *f = nf;
+    fprintf(out, "format: %s (every answer %s)\n", f->kind,
+            f->json ? (strcmp(f->kind, "json") ? "valid under the schema" : "a JSON value") : "a string of the grammar");
+    return 0;
+}

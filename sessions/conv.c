@@ -1255,6 +1255,10 @@ static int generate(struct sess_conv *c, int64_t ans_start, const char *pre, ses
                 break;
             }
         }
+        if (c->gm && llm_matcher_done(c->gm)) { /* nothing can follow: no need to sample the end */
+            ts->stop_reason = "stop";
+            break;
+        }
         if (interrupt && *interrupt) {
             ts->stop_reason = "interrupted";
             break;
