@@ -49,7 +49,9 @@ static const char run_usage[] =
     "                           cached_tokens, prefilled_tokens,\n"
     "                           generated_tokens, ttft_ms, prefill_tok_s,\n"
     "                           decode_tok_s, stop_reason, restore_ms,\n"
-    "                           restored_tokens, restored_blocks, blocks_written\n"
+    "                           restored_tokens, restored_blocks, blocks_written;\n"
+    "                           with --format json or --json-schema also parsed\n"
+    "                           (the answer as JSON, or null when incomplete)\n"
     CMD_OPTS_HELP
     "\n"
     "With -s, --system (or --system-file) is for a new session: an existing\n"
