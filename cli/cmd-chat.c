@@ -445,6 +445,11 @@ static int conv_new(struct chat *ch, const char *system)
         }
         return 0;
     }
+    if (ch->l.remote && ch->o.format.grammar) { /* never silently unconstrained */
+        chat_err(ch, "--format, --json-schema and --grammar are for local models: a remote server samples "
+                     "its own answers");
+        return -1;
+    }
     struct sess_conv_params p = cmd_opts_conv_params(&ch->o, &ch->l);
     p.system = system && *system ? system : NULL;
     if (sess_conv_init(ch->st, p, &ch->conv, err, sizeof err) != 0) {
