@@ -365,6 +365,12 @@ static void turn_done(struct chat *ch, int rc, const struct sess_turn_stats *ts)
         chat_err(ch, "%s", ts->kv_problem);
     if (ch->o.verbose)
         stats_line(ch, ts);
+    if (ch->o.verbose)
+        cmd_format_stats(ts, stderr);
+    if (ts->grammar && !ts->grammar_complete) /* never silently invalid */
+        note(ch, C_WARN, "[the answer is incomplete under the %s (stop: %s)]",
+             !strcmp(ch->o.format.kind, "grammar") ? "grammar" : !strcmp(ch->o.format.kind, "schema") ? "schema" : "JSON format",
+             ts->stop_reason);
 }
 
 static bool confirm(struct chat *ch, const char *question, const char *what);
@@ -467,6 +473,11 @@ static int conv_new(struct chat *ch, const char *system)
             return -1;
         }
         return 0;
+    }
+    if (ch->l.remote && ch->o.format.grammar) { /* never silently unconstrained */
+        chat_err(ch, "--format, --json-schema and --grammar are for local models: a remote server samples "
+                     "its own answers");
+        return -1;
     }
     struct sess_conv_params p = cmd_opts_conv_params(&ch->o, &ch->l);
     p.system = system && *system ? system : NULL;
@@ -1108,6 +1119,8 @@ static int slash_set(struct chat *ch, char *arg)
         chat_err(ch, "usage: /set KEY VALUE (keys: %s)", keys);
         return 0;
     }
+    if (!strcmp(key, "format") || !strcmp(key, "schema") || !strcmp(key, "grammar"))
+        return cmd_format_set(&ch->o.format, ch->conv, ch->l.remote != NULL, key, value, stdout);
     char err[512];
     struct cmd_opts next = ch->o;
     next.given = 0; /* to see which setting this is */

@@ -54,7 +54,9 @@ static const char run_usage[] =
     "                           decode_tok_s, stop_reason, restore_ms,\n"
     "                           restored_tokens, restored_blocks, blocks_written,\n"
     "                           restored_snapshot_pos (a hybrid model's recurrent-\n"
-    "                           state snapshot the turn resumed from, or null)\n"
+    "                           state snapshot the turn resumed from, or null);\n"
+    "                           with --format json or --json-schema also parsed\n"
+    "                           (the answer as JSON, or null when incomplete)\n"
     CMD_OPTS_HELP
     "\n"
     "Without -m, a first word of two or more that names a store model is the\n"
@@ -72,11 +74,14 @@ static const char run_usage[] =
     "Exit status: 0 ok, 1 usage, 2 model or file error (for a remote model also a\n"
     "refused key, an unknown model or a rejected request), 3 session error,\n"
     "4 network error (cannot connect, timed out, the server failing or busy, an\n"
-    "answer cut off or malformed), 130 interrupted by SIGINT, SIGTERM or SIGHUP\n"
+    "answer cut off or malformed), 5 the answer is incomplete under --format,\n"
+    "--json-schema or --grammar (-n or the context ran out before the value\n"
+    "closed: stop_reason length; printed and kept all the same), 130 interrupted by SIGINT, SIGTERM or SIGHUP\n"
     "(the partial answer is printed, with --json too, and kept in the session).\n";
 
 static volatile sig_atomic_t interrupted;
 static struct sess_restore_stats attach_rs;
+static const struct cmd_format *run_format; /* --format, --json-schema, --grammar (for "parsed") */
 static struct cmd_progress prog; /* the progress line of a long prefill or restore */
 
 /* the answer's text: the progress line goes before the first */
@@ -179,6 +184,13 @@ static void print_json(const struct cmd_answer *ans, const char *session, const 
     if (error) {
         printf(", \"error\": ");
         cmd_json_str(stdout, error, strlen(error));
+    }
+    if (run_format && run_format->json) { /* the answer is a whole JSON value, or null */
+        printf(", \"parsed\": ");
+        if (ts->grammar_complete && ans->text[0].s)
+            fwrite(ans->text[0].s, 1, ans->text[0].len, stdout);
+        else
+            printf("null");
     }
     printf("}\n");
 }
@@ -444,6 +456,13 @@ static int run_exec(int argc, char **argv)
         cmd_opts_free(&o);
         return rc;
     }
+    if (l.remote && o.format.grammar) {
+        rc = cmd_fail(CMD_EXIT_USAGE, "--%s is for local models: a remote server samples its own answers",
+                      !strcmp(o.format.kind, "json") ? "format" : !strcmp(o.format.kind, "schema") ? "json-schema"
+                                                                                                    : "grammar");
+        goto out;
+    }
+    run_format = o.format.grammar ? &o.format : NULL;
     if (!l.remote && pl > ctx_bytes_max(&l)) {
         rc = cmd_fail(CMD_EXIT_MODEL, "the prompt does not fit: its %zu bytes are more than the %" PRId64
                                       " tokens of the context can hold (a larger -c helps)",
@@ -583,8 +602,15 @@ static int run_exec(int argc, char **argv)
                 (long long)ts.prompt_tokens, (long long)ts.cached_tokens, (long long)ts.restored_tokens,
                 (long long)ts.prefilled_tokens, (long long)ts.generated_tokens, ts.ttft_ms, ts.prefill_tok_s,
                 ts.decode_tok_s, (long long)ts.blocks_written, cmd_s(ts.blocks_written), ts.stop_reason);
+    if (r == 0 && o.verbose)
+        cmd_format_stats(&ts, stderr);
     if (r == 0 && interrupted)
         rc = CMD_EXIT_INTERRUPTED;
+    else if (r == 0 && ts.grammar && !ts.grammar_complete) /* never silently invalid */
+        rc = cmd_fail(CMD_EXIT_INCOMPLETE, "the answer is incomplete under the %s (stop: %s)%s",
+                      !strcmp(o.format.kind, "grammar") ? "grammar" : !strcmp(o.format.kind, "schema") ? "schema"
+                                                                                                      : "JSON format",
+                      ts.stop_reason, !strcmp(ts.stop_reason, "length") ? ": a larger -n lets it close" : "");
     else if (cut) /* the server's stream broke off: what came is kept, marked as cut */
         rc = cmd_fail(CMD_EXIT_NETWORK, "%s%s%s%s", sess_conv_errmsg(conv), session ? " (kept in session '" : "",
                       session ? session : "", session ? "', marked as cut off)" : "");

@@ -23,6 +23,7 @@ enum cmd_exit {
     CMD_EXIT_MODEL = 2,   /* model or file error */
     CMD_EXIT_SESSION = 3,
     CMD_EXIT_NETWORK = 4,
+    CMD_EXIT_INCOMPLETE = 5, /* --format, --json-schema, --grammar: the answer is not a whole value */
     CMD_EXIT_INTERRUPTED = 130,
 };
 
@@ -248,12 +249,37 @@ enum cmd_opt {
     CMD_OPT_MIN_P, CMD_OPT_REPEAT_PENALTY, CMD_OPT_PRESENCE_PENALTY, CMD_OPT_REPEAT_LAST_N,
     CMD_OPT_SEED, CMD_OPT_N_PREDICT, CMD_OPT_KV_TYPE, CMD_OPT_TEMPLATE, CMD_OPT_SYSTEM,
     CMD_OPT_SYSTEM_FILE, CMD_OPT_NO_CACHE, CMD_OPT_VERBOSE, CMD_OPT_SPECIAL, CMD_OPT_CACHE_MAX,
-    CMD_OPT_THINK, CMD_OPT_WRAP, CMD_OPT_STOP, CMD_OPT_SWITCH_MODEL, CMD_OPT_PRIVATE, CMD_OPT_COUNT
+    CMD_OPT_THINK, CMD_OPT_WRAP, CMD_OPT_STOP, CMD_OPT_SWITCH_MODEL, CMD_OPT_PRIVATE, CMD_OPT_FORMAT,
+    CMD_OPT_JSON_SCHEMA, CMD_OPT_GRAMMAR, CMD_OPT_COUNT
 };
 
 #define CMD_OPTS_MAX_STOP 8
 
 #define CMD_OPTS_MAX_CONFIG 32
+
+/* ==== constrained output (cli/format.c) ==== */
+struct sess_turn_stats;
+struct cmd_format {
+    char kind[8];                /* "" (none), "json", "schema", "grammar" */
+    bool json;                   /* answers are JSON values (json, schema) */
+    struct llm_grammar *grammar; /* owned; NULL: none */
+    char *source;                /* the schema's or GBNF's text (owned) */
+};
+/* The format `kind` ("format": arg json or off; "schema": a file or the
+ * JSON itself; "grammar": a GBNF file) compiled into f (replacing what it
+ * held; unchanged on failure): 0, or an exit code with the reason in err
+ * (CMD_EXIT_USAGE for a bad or unsupported schema or grammar,
+ * CMD_EXIT_MODEL for a file that cannot be read). */
+int cmd_format_load(struct cmd_format *f, const char *kind, const char *arg, char *err, size_t n);
+void cmd_format_free(struct cmd_format *f);
+/* /set format json|off, /set schema FILE|JSON, /set grammar FILE: f and
+ * conversation conv's grammar from the next answer on (an error said on
+ * stderr, nothing changed); returns 0 */
+struct sess_conv;
+int cmd_format_set(struct cmd_format *f, struct sess_conv *conv, bool remote, const char *key, const char *value,
+                   FILE *out);
+/* -v's line of what masking cost (nothing without a grammar) */
+void cmd_format_stats(const struct sess_turn_stats *ts, FILE *out);
 
 struct cmd_opts {
     const char *model;         /* -m: NULL for the default model */
@@ -278,6 +304,8 @@ struct cmd_opts {
     bool think_show;           /* --think show given: reasoning shown even in pipe mode */
     const char *stop[CMD_OPTS_MAX_STOP + 1]; /* --stop TEXT (NULL-terminated) */
     int n_stop;
+    const char *format_kind, *format_arg; /* the last of --format, --json-schema, --grammar */
+    struct cmd_format format;  /* ... compiled by cmd_opts_finish (owned) */
     uint64_t given;            /* bit CMD_OPT_X: given on the command line */
     uint64_t configured;       /* bit CMD_OPT_X: set in the config file */
     /* owned: strings from the config file, the system file's text */
@@ -310,6 +338,10 @@ struct cmd_opts {
     "                           -c before anything but a number is --continue\n" \
     "      --kv-type f16|f32    KV cache element type (default f16)\n" \
     "      --special            special tokens written in messages are tokens\n" \
+    "      --format json        every answer a JSON value (compact)\n" \
+    "      --json-schema FILE|JSON  every answer valid under a JSON Schema (the subset\n" \
+    "                           of docs/structured-output.md; other keywords: exit 1)\n" \
+    "      --grammar FILE       every answer a string of a GBNF grammar (llama.cpp's)\n" \
     "      --think show|hide|on|off  reasoning models: show the <think> span dimmed\n" \
     "                           (default on a terminal) or hide it; off asks the\n" \
     "                           model not to think (Qwen3's enable_thinking), on again\n" \

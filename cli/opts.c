@@ -71,6 +71,9 @@ static const struct opt_def opt_table[] = {
     {CMD_OPT_STOP, "stop", "stop", 0, OPT_KIND_STR, 0, 0, 0},
     {CMD_OPT_SWITCH_MODEL, "switch_model", "switch-model", 0, OPT_KIND_FLAG, 0, 0, 0},
     {CMD_OPT_PRIVATE, "private", "private", 0, OPT_KIND_FLAG, 0, 0, OPT_IN_CONFIG | OPT_IN_SET},
+    {CMD_OPT_FORMAT, "format", "format", 0, OPT_KIND_STR, 0, 0, 0},
+    {CMD_OPT_JSON_SCHEMA, "schema", "json-schema", 0, OPT_KIND_STR, 0, 0, 0},
+    {CMD_OPT_GRAMMAR, "grammar", "grammar", 0, OPT_KIND_STR, 0, 0, 0},
 };
 #define N_OPTS (sizeof opt_table / sizeof opt_table[0])
 
@@ -197,6 +200,9 @@ static int opt_apply(struct cmd_opts *o, const struct opt_def *d, const char *v,
     case CMD_OPT_WRAP: o->wrap = flag; break;
     case CMD_OPT_SWITCH_MODEL: o->switch_model = flag; break;
     case CMD_OPT_PRIVATE: o->private_mode = flag; break;
+    case CMD_OPT_FORMAT: o->format_kind = "format", o->format_arg = v; break;
+    case CMD_OPT_JSON_SCHEMA: o->format_kind = "schema", o->format_arg = v; break;
+    case CMD_OPT_GRAMMAR: o->format_kind = "grammar", o->format_arg = v; break;
     case CMD_OPT_THINK:
         if (!strcmp(v, "on") || !strcmp(v, "off"))
             o->think_off = !strcmp(v, "off"), o->think_switch_given = true;
@@ -367,6 +373,14 @@ int cmd_opts_finish(const struct cmd_entry *e, struct cmd_opts *o)
         return cmd_usage_error(e, "unknown chat template '%s' (known: chatml, llama2, llama3, "
                                   "mistral-v7, phi3, gemma, zephyr, ...)",
                                o->template_name);
+    if (o->format_kind) { /* before the model loads: a bad schema costs nothing */
+        char err[1024];
+        int rc = cmd_format_load(&o->format, o->format_kind, o->format_arg, err, sizeof err);
+        if (rc == CMD_EXIT_USAGE)
+            return cmd_usage_error(e, "%s", err);
+        if (rc)
+            return cmd_fail(rc, "%s", err);
+    }
     return 0;
 }
 
@@ -377,6 +391,7 @@ void cmd_opts_free(struct cmd_opts *o)
     o->n_config_strs = 0;
     free(o->system_buf);
     o->system_buf = NULL;
+    cmd_format_free(&o->format);
 }
 
 int cmd_opts_set(struct cmd_opts *o, const char *key, const char *value, char *err, size_t n)
@@ -555,6 +570,7 @@ struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, struct cm
     p.cache_max = o->cache_max;
     p.given = cmd_opts_sess_params(o->given) | (o->think_switch_given ? 1u << SESS_PARAM_THINK : 0);
     p.switch_model = o->switch_model;
+    p.grammar = o->format.grammar;
     return p;
 }
 

@@ -754,11 +754,80 @@ void llm_sampler_accept(struct llm_sampler *s, int32_t token);
 /* pick the next token from n_vocab logits (not modified) and accept it;
  * allocates nothing */
 int32_t llm_sampler_sample(struct llm_sampler *s, const float *logits);
+/* the same over the tokens whose bit is set in mask (bit id % 32 of word
+ * id / 32; NULL: all): the others are left out before the penalties,
+ * top-k, top-p, min-p and temperature, so greedy takes the best allowed
+ * token and no allowed token's logit changes. -1 (nothing accepted) when
+ * the mask allows no token. */
+int32_t llm_sampler_sample_masked(struct llm_sampler *s, const float *logits, const uint32_t *mask);
 /* the sampler's state (RNG and penalty window) as bytes: returns bytes
  * written, or the size needed negated when size is too small */
 int64_t llm_sampler_state_save(const struct llm_sampler *s, void *buf, size_t size);
 /* restore a saved state (of a sampler with the same penalty_last_n) */
 int llm_sampler_state_load(struct llm_sampler *s, const void *buf, size_t size);
+
+/* ==== constrained output ====
+ * A grammar in llama.cpp's GBNF syntax (rules `name ::= ...`, alternatives
+ * `|`, sequences, groups `( )`, repetitions `*` `+` `?` `{m}` `{m,}`
+ * `{m,n}`, string literals, character classes `[a-z]` `[^...]`, `.`, and
+ * `#` comments; the language is rule `root`'s), and a matcher that follows
+ * the text generated under it and masks the vocabulary's tokens that cannot
+ * continue it. docs/structured-output.md says more. */
+
+struct llm_grammar;
+/* Parse GBNF text (untrusted: any bytes give a grammar or an error with its
+ * line:column in err). Left recursion is refused (it cannot be matched left
+ * to right). LLM_OK with *out (caller frees with llm_grammar_free), or
+ * LLM_ERR. */
+int llm_grammar_parse(const char *text, size_t len, struct llm_grammar **out, char *err, size_t err_size);
+void llm_grammar_free(struct llm_grammar *g);
+
+/* the GBNF of any JSON value (`--format json`), compact: static */
+const char *llm_grammar_json(void);
+/* Translate a JSON Schema (the subset of docs/structured-output.md) into
+ * GBNF; a keyword outside it is an error naming it. LLM_OK with *gbnf
+ * (malloc'd, caller frees), or LLM_ERR with the reason in err. */
+int llm_json_schema_to_grammar(const char *json, size_t len, char **gbnf, char *err, size_t err_size);
+
+struct llm_matcher;
+/* A matcher of grammar g (borrowed: must outlive it) over vocabulary v's
+ * token pieces, at the start of the language (v NULL: a matcher of bytes
+ * alone, for llm_matcher_feed; mask and accept then fail). NULL when out of
+ * memory. Caller frees with llm_matcher_free. */
+struct llm_matcher *llm_matcher_init(const struct llm_grammar *g, const struct llm_vocab *v);
+void llm_matcher_free(struct llm_matcher *m);
+/* back to the start of the language */
+void llm_matcher_reset(struct llm_matcher *m);
+/* the same matcher (its trie kept) for another grammar (borrowed, as at
+ * init), at its start; the cached masks are dropped */
+void llm_matcher_set_grammar(struct llm_matcher *m, const struct llm_grammar *g);
+/* The tokens that can continue the text into mask ((n_vocab + 31) / 32
+ * words; bit id % 32 of word id / 32): those whose piece the language
+ * allows next (an incomplete UTF-8 character included, when some
+ * character of the language begins with those bytes), and the
+ * end-of-generation tokens where the text may end. Returns the number of
+ * tokens allowed, or -1 when out of memory. */
+int64_t llm_matcher_mask(struct llm_matcher *m, uint32_t *mask);
+/* The text goes on with token id's piece (an end-of-generation token: the
+ * text ends). LLM_OK, or LLM_ERR (unchanged) when the grammar does not
+ * allow it. */
+int llm_matcher_accept(struct llm_matcher *m, int32_t token);
+/* the text goes on with n bytes; LLM_OK, or LLM_ERR when not allowed */
+int llm_matcher_feed(struct llm_matcher *m, const char *bytes, size_t n);
+/* the text so far is a string of the language (it may end here) */
+bool llm_matcher_can_end(const struct llm_matcher *m);
+/* ... and nothing can follow it */
+bool llm_matcher_done(const struct llm_matcher *m);
+/* what masking cost: CPU-independent counts */
+struct llm_matcher_stats {
+    uint64_t masks;      /* llm_matcher_mask calls */
+    uint64_t cache_hits; /* of them, answered from the cache of masks */
+    uint64_t nodes;      /* trie nodes visited */
+    uint64_t steps;      /* bytes the matcher advanced over */
+};
+struct llm_matcher_stats llm_matcher_get_stats(const struct llm_matcher *m);
+/* nodes of the trie over the vocabulary */
+int32_t llm_matcher_trie_nodes(const struct llm_matcher *m);
 
 /* ==== SHA-256 (mbedTLS): content addresses, fingerprints, download checks ====
  * A hash that cannot be computed is an error (LLM_ERR), never a digest of

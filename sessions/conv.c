@@ -79,6 +79,8 @@ struct sess_conv {
                              model's template cannot switch thinking off */
     const char *think_on; /* what opens an answer with thinking on (Qwen3.5's "<think>\n"), or NULL */
     struct llm_sampler *smp;
+    struct llm_matcher *gm; /* p.grammar's matcher (NULL: answers are free) */
+    uint32_t *gmask;        /* (n_vocab / 32 rounded up) its mask */
     struct conv_msg *msgs;
     int64_t n_msgs, cap_msgs;
     int32_t *tokens; /* n_ctx */
@@ -997,7 +999,7 @@ int sess_conv_init(struct sess_store *st, struct sess_conv_params p, struct sess
         c->no_think = llm_template_think_off(p.tmpl, jinja.ptr, (size_t)jinja.len);
         c->think_on = llm_template_think_on(p.tmpl, jinja.ptr, (size_t)jinja.len);
     }
-    if (!c->tokens || !c->smp || !c->model_path) {
+    if (!c->tokens || !c->smp || !c->model_path || sess_conv_set_grammar(c, p.grammar)) {
         sess_conv_free(c);
         snprintf(err, err_size, "out of memory");
         return SESS_ERR;
@@ -1042,6 +1044,8 @@ void sess_conv_free(struct sess_conv *c)
     free(c->msgs);
     free(c->tokens);
     llm_sampler_free(c->smp);
+    llm_matcher_free(c->gm);
+    free(c->gmask);
     free(c->system);
     free(c->model_path);
     leave_session(c);
@@ -1085,6 +1089,33 @@ void sess_conv_set_sampling(struct sess_conv *c, struct llm_sampler_params p)
     c->base.s = p;
     params_effective(c);
     sampler_fresh(c); /* (a remote engine: the server samples) */
+}
+
+int sess_conv_set_grammar(struct sess_conv *c, const struct llm_grammar *g)
+{
+    if (g && c->gm) { /* the vocabulary's trie is kept */
+        llm_matcher_set_grammar(c->gm, g);
+        c->p.grammar = g;
+        return SESS_OK;
+    }
+    llm_matcher_free(c->gm);
+    free(c->gmask);
+    c->gm = NULL;
+    c->gmask = NULL;
+    c->p.grammar = g;
+    if (!g || c->remote)
+        return SESS_OK;
+    c->gm = llm_matcher_init(g, c->v);
+    c->gmask = malloc(((size_t)llm_model_n_vocab(c->m) + 31) / 32 * sizeof *c->gmask);
+    if (!c->gm || !c->gmask) {
+        llm_matcher_free(c->gm);
+        free(c->gmask);
+        c->gm = NULL;
+        c->gmask = NULL;
+        c->p.grammar = NULL;
+        return cfail(c, "out of memory");
+    }
+    return SESS_OK;
 }
 
 void sess_conv_set_n_predict(struct sess_conv *c, int32_t n_predict)
@@ -1264,8 +1295,12 @@ static int generate(struct sess_conv *c, int64_t ans_start, const char *pre, ses
         return cfail(c, "out of memory");
     }
     ts->stop_reason = "length";
+    if (c->gm)
+        llm_matcher_reset(c->gm);
+    struct llm_matcher_stats gs0 = c->gm ? llm_matcher_get_stats(c->gm) : (struct llm_matcher_stats){0};
     double t_first = 0;
     int rc = SESS_OK;
+    bool stop_hit = false;
     const float *logits = llm_ctx_logits(c->ctx);
     /* an answer that opens in the reasoning: the reader's splitter sees the opening */
     if (pre && pre == c->think_on && on_text && on_text(ud, pre, strlen(pre))) {
@@ -1277,7 +1312,24 @@ static int generate(struct sess_conv *c, int64_t ans_start, const char *pre, ses
             ts->stop_reason = "context_full";
             break;
         }
-        int32_t t = llm_sampler_sample(c->smp, logits);
+        int32_t t;
+        if (c->gm) { /* the grammar's mask: a constraint picks among tokens, never changes a logit */
+            if (llm_matcher_mask(c->gm, c->gmask) < 0) {
+                rc = cfail(c, "out of memory");
+                break;
+            }
+            t = llm_sampler_sample_masked(c->smp, logits, c->gmask);
+            if (t < 0) {
+                ts->stop_reason = "grammar";
+                break;
+            }
+            if (llm_matcher_accept(c->gm, t)) {
+                rc = cfail(c, "the grammar refused a token its mask allowed");
+                break;
+            }
+        } else {
+            t = llm_sampler_sample(c->smp, logits);
+        }
         if (n_gen == 0) {
             t_first = now_ms();
             ts->ttft_ms = t_first - t0;
@@ -1309,6 +1361,7 @@ static int generate(struct sess_conv *c, int64_t ans_start, const char *pre, ses
             }
             n_gen = keep;
             ts->stop_reason = "stop";
+            stop_hit = true;
             break;
         }
         if (add_tokens(c, &t, 1) || sync_kv(c, NULL)) {
@@ -1327,6 +1380,10 @@ static int generate(struct sess_conv *c, int64_t ans_start, const char *pre, ses
                 break;
             }
         }
+        if (c->gm && llm_matcher_done(c->gm)) { /* nothing can follow: no need to sample the end */
+            ts->stop_reason = "stop";
+            break;
+        }
         if (interrupt && *interrupt) {
             ts->stop_reason = "interrupted";
             break;
@@ -1342,6 +1399,15 @@ static int generate(struct sess_conv *c, int64_t ans_start, const char *pre, ses
     if (rc == SESS_OK && g.len > g.emitted && on_text)
         on_text(ud, g.text + g.emitted, g.len - g.emitted);
     double t_end = now_ms();
+    if (c->gm) { /* complete: the text is a string of the grammar, and nothing cut it */
+        struct llm_matcher_stats gs = llm_matcher_get_stats(c->gm);
+        ts->grammar = true;
+        ts->grammar_complete = llm_matcher_can_end(c->gm) && !strcmp(ts->stop_reason, "stop") && !stop_hit;
+        ts->grammar_masks = (int64_t)(gs.masks - gs0.masks);
+        ts->grammar_cache_hits = (int64_t)(gs.cache_hits - gs0.cache_hits);
+        ts->grammar_nodes = (int64_t)(gs.nodes - gs0.nodes);
+        ts->grammar_steps = (int64_t)(gs.steps - gs0.steps);
+    }
     ts->generated_tokens = n_gen;
     ts->decode_tok_s = n_gen > 1 && t_end > t_first ? (n_gen - 1) * 1e3 / (t_end - t_first) : 0;
     if (rc == SESS_OK && pre && pre[0]) { /* the prefix's text first */

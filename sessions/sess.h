@@ -222,6 +222,7 @@ int sess_store_bytes(struct sess_store *st, int64_t *bytes, int64_t *n_blocks);
 /* ==== a model's identity ==== */
 
 struct llm_gguf;
+struct llm_grammar;
 /*
  * The model fingerprint blocks are tied to (version 2): SHA-256 over the
  * GGUF header, all metadata and tensor infos (bytes [0, data offset)), the
@@ -343,6 +344,12 @@ struct sess_conv_params {
     /* attaching to a session saved with another model goes on with this
      * one (the history computed again) instead of failing SESS_ERR_MODEL */
     bool switch_model;
+    /* every answer a string of this grammar (borrowed: must outlive the
+     * conversation or the next sess_conv_set_grammar; NULL: free answers):
+     * at each step the sampler chooses among the tokens that can continue
+     * it, and the end-of-generation token only where it may end. No effect
+     * on a remote engine. */
+    const struct llm_grammar *grammar;
 };
 struct sess_conv_params sess_conv_default_params(void);
 
@@ -418,7 +425,8 @@ struct sess_turn_stats {
     double ttft_ms;           /* from the call to the first answer token (restore included) */
     double prefill_tok_s, decode_tok_s;
     const char *stop_reason;  /* "stop", "length", "context_full", "interrupted", "cut" (a
-                                 remote stream broke off: sess_conv_errmsg says why) */
+                                 remote stream broke off: sess_conv_errmsg says why),
+                                 "grammar" (no token can continue p.grammar's text) */
     uint64_t kv_bytes_mem;    /* KV bytes held for the conversation */
     int64_t kv_bytes_disk;    /* bytes of the block files that cover it */
     int64_t blocks_written;   /* block files written after the turn */
@@ -427,6 +435,12 @@ struct sess_turn_stats {
     bool store_failed;        /* kv_problem is a failure of the store's database (not a
                                  full disk): the turn is saved, but the caller should say
                                  so as a session error */
+    /* under a grammar (p.grammar): whether the answer is a whole string of
+     * it (false when -n, a full context, an interruption or a stop string
+     * cut it, or stop_reason "grammar": no token could continue it), and
+     * what masking cost (llm_matcher_stats over this answer) */
+    bool grammar, grammar_complete;
+    int64_t grammar_masks, grammar_cache_hits, grammar_nodes, grammar_steps;
 };
 
 /* What a conversation is doing before an answer (sess_conv_say, _retry,
@@ -470,6 +484,9 @@ int sess_conv_drop_oldest(struct sess_conv *c, int64_t n);
 int sess_conv_set_system(struct sess_conv *c, const char *system);
 /* new sampling parameters (a fresh sampler seeded with p.seed) */
 void sess_conv_set_sampling(struct sess_conv *c, struct llm_sampler_params p);
+/* the grammar of the answers from now on (borrowed, as p.grammar; NULL:
+ * none). SESS_OK, or SESS_ERR out of memory (then none). */
+int sess_conv_set_grammar(struct sess_conv *c, const struct llm_grammar *g);
 /* most tokens per answer from now on (<= 0: until the context is full) */
 void sess_conv_set_n_predict(struct sess_conv *c, int32_t n_predict);
 /* Set the parameters named by which (bits 1 << SESS_PARAM_X) from p,

@@ -129,11 +129,32 @@ static void select_top(struct cand *c, int64_t n, int64_t k)
     }
 }
 
+#define ALLOWED(mask, i) (!(mask) || ((mask)[(i) >> 5] >> ((i) & 31) & 1u))
+
 int32_t llm_sampler_sample(struct llm_sampler *s, const float *logits)
+{
+    return llm_sampler_sample_masked(s, logits, NULL);
+}
+
+/* A mask leaves tokens out (-inf, so no probability and never the best)
+ * before anything else; an allowed token's logit is never changed by it. */
+int32_t llm_sampler_sample_masked(struct llm_sampler *s, const float *logits, const uint32_t *mask)
 {
     int64_t nv = s->n_vocab;
     float *l = s->work;
     memcpy(l, logits, (size_t)nv * sizeof *l);
+    int32_t best = -1;
+    if (mask) {
+        for (int64_t i = 0; i < nv; i++)
+            if (!ALLOWED(mask, i))
+                l[i] = -INFINITY;
+            else if (best < 0)
+                best = (int32_t)i;
+        if (best < 0)
+            return -1;
+    } else {
+        best = 0;
+    }
     /* penalties, once per distinct recent token */
     if (s->p.repeat_penalty != 1.0f || s->p.presence_penalty != 0.0f) {
         for (uint32_t i = 0; i < s->n; i++) {
@@ -141,15 +162,14 @@ int32_t llm_sampler_sample(struct llm_sampler *s, const float *logits)
             bool seen = false;
             for (uint32_t j = 0; j < i && !seen; j++)
                 seen = s->window[(s->head + s->cap - s->n + j) % s->cap] == t;
-            if (seen || t < 0 || t >= nv)
+            if (seen || t < 0 || t >= nv || !ALLOWED(mask, t))
                 continue;
             if (s->p.repeat_penalty > 0 && s->p.repeat_penalty != 1.0f)
                 l[t] = l[t] > 0 ? l[t] / s->p.repeat_penalty : l[t] * s->p.repeat_penalty;
             l[t] -= s->p.presence_penalty;
         }
     }
-    int32_t best = 0;
-    for (int64_t i = 1; i < nv; i++)
+    for (int64_t i = best + 1; i < nv; i++)
         if (l[i] > l[best])
             best = (int32_t)i;
     if (s->p.temp <= 0) {
@@ -161,6 +181,8 @@ int32_t llm_sampler_sample(struct llm_sampler *s, const float *logits)
     int64_t n = 0;
     float min_rel = s->p.min_p > 0 ? s->p.min_p : 0;
     for (int64_t i = 0; i < nv; i++) {
+        if (!ALLOWED(mask, i))
+            continue;
         float p = expf(l[i] - mx);
         if (p >= min_rel && p > 0) /* min-p keeps p >= min_p * p_max (p_max is 1 here) */
             s->c[n++] = (struct cand){p, (int32_t)i};

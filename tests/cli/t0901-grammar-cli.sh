@@ -1,0 +1,124 @@
+#!/bin/sh
+# t0901: --format json, --json-schema, --grammar through `kvchat run` and
+# the chat (issue 27): "parsed" in --json and a field taken out with jq;
+# every unsupported schema keyword refused by name with exit 1 before the
+# model loads (the model path given does not exist: exit 2 would mean it was
+# opened); bad grammars refused with line:column; -n too small for the value
+# to close: stop_reason length, parsed null, exit 5; a remote-free chat's
+# /set schema, /set format off; a constrained 6-turn session resumed from
+# disk answers byte for byte what --no-cache answers, greedy and seeded.
+. "$TOP/tests/cli/lib.sh"
+M=$T/m.gguf
+"$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
+    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 >/dev/null
+S=$TOP/tests/grammar/schemas/s007.json  # {"from": {"x", "y"}, "to": {"x", "y"}} with $defs
+R="$KVCHAT run -m $M -t 1"
+
+# ---- a schema, "parsed", jq
+run sh -c "$R --temp 0 -n 80 --json --json-schema $S 'a segment' </dev/null"
+expect_rc 0
+[ "$(jq -r .stop_reason "$T/out")" = stop ] && ok "the value closed" || not_ok "stop_reason $(jq -r .stop_reason "$T/out")"
+[ "$(jq -c .parsed "$T/out")" = "$(jq -r .answer "$T/out" | jq -c .)" ] && ok "parsed is the answer as JSON" ||
+    not_ok "parsed $(jq -c .parsed "$T/out") vs answer $(jq -r .answer "$T/out")"
+x=$(jq -r '.parsed.from.x' "$T/out")
+[ "$x" -ge -9 ] && [ "$x" -le 9 ] && ok "jq takes .parsed.from.x: $x (in [-9, 9])" || not_ok "from.x '$x'"
+run sh -c "$R --temp 0 -n 80 --json-schema $S 'a segment' </dev/null"
+expect_rc 0
+jq -e '.to.y' "$T/out" >/dev/null && ok "without --json the answer is the JSON value" || not_ok "answer: $(cat "$T/out")"
+# the schema given inline
+run sh -c "$R --temp 0 -n 20 --json --json-schema '{\"enum\": [\"yes\", \"no\"]}' 'ok?' </dev/null"
+expect_rc 0
+p=$(jq -r .parsed "$T/out")
+[ "$p" = yes ] || [ "$p" = no ] && ok "an inline schema: enum answer '$p'" || not_ok "enum answer '$p'"
+# without a format there is no parsed
+run sh -c "$R --temp 0 -n 4 --json hi </dev/null"
+jq -e 'has("parsed") | not' "$T/out" >/dev/null && ok "no parsed without a format" || not_ok "parsed without a format"
+
+# ---- -n too small: incomplete, never silently invalid
+run sh -c "$R --temp 0 -n 3 --json --json-schema $S 'a segment' </dev/null"
+expect_rc 5
+[ "$(jq -r .stop_reason "$T/out")" = length ] && ok "stop_reason length" || not_ok "stop_reason $(jq -r .stop_reason "$T/out")"
+[ "$(jq -r .parsed "$T/out")" = null ] && ok "parsed null" || not_ok "parsed $(jq -c .parsed "$T/out")"
+expect_err "incomplete"
+run sh -c "$R --temp 0 -n 2 --format json hi </dev/null"
+expect_rc 5
+
+# ---- --format json and --grammar
+run sh -c "$R --temp 0 -n 200 --json --format json hi </dev/null"
+case $rc in
+0) jq -r .answer "$T/out" | jq . >/dev/null && ok "--format json: a JSON answer" || not_ok "--format json: not JSON" ;;
+5) [ "$(jq -r .stop_reason "$T/out")" = length ] && ok "--format json: incomplete at -n, said so" || not_ok "exit 5 without length" ;;
+*) not_ok "--format json: exit $rc" ;;
+esac
+printf 'root ::= "- " [a-z]{1,5} ("\\n- " [a-z]{1,5}){0,2}\n' >"$T/l.gbnf"
+run sh -c "$R --temp 0.9 --seed 3 -n 40 --grammar $T/l.gbnf hi </dev/null"
+expect_rc 0
+grep -Eqx -- '- [a-z]{1,5}' "$T/out" && [ "$(grep -Evc -- '^- [a-z]{1,5}$' "$T/out")" = 0 ] &&
+    ok "--grammar: lines '- word'" || { not_ok "--grammar answer"; cat "$T/out"; }
+
+# ---- refusals: before the model loads (no such model: exit 2 would mean it was opened)
+for kw in allOf not if then else minProperties maxProperties patternProperties propertyNames uniqueItems \
+          contains minContains multipleOf dependentRequired dependentSchemas unevaluatedProperties \
+          unevaluatedItems contentEncoding '$anchor' '$dynamicRef'; do
+    run sh -c "$KVCHAT run -m $T/none.gguf --json-schema '{\"type\": \"object\", \"properties\": {\"a\": {\"$kw\": 1}}}' hi </dev/null"
+    [ "$rc" = 1 ] && grep -q "keyword '$kw' is not supported" "$T/err" && ok "'$kw' refused by name, exit 1" ||
+        { not_ok "'$kw': exit $rc"; cat "$T/err"; }
+done
+run sh -c "$KVCHAT run -m $T/none.gguf --json-schema '{\"\$defs\": {\"u\": {\"allOf\": []}}, \"type\": \"null\"}' hi </dev/null"
+expect_rc 1
+expect_err "'allOf' is not supported"
+run sh -c "$KVCHAT run -m $T/none.gguf --json-schema '{\"type\": \"string\", \"format\": \"email\"}' hi </dev/null"
+expect_rc 1
+expect_err "format 'email' is not supported"
+printf '{"type": "string", "pattern": "a\\\\bc"}' >"$T/p.json"  # the regex a\bc
+run sh -c "$KVCHAT run -m $T/none.gguf --json-schema $T/p.json hi </dev/null"
+expect_rc 1
+expect_err "pattern: escape"
+run sh -c "$KVCHAT run -m $T/none.gguf --json-schema '{\"type\": ' hi </dev/null"
+expect_rc 1
+expect_err "bad JSON schema"
+printf 'root ::= "a" | b\n' >"$T/b1.gbnf"
+printf 'root ::= x\nx ::= x "a" | "b"\n' >"$T/b2.gbnf"
+printf 'root ::= "abc\n' >"$T/b3.gbnf"
+printf 'root ::= ("a"?)*\n' >"$T/b4.gbnf"
+printf 'top ::= "a"\n' >"$T/b5.gbnf"
+for b in "b1:rule 'b' is not defined" "b2:left-recursive" "b3:at 1:" "b4:left recursion" "b5:no rule 'root'"; do
+    f=${b%%:*} why=${b#*:}
+    run sh -c "$KVCHAT run -m $T/none.gguf --grammar $T/$f.gbnf hi </dev/null"
+    [ "$rc" = 1 ] && grep -q "$why" "$T/err" && ok "grammar $f refused: $why" || { not_ok "grammar $f: exit $rc"; cat "$T/err"; }
+done
+run sh -c "$KVCHAT run -m $T/none.gguf --grammar $T/missing.gbnf hi </dev/null"
+expect_rc 2
+run sh -c "$KVCHAT run -m $M --format yaml hi </dev/null"
+expect_rc 1
+
+# ---- the chat: /set schema, then /set format off
+printf '/set schema %s\na segment\n/set format off\nhello\n' "$S" >"$T/in"
+run sh -c "$KVCHAT chat -m $M -t 1 --temp 0 -n 80 < $T/in"
+expect_rc 0
+grep -q '^{"from":{"x":-\{0,1\}[0-9],"y":-\{0,1\}[0-9]},"to":{"x":-\{0,1\}[0-9],"y":-\{0,1\}[0-9]}}$' "$T/out" &&
+    ok "chat: /set schema constrains the next answer" || { not_ok "chat answer"; cat "$T/out"; }
+expect_out "format: off"
+
+# ---- exactness: 6 constrained turns resumed from disk = --no-cache, every turn
+conversation() {
+    name=$1
+    shift
+    bad=0
+    for i in 1 2 3 4 5 6; do
+        m="Segment number $i, please"
+        "$KVCHAT" run -m "$M" -s "$name" "$@" --no-cache --json "$m" </dev/null >"$T/nc.json" 2>"$T/err"
+        r1=$?
+        "$KVCHAT" run -m "$M" -s "$name" "$@" --json "$m" </dev/null >"$T/c.json" 2>"$T/err"
+        r2=$?
+        a=$(jq -r .answer "$T/nc.json") b=$(jq -r .answer "$T/c.json")
+        [ "$a" = "$b" ] && [ "$r1" = "$r2" ] || { bad=$((bad + 1)); echo "  turn $i: '$a' ($r1) vs '$b' ($r2)"; }
+        echo "$b" | jq -e .from >/dev/null || { bad=$((bad + 1)); echo "  turn $i: not the schema's: $b"; }
+    done
+    [ "$(jq -r .cached_tokens "$T/c.json")" -gt 0 ] && ok "$name: the last turn resumed $(jq -r .cached_tokens "$T/c.json") tokens" ||
+        not_ok "$name: nothing resumed"
+    [ "$bad" = 0 ] && ok "$name: 6 constrained turns, byte-identical to --no-cache" || not_ok "$name: $bad differences"
+}
+conversation greedy -t 1 --temp 0 -n 80 --json-schema "$S"
+conversation sampled -t 1 --temp 0.8 --seed 5 -n 80 --json-schema "$S"
+finish
