@@ -85,7 +85,7 @@ const char *llm_type_name(uint32_t type);
 int64_t llm_type_block_size(uint32_t type);
 /* bytes per block; 0 for an unknown id */
 int64_t llm_type_block_bytes(uint32_t type);
-/* true where kvchat can compute with the type (SPEC §5's list) */
+/* true where kvchat can compute with the type (the list in kvchat-files(5)) */
 bool llm_type_supported(uint32_t type);
 
 /* ==== GGUF files ==== */
@@ -508,9 +508,9 @@ struct llm_sampler;
 struct llm_model_params {
     bool vocab_only; /* read metadata only: no tensors are bound or checked */
     /* bind and check every tensor as for computing, but do not prepare the
-     * weights (no packing): for architectures kvchat binds but cannot yet
-     * compute (gemma2, gemma3, phi3), which otherwise are refused at open;
-     * such a model takes no context (default false) */
+     * weights (no packing): for checking a file's tensors, and for an
+     * architecture that is bound before its forward pass exists (refused
+     * at open otherwise); such a model takes no context (default false) */
     bool bind_only;
     /* where packed weights are cached between runs (see llm_model_open);
      * NULL (the default): packed in memory at every open */
@@ -519,10 +519,10 @@ struct llm_model_params {
 struct llm_model_params llm_model_default_params(void);
 
 /*
- * Open a GGUF model (architectures llama, qwen2, qwen3; gemma2, gemma3 and
- * phi3 are bound and checked, then refused unless params.bind_only: their
- * forward pass is not there yet) and bind its tensors where they lie in the
- * mapping; nothing is copied or dequantized.
+ * Open a GGUF model (architectures llama, qwen2, qwen3, gemma2, gemma3 and
+ * phi3; an architecture that is bound but not yet computable, were there
+ * one, is refused unless params.bind_only) and bind its tensors where they
+ * lie in the mapping; nothing is copied or dequantized.
  * A missing or mis-shaped tensor, or one of a type without kernels, is
  * refused with a message naming it. On success *out is a handle the caller
  * closes with llm_model_close (after freeing its contexts); on failure

@@ -11,7 +11,7 @@ struct type_row {
     const char *name;
     int64_t block_size;  /* elements per block */
     int64_t block_bytes; /* bytes per block */
-    bool supported;      /* SPEC §5: kvchat computes with it */
+    bool supported;      /* kvchat computes with it (kvchat-files(5), the model types) */
 };
 
 #define QK_K 256
