@@ -2,9 +2,13 @@
 # run-checks.sh - what `make check` runs: every cmocka unit test, every CLI
 # test (tests/cli/t*.sh), then each fuzz target for a short while on its
 # committed corpus. Logs go to tests/out/. Ends with "N passed, N failed".
-#   usage: tests/run-checks.sh "UNIT TESTS" "FUZZ TARGETS" FUZZ_SECONDS
+#   usage: tests/run-checks.sh "UNIT TESTS" "FUZZ TARGETS" FUZZ_SECONDS [CLI TESTS]
+# CLI TESTS: the CLI test files to run (default all, tests/cli/t[0-9]*.sh;
+# "none" for none): `make check-unit`, `check-cli` and `check-fuzz` run one
+# part each through it.
 set -u
-units=$1 fuzzers=$2 fuzz_seconds=$3
+units=$1 fuzzers=$2 fuzz_seconds=$3 clis=${4:-tests/cli/t[0-9]*.sh}
+[ "$clis" = none ] && clis=
 top=$(pwd)
 out=$top/tests/out
 mkdir -p "$out"
@@ -25,7 +29,7 @@ for t in $units; do
     run "$t" "$out/$(basename "$t").log" "./$t"
 done
 
-for t in tests/cli/t[0-9]*.sh; do
+for t in $clis; do
     [ -f "$t" ] || continue
     n=$(basename "$t" .sh)
     run "$t" "$out/$n.log" env KVCHAT="$top/kvchat" MKMODEL="$top/tests/mkmodel" MKSESSION="$top/tests/mksession" \
