@@ -1009,6 +1009,10 @@ int sess_model_block_id(struct sess_store *st, const uint8_t fp[32], int64_t *id
     if (found)
         *id = sqlite3_column_int64(s, 0);
     sqlite3_finalize(s);
+    if (rc == SQLITE_ROW && !found && st->read_only) { /* private: a model the store does not know */
+        *id = -1;
+        return SESS_OK;
+    }
     if (rc == SQLITE_ROW && !found)
         return sess_fail(st, "no models row for the fingerprint");
     return rc == SQLITE_ROW ? SESS_OK : db_fail(st);
@@ -1016,7 +1020,7 @@ int sess_model_block_id(struct sess_store *st, const uint8_t fp[32], int64_t *id
 
 int sess_model_upgrade(struct sess_store *st, const uint8_t fp_v1[32], const char *path, int64_t id)
 {
-    if (!path || !*path)
+    if (!path || !*path || st->read_only || id < 0) /* private: nothing is written */
         return SESS_OK;
     sqlite3_stmt *s = prep(st, "UPDATE sessions SET model_id = ?3 WHERE model_id IN "
                                "(SELECT id FROM models WHERE fp_version = 1 AND fingerprint = ?1 AND path = ?2)");
