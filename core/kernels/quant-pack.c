@@ -446,15 +446,15 @@ static AI __m512i isum512(int kind, const uint8_t *gb, const __m512i *A, const _
     return _mm512_add_epi32(sl, _mm512_slli_epi32(sh, 7));
 }
 
-/* the 8 results of each of 4 groups (g[2] and g[3] may repeat g[0]), block by block */
-static AI void dot_groups512(int kind, int64_t n, const uint8_t *const g[4], const struct llm_act16 *a, __m512 *out0,
-                             __m512 *out1)
+/* the 8 results of each of ng (2 or 4) groups (a missing one repeats g[0]), block by block */
+static AI void dot_groups512(int kind, int ng, int64_t n, const uint8_t *const g[4], const struct llm_act16 *a,
+                             __m512 *out0, __m512 *out1)
 {
     __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
     const size_t bb = gbb(kind);
     for (int64_t b = 0; b < n / QK; b++) {
-        const uint8_t *gb[4];
-        for (int j = 0; j < 4; j++) {
+        const uint8_t *gb[4] = {0};
+        for (int j = 0; j < ng; j++) {
             gb[j] = g[j] + (size_t)b * bb;
             for (size_t o = 0; o < bb; o += 64)
                 _mm_prefetch((const char *)(gb[j] + PF_AHEAD + o), _MM_HINT_T0);
@@ -472,8 +472,9 @@ static AI void dot_groups512(int kind, int64_t n, const uint8_t *const g[4], con
                 H[j] = bc2(hv, 2 * j);
             }
         }
-        __m512i i01 = fold2(isum512(kind, gb[0], A, H), isum512(kind, gb[1], A, H));
-        __m512i i23 = fold2(isum512(kind, gb[2], A, H), isum512(kind, gb[3], A, H));
+        __m512i i01 = fold2(isum512(kind, gb[0], A, H), isum512(kind, gb[1], A, H)), i23 = i01;
+        if (ng > 2)
+            i23 = fold2(isum512(kind, gb[2], A, H), isum512(kind, gb[3], A, H));
         /* wrapping: a stale thread may read an activation being rewritten (pool.h) */
         int32_t asum = (int32_t)((uint32_t)a->s16[2 * b] + (uint32_t)a->s16[2 * b + 1]);
         if (kind == Q4 || kind == Q5) {
@@ -483,28 +484,33 @@ static AI void dot_groups512(int kind, int64_t n, const uint8_t *const g[4], con
         }
         __m512 da = _mm512_set1_ps(a->d[b]);
         acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i01), _mm512_mul_ps(ph16(gb[0], gb[1]), da), acc0);
-        acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i23), _mm512_mul_ps(ph16(gb[2], gb[3]), da), acc1);
+        if (ng > 2)
+            acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i23), _mm512_mul_ps(ph16(gb[2], gb[3]), da), acc1);
         if (has_min(kind)) {
             __m512 fa = _mm512_set1_ps((float)asum);
             acc0 = _mm512_fmadd_ps(fa, _mm512_mul_ps(ph16(gb[0] + m_off(), gb[1] + m_off()), da), acc0);
-            acc1 = _mm512_fmadd_ps(fa, _mm512_mul_ps(ph16(gb[2] + m_off(), gb[3] + m_off()), da), acc1);
+            if (ng > 2)
+                acc1 = _mm512_fmadd_ps(fa, _mm512_mul_ps(ph16(gb[2] + m_off(), gb[3] + m_off()), da), acc1);
         }
     }
     *out0 = acc0;
     *out1 = acc1;
 }
 
-/* y[r] for the rows of [r0, r1) and [s0, s1): their groups four at a time */
+/* y[r] for the rows of [r0, r1) and [s0, s1): their groups four at a time
+ * (the engine's one-token units have two in each range), the last one or
+ * two two at a time */
 static AI void gemv_kind512(int kind, const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1,
                             const void *act, float *y0, float *y1)
 {
     struct llm_act16 a = llm_act16_view(act, w->n_in);
     int64_t nr = (r1 - r0 + ROWS - 1) / ROWS, ns = s1 > s0 ? (s1 - s0 + ROWS - 1) / ROWS : 0;
-    for (int64_t i = 0; i < nr + ns; i += 4) {
+    for (int64_t i = 0, ng; i < nr + ns; i += ng) {
+        ng = nr + ns - i > 2 ? 4 : 2;
         const uint8_t *g[4];
         float *dst[4];
         int cnt[4];
-        for (int j = 0; j < 4; j++) {
+        for (int j = 0; j < ng; j++) {
             int64_t k = i + j < nr + ns ? i + j : i; /* a missing group repeats the first */
             int64_t base = k < nr ? r0 + k * ROWS : s0 + (k - nr) * ROWS, end = k < nr ? r1 : s1;
             g[j] = w->data + (size_t)(base / ROWS) * w->group_bytes;
@@ -513,10 +519,13 @@ static AI void gemv_kind512(int kind, const struct llm_mat *w, int64_t r0, int64
         }
         float out[32];
         __m512 o0, o1;
-        dot_groups512(kind, w->n_in, g, &a, &o0, &o1);
+        if (ng == 4)
+            dot_groups512(kind, 4, w->n_in, g, &a, &o0, &o1);
+        else
+            dot_groups512(kind, 2, w->n_in, g, &a, &o0, &o1);
         _mm512_storeu_ps(out, o0);
         _mm512_storeu_ps(out + 16, o1);
-        for (int j = 0; j < 4; j++)
+        for (int j = 0; j < ng; j++)
             memcpy(dst[j], out + 8 * j, (size_t)cnt[j] * sizeof(float));
     }
 }
