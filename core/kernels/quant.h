@@ -257,7 +257,9 @@ void llm_mm_gemm_by_ref(const struct llm_mat *w, int64_t r0, int64_t r1, const v
  * testing); an unknown value, or one this CPU cannot run, leaves the
  * portable kernels and sets llm_cpu_error(). AVX2 and NEON have kernels of
  * their own (NEON: the *-neon.c files, with SDOT where the CPU has the
- * dot product extension); AVX-512 CPUs run the AVX2 ones. */
+ * dot product extension); AVX-512 ones need F, BW, VL, DQ and VNNI
+ * (LLM_CPU_AVX512_KERNELS: the "avx512" path), and replace the AVX2 ones
+ * where they exist; an AVX-512 CPU without VNNI runs the AVX2 kernels. */
 enum llm_cpu_feature {
     LLM_CPU_AVX2 = 1u << 0,        /* with FMA and F16C */
     LLM_CPU_AVX512 = 1u << 1,      /* F, BW, VL, DQ */
@@ -266,8 +268,13 @@ enum llm_cpu_feature {
     LLM_CPU_NEON = 1u << 4,        /* AArch64 Advanced SIMD */
     LLM_CPU_DOTPROD = 1u << 5,     /* AArch64 SDOT (HWCAP_ASIMDDP) */
 };
+#define LLM_CPU_AVX512_KERNELS (LLM_CPU_AVX512 | LLM_CPU_AVX512_VNNI)
+static inline bool llm_cpu_has_avx512(unsigned cpu)
+{
+    return (cpu & LLM_CPU_AVX512_KERNELS) == LLM_CPU_AVX512_KERNELS;
+}
 unsigned llm_cpu_features(void);
-/* "avx2", "neon-dotprod", "neon" or "generic": the kernel path in use */
+/* "avx512", "avx2", "neon-dotprod", "neon" or "generic": the kernel path in use */
 const char *llm_cpu_path(void);
 /* NULL, or why KVCHAT_CPU was refused */
 const char *llm_cpu_error(void);
