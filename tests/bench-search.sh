@@ -3,7 +3,7 @@
 # search` on a store of 1,000 sessions x 20 messages (tests/bench_search
 # makes it and times the query in the process), then the whole command as a
 # user runs it: process start, opening the store, the query, the output
-# (median of 11 runs each). The README's figure comes from here.
+# (median of 11 runs each). The figure in docs/sessions.md comes from here.
 #   sh tests/bench-search.sh [SESSIONS [MESSAGES]]
 set -eu
 cd "$(dirname "$0")/.."
