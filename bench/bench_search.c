@@ -8,9 +8,9 @@
  * the commonest word to one no message has, the time of sess_search in the
  * process (the median of --runs, default 21; the store opened once, page
  * cache warm) and the number of hits (the default limit of 20, and all).
- * `tests/bench-search.sh` adds the time of the whole command.
+ * `bench/bench-search.sh` adds the time of the whole command.
  *
- *   tests/bench_search [--sessions N] [--messages M] [--runs R] [--keep] DIR
+ *   bench/bench_search [--sessions N] [--messages M] [--runs R] [--keep] DIR
  *
  * DIR is made (it must not exist) and removed after, unless --keep.
  */
