@@ -167,7 +167,7 @@ int main(int argc, char **argv)
                 len += (size_t)snprintf(texts[i] + len, cap - len, "%s%s", w ? " " : "", wb);
             }
             bytes += (int64_t)len;
-            m[i] = (struct sess_msg_rec){i % 2 ? SESS_ROLE_ASSISTANT : SESS_ROLE_USER, texts[i], NULL, 0, NULL, 0};
+            m[i] = (struct sess_msg_rec){.role = i % 2 ? SESS_ROLE_ASSISTANT : SESS_ROLE_USER, .text = texts[i]};
         }
         if (sess_write_messages(st, id, 0, m, n_msg, 0, model_id, NULL))
             die(name, sess_errmsg(st));
