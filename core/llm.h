@@ -702,6 +702,19 @@ int llm_ctx_kv_rows(struct llm_ctx *c, int64_t l, int kv, int64_t a, int64_t b, 
  * becomes b; the logits are invalid (decode the next token to get them) */
 int llm_ctx_kv_commit(struct llm_ctx *c, int64_t b);
 
+/*
+ * The reference forward pass (core/engine/forward-ref.c): tokens [0, n)
+ * from position 0, one at a time on one thread, the math of the engine
+ * written to be read (llama2.c's forward()), computing every value by the
+ * engine's definitions. logits (n_vocab floats) gets the last position's,
+ * bit for bit what llm_ctx_decode gives on a fresh context with the same
+ * n_ctx (phi3's RoPE factors depend on it) and kv_type; n_batch and
+ * n_threads are ignored. Allocates its own cache; slow: for tests and for
+ * reading. LLM_OK, or LLM_ERR with err (bad ids, n > n_ctx, no memory).
+ */
+int llm_forward_ref(const struct llm_model *m, struct llm_ctx_params params, const int32_t *tokens, int64_t n,
+                    float *logits, char *err, size_t err_size);
+
 /* ==== recurrent state (hybrid models) ==== */
 
 /* qwen35's Gated DeltaNet layers keep a fixed-size state instead of K/V

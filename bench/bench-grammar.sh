@@ -2,7 +2,7 @@
 # bench-grammar.sh - what constrained output costs per token (issue 27): the
 # time tests/grammar-gen spends computing the grammar's mask and in the
 # masked sampler, against the decode step, on the Qwen2.5-0.5B-shaped model
-# of tests/bench.sh (Q8_0, dim 896, 24 layers, the real 151,936-token Qwen2
+# of bench/bench.sh (Q8_0, dim 896, 24 layers, the real 151,936-token Qwen2
 # vocabulary, random weights), for --format json and a deep schema
 # (tests/grammar/deep-schema.json: five levels, $refs, arrays, formats,
 # bounds), greedy and sampled. Targets: masking at most 10% of a decode step

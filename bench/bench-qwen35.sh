@@ -12,7 +12,7 @@
 # times each, alternating, then the best of each and the ratios (issue 23
 # asks for >= 1.3 on both).
 # The machine must be quiet: on a loaded one the figures mean nothing.
-# usage: /work/tools/quiet sh tests/bench-qwen35.sh [LLREF]  (after make;
+# usage: /work/tools/quiet sh bench/bench-qwen35.sh [LLREF]  (after make;
 #        ROUNDS=3 by default)
 set -eu
 LLREF=${1:-${LLREF_HOME:-$HOME/.cache/llref}/llref}

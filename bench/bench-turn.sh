@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench-turn.sh - a chat turn at depth (issue 28's acceptance): on the
-# Qwen2.5-0.5B-shaped Q8_0 model (the one tests/bench.sh makes), a session
+# Qwen2.5-0.5B-shaped Q8_0 model (the one bench/bench.sh makes), a session
 # with about DEPTH tokens of history, then a new `kvchat run -s` process
 # sends a message of about NEW tokens: its `--json` ttft_ms (from the start
 # of the process: opening the model and the session, restoring, faulting
@@ -13,13 +13,13 @@
 # `make bench`; not a test.
 #
 # Environment: DEPTH (default 4000), NEW (20), THREADS (2), REPS (3: each
-# figure the best of REPS), LLREF, BENCH_DIR (as tests/bench.sh).
+# figure the best of REPS), LLREF, BENCH_DIR (as bench/bench.sh).
 set -eu
 LLREF=${LLREF:-$HOME/.cache/llref/llref}
 dir=${BENCH_DIR:-${TMPDIR:-/tmp}/kvchat-bench}
 threads=${THREADS:-2} depth=${DEPTH:-4000} new=${NEW:-20} reps=${REPS:-3}
 model=$dir/q-Q8_0.gguf
-[ -f "$model" ] || { echo "bench-turn: $model missing: run tests/bench.sh first (make bench does)"; exit 1; }
+[ -f "$model" ] || { echo "bench-turn: $model missing: run bench/bench.sh first (make bench does)"; exit 1; }
 home=$(mktemp -d "${TMPDIR:-/tmp}/kvchat-bench-home.XXXXXX")
 trap 'rm -rf "$home"' EXIT
 export KVCHAT_HOME=$home

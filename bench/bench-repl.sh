@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench-repl.sh - what carrying the KV cache across turns buys in the chat,
-# on the Qwen2.5-0.5B-shaped Q8_0 model (the one tests/bench.sh makes):
+# on the Qwen2.5-0.5B-shaped Q8_0 model (the one bench/bench.sh makes):
 # TURNS - 1 messages of about 150 tokens each (answers of 8 tokens), then a
 # short question, are piped into one `kvchat chat -v` process, so the last
 # turn starts with about 3,000 tokens of history and adds a dozen; its time
@@ -9,17 +9,17 @@
 # which computes the whole history again: the session is forked before the
 # last turn and that turn is run with --no-cache (the chat's --no-cache
 # recomputes everything at every turn; one turn is enough to time it).
-# Not a test; run from the top of the tree after tests/bench.sh.
+# Not a test; run from the top of the tree after bench/bench.sh.
 #
 # Environment: TURNS (default 20), WORDS per message (default 50),
-# THREADS (default 2), BENCH_DIR (as tests/bench.sh).
+# THREADS (default 2), BENCH_DIR (as bench/bench.sh).
 set -eu
 dir=${BENCH_DIR:-${TMPDIR:-/tmp}/kvchat-bench}
 model=$dir/q-Q8_0.gguf
 turns=${TURNS:-20}
 words=${WORDS:-50}
 threads=${THREADS:-2}
-[ -f "$model" ] || { echo "bench-repl: $model missing: run tests/bench.sh first"; exit 1; }
+[ -f "$model" ] || { echo "bench-repl: $model missing: run bench/bench.sh first"; exit 1; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/kvchat-bench-repl.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 export KVCHAT_HOME=$work/home XDG_STATE_HOME=$work/state

@@ -13,7 +13,7 @@
 # Part of `make bench`; not a test (no pass/fail).
 #
 # Environment: HISTORY (4000), TURNS (10), THREADS (2), BENCH_DIR (as
-# tests/bench.sh), SHAPE (mkmodel options replacing the 0.8B shape, e.g. a
+# bench/bench.sh), SHAPE (mkmodel options replacing the 0.8B shape, e.g. a
 # small one to try the script).
 set -eu
 top=$(pwd)
@@ -22,7 +22,7 @@ threads=${THREADS:-2}
 hist=${HISTORY:-4000}
 turns=${TURNS:-10}
 vocab=$top/tests/data/vocab/ggml-vocab-qwen2.gguf
-# (the shape of tests/bench-qwen35.sh, from Qwen3.5-0.8B's config.json)
+# (the shape of bench/bench-qwen35.sh, from Qwen3.5-0.8B's config.json)
 shape=${SHAPE:-"--dim 1024 --layers 24 --heads 8 --kv-heads 2 --head-dim 256 --rope-dim 64 --rope-sections 11,11,10,0 \
 --ff 3584 --ssm-state 128 --ssm-groups 16 --ssm-heads 16 --ssm-conv 4 --full-attn-interval 4 --rope-theta 10000000 --tied"}
 mkdir -p "$dir"

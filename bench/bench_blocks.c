@@ -22,7 +22,7 @@
  *     in one pass, as a cached call does. Zero once the engine is
  *     batch-invariant (issue 14).
  *
- *   tests/bench_blocks [-n TOKENS] [--index BLOCKS] [--sizes 16,32,64,128,256] [--dir DIR]
+ *   bench/bench_blocks [-n TOKENS] [--index BLOCKS] [--sizes 16,32,64,128,256] [--dir DIR]
  *                      [--split MODEL [--doc IDS]]
  */
 #include "sessions/sess-int.h"

@@ -1,25 +1,25 @@
 #!/bin/sh
 # bench-cache.sh - what the block cache buys, on the Qwen2.5-0.5B-shaped Q8_0
-# model that tests/bench.sh makes (part of `make bench`; not a test):
+# model that bench/bench.sh makes (part of `make bench`; not a test):
 #   1. the script case: CALLS (20) `kvchat run` calls without -s, each a
 #      different short question after the same document of about DOC
 #      (3,000) tokens: tokens computed and time to first token per call, the
 #      store's growth per call, and whether the answers of calls 2 to
 #      NOCACHE+1 (NOCACHE = 5) equal --no-cache's (greedy; and of SEEDED (3)
-#      more with --temp 0.8 --seed); tests/bench_blocks --split measures how
+#      more with --temp 0.8 --seed); bench/bench_blocks --split measures how
 #      far the logits are apart;
 #   2. partial sharing: a prompt sharing its first ~2,000 tokens with an
 #      earlier one: the full blocks and rows it reuses;
 #   3. forks: a session of about 4,000 tokens and 5 forks at its middle, each
 #      going on for one turn: bytes on disk against the session's plus the
 #      forks' own new tokens'.
-# (Resume against --no-cache at 1k, 4k and 16k is tests/bench-resume.sh.)
-# Environment: BENCH_DIR (as tests/bench.sh), THREADS (2), CALLS, DOC, NOCACHE, SEEDED.
+# (Resume against --no-cache at 1k, 4k and 16k is bench/bench-resume.sh.)
+# Environment: BENCH_DIR (as bench/bench.sh), THREADS (2), CALLS, DOC, NOCACHE, SEEDED.
 set -eu
 dir=${BENCH_DIR:-${TMPDIR:-/tmp}/kvchat-bench}
 threads=${THREADS:-2} calls=${CALLS:-20} doc_words=${DOC:-3000} nocache=${NOCACHE:-5} seeded=${SEEDED:-3}
 model=$dir/q-Q8_0.gguf
-[ -f "$model" ] || { echo "bench-cache: $model missing: run tests/bench.sh first (make bench does)"; exit 1; }
+[ -f "$model" ] || { echo "bench-cache: $model missing: run bench/bench.sh first (make bench does)"; exit 1; }
 home=$(mktemp -d "${TMPDIR:-/tmp}/kvchat-bench-cache.XXXXXX")
 trap 'rm -rf "$home"' EXIT
 export KVCHAT_HOME=$home

@@ -1,18 +1,18 @@
 #!/bin/sh
 # bench-fingerprint.sh - what the version-2 model fingerprint (a SHA-256 of
 # every tensor byte, sessions/blocks.c) costs: on the Qwen2.5-0.5B-shaped
-# Q8_0 model tests/bench.sh makes, `kvchat run -n 1` in a fresh home (the
+# Q8_0 model bench/bench.sh makes, `kvchat run -n 1` in a fresh home (the
 # file hashed: the first open after it changed) against the same again (the
 # fingerprint remembered by dev, inode, size, mtime and ctime), best of
 # REPS, with `sha256sum` of the file for scale. The page cache is warm in
 # both (a first run reads the file once). Part of `make bench`; not a test.
 #
-# Environment: BENCH_DIR (as tests/bench.sh), REPS (default 3).
+# Environment: BENCH_DIR (as bench/bench.sh), REPS (default 3).
 set -eu
 dir=${BENCH_DIR:-${TMPDIR:-/tmp}/kvchat-bench}
 reps=${REPS:-3}
 m=$dir/q-Q8_0.gguf
-[ -f "$m" ] || { echo "bench-fingerprint: $m missing: run tests/bench.sh first (make bench does)"; exit 0; }
+[ -f "$m" ] || { echo "bench-fingerprint: $m missing: run bench/bench.sh first (make bench does)"; exit 0; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvchat-fp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 ms() { date +%s%N | awk '{ printf "%d", $1 / 1000000 }'; }

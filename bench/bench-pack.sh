@@ -12,7 +12,7 @@
 # GB kept in BENCH_DIR. Part of `make bench` only when PACK_BENCH=1 (it is
 # long); not a test.
 #
-# Environment: BENCH_DIR (as tests/bench.sh), LLREF, REPS (3), SHAPE (the
+# Environment: BENCH_DIR (as bench/bench.sh), LLREF, REPS (3), SHAPE (the
 # mkmodel options of the model).
 set -eu
 LLREF=${LLREF:-$HOME/.cache/llref/llref}

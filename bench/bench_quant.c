@@ -2,7 +2,7 @@
  * bench_quant.c - (a benchmark, not a test; built by `make bench`) the
  * matrix products of each weight type on Qwen2.5-0.5B-shaped weights:
  *
- *   tests/bench_quant [-t THREADS] [-r REPS] [-l LAYERS] [--types Q8_0,Q4_K,...]
+ *   bench/bench_quant [-t THREADS] [-r REPS] [-l LAYERS] [--types Q8_0,Q4_K,...]
  *                     [--prefill-tokens T]
  *
  * Decode: each type gets random blocks (small normal f16 scales) for

@@ -9,7 +9,7 @@
 # Gemma 3 1B's matrices have rows of 1152 elements, not a multiple of 256:
 # llama.cpp's Q4_K_M mixture stores them as Q5_0 and Q8_0 (its fallback),
 # so those kernels, not Q4_K's, set the speed.
-# usage: /work/tools/quiet sh tests/bench-gemma3.sh [LLREF]  (after make)
+# usage: /work/tools/quiet sh bench/bench-gemma3.sh [LLREF]  (after make)
 set -eu
 LLREF=${1:-${LLREF_HOME:-$HOME/.cache/llref}/llref}
 dir=${TMPDIR:-/tmp}/kvchat-bench-gemma3

@@ -5,11 +5,11 @@
 # signal to the process's exit (exit status 130, nothing saved), median of
 # 7 runs (after one untimed run that stores the packed weights). Issue 16 asks for under 0.2 s. The model is $BENCH_MODEL, or the
 # Q4_K_M file bench.sh downloads.
-#   sh tests/bench-interrupt.sh [MODEL]
+#   sh bench/bench-interrupt.sh [MODEL]
 set -eu
 cd "$(dirname "$0")/.."
 model=${1:-${BENCH_MODEL:-${BENCH_DIR:-${TMPDIR:-/tmp}/kvchat-bench}/q-Q4_K_M.gguf}}
-[ -f "$model" ] || { echo "bench-interrupt: no model '$model' (run tests/bench.sh first, or give one)"; exit 0; }
+[ -f "$model" ] || { echo "bench-interrupt: no model '$model' (run bench/bench.sh first, or give one)"; exit 0; }
 dir=${TMPDIR:-/tmp}/kvchat-bench-int.$$
 trap 'rm -rf "$dir"' EXIT INT TERM
 mkdir -p "$dir"

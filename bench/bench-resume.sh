@@ -1,20 +1,20 @@
 #!/bin/sh
 # bench-resume.sh - what keeping the KV cache buys: on the Qwen2.5-0.5B-shaped
-# Q8_0 model (the one tests/bench.sh makes), a session with H tokens of
+# Q8_0 model (the one bench/bench.sh makes), a session with H tokens of
 # history is resumed by `kvchat run -s` (KV read from its block files) and,
 # for comparison, the same history is computed again with --no-cache. Also
 # restore time against llama.cpp's llama_state_seq_load_file (`llref resume`)
 # and bytes on disk per token. Part of `make bench`; not a test.
 #
 # Environment: HISTORY (default "1000 4000 16000"), THREADS (2), LLREF,
-# BENCH_DIR (as tests/bench.sh).
+# BENCH_DIR (as bench/bench.sh).
 set -eu
 top=$(pwd)
 LLREF=${LLREF:-$HOME/.cache/llref/llref}
 dir=${BENCH_DIR:-${TMPDIR:-/tmp}/kvchat-bench}
 threads=${THREADS:-2}
 model=$dir/q-Q8_0.gguf
-[ -f "$model" ] || { echo "bench-resume: $model missing: run tests/bench.sh first (make bench does)"; exit 1; }
+[ -f "$model" ] || { echo "bench-resume: $model missing: run bench/bench.sh first (make bench does)"; exit 1; }
 home=$(mktemp -d "${TMPDIR:-/tmp}/kvchat-bench-home.XXXXXX")
 trap 'rm -rf "$home"' EXIT
 export KVCHAT_HOME=$home

@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench-load.sh - decode speed while another process takes a core: on the
-# Qwen2.5-0.5B-shaped Q8_0 model (the one tests/bench.sh makes), a bounded
+# Qwen2.5-0.5B-shaped Q8_0 model (the one bench/bench.sh makes), a bounded
 # busy loop runs on the side (`sh -c 'while :; do :; done'`, killed after
 # each measurement, and in any case by `timeout`) while `kvchat bench` with
 # THREADS threads and with 1 thread and `llref bench` with THREADS threads
@@ -8,7 +8,7 @@
 # kvchat's ratio to llama.cpp under the same load and to its own one-thread
 # figure under that load. Part of `make bench`; not a test.
 #
-# Environment: LLREF, BENCH_DIR (as tests/bench.sh), THREADS (default 2),
+# Environment: LLREF, BENCH_DIR (as bench/bench.sh), THREADS (default 2),
 # GEN (tokens decoded, default 128), REPS (best of, default 3), TYPES
 # (default "Q8_0").
 set -eu
@@ -35,7 +35,7 @@ echo "bench-load: decode of $ng tokens, best of $reps, with and without a busy l
 printf '%-6s %-6s %12s %12s %12s %9s %11s\n' type load "kvchat -t$threads" "kvchat -t1" "llama.cpp -t$threads" "vs llama" "vs own -t1"
 for type in ${TYPES:-Q8_0}; do
     m=$dir/q-$type.gguf
-    [ -f "$m" ] || { echo "bench-load: $m missing: run tests/bench.sh first (make bench does)"; continue; }
+    [ -f "$m" ] || { echo "bench-load: $m missing: run bench/bench.sh first (make bench does)"; continue; }
     ./kvchat bench -m "$m" -p 4 -n 2 -r 1 >/dev/null # the packed weights' cache file, once
     for load in none busy; do
         [ $load = busy ] && start_busy

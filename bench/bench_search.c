@@ -8,9 +8,9 @@
  * the commonest word to one no message has, the time of sess_search in the
  * process (the median of --runs, default 21; the store opened once, page
  * cache warm) and the number of hits (the default limit of 20, and all).
- * `tests/bench-search.sh` adds the time of the whole command.
+ * `bench/bench-search.sh` adds the time of the whole command.
  *
- *   tests/bench_search [--sessions N] [--messages M] [--runs R] [--keep] DIR
+ *   bench/bench_search [--sessions N] [--messages M] [--runs R] [--keep] DIR
  *
  * DIR is made (it must not exist) and removed after, unless --keep.
  */
@@ -167,7 +167,7 @@ int main(int argc, char **argv)
                 len += (size_t)snprintf(texts[i] + len, cap - len, "%s%s", w ? " " : "", wb);
             }
             bytes += (int64_t)len;
-            m[i] = (struct sess_msg_rec){i % 2 ? SESS_ROLE_ASSISTANT : SESS_ROLE_USER, texts[i], NULL, 0, NULL, 0};
+            m[i] = (struct sess_msg_rec){.role = i % 2 ? SESS_ROLE_ASSISTANT : SESS_ROLE_USER, .text = texts[i]};
         }
         if (sess_write_messages(st, id, 0, m, n_msg, 0, model_id, NULL))
             die(name, sess_errmsg(st));
