@@ -8,21 +8,21 @@
 # - last-position logits within 1e-4 of the range of llama.cpp's for F32
 #   (where llama.cpp's own F32 error from exact math is above 5e-5, as on
 #   8 ids, where its attention sums in f16: judged against the float64
-#   pass instead, within 1e-4 and no farther than llama.cpp), 2e-2 for Q8_0
-#   and Q4_K_M;
+#   pass instead, within 1e-4 and no farther than llama.cpp), 2e-2 for Q8_0,
+#   Q4_K_M and IQ4_XS;
 # - against the float64 reference (f64-moe.py): F32 within 5e-5 of exact
 #   (K, V rounded to f16 as the cache does; an f16 rounding that a K
 #   computed in f32 lands on the other side of moves a short prompt's
 #   logits by ~1e-5), within 1e-6 with an f32 KV cache against exact K, V;
-#   Q8_0 and Q4_K_M no farther from exact than llama.cpp (llama.cpp rounds
-#   activations to 8 bits, kvchat to 16);
+#   Q8_0, Q4_K_M and IQ4_XS no farther from exact than llama.cpp (llama.cpp
+#   rounds activations to 8 bits, kvchat to 16);
 # - 32 greedy tokens as llama.cpp's (F32);
 # - batch invariance over t0402's ways (one batch on 2 or 1 threads, token
 #   by token, --split K for K = 1, n - 1, 64, 127, 128, 129, 256, half as a
 #   batch and the rest token by token, the portable kernels), for the
 #   spread prompt and the one whose tokens all go to the same experts (an
 #   expert with all 300 of them: three blocks of its rows), F32, Q8_0,
-#   Q4_K_M, and across passes (700 ids, n_batch 512);
+#   Q4_K_M, IQ4_XS, and across passes (700 ids, n_batch 512);
 # - models info: experts, experts used, active parameters.
 . "$TOP/tests/cli/lib.sh"
 . "$TOP/tests/cli/logits-lib.sh"
@@ -36,7 +36,7 @@ for n in qwen3moe qwen3moe-wide; do
     for p in p8 p300 hot300; do
         [ $p = hot300 ] && [ $n != qwen3moe ] && continue
         case $p in hot300) ids=$(cat "$d/hot300.txt") ;; *) ids=$(cat "$d/prompt${p#p}.txt") ;; esac
-        for t in F32 Q8_0 Q4_K_M; do
+        for t in F32 Q8_0 Q4_K_M IQ4_XS; do
             [ $p = hot300 ] && [ $t != F32 ] && continue
             m=$d/$n-$t.gguf
             [ $t = F32 ] && m=$T/$n-F32.gguf
@@ -80,8 +80,8 @@ for n in qwen3moe qwen3moe-wide; do
 done
 
 # batch invariance: tokens spread over the experts, and all on the same ones
-for m in "$T/qwen3moe-F32.gguf" "$d/qwen3moe-Q8_0.gguf" "$d/qwen3moe-Q4_K_M.gguf" "$T/qwen3moe-wide-F32.gguf" \
-    "$d/qwen3moe-wide-Q4_K_M.gguf"; do
+for m in "$T/qwen3moe-F32.gguf" "$d/qwen3moe-Q8_0.gguf" "$d/qwen3moe-Q4_K_M.gguf" "$d/qwen3moe-IQ4_XS.gguf" \
+    "$T/qwen3moe-wide-F32.gguf" "$d/qwen3moe-wide-Q4_K_M.gguf"; do
     for pf in prompt300 hot300; do
         case $m in *wide*) [ $pf = hot300 ] && continue ;; esac
         p=$(cat "$d/$pf.txt")

@@ -18,7 +18,7 @@
 #   prompt300.txt, prompt8.txt, hot300.txt
 #   NAME.opts                 tests/mkmodel's options
 #   NAME-F32.sha256           of the F32 file mkmodel writes (not committed)
-#   NAME-Q8_0.gguf, NAME-Q4_K_M.gguf   `llref quantize` of it
+#   NAME-Q8_0.gguf, NAME-Q4_K_M.gguf, NAME-IQ4_XS.gguf   `llref quantize` of it
 #   NAME-TYPE-pN.logits       llama.cpp's last-position logits (f32 LE)
 #   NAME-F32-pN.greedy        llama.cpp's 32 greedy tokens after the prompt
 #   NAME-TYPE-pN.f64.f32      the float64 reference's (K, V rounded to f16)
@@ -54,7 +54,7 @@ for name in qwen3moe qwen3moe-wide; do
     for p in 8 300; do
         ids=$(cat "$d/prompt$p.txt")
         "$LLREF" greedy "$f32" -p "$ids" -n 32 2>/dev/null >"$d/$name-F32-p$p.greedy"
-        for type in F32 Q8_0 Q4_K_M; do
+        for type in F32 Q8_0 Q4_K_M IQ4_XS; do
             m=$f32
             if [ $type != F32 ]; then
                 m=$d/$name-$type.gguf
