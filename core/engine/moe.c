@@ -224,7 +224,9 @@ static void one_unit(const struct llm_weight *W, int64_t k, int64_t r[4])
     }
     r[1] = r[0] + dr < half ? r[0] + dr : half;
     r[2] = r[0] + half;
-    r[3] = r[1] + half;
+    /* with an even number of groups the last one may be partial: its rows
+     * end at n_out (as engine.c's one_unit) */
+    r[3] = r[1] + half < W->m.n_out ? r[1] + half : W->m.n_out;
 }
 
 void llm_moe_route(struct llm_moe *x, const struct llm_model *m, const struct llm_layer *L, int64_t T)
