@@ -498,7 +498,8 @@ static void mm_describe(const struct pass *ps, const struct phase *ph, struct mm
  * first half with the same rows of its second half (two far-apart streams
  * per core keep more DRAM reads in flight), plus one unit for the last
  * group when the number of groups (of 8 rows, or of the float panels'
- * rows) is odd */
+ * rows) is odd; with an even number the second half's last group may be
+ * partial */
 static int64_t dec_rows(const struct llm_weight *W)
 {
     int64_t g = llm_mm_group_rows(W->mm);
@@ -524,7 +525,9 @@ static void one_unit(const struct llm_weight *W, int64_t k, int64_t r[4])
     }
     r[1] = r[0] + dr < half ? r[0] + dr : half;
     r[2] = r[0] + half;
-    r[3] = r[1] + half;
+    /* with an even number of groups the last one may be partial: its
+     * rows end at n_out (r[2] is a group's start, always below it) */
+    r[3] = r[1] + half < W->m.n_out ? r[1] + half : W->m.n_out;
 }
 
 static int64_t tok_blocks(int64_t T) { return (T + PF_TOKENS - 1) / PF_TOKENS; }
