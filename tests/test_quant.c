@@ -36,7 +36,7 @@
 
 static const uint32_t quant_types[] = {
     LLM_TYPE_Q4_0, LLM_TYPE_Q4_1, LLM_TYPE_Q5_0, LLM_TYPE_Q5_1, LLM_TYPE_Q2_K,
-    LLM_TYPE_Q3_K, LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K,
+    LLM_TYPE_Q3_K, LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K, LLM_TYPE_IQ4_NL, LLM_TYPE_IQ4_XS,
 };
 #define N_QUANT_TYPES (sizeof quant_types / sizeof quant_types[0])
 
@@ -76,6 +76,7 @@ static int setup_paths(void **state)
         llm_quant_legacy_init(path_table[n_paths], all[i].cpu);
         llm_quant_k_init(path_table[n_paths], path_mm[n_paths], path_un[n_paths], all[i].cpu);
         llm_quant_pack_init(path_mm[n_paths], path_un[n_paths], all[i].cpu);
+        llm_quant_iq4_init(path_table[n_paths], path_mm[n_paths], path_un[n_paths], all[i].cpu);
         path_name[n_paths++] = all[i].name;
     }
     return 0;
@@ -117,7 +118,7 @@ static const int *f16_fields(uint32_t type)
     static const int q_d[] = {0, -1}, q_dm[] = {0, 2, -1}, q2k[] = {80, 82, -1},
                      q3k[] = {108, -1}, q6k[] = {208, -1};
     switch (type) {
-    case LLM_TYPE_Q4_0: case LLM_TYPE_Q5_0: case LLM_TYPE_Q8_0: return q_d;
+    case LLM_TYPE_Q4_0: case LLM_TYPE_Q5_0: case LLM_TYPE_Q8_0: case LLM_TYPE_IQ4_NL: case LLM_TYPE_IQ4_XS: return q_d;
     case LLM_TYPE_Q4_1: case LLM_TYPE_Q5_1: case LLM_TYPE_Q4_K: case LLM_TYPE_Q5_K: return q_dm;
     case LLM_TYPE_Q2_K: return q2k;
     case LLM_TYPE_Q3_K: return q3k;
@@ -582,7 +583,7 @@ static void test_products(void **state)
     (void)state;
     static const uint32_t types[] = {LLM_TYPE_F32,  LLM_TYPE_F16,  LLM_TYPE_BF16, LLM_TYPE_Q8_0, LLM_TYPE_Q4_0,
                                      LLM_TYPE_Q4_1, LLM_TYPE_Q5_0, LLM_TYPE_Q5_1, LLM_TYPE_Q2_K, LLM_TYPE_Q3_K,
-                                     LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K};
+                                     LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K, LLM_TYPE_IQ4_NL, LLM_TYPE_IQ4_XS};
     static const int64_t float_n[] = {13, 100, 600, 896}, legacy_n[] = {32, 96, 896}, k_n[] = {256, 512, 1280};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         uint32_t type = types[ti];

@@ -1,7 +1,7 @@
 /*
  * gemm.c - choosing BLIS's sub-configuration by cpuid before BLIS
  * initialises (fmm.c then takes the context's sgemm micro-kernel for the
- * float weights), and a row-major sgemm that only tests/bench_quant calls,
+ * float weights), and a row-major sgemm that only bench/bench_quant calls,
  * to print BLIS's own sgemm beside kvchat's products on its micro-kernel
  * (sgemm's order depends on the batch; see fmm.c).
  * Invariants: llm_gemm_setup runs before any other BLIS call (its callers

@@ -246,6 +246,7 @@ static void ops_init(void)
     llm_quant_legacy_init(ops_table, cpu_features);
     llm_quant_pack_init(mm_table, unpack_table, cpu_features);
     llm_quant_k_init(ops_table, mm_table, unpack_table, cpu_features);
+    llm_quant_iq4_init(ops_table, mm_table, unpack_table, cpu_features);
     /* other kernel files add their init calls here */
 }
 

@@ -82,6 +82,8 @@
  *   Q4_K  32, v = q,                     S = d sc, M = -(dmin m)
  *   Q5_K  32, v = q + 16 hbit,           S = d sc, M = -(dmin m)
  *   Q6_K  16, v = q - 32,                S = d sc
+ *   IQ4_NL 32, v = K[nibble],            S = d
+ *   IQ4_XS 32, v = K[nibble],            S = d (ls - 32)    (K: quant-iq4.c's table)
  * (products of an f16 and a 6- or 8-bit integer, so exact in f32).
  *
  * Quantized weights are stored "packed": the rows of a matrix in groups of
@@ -285,6 +287,7 @@ void llm_quant_basic_init(struct llm_type_ops *t, struct llm_mm_ops *mm, unsigne
 void llm_quant_legacy_init(struct llm_type_ops *t, unsigned cpu);
 void llm_quant_pack_init(struct llm_mm_ops *mm, struct llm_unpack_ops *un, unsigned cpu);
 void llm_quant_k_init(struct llm_type_ops *t, struct llm_mm_ops *mm, struct llm_unpack_ops *un, unsigned cpu);
+void llm_quant_iq4_init(struct llm_type_ops *t, struct llm_mm_ops *mm, struct llm_unpack_ops *un, unsigned cpu);
 void llm_mm_init(unsigned cpu);
 void llm_act_init(unsigned cpu);
 
