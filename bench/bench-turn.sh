@@ -6,8 +6,9 @@
 # of the process: opening the model and the session, restoring, faulting
 # in the packed weights and the prefill included) against the target of
 # one decode step + NEW tokens at the prefill-512 rate (from `kvchat bench
-# -p 512`), and against llama.cpp's prefill of NEW tokens at that depth,
-# measured by difference (`llref bench -p DEPTH+NEW` minus `-p DEPTH`).
+# -p 512`), and against llama.cpp's prefill of NEW tokens at that depth
+# in one batch (tests/llama-depth.c, built here against llref's library:
+# measuring it by difference of two long prefills was lost in their noise).
 # Goals: ttft <= 1.5 x target; llama.cpp's / ttft >= 1.5. Part of
 # `make bench`; not a test.
 #
@@ -49,12 +50,18 @@ echo "history $hist tokens (restored $rs), message $pf tokens prefilled"
 echo "kvchat: new run -s process ttft $ttft ms; target (1 decode step at $tg tok/s + $pf tokens at $pp tok/s) $target ms;" \
     "ttft / target $(awk -v a="$ttft" -v b="$target" 'BEGIN { printf "%.2f", a / b }') (goal <= 1.5)"
 if [ -x "$LLREF" ]; then
-    # llref bench prints prefill_tok_s for its -p tokens: time = p / rate
-    t_of() { "$LLREF" bench "$model" -t "$threads" -p "$1" -n 1 -r "$reps" 2>/dev/null |
-             awk -v p="$1" '$1 == "prefill_tok_s" { printf "%.3f", 1000 * p / $2 }'; }
-    a=$(t_of "$hist") c=$(t_of $((hist + pf)))
-    d=$(awk -v a="$a" -v c="$c" 'BEGIN { printf "%.1f", c - a }')
-    echo "llama.cpp: prefill of $hist tokens $a ms, of $((hist + pf)) tokens $c ms: $pf tokens at depth $d ms;" \
+    # llama.cpp's prefill of the message at that depth, by tests/llama-depth.c
+    # (built here against the library ../shared/peer/setup.sh installed)
+    lh=$(dirname "$LLREF")
+    lib=$(sed -n 's/^LLREF_LIBDIR="\(.*\)" exec.*/\1/p' "$LLREF")
+    ld=$dir/llama-depth
+    if [ ! -x "$ld" ] || [ tests/llama-depth.c -nt "$ld" ]; then
+        cc -O2 -std=c11 -D_GNU_SOURCE -o "$ld" tests/llama-depth.c -I"$lh/src/include" -I"$lh/src/ggml/include" \
+            -L"$lib" -lllama -lggml -lggml-base -lm -Wl,-rpath,"$lib"
+    fi
+    out=$(LLREF_LIBDIR="$lib" "$ld" "$model" -d "$hist" -p "$pf" -t "$threads" -r "$reps")
+    d=$(echo "$out" | awk '$1 == "depth_prefill_ms" { print $2 }')
+    echo "llama.cpp: $pf tokens at depth $hist in one batch $d ms (one decode step $(echo "$out" | awk '$1 == "decode_ms" { print $2 }') ms);" \
         "llama.cpp / kvchat ttft $(awk -v a="$d" -v b="$ttft" 'BEGIN { printf "%.2f", a / b }') (goal >= 1.5)"
 else
     echo "llama.cpp: no llref at $LLREF"
