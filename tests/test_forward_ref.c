@@ -6,7 +6,8 @@
  * embeddings), qwen3 (q/k norms), gemma2 (soft-caps, sliding window, post
  * norms, GELU), gemma3 (q/k norms, local RoPE base, linear scaling), phi3
  * (fused weights, longrope with its short and its long factors), qwen35
- * (Gated DeltaNet and gated attention, two layer patterns), and a llama
+ * (Gated DeltaNet and gated attention, two layer patterns), qwen3moe
+ * (experts, with separate and merged gate/up tensors), and a llama
  * whose 300 logits and 96 FFN rows leave partial row groups and panels
  * (under ASan it finds the overrun fixed in 9c599f5) - models made by
  * tests/mkmodel in F32, F16, BF16 and Q8_0, and the files llama.cpp
@@ -63,6 +64,10 @@ static const struct arch_case archs[] = {
     {"qwen35-rl", "--arch qwen35 --dim 64 --layers 5 --heads 2 --kv-heads 1 --head-dim 32 --rope-dim 16 "
                   "--rope-sections 1,1,1,1 --ff 128 --ssm-state 32 --ssm-groups 1 --ssm-heads 2 --ssm-conv 4 "
                   "--recurrent-layers 1,0,1,1,0 --seed 32"},
+    {"qwen3moe", "--arch qwen3moe --dim 64 --layers 2 --heads 2 --kv-heads 1 --head-dim 32 --ff 128 "
+                 "--experts 6 --experts-used 2 --ff-exp 32 --seed 11"},
+    {"qwen3moe-merged", "--arch qwen3moe --dim 64 --layers 2 --heads 2 --kv-heads 1 --head-dim 32 --ff 128 "
+                        "--experts 8 --experts-used 3 --ff-exp 32 --merged-gate-up --seed 12"},
 };
 static const char *const types[] = {"F32", "F16", "BF16", "Q8_0"};
 
