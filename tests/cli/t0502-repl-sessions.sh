@@ -62,6 +62,7 @@ run sh -c "printf 'Hello\n' | $KVCHAT chat --session viaflag -m $M -t 1 --temp 0
 expect_rc 0
 run "$KVCHAT" sessions
 expect_out "viaflag"
+"$KVCHAT" sessions rm viaflag >/dev/null 2>&1 # the sessions counted below are the script's
 run "$KVCHAT" chat -s work other -m "$M" </dev/null
 expect_rc 1; expect_err "expected one SESSION name, got 'work' and 'other'"
 run "$KVCHAT" chat -m "$M" -s </dev/null
