@@ -321,7 +321,8 @@ int main(int argc, char **argv)
                         "  qwen35: [--rope-dim R] [--rope-sections A,B,C,D] [--ssm-state S] [--ssm-groups G]\n"
                         "       [--ssm-heads V] [--ssm-conv K] [--full-attn-interval N | --recurrent-layers L,...]\n"
                         "  qwen3moe: [--experts X] [--experts-used K] [--ff-exp F] [--hot A:B] [--hot-gain G]\n"
-                        "       [--merged-gate-up]\n");
+                        "       [--merged-gate-up]\n"
+                        "  qwen35moe: qwen35's and qwen3moe's options, [--ff-shexp F]\n");
         return 1;
     }
     const char *out = argv[1];

@@ -49,6 +49,9 @@
  * expert, each expert's rows multiplied by its weights, the k outputs of a
  * token summed in rank order). The router's after step routes the pass and
  * sets the units of the expert products, which depend on the routing.
+ * qwen35moe is qwen35's trunk with those experts and then a shared expert:
+ * the dense FFN's products on ffn_*_shexp into ctx.sh, and PH_SHEXP_ADD
+ * (docs/moe.md: out = moe + sigmoid(gate . xn) * shared).
  *
  * The cache of layer l holds K (then, separately, V) as
  * [n_head_kv][n_ctx][head_dim] elements of the cache type, so the rows of

@@ -75,7 +75,7 @@ int llm_model_meta_read(const struct llm_gguf *g, struct llm_model_meta *m, char
                    : !strcmp(a, "qwen2") || !strcmp(a, "qwen3") || !strcmp(a, "gemma2") ||
                            !strcmp(a, "gemma3") || !strcmp(a, "phi3") || !strcmp(a, "qwen3moe")
                        ? "neox"
-                   : !strcmp(a, "qwen35") ? "imrope"
+                   : !strcmp(a, "qwen35") || !strcmp(a, "qwen35moe") ? "imrope"
                        : "?";
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);

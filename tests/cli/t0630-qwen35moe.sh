@@ -11,7 +11,7 @@
 # - 32 greedy tokens as llama.cpp's (F32, both prompts);
 # - the same bits however the 300 ids go in (one batch, token by token,
 #   split anywhere incl. a block of 16 and n - 1, 1 or 2 threads, the
-#   portable kernels), F32 and Q8_0;
+#   portable kernels), F32 and Q8_0, and a prompt crowding two experts;
 # - sessions: a turn resumed from disk (KV blocks and the recurrent-state
 #   snapshot) answers as --no-cache.
 . "$TOP/tests/cli/lib.sh"
@@ -52,9 +52,14 @@ for p in 8 300; do
         not_ok "$n p$p greedy: $(cat "$T/out"), llama.cpp: $(cat "$d/$n-F32-p$p.greedy")"
 done
 
-# batch invariance: experts, shared expert, recurrence, gated attention
-p=$(cat "$TOP/tests/data/qwen35/prompt300.txt")
-for m in "$T/$n-F32.gguf" "$d/$n-Q8_0.gguf"; do
+# batch invariance: experts, shared expert, recurrence, gated attention;
+# the 300 spread ids, and (hot.gguf: mkmodel --hot, whose router's first
+# column favours experts 0 and 1 and whose embeddings of ids 300..339 are
+# large there) t0620's hot300 prompt, whose tokens crowd the same experts
+"$MKMODEL" "$T/hot.gguf" $(cat "$d/$n.opts") --hot 300:340 --type Q8_0 >/dev/null
+for m in "$T/$n-F32.gguf" "$d/$n-Q8_0.gguf" "$T/hot.gguf"; do
+    p=$(cat "$TOP/tests/data/qwen35/prompt300.txt")
+    [ "$m" = "$T/hot.gguf" ] && p=$(cat "$TOP/tests/data/moe/hot300.txt")
     ev() { "$KVCHAT" eval -m "$m" -p "$p" "$@" >/dev/null 2>"$T/err"; }
     ev -t 2 --logits-out "$T/ref.f32" || not_ok "$m: eval failed: $(cat "$T/err")"
     bad=
@@ -68,6 +73,14 @@ for m in "$T/$n-F32.gguf" "$d/$n-Q8_0.gguf"; do
         bad="$bad [generic, token by token]"
     [ -z "$bad" ] && ok "$(basename "$m"): the same bits every way (10 runs)" || not_ok "$(basename "$m") differs:$bad"
 done
+
+# what the binding reads
+run "$KVCHAT" models info "$d/$n-Q8_0.gguf"
+expect_rc 0
+expect_out 'rope:           imrope, freq base 1e+06, 8 dims$'
+expect_out 'recurrent:      Gated DeltaNet on 3 of 4 layers, RRRA (R recurrent, A attention)$'
+expect_out 'experts:        8 a layer on 4 of 4 layers, 2 used a token (softmax, top-k, renormalised), 32 rows each$'
+expect_out 'runs:           yes$'
 
 # sessions: resumed from the blocks and the recurrent-state snapshot = --no-cache
 q="tell me a long story about the sea, the wind and the boats that sail on it at night under the stars, then another"
