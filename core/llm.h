@@ -495,6 +495,7 @@ struct llm_model_meta {
     int64_t n_expert;          /* {arch}.expert_count */
     int64_t n_expert_used;     /* {arch}.expert_used_count (a number; -1 when an array) */
     int64_t n_ff_exp;          /* {arch}.expert_feed_forward_length */
+    int64_t n_ff_shexp;        /* {arch}.expert_shared_feed_forward_length (qwen35moe) */
     int64_t n_params;          /* elements of all tensors */
     uint64_t tensor_bytes;     /* bytes of all tensor data */
     int64_t type_count[LLM_TYPE_COUNT]; /* tensors of each type */

@@ -16,6 +16,8 @@
  *                    [--full-attn-interval N | --recurrent-layers 1,1,1,0,...]
  *     qwen3moe:      [--experts X] [--experts-used K] [--ff-exp F] [--hot A:B]
  *                    [--hot-gain G] [--merged-gate-up]
+ *     qwen35moe:     qwen35's and qwen3moe's options, and [--ff-shexp F] (the
+ *                    shared expert's rows, default --ff)
  *
  * With the same options it draws the same numbers in the same order as
  * `llref mkmodel` (../shared/peer/llref.c: xorshift64* and Box-Muller), so an
@@ -168,6 +170,42 @@ static void add_tensor(struct gw *w, const char *name, int64_t ne0, int64_t ne1,
     free(x);
 }
 
+/* layer l's router and stacked experts (qwen3moe, qwen35moe): the router
+ * F32; with hot_a >= 0 its first column favours experts 0..k-1 */
+static void put_experts(struct gw *w, int l, int dim, int n_exp, int n_used, int ff_exp, int hot_a, float scale,
+                        int merged)
+{
+    char n[64];
+#define T(s) (snprintf(n, sizeof n, "blk.%d.%s", l, s), n)
+    float *r = gen((int64_t)dim * n_exp, scale, 0);
+    if (hot_a >= 0)
+        for (int e = 0; e < n_exp; e++)
+            r[(size_t)e * dim] = e < n_used ? 1.0f + 0.25f * (float)(n_used - 1 - e) : -1.0f;
+    int64_t ner[2] = {dim, n_exp};
+    put_tensor(w, T("ffn_gate_inp.weight"), LLM_TYPE_F32, 2, ner, r);
+    free(r);
+    int64_t n1 = (int64_t)dim * ff_exp * n_exp;
+    float *g = gen(n1, scale, 0), *u = gen(n1, scale, 0), *d = gen(n1, scale, 0);
+    int64_t ne_gu[3] = {dim, ff_exp, n_exp}, ne_d[3] = {ff_exp, dim, n_exp};
+    if (merged) {
+        float *gu = malloc((size_t)(2 * n1) * sizeof *gu);
+        size_t blk = (size_t)dim * ff_exp;
+        for (int e = 0; e < n_exp; e++) {
+            memcpy(gu + 2 * e * blk, g + e * blk, blk * sizeof *gu);
+            memcpy(gu + (2 * e + 1) * blk, u + e * blk, blk * sizeof *gu);
+        }
+        int64_t ne_m[3] = {dim, 2 * ff_exp, n_exp};
+        put_tensor(w, T("ffn_gate_up_exps.weight"), weight_type, 3, ne_m, gu);
+        free(gu);
+    } else {
+        put_tensor(w, T("ffn_gate_exps.weight"), weight_type, 3, ne_gu, g);
+        put_tensor(w, T("ffn_up_exps.weight"), weight_type, 3, ne_gu, u);
+    }
+    put_tensor(w, T("ffn_down_exps.weight"), weight_type, 3, ne_d, d);
+    free(g), free(u), free(d);
+#undef T
+}
+
 static int set_placeholder_vocab(struct gw *w, int n_vocab)
 {
     /* SentencePiece-style: <unk> <s> </s>, 256 byte tokens, then pieces */
@@ -283,7 +321,8 @@ int main(int argc, char **argv)
                         "  qwen35: [--rope-dim R] [--rope-sections A,B,C,D] [--ssm-state S] [--ssm-groups G]\n"
                         "       [--ssm-heads V] [--ssm-conv K] [--full-attn-interval N | --recurrent-layers L,...]\n"
                         "  qwen3moe: [--experts X] [--experts-used K] [--ff-exp F] [--hot A:B] [--hot-gain G]\n"
-                        "       [--merged-gate-up]\n");
+                        "       [--merged-gate-up]\n"
+                        "  qwen35moe: qwen35's and qwen3moe's options, [--ff-shexp F]\n");
         return 1;
     }
     const char *out = argv[1];
@@ -304,17 +343,19 @@ int main(int argc, char **argv)
     int is_qwen2 = !strcmp(arch, "qwen2"), is_qwen3 = !strcmp(arch, "qwen3");
     int is_gemma2 = !strcmp(arch, "gemma2"), is_gemma3 = !strcmp(arch, "gemma3");
     int is_phi3 = !strcmp(arch, "phi3"), is_gemma = is_gemma2 || is_gemma3;
-    int is_qwen35 = !strcmp(arch, "qwen35"), is_moe = !strcmp(arch, "qwen3moe");
+    int is_q35moe = !strcmp(arch, "qwen35moe");
+    int is_qwen35 = !strcmp(arch, "qwen35") || is_q35moe, is_moe = !strcmp(arch, "qwen3moe") || is_q35moe;
     if (strcmp(arch, "llama") && !is_qwen2 && !is_qwen3 && !is_gemma && !is_phi3 && !is_qwen35 && !is_moe)
-        die("--arch must be llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen35 or qwen3moe");
+        die("--arch must be llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen35, qwen3moe or qwen35moe");
     int n_exp = atoi(opt(argc, argv, "--experts", "8")), n_used = atoi(opt(argc, argv, "--experts-used", "2"));
     int ff_exp = atoi(opt(argc, argv, "--ff-exp", "64"));
+    int ff_sh = opt(argc, argv, "--ff-shexp", NULL) ? atoi(opt(argc, argv, "--ff-shexp", NULL)) : ff;
     int hot_a = -1, hot_b = -1;
     float hot_gain = (float)atof(opt(argc, argv, "--hot-gain", "8"));
     if (opt(argc, argv, "--hot", NULL) && sscanf(opt(argc, argv, "--hot", NULL), "%d:%d", &hot_a, &hot_b) != 2)
         die("--hot wants A:B, a range of token ids");
     if (is_moe && (n_exp < 1 || n_used < 1 || n_used > n_exp || ff_exp <= 0))
-        die("qwen3moe: --experts, --experts-used, --ff-exp must be positive, experts-used at most experts");
+        die("qwen3moe, qwen35moe: --experts, --experts-used, --ff-exp must be positive, experts-used at most experts");
     if (is_gemma2)
         tied = 1; /* llama.cpp's gemma2 always uses token_embd as the LM head */
     if (dim <= 0 || layers <= 0 || heads <= 0 || kv_heads <= 0 || ff <= 0 || ctx <= 0)
@@ -359,6 +400,8 @@ int main(int argc, char **argv)
         gw_kv_u32(w, KEY("expert_count"), (uint32_t)n_exp);
         gw_kv_u32(w, KEY("expert_used_count"), (uint32_t)n_used);
         gw_kv_u32(w, KEY("expert_feed_forward_length"), (uint32_t)ff_exp);
+        if (is_q35moe)
+            gw_kv_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)ff_sh);
     }
     if (q_dim != dim || is_gemma || is_qwen35) {
         gw_kv_u32(w, KEY("attention.key_length"), (uint32_t)head_dim);
@@ -510,6 +553,14 @@ int main(int argc, char **argv)
                 add_tensor(w, T("attn_k_norm.weight"), head_dim, 0, 0.1f, 1.0f);
                 add_tensor(w, T("attn_output.weight"), q_dim, dim, scale, 0);
             }
+            if (is_moe) { /* qwen35moe: the experts, then the shared expert and its gate */
+                put_experts(w, l, dim, n_exp, n_used, ff_exp, hot_a, scale, flag(argc, argv, "--merged-gate-up"));
+                add_tensor(w, T("ffn_gate_inp_shexp.weight"), dim, 0, scale * 4, 0);
+                add_tensor(w, T("ffn_gate_shexp.weight"), dim, ff_sh, scale, 0);
+                add_tensor(w, T("ffn_up_shexp.weight"), dim, ff_sh, scale, 0);
+                add_tensor(w, T("ffn_down_shexp.weight"), ff_sh, dim, scale, 0);
+                continue;
+            }
             add_tensor(w, T("ffn_gate.weight"), dim, ff, scale, 0);
             add_tensor(w, T("ffn_up.weight"), dim, ff, scale, 0);
             add_tensor(w, T("ffn_down.weight"), ff, dim, scale, 0);
@@ -540,32 +591,7 @@ int main(int argc, char **argv)
             add_tensor(w, T("post_attention_norm.weight"), dim, 0, 0.1f, 1.0f);
         add_tensor(w, T("ffn_norm.weight"), dim, 0, 0.1f, 1.0f);
         if (is_moe) {
-            float *r = gen((int64_t)dim * n_exp, scale, 0);
-            if (hot_a >= 0)
-                for (int e = 0; e < n_exp; e++)
-                    r[(size_t)e * dim] = e < n_used ? 1.0f + 0.25f * (float)(n_used - 1 - e) : -1.0f;
-            int64_t ner[2] = {dim, n_exp};
-            put_tensor(w, T("ffn_gate_inp.weight"), LLM_TYPE_F32, 2, ner, r);
-            free(r);
-            int64_t n1 = (int64_t)dim * ff_exp * n_exp;
-            float *g = gen(n1, scale, 0), *u = gen(n1, scale, 0), *d = gen(n1, scale, 0);
-            int64_t ne_gu[3] = {dim, ff_exp, n_exp}, ne_d[3] = {ff_exp, dim, n_exp};
-            if (flag(argc, argv, "--merged-gate-up")) {
-                float *gu = malloc((size_t)(2 * n1) * sizeof *gu);
-                size_t blk = (size_t)dim * ff_exp;
-                for (int e = 0; e < n_exp; e++) {
-                    memcpy(gu + 2 * e * blk, g + e * blk, blk * sizeof *gu);
-                    memcpy(gu + (2 * e + 1) * blk, u + e * blk, blk * sizeof *gu);
-                }
-                int64_t ne_m[3] = {dim, 2 * ff_exp, n_exp};
-                put_tensor(w, T("ffn_gate_up_exps.weight"), weight_type, 3, ne_m, gu);
-                free(gu);
-            } else {
-                put_tensor(w, T("ffn_gate_exps.weight"), weight_type, 3, ne_gu, g);
-                put_tensor(w, T("ffn_up_exps.weight"), weight_type, 3, ne_gu, u);
-            }
-            put_tensor(w, T("ffn_down_exps.weight"), weight_type, 3, ne_d, d);
-            free(g), free(u), free(d);
+            put_experts(w, l, dim, n_exp, n_used, ff_exp, hot_a, scale, flag(argc, argv, "--merged-gate-up"));
             continue;
         }
         add_tensor(w, T("ffn_gate.weight"), dim, ff, scale, 0);

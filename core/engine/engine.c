@@ -49,6 +49,9 @@
  * expert, each expert's rows multiplied by its weights, the k outputs of a
  * token summed in rank order). The router's after step routes the pass and
  * sets the units of the expert products, which depend on the routing.
+ * qwen35moe is qwen35's trunk with those experts and then a shared expert:
+ * the dense FFN's products on ffn_*_shexp into ctx.sh, and PH_SHEXP_ADD
+ * (docs/moe.md: out = moe + sigmoid(gate . xn) * shared).
  *
  * The cache of layer l holds K (then, separately, V) as
  * [n_head_kv][n_ctx][head_dim] elements of the cache type, so the rows of
@@ -107,6 +110,9 @@ enum {
     PH_MOE_DOWN_IN,
     PH_MOE_DOWN,
     PH_MOE_SUM,
+    /* qwen35moe's shared expert after the experts: PH_GLU..PH_DOWN into
+     * ctx.sh, then per token xb = moe + sigmoid(shexp_gate . xn) * sh */
+    PH_SHEXP_ADD,
 };
 
 struct phase {
@@ -159,6 +165,7 @@ struct llm_ctx {
     uint64_t rstate_floats;  /* of all recurrent layers */
     bool rstate_ok;          /* the state matches n_past */
     float *h;                /* (n_batch, n_ff) SwiGLU's output */
+    float *sh;               /* (n_batch, n_embd) qwen35moe: the shared expert's output; else NULL */
     float *rope_cs;          /* (n_batch, n_rope * rope_dim) cos, sin pairs */
     int n_rope;              /* RoPE variants: 1, or 2 when the sliding-window layers have their own */
     float rope_base[2], rope_scale[2];
@@ -281,7 +288,7 @@ static void glu_rows(float *h, const float *g, const float *u, int64_t n, enum l
 /* the product inputs that want I16 activations (ctx.i16_in) */
 enum { IN_QKV = 0, IN_WO = 1, IN_GLU = 2, IN_DOWN = 3 };
 
-/* the weights that read product input `in` of layer L, into w (4 at most):
+/* the weights that read product input `in` of layer L, into w (5 at most):
  * their number */
 static int layer_weights(const struct llm_layer *L, int in, const struct llm_weight **w)
 {
@@ -298,11 +305,19 @@ static int layer_weights(const struct llm_layer *L, int in, const struct llm_wei
     case IN_GLU:
         if (L->exp_gate) { /* a mixture of experts: every expert has the types of the first */
             w[0] = &L->exp_gate[0], w[1] = &L->exp_up[0], w[2] = &L->w_router;
-            return 3;
+            if (!L->shexp_gate)
+                return 3;
+            w[3] = &L->w_gate, w[4] = &L->w_up; /* the shared expert */
+            return 5;
         }
         w[0] = &L->w_gate, w[1] = &L->w_up;
         return 2;
-    default: w[0] = L->exp_down ? &L->exp_down[0] : &L->w_down; return 1;
+    default:
+        w[0] = L->exp_down ? &L->exp_down[0] : &L->w_down;
+        if (!L->shexp_gate)
+            return 1;
+        w[1] = &L->w_down;
+        return 2;
     }
 }
 
@@ -471,7 +486,7 @@ static void mm_describe(const struct pass *ps, const struct phase *ph, struct mm
         d->w[0] = &L->w_down;
         d->xf = c->h;
         d->xf_stride = (size_t)m->n_ff * sizeof(float);
-        d->out = c->xb;
+        d->out = L->shexp_gate ? c->sh : c->xb;
         d->ldo = E;
         break;
     case PH_MOE_ROUTER:
@@ -740,6 +755,24 @@ static bool stopping(struct pass *ps)
     return false;
 }
 
+/* qwen35moe, token t of layer l: the experts' sum (xb) plus the shared
+ * expert's output (sh) times its gate, sigmoid(shexp_gate . xn) (the dot
+ * in double, in element order), into out: one product and one sum per
+ * element, as llama.cpp's ggml_mul then ggml_add (moe + gated shared) */
+static void shexp_add(const struct llm_ctx *c, int64_t l, int64_t t, float *out)
+{
+    int64_t E = c->m->n_embd;
+    const float *g = c->m->layers[l].shexp_gate, *xn = c->xn + t * E, *xb = c->xb + t * E, *sh = c->sh + t * E;
+    double d = 0;
+    for (int64_t i = 0; i < E; i++)
+        d += (double)g[i] * xn[i];
+    float gate = 1.0f / (1.0f + expf(-(float)d));
+    for (int64_t i = 0; i < E; i++) {
+        float y = gate * sh[i];
+        out[i] = xb[i] + y;
+    }
+}
+
 /* where layer l's mixture of experts reads and writes (moe.h) */
 static struct llm_moe_io moe_io(const struct llm_ctx *c, int64_t l)
 {
@@ -770,6 +803,10 @@ static void run_compute(void *arg, int p, int64_t u0, int64_t u1, void *scratch)
             if (ph->kind == PH_ATTN_IN && ph->layer == 0)
                 rope_cache(c, ps->n_past + t, (float *)(s + per) - c->n_rope * m->rope_dim);
         }
+        break;
+    case PH_SHEXP_ADD:
+        for (int64_t u = u0; u < u1; u++, s += per)
+            shexp_add(c, ph->layer, u, (float *)s);
         break;
     case PH_WO_IN:
     case PH_DOWN_IN:
@@ -857,6 +894,10 @@ static void run_commit(void *arg, int p, int64_t u0, int64_t u1, const void *scr
                 memcpy(c->rope_cs + t * c->n_rope * m->rope_dim, (const float *)(s + per) - c->n_rope * m->rope_dim,
                        (size_t)(c->n_rope * m->rope_dim) * sizeof(float));
         }
+        break;
+    case PH_SHEXP_ADD:
+        for (int64_t u = u0; u < u1; u++, s += per)
+            memcpy(c->xb + u * E, s, (size_t)E * sizeof(float));
         break;
     case PH_WO_IN:
     case PH_DOWN_IN:
@@ -979,6 +1020,10 @@ static void run_after(void *arg, int p)
         if (ph->kind == PH_MOE_DOWN) { /* the experts' weighted sum into xb */
             struct llm_moe_io io = moe_io(c, l);
             llm_moe_after_one(c->moe, m, LLM_MOE_DOWN, &io);
+            if (m->layers[l].shexp_gate)
+                break; /* the shared expert's phases follow */
+        } else if (m->layers[l].shexp_gate) {
+            shexp_add(c, l, 0, c->xb); /* elementwise: in place is as out of place */
         }
         if (l + 1 < m->n_layer || ps->logits)
             residual_norm(ps, l + 1, false, 0, c->x, c->xn, c->act);
@@ -1049,11 +1094,14 @@ static void plan(struct pass *ps)
             add_phase(ps, PH_FFN_IN, l, T, TOK_STEP);
         if (c->m->layers[l].exp_gate) {
             plan_moe(ps, l);
-        } else {
+        }
+        if (!c->m->layers[l].exp_gate || c->m->layers[l].shexp_gate) {
             add_product(ps, PH_GLU, l);
             if (!one && wants_i16(c, l, IN_DOWN))
                 add_phase(ps, PH_DOWN_IN, l, T, TOK_STEP);
             add_product(ps, PH_DOWN, l);
+            if (!one && c->m->layers[l].shexp_gate)
+                add_phase(ps, PH_SHEXP_ADD, l, T, TOK_STEP);
         }
         if (!one && l + 1 < nl)
             add_phase(ps, PH_ATTN_IN, l + 1, T, TOK_STEP);
@@ -1205,7 +1253,7 @@ static void plan_inputs(struct llm_ctx *c)
     const struct llm_model *m = c->m;
     c->act_stride = 64;
     for (int64_t l = 0; l <= m->n_layer; l++) {
-        const struct llm_weight *ws[4][4];
+        const struct llm_weight *ws[4][8];
         int nw[4];
         if (l < m->n_layer) {
             for (int in = 0; in < 4; in++)
@@ -1218,8 +1266,8 @@ static void plan_inputs(struct llm_ctx *c)
             for (int i = 0; i < nw[in]; i++)
                 i16 = i16 || ws[in][i]->mm->act == LLM_ACT_I16;
             c->i16_in[l < m->n_layer ? l * 4 + in : m->n_layer * 4] = i16;
-            if (i16) {
-                size_t b = (llm_act_bytes(LLM_ACT_I16, ws[in][0]->m.n_in) + 63) / 64 * 64;
+            for (int i = 0; i < (i16 ? nw[in] : 0); i++) { /* the widest (qwen35moe's down inputs differ) */
+                size_t b = (llm_act_bytes(LLM_ACT_I16, ws[in][i]->m.n_in) + 63) / 64 * 64;
                 c->act_stride = b > c->act_stride ? b : c->act_stride;
             }
         }
@@ -1347,6 +1395,8 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
             memset(c->rstate, 0, c->rstate_floats * f);
     }
     c->h = alloc((size_t)(B * m->n_ff) * f, &ok);
+    if (m->n_layer_moe && m->layers[0].shexp_gate)
+        c->sh = alloc((size_t)(B * m->n_embd) * f, &ok);
     c->rope_cs = alloc((size_t)(B * c->n_rope * m->rope_dim) * f, &ok);
     c->serial_tmp = alloc((size_t)(2 * m->kv_dim + 2 * m->q_dim) * f, &ok);
     c->serial_kv = alloc((size_t)(2 * m->kv_dim) * c->kv_elt, &ok);
@@ -1357,7 +1407,7 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
            (m->n_head_kv * c->att_split < c->n_threads || (gqa + c->att_split - 1) / c->att_split > LLM_ATTN_MAX_Q))
         c->att_split++;
     c->att_per = (gqa + c->att_split - 1) / c->att_split;
-    c->max_phases = (int)(m->n_layer * 14 + 3); /* 10 a layer, 13 with experts */
+    c->max_phases = (int)(m->n_layer * 18 + 3); /* 10 a layer, 13 with experts, 17 with a shared one */
     if (m->n_layer_moe && !(c->moe = llm_moe_init(m, B)))
         ok = false;
     for (int s = 0; s < 2; s++) {
@@ -1400,7 +1450,7 @@ void llm_ctx_free(struct llm_ctx *c)
         munmap(c->kv_map, c->kv_map_bytes);
     free(c->k_cache);
     free(c->v_cache);
-    void *bufs[] = {c->logits, c->x, c->xb, c->xn, c->act, c->qkv, c->att, c->h, c->rope_cs, c->serial_tmp,
+    void *bufs[] = {c->logits, c->x, c->xb, c->xn, c->act, c->qkv, c->att, c->h, c->sh, c->rope_cs, c->serial_tmp,
                     c->serial_kv, c->i16_in, c->rq, c->rstate, c->rstate_bak};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         free(bufs[i]);

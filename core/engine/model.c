@@ -128,6 +128,7 @@ static const struct {
     {"qwen3", LLM_ARCH_QWEN3, true},    {"gemma2", LLM_ARCH_GEMMA2, true},
     {"gemma3", LLM_ARCH_GEMMA3, true},  {"phi3", LLM_ARCH_PHI3, true},
     {"qwen35", LLM_ARCH_QWEN35, true},  {"qwen3moe", LLM_ARCH_QWEN3MOE, true},
+    {"qwen35moe", LLM_ARCH_QWEN35MOE, true},
 };
 
 bool llm_arch_runs(const char *arch)
@@ -264,6 +265,15 @@ static int hparams_moe(struct binder *b)
         return fail(b, "metadata key '%s.expert_feed_forward_length' is out of range", mt->arch);
     m->moe_gating = LLM_MOE_SOFTMAX;
     m->moe_norm = true;
+    /* qwen35moe's shared expert (llama.cpp src/models/qwen35moe.cpp):
+     * expert_shared_feed_forward_length rows, default feed_forward_length;
+     * its products are the dense FFN's, so n_ff becomes its rows */
+    if (m->arch == LLM_ARCH_QWEN35MOE) {
+        int64_t sh = mt->n_ff_shexp > 0 ? mt->n_ff_shexp : m->n_ff;
+        if (sh > (1 << 20))
+            return fail(b, "metadata key '%s.expert_shared_feed_forward_length' is out of range", mt->arch);
+        m->n_ff = sh;
+    }
     return 0;
 }
 
@@ -276,7 +286,7 @@ static int hparams(struct binder *b)
         ai++;
     if (ai == sizeof archs / sizeof *archs)
         return fail(b, "architecture '%s' is not supported (llama, qwen2, qwen3, gemma2, "
-                       "gemma3, phi3, qwen35, qwen3moe are)", mt->arch);
+                       "gemma3, phi3, qwen35, qwen3moe, qwen35moe are)", mt->arch);
     m->arch = archs[ai].arch;
     m->computable = archs[ai].computable;
     struct { const char *key; int64_t v; } need[] = {
@@ -347,9 +357,9 @@ static int hparams(struct binder *b)
     m->q_rows = m->q_dim;
     m->qkv_width = m->q_dim + 2 * m->kv_dim;
     m->n_layer_kv = m->n_layer;
-    if (m->arch == LLM_ARCH_QWEN35)
-        return hparams_qwen35(b);
-    if (m->arch == LLM_ARCH_QWEN3MOE)
+    if ((m->arch == LLM_ARCH_QWEN35 || m->arch == LLM_ARCH_QWEN35MOE) && hparams_qwen35(b))
+        return -1;
+    if (m->arch == LLM_ARCH_QWEN3MOE || m->arch == LLM_ARCH_QWEN35MOE)
         return hparams_moe(b);
     return 0;
 }
@@ -394,19 +404,25 @@ static int recurrent_pattern(struct binder *b)
     return 0;
 }
 
+static int bind_moe(struct binder *b, int64_t l);
+
 /* a qwen35 layer: Gated DeltaNet or gated attention, then the FFN, whose
- * norm is post_attention_norm (llama.cpp src/models/qwen35.cpp) */
+ * norm is post_attention_norm (llama.cpp src/models/qwen35.cpp); qwen35moe's
+ * FFN is the experts and the shared expert (src/models/qwen35moe.cpp) */
 static int bind_layer_qwen35(struct binder *b, int64_t l)
 {
     struct llm_model *m = b->m;
     struct llm_layer *L = &m->layers[l];
     char n[LLM_GGUF_MAX_NAME + 16];
 #define N(s) (snprintf(n, sizeof n, "blk.%" PRId64 ".%s", l, s), n)
+    bool moe = m->arch == LLM_ARCH_QWEN35MOE;
     if (bind_vec(b, N("attn_norm.weight"), m->n_embd, true, &L->attn_norm) ||
         bind_vec(b, N("post_attention_norm.weight"), m->n_embd, true, &L->ffn_norm) ||
-        bind_weight(b, N("ffn_gate.weight"), m->n_embd, m->n_ff, &L->w_gate) ||
-        bind_weight(b, N("ffn_up.weight"), m->n_embd, m->n_ff, &L->w_up) ||
-        bind_weight(b, N("ffn_down.weight"), m->n_ff, m->n_embd, &L->w_down))
+        bind_weight(b, moe ? N("ffn_gate_shexp.weight") : N("ffn_gate.weight"), m->n_embd, m->n_ff, &L->w_gate) ||
+        bind_weight(b, moe ? N("ffn_up_shexp.weight") : N("ffn_up.weight"), m->n_embd, m->n_ff, &L->w_up) ||
+        bind_weight(b, moe ? N("ffn_down_shexp.weight") : N("ffn_down.weight"), m->n_ff, m->n_embd, &L->w_down))
+        return -1;
+    if (moe && (bind_vec(b, N("ffn_gate_inp_shexp.weight"), m->n_embd, true, &L->shexp_gate) || bind_moe(b, l)))
         return -1;
     if (!L->recurrent)
         return bind_weight(b, N("attn_q.weight"), m->n_embd, 2 * m->q_dim, &L->wq) ||
@@ -475,7 +491,7 @@ static int bind_moe(struct binder *b, int64_t l)
 /* a 2-D weight or, when the file has the fused form, views on it */
 static int bind_layer(struct binder *b, int64_t l)
 {
-    if (b->m->arch == LLM_ARCH_QWEN35)
+    if (b->m->arch == LLM_ARCH_QWEN35 || b->m->arch == LLM_ARCH_QWEN35MOE)
         return bind_layer_qwen35(b, l);
     struct llm_model *m = b->m;
     struct llm_layer *L = &m->layers[l];
@@ -572,7 +588,7 @@ static int bind_tensors(struct binder *b)
         if (!m->experts)
             return fail(b, "out of memory");
     }
-    if (m->arch == LLM_ARCH_QWEN35 && recurrent_pattern(b))
+    if ((m->arch == LLM_ARCH_QWEN35 || m->arch == LLM_ARCH_QWEN35MOE) && recurrent_pattern(b))
         return -1;
     for (int64_t l = 0; l < m->n_layer; l++)
         if (bind_layer(b, l))

@@ -58,6 +58,12 @@ struct llm_layer {
      * unbound then. NULL for a dense FFN. */
     struct llm_weight w_router;
     struct llm_weight *exp_gate, *exp_up, *exp_down; /* (n_expert) each */
+    /* qwen35moe: a shared expert beside the routed ones: w_gate, w_up,
+     * w_down are ffn_{gate,up,down}_shexp (n_ff is the shared expert's
+     * rows), and shexp_gate (ffn_gate_inp_shexp, n_embd) its gate: the
+     * FFN's output is moe + sigmoid(shexp_gate . x) * shexp(x). NULL
+     * where there is none. */
+    const float *shexp_gate;
 };
 
 /* how a token's router logits choose its experts and weigh them (moe.c) */
@@ -77,6 +83,7 @@ enum llm_arch {
     LLM_ARCH_PHI3,
     LLM_ARCH_QWEN35,
     LLM_ARCH_QWEN3MOE,
+    LLM_ARCH_QWEN35MOE,
     LLM_ARCH_COUNT
 };
 

@@ -75,7 +75,7 @@ int llm_model_meta_read(const struct llm_gguf *g, struct llm_model_meta *m, char
                    : !strcmp(a, "qwen2") || !strcmp(a, "qwen3") || !strcmp(a, "gemma2") ||
                            !strcmp(a, "gemma3") || !strcmp(a, "phi3") || !strcmp(a, "qwen3moe")
                        ? "neox"
-                   : !strcmp(a, "qwen35") ? "imrope"
+                   : !strcmp(a, "qwen35") || !strcmp(a, "qwen35moe") ? "imrope"
                        : "?";
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);
@@ -103,6 +103,7 @@ int llm_model_meta_read(const struct llm_gguf *g, struct llm_model_meta *m, char
     m->n_expert = arch_int(g, a, "expert_count", -1);
     m->n_expert_used = arch_int(g, a, "expert_used_count", -1);
     m->n_ff_exp = arch_int(g, a, "expert_feed_forward_length", -1);
+    m->n_ff_shexp = arch_int(g, a, "expert_shared_feed_forward_length", -1);
 
     int64_t ti = llm_gguf_find_key(g, "tokenizer.ggml.tokens");
     m->n_vocab = ti >= 0 && llm_gguf_arr_type(g, ti) == LLM_GGUF_TYPE_STRING

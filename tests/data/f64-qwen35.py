@@ -21,6 +21,16 @@ llama.cpp's src/models/qwen35.cpp describe them), not from kvchat's code:
     per value head h (key head h mod G), from S = 0:
       S <- exp(g) S;  S <- S + k (beta (v - S^T k))^T;  o = S^T q / sqrt(d_k);
     then RMSNorm(o) * ssm_norm * silu(z) per head, and ssm_out.
+qwen35moe (Qwen3.5/3.6 MoE) is the same trunk with the FFN of
+src/models/qwen35moe.cpp (transformers' Qwen3_5MoeSparseMoeBlock): for h the
+FFN's input,
+  - p = softmax(ffn_gate_inp h) over expert_count experts; the
+    expert_used_count largest (ties to the lower index), divided by their sum;
+    routed = sum over them of p_e down_e(silu(gate_e h) * up_e h) with the
+    experts of ffn_{gate,up,down}_exps (or ffn_gate_up_exps: gate rows, then up);
+  - shared = down_shexp(silu(gate_shexp h) * up_shexp h), times
+    sigmoid(ffn_gate_inp_shexp . h);
+  - out = routed + shared.
 Same command line and output as f64ref.py: MODEL -p IDS -o OUT.f32 [--kv f16|f64]
 (--kv f16 rounds the attention layers' K and V to f16, as an f16 KV cache).
 F64REF names f64ref.py (default /work/shared/peer/f64ref.py).
@@ -35,13 +45,14 @@ spec = importlib.util.spec_from_file_location(
     'f64ref', os.environ.get('F64REF', '/work/shared/peer/f64ref.py'))
 R = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(R)
-R.ARCHS = R.ARCHS + ('qwen35',)
+R.ARCHS = R.ARCHS + ('qwen35', 'qwen35moe')
+HYBRID = ('qwen35', 'qwen35moe')
 
 
 class Qwen35Model(R.Model):
     def __init__(self, path):
         super().__init__(path)
-        if self.arch != 'qwen35':
+        if self.arch not in HYBRID:
             return
         r = R.gguf.GGUFReader(path)
         a = self.arch
@@ -70,6 +81,8 @@ class Qwen35Model(R.Model):
         else:
             iv = int(get(f'{a}.full_attention_interval', 4))
             self.recurrent = [(l + 1) % iv != 0 for l in range(self.n_layer)]
+        if self.arch == 'qwen35moe':
+            self.n_used = int(get(f'{a}.expert_used_count'))
 
 
 def rope35(m, x, pos):
@@ -138,13 +151,38 @@ def gated_deltanet(m, p, h):
     return R.linear(m, p + 'ssm_out', o.reshape(T, V * S))
 
 
+def moe_ffn(m, p, h):
+    # qwen35moe: the routed experts plus the gated shared expert
+    logits = h @ m.w(p + 'ffn_gate_inp.weight').T
+    z = np.exp(logits - logits.max(-1, keepdims=True))
+    prob = z / z.sum(-1, keepdims=True)
+    if p + 'ffn_gate_up_exps.weight' in m.tensors:
+        gu = m.w(p + 'ffn_gate_up_exps.weight')
+        F = gu.shape[1] // 2
+        gate, up = gu[:, :F], gu[:, F:]
+    else:
+        gate, up = m.w(p + 'ffn_gate_exps.weight'), m.w(p + 'ffn_up_exps.weight')
+    down = m.w(p + 'ffn_down_exps.weight')
+    out = np.zeros_like(h)
+    for t in range(len(h)):
+        sel = np.argsort(-prob[t], kind='stable')[:m.n_used]
+        w = prob[t, sel] / prob[t, sel].sum()
+        for e, we in zip(sel, w):
+            g = gate[e] @ h[t]
+            out[t] += we * (down[e] @ (silu(g) * (up[e] @ h[t])))
+    g = h @ m.w(p + 'ffn_gate_shexp.weight').T
+    shared = (silu(g) * (h @ m.w(p + 'ffn_up_shexp.weight').T)) @ m.w(p + 'ffn_down_shexp.weight').T
+    return out + sigmoid(h @ m.w(p + 'ffn_gate_inp_shexp.weight'))[:, None] * shared
+
+
 def block(m, l, x, pos, kv16):
-    if m.arch != 'qwen35':
+    if m.arch not in HYBRID:
         return base_block(m, l, x, pos, kv16)
     p = f'blk.{l}.'
     h = R.rmsnorm(x, m.w(p + 'attn_norm.weight'), m.eps)
     x = x + (gated_deltanet(m, p, h) if m.recurrent[l] else gated_attention(m, p, h, pos, kv16))
-    return x + R.ffn(m, p, R.rmsnorm(x, m.w(p + 'post_attention_norm.weight'), m.eps))
+    h = R.rmsnorm(x, m.w(p + 'post_attention_norm.weight'), m.eps)
+    return x + (moe_ffn(m, p, h) if m.arch == 'qwen35moe' else R.ffn(m, p, h))
 
 
 base_block = R.block

@@ -1,0 +1,114 @@
+#!/bin/sh
+# t0630: qwen35moe (Qwen3.5/3.6 MoE: the qwen35 trunk, routed experts and a
+# gated shared expert, issue 24) against llama.cpp and exact math, on the
+# golden data of tests/data/qwen35moe (regen-qwen35moe.sh): one synthetic
+# model with the real tensor names, shapes and keys, prompts of 8 and 300 ids.
+# - tests/mkmodel still writes, byte for byte, the F32 file llama.cpp ran;
+# - last-position logits within 1e-4 of the range of llama.cpp's for F32,
+#   2e-2 for Q8_0;
+# - against the float64 reference (f64-qwen35.py): F32 within 1e-6 of
+#   exact; no farther than llama.cpp for F32 on 8 ids and for Q8_0 on both;
+# - 32 greedy tokens as llama.cpp's (F32, both prompts);
+# - the same bits however the 300 ids go in (one batch, token by token,
+#   split anywhere incl. a block of 16 and n - 1, 1 or 2 threads, the
+#   portable kernels), F32 and Q8_0, and a prompt crowding two experts;
+# - sessions: a turn resumed from disk (KV blocks and the recurrent-state
+#   snapshot) answers as --no-cache.
+. "$TOP/tests/cli/lib.sh"
+. "$TOP/tests/cli/logits-lib.sh"
+d=$TOP/tests/data/qwen35moe
+n=q35moe
+
+"$MKMODEL" "$T/$n-F32.gguf" $(cat "$d/$n.opts") >/dev/null
+(cd "$T" && sha256sum -c "$d/$n-F32.sha256" >/dev/null 2>&1) &&
+    ok "$n: mkmodel regenerates the F32 file of the goldens" ||
+    not_ok "$n: mkmodel's F32 file differs from the one llama.cpp ran"
+for p in 8 300; do
+    ids=$(cat "$TOP/tests/data/qwen35/prompt$p.txt")
+    for t in F32 Q8_0; do
+        m=$d/$n-$t.gguf
+        [ $t = F32 ] && m=$T/$n-F32.gguf
+        g=$d/$n-$t-p$p
+        run "$KVCHAT" eval -m "$m" -p "$ids" -c 512 --logits-out "$T/l.f32"
+        expect_rc 0
+        e=$(rel_err "$T/l.f32" "$g.logits")
+        tol=2e-2
+        [ $t = F32 ] && tol=1e-4
+        le "$e" $tol && ok "$n $t p$p: within $tol of llama.cpp ($e)" ||
+            not_ok "$n $t p$p: $e from llama.cpp, wanted <= $tol"
+        ours=$(rel_err "$T/l.f32" "$g.f64.f32")
+        theirs=$(rel_err "$g.logits" "$g.f64.f32")
+        if [ $t = F32 ]; then
+            le "$ours" 1e-6 && ok "$n F32 p$p: within 1e-6 of exact ($ours)" || not_ok "$n F32 p$p: $ours from exact"
+        fi
+        if [ $t != F32 ] || [ $p = 8 ]; then
+            le "$ours" "$theirs" && ok "$n $t p$p: error $ours <= llama.cpp's $theirs" ||
+                not_ok "$n $t p$p: error $ours, llama.cpp's $theirs"
+        fi
+    done
+    run "$KVCHAT" generate -m "$T/$n-F32.gguf" -p "$ids" -n 32 -c 512
+    expect_rc 0
+    [ "$(cat "$T/out")" = "$(cat "$d/$n-F32-p$p.greedy")" ] && ok "$n p$p: 32 greedy tokens as llama.cpp's" ||
+        not_ok "$n p$p greedy: $(cat "$T/out"), llama.cpp: $(cat "$d/$n-F32-p$p.greedy")"
+done
+
+# batch invariance: experts, shared expert, recurrence, gated attention;
+# the 300 spread ids, and (hot.gguf: mkmodel --hot, whose router's first
+# column favours experts 0 and 1 and whose embeddings of ids 300..339 are
+# large there) t0620's hot300 prompt, whose tokens crowd the same experts
+"$MKMODEL" "$T/hot.gguf" $(cat "$d/$n.opts") --hot 300:340 --type Q8_0 >/dev/null
+for m in "$T/$n-F32.gguf" "$d/$n-Q8_0.gguf" "$T/hot.gguf"; do
+    p=$(cat "$TOP/tests/data/qwen35/prompt300.txt")
+    [ "$m" = "$T/hot.gguf" ] && p=$(cat "$TOP/tests/data/moe/hot300.txt")
+    ev() { "$KVCHAT" eval -m "$m" -p "$p" "$@" >/dev/null 2>"$T/err"; }
+    ev -t 2 --logits-out "$T/ref.f32" || not_ok "$m: eval failed: $(cat "$T/err")"
+    bad=
+    for how in "-t 1" "--token-by-token -t 2" "--split 1 -t 1" "--split 16 -t 1" "--split 17 -t 2" \
+        "--split 299 -t 1" "--split 150 --token-by-token -t 2"; do
+        # shellcheck disable=SC2086
+        ev $how --logits-out "$T/l.f32" && cmp -s "$T/ref.f32" "$T/l.f32" || bad="$bad [$how]"
+    done
+    KVCHAT_CPU=generic ev -t 2 --logits-out "$T/l.f32" && cmp -s "$T/ref.f32" "$T/l.f32" || bad="$bad [generic]"
+    KVCHAT_CPU=generic ev --token-by-token -t 1 --logits-out "$T/l.f32" && cmp -s "$T/ref.f32" "$T/l.f32" ||
+        bad="$bad [generic, token by token]"
+    [ -z "$bad" ] && ok "$(basename "$m"): the same bits every way (10 runs)" || not_ok "$(basename "$m") differs:$bad"
+done
+
+# what the binding reads
+run "$KVCHAT" models info "$d/$n-Q8_0.gguf"
+expect_rc 0
+expect_out 'rope:           imrope, freq base 1e+06, 8 dims$'
+expect_out 'recurrent:      Gated DeltaNet on 3 of 4 layers, RRRA (R recurrent, A attention)$'
+expect_out 'experts:        8 a layer on 4 of 4 layers, 2 used a token (softmax, top-k, renormalised), 32 rows each$'
+expect_out 'runs:           yes$'
+
+# sessions: resumed from the blocks and the recurrent-state snapshot = --no-cache
+q="tell me a long story about the sea, the wind and the boats that sail on it at night under the stars, then another"
+R="$KVCHAT run -m $d/$n-Q8_0.gguf -t 2 -n 8 --temp 0 --json"
+run sh -c "$R -s conv --no-cache '$q' </dev/null"
+expect_rc 0
+a0=$(jq -r .answer "$T/out")
+run sh -c "$R -s conv '$q' </dev/null"
+expect_rc 0
+[ "$(jq -r .answer "$T/out")" = "$a0" ] && ok "$n: turn 1 answers as --no-cache" || not_ok "$n turn 1: $(cat "$T/out")"
+q2="and now one about the mountains"
+run sh -c "$R -s conv '$q2' </dev/null"
+expect_rc 0
+a2=$(jq -r .answer "$T/out") c2=$(jq .cached_tokens "$T/out")
+run sh -c "$R -s conv2 --no-cache '$q' </dev/null"
+run sh -c "$R -s conv2 --no-cache '$q2' </dev/null"
+expect_rc 0
+[ "$(jq -r .answer "$T/out")" = "$a2" ] && [ "$c2" -gt 0 ] &&
+    ok "$n: turn 2 resumed ($c2 tokens cached) answers as --no-cache" ||
+    not_ok "$n turn 2: resumed '$a2' ($c2 cached), --no-cache '$(jq -r .answer "$T/out")'"
+run "$KVCHAT" run -m "$d/$n-Q8_0.gguf" -n 8 --temp 0 --json "$q"
+expect_rc 0
+a1=$(jq -r .answer "$T/out")
+run "$KVCHAT" run -m "$d/$n-Q8_0.gguf" -n 8 --temp 0 --json "$q"
+expect_rc 0
+[ "$(jq -r .answer "$T/out")" = "$a1" ] && [ "$(jq .prefilled_tokens "$T/out")" = 1 ] &&
+    [ "$(jq .restored_snapshot_pos "$T/out")" = "$(jq .cached_tokens "$T/out")" ] &&
+    ok "$n: a second run answers the same, resumed from a snapshot" ||
+    not_ok "$n second run: $(cat "$T/out"), first answer: $a1"
+
+finish
