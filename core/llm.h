@@ -731,6 +731,12 @@ int llm_ctx_rstate_import(struct llm_ctx *c, const void *buf, size_t size);
  * llm_ctx_decode on an invalid state returns LLM_ERR with a message and changes
  * nothing. An interrupted decode puts the state back as it was. */
 bool llm_ctx_rstate_valid(const struct llm_ctx *c);
+/* llm_ctx_decode, and the recurrent state after its first `at` tokens (0 < at <= n) into
+ * buf (size = llm_ctx_rstate_size bytes): what llm_ctx_rstate_export would give had the
+ * decode stopped there, taken inside the pass instead of cutting it in two (each pass
+ * reads all the weights). buf's contents are undefined when it fails. Attention-only
+ * models: llm_ctx_decode. */
+int llm_ctx_decode_capture(struct llm_ctx *c, const int32_t *tokens, int64_t n, int64_t at, void *buf, size_t size);
 
 /* ==== the sampler ==== */
 

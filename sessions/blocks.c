@@ -64,6 +64,7 @@ struct sess_kv {
     int64_t n_pend, cap_pend;
     uint8_t *rbuf;           /* rsize: a snapshot being read */
     uint8_t *sbuf;           /* rsize: the state before a restore, to go back to */
+    uint8_t *spare;          /* rsize or NULL: a snapshot's buffer kept for the next */
     uint8_t used[32];        /* the snapshot restored last (marked used at the next save) */
     bool has_used;
 };
@@ -260,6 +261,7 @@ void sess_kv_free(struct sess_kv *kv)
     free(kv->pend);
     free(kv->rbuf);
     free(kv->sbuf);
+    free(kv->spare);
     free(kv);
 }
 
@@ -469,9 +471,21 @@ static int restore_kv(struct sess_kv *kv, const int32_t *tokens, int64_t limit, 
 
 bool sess_kv_recurrent(const struct sess_kv *kv) { return kv->rsize > 0; }
 
+/* a state buffer no longer needed: kept for the next snapshot (fresh
+ * memory costs its page faults: about 5 ms for a 2B model's 19 MiB), or freed */
+static void spare_put(struct sess_kv *kv, uint8_t *buf)
+{
+    if (!buf)
+        return;
+    if (kv->spare)
+        free(buf);
+    else
+        kv->spare = buf;
+}
+
 static void pend_drop(struct sess_kv *kv, int64_t i)
 {
-    free(kv->pend[i].state);
+    spare_put(kv, kv->pend[i].state);
     memmove(kv->pend + i, kv->pend + i + 1, (size_t)(kv->n_pend - i - 1) * sizeof *kv->pend);
     kv->n_pend--;
 }
@@ -533,27 +547,31 @@ static int write_snap_or_evict(struct sess_kv *kv, const struct snap_mem *sm, in
     return sess_fail(kv->st, "%s (the disk is full: free space, or keep less with --cache-max)", why);
 }
 
-int sess_kv_snap_take(struct sess_kv *kv, const int32_t *tokens)
+/* Keep the state at p of tokens: state (rsize bytes, taken over), or
+ * when NULL the context's own (p is then its n_past) */
+static int snap_keep(struct sess_kv *kv, const int32_t *tokens, int64_t p, uint8_t *state)
 {
-    int64_t p = llm_ctx_n_past(kv->ctx), n_ids;
-    if (!kv->rsize || p == 0 || !llm_ctx_rstate_valid(kv->ctx))
-        return SESS_OK;
+    int64_t n_ids;
     uint8_t id[32], parent[32];
-    if (chain_ids(kv, tokens, p, &n_ids) || id_at(kv, tokens, p, id, parent))
+    if (chain_ids(kv, tokens, p, &n_ids) || id_at(kv, tokens, p, id, parent)) {
+        spare_put(kv, state);
         return SESS_ERR;
-    for (int64_t i = 0; i < kv->n_pend; i++)
-        if (!memcmp(kv->pend[i].id, id, 32))
-            return SESS_OK;
-    if (kv->has_used && !memcmp(kv->used, id, 32))
-        return SESS_OK; /* what was restored is stored */
+    }
+    bool known = kv->has_used && !memcmp(kv->used, id, 32); /* what was restored is stored */
+    for (int64_t i = 0; i < kv->n_pend && !known; i++)
+        known = !memcmp(kv->pend[i].id, id, 32);
+    if (known) {
+        spare_put(kv, state);
+        return SESS_OK;
+    }
     if (kv->n_pend == SNAP_PENDING_MAX) {
         /* a long prompt: what is held goes to disk now (its blocks come
          * with the turn's), or without a store the oldest is dropped */
         int64_t t = sess_now_ms(), bytes;
         int err_no;
         while (kv->st && kv->n_pend > 0) {
-            int known = snap_recorded(kv, kv->pend[0].id, kv->pend[0].parent, kv->pend[0].pos);
-            if (known < 0 || (!known && write_snap_or_evict(kv, &kv->pend[0], t, &bytes, &err_no)))
+            int rec = snap_recorded(kv, kv->pend[0].id, kv->pend[0].parent, kv->pend[0].pos);
+            if (rec < 0 || (!rec && write_snap_or_evict(kv, &kv->pend[0], t, &bytes, &err_no)))
                 break; /* (best effort: the cache is only a cache) */
             pend_drop(kv, 0);
         }
@@ -563,25 +581,54 @@ int sess_kv_snap_take(struct sess_kv *kv, const int32_t *tokens)
     if (kv->n_pend == kv->cap_pend) {
         int64_t cap = kv->cap_pend ? 2 * kv->cap_pend : 4;
         struct snap_mem *q = realloc(kv->pend, (size_t)cap * sizeof *q);
-        if (!q)
+        if (!q) {
+            spare_put(kv, state);
             return kfail(kv, "out of memory");
+        }
         kv->pend = q;
         kv->cap_pend = cap;
     }
     struct snap_mem *sm = &kv->pend[kv->n_pend];
-    if (!(sm->state = malloc(kv->rsize)))
-        return kfail(kv, "out of memory");
-    if (llm_ctx_rstate_export(kv->ctx, sm->state, kv->rsize) != (int64_t)kv->rsize) {
-        free(sm->state);
-        char msg[600];
-        snprintf(msg, sizeof msg, "cannot export the recurrent state: %.500s", llm_ctx_errmsg(kv->ctx));
-        return kfail(kv, msg);
+    if (!state) {
+        if (!(state = sess_kv_snap_buffer(kv)))
+            return kfail(kv, "out of memory");
+        if (llm_ctx_rstate_export(kv->ctx, state, kv->rsize) != (int64_t)kv->rsize) {
+            spare_put(kv, state);
+            char msg[600];
+            snprintf(msg, sizeof msg, "cannot export the recurrent state: %.500s", llm_ctx_errmsg(kv->ctx));
+            return kfail(kv, msg);
+        }
     }
+    sm->state = state;
     memcpy(sm->id, id, 32);
     memcpy(sm->parent, parent, 32);
     sm->pos = p;
     kv->n_pend++;
     return SESS_OK;
+}
+
+int sess_kv_snap_take(struct sess_kv *kv, const int32_t *tokens)
+{
+    int64_t p = llm_ctx_n_past(kv->ctx);
+    if (!kv->rsize || p == 0 || !llm_ctx_rstate_valid(kv->ctx))
+        return SESS_OK;
+    return snap_keep(kv, tokens, p, NULL);
+}
+
+uint8_t *sess_kv_snap_buffer(struct sess_kv *kv)
+{
+    uint8_t *b = kv->spare;
+    kv->spare = NULL;
+    return b ? b : malloc(kv->rsize ? kv->rsize : 1);
+}
+
+int sess_kv_snap_give(struct sess_kv *kv, const int32_t *tokens, int64_t p, uint8_t *state)
+{
+    if (!state || !kv->rsize || p <= 0 || p > llm_ctx_n_past(kv->ctx)) {
+        spare_put(kv, state);
+        return SESS_OK;
+    }
+    return snap_keep(kv, tokens, p, state);
 }
 
 /* the context cut to p (<= n_past) with state (rsize bytes, of tokens at

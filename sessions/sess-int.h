@@ -230,6 +230,13 @@ bool sess_kv_recurrent(const struct sess_kv *kv);
  * that stores. At most SNAP_PENDING_MAX are held: past that they are
  * written at once, or without a store the oldest dropped. */
 int sess_kv_snap_take(struct sess_kv *kv, const int32_t *tokens);
+/* A buffer of llm_ctx_rstate_size bytes for llm_ctx_decode_capture (NULL
+ * when out of memory), to hand back to sess_kv_snap_give. */
+uint8_t *sess_kv_snap_buffer(struct sess_kv *kv);
+/* The state at position p (<= n_past) of tokens, in state (from
+ * sess_kv_snap_buffer, taken back: NULL is allowed), kept as
+ * sess_kv_snap_take keeps the context's own. */
+int sess_kv_snap_give(struct sess_kv *kv, const int32_t *tokens, int64_t p, uint8_t *state);
 /* Cut the context to at most n positions (n <= n_past) with its state
  * valid: an attention-only model to n; a hybrid one to the latest snapshot
  * of tokens at or before n (held in memory, or with use_store the store's;

@@ -104,6 +104,8 @@ struct pass {
     int64_t T, n_past;
     bool logits;
     int32_t *tok;              /* (n_batch) the ids */
+    int64_t cap_t;             /* 0 < cap_t < T: the recurrent state after the pass's first cap_t
+                                  tokens goes to c->cap_buf (llm_ctx_decode_capture); else 0 */
     _Atomic int stopped;       /* the interrupt was seen: the rest of the pass is skipped
                                   and the pass discarded */
     int n_ph;
@@ -142,6 +144,8 @@ struct llm_ctx {
                                 (an interrupted pass is discarded) */
     uint64_t rstate_floats;  /* of all recurrent layers */
     bool rstate_ok;          /* the state matches n_past */
+    int64_t cap_pos;         /* llm_ctx_decode_capture: the position whose state is wanted (0: none) */
+    float *cap_buf;          /* (rstate_floats) where it goes */
     float *h;                /* (n_batch, n_ff) SwiGLU's output */
     float *rope_cs;          /* (n_batch, n_rope * rope_dim) cos, sin pairs */
     int n_rope;              /* RoPE variants: 1, or 2 when the sliding-window layers have their own */
@@ -293,6 +297,18 @@ static float *rmatrix(const struct llm_ctx *c, int64_t l, int64_t h)
 {
     const struct llm_model *m = c->m;
     return rwindow(c, l) + (m->ssm_conv - 1) * m->conv_dim + h * m->ssm_state * m->ssm_state;
+}
+
+/* the same places in llm_ctx_decode_capture's buffer */
+static float *cap_window(const struct llm_ctx *c, int64_t l)
+{
+    return c->cap_buf + (size_t)c->m->layers[l].rec_index * llm_model_rstate_layer_floats(c->m);
+}
+
+static float *cap_matrix(const struct llm_ctx *c, int64_t l, int64_t h)
+{
+    const struct llm_model *m = c->m;
+    return cap_window(c, l) + (m->ssm_conv - 1) * m->conv_dim + h * m->ssm_state * m->ssm_state;
 }
 static bool wants_i16(const struct llm_ctx *c, int64_t l, int in)
 {
@@ -755,11 +771,21 @@ static void run_compute(void *arg, int p, int64_t u0, int64_t u1, void *scratch)
                         (float *)s);
         break;
     case PH_RECUR:
-        for (int64_t u = u0; u < u1; u++) { /* one unit a chunk: the head's matrix, then its T rows */
-            size_t SS = (size_t)(m->ssm_state * m->ssm_state);
-            float *st = (float *)s;
+        for (int64_t u = u0; u < u1; u++) { /* one unit a chunk: the head's matrix, then its T rows
+                                               * (and the matrix after cap_t of them) */
+            size_t SS = (size_t)(m->ssm_state * m->ssm_state), ld = (size_t)m->qkv_width;
+            const struct llm_layer *L = &m->layers[ph->layer];
+            float *st = (float *)s, *out = st + SS;
+            int64_t k = ps->cap_t;
             memcpy(st, rmatrix(c, ph->layer, u), SS * sizeof(float));
-            llm_dn_head(m, &m->layers[ph->layer], u, st, c->rq, c->qkv, (size_t)m->qkv_width, ps->T, st + SS);
+            if (k) { /* the same steps in the same order, the matrix copied on the way */
+                llm_dn_head(m, L, u, st, c->rq, c->qkv, ld, k, out);
+                memcpy(out + ps->T * m->ssm_state, st, SS * sizeof(float));
+                llm_dn_head(m, L, u, st, c->rq + k * llm_dn_rq_width(m), c->qkv + (size_t)k * ld, ld, ps->T - k,
+                            out + k * m->ssm_state);
+            } else {
+                llm_dn_head(m, L, u, st, c->rq, c->qkv, ld, ps->T, out);
+            }
         }
         break;
     case PH_ATTN:
@@ -835,6 +861,8 @@ static void run_commit(void *arg, int p, int64_t u0, int64_t u1, const void *scr
             for (int64_t t = 0; t < ps->T; t++)
                 memcpy(c->att + t * c->att_width + u * m->ssm_state, st + SS + t * m->ssm_state,
                        (size_t)m->ssm_state * sizeof(float));
+            if (ps->cap_t)
+                memcpy(cap_matrix(c, ph->layer, u), st + SS + ps->T * m->ssm_state, SS * sizeof(float));
         }
         break;
     case PH_ATTN:
@@ -863,6 +891,11 @@ static void run_after(void *arg, int p)
     const struct phase *ph = &ps->ph[p];
     int64_t l = ph->layer;
     if (ps->T > 1) { /* a prefill pass: only how far it is, and the conv window once the conv read it */
+        if (ph->kind == PH_CONV && ps->cap_t) { /* the window after cap_t tokens, from the one before */
+            float *w = cap_window(c, l);
+            memcpy(w, rwindow(c, l), (size_t)((m->ssm_conv - 1) * m->conv_dim) * sizeof(float));
+            llm_dn_window_update(m, w, c->qkv, (size_t)m->qkv_width, ps->cap_t);
+        }
         if (ph->kind == PH_CONV)
             llm_dn_window_update(m, rwindow(c, l), c->qkv, (size_t)m->qkv_width, ps->T);
         atomic_store_explicit(&c->progress, ps->n_past + ps->T * (p + 1) / ps->n_ph, memory_order_relaxed);
@@ -975,6 +1008,7 @@ static bool forward(struct llm_ctx *c, const int32_t *tok, int64_t T, bool logit
     ps->T = T;
     ps->n_past = c->n_past;
     ps->logits = logits;
+    ps->cap_t = c->cap_pos > c->n_past && c->cap_pos < c->n_past + T ? c->cap_pos - c->n_past : 0;
     atomic_store(&ps->stopped, 0);
     if (c->interrupt && *c->interrupt)
         return false;
@@ -1025,10 +1059,27 @@ int llm_ctx_decode(struct llm_ctx *c, const int32_t *tokens, int64_t n)
             return set_err(c, LLM_ERR_INTERRUPTED, "interrupted");
         }
         i += T;
+        if (c->cap_pos == c->n_past) /* the capture at a pass's end */
+            memcpy(c->cap_buf, c->rstate, c->rstate_floats * sizeof(float));
         atomic_store_explicit(&c->progress, c->n_past, memory_order_relaxed);
     }
     c->logits_valid = true;
     return LLM_OK;
+}
+
+int llm_ctx_decode_capture(struct llm_ctx *c, const int32_t *tokens, int64_t n, int64_t at, void *buf, size_t size)
+{
+    if (!c->rstate_floats)
+        return llm_ctx_decode(c, tokens, n);
+    if (at <= 0 || at > n || size != llm_ctx_rstate_size(c))
+        return set_err(c, LLM_ERR, "cannot capture the recurrent state after %" PRId64 " of %" PRId64
+                       " tokens in %zu bytes", at, n, size);
+    c->cap_pos = c->n_past + at;
+    c->cap_buf = buf;
+    int rc = llm_ctx_decode(c, tokens, n);
+    c->cap_pos = 0;
+    c->cap_buf = NULL;
+    return rc;
 }
 
 void llm_ctx_set_interrupt(struct llm_ctx *c, volatile sig_atomic_t *flag) { c->interrupt = flag; }
@@ -1146,8 +1197,8 @@ static size_t scratch_bytes(const struct llm_ctx *c)
     size_t scores = (size_t)(c->att_per * c->n_ctx) > (size_t)ATT_SCORES ? (size_t)(c->att_per * c->n_ctx) : ATT_SCORES;
     size_t att = (att_out + scores + 16 + llm_attn_scratch_floats(ATT_ROWS * c->att_per, m->head_dim, 0)) * sizeof(float);
     size_t tok = tok_scratch_bytes(c), mx = mm > att ? mm : att;
-    if (m->n_layer_rec) { /* PH_RECUR: a head's matrix and its n_batch output rows */
-        size_t r = (size_t)(m->ssm_state * (m->ssm_state + c->n_batch)) * sizeof(float);
+    if (m->n_layer_rec) { /* PH_RECUR: a head's matrix, its n_batch output rows, the matrix captured */
+        size_t r = (size_t)(m->ssm_state * (2 * m->ssm_state + c->n_batch)) * sizeof(float);
         mx = r > mx ? r : mx;
     }
     return mx > tok ? mx : tok;
