@@ -463,7 +463,8 @@ static int run_exec(int argc, char **argv)
         goto out;
     }
     run_format = o.format.grammar ? &o.format : NULL;
-    if (!l.remote && pl > ctx_bytes_max(&l)) {
+    /* (n_ctx bytes always pass: the scan of the vocabulary is skipped) */
+    if (!l.remote && pl > (size_t)llm_ctx_n_ctx(l.ctx) && pl > ctx_bytes_max(&l)) {
         rc = cmd_fail(CMD_EXIT_MODEL, "the prompt does not fit: its %zu bytes are more than the %" PRId64
                                       " tokens of the context can hold (a larger -c helps)",
                       pl, llm_ctx_n_ctx(l.ctx));

@@ -724,6 +724,11 @@ int64_t llm_ctx_rstate_export(const struct llm_ctx *c, void *buf, size_t size);
 /* set the recurrent state to one exported by a context of the same model at position
  * n_past (the caller restored the attention KV of [0, n_past) first); it becomes valid */
 int llm_ctx_rstate_import(struct llm_ctx *c, const void *buf, size_t size);
+/* The state's own memory (llm_ctx_rstate_size bytes; NULL for attention-only models), to
+ * read a saved state straight into instead of a buffer of its own: the state is invalid
+ * from this call on, until llm_ctx_rstate_import(c, that memory, size) (which then copies
+ * nothing). Borrowed until the next call on c. */
+void *llm_ctx_rstate_memory(struct llm_ctx *c);
 /* whether the recurrent state matches n_past (always true for attention-only models).
  * llm_ctx_truncate(c, n) with n < n_past keeps the attention rows of [0, n) and makes
  * the state invalid, except n == 0, which resets it to the initial (zero) state;

@@ -41,6 +41,9 @@ int sess_model_block_id(struct sess_store *st, const uint8_t fp[32], int64_t *id
 /* the sessions of version-1 rows of path whose fingerprint was fp_v1 (a
  * store made before schema 5) moved to row id, the file's version-2 row */
 int sess_model_upgrade(struct sess_store *st, const uint8_t fp_v1[32], const char *path, int64_t id);
+/* whether a version-1 models row of path is there (1, 0, SESS_ERR): only
+ * then is the file's version-1 fingerprint wanted */
+int sess_model_v1_exists(struct sess_store *st, const char *path);
 /* a fingerprint remembered for a file's identity (path, device, inode,
  * size, mtime, status-change time): 1 and fp, 0 if none, SESS_ERR */
 int sess_fingerprint_lookup(struct sess_store *st, const char *path, const struct stat *sb, uint8_t fp[32]);
@@ -170,7 +173,7 @@ const uint8_t *sess_kv_fingerprint(const struct sess_kv *kv);
 const uint8_t *sess_kv_fingerprint_other(const struct sess_kv *kv);
 /* the file's version-1 fingerprint (for sessions of stores before schema
  * 5), of this context's KV variant or (other) of the other */
-const uint8_t *sess_kv_fingerprint_v1(const struct sess_kv *kv, bool other);
+const uint8_t *sess_kv_fingerprint_v1(struct sess_kv *kv, bool other);
 /* (a private store's unknown model is added here once the store is writable;
  * -1 if it cannot be) */
 int64_t sess_kv_model_id(struct sess_kv *kv);

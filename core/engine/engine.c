@@ -37,7 +37,11 @@
  * a per-token phase runs the causal conv (deltanet.c), then a phase of one
  * unit per value head runs the delta rule over the pass's tokens in order,
  * its state kept in the context (the recurrent state: the conv window and
- * the matrices of each recurrent layer) instead of K/V rows. Its attention
+ * the matrices of each recurrent layer) instead of K/V rows. A pass reads
+ * the state from one buffer and writes the next into another, and the two
+ * swap when it completes: a stopped pass needs no copy to undo it, and a
+ * snapshot inside the pass (llm_ctx_decode_capture) is a copy of the
+ * matrices and window on the way. Its attention
  * layers gate their output (sigmoid of a second half of wq's rows, applied
  * by the attention units) and rotate a part of each head (imrope, which
  * for text is NeoX RoPE with the fourth section's pairs left as they are).
@@ -64,6 +68,7 @@
 #include <sys/mman.h>
 
 #define KV_ALIGN ((size_t)2 << 20) /* the KV cache starts on a huge-page boundary */
+#define KV_READY_STEP 256 /* the KV cache is faulted in this many positions at a time */
 #define DEC_ROWS 16    /* one-token products: rows of each half of a matrix per unit */
 #define DEC_STEP 4     /* one-token products: units per chunk */
 #define PF_ROWS 32     /* batched products: rows per unit */
@@ -124,6 +129,7 @@ struct llm_ctx {
     uint8_t **k_cache, **v_cache; /* (n_layer_kv) of [n_head_kv][n_ctx][head_dim] */
     void *kv_map;            /* the mapping k_cache and v_cache point into */
     size_t kv_map_bytes;
+    int64_t kv_ready;        /* positions [0, kv_ready) of every head's rows are faulted in */
     float *logits;           /* (n_vocab) */
     bool logits_valid;
     char errmsg[256];
@@ -140,7 +146,12 @@ struct llm_ctx {
     int64_t att_width;       /* q_dim, or the value heads' V S if larger */
     float *rq;               /* (n_batch, rq_width) recurrent layers: the conv's output */
     float *rstate;           /* (n_layer_rec * rstate_layer_floats) the recurrent state */
-    float *rstate_bak;       /* the same: the state before a decode of several tokens
+    float *rstate_next;      /* the same: what a pass writes, from rstate; the two swap when
+                                it completes, so a stopped pass leaves rstate as it was */
+    void *rstate_map;        /* the mapping rstate and rstate_next point into */
+    size_t rstate_map_bytes;
+    float *rstate_bak;       /* the same or NULL (made when first needed): the state before a
+                                decode of several passes
                                 (an interrupted pass is discarded) */
     uint64_t rstate_floats;  /* of all recurrent layers */
     bool rstate_ok;          /* the state matches n_past */
@@ -164,6 +175,7 @@ struct llm_ctx {
     _Atomic int64_t progress; /* llm_ctx_progress: read by other threads */
 };
 
+static void kv_reserve(struct llm_ctx *c, int64_t p);
 static int set_err(struct llm_ctx *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int set_err(struct llm_ctx *c, int code, const char *fmt, ...)
 {
@@ -288,28 +300,33 @@ static int layer_weights(const struct llm_layer *L, int in, const struct llm_wei
 }
 
 /* the recurrent state of layer l: its conv window, then its matrices */
-static float *rwindow(const struct llm_ctx *c, int64_t l)
+static float *rwindow_in(const struct llm_ctx *c, const float *base, int64_t l)
 {
-    return c->rstate + (size_t)c->m->layers[l].rec_index * llm_model_rstate_layer_floats(c->m);
+    return (float *)base + (size_t)c->m->layers[l].rec_index * llm_model_rstate_layer_floats(c->m);
 }
 
-static float *rmatrix(const struct llm_ctx *c, int64_t l, int64_t h)
+static float *rmatrix_in(const struct llm_ctx *c, const float *base, int64_t l, int64_t h)
 {
     const struct llm_model *m = c->m;
-    return rwindow(c, l) + (m->ssm_conv - 1) * m->conv_dim + h * m->ssm_state * m->ssm_state;
+    return rwindow_in(c, base, l) + (m->ssm_conv - 1) * m->conv_dim + h * m->ssm_state * m->ssm_state;
+}
+
+/* the state before the pass (read), and the one it makes (written) */
+static float *rwindow(const struct llm_ctx *c, int64_t l) { return rwindow_in(c, c->rstate, l); }
+static float *rmatrix(const struct llm_ctx *c, int64_t l, int64_t h) { return rmatrix_in(c, c->rstate, l, h); }
+
+/* the conv window of layer l after the pass's T tokens, into the next state */
+static void rwindow_next(const struct llm_ctx *c, int64_t l, int64_t T)
+{
+    const struct llm_model *m = c->m;
+    float *w = rwindow_in(c, c->rstate_next, l);
+    memcpy(w, rwindow(c, l), (size_t)((m->ssm_conv - 1) * m->conv_dim) * sizeof(float));
+    llm_dn_window_update(m, w, c->qkv, (size_t)m->qkv_width, T);
 }
 
 /* the same places in llm_ctx_decode_capture's buffer */
-static float *cap_window(const struct llm_ctx *c, int64_t l)
-{
-    return c->cap_buf + (size_t)c->m->layers[l].rec_index * llm_model_rstate_layer_floats(c->m);
-}
-
-static float *cap_matrix(const struct llm_ctx *c, int64_t l, int64_t h)
-{
-    const struct llm_model *m = c->m;
-    return cap_window(c, l) + (m->ssm_conv - 1) * m->conv_dim + h * m->ssm_state * m->ssm_state;
-}
+static float *cap_window(const struct llm_ctx *c, int64_t l) { return rwindow_in(c, c->cap_buf, l); }
+static float *cap_matrix(const struct llm_ctx *c, int64_t l, int64_t h) { return rmatrix_in(c, c->cap_buf, l, h); }
 static bool wants_i16(const struct llm_ctx *c, int64_t l, int in)
 {
     return c->i16_in[l < c->m->n_layer ? l * 4 + in : c->m->n_layer * 4];
@@ -857,7 +874,7 @@ static void run_commit(void *arg, int p, int64_t u0, int64_t u1, const void *scr
         for (int64_t u = u0; u < u1; u++) {
             size_t SS = (size_t)(m->ssm_state * m->ssm_state);
             const float *st = (const float *)s;
-            memcpy(rmatrix(c, ph->layer, u), st, SS * sizeof(float));
+            memcpy(rmatrix_in(c, c->rstate_next, ph->layer, u), st, SS * sizeof(float));
             for (int64_t t = 0; t < ps->T; t++)
                 memcpy(c->att + t * c->att_width + u * m->ssm_state, st + SS + t * m->ssm_state,
                        (size_t)m->ssm_state * sizeof(float));
@@ -897,7 +914,7 @@ static void run_after(void *arg, int p)
             llm_dn_window_update(m, w, c->qkv, (size_t)m->qkv_width, ps->cap_t);
         }
         if (ph->kind == PH_CONV)
-            llm_dn_window_update(m, rwindow(c, l), c->qkv, (size_t)m->qkv_width, ps->T);
+            rwindow_next(c, l, ps->T);
         atomic_store_explicit(&c->progress, ps->n_past + ps->T * (p + 1) / ps->n_ph, memory_order_relaxed);
         return;
     }
@@ -905,7 +922,7 @@ static void run_after(void *arg, int p)
     case PH_QKV: {
         if (m->layers[l].recurrent) {
             llm_dn_conv(m, &m->layers[l], rwindow(c, l), c->qkv, (size_t)m->qkv_width, 0, c->rq);
-            llm_dn_window_update(m, rwindow(c, l), c->qkv, (size_t)m->qkv_width, 1);
+            rwindow_next(c, l, 1);
             break;
         }
         uint8_t *kc = c->serial_kv, *vc = kc + (size_t)m->kv_dim * c->kv_elt;
@@ -1022,6 +1039,11 @@ static bool forward(struct llm_ctx *c, const int32_t *tok, int64_t T, bool logit
     llm_pool_run(c->pool, &ps->job);
     if (atomic_load(&ps->stopped))
         return false;
+    if (c->rstate_floats) { /* every recurrent layer's window and matrices were written */
+        float *t = c->rstate;
+        c->rstate = c->rstate_next;
+        c->rstate_next = t;
+    }
     c->n_past += T;
     return true;
 }
@@ -1041,13 +1063,16 @@ int llm_ctx_decode(struct llm_ctx *c, const int32_t *tokens, int64_t n)
     if (!c->rstate_ok)
         return set_err(c, LLM_ERR, "the recurrent state does not match the %" PRId64 " positions in the "
                        "context (restore it, or truncate to 0)", c->n_past);
-    /* a pass changes the recurrent state as it goes: an interrupted decode
-     * puts back the state it started from (one token's pass is not
-     * interrupted, so decoding needs no copy) */
-    bool bak = c->rstate_floats && n > 1;
+    /* a stopped pass leaves the recurrent state as it was (rstate_next);
+     * a decode of several passes keeps the state it started from, to put
+     * back if a later pass is stopped */
+    bool bak = c->rstate_floats && n > c->n_batch && c->interrupt;
+    if (bak && !c->rstate_bak && !(c->rstate_bak = malloc(c->rstate_floats * sizeof(float))))
+        return set_err(c, LLM_ERR, "out of memory");
     if (bak)
         memcpy(c->rstate_bak, c->rstate, c->rstate_floats * sizeof(float));
     c->logits_valid = false;
+    kv_reserve(c, c->n_past + n);
     int64_t start = c->n_past;
     for (int64_t i = 0; i < n;) {
         int64_t T = n - i < c->n_batch ? n - i : c->n_batch;
@@ -1107,7 +1132,10 @@ struct llm_ctx_params llm_ctx_default_params(void)
 }
 
 /* the KV cache: one mapping, in transparent huge pages where the kernel
- * has them (fewer faults and TLB misses in attention) */
+ * has them (fewer TLB misses in attention, and fresh memory comes much
+ * cheaper by the huge page: on the 2-core VMs we measure on, 4 KiB pages
+ * cost 3-4 times as much per MB), faulted in as positions come into use
+ * (kv_reserve) */
 static bool kv_map(struct llm_ctx *c)
 {
     const struct llm_model *m = c->m;
@@ -1127,19 +1155,39 @@ static bool kv_map(struct llm_ctx *c)
 #ifdef MADV_HUGEPAGE
     madvise(base, n, MADV_HUGEPAGE);
 #endif
-    /* fault it in now, as llama.cpp clears its cache at creation, so that
-     * restoring a session is a copy rather than page faults. Where the
-     * kernel cannot (too old, or not enough memory for all of it now) the
-     * pages come on first use as before: never a memset that the OOM
-     * killer would answer. */
-#ifdef MADV_POPULATE_WRITE
-    (void)madvise(base, n, MADV_POPULATE_WRITE);
-#endif
     for (int64_t l = 0; l < m->n_layer_kv; l++) {
         c->k_cache[l] = base + (size_t)(2 * l) * layer_kv;
         c->v_cache[l] = base + (size_t)(2 * l + 1) * layer_kv;
     }
     return true;
+}
+
+/* Positions [0, p) of every head's K and V rows faulted in (zeroed pages
+ * mapped) before they are written, KV_READY_STEP positions at a time, in
+ * one call per head: restoring blocks is then a copy rather than page
+ * faults, and a turn zeroes only the rows it uses, not the n_ctx of the
+ * context. Where the kernel cannot (too old, or not enough memory now) the
+ * pages come on first use: never a memset that the OOM killer would
+ * answer. */
+static void kv_reserve(struct llm_ctx *c, int64_t p)
+{
+    if (p <= c->kv_ready)
+        return;
+    p = (p + KV_READY_STEP - 1) / KV_READY_STEP * KV_READY_STEP;
+    p = p < c->n_ctx ? p : c->n_ctx;
+#ifdef MADV_POPULATE_WRITE
+    const struct llm_model *m = c->m;
+    size_t row = (size_t)m->head_dim * c->kv_elt, pg = 4096;
+    for (int64_t l = 0; l < m->n_layer_kv; l++)
+        for (int kv = 0; kv < 2; kv++)
+            for (int64_t g = 0; g < m->n_head_kv; g++) {
+                uint8_t *h = (kv ? c->v_cache[l] : c->k_cache[l]) + (size_t)(g * c->n_ctx) * row;
+                uintptr_t a = (uintptr_t)(h + (size_t)c->kv_ready * row) / pg * pg;
+                uintptr_t b = (uintptr_t)(h + (size_t)p * row);
+                (void)madvise((void *)a, b - a, MADV_POPULATE_WRITE);
+            }
+#endif
+    c->kv_ready = p;
 }
 
 /* which product inputs want I16 activations, and the largest I16 row */
@@ -1280,10 +1328,23 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
     c->rstate_ok = true;
     if (m->n_layer_rec) {
         c->rq = alloc((size_t)(B * llm_dn_rq_width(m)) * f, &ok);
-        c->rstate = alloc(c->rstate_floats * f, &ok);
-        c->rstate_bak = alloc(c->rstate_floats * f, &ok);
-        if (c->rstate)
-            memset(c->rstate, 0, c->rstate_floats * f);
+        /* the two states in huge pages where the kernel has them (each is
+         * 19-50 MiB: fresh memory comes cheaper so), zeros as mapped */
+        size_t one = (c->rstate_floats * f + KV_ALIGN - 1) / KV_ALIGN * KV_ALIGN;
+        c->rstate_map_bytes = 2 * one + KV_ALIGN;
+        void *map = mmap(NULL, c->rstate_map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (map == MAP_FAILED) {
+            ok = false;
+        } else {
+            c->rstate_map = map;
+            uint8_t *base = (uint8_t *)(((uintptr_t)map + KV_ALIGN - 1) / KV_ALIGN * KV_ALIGN);
+#ifdef MADV_HUGEPAGE
+            if (c->rstate_floats * f >= KV_ALIGN) /* (a small one would zero a whole huge page) */
+                madvise(base, 2 * one, MADV_HUGEPAGE);
+#endif
+            c->rstate = (float *)base;
+            c->rstate_next = (float *)(base + one);
+        }
     }
     c->h = alloc((size_t)(B * m->n_ff) * f, &ok);
     c->rope_cs = alloc((size_t)(B * c->n_rope * m->rope_dim) * f, &ok);
@@ -1334,10 +1395,12 @@ void llm_ctx_free(struct llm_ctx *c)
     llm_pool_free(c->pool);
     if (c->kv_map)
         munmap(c->kv_map, c->kv_map_bytes);
+    if (c->rstate_map)
+        munmap(c->rstate_map, c->rstate_map_bytes);
     free(c->k_cache);
     free(c->v_cache);
     void *bufs[] = {c->logits, c->x, c->xb, c->xn, c->act, c->qkv, c->att, c->h, c->rope_cs, c->serial_tmp,
-                    c->serial_kv, c->i16_in, c->rq, c->rstate, c->rstate_bak};
+                    c->serial_kv, c->i16_in, c->rq, c->rstate_bak};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         free(bufs[i]);
     for (int s = 0; s < 2; s++) {
@@ -1433,6 +1496,7 @@ int llm_ctx_kv_rows(struct llm_ctx *c, int64_t l, int kv, int64_t a, int64_t b, 
         return set_err(c, LLM_ERR, "no KV rows for layer %" PRId64 " positions [%" PRId64 ", %" PRId64 ")",
                        l, a, b);
     size_t row = (size_t)m->head_dim * c->kv_elt;
+    kv_reserve(c, b);
     *base = (kv ? c->v_cache[l] : c->k_cache[l]) + (size_t)a * row;
     *stride = (size_t)c->n_ctx * row;
     *n_chunks = m->n_head_kv;
@@ -1459,6 +1523,7 @@ int llm_ctx_kv_import(struct llm_ctx *c, int64_t a, int64_t b, const void *buf, 
     if (size != llm_ctx_kv_size(c, a, b))
         return set_err(c, LLM_ERR, "KV rows of %zu bytes, expected %" PRIu64, size,
                        llm_ctx_kv_size(c, a, b));
+    kv_reserve(c, b);
     kv_copy(c, a, b, (uint8_t *)buf, true);
     rstate_moved(c, b);
     c->n_past = b;
@@ -1472,6 +1537,13 @@ int llm_ctx_kv_import(struct llm_ctx *c, int64_t a, int64_t b, const void *buf, 
 uint64_t llm_ctx_rstate_size(const struct llm_ctx *c) { return c->rstate_floats * sizeof(float); }
 
 bool llm_ctx_rstate_valid(const struct llm_ctx *c) { return c->rstate_ok; }
+
+void *llm_ctx_rstate_memory(struct llm_ctx *c)
+{
+    if (c->rstate_floats)
+        c->rstate_ok = false;
+    return c->rstate;
+}
 
 int64_t llm_ctx_rstate_export(const struct llm_ctx *c, void *buf, size_t size)
 {
@@ -1490,7 +1562,7 @@ int llm_ctx_rstate_import(struct llm_ctx *c, const void *buf, size_t size)
     if (size != llm_ctx_rstate_size(c))
         return set_err(c, LLM_ERR, "a recurrent state of %zu bytes, expected %" PRIu64, size,
                        llm_ctx_rstate_size(c));
-    if (size)
+    if (size && buf != c->rstate)
         memcpy(c->rstate, buf, size);
     c->rstate_ok = true;
     c->logits_valid = false;
