@@ -64,7 +64,8 @@ struct sess_kv {
     /* recurrent state (hybrid models; rsize 0: none of this) */
     uint64_t rsize;          /* llm_ctx_rstate_size */
     struct snap_mem *pend;   /* snapshots taken since the last save, the oldest first */
-    int64_t n_pend, cap_pend;
+    int64_t n_pend;
+    size_t cap_pend;
     uint8_t *sbuf;           /* rsize (made when first needed): the state before a restore,
                               * to go back to */
     uint8_t *spare;          /* rsize or NULL: a snapshot's buffer kept for the next */
@@ -623,15 +624,9 @@ static int snap_keep(struct sess_kv *kv, const int32_t *tokens, int64_t p, uint8
         if (kv->n_pend == SNAP_PENDING_MAX)
             pend_drop(kv, 0);
     }
-    if (kv->n_pend == kv->cap_pend) {
-        int64_t cap = kv->cap_pend ? 2 * kv->cap_pend : 4;
-        struct snap_mem *q = realloc(kv->pend, (size_t)cap * sizeof *q);
-        if (!q) {
-            spare_put(kv, state);
-            return kfail(kv, "out of memory");
-        }
-        kv->pend = q;
-        kv->cap_pend = cap;
+    if (base_grow((void **)&kv->pend, &kv->cap_pend, (size_t)kv->n_pend + 1, sizeof *kv->pend)) {
+        spare_put(kv, state);
+        return kfail(kv, "out of memory");
     }
     struct snap_mem *sm = &kv->pend[kv->n_pend];
     if (!state) {
