@@ -753,6 +753,11 @@ int64_t llm_ctx_rstate_export(const struct llm_ctx *c, void *buf, size_t size);
 /* set the recurrent state to one exported by a context of the same model at position
  * n_past (the caller restored the attention KV of [0, n_past) first); it becomes valid */
 int llm_ctx_rstate_import(struct llm_ctx *c, const void *buf, size_t size);
+/* The state's own memory (llm_ctx_rstate_size bytes; NULL for attention-only models), to
+ * read a saved state straight into instead of a buffer of its own: the state is invalid
+ * from this call on, until llm_ctx_rstate_import(c, that memory, size) (which then copies
+ * nothing). Borrowed until the next call on c. */
+void *llm_ctx_rstate_memory(struct llm_ctx *c);
 /* whether the recurrent state matches n_past (always true for attention-only models).
  * llm_ctx_truncate(c, n) with n < n_past keeps the attention rows of [0, n) and makes
  * the state invalid, except n == 0, which resets it to the initial (zero) state;
@@ -760,6 +765,12 @@ int llm_ctx_rstate_import(struct llm_ctx *c, const void *buf, size_t size);
  * llm_ctx_decode on an invalid state returns LLM_ERR with a message and changes
  * nothing. An interrupted decode puts the state back as it was. */
 bool llm_ctx_rstate_valid(const struct llm_ctx *c);
+/* llm_ctx_decode, and the recurrent state after its first `at` tokens (0 < at <= n) into
+ * buf (size = llm_ctx_rstate_size bytes): what llm_ctx_rstate_export would give had the
+ * decode stopped there, taken inside the pass instead of cutting it in two (each pass
+ * reads all the weights). buf's contents are undefined when it fails. Attention-only
+ * models: llm_ctx_decode. */
+int llm_ctx_decode_capture(struct llm_ctx *c, const int32_t *tokens, int64_t n, int64_t at, void *buf, size_t size);
 
 /* ==== the sampler ==== */
 

@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,6 +47,8 @@ struct sess_kv {
     uint8_t fp[32];
     uint8_t fp_other[32];    /* the fingerprint of the file's other KV variant (kv_variant) */
     uint8_t fp_v1[32], fp_v1_other[32]; /* the same in version 1 (sessions of schema < 5) */
+    bool v1_done;            /* fp_v1 computed (only when a store made before schema 5 asks:
+                              * it hashes parts of every tensor, milliseconds at every open) */
     int64_t model_id;        /* the models row of (fingerprint, path); -1: not in a private
                               * store yet (added at the first save) */
     int64_t block_model_id;  /* the row its blocks and snapshots are recorded under
@@ -63,8 +66,9 @@ struct sess_kv {
     struct snap_mem *pend;   /* snapshots taken since the last save, the oldest first */
     int64_t n_pend;
     size_t cap_pend;
-    uint8_t *rbuf;           /* rsize: a snapshot being read */
-    uint8_t *sbuf;           /* rsize: the state before a restore, to go back to */
+    uint8_t *sbuf;           /* rsize (made when first needed): the state before a restore,
+                              * to go back to */
+    uint8_t *spare;          /* rsize or NULL: a snapshot's buffer kept for the next */
     uint8_t used[32];        /* the snapshot restored last (marked used at the next save) */
     bool has_used;
 };
@@ -76,6 +80,9 @@ struct snap_mem {
     int64_t pos;
     uint8_t *state;
 };
+
+static uint8_t *state_alloc(const struct sess_kv *kv);
+static void state_free(const struct sess_kv *kv, uint8_t *buf);
 
 /* snapshots held in memory at most (each llm_ctx_rstate_size bytes); past
  * that they are written at once (with a store) or the oldest dropped */
@@ -191,6 +198,21 @@ static int kv_variant(const struct llm_ctx *ctx, uint8_t fp[32], uint8_t other[3
 
 /* ==== life cycle ==== */
 
+/* kv->fp_v1 and fp_v1_other, computed once: true, or false (zeros) */
+static bool fingerprint_v1_of(struct sess_kv *kv)
+{
+    if (!kv->v1_done) {
+        kv->v1_done = true;
+        if (fingerprint_v1(llm_model_gguf(kv->m), kv->fp_v1) || kv_variant(kv->ctx, kv->fp_v1, kv->fp_v1_other)) {
+            memset(kv->fp_v1, 0, 32);
+            memset(kv->fp_v1_other, 0, 32);
+            kv->v1_done = false;
+            return false;
+        }
+    }
+    return true;
+}
+
 int sess_kv_init(struct sess_store *st, const struct llm_model *m, struct llm_ctx *ctx, const char *model_path,
                  struct sess_kv **out, char *err, size_t err_size)
 {
@@ -217,27 +239,26 @@ int sess_kv_init(struct sess_store *st, const struct llm_model *m, struct llm_ct
         return SESS_ERR;
     }
     kv->rsize = llm_ctx_rstate_size(ctx);
-    if (kv->rsize && (!(kv->rbuf = malloc(kv->rsize)) || !(kv->sbuf = malloc(kv->rsize)))) {
-        sess_kv_free(kv);
-        snprintf(err, err_size, "out of memory");
-        return SESS_ERR;
-    }
     if (llm_ctx_kv_size(ctx, 0, B) != block_bytes) {
         sess_kv_free(kv);
         snprintf(err, err_size, "the KV cache's layout is not the block files'");
         return SESS_ERR;
     }
     if (st) {
-        if (fingerprint_cached(st, model_path, llm_model_gguf(m), kv->fp) ||
-            fingerprint_v1(llm_model_gguf(m), kv->fp_v1) || kv_variant(ctx, kv->fp, kv->fp_other) ||
-            kv_variant(ctx, kv->fp_v1, kv->fp_v1_other)) {
+        if (fingerprint_cached(st, model_path, llm_model_gguf(m), kv->fp) || kv_variant(ctx, kv->fp, kv->fp_other)) {
             snprintf(err, err_size, "cannot compute the model's fingerprint");
             sess_kv_free(kv);
             return SESS_ERR;
         }
-        if (sess_model_id(st, kv->fp, model_path, &kv->model_id) ||
+        int v1 = sess_model_v1_exists(st, model_path);
+        if (v1 > 0 && !fingerprint_v1_of(kv)) {
+            snprintf(err, err_size, "cannot compute the model's fingerprint");
+            sess_kv_free(kv);
+            return SESS_ERR;
+        }
+        if (v1 < 0 || sess_model_id(st, kv->fp, model_path, &kv->model_id) ||
             sess_model_block_id(st, kv->fp, &kv->block_model_id) ||
-            sess_model_upgrade(st, kv->fp_v1, model_path, kv->model_id)) {
+            (v1 > 0 && sess_model_upgrade(st, kv->fp_v1, model_path, kv->model_id))) {
             snprintf(err, err_size, "%s", sess_errmsg(st));
             sess_kv_free(kv);
             return SESS_ERR_STORE;
@@ -257,16 +278,20 @@ void sess_kv_free(struct sess_kv *kv)
     free(kv->dst);
     free(kv->rows_buf);
     for (int64_t i = 0; i < kv->n_pend; i++)
-        free(kv->pend[i].state);
+        state_free(kv, kv->pend[i].state);
     free(kv->pend);
-    free(kv->rbuf);
     free(kv->sbuf);
+    state_free(kv, kv->spare);
     free(kv);
 }
 
 const uint8_t *sess_kv_fingerprint(const struct sess_kv *kv) { return kv->fp; }
 const uint8_t *sess_kv_fingerprint_other(const struct sess_kv *kv) { return kv->fp_other; }
-const uint8_t *sess_kv_fingerprint_v1(const struct sess_kv *kv, bool other) { return other ? kv->fp_v1_other : kv->fp_v1; }
+const uint8_t *sess_kv_fingerprint_v1(struct sess_kv *kv, bool other)
+{
+    fingerprint_v1_of(kv); /* (failing, zeros: no session's) */
+    return other ? kv->fp_v1_other : kv->fp_v1;
+}
 int64_t sess_kv_model_id(struct sess_kv *kv)
 {
     /* a private store did not know the model: it is added once writing is on */
@@ -470,9 +495,43 @@ static int restore_kv(struct sess_kv *kv, const int32_t *tokens, int64_t limit, 
 
 bool sess_kv_recurrent(const struct sess_kv *kv) { return kv->rsize > 0; }
 
+/* A state's buffer (rsize bytes), mapped in huge pages where the kernel
+ * has them: a snapshot is 19-50 MiB, and fresh memory is not free (on the
+ * 2-core VMs we measure on, 4 KiB pages cost 3-4 times as much per MB).
+ * NULL when out of memory. */
+static uint8_t *state_alloc(const struct sess_kv *kv)
+{
+    void *p = mmap(NULL, kv->rsize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    if (kv->rsize >= (2u << 20))
+        madvise(p, kv->rsize, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+static void state_free(const struct sess_kv *kv, uint8_t *buf)
+{
+    if (buf)
+        munmap(buf, kv->rsize);
+}
+
+/* a state buffer no longer needed: kept for the next snapshot (fresh
+ * memory costs its page faults), or freed */
+static void spare_put(struct sess_kv *kv, uint8_t *buf)
+{
+    if (!buf)
+        return;
+    if (kv->spare)
+        state_free(kv, buf);
+    else
+        kv->spare = buf;
+}
+
 static void pend_drop(struct sess_kv *kv, int64_t i)
 {
-    free(kv->pend[i].state);
+    spare_put(kv, kv->pend[i].state);
     memmove(kv->pend + i, kv->pend + i + 1, (size_t)(kv->n_pend - i - 1) * sizeof *kv->pend);
     kv->n_pend--;
 }
@@ -534,49 +593,82 @@ static int write_snap_or_evict(struct sess_kv *kv, const struct snap_mem *sm, in
     return sess_fail(kv->st, "%s (the disk is full: free space, or keep less with --cache-max)", why);
 }
 
-int sess_kv_snap_take(struct sess_kv *kv, const int32_t *tokens)
+/* Keep the state at p of tokens: state (rsize bytes, taken over), or
+ * when NULL the context's own (p is then its n_past) */
+static int snap_keep(struct sess_kv *kv, const int32_t *tokens, int64_t p, uint8_t *state)
 {
-    int64_t p = llm_ctx_n_past(kv->ctx), n_ids;
-    if (!kv->rsize || p == 0 || !llm_ctx_rstate_valid(kv->ctx))
-        return SESS_OK;
+    int64_t n_ids;
     uint8_t id[32], parent[32];
-    if (chain_ids(kv, tokens, p, &n_ids) || id_at(kv, tokens, p, id, parent))
+    if (chain_ids(kv, tokens, p, &n_ids) || id_at(kv, tokens, p, id, parent)) {
+        spare_put(kv, state);
         return SESS_ERR;
-    for (int64_t i = 0; i < kv->n_pend; i++)
-        if (!memcmp(kv->pend[i].id, id, 32))
-            return SESS_OK;
-    if (kv->has_used && !memcmp(kv->used, id, 32))
-        return SESS_OK; /* what was restored is stored */
+    }
+    bool known = kv->has_used && !memcmp(kv->used, id, 32); /* what was restored is stored */
+    for (int64_t i = 0; i < kv->n_pend && !known; i++)
+        known = !memcmp(kv->pend[i].id, id, 32);
+    if (known) {
+        spare_put(kv, state);
+        return SESS_OK;
+    }
     if (kv->n_pend == SNAP_PENDING_MAX) {
         /* a long prompt: what is held goes to disk now (its blocks come
          * with the turn's), or without a store the oldest is dropped */
         int64_t t = sess_now_ms(), bytes;
         int err_no;
         while (kv->st && kv->n_pend > 0) {
-            int known = snap_recorded(kv, kv->pend[0].id, kv->pend[0].parent, kv->pend[0].pos);
-            if (known < 0 || (!known && write_snap_or_evict(kv, &kv->pend[0], t, &bytes, &err_no)))
+            int rec = snap_recorded(kv, kv->pend[0].id, kv->pend[0].parent, kv->pend[0].pos);
+            if (rec < 0 || (!rec && write_snap_or_evict(kv, &kv->pend[0], t, &bytes, &err_no)))
                 break; /* (best effort: the cache is only a cache) */
             pend_drop(kv, 0);
         }
         if (kv->n_pend == SNAP_PENDING_MAX)
             pend_drop(kv, 0);
     }
-    if (base_grow((void **)&kv->pend, &kv->cap_pend, (size_t)kv->n_pend + 1, sizeof *kv->pend))
+    if (base_grow((void **)&kv->pend, &kv->cap_pend, (size_t)kv->n_pend + 1, sizeof *kv->pend)) {
+        spare_put(kv, state);
         return kfail(kv, "out of memory");
-    struct snap_mem *sm = &kv->pend[kv->n_pend];
-    if (!(sm->state = malloc(kv->rsize)))
-        return kfail(kv, "out of memory");
-    if (llm_ctx_rstate_export(kv->ctx, sm->state, kv->rsize) != (int64_t)kv->rsize) {
-        free(sm->state);
-        char msg[600];
-        snprintf(msg, sizeof msg, "cannot export the recurrent state: %.500s", llm_ctx_errmsg(kv->ctx));
-        return kfail(kv, msg);
     }
+    struct snap_mem *sm = &kv->pend[kv->n_pend];
+    if (!state) {
+        if (!(state = sess_kv_snap_buffer(kv)))
+            return kfail(kv, "out of memory");
+        if (llm_ctx_rstate_export(kv->ctx, state, kv->rsize) != (int64_t)kv->rsize) {
+            spare_put(kv, state);
+            char msg[600];
+            snprintf(msg, sizeof msg, "cannot export the recurrent state: %.500s", llm_ctx_errmsg(kv->ctx));
+            return kfail(kv, msg);
+        }
+    }
+    sm->state = state;
     memcpy(sm->id, id, 32);
     memcpy(sm->parent, parent, 32);
     sm->pos = p;
     kv->n_pend++;
     return SESS_OK;
+}
+
+int sess_kv_snap_take(struct sess_kv *kv, const int32_t *tokens)
+{
+    int64_t p = llm_ctx_n_past(kv->ctx);
+    if (!kv->rsize || p == 0 || !llm_ctx_rstate_valid(kv->ctx))
+        return SESS_OK;
+    return snap_keep(kv, tokens, p, NULL);
+}
+
+uint8_t *sess_kv_snap_buffer(struct sess_kv *kv)
+{
+    uint8_t *b = kv->spare;
+    kv->spare = NULL;
+    return b ? b : kv->rsize ? state_alloc(kv) : NULL;
+}
+
+int sess_kv_snap_give(struct sess_kv *kv, const int32_t *tokens, int64_t p, uint8_t *state)
+{
+    if (!state || !kv->rsize || p <= 0 || p > llm_ctx_n_past(kv->ctx)) {
+        spare_put(kv, state);
+        return SESS_OK;
+    }
+    return snap_keep(kv, tokens, p, state);
 }
 
 /* the context cut to p (<= n_past) with state (rsize bytes, of tokens at
@@ -637,8 +729,12 @@ static int64_t load_snapshot(struct sess_kv *kv, const int32_t *tokens, int64_t 
             want.state_bytes = kv->rsize;
             if (sess_snap_path(kv->st, id, false, path, sizeof path))
                 return SESS_ERR;
-            int rc = kv_snap_read(path, &want, kv->rbuf, err, sizeof err);
-            if (rc == KV_BLOCK_OK && set_state(kv, rows[i].pos, kv->rbuf) == SESS_OK) {
+            /* read into the context's own state (no copy, no buffer of 19-50 MiB to
+             * fault in): what it held is given up here, and every caller of this
+             * sets a state after it, this one or another */
+            uint8_t *into = llm_ctx_rstate_memory(kv->ctx);
+            int rc = kv_snap_read(path, &want, into, err, sizeof err);
+            if (rc == KV_BLOCK_OK && set_state(kv, rows[i].pos, into) == SESS_OK) {
                 memcpy(kv->used, id, 32);
                 kv->has_used = true;
                 return rows[i].pos;
@@ -682,6 +778,65 @@ int sess_kv_rewind(struct sess_kv *kv, const int32_t *tokens, int64_t n, bool us
     return SESS_OK;
 }
 
+/* Is there a snapshot of tokens (in memory or recorded) at a position in
+ * (lo, hi]? 1, 0, SESS_ERR */
+static int snap_beyond(struct sess_kv *kv, const int32_t *tokens, int64_t lo, int64_t hi)
+{
+    int64_t n_ids;
+    uint8_t id[32], parent[32];
+    if (chain_ids(kv, tokens, hi, &n_ids))
+        return SESS_ERR;
+    for (int64_t i = 0; i < kv->n_pend; i++) {
+        int64_t p = kv->pend[i].pos;
+        if (p > lo && p <= hi && (id_at(kv, tokens, p, id, parent) || !memcmp(id, kv->pend[i].id, 32)))
+            return 1; /* (an error: the full path says so) */
+    }
+    for (int64_t k = (hi - 1) / B; k >= 0 && (k + 1) * B > lo; k--) {
+        struct sess_snap_row rows[8];
+        int64_t n, a = k * B > lo ? k * B : lo, b = (k + 1) * B < hi ? (k + 1) * B : hi;
+        if (sess_snaps_in_block(kv->st, k ? kv->ids[k - 1] : zero_id, kv->block_model_id, kv->kv_type, a, b, rows, 8, &n))
+            return SESS_ERR;
+        for (int64_t j = 0; j < n; j++) {
+            if (id_at(kv, tokens, rows[j].pos, id, parent))
+                return SESS_ERR;
+            if (!memcmp(id, rows[j].id, 32))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* How far restore_kv would take the context (holding have of tokens,
+ * up to limit) if every block it found were sound: the index alone */
+static int index_reach(struct sess_kv *kv, const int32_t *tokens, int64_t have, int64_t limit, int64_t *reach)
+{
+    *reach = have;
+    if (limit > llm_ctx_n_ctx(kv->ctx))
+        limit = llm_ctx_n_ctx(kv->ctx);
+    int64_t k_full = limit / B, first = have / B, n_ids, found = 0;
+    if (k_full > first && (chain_ids(kv, tokens, k_full * B, &n_ids) ||
+                           sess_blocks_find(kv->st, (const uint8_t(*)[32])kv->ids + first, k_full - first,
+                                            kv->rows + first, &found)))
+        return SESS_ERR;
+    int64_t m = first + found, at = m * B, want = limit - at < B ? limit - at : B;
+    if (at > *reach)
+        *reach = at;
+    if (want > 0 && at + want > *reach) {
+        struct sess_block_row row;
+        int64_t common;
+        static const uint8_t root[32];
+        if (m > 0 && chain_ids(kv, tokens, m * B, &n_ids))
+            return SESS_ERR;
+        int rc = sess_block_best_child(kv->st, m ? kv->ids[m - 1] : root, kv->block_model_id, kv->kv_type, tokens + at,
+                                       want, &row, &common, kv->child_tokens);
+        if (rc < 0)
+            return SESS_ERR;
+        if (rc == 1 && at + common > *reach && at + row.n_tokens <= llm_ctx_n_ctx(kv->ctx) && row.n_tokens <= B)
+            *reach = at + common;
+    }
+    return SESS_OK;
+}
+
 int sess_kv_restore(struct sess_kv *kv, const int32_t *tokens, int64_t limit, struct sess_kv_restore *r)
 {
     memset(r, 0, sizeof *r);
@@ -691,7 +846,17 @@ int sess_kv_restore(struct sess_kv *kv, const int32_t *tokens, int64_t limit, st
         return restore_kv(kv, tokens, limit, r);
     if (!kv->st || limit <= have)
         return SESS_OK;
+    /* K/V past a state is no use: with no snapshot past have (a turn
+     * after its history, the common case) nothing is read, only where the
+     * stored K/V would reach is said (the caller keeps a snapshot there) */
+    int any = snap_beyond(kv, tokens, have, limit);
+    if (any < 0)
+        return SESS_ERR;
+    if (!any)
+        return index_reach(kv, tokens, have, limit, &r->kv_reach);
     /* the state now, to come back to when no snapshot lies past it */
+    if (have > 0 && !kv->sbuf && !(kv->sbuf = malloc(kv->rsize)))
+        return kfail(kv, "out of memory");
     if (have > 0 && llm_ctx_rstate_export(kv->ctx, kv->sbuf, kv->rsize) != (int64_t)kv->rsize)
         return kfail(kv, "cannot export the recurrent state");
     int rc = restore_kv(kv, tokens, limit, r);

@@ -428,14 +428,14 @@ enum sess_progress_kind sess_conv_progress(const struct sess_conv *c, int64_t *d
 static bool recurrent(const struct sess_conv *c) { return !c->remote && c->kv && sess_kv_recurrent(c->kv); }
 static bool snapping(const struct sess_conv *c) { return recurrent(c) && c->st && !c->p.no_cache; }
 
-/* the next position after n_kv where the prefill keeps a snapshot (INT64_MAX: none) */
-static int64_t next_snap_point(const struct sess_conv *c)
+/* the next position after p where the prefill keeps a snapshot (INT64_MAX: none) */
+static int64_t snap_point_after(const struct sess_conv *c, int64_t p)
 {
     if (!snapping(c))
         return INT64_MAX;
-    int64_t next = (c->n_kv / SESS_SNAP_INTERVAL + 1) * SESS_SNAP_INTERVAL;
+    int64_t next = (p / SESS_SNAP_INTERVAL + 1) * SESS_SNAP_INTERVAL;
     for (int i = 0; i < c->n_snap_at; i++)
-        if (c->snap_at[i] > c->n_kv && c->snap_at[i] < next)
+        if (c->snap_at[i] > p && c->snap_at[i] < next)
             next = c->snap_at[i];
     return next;
 }
@@ -469,15 +469,23 @@ static int add_tokens(struct sess_conv *c, const int32_t *toks, int64_t n)
     return SESS_OK;
 }
 
-/* compute what the cache lacks; *n_done gets how many tokens that was */
-static int sync_kv(struct sess_conv *c, int64_t *n_done)
+/* compute what the cache lacks; *n_done gets how many tokens that was;
+ * a hybrid model's state at position cap (n_kv < cap <= n_tokens; 0:
+ * none) is kept on the way, taken inside the pass (a pass of its own
+ * would read all the weights once more) */
+static int sync_kv_at(struct sess_conv *c, int64_t *n_done, int64_t cap)
 {
     int64_t n = c->n_tokens - c->n_kv;
     if (n_done)
         *n_done = n;
     if (n <= 0)
         return SESS_OK;
-    int rc = llm_ctx_decode(c->ctx, c->tokens + c->n_kv, n);
+    uint8_t *buf = cap > c->n_kv && cap <= c->n_tokens ? sess_kv_snap_buffer(c->kv) : NULL;
+    int rc = buf ? llm_ctx_decode_capture(c->ctx, c->tokens + c->n_kv, n, cap - c->n_kv, buf,
+                                          llm_ctx_rstate_size(c->ctx))
+                 : llm_ctx_decode(c->ctx, c->tokens + c->n_kv, n);
+    if (buf) /* best effort: a snapshot is only a cache */
+        sess_kv_snap_give(c->kv, c->tokens, rc == LLM_OK ? cap : 0, buf);
     if (rc == LLM_ERR_CTX_FULL)
         return cfail(c, "context full");
     if (rc == LLM_ERR_INTERRUPTED)
@@ -487,6 +495,8 @@ static int sync_kv(struct sess_conv *c, int64_t *n_done)
     c->n_kv = c->n_tokens;
     return SESS_OK;
 }
+
+static int sync_kv(struct sess_conv *c, int64_t *n_done) { return sync_kv_at(c, n_done, 0); }
 
 /* sync_kv in passes, so a long prompt can be interrupted between them
  * and, by the engine, within one (its flag is the interrupt while this
@@ -509,13 +519,17 @@ static int sync_kv_passes(struct sess_conv *c, int64_t *n_done, volatile sig_ato
     int64_t done = 0;
     *n_done = 0;
     while (c->n_kv < c->n_tokens) {
-        int64_t end = c->n_tokens, n = end - c->n_kv, snap = next_snap_point(c);
+        int64_t end = c->n_tokens, n = end - c->n_kv, snap = snap_point_after(c, c->n_kv), cap = 0;
         if (n > PREFILL_PASS && interrupt)
             c->n_tokens = c->n_kv + PREFILL_PASS; /* one pass; the rest stays in tokens[] */
-        if (snap < c->n_tokens)
-            c->n_tokens = snap; /* a hybrid model's state is kept there */
+        /* a hybrid model's state is kept at snap: taken inside the pass when
+         * no other point lies in it, else the pass ends there */
+        if (snap < c->n_tokens && snap_point_after(c, snap) >= c->n_tokens)
+            cap = snap;
+        else if (snap < c->n_tokens)
+            c->n_tokens = snap;
         int64_t k;
-        int rc = sync_kv(c, &k);
+        int rc = sync_kv_at(c, &k, cap);
         c->n_tokens = end;
         if (rc)
             return rc;
@@ -1085,6 +1099,8 @@ int sess_conv_fits(struct sess_conv *c, const char *text, size_t len, bool speci
         return SESS_OK;
     if (room < 0)
         room = c->n_ctx - c->n_tokens;
+    if (bytes_only && (int64_t)len <= room) /* (a token is at least a byte: no scan of the vocabulary) */
+        return SESS_OK;
     if (!c->token_max_bytes) { /* a token's stored text is at least as long as the bytes it stands for */
         c->token_max_bytes = 1;
         for (int32_t i = 0; i < llm_vocab_n_tokens(c->v); i++) {

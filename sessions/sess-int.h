@@ -41,6 +41,9 @@ int sess_model_block_id(struct sess_store *st, const uint8_t fp[32], int64_t *id
 /* the sessions of version-1 rows of path whose fingerprint was fp_v1 (a
  * store made before schema 5) moved to row id, the file's version-2 row */
 int sess_model_upgrade(struct sess_store *st, const uint8_t fp_v1[32], const char *path, int64_t id);
+/* whether a version-1 models row of path is there (1, 0, SESS_ERR): only
+ * then is the file's version-1 fingerprint wanted */
+int sess_model_v1_exists(struct sess_store *st, const char *path);
 /* a fingerprint remembered for a file's identity (path, device, inode,
  * size, mtime, status-change time): 1 and fp, 0 if none, SESS_ERR */
 int sess_fingerprint_lookup(struct sess_store *st, const char *path, const struct stat *sb, uint8_t fp[32]);
@@ -170,7 +173,7 @@ const uint8_t *sess_kv_fingerprint(const struct sess_kv *kv);
 const uint8_t *sess_kv_fingerprint_other(const struct sess_kv *kv);
 /* the file's version-1 fingerprint (for sessions of stores before schema
  * 5), of this context's KV variant or (other) of the other */
-const uint8_t *sess_kv_fingerprint_v1(const struct sess_kv *kv, bool other);
+const uint8_t *sess_kv_fingerprint_v1(struct sess_kv *kv, bool other);
 /* (a private store's unknown model is added here once the store is writable;
  * -1 if it cannot be) */
 int64_t sess_kv_model_id(struct sess_kv *kv);
@@ -230,6 +233,13 @@ bool sess_kv_recurrent(const struct sess_kv *kv);
  * that stores. At most SNAP_PENDING_MAX are held: past that they are
  * written at once, or without a store the oldest dropped. */
 int sess_kv_snap_take(struct sess_kv *kv, const int32_t *tokens);
+/* A buffer of llm_ctx_rstate_size bytes for llm_ctx_decode_capture (NULL
+ * when out of memory), to hand back to sess_kv_snap_give. */
+uint8_t *sess_kv_snap_buffer(struct sess_kv *kv);
+/* The state at position p (<= n_past) of tokens, in state (from
+ * sess_kv_snap_buffer, taken back: NULL is allowed), kept as
+ * sess_kv_snap_take keeps the context's own. */
+int sess_kv_snap_give(struct sess_kv *kv, const int32_t *tokens, int64_t p, uint8_t *state);
 /* Cut the context to at most n positions (n <= n_past) with its state
  * valid: an attention-only model to n; a hybrid one to the latest snapshot
  * of tokens at or before n (held in memory, or with use_store the store's;

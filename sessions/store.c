@@ -1032,6 +1032,17 @@ int sess_model_block_id(struct sess_store *st, const uint8_t fp[32], int64_t *id
     return rc == SQLITE_ROW ? SESS_OK : db_fail(st);
 }
 
+int sess_model_v1_exists(struct sess_store *st, const char *path)
+{
+    sqlite3_stmt *s = prep(st, "SELECT 1 FROM models WHERE fp_version = 1 AND path = ?1 LIMIT 1");
+    if (!s)
+        return SESS_ERR;
+    sqlite3_bind_text(s, 1, path ? path : "", -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : db_fail(st);
+}
+
 int sess_model_upgrade(struct sess_store *st, const uint8_t fp_v1[32], const char *path, int64_t id)
 {
     if (!path || !*path || st->read_only || id < 0) /* private: nothing is written */

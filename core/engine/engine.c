@@ -38,7 +38,11 @@
  * a per-token phase runs the causal conv (deltanet.c), then a phase of one
  * unit per value head runs the delta rule over the pass's tokens in order,
  * its state kept in the context (the recurrent state: the conv window and
- * the matrices of each recurrent layer) instead of K/V rows. Its attention
+ * the matrices of each recurrent layer) instead of K/V rows. A pass reads
+ * the state from one buffer and writes the next into another, and the two
+ * swap when it completes: a stopped pass needs no copy to undo it, and a
+ * snapshot inside the pass (llm_ctx_decode_capture) is a copy of the
+ * matrices and window on the way. Its attention
  * layers gate their output (sigmoid of a second half of wq's rows, applied
  * by the attention units) and rotate a part of each head (imrope, which
  * for text is NeoX RoPE with the fourth section's pairs left as they are).
@@ -75,6 +79,7 @@
 #include <sys/mman.h>
 
 #define KV_ALIGN ((size_t)2 << 20) /* the KV cache starts on a huge-page boundary */
+#define KV_READY_STEP 256 /* the KV cache is faulted in this many positions at a time */
 #define DEC_ROWS 16    /* one-token products: rows of each half of a matrix per unit */
 #define DEC_STEP 4     /* one-token products: units per chunk */
 #define PF_ROWS 32     /* batched products: rows per unit */
@@ -126,6 +131,8 @@ struct pass {
     int64_t T, n_past;
     bool logits;
     int32_t *tok;              /* (n_batch) the ids */
+    int64_t cap_t;             /* 0 < cap_t < T: the recurrent state after the pass's first cap_t
+                                  tokens goes to c->cap_buf (llm_ctx_decode_capture); else 0 */
     _Atomic int stopped;       /* the interrupt was seen: the rest of the pass is skipped
                                   and the pass discarded */
     int n_ph;
@@ -144,6 +151,7 @@ struct llm_ctx {
     uint8_t **k_cache, **v_cache; /* (n_layer_kv) of [n_head_kv][n_ctx][head_dim] */
     void *kv_map;            /* the mapping k_cache and v_cache point into */
     size_t kv_map_bytes;
+    int64_t kv_ready;        /* positions [0, kv_ready) of every head's rows are faulted in */
     float *logits;           /* (n_vocab) */
     bool logits_valid;
     char errmsg[256];
@@ -160,10 +168,17 @@ struct llm_ctx {
     int64_t att_width;       /* q_dim, or the value heads' V S if larger */
     float *rq;               /* (n_batch, rq_width) recurrent layers: the conv's output */
     float *rstate;           /* (n_layer_rec * rstate_layer_floats) the recurrent state */
-    float *rstate_bak;       /* the same: the state before a decode of several tokens
+    float *rstate_next;      /* the same: what a pass writes, from rstate; the two swap when
+                                it completes, so a stopped pass leaves rstate as it was */
+    void *rstate_map;        /* the mapping rstate and rstate_next point into */
+    size_t rstate_map_bytes;
+    float *rstate_bak;       /* the same or NULL (made when first needed): the state before a
+                                decode of several passes
                                 (an interrupted pass is discarded) */
     uint64_t rstate_floats;  /* of all recurrent layers */
     bool rstate_ok;          /* the state matches n_past */
+    int64_t cap_pos;         /* llm_ctx_decode_capture: the position whose state is wanted (0: none) */
+    float *cap_buf;          /* (rstate_floats) where it goes */
     float *h;                /* (n_batch, n_ff) SwiGLU's output */
     float *sh;               /* (n_batch, n_embd) qwen35moe: the shared expert's output; else NULL */
     float *rope_cs;          /* (n_batch, n_rope * rope_dim) cos, sin pairs */
@@ -184,6 +199,7 @@ struct llm_ctx {
     _Atomic int64_t progress; /* llm_ctx_progress: read by other threads */
 };
 
+static void kv_reserve(struct llm_ctx *c, int64_t p);
 static int set_err(struct llm_ctx *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int set_err(struct llm_ctx *c, int code, const char *fmt, ...)
 {
@@ -322,16 +338,33 @@ static int layer_weights(const struct llm_layer *L, int in, const struct llm_wei
 }
 
 /* the recurrent state of layer l: its conv window, then its matrices */
-static float *rwindow(const struct llm_ctx *c, int64_t l)
+static float *rwindow_in(const struct llm_ctx *c, const float *base, int64_t l)
 {
-    return c->rstate + (size_t)c->m->layers[l].rec_index * llm_model_rstate_layer_floats(c->m);
+    return (float *)base + (size_t)c->m->layers[l].rec_index * llm_model_rstate_layer_floats(c->m);
 }
 
-static float *rmatrix(const struct llm_ctx *c, int64_t l, int64_t h)
+static float *rmatrix_in(const struct llm_ctx *c, const float *base, int64_t l, int64_t h)
 {
     const struct llm_model *m = c->m;
-    return rwindow(c, l) + (m->ssm_conv - 1) * m->conv_dim + h * m->ssm_state * m->ssm_state;
+    return rwindow_in(c, base, l) + (m->ssm_conv - 1) * m->conv_dim + h * m->ssm_state * m->ssm_state;
 }
+
+/* the state before the pass (read), and the one it makes (written) */
+static float *rwindow(const struct llm_ctx *c, int64_t l) { return rwindow_in(c, c->rstate, l); }
+static float *rmatrix(const struct llm_ctx *c, int64_t l, int64_t h) { return rmatrix_in(c, c->rstate, l, h); }
+
+/* the conv window of layer l after the pass's T tokens, into the next state */
+static void rwindow_next(const struct llm_ctx *c, int64_t l, int64_t T)
+{
+    const struct llm_model *m = c->m;
+    float *w = rwindow_in(c, c->rstate_next, l);
+    memcpy(w, rwindow(c, l), (size_t)((m->ssm_conv - 1) * m->conv_dim) * sizeof(float));
+    llm_dn_window_update(m, w, c->qkv, (size_t)m->qkv_width, T);
+}
+
+/* the same places in llm_ctx_decode_capture's buffer */
+static float *cap_window(const struct llm_ctx *c, int64_t l) { return rwindow_in(c, c->cap_buf, l); }
+static float *cap_matrix(const struct llm_ctx *c, int64_t l, int64_t h) { return rmatrix_in(c, c->cap_buf, l, h); }
 static bool wants_i16(const struct llm_ctx *c, int64_t l, int in)
 {
     return c->i16_in[l < c->m->n_layer ? l * 4 + in : c->m->n_layer * 4];
@@ -831,11 +864,21 @@ static void run_compute(void *arg, int p, int64_t u0, int64_t u1, void *scratch)
                         (float *)s);
         break;
     case PH_RECUR:
-        for (int64_t u = u0; u < u1; u++) { /* one unit a chunk: the head's matrix, then its T rows */
-            size_t SS = (size_t)(m->ssm_state * m->ssm_state);
-            float *st = (float *)s;
+        for (int64_t u = u0; u < u1; u++) { /* one unit a chunk: the head's matrix, then its T rows
+                                               * (and the matrix after cap_t of them) */
+            size_t SS = (size_t)(m->ssm_state * m->ssm_state), ld = (size_t)m->qkv_width;
+            const struct llm_layer *L = &m->layers[ph->layer];
+            float *st = (float *)s, *out = st + SS;
+            int64_t k = ps->cap_t;
             memcpy(st, rmatrix(c, ph->layer, u), SS * sizeof(float));
-            llm_dn_head(m, &m->layers[ph->layer], u, st, c->rq, c->qkv, (size_t)m->qkv_width, ps->T, st + SS);
+            if (k) { /* the same steps in the same order, the matrix copied on the way */
+                llm_dn_head(m, L, u, st, c->rq, c->qkv, ld, k, out);
+                memcpy(out + ps->T * m->ssm_state, st, SS * sizeof(float));
+                llm_dn_head(m, L, u, st, c->rq + k * llm_dn_rq_width(m), c->qkv + (size_t)k * ld, ld, ps->T - k,
+                            out + k * m->ssm_state);
+            } else {
+                llm_dn_head(m, L, u, st, c->rq, c->qkv, ld, ps->T, out);
+            }
         }
         break;
     case PH_ATTN:
@@ -921,10 +964,12 @@ static void run_commit(void *arg, int p, int64_t u0, int64_t u1, const void *scr
         for (int64_t u = u0; u < u1; u++) {
             size_t SS = (size_t)(m->ssm_state * m->ssm_state);
             const float *st = (const float *)s;
-            memcpy(rmatrix(c, ph->layer, u), st, SS * sizeof(float));
+            memcpy(rmatrix_in(c, c->rstate_next, ph->layer, u), st, SS * sizeof(float));
             for (int64_t t = 0; t < ps->T; t++)
                 memcpy(c->att + t * c->att_width + u * m->ssm_state, st + SS + t * m->ssm_state,
                        (size_t)m->ssm_state * sizeof(float));
+            if (ps->cap_t)
+                memcpy(cap_matrix(c, ph->layer, u), st + SS + ps->T * m->ssm_state, SS * sizeof(float));
         }
         break;
     case PH_ATTN:
@@ -981,8 +1026,13 @@ static void run_after(void *arg, int p)
     if (ph->kind == PH_MOE_ROUTER)
         moe_routed(ps, p);
     if (ps->T > 1) { /* a prefill pass: only how far it is, and the conv window once the conv read it */
+        if (ph->kind == PH_CONV && ps->cap_t) { /* the window after cap_t tokens, from the one before */
+            float *w = cap_window(c, l);
+            memcpy(w, rwindow(c, l), (size_t)((m->ssm_conv - 1) * m->conv_dim) * sizeof(float));
+            llm_dn_window_update(m, w, c->qkv, (size_t)m->qkv_width, ps->cap_t);
+        }
         if (ph->kind == PH_CONV)
-            llm_dn_window_update(m, rwindow(c, l), c->qkv, (size_t)m->qkv_width, ps->T);
+            rwindow_next(c, l, ps->T);
         atomic_store_explicit(&c->progress, ps->n_past + ps->T * (p + 1) / ps->n_ph, memory_order_relaxed);
         return;
     }
@@ -990,7 +1040,7 @@ static void run_after(void *arg, int p)
     case PH_QKV: {
         if (m->layers[l].recurrent) {
             llm_dn_conv(m, &m->layers[l], rwindow(c, l), c->qkv, (size_t)m->qkv_width, 0, c->rq);
-            llm_dn_window_update(m, rwindow(c, l), c->qkv, (size_t)m->qkv_width, 1);
+            rwindow_next(c, l, 1);
             break;
         }
         uint8_t *kc = c->serial_kv, *vc = kc + (size_t)m->kv_dim * c->kv_elt;
@@ -1131,6 +1181,7 @@ static bool forward(struct llm_ctx *c, const int32_t *tok, int64_t T, bool logit
     ps->T = T;
     ps->n_past = c->n_past;
     ps->logits = logits;
+    ps->cap_t = c->cap_pos > c->n_past && c->cap_pos < c->n_past + T ? c->cap_pos - c->n_past : 0;
     atomic_store(&ps->stopped, 0);
     if (c->interrupt && *c->interrupt)
         return false;
@@ -1144,6 +1195,11 @@ static bool forward(struct llm_ctx *c, const int32_t *tok, int64_t T, bool logit
     llm_pool_run(c->pool, &ps->job);
     if (atomic_load(&ps->stopped))
         return false;
+    if (c->rstate_floats) { /* every recurrent layer's window and matrices were written */
+        float *t = c->rstate;
+        c->rstate = c->rstate_next;
+        c->rstate_next = t;
+    }
     c->n_past += T;
     return true;
 }
@@ -1163,13 +1219,16 @@ int llm_ctx_decode(struct llm_ctx *c, const int32_t *tokens, int64_t n)
     if (!c->rstate_ok)
         return set_err(c, LLM_ERR, "the recurrent state does not match the %" PRId64 " positions in the "
                        "context (restore it, or truncate to 0)", c->n_past);
-    /* a pass changes the recurrent state as it goes: an interrupted decode
-     * puts back the state it started from (one token's pass is not
-     * interrupted, so decoding needs no copy) */
-    bool bak = c->rstate_floats && n > 1;
+    /* a stopped pass leaves the recurrent state as it was (rstate_next);
+     * a decode of several passes keeps the state it started from, to put
+     * back if a later pass is stopped */
+    bool bak = c->rstate_floats && n > c->n_batch && c->interrupt;
+    if (bak && !c->rstate_bak && !(c->rstate_bak = malloc(c->rstate_floats * sizeof(float))))
+        return set_err(c, LLM_ERR, "out of memory");
     if (bak)
         memcpy(c->rstate_bak, c->rstate, c->rstate_floats * sizeof(float));
     c->logits_valid = false;
+    kv_reserve(c, c->n_past + n);
     int64_t start = c->n_past;
     for (int64_t i = 0; i < n;) {
         int64_t T = n - i < c->n_batch ? n - i : c->n_batch;
@@ -1181,10 +1240,27 @@ int llm_ctx_decode(struct llm_ctx *c, const int32_t *tokens, int64_t n)
             return set_err(c, LLM_ERR_INTERRUPTED, "interrupted");
         }
         i += T;
+        if (c->cap_pos == c->n_past) /* the capture at a pass's end */
+            memcpy(c->cap_buf, c->rstate, c->rstate_floats * sizeof(float));
         atomic_store_explicit(&c->progress, c->n_past, memory_order_relaxed);
     }
     c->logits_valid = true;
     return LLM_OK;
+}
+
+int llm_ctx_decode_capture(struct llm_ctx *c, const int32_t *tokens, int64_t n, int64_t at, void *buf, size_t size)
+{
+    if (!c->rstate_floats)
+        return llm_ctx_decode(c, tokens, n);
+    if (at <= 0 || at > n || size != llm_ctx_rstate_size(c))
+        return set_err(c, LLM_ERR, "cannot capture the recurrent state after %" PRId64 " of %" PRId64
+                       " tokens in %zu bytes", at, n, size);
+    c->cap_pos = c->n_past + at;
+    c->cap_buf = buf;
+    int rc = llm_ctx_decode(c, tokens, n);
+    c->cap_pos = 0;
+    c->cap_buf = NULL;
+    return rc;
 }
 
 void llm_ctx_set_interrupt(struct llm_ctx *c, volatile sig_atomic_t *flag) { c->interrupt = flag; }
@@ -1212,7 +1288,10 @@ struct llm_ctx_params llm_ctx_default_params(void)
 }
 
 /* the KV cache: one mapping, in transparent huge pages where the kernel
- * has them (fewer faults and TLB misses in attention) */
+ * has them (fewer TLB misses in attention, and fresh memory comes much
+ * cheaper by the huge page: on the 2-core VMs we measure on, 4 KiB pages
+ * cost 3-4 times as much per MB), faulted in as positions come into use
+ * (kv_reserve) */
 static bool kv_map(struct llm_ctx *c)
 {
     const struct llm_model *m = c->m;
@@ -1232,19 +1311,39 @@ static bool kv_map(struct llm_ctx *c)
 #ifdef MADV_HUGEPAGE
     madvise(base, n, MADV_HUGEPAGE);
 #endif
-    /* fault it in now, as llama.cpp clears its cache at creation, so that
-     * restoring a session is a copy rather than page faults. Where the
-     * kernel cannot (too old, or not enough memory for all of it now) the
-     * pages come on first use as before: never a memset that the OOM
-     * killer would answer. */
-#ifdef MADV_POPULATE_WRITE
-    (void)madvise(base, n, MADV_POPULATE_WRITE);
-#endif
     for (int64_t l = 0; l < m->n_layer_kv; l++) {
         c->k_cache[l] = base + (size_t)(2 * l) * layer_kv;
         c->v_cache[l] = base + (size_t)(2 * l + 1) * layer_kv;
     }
     return true;
+}
+
+/* Positions [0, p) of every head's K and V rows faulted in (zeroed pages
+ * mapped) before they are written, KV_READY_STEP positions at a time, in
+ * one call per head: restoring blocks is then a copy rather than page
+ * faults, and a turn zeroes only the rows it uses, not the n_ctx of the
+ * context. Where the kernel cannot (too old, or not enough memory now) the
+ * pages come on first use: never a memset that the OOM killer would
+ * answer. */
+static void kv_reserve(struct llm_ctx *c, int64_t p)
+{
+    if (p <= c->kv_ready)
+        return;
+    p = (p + KV_READY_STEP - 1) / KV_READY_STEP * KV_READY_STEP;
+    p = p < c->n_ctx ? p : c->n_ctx;
+#ifdef MADV_POPULATE_WRITE
+    const struct llm_model *m = c->m;
+    size_t row = (size_t)m->head_dim * c->kv_elt, pg = 4096;
+    for (int64_t l = 0; l < m->n_layer_kv; l++)
+        for (int kv = 0; kv < 2; kv++)
+            for (int64_t g = 0; g < m->n_head_kv; g++) {
+                uint8_t *h = (kv ? c->v_cache[l] : c->k_cache[l]) + (size_t)(g * c->n_ctx) * row;
+                uintptr_t a = (uintptr_t)(h + (size_t)c->kv_ready * row) / pg * pg;
+                uintptr_t b = (uintptr_t)(h + (size_t)p * row);
+                (void)madvise((void *)a, b - a, MADV_POPULATE_WRITE);
+            }
+#endif
+    c->kv_ready = p;
 }
 
 /* which product inputs want I16 activations, and the largest I16 row */
@@ -1302,8 +1401,8 @@ static size_t scratch_bytes(const struct llm_ctx *c)
     size_t scores = (size_t)(c->att_per * c->n_ctx) > (size_t)ATT_SCORES ? (size_t)(c->att_per * c->n_ctx) : ATT_SCORES;
     size_t att = (att_out + scores + 16 + llm_attn_scratch_floats(ATT_ROWS * c->att_per, m->head_dim, 0)) * sizeof(float);
     size_t tok = tok_scratch_bytes(c), mx = mm > att ? mm : att;
-    if (m->n_layer_rec) { /* PH_RECUR: a head's matrix and its n_batch output rows */
-        size_t r = (size_t)(m->ssm_state * (m->ssm_state + c->n_batch)) * sizeof(float);
+    if (m->n_layer_rec) { /* PH_RECUR: a head's matrix, its n_batch output rows, the matrix captured */
+        size_t r = (size_t)(m->ssm_state * (2 * m->ssm_state + c->n_batch)) * sizeof(float);
         mx = r > mx ? r : mx;
     }
     if (m->n_layer_moe) {
@@ -1389,10 +1488,23 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
     c->rstate_ok = true;
     if (m->n_layer_rec) {
         c->rq = alloc((size_t)(B * llm_dn_rq_width(m)) * f, &ok);
-        c->rstate = alloc(c->rstate_floats * f, &ok);
-        c->rstate_bak = alloc(c->rstate_floats * f, &ok);
-        if (c->rstate)
-            memset(c->rstate, 0, c->rstate_floats * f);
+        /* the two states in huge pages where the kernel has them (each is
+         * 19-50 MiB: fresh memory comes cheaper so), zeros as mapped */
+        size_t one = (c->rstate_floats * f + KV_ALIGN - 1) / KV_ALIGN * KV_ALIGN;
+        c->rstate_map_bytes = 2 * one + KV_ALIGN;
+        void *map = mmap(NULL, c->rstate_map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (map == MAP_FAILED) {
+            ok = false;
+        } else {
+            c->rstate_map = map;
+            uint8_t *base = (uint8_t *)(((uintptr_t)map + KV_ALIGN - 1) / KV_ALIGN * KV_ALIGN);
+#ifdef MADV_HUGEPAGE
+            if (c->rstate_floats * f >= KV_ALIGN) /* (a small one would zero a whole huge page) */
+                madvise(base, 2 * one, MADV_HUGEPAGE);
+#endif
+            c->rstate = (float *)base;
+            c->rstate_next = (float *)(base + one);
+        }
     }
     c->h = alloc((size_t)(B * m->n_ff) * f, &ok);
     if (m->n_layer_moe && m->layers[0].shexp_gate)
@@ -1448,10 +1560,12 @@ void llm_ctx_free(struct llm_ctx *c)
     llm_moe_free(c->moe);
     if (c->kv_map)
         munmap(c->kv_map, c->kv_map_bytes);
+    if (c->rstate_map)
+        munmap(c->rstate_map, c->rstate_map_bytes);
     free(c->k_cache);
     free(c->v_cache);
     void *bufs[] = {c->logits, c->x, c->xb, c->xn, c->act, c->qkv, c->att, c->h, c->sh, c->rope_cs, c->serial_tmp,
-                    c->serial_kv, c->i16_in, c->rq, c->rstate, c->rstate_bak};
+                    c->serial_kv, c->i16_in, c->rq, c->rstate_bak};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         free(bufs[i]);
     for (int s = 0; s < 2; s++) {
@@ -1547,6 +1661,7 @@ int llm_ctx_kv_rows(struct llm_ctx *c, int64_t l, int kv, int64_t a, int64_t b, 
         return set_err(c, LLM_ERR, "no KV rows for layer %" PRId64 " positions [%" PRId64 ", %" PRId64 ")",
                        l, a, b);
     size_t row = (size_t)m->head_dim * c->kv_elt;
+    kv_reserve(c, b);
     *base = (kv ? c->v_cache[l] : c->k_cache[l]) + (size_t)a * row;
     *stride = (size_t)c->n_ctx * row;
     *n_chunks = m->n_head_kv;
@@ -1573,6 +1688,7 @@ int llm_ctx_kv_import(struct llm_ctx *c, int64_t a, int64_t b, const void *buf, 
     if (size != llm_ctx_kv_size(c, a, b))
         return set_err(c, LLM_ERR, "KV rows of %zu bytes, expected %" PRIu64, size,
                        llm_ctx_kv_size(c, a, b));
+    kv_reserve(c, b);
     kv_copy(c, a, b, (uint8_t *)buf, true);
     rstate_moved(c, b);
     c->n_past = b;
@@ -1586,6 +1702,13 @@ int llm_ctx_kv_import(struct llm_ctx *c, int64_t a, int64_t b, const void *buf, 
 uint64_t llm_ctx_rstate_size(const struct llm_ctx *c) { return c->rstate_floats * sizeof(float); }
 
 bool llm_ctx_rstate_valid(const struct llm_ctx *c) { return c->rstate_ok; }
+
+void *llm_ctx_rstate_memory(struct llm_ctx *c)
+{
+    if (c->rstate_floats)
+        c->rstate_ok = false;
+    return c->rstate;
+}
 
 int64_t llm_ctx_rstate_export(const struct llm_ctx *c, void *buf, size_t size)
 {
@@ -1604,7 +1727,7 @@ int llm_ctx_rstate_import(struct llm_ctx *c, const void *buf, size_t size)
     if (size != llm_ctx_rstate_size(c))
         return set_err(c, LLM_ERR, "a recurrent state of %zu bytes, expected %" PRIu64, size,
                        llm_ctx_rstate_size(c));
-    if (size)
+    if (size && buf != c->rstate)
         memcpy(c->rstate, buf, size);
     c->rstate_ok = true;
     c->logits_valid = false;

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* ==== small helpers ==== */
 
@@ -335,13 +336,33 @@ static int load_tokens(struct llm_vocab *v, const struct llm_gguf *g, char *err,
     }
     if (bytes > (uint64_t)UINT32_MAX * 4)
         return seterr(err, es, "%s", "vocabulary too large"), -1;
-    v->arena = malloc(bytes ? bytes : 1);
-    v->tokens = calloc(n, sizeof *v->tokens);
-    v->merges = nm ? calloc(nm, sizeof *v->merges) : NULL;
+    /* the tables in one mapping (zeros as mapped), in huge pages where the
+     * kernel has them: a vocabulary of 150k tokens and merges is about 12
+     * MB of fresh memory, read at random while it is built, at every
+     * start; by the huge page that costs a fraction of what 4 KiB pages
+     * do (page faults and TLB misses) */
     v->tok_hash_mask = table_size(n) - 1;
-    v->tok_hash = calloc((size_t)v->tok_hash_mask + 1, sizeof *v->tok_hash);
-    if (!v->arena || !v->tokens || (nm && !v->merges) || !v->tok_hash)
+    uint32_t msize = nm ? table_size(nm) : 0;
+    size_t at[6] = {0}, sz[5] = {n * sizeof *v->tokens, nm * sizeof *v->merges,
+                                 ((size_t)v->tok_hash_mask + 1) * sizeof *v->tok_hash,
+                                 (size_t)msize * sizeof *v->merge_hash, bytes ? bytes : 1};
+    for (int i = 0; i < 5; i++)
+        at[i + 1] = at[i] + (sz[i] + 63) / 64 * 64;
+    void *mem = mmap(NULL, at[5], PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED)
         return seterr(err, es, "%s", "out of memory"), -1;
+#ifdef MADV_HUGEPAGE
+    if (at[5] >= (4u << 20))
+        madvise(mem, at[5], MADV_HUGEPAGE);
+#endif
+    v->mem = mem;
+    v->mem_bytes = at[5];
+    v->tokens = (struct llm_token_data *)((char *)mem + at[0]);
+    v->merges = nm ? (struct llm_merge *)((char *)mem + at[1]) : NULL;
+    v->tok_hash = (uint32_t *)((char *)mem + at[2]);
+    v->merge_hash = nm ? (uint32_t *)((char *)mem + at[3]) : NULL;
+    v->merge_hash_mask = nm ? msize - 1 : 0;
+    v->arena = (char *)mem + at[4];
     v->n_tokens = (int32_t)n;
     char *p = v->arena;
     const void *scores = si >= 0 ? llm_gguf_arr_data(g, si) : NULL;
@@ -389,10 +410,6 @@ static int load_tokens(struct llm_vocab *v, const struct llm_gguf *g, char *err,
         }
     }
     if (nm) {
-        v->merge_hash_mask = table_size(nm) - 1;
-        v->merge_hash = calloc((size_t)v->merge_hash_mask + 1, sizeof *v->merge_hash);
-        if (!v->merge_hash)
-            return seterr(err, es, "%s", "out of memory"), -1;
         for (uint64_t i = 0; i < nm; i++) {
             llm_gguf_arr_get_str(g, mi, i, &s);
             memcpy(p, s.ptr, s.len);
@@ -634,11 +651,8 @@ void llm_vocab_free(struct llm_vocab *v)
 {
     if (!v)
         return;
-    free(v->tokens);
-    free(v->arena);
-    free(v->tok_hash);
-    free(v->merges);
-    free(v->merge_hash);
+    if (v->mem)
+        munmap(v->mem, v->mem_bytes);
     free(v->special);
     free(v->eog);
     free(v);

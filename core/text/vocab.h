@@ -47,6 +47,8 @@ struct llm_vocab {
     int32_t n_merges;
     uint32_t *merge_hash; /* merge index + 1, 0 empty */
     uint32_t merge_hash_mask;
+    void *mem;            /* the mapping tokens, arena, tok_hash, merges and merge_hash lie in */
+    size_t mem_bytes;
 
     int32_t bos, eos, eot, eom, unk, sep, pad, nl;
     bool add_bos, add_eos, add_space_prefix, clean_spaces, ignore_merges;
