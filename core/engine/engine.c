@@ -576,15 +576,21 @@ static void mm_compute(const struct mmd *d, int64_t u0, int64_t u1, float *out, 
     }
 }
 
+/* (a one-token unit's second range can run past the weight's last row
+ * into its last group's padding, when the rows are not a whole number of
+ * groups: only the weight's rows are committed) */
 static void mm_commit(const struct mmd *d, int64_t u0, int64_t u1, const float *out)
 {
     for (int64_t u = u0; u < u1; u++) {
         struct unit x = mm_unit(d, u);
-        int64_t n0 = x.r[1] - x.r[0], n1 = x.r[3] - x.r[2];
+        int64_t n0 = x.r[1] - x.r[0], n1 = x.r[3] - x.r[2], rows = d->w[x.wi]->m.n_out;
+        int64_t c0 = x.r[1] < rows ? n0 : rows - x.r[0], c1 = x.r[3] < rows ? n1 : rows - x.r[2];
         for (int64_t t = x.t0; t < x.t1; t++) {
             float *row = d->out + t * d->ldo + d->col[x.wi];
-            memcpy(row + x.r[0], out, (size_t)n0 * sizeof(float));
-            memcpy(row + x.r[2], out + n0, (size_t)n1 * sizeof(float));
+            if (c0 > 0)
+                memcpy(row + x.r[0], out, (size_t)c0 * sizeof(float));
+            if (c1 > 0)
+                memcpy(row + x.r[2], out + n0, (size_t)c1 * sizeof(float));
             out += n0 + n1;
         }
     }
