@@ -4,6 +4,10 @@
  * store refuses to remove or rename a session another process has open.
  */
 #include "cli/cmd.h"
+#include "cli/home.h"
+#include "cli/io.h"
+#include "cli/opts.h"
+#include "cli/term.h"
 #include "sessions/sess.h"
 
 #include <getopt.h>
@@ -48,8 +52,8 @@ static const char sessions_usage[] =
     "\n"
     "--json prints one JSON document: an array for list and search, an object\n"
     "for show.\n"
-    "Sessions and the index of KV blocks live in $KVCHAT_HOME/kvchat.db, the\n"
-    "blocks in $KVCHAT_HOME/kv/.\n"
+    "Sessions and the index of KV blocks live in $KVCHAT_HOME/" SESS_STORE_DATABASE_NAME ", the\n"
+    "blocks in $KVCHAT_HOME/" SESS_STORE_KV_NAME "/.\n"
     "Exit status: 0 ok, 1 usage error, 3 session error.\n";
 
 static int store_fail(struct sess_store *st)

@@ -25,7 +25,9 @@
  *   layout and kernel (llm_fmm_layout: BLIS's version, sub-configuration,
  *   MR, NR and kvchat's KC), the path (little-endian, zero-padded);
  *   then the packed weights, in model order (each layer's q, k, v, o, gate,
- *   up, down, and qwen35's z, alpha, beta where bound, then the output),
+ *   up, down, and qwen35's z, alpha, beta where bound, then the output,
+ *   then each mixture-of-experts layer's router and its experts' gates,
+ *   ups and downs, each expert's matrix packed on its own),
  *   each ceil(rows / group rows) groups (the layouts of quant-pack.c,
  *   quant-k.c and fmm.c) at a multiple of 64 bytes.
  * A file whose header does not match the model as opened (another file,
@@ -116,22 +118,32 @@ static size_t packed_bytes(const struct llm_weight *W) { return (size_t)groups_o
 static int plan_make(struct llm_model *m, struct plan *p)
 {
     *p = (struct plan){0};
-    int64_t max = m->n_layer * 10 + 1;
+    int64_t dense = m->n_layer * 10 + 1, X = m->n_expert;
+    int64_t max = dense + m->n_layer_moe * (1 + 3 * X);
     p->w = malloc((size_t)max * sizeof *p->w);
     p->off = malloc((size_t)max * sizeof *p->off);
     if (!p->w || !p->off) {
         plan_free(p);
         return -1;
     }
-    for (int64_t i = 0; i < max; i++) {
+    for (int64_t i = 0, l = 0; i < max; i++) {
         struct llm_weight *W;
-        if (i < max - 1) {
+        if (i < dense - 1) {
             struct llm_layer *L = &m->layers[i / 10];
             struct llm_weight *lw[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
                                        &L->w_z, &L->w_alpha, &L->w_beta};
             W = lw[i % 10];
-        } else {
+        } else if (i == dense - 1) {
             W = &m->output;
+        } else { /* the experts: router, gates, ups, downs of each layer with them */
+            int64_t j = (i - dense) % (1 + 3 * X);
+            if (j == 0)
+                while (!m->layers[l].exp_gate)
+                    l++;
+            struct llm_layer *L = &m->layers[l];
+            W = j == 0 ? &L->w_router : &L->exp_gate[j - 1]; /* exp_up and exp_down follow exp_gate */
+            if (j == 3 * X)
+                l++;
         }
         if (!W->mm || !W->mm->packed) /* unbound (qwen35's), or not packed */
             continue;
@@ -313,66 +325,20 @@ static void remove_stale_temps(const char *dir)
     closedir(d);
 }
 
-static bool write_all(int fd, const void *buf, size_t n)
-{
-    const uint8_t *p = buf;
-    while (n) {
-        size_t chunk = n < (8u << 20) ? n : 8u << 20;
-        ssize_t w = write(fd, p, chunk);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return false;
-        p += w;
-        n -= (size_t)w;
-    }
-    return true;
-}
-
-/* the writer thread: header and data to name.tmp.PID, synced, renamed over
- * name, the directory synced; on any failure the temp file goes */
+/* the writer thread: header and data replace name atomically (core/base);
+ * on any failure the temp file goes */
 static void *write_cache(void *arg)
 {
     struct llm_packed *pk = arg;
-    char tmp[PATH_MAX + 32];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", pk->file, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return NULL;
-    bool ok = write_all(fd, pk->header, HEADER_BYTES) && write_all(fd, pk->data, pk->data_bytes) &&
-              fdatasync(fd) == 0;
-    ok = close(fd) == 0 && ok && rename(tmp, pk->file) == 0;
-    if (!ok) {
-        unlink(tmp);
+    struct base_atomic a;
+    if (base_atomic_open(&a, pk->file, 0600)) {
+        base_atomic_abort(&a);
         return NULL;
     }
-    char *slash = strrchr(pk->file, '/');
-    if (slash) {
-        *slash = 0;
-        int dfd = open(pk->file, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        *slash = '/';
-        if (dfd >= 0) {
-            fsync(dfd);
-            close(dfd);
-        }
-    }
+    base_atomic_write(&a, pk->header, HEADER_BYTES);
+    base_atomic_write(&a, pk->data, pk->data_bytes);
+    base_atomic_commit(&a);
     return NULL;
-}
-
-/* dir and its missing parents, as mkdir -p; 0 or -1 */
-static int make_dirs(const char *dir)
-{
-    char p[PATH_MAX];
-    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
-        return -1;
-    for (char *s = p + 1; *s; s++)
-        if (*s == '/') {
-            *s = 0;
-            if (mkdir(p, 0700) < 0 && errno != EEXIST)
-                return -1;
-            *s = '/';
-        }
-    return mkdir(p, 0700) == 0 || errno == EEXIST ? 0 : -1;
 }
 
 /* the prefault thread: the mapped cache file's page-table entries made
@@ -446,7 +412,7 @@ int llm_model_pack(struct llm_model *m, const char *dir, const char *model_path)
     pk->data_bytes = p.total;
     for (int64_t i = 0; i < p.nw; i++)
         p.w[i]->m.data = pk->data + p.off[i];
-    if (cacheable && !pk->from_cache && make_dirs(dir) == 0) {
+    if (cacheable && !pk->from_cache && base_mkdir_p(dir, 0700) == 0) {
         remove_stale_temps(dir);
         pk->file = strdup(file);
         pk->header = h;
