@@ -668,6 +668,23 @@ enum llm_status {
  */
 int llm_ctx_decode(struct llm_ctx *c, const int32_t *tokens, int64_t n);
 /*
+ * Speculative verification: llm_ctx_decode of n tokens in one pass (n at
+ * most the rows reserved and n_batch) keeping the logits of every one of
+ * them: row i (llm_ctx_logits_ith) is the next-token logits after
+ * tokens[i], bit for bit what decoding the tokens one by one gives (the
+ * engine is batch-invariant), and llm_ctx_logits is row n - 1. The caller
+ * keeps the rows it accepts and drops the rest with llm_ctx_truncate
+ * (attention-only models: a recurrent state cannot go back).
+ */
+#define LLM_CTX_MAX_OUTPUTS 32
+int llm_ctx_decode_outputs(struct llm_ctx *c, const int32_t *tokens, int64_t n);
+/* room for n (1..LLM_CTX_MAX_OUTPUTS) rows of logits (a context has one
+ * until this is called): allocates, so call it once, not per token */
+int llm_ctx_reserve_outputs(struct llm_ctx *c, int64_t n);
+/* row i of the logits of the last decode (NULL when there is no such row);
+ * borrowed until the next call */
+const float *llm_ctx_logits_ith(const struct llm_ctx *c, int64_t i);
+/*
  * While *flag (NULL: none) is non-zero, llm_ctx_decode stops: it is checked
  * before every chunk of work of a pass (a few milliseconds apart), and the
  * call returns LLM_ERR_INTERRUPTED with n_past as it was before it (the
@@ -800,6 +817,19 @@ int32_t llm_sampler_sample(struct llm_sampler *s, const float *logits);
  * token and no allowed token's logit changes. -1 (nothing accepted) when
  * the mask allows no token. */
 int32_t llm_sampler_sample_masked(struct llm_sampler *s, const float *logits, const uint32_t *mask);
+/* The same for the token at absolute position pos (the cache position it
+ * will take): the random number is a function of the seed's stream and pos
+ * alone, never of how many tokens were decoded or verified together or of
+ * the draws before it, so a speculative draft at pos is right iff this
+ * returns it (docs/speculative.md). The two calls above use the position
+ * after the last sample's. (A sampler loaded from a version-1 state draws
+ * from its old stream, one number per draw, as before.) */
+int32_t llm_sampler_sample_at(struct llm_sampler *s, const float *logits, const uint32_t *mask, int64_t pos);
+/* the draws from now on are another stream: a new answer at positions an
+ * earlier one used (a retry) draws other numbers (called after each answer) */
+void llm_sampler_next_stream(struct llm_sampler *s);
+/* 2, or 1 for a sampler loaded from a state saved before version 2 */
+uint32_t llm_sampler_version(const struct llm_sampler *s);
 /* the sampler's state (RNG and penalty window) as bytes: returns bytes
  * written, or the size needed negated when size is too small */
 int64_t llm_sampler_state_save(const struct llm_sampler *s, void *buf, size_t size);

@@ -891,6 +891,35 @@ int sess_kv_restore(struct sess_kv *kv, const int32_t *tokens, int64_t limit, st
     return rc;
 }
 
+/* ==== drafts: what followed these tokens last time ==== */
+
+int64_t sess_kv_continuation(struct sess_kv *kv, const int32_t *tokens, int64_t p, int32_t *out, int64_t max)
+{
+    if (!kv->st || p <= 0 || max <= 0 || kv->block_model_id < 0)
+        return 0;
+    int64_t k = p / B, n_ids, got = 0;
+    if (chain_ids(kv, tokens, k * B, &n_ids))
+        return SESS_ERR;
+    uint8_t parent[32];
+    memcpy(parent, k ? kv->ids[k - 1] : zero_id, 32);
+    const int32_t *ours = tokens + k * B;
+    int64_t n = p - k * B;
+    while (got < max) {
+        struct sess_block_row row;
+        int rc = sess_block_continue(kv->st, parent, kv->block_model_id, kv->kv_type, ours, n, &row,
+                                     kv->child_tokens);
+        if (rc <= 0)
+            return rc < 0 ? SESS_ERR : got;
+        for (int64_t i = n; i < row.n_tokens && got < max; i++)
+            out[got++] = kv->child_tokens[i];
+        if (row.n_tokens < B)
+            break;
+        memcpy(parent, row.id, 32); /* a full block: its most recent child goes on */
+        n = 0;
+    }
+    return got;
+}
+
 /* ==== storing ==== */
 
 /* Write block k (d, id) from the context's rows; record it. SESS_OK, or

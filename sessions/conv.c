@@ -102,6 +102,7 @@ struct sess_conv {
     uint32_t kept;
     /* a remote engine (p.remote): no ctx, kv, smp, tokens */
     bool remote;
+    bool draft_rows;         /* the context keeps the rows of logits a drafting pass needs */
     bool retokenized;        /* the session's messages got their ids here (or lost them, for
                                 a remote model taking over): save them all */
     uint8_t remote_fp[32];
@@ -1020,7 +1021,7 @@ int sess_conv_init(struct sess_store *st, struct sess_conv_params p, struct sess
         sess_conv_free(c);
         return rc;
     }
-    if (start_with_system(c, p.system)) {
+    if (start_with_system(c, p.system) || sess_conv_set_draft(c, p.draft, p.draft_max)) {
         snprintf(err, err_size, "%s", c->err);
         sess_conv_free(c);
         return SESS_ERR;
@@ -1168,6 +1169,27 @@ int sess_conv_set_grammar(struct sess_conv *c, const struct llm_grammar *g)
     return SESS_OK;
 }
 
+int sess_conv_set_draft(struct sess_conv *c, uint32_t draft, int32_t draft_max)
+{
+    draft &= SESS_DRAFT_ALL;
+    if (draft_max <= 0)
+        draft_max = SESS_DRAFT_MAX_DEFAULT;
+    if (draft_max > SESS_DRAFT_MAX_LIMIT)
+        draft_max = SESS_DRAFT_MAX_LIMIT;
+    c->p.draft = draft;
+    c->p.draft_max = draft_max;
+    if (c->remote || (!draft && !c->p.draft_test))
+        return SESS_OK;
+    /* the token sampled and the drafted ones: a row of logits each */
+    c->draft_rows = llm_ctx_reserve_outputs(c->ctx, draft_max + 1) == LLM_OK;
+    if (!c->draft_rows) {
+        c->p.draft = SESS_DRAFT_OFF;
+        c->p.draft_test = SESS_DRAFT_TEST_OFF;
+        return cfail(c, "cannot draft: %s", llm_ctx_errmsg(c->ctx));
+    }
+    return SESS_OK;
+}
+
 void sess_conv_set_n_predict(struct sess_conv *c, int32_t n_predict)
 {
     c->base.n_predict = n_predict;
@@ -1295,6 +1317,87 @@ static int64_t find_stop(const struct gen *g, const char *const *stops, size_t f
     return best;
 }
 
+/* ==== speculative decoding: the pass under way ====
+ * A drafting pass decodes the token just sampled and k drafted ones
+ * (llm_ctx_decode_outputs), so the context holds k positions past n_kv
+ * that are not the conversation's yet. The loop of generate goes on as
+ * without drafting: it samples from the pass's rows in turn, and while the
+ * sample equals the next drafted token that position is taken as computed;
+ * at the first that differs (or anything else ending the pass) the rest
+ * are cut from the context. So the conversation's tokens, the KV cache and
+ * the blocks stored from it only ever hold sampled tokens. */
+struct spec {
+    int32_t d[LLM_CTX_MAX_OUTPUTS]; /* the drafted tokens */
+    int64_t k;    /* how many (0: no pass under way) */
+    int64_t used; /* of them, taken so far */
+    int64_t pos;  /* the position of d[0] */
+};
+
+/* whether this conversation drafts: not a remote engine's, not a hybrid
+ * model's (its recurrent state cannot go back to a rejected position) */
+static bool drafting(const struct sess_conv *c)
+{
+    return c->draft_rows && (c->p.draft || c->p.draft_test) && !c->remote && !recurrent(c);
+}
+
+/* end the pass under way: its untaken positions cut from the context */
+static int spec_end(struct sess_conv *c, struct spec *sp, struct sess_draft_state *ds, struct sess_turn_stats *ts)
+{
+    if (!sp->k)
+        return SESS_OK;
+    ts->accepted_tokens += sp->used;
+    sess_draft_result(ds, sp->pos, sp->k, sp->used);
+    sp->k = sp->used = 0;
+    if (llm_ctx_n_past(c->ctx) > c->n_kv && llm_ctx_truncate(c->ctx, c->n_kv) != LLM_OK)
+        return cfail(c, "%s", llm_ctx_errmsg(c->ctx));
+    return SESS_OK;
+}
+
+/* Token t (sampled at position n_tokens) joins the conversation and the
+ * context: taken from the pass under way when it is the next drafted one,
+ * else decoded, with drafts for the positions after it when there are
+ * some (at most max). */
+static int advance(struct sess_conv *c, int32_t t, struct spec *sp, struct sess_draft_state *ds, int64_t max,
+                   struct sess_turn_stats *ts)
+{
+    if (sp->k && sp->used < sp->k && t == sp->d[sp->used]) { /* the pass computed it */
+        if (add_tokens(c, &t, 1))
+            return SESS_ERR;
+        c->n_kv++;
+        sp->used++;
+        return SESS_OK;
+    }
+    if (spec_end(c, sp, ds, ts) || add_tokens(c, &t, 1))
+        return SESS_ERR;
+    int64_t room = c->n_ctx - c->n_tokens, k = 0;
+    max = max < room ? max : room;
+    if (ds && max > 0)
+        k = sess_draft_propose(ds, c->tokens, c->n_tokens, max, sp->d);
+    if (k <= 0)
+        return sync_kv(c, NULL);
+    int32_t pass[LLM_CTX_MAX_OUTPUTS];
+    pass[0] = t;
+    memcpy(pass + 1, sp->d, (size_t)k * sizeof *pass);
+    int rc = llm_ctx_decode_outputs(c->ctx, pass, k + 1);
+    if (rc == LLM_ERR_CTX_FULL)
+        return cfail(c, "context full");
+    if (rc != LLM_OK)
+        return cfail(c, "%s", llm_ctx_errmsg(c->ctx));
+    c->n_kv = c->n_tokens;
+    sp->k = k;
+    sp->used = 0;
+    sp->pos = c->n_tokens;
+    ts->drafted_tokens += k;
+    ts->draft_passes++;
+    return SESS_OK;
+}
+
+/* the logits for the next position: the pass's row after what it took */
+static const float *next_logits(const struct sess_conv *c, const struct spec *sp)
+{
+    return sp->k ? llm_ctx_logits_ith(c->ctx, sp->used) : llm_ctx_logits(c->ctx);
+}
+
 /*
  * The answer from the last token's logits on; ans_start is where the
  * answer's tokens begin: before those of its prefix pre (NULL: none), which
@@ -1344,6 +1447,13 @@ static int generate(struct sess_conv *c, int64_t ans_start, const char *pre, ses
     int rc = SESS_OK;
     bool stop_hit = false;
     const float *logits = llm_ctx_logits(c->ctx);
+    struct spec sp = {.k = 0};
+    struct sess_draft_state dstate, *ds = NULL;
+    if (drafting(c)) {
+        ds = &dstate;
+        sess_draft_begin(ds, c->p.draft, c->p.draft_max, c->p.draft_test, llm_model_n_vocab(c->m),
+                         c->st && !c->p.no_cache ? c->kv : NULL);
+    }
     /* an answer that opens in the reasoning: the reader's splitter sees the opening */
     if (pre && pre == c->think_on && on_text && on_text(ud, pre, strlen(pre))) {
         ts->stop_reason = "interrupted";
@@ -1360,7 +1470,7 @@ static int generate(struct sess_conv *c, int64_t ans_start, const char *pre, ses
                 rc = cfail(c, "out of memory");
                 break;
             }
-            t = llm_sampler_sample_masked(c->smp, logits, c->gmask);
+            t = llm_sampler_sample_at(c->smp, logits, c->gmask, c->n_tokens);
             if (t < 0) {
                 ts->stop_reason = "grammar";
                 break;
@@ -1370,7 +1480,7 @@ static int generate(struct sess_conv *c, int64_t ans_start, const char *pre, ses
                 break;
             }
         } else {
-            t = llm_sampler_sample(c->smp, logits);
+            t = llm_sampler_sample_at(c->smp, logits, NULL, c->n_tokens);
         }
         if (n_gen == 0) {
             t_first = now_ms();
@@ -1397,7 +1507,7 @@ static int generate(struct sess_conv *c, int64_t ans_start, const char *pre, ses
             if (g.emitted > g.len)
                 g.emitted = g.len;
             /* (a hybrid model goes back to a snapshot and computes up to there) */
-            if (truncate_to(c, start + keep) || sync_kv(c, NULL)) {
+            if (spec_end(c, &sp, ds, ts) || truncate_to(c, start + keep) || sync_kv(c, NULL)) {
                 rc = SESS_ERR;
                 break;
             }
@@ -1406,7 +1516,8 @@ static int generate(struct sess_conv *c, int64_t ans_start, const char *pre, ses
             stop_hit = true;
             break;
         }
-        if (add_tokens(c, &t, 1) || sync_kv(c, NULL)) {
+        /* (drafts for the positions after t: no more than the answer may still have) */
+        if (advance(c, t, &sp, ds, limit - n_gen - 1, ts)) {
             rc = SESS_ERR;
             break;
         }
@@ -1430,8 +1541,11 @@ static int generate(struct sess_conv *c, int64_t ans_start, const char *pre, ses
             ts->stop_reason = "interrupted";
             break;
         }
-        logits = llm_ctx_logits(c->ctx);
+        logits = next_logits(c, &sp);
     }
+    /* what a pass drafted past the answer's end is cut */
+    if (spec_end(c, &sp, ds, ts) && rc == SESS_OK)
+        rc = SESS_ERR;
     if (rc == SESS_OK && strcmp(ts->stop_reason, "stop") != 0) {
         const char *rest;
         size_t rl = llm_detok_flush(dt, &rest);
@@ -1472,8 +1586,10 @@ static int generate(struct sess_conv *c, int64_t ans_start, const char *pre, ses
                       start - ans_start + n_gen, ans_start);
     if (rc == SESS_OK)
         snprintf(c->msgs[c->n_msgs - 1].stop, sizeof c->msgs[c->n_msgs - 1].stop, "%s", ts->stop_reason);
-    if (rc == SESS_OK) /* the sampler after this answer, saved with it */
+    if (rc == SESS_OK) { /* the sampler after this answer (its draws move on), saved with it */
+        llm_sampler_next_stream(c->smp);
         rc = keep_state(c, &c->msgs[c->n_msgs - 1]);
+    }
     free(stops);
     llm_detok_free(dt);
     free(g.text);

@@ -76,6 +76,13 @@ int sess_blocks_find(struct sess_store *st, const uint8_t (*ids)[32], int64_t n,
 int sess_block_best_child(struct sess_store *st, const uint8_t parent[32], int64_t model_id, uint32_t kv_type,
                           const int32_t *tokens, int64_t n, struct sess_block_row *row, int64_t *common,
                           int32_t *child_tokens);
+/* What followed tokens[0..n) (n < SESS_BLOCK_TOKENS) after parent last
+ * time: the most recently used recorded block after parent (model
+ * model_id, kv type) whose first n tokens are these and which has more:
+ * 1 with its row (bytes 0) and its row->n_tokens ids in child_tokens
+ * (room for SESS_BLOCK_TOKENS), 0 if none, SESS_ERR. (Speculative drafts.) */
+int sess_block_continue(struct sess_store *st, const uint8_t parent[32], int64_t model_id, uint32_t kv_type,
+                        const int32_t *tokens, int64_t n, struct sess_block_row *row, int32_t *child_tokens);
 /* Record a block file just written (or known again), used at time
  * last_used (unix ms): idempotent. */
 int sess_block_record(struct sess_store *st, const struct kv_block_desc *d, const uint8_t id[32],
@@ -218,6 +225,42 @@ struct sess_kv_save {
  * skipped. SESS_OK, or SESS_ERR only for a failure to read the index.
  */
 int sess_kv_save(struct sess_kv *kv, const int32_t *tokens, int64_t n, struct sess_kv_save *s);
+
+/* What followed tokens[0..p) the last time the store saw them (for
+ * speculative drafts): the tokens after p of the most recently used stored
+ * block that continues the chain of tokens' full blocks with tokens' own
+ * next ones, then of that block's most recent child, and so on, at most
+ * max into out. How many (0: nothing stored follows), or SESS_ERR. */
+int64_t sess_kv_continuation(struct sess_kv *kv, const int32_t *tokens, int64_t p, int32_t *out, int64_t max);
+
+/* ==== draft.c: speculative drafts (where they come from, when to draft) ==== */
+
+#define SESS_DRAFT_READ_AHEAD 128 /* tokens of the store's continuation read at once */
+/* one answer's drafting: plain data, set up by sess_draft_begin */
+struct sess_draft_state {
+    uint32_t sources;        /* enum sess_draft bits */
+    int32_t max;             /* most tokens a pass drafts */
+    int32_t test;            /* enum sess_draft_test */
+    int64_t n_vocab;
+    int32_t k_cur;           /* the next pass's draft length (adaptive) */
+    int32_t fails;           /* passes in a row that accepted nothing */
+    int64_t skip_until;      /* no drafts before this position (backing off) */
+    struct sess_kv *kv;      /* the store's blocks (NULL: not a source) */
+    int32_t sbuf[SESS_DRAFT_READ_AHEAD]; /* the store's continuation ... */
+    int64_t sb_pos, sb_n;    /* ... of positions [sb_pos, sb_pos + sb_n) */
+    bool sb_dead;            /* the store had nothing: not asked again this answer */
+    int64_t lookups;         /* store lookups made */
+    uint64_t test_rng;
+};
+/* kv: the conversation's blocks (used when sources has SESS_DRAFT_STORE;
+ * NULL: no store) */
+void sess_draft_begin(struct sess_draft_state *d, uint32_t sources, int32_t max, int32_t test, int64_t n_vocab,
+                      struct sess_kv *kv);
+/* Drafts for positions p, p + 1, ... of a conversation whose tokens are
+ * tokens[0..p): how many (at most max) into out; 0 for none. */
+int64_t sess_draft_propose(struct sess_draft_state *d, const int32_t *tokens, int64_t p, int64_t max, int32_t *out);
+/* a pass drafted k tokens from position p and the sampler took accepted of them */
+void sess_draft_result(struct sess_draft_state *d, int64_t p, int64_t k, int64_t accepted);
 
 /* ==== blocks.c: a hybrid model's recurrent-state snapshots ====
  * For a model with recurrent layers (llm_ctx_rstate_size > 0), restoring

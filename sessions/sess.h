@@ -377,8 +377,38 @@ struct sess_conv_params {
      * it, and the end-of-generation token only where it may end. No effect
      * on a remote engine. */
     const struct llm_grammar *grammar;
+    /* speculative decoding: the sources (bits of enum sess_draft; 0: off),
+     * the most tokens drafted per pass (<= 0: SESS_DRAFT_MAX_DEFAULT; at
+     * most SESS_DRAFT_MAX_LIMIT), and the test mode (enum
+     * sess_draft_test). No effect on a remote engine or a model with
+     * recurrent layers (its state cannot go back). */
+    uint32_t draft;
+    int32_t draft_max;
+    int32_t draft_test;
 };
 struct sess_conv_params sess_conv_default_params(void);
+
+/* ==== speculative decoding (docs/speculative.md) ====
+ * Drafted tokens are verified in one pass and kept only where the
+ * sampler, at that position, picks them itself: the answer is byte for
+ * byte the one without drafting; rejected positions never reach the KV
+ * blocks. Where drafts come from (bits of sess_conv_params.draft): */
+enum sess_draft {
+    SESS_DRAFT_OFF = 0,
+    SESS_DRAFT_NGRAM = 1 << 0, /* the conversation's own tokens (prompt lookup) */
+    SESS_DRAFT_STORE = 1 << 1, /* what followed the same tokens in the block store */
+    SESS_DRAFT_ALL = SESS_DRAFT_NGRAM | SESS_DRAFT_STORE,
+};
+/* the default --draft (the lead flips it once measured: SESS_DRAFT_ALL or OFF) */
+#define SESS_DRAFT_DEFAULT SESS_DRAFT_OFF
+/* the most tokens drafted per pass by default, and at most */
+#define SESS_DRAFT_MAX_DEFAULT 8
+#define SESS_DRAFT_MAX_LIMIT (LLM_CTX_MAX_OUTPUTS - 1)
+/* For tests: drafts made wrong on purpose, to show that a wrong draft
+ * never changes the answer (KVCHAT_DRAFT_TEST=1): every step drafts (the
+ * sources' tokens, or made-up ones), and one drafted token in two passes
+ * is changed to another. 0: off. */
+enum sess_draft_test { SESS_DRAFT_TEST_OFF = 0, SESS_DRAFT_TEST_CORRUPT = 1 };
 
 /* A conversation over store st (borrowed; NULL: nothing on disk). It owns
  * p.ctx from the call on, even when it fails. Free with sess_conv_free.
@@ -468,6 +498,9 @@ struct sess_turn_stats {
      * what masking cost (llm_matcher_stats over this answer) */
     bool grammar, grammar_complete;
     int64_t grammar_masks, grammar_cache_hits, grammar_nodes, grammar_steps;
+    /* speculative decoding: tokens drafted and verified, of them accepted
+     * (part of generated_tokens), and verification passes */
+    int64_t drafted_tokens, accepted_tokens, draft_passes;
 };
 
 /* What a conversation is doing before an answer (sess_conv_say, _retry,
@@ -514,6 +547,13 @@ void sess_conv_set_sampling(struct sess_conv *c, struct llm_sampler_params p);
 /* the grammar of the answers from now on (borrowed, as p.grammar; NULL:
  * none). SESS_OK, or SESS_ERR out of memory (then none). */
 int sess_conv_set_grammar(struct sess_conv *c, const struct llm_grammar *g);
+/* speculative decoding from now on (as p.draft, p.draft_max): SESS_OK, or
+ * SESS_ERR out of memory (the rows of logits a pass keeps; drafting off) */
+int sess_conv_set_draft(struct sess_conv *c, uint32_t draft, int32_t draft_max);
+/* "off", "ngram", "store" or "on" (both) for a value of p.draft */
+const char *sess_draft_name(uint32_t draft);
+/* the value of such a name (and "all", "both"); -1 if none */
+int sess_draft_parse(const char *name);
 /* most tokens per answer from now on (<= 0: until the context is full) */
 void sess_conv_set_n_predict(struct sess_conv *c, int32_t n_predict);
 /* Set the parameters named by which (bits 1 << SESS_PARAM_X) from p,

@@ -42,7 +42,7 @@ struct sess_store {
     bool checked;       /* the whole database was checked after a failure */
     bool read_only;     /* private: nothing is written (PRAGMA query_only) */
     /* statements of the hot paths, prepared once */
-    sqlite3_stmt *find_block, *child_le, *child_gt, *snaps_in;
+    sqlite3_stmt *find_block, *child_le, *child_gt, *snaps_in, *child_cont;
 };
 
 struct sess_lock {
@@ -855,6 +855,7 @@ void sess_store_close(struct sess_store *st)
     sqlite3_finalize(st->find_block);
     sqlite3_finalize(st->child_le);
     sqlite3_finalize(st->child_gt);
+    sqlite3_finalize(st->child_cont);
     sqlite3_finalize(st->snaps_in);
     sqlite3_close(st->db);
     free(st);
@@ -1749,6 +1750,56 @@ int sess_block_best_child(struct sess_store *st, const uint8_t parent[32], int64
         sqlite3_reset(s);
     }
     return *common > 0;
+}
+
+int sess_block_continue(struct sess_store *st, const uint8_t parent[32], int64_t model_id, uint32_t kv_type,
+                        const int32_t *tokens, int64_t n, struct sess_block_row *row, int32_t *child_tokens)
+{
+    /* The children whose tokens begin with ours are the blobs in [ours,
+     * ours with its last byte plus one): the index's range (a token's last
+     * byte, its most significant, is at most 0x7f, so it never carries).
+     * With no tokens of ours: all of them, below x'ff'. */
+    uint8_t lo[4 * SESS_BLOCK_TOKENS + 1], hi[4 * SESS_BLOCK_TOKENS + 1];
+    if (n < 0 || n >= SESS_BLOCK_TOKENS)
+        return 0;
+    size_t nb = (size_t)n * 4;
+    memcpy(lo, tokens, nb);
+    memcpy(hi, tokens, nb);
+    size_t hb = nb;
+    if (nb == 0)
+        hi[hb++] = 0xff;
+    else
+        hi[nb - 1]++;
+    /* (lo is a pointer even for no bytes: binding NULL would bind SQL NULL) */
+    sqlite3_stmt *s = kept(st, &st->child_cont,
+                           "SELECT id, n_tokens, tokens FROM blocks WHERE parent = ?1 AND model_id = ?2 AND "
+                           "kv_type = ?3 AND tokens >= ?4 AND tokens < ?5 AND n_tokens > ?6 "
+                           "ORDER BY last_used DESC, n_tokens DESC LIMIT 1");
+    if (!s)
+        return SESS_ERR;
+    sqlite3_bind_blob(s, 1, parent, 32, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, model_id);
+    sqlite3_bind_int(s, 3, (int)kv_type);
+    sqlite3_bind_blob(s, 4, lo, (int)nb, SQLITE_STATIC);
+    sqlite3_bind_blob(s, 5, hi, (int)hb, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 6, n);
+    int rc = sqlite3_step(s), found = 0;
+    if (rc == SQLITE_ROW) {
+        int64_t nt = sqlite3_column_bytes(s, 2) / 4;
+        /* checked: a row of the right size whose first tokens are ours */
+        if (nt == sqlite3_column_int64(s, 1) && nt > n && nt <= SESS_BLOCK_TOKENS &&
+            !memcmp(sqlite3_column_blob(s, 2), tokens, nb)) {
+            memcpy(child_tokens, sqlite3_column_blob(s, 2), (size_t)nt * 4);
+            col_id(s, 0, row->id);
+            row->n_tokens = nt;
+            row->bytes = 0;
+            found = 1;
+        }
+    } else if (rc != SQLITE_DONE) {
+        return db_fail(st);
+    }
+    sqlite3_reset(s);
+    return found;
 }
 
 int sess_block_record(struct sess_store *st, const struct kv_block_desc *d, const uint8_t id[32],

@@ -11,6 +11,10 @@
  * fake server): the history it is sent, failures that change nothing, a
  * failed retry keeping its answer, a cut answer saved marked, resume in
  * another conversation, and a local model taking such a session over.
+ * Speculative decoding: for each weight type, many prompts, greedy and
+ * seeded, each draft source and drafts made wrong on purpose, the answer
+ * is the one without drafting; so are resumed sessions, forks and retries,
+ * and the block files stored are byte for byte the same.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -134,6 +138,9 @@ static int group_teardown(void **state)
  * on|off is) while open_think is 1 (on) or 0 (off) rather than -1 */
 static bool open_switch;
 static int open_think = -1;
+static int open_n_predict = 12;
+static uint32_t open_draft;     /* sess_conv_params.draft */
+static int32_t open_draft_test; /* sess_conv_params.draft_test */
 struct chat {
     const struct llm_ctx *ctx;
     struct sess_conv *conv;
@@ -161,7 +168,9 @@ static void chat_open(struct chat *ch, const char *system, float temp, int n_ctx
     p.model_path = model_path;
     p.sampling.temp = temp;
     p.sampling.seed = 7;
-    p.n_predict = 12;
+    p.n_predict = open_n_predict;
+    p.draft = open_draft;
+    p.draft_test = open_draft_test;
     p.stop = open_stop;
     p.switch_model = open_switch;
     if (open_think >= 0) {
@@ -1100,6 +1109,227 @@ static void test_hybrid(void **state)
     llm_model_close(q);
 }
 
+/* ==== speculative decoding ==== */
+
+/* prompt i of n: some repeat themselves (what n-gram drafts feed on) */
+static void draft_prompt(int i, char *buf, size_t n)
+{
+    static const char *const words[] = {"apple", "river", "seven", "blue", "stone", "quick", "night", "paper"};
+    switch (i % 5) {
+    case 0:
+        snprintf(buf, n, "Say %s %s %s %s %s %s again and again", words[i % 8], words[(i + 3) % 8], words[(i + 5) % 8],
+                 words[i % 8], words[(i + 3) % 8], words[(i + 5) % 8]);
+        break;
+    case 1:
+        snprintf(buf, n, "def f%d(x):\n    return x + %d\ndef g%d(x):\n    return x + %d\n", i, i, i, i + 1);
+        break;
+    case 2:
+        snprintf(buf, n, "Hello number %d, how are you?", i);
+        break;
+    case 3:
+        snprintf(buf, n, "%d %d %d %d %d %d %d %d", i, i + 1, i + 2, i, i + 1, i + 2, i, i + 1);
+        break;
+    default:
+        snprintf(buf, n, "Tell me about the %s %s.", words[i % 8], words[(i * 3 + 1) % 8]);
+        break;
+    }
+}
+
+#define DRAFT_PROMPTS 50
+struct draft_totals {
+    int64_t generated, drafted, accepted, passes;
+};
+
+/* each prompt in turn in one conversation (reset between: a fresh sampler
+ * each time) over the store in home; the answers into out */
+static void draft_run(const char *home, float temp, uint32_t draft, int32_t test, int n_prompts,
+                      struct answer *out, struct draft_totals *tot)
+{
+    struct chat ch;
+    struct sess_turn_stats ts;
+    open_draft = draft;
+    open_draft_test = test;
+    open_n_predict = 24;
+    chat_open(&ch, "You are terse.", temp, 512, home);
+    open_draft = 0;
+    open_draft_test = 0;
+    open_n_predict = 12;
+    memset(tot, 0, sizeof *tot);
+    for (int i = 0; i < n_prompts; i++) {
+        char q[256];
+        draft_prompt(i, q, sizeof q);
+        if (i)
+            assert_int_equal(sess_conv_reset(ch.conv, "You are terse."), SESS_OK);
+        say(&ch, q, &out[i], &ts);
+        tot->generated += ts.generated_tokens;
+        tot->drafted += ts.drafted_tokens;
+        tot->accepted += ts.accepted_tokens;
+        tot->passes += ts.draft_passes;
+        assert_true(ts.accepted_tokens <= ts.drafted_tokens);
+        assert_true(ts.accepted_tokens <= ts.generated_tokens);
+        if (!draft && !test)
+            assert_int_equal(ts.drafted_tokens, 0);
+    }
+    chat_close(&ch);
+}
+
+static void test_draft_exact(void **state)
+{
+    (void)state;
+    static const char *const wtypes[] = {"F32", "F16", "BF16", "Q8_0"};
+    struct llm_model *keep_model = model;
+    char keep_path[128];
+    snprintf(keep_path, sizeof keep_path, "%s", model_path);
+    static struct answer ref[DRAFT_PROMPTS], got[DRAFT_PROMPTS];
+    int64_t ngram_accepted = 0;
+    for (size_t w = 0; w < sizeof wtypes / sizeof *wtypes; w++) {
+        char path[160], cmd[512], err[512];
+        snprintf(path, sizeof path, "%s/draft-%s.gguf", dir, wtypes[w]);
+        snprintf(cmd, sizeof cmd,
+                 "tests/mkmodel %s --arch qwen2 --vocab tests/data/vocab/ggml-vocab-qwen2.gguf --dim 64 "
+                 "--layers 2 --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 --seed %d --type %s >/dev/null",
+                 path, 40 + (int)w, wtypes[w]);
+        assert_int_equal(system(cmd), 0);
+        struct llm_model *m;
+        assert_int_equal(llm_model_open(path, llm_model_default_params(), &m, err, sizeof err), 0);
+        model = m;
+        snprintf(model_path, sizeof model_path, "%.120s", path);
+        /* all 50 prompts on Q8_0, fewer on the others (test time) */
+        int np = w == 3 ? DRAFT_PROMPTS : w == 0 ? 12 : 6;
+        for (int ti = 0; ti < 2; ti++) {
+            float temp = ti ? 0.8f : 0;
+            char home[200];
+            snprintf(home, sizeof home, "%s/home-draft-%s-%d", dir, wtypes[w], ti);
+            struct draft_totals t0, t;
+            /* without drafting first: its answers go to the store, which
+             * the store source then drafts from (the repeat workload) */
+            draft_run(home, temp, SESS_DRAFT_OFF, 0, np, ref, &t0);
+            static const struct {
+                uint32_t draft;
+                int32_t test;
+                const char *name;
+            } modes[] = {{SESS_DRAFT_NGRAM, 0, "ngram"},
+                         {SESS_DRAFT_STORE, 0, "store"},
+                         {SESS_DRAFT_OFF, SESS_DRAFT_TEST_CORRUPT, "wrong drafts"},
+                         {SESS_DRAFT_ALL, SESS_DRAFT_TEST_CORRUPT, "all, some wrong"}};
+            for (size_t mi = 0; mi < sizeof modes / sizeof *modes; mi++) {
+                /* (the store only where it is a source: writing blocks is what takes the time) */
+                draft_run(modes[mi].draft & SESS_DRAFT_STORE ? home : NULL, temp, modes[mi].draft, modes[mi].test, np,
+                          got, &t);
+                for (int i = 0; i < np; i++)
+                    if (strcmp(got[i].text, ref[i].text))
+                        fail_msg("%s temp %g %s prompt %d: '%s' drafting, '%s' without", wtypes[w], temp,
+                                 modes[mi].name, i, got[i].text, ref[i].text);
+                assert_int_equal(t.generated, t0.generated);
+                print_message("%s temp %g %-16s: %lld generated, %lld drafted in %lld passes, %lld accepted\n",
+                              wtypes[w], temp, modes[mi].name, (long long)t.generated, (long long)t.drafted,
+                              (long long)t.passes, (long long)t.accepted);
+                if (modes[mi].draft == SESS_DRAFT_STORE) /* the same answers were stored: nearly all drafted */
+                    assert_true(t.accepted * 2 >= t.generated);
+                if (modes[mi].draft == SESS_DRAFT_NGRAM) { /* the prompts repeat themselves */
+                    assert_true(t.drafted > 0);
+                    ngram_accepted += t.accepted;
+                }
+                if (modes[mi].test) { /* every step drafts, and some are wrong */
+                    assert_true(t.passes > 0);
+                    assert_true(t.accepted < t.drafted);
+                }
+            }
+        }
+        llm_model_close(m);
+    }
+    assert_true(ngram_accepted > 0);
+    model = keep_model;
+    snprintf(model_path, sizeof model_path, "%s", keep_path);
+}
+
+/* the block files under home/kv, named and hashed, into out */
+static void block_listing(const char *home, const char *out)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cd '%s/kv' && find . -type f | LC_ALL=C sort | xargs -r sha256sum > '%s'", home, out);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* sessions, resumed, forked and retried, with drafting as without; the
+ * blocks stored are the same files */
+static void test_draft_sessions(void **state)
+{
+    (void)state;
+    static const struct {
+        uint32_t draft;
+        int32_t test;
+    } modes[] = {{SESS_DRAFT_OFF, 0}, {SESS_DRAFT_ALL, 0}, {SESS_DRAFT_ALL, SESS_DRAFT_TEST_CORRUPT}};
+    enum { N_ANS = 7 };
+    static struct answer ans[3][N_ANS];
+    int64_t accepted[3] = {0};
+    for (int mi = 0; mi < 3; mi++) {
+        char home[160], err[256];
+        snprintf(home, sizeof home, "%s/home-dsess-%d", dir, mi);
+        struct chat a;
+        struct sess_turn_stats ts;
+        struct sess_restore_stats rs;
+        struct answer *x = ans[mi];
+        open_draft = modes[mi].draft;
+        open_draft_test = modes[mi].test;
+        open_n_predict = 24;
+        chat_open(&a, "You are terse.", 0.8f, 512, home);
+        assert_int_equal(sess_conv_attach(a.conv, "s", true, &rs), 0);
+        say(&a, "one two three one two three one two", &x[0], &ts);
+        accepted[mi] += ts.accepted_tokens;
+        say(&a, "again: one two three", &x[1], &ts);
+        accepted[mi] += ts.accepted_tokens;
+        memset(&x[2], 0, sizeof x[2]);
+        assert_int_equal(sess_conv_retry(a.conv, collect, &x[2], NULL, &ts), SESS_OK); /* seeded: another draw */
+        assert_int_equal(llm_ctx_n_past(a.ctx), sess_conv_n_tokens(a.conv));
+        accepted[mi] += ts.accepted_tokens;
+        chat_close(&a);
+        /* resumed in another process */
+        chat_open(&a, NULL, 0.8f, 512, home);
+        assert_int_equal(sess_conv_attach(a.conv, "s", false, &rs), 0);
+        say(&a, "and once more: one two three", &x[3], &ts);
+        accepted[mi] += ts.accepted_tokens;
+        memset(&x[4], 0, sizeof x[4]);
+        assert_int_equal(sess_conv_retry(a.conv, collect, &x[4], NULL, &ts), SESS_OK);
+        assert_int_equal(llm_ctx_n_past(a.ctx), sess_conv_n_tokens(a.conv));
+        chat_close(&a);
+        /* a fork at turn 1 */
+        struct sess_store *st;
+        assert_int_equal(sess_store_open(home, sess_store_default_params(), &st, err, sizeof err), 0);
+        assert_int_equal(sess_fork(st, "s", "f", 1), 0);
+        sess_store_close(st);
+        chat_open(&a, NULL, 0.8f, 512, home);
+        assert_int_equal(sess_conv_attach(a.conv, "f", false, &rs), 0);
+        /* turn 2's message again: the fork has the sampler after turn 1,
+         * so the answer is turn 2's first (x[1]), and the store has it */
+        say(&a, "again: one two three", &x[5], &ts);
+        accepted[mi] += ts.accepted_tokens;
+        say(&a, "one two three one two three", &x[6], &ts);
+        accepted[mi] += ts.accepted_tokens;
+        chat_close(&a);
+        open_draft = 0;
+        open_draft_test = 0;
+        open_n_predict = 12;
+        for (int i = 0; mi > 0 && i < N_ANS; i++)
+            if (strcmp(x[i].text, ans[0][i].text))
+                fail_msg("mode %d answer %d: '%s' drafting, '%s' without", mi, i, x[i].text, ans[0][i].text);
+        char list[200], ref[200];
+        snprintf(list, sizeof list, "%s/blocks-%d.txt", dir, mi);
+        snprintf(ref, sizeof ref, "%s/blocks-0.txt", dir);
+        block_listing(home, list);
+        if (mi > 0) {
+            char cmd[512];
+            snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", list, ref);
+            assert_int_equal(system(cmd), 0);
+        }
+    }
+    assert_string_not_equal(ans[0][1].text, ans[0][2].text); /* a retry draws again */
+    assert_string_equal(ans[0][5].text, ans[0][1].text);     /* the same state, the same draws */
+    assert_int_equal(accepted[0], 0);
+    assert_true(accepted[1] > 0);
+    assert_true(accepted[2] > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1118,6 +1348,8 @@ int main(void)
         cmocka_unit_test(test_think_switch),
         cmocka_unit_test(test_remote_engine),
         cmocka_unit_test(test_hybrid),
+        cmocka_unit_test(test_draft_exact),
+        cmocka_unit_test(test_draft_sessions),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -12,7 +12,12 @@
  *   - the first 16 greedy tokens of F32 models equal llama.cpp's;
  *   - the same bits run after run; KV rows exported and imported give
  *     bit-identical logits; truncation; context overflow;
- *   - the sampler's state saved and restored continues identically;
+ *   - the sampler's state saved and restored continues identically; its
+ *     draw at a position depends on the seed and the position alone
+ *     (version 2), a version-1 state keeps its xorshift stream;
+ *   - a pass keeping every row of logits (speculative verification) gives
+ *     each row and K/V row bit for bit as one-by-one decoding does, for
+ *     every weight type here and the quantized files of tests/data/quant;
  *   - llm_model_decode_bytes agrees with the file's tensor sizes;
  *   - bad models (missing tensor, wrong shape, unsupported type) and ids
  *     out of range are refused with a message naming what is wrong;
@@ -512,6 +517,154 @@ static void test_sampler(void **state)
     free(lg);
 }
 
+/* version 2: the number drawn at a position is a function of the seed and
+ * the position alone (not of the draws before it, nor of their order);
+ * next_stream moves it on; a version-1 state (sessions saved before) keeps
+ * its xorshift64* stream, one number per draw */
+static void test_sampler_positions(void **state)
+{
+    (void)state;
+    int64_t nv = 64;
+    float lg[64];
+    for (int i = 0; i < nv; i++)
+        lg[i] = (float)(i % 7) * 0.1f; /* a flat-ish distribution: draws decide */
+    struct llm_sampler_params p = llm_sampler_default_params();
+    p.temp = 1.0f;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0;
+    p.seed = 99;
+    struct llm_sampler *a = llm_sampler_init(p, nv), *b = llm_sampler_init(p, nv);
+    assert_int_equal(llm_sampler_version(a), 2);
+    int32_t fwd[40], diff = 0;
+    for (int i = 0; i < 40; i++)
+        fwd[i] = llm_sampler_sample_at(a, lg, NULL, 1000 + i);
+    for (int i = 39; i >= 0; i--) { /* backwards, and with extra draws between */
+        assert_int_equal(llm_sampler_sample_at(b, lg, NULL, 1000 + i), fwd[i]);
+        llm_sampler_sample(b, lg);
+    }
+    llm_sampler_next_stream(b);
+    for (int i = 0; i < 40; i++)
+        diff += llm_sampler_sample_at(b, lg, NULL, 1000 + i) != fwd[i];
+    assert_true(diff > 20); /* another stream: mostly other tokens */
+    int distinct = 0;
+    for (int i = 0; i < 40; i++) {
+        int seen = 0;
+        for (int j = 0; j < i; j++)
+            seen |= fwd[j] == fwd[i];
+        distinct += !seen;
+    }
+    assert_true(distinct > 10);
+    /* a saved version-2 state carries the stream and the next position */
+    uint8_t st[512];
+    int64_t n = llm_sampler_state_save(b, st, sizeof st);
+    assert_true(n > 0);
+    struct llm_sampler *c = llm_sampler_init(p, nv);
+    assert_int_equal(llm_sampler_state_load(c, st, (size_t)n), 0);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(llm_sampler_sample(c, lg), llm_sampler_sample(b, lg));
+    /* version 1, written by hand: u32 "KVSM", u32 1, u64 rng, u32 cap, u32 0 */
+    uint64_t rng = 0x1234567887654321ULL;
+    uint8_t v1[24];
+    uint32_t magic = 0x4d53564bu, one = 1, cap = (uint32_t)p.penalty_last_n, zero = 0;
+    memcpy(v1, &magic, 4);
+    memcpy(v1 + 4, &one, 4);
+    memcpy(v1 + 8, &rng, 8);
+    memcpy(v1 + 16, &cap, 4);
+    memcpy(v1 + 20, &zero, 4);
+    assert_int_equal(llm_sampler_state_load(c, v1, sizeof v1), 0);
+    assert_int_equal(llm_sampler_version(c), 1);
+    /* two tokens, equal logits: token 0 iff the uniform number is below 1/2 */
+    float two[64];
+    for (int i = 0; i < nv; i++)
+        two[i] = i < 2 ? 0.0f : -INFINITY;
+    int ones = 0;
+    for (int i = 0; i < 64; i++) {
+        rng ^= rng >> 12;
+        rng ^= rng << 25;
+        rng ^= rng >> 27;
+        float u = (float)((rng * 0x2545F4914F6CDD1DULL) >> 40) / 16777216.0f;
+        int32_t want = u * 2.0 < 1.0 ? 0 : 1;
+        ones += want;
+        assert_int_equal(llm_sampler_sample_at(c, two, NULL, 5 /* ignored */), want);
+    }
+    assert_true(ones > 10 && ones < 54);
+    uint8_t *st1 = malloc(24 + 4 * (size_t)cap);
+    n = llm_sampler_state_save(c, st1, 24 + 4 * (size_t)cap); /* saved as version 1 again */
+    assert_int_equal(n, 24 + 4 * (int64_t)cap); /* (the window: the 64 tokens drawn) */
+    memcpy(st, st1, 8);
+    free(st1);
+    assert_int_equal(((uint32_t *)st)[1], 1);
+    llm_sampler_free(a);
+    llm_sampler_free(b);
+    llm_sampler_free(c);
+}
+
+/* ==== verifying drafted tokens: every row of logits in one pass ==== */
+
+static void outputs_check(const char *path)
+{
+    struct llm_model *m = open_model(path);
+    int64_t nv = llm_model_n_vocab(m);
+    enum { PRE = 21, K = 9 };
+    int32_t ids[PRE + K];
+    for (int i = 0; i < PRE + K; i++)
+        ids[i] = prompt[i] % (int32_t)nv;
+    struct llm_ctx *one = new_ctx(m, 96, 2, LLM_TYPE_F16), *pass = new_ctx(m, 96, 1, LLM_TYPE_F16);
+    float *want = malloc((size_t)(K * nv) * sizeof *want);
+    assert_int_equal(llm_ctx_decode(one, ids, PRE), 0);
+    for (int i = 0; i < K; i++) {
+        assert_int_equal(llm_ctx_decode(one, ids + PRE + i, 1), 0);
+        memcpy(want + i * nv, llm_ctx_logits(one), (size_t)nv * sizeof *want);
+    }
+    assert_int_equal(llm_ctx_decode(pass, ids, PRE), 0);
+    assert_int_equal(llm_ctx_decode_outputs(pass, ids + PRE, K), LLM_ERR); /* not reserved */
+    assert_int_equal(llm_ctx_n_past(pass), PRE);
+    assert_int_equal(llm_ctx_reserve_outputs(pass, LLM_CTX_MAX_OUTPUTS + 1), LLM_ERR);
+    assert_int_equal(llm_ctx_reserve_outputs(pass, K), 0);
+    assert_int_equal(llm_ctx_decode_outputs(pass, ids + PRE, K), 0);
+    for (int i = 0; i < K; i++)
+        assert_memory_equal(llm_ctx_logits_ith(pass, i), want + i * nv, (size_t)nv * sizeof *want);
+    assert_null(llm_ctx_logits_ith(pass, K));
+    assert_ptr_equal(llm_ctx_logits(pass), llm_ctx_logits_ith(pass, K - 1));
+    /* the K/V rows too */
+    uint64_t sz = llm_ctx_kv_size(one, 0, PRE + K);
+    uint8_t *ka = malloc(sz), *kb = malloc(sz);
+    assert_int_equal(llm_ctx_kv_export(one, 0, PRE + K, ka, sz), (int64_t)sz);
+    assert_int_equal(llm_ctx_kv_export(pass, 0, PRE + K, kb, sz), (int64_t)sz);
+    assert_memory_equal(ka, kb, sz);
+    /* four taken, the rest cut: the next token as if never drafted */
+    assert_int_equal(llm_ctx_truncate(pass, PRE + 4), 0);
+    assert_int_equal(llm_ctx_truncate(one, PRE + 4), 0);
+    int32_t next = (ids[3] + 1) % (int32_t)nv;
+    assert_int_equal(llm_ctx_decode(pass, &next, 1), 0);
+    assert_int_equal(llm_ctx_decode(one, &next, 1), 0);
+    assert_memory_equal(llm_ctx_logits(pass), llm_ctx_logits(one), (size_t)nv * sizeof *want);
+    print_message("%s: %d rows in one pass, bit for bit\n", path, K);
+    free(ka);
+    free(kb);
+    free(want);
+    llm_ctx_free(one);
+    llm_ctx_free(pass);
+    llm_model_close(m);
+}
+
+static void test_decode_outputs(void **state)
+{
+    (void)state;
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+        outputs_check(model_path("llama", types[t]));
+        outputs_check(model_path("qwen2", types[t]));
+    }
+    outputs_check(model_path("qwen3", "Q8_0"));
+    static const char *const quant[] = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_M", "Q6_K"};
+    for (size_t t = 0; t < sizeof quant / sizeof *quant; t++) {
+        char path[256];
+        snprintf(path, sizeof path, "tests/data/quant/m-%s.gguf", quant[t]);
+        outputs_check(path);
+    }
+}
+
 /* ==== stopping a decode ==== */
 
 struct stopper {
@@ -802,6 +955,8 @@ int main(void)
         cmocka_unit_test(test_bad_ids),
         cmocka_unit_test(test_bad_models),
         cmocka_unit_test(test_sampler),
+        cmocka_unit_test(test_sampler_positions),
+        cmocka_unit_test(test_decode_outputs),
         cmocka_unit_test(test_qwen35_rstate),
         cmocka_unit_test(test_qwen35_interrupt),
     };

@@ -105,7 +105,7 @@ enum {
     PH_GLU,      /* h = silu(W_gate x) * (W_up x) */
     PH_DOWN_IN,  /* per token: h quantized for w_down */
     PH_DOWN,
-    PH_OUT_IN,   /* the last token: x += the last output, output norm, quantized */
+    PH_OUT_IN,   /* the last n_out tokens: x += the last output, output norm, quantized */
     PH_LOGITS,
     /* a mixture-of-experts FFN instead of PH_GLU..PH_DOWN (moe.h): the router
      * product, then moe.c's phases in enum llm_moe_phase order */
@@ -129,7 +129,7 @@ struct phase {
 struct pass {
     struct llm_ctx *c;
     int64_t T, n_past;
-    bool logits;
+    int64_t n_out;             /* rows of logits: those of the last n_out tokens (0: none) */
     int32_t *tok;              /* (n_batch) the ids */
     int64_t cap_t;             /* 0 < cap_t < T: the recurrent state after the pass's first cap_t
                                   tokens goes to c->cap_buf (llm_ctx_decode_capture); else 0 */
@@ -152,7 +152,9 @@ struct llm_ctx {
     void *kv_map;            /* the mapping k_cache and v_cache point into */
     size_t kv_map_bytes;
     int64_t kv_ready;        /* positions [0, kv_ready) of every head's rows are faulted in */
-    float *logits;           /* (n_vocab) */
+    float *logits;           /* (n_out_cap, n_vocab) */
+    int64_t n_out_cap;       /* rows of logits (llm_ctx_reserve_outputs) */
+    int64_t n_out;           /* rows the last decode gave */
     bool logits_valid;
     char errmsg[256];
 
@@ -528,15 +530,15 @@ static void mm_describe(const struct pass *ps, const struct phase *ph, struct mm
         d->out = llm_moe_logits(c->moe);
         d->ldo = m->n_expert;
         break;
-    default: /* PH_LOGITS: the last token's row */
+    default: /* PH_LOGITS: the rows of the last n_out tokens */
         d->nw = 1;
         d->w[0] = &m->output;
-        d->xf = c->xn + (ps->T - 1) * E;
-        d->xq = c->act + (size_t)(ps->T - 1) * c->act_stride;
+        d->xf = c->xn + (ps->T - ps->n_out) * E;
+        d->xq = c->act + (size_t)(ps->T - ps->n_out) * c->act_stride;
         d->out = c->logits;
         d->ldo = m->n_vocab;
         d->softcap = m->final_softcap;
-        d->T = 1;
+        d->T = ps->n_out;
         break;
     }
     d->one = d->T == 1;
@@ -654,15 +656,21 @@ static void mm_compute(const struct mmd *d, int64_t u0, int64_t u1, float *out, 
     }
 }
 
+/* (a one-token unit's second range can run past the weight's last row
+ * into its last group's padding, when the rows are not a whole number of
+ * groups: only the weight's rows are committed) */
 static void mm_commit(const struct mmd *d, int64_t u0, int64_t u1, const float *out)
 {
     for (int64_t u = u0; u < u1; u++) {
         struct unit x = mm_unit(d, u);
-        int64_t n0 = x.r[1] - x.r[0], n1 = x.r[3] - x.r[2];
+        int64_t n0 = x.r[1] - x.r[0], n1 = x.r[3] - x.r[2], rows = d->w[x.wi]->m.n_out;
+        int64_t c0 = x.r[1] < rows ? n0 : rows - x.r[0], c1 = x.r[3] < rows ? n1 : rows - x.r[2];
         for (int64_t t = x.t0; t < x.t1; t++) {
             float *row = d->out + t * d->ldo + d->col[x.wi];
-            memcpy(row + x.r[0], out, (size_t)n0 * sizeof(float));
-            memcpy(row + x.r[2], out + n0, (size_t)n1 * sizeof(float));
+            if (c0 > 0)
+                memcpy(row + x.r[0], out, (size_t)c0 * sizeof(float));
+            if (c1 > 0)
+                memcpy(row + x.r[2], out + n0, (size_t)c1 * sizeof(float));
             out += n0 + n1;
         }
     }
@@ -829,7 +837,7 @@ static void run_compute(void *arg, int p, int64_t u0, int64_t u1, void *scratch)
     case PH_FFN_IN:
     case PH_OUT_IN:
         for (int64_t u = u0; u < u1; u++, s += per) {
-            int64_t t = ph->kind == PH_OUT_IN ? ps->T - 1 : u;
+            int64_t t = ph->kind == PH_OUT_IN ? ps->T - ps->n_out + u : u;
             float *x = (float *)s, *xn = x + E;
             residual_norm(ps, ph->kind == PH_OUT_IN ? m->n_layer : ph->layer, ph->kind == PH_FFN_IN, t, x, xn,
                           (uint8_t *)(xn + E));
@@ -926,7 +934,7 @@ static void run_commit(void *arg, int p, int64_t u0, int64_t u1, const void *scr
     case PH_FFN_IN:
     case PH_OUT_IN:
         for (int64_t u = u0; u < u1; u++, s += per) {
-            int64_t t = ph->kind == PH_OUT_IN ? ps->T - 1 : u;
+            int64_t t = ph->kind == PH_OUT_IN ? ps->T - ps->n_out + u : u;
             const float *x = (const float *)s, *xn = x + E;
             memcpy(c->x + t * E, x, (size_t)E * sizeof(float));
             memcpy(c->xn + t * E, xn, (size_t)E * sizeof(float));
@@ -1075,7 +1083,7 @@ static void run_after(void *arg, int p)
         } else if (m->layers[l].shexp_gate) {
             shexp_add(c, l, 0, c->xb); /* elementwise: in place is as out of place */
         }
-        if (l + 1 < m->n_layer || ps->logits)
+        if (l + 1 < m->n_layer || ps->n_out)
             residual_norm(ps, l + 1, false, 0, c->x, c->xn, c->act);
         break;
     default:
@@ -1156,9 +1164,9 @@ static void plan(struct pass *ps)
         if (!one && l + 1 < nl)
             add_phase(ps, PH_ATTN_IN, l + 1, T, TOK_STEP);
     }
-    if (ps->logits) {
+    if (ps->n_out) {
         if (!one)
-            add_phase(ps, PH_OUT_IN, nl, 1, 1);
+            add_phase(ps, PH_OUT_IN, nl, ps->n_out, TOK_STEP);
         add_product(ps, PH_LOGITS, nl);
     }
 }
@@ -1173,14 +1181,15 @@ static int64_t max_chunks_of(const struct pass *ps)
     return mx;
 }
 
-/* tokens [0, T) at positions n_past.. through the model; false if the
- * interrupt stopped it (n_past is then as it was) */
-static bool forward(struct llm_ctx *c, const int32_t *tok, int64_t T, bool logits)
+/* tokens [0, T) at positions n_past.. through the model, with the logits
+ * of the last n_out; false if the interrupt stopped it (n_past is then as
+ * it was) */
+static bool forward(struct llm_ctx *c, const int32_t *tok, int64_t T, int64_t n_out)
 {
     struct pass *ps = &c->passes[llm_pool_slot(c->pool)];
     ps->T = T;
     ps->n_past = c->n_past;
-    ps->logits = logits;
+    ps->n_out = n_out;
     ps->cap_t = c->cap_pos > c->n_past && c->cap_pos < c->n_past + T ? c->cap_pos - c->n_past : 0;
     atomic_store(&ps->stopped, 0);
     if (c->interrupt && *c->interrupt)
@@ -1204,7 +1213,7 @@ static bool forward(struct llm_ctx *c, const int32_t *tok, int64_t T, bool logit
     return true;
 }
 
-int llm_ctx_decode(struct llm_ctx *c, const int32_t *tokens, int64_t n)
+static int decode(struct llm_ctx *c, const int32_t *tokens, int64_t n, int64_t n_out)
 {
     if (n <= 0)
         return set_err(c, LLM_ERR, "no tokens to decode");
@@ -1232,7 +1241,7 @@ int llm_ctx_decode(struct llm_ctx *c, const int32_t *tokens, int64_t n)
     int64_t start = c->n_past;
     for (int64_t i = 0; i < n;) {
         int64_t T = n - i < c->n_batch ? n - i : c->n_batch;
-        if (!forward(c, tokens + i, T, i + T == n)) {
+        if (!forward(c, tokens + i, T, i + T == n ? n_out : 0)) {
             c->n_past = start;
             if (bak)
                 memcpy(c->rstate, c->rstate_bak, c->rstate_floats * sizeof(float));
@@ -1244,7 +1253,36 @@ int llm_ctx_decode(struct llm_ctx *c, const int32_t *tokens, int64_t n)
             memcpy(c->cap_buf, c->rstate, c->rstate_floats * sizeof(float));
         atomic_store_explicit(&c->progress, c->n_past, memory_order_relaxed);
     }
+    c->n_out = n_out;
     c->logits_valid = true;
+    return LLM_OK;
+}
+
+int llm_ctx_decode(struct llm_ctx *c, const int32_t *tokens, int64_t n) { return decode(c, tokens, n, 1); }
+
+int llm_ctx_decode_outputs(struct llm_ctx *c, const int32_t *tokens, int64_t n)
+{
+    if (n > c->n_out_cap || n > c->n_batch)
+        return set_err(c, LLM_ERR, "%" PRId64 " rows of logits in one pass, more than the %" PRId64
+                       " reserved", n, c->n_out_cap < c->n_batch ? c->n_out_cap : c->n_batch);
+    return decode(c, tokens, n, n);
+}
+
+int llm_ctx_reserve_outputs(struct llm_ctx *c, int64_t n)
+{
+    if (n < 1 || n > LLM_CTX_MAX_OUTPUTS)
+        return set_err(c, LLM_ERR, "cannot keep %" PRId64 " rows of logits (1 to %d)", n, LLM_CTX_MAX_OUTPUTS);
+    if (n <= c->n_out_cap)
+        return LLM_OK;
+    size_t bytes = (size_t)n * (size_t)c->m->n_vocab * sizeof(float);
+    float *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p)
+        return set_err(c, LLM_ERR, "out of memory for %" PRId64 " rows of logits", n);
+    if (c->logits_valid)
+        memcpy(p, c->logits, (size_t)c->n_out * (size_t)c->m->n_vocab * sizeof(float));
+    free(c->logits);
+    c->logits = p;
+    c->n_out_cap = n;
     return LLM_OK;
 }
 
@@ -1477,6 +1515,7 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
     else
         plan_inputs(c);
     c->logits = alloc((size_t)m->n_vocab * f, &ok);
+    c->n_out_cap = 1;
     c->x = alloc((size_t)(B * m->n_embd) * f, &ok);
     c->xb = alloc((size_t)(B * m->n_embd) * f, &ok);
     c->xn = alloc((size_t)(B * m->n_embd) * f, &ok);
@@ -1530,11 +1569,12 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
     }
     int64_t max_chunks = 1;
     if (ok) { /* the largest phases: one token, and a full pass at the start and at the end of
-               * the context (attention's units are smallest there: pass_att_rows) */
+               * the context (attention's units are smallest there: pass_att_rows), and a
+               * pass with the most rows of logits (llm_ctx_decode_outputs) */
         struct pass *ps = &c->passes[0];
-        ps->logits = true;
-        for (int k = 0; k < 3; k++) {
-            ps->T = k ? B : 1;
+        for (int k = 0; k < 4; k++) {
+            ps->T = k == 3 ? (B < LLM_CTX_MAX_OUTPUTS ? B : LLM_CTX_MAX_OUTPUTS) : k ? B : 1;
+            ps->n_out = k == 3 ? ps->T : 1;
             ps->n_past = k == 2 && n_ctx > B ? n_ctx - B : 0;
             plan(ps);
             int64_t mc = max_chunks_of(ps);
@@ -1577,7 +1617,15 @@ void llm_ctx_free(struct llm_ctx *c)
 }
 
 const char *llm_ctx_errmsg(const struct llm_ctx *c) { return c->errmsg; }
-const float *llm_ctx_logits(const struct llm_ctx *c) { return c->logits_valid ? c->logits : NULL; }
+const float *llm_ctx_logits(const struct llm_ctx *c)
+{
+    return c->logits_valid ? c->logits + (size_t)(c->n_out - 1) * (size_t)c->m->n_vocab : NULL;
+}
+
+const float *llm_ctx_logits_ith(const struct llm_ctx *c, int64_t i)
+{
+    return c->logits_valid && i >= 0 && i < c->n_out ? c->logits + (size_t)i * (size_t)c->m->n_vocab : NULL;
+}
 int64_t llm_ctx_n_past(const struct llm_ctx *c) { return c->n_past; }
 int64_t llm_ctx_n_ctx(const struct llm_ctx *c) { return c->n_ctx; }
 int llm_ctx_n_threads(const struct llm_ctx *c) { return c->n_threads; }
