@@ -7,7 +7,7 @@
 # in the packed weights and the prefill included) against the target of
 # one decode step + NEW tokens at the prefill-512 rate (from `kvchat bench
 # -p 512`), and against llama.cpp's prefill of NEW tokens at that depth
-# in one batch (tests/llama-depth.c, built here against llref's library:
+# in one batch (bench/llama-depth.c, built here against llref's library:
 # measuring it by difference of two long prefills was lost in their noise).
 # Goals: ttft <= 1.5 x target; llama.cpp's / ttft >= 1.5. Part of
 # `make bench`; not a test.
@@ -50,13 +50,13 @@ echo "history $hist tokens (restored $rs), message $pf tokens prefilled"
 echo "kvchat: new run -s process ttft $ttft ms; target (1 decode step at $tg tok/s + $pf tokens at $pp tok/s) $target ms;" \
     "ttft / target $(awk -v a="$ttft" -v b="$target" 'BEGIN { printf "%.2f", a / b }') (goal <= 1.5)"
 if [ -x "$LLREF" ]; then
-    # llama.cpp's prefill of the message at that depth, by tests/llama-depth.c
+    # llama.cpp's prefill of the message at that depth, by bench/llama-depth.c
     # (built here against the library ../shared/peer/setup.sh installed)
     lh=$(dirname "$LLREF")
     lib=$(sed -n 's/^LLREF_LIBDIR="\(.*\)" exec.*/\1/p' "$LLREF")
     ld=$dir/llama-depth
-    if [ ! -x "$ld" ] || [ tests/llama-depth.c -nt "$ld" ]; then
-        cc -O2 -std=c11 -D_GNU_SOURCE -o "$ld" tests/llama-depth.c -I"$lh/src/include" -I"$lh/src/ggml/include" \
+    if [ ! -x "$ld" ] || [ bench/llama-depth.c -nt "$ld" ]; then
+        cc -O2 -std=c11 -D_GNU_SOURCE -o "$ld" bench/llama-depth.c -I"$lh/src/include" -I"$lh/src/ggml/include" \
             -L"$lib" -lllama -lggml -lggml-base -lm -Wl,-rpath,"$lib"
     fi
     out=$(LLREF_LIBDIR="$lib" "$ld" "$model" -d "$hist" -p "$pf" -t "$threads" -r "$reps")
