@@ -49,7 +49,7 @@ static const char chat_usage[] =
     "usage: kvchat [chat] [SESSION | -c] [-m MODEL] [--system TEXT|--system-file F] [options]\n"
     "\n"
     "  The interactive chat. With SESSION, the chat is saved under that name\n"
-    "  after every exchange and resumes from its KV snapshots next time (it is\n"
+    "  after every exchange and resumes from its KV blocks next time (it is\n"
     "  created if new); without, it is no session (at exit it is gone unless you\n"
     "  /save it), but every prompt's KV blocks and token ids stay in the store\n"
     "  as a cache until evicted or collected ('kvchat sessions forget' removes\n"
@@ -137,6 +137,7 @@ struct chat {
     struct wrap wrap;      /* word wrap of answers on a terminal */
     bool wrapping;         /* the answer being streamed is wrapped */
     struct cmd_answer ans; /* splits reasoning from the answer as it streams */
+    char *stop[CMD_OPTS_MAX_STOP]; /* /set parameter stop's strings (o.stop points here then) */
     struct sess_turn_stats last;
     bool have_last;
     int64_t turns;          /* answers in this process */
@@ -154,19 +155,93 @@ static const char *col(const struct chat *ch, enum color c)
     return ch->color ? color_seq[c] : "";
 }
 
-/* a note to the user: one line on ui */
+/* wrap_write as cmd_term_clean's writer */
+struct ui_put {
+    struct wrap *w;
+    int cols;
+};
+static int ui_put(void *ud, const char *s, size_t n)
+{
+    struct ui_put *u = ud;
+    return wrap_write(u->w, u->cols, s, n) ? 1 : 0;
+}
+
+/*
+ * Text for the user on ui, ended by a newline: on a terminal wrapped at
+ * its width as answers are (cli/wrap.c: breaks at spaces, nothing lost, a
+ * word wider than the line cut at the edge), and sanitized unless raw (our
+ * own text with colours). The first head bytes (a /show or /help label,
+ * padding included) are written as they are; the lines after the first
+ * then start at column hang, under the label's value.
+ */
+static void text_to(struct chat *ch, FILE *f, enum color c, const char *text, size_t head, int hang, bool raw)
+{
+    int cols = isatty(fileno(f)) ? repl_width(fileno(f)) : 0;
+    size_t n = strlen(text);
+    bool colored = ch->color && (f == ch->ui || cols > 0);
+    fflush(stdout);
+    if (f != stdout && ch->ui)
+        fflush(ch->ui);
+    fputs(colored ? color_seq[c] : "", f);
+    if (cols < 2) {
+        if (raw)
+            fputs(text, f);
+        else
+            cmd_term_write(f, text, n);
+    } else {
+        struct wrap w;
+        wrap_init(&w, f);
+        wrap_begin(&w);
+        struct ui_put u = {&w, cols};
+        head = head < n ? head : 0;
+        for (int part = 0; part < 2; part++) {
+            const char *p = part ? text + head : text;
+            size_t len = part ? n - head : head;
+            if (raw)
+                wrap_write(&w, cols, p, len);
+            else
+                cmd_term_clean(p, len, ui_put, &u);
+            if (!part && head && hang > 0 && hang < cols / 2)
+                w.hang = hang;
+        }
+        wrap_end(&w, cols);
+        wrap_free(&w);
+    }
+    fprintf(f, "%s\n", colored ? color_seq[C_RESET] : "");
+    fflush(f);
+}
+
+static void ui_text(struct chat *ch, enum color c, const char *text, size_t head, int hang, bool raw)
+{
+    text_to(ch, ch->ui, c, text, head, hang, raw);
+}
+
+/* "kvchat: " and a message on stderr, wrapped on a terminal as ui's lines */
+static void chat_vsay(struct chat *ch, enum color c, const char *fmt, va_list ap)
+{
+    char *msg = NULL, *line = NULL;
+    if (vasprintf(&msg, fmt, ap) < 0)
+        return;
+    if (asprintf(&line, "kvchat: %s", msg) >= 0) {
+        text_to(ch, stderr, c, line, 0, 0, false);
+        free(line);
+    }
+    free(msg);
+}
+
+/* a note to the user: wrapped on ui */
 static void note(struct chat *ch, enum color c, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void note(struct chat *ch, enum color c, const char *fmt, ...)
 {
     va_list ap;
-    fflush(stdout);
-    fputs(col(ch, c), ch->ui);
+    char *text = NULL;
     va_start(ap, fmt);
-    cmd_term_vprintf(ch->ui, fmt, ap); /* names and texts of the store: sanitized */
+    int n = vasprintf(&text, fmt, ap);
     va_end(ap);
-    fprintf(ch->ui, "%s\n", col(ch, C_RESET));
-    fflush(ch->ui);
+    if (n >= 0)
+        ui_text(ch, c, text, 0, 0, false); /* names and texts of the store: sanitized */
+    free(n >= 0 ? text : NULL);
 }
 
 /* an error inside the chat: to stderr in kvchat's form */
@@ -174,69 +249,31 @@ static void chat_err(struct chat *ch, const char *fmt, ...) __attribute__((forma
 static void chat_err(struct chat *ch, const char *fmt, ...)
 {
     va_list ap;
-    fflush(stdout);
-    fflush(ch->ui);
-    bool c = ch->color && isatty(2);
-    fprintf(stderr, "%skvchat: ", c ? color_seq[C_ERR] : "");
     va_start(ap, fmt);
-    cmd_term_vprintf(stderr, fmt, ap);
+    chat_vsay(ch, C_ERR, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "%s\n", c ? color_seq[C_RESET] : "");
 }
 
-/* print one line cut to the terminal's width (ui) */
+/* information (not an error) on stderr in kvchat's form */
+static void chat_info(struct chat *ch, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void chat_info(struct chat *ch, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    chat_vsay(ch, C_RESET, fmt, ap);
+    va_end(ap);
+}
+
+/* a status line on ui, wrapped */
 static void print_fit(struct chat *ch, enum color c, const char *line)
 {
-    int w = isatty(fileno(ch->ui)) ? repl_width(fileno(ch->ui)) : 0;
-    size_t len = strlen(line), max = w > 1 ? (size_t)w - 1 : SIZE_MAX;
-    /* count characters, not bytes (UTF-8 continuation bytes are free) */
-    size_t cut = len, chars = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (((unsigned char)line[i] & 0xC0) == 0x80)
-            continue;
-        if (chars == max) {
-            cut = i;
-            break;
-        }
-        chars++;
-    }
-    fflush(stdout);
-    fputs(col(ch, c), ch->ui);
-    cmd_term_write(ch->ui, line, cut);
-    fprintf(ch->ui, "%s\n", col(ch, C_RESET));
-    fflush(ch->ui);
+    ui_text(ch, c, line, 0, 0, false);
 }
 
-/* a /show line too long to cut (paths): wrapped at spaces on a terminal,
- * the continuation under the value (column 11) */
+/* a /show line: its label padded to column 11, the value's lines under it */
 static void print_wrapped(struct chat *ch, const char *line)
 {
-    int w = isatty(fileno(ch->ui)) ? repl_width(fileno(ch->ui)) : 0;
-    fflush(stdout);
-    if (w < 30) {
-        cmd_term_puts(ch->ui, line);
-        fputc('\n', ch->ui);
-        return;
-    }
-    size_t col = 0, max = (size_t)w - 1;
-    for (const char *p = line; *p;) {
-        const char *sp = strchr(p, ' ');
-        size_t n = sp ? (size_t)(sp - p) : strlen(p);
-        if (col > 11 && col + 1 + n > max) {
-            fputs("\n           ", ch->ui);
-            col = 11;
-        } else if (p != line) {
-            fputc(' ', ch->ui);
-            col++;
-        }
-        cmd_term_write(ch->ui, p, n);
-        col += n;
-        p += n;
-        while (*p == ' ')
-            p++;
-    }
-    fputc('\n', ch->ui);
-    fflush(ch->ui);
+    ui_text(ch, C_RESET, line, 11, 11, false);
 }
 
 /* the store is there for sessions; says why not */
@@ -281,7 +318,7 @@ static int on_text(void *ud, const char *text, size_t n)
 static void answer_begin(struct chat *ch)
 {
     ch->last_char = 0;
-    g_interrupt = 0;
+    g_interrupt = g_quit; /* a SIGTERM that came before the turn still stops it */
     ch->wrapping = ch->o.wrap && isatty(1);
     if (ch->wrapping)
         wrap_begin(&ch->wrap);
@@ -367,9 +404,10 @@ static void turn_done(struct chat *ch, int rc, const struct sess_turn_stats *ts)
         stats_line(ch, ts);
     if (ch->o.verbose)
         cmd_format_stats(ts, stderr);
+    const char *fmt = sess_conv_format(ch->conv, NULL);
     if (ts->grammar && !ts->grammar_complete) /* never silently invalid */
         note(ch, C_WARN, "[the answer is incomplete under the %s (stop: %s)]",
-             !strcmp(ch->o.format.kind, "grammar") ? "grammar" : !strcmp(ch->o.format.kind, "schema") ? "schema" : "JSON format",
+             !fmt ? "format" : !strcmp(fmt, "grammar") ? "grammar" : !strcmp(fmt, "schema") ? "schema" : "JSON format",
              ts->stop_reason);
 }
 
@@ -441,6 +479,10 @@ static void say(struct chat *ch, const char *text)
 {
     struct sess_turn_stats ts;
     memset(&ts, 0, sizeof ts);
+    if (g_quit) { /* SIGTERM or SIGHUP came first: the message is not sent, the chat ends */
+        chat_err(ch, "interrupted: the message was not sent");
+        return;
+    }
     answer_begin(ch);
     int rc = sess_conv_say(ch->conv, text, on_text, ch, &g_interrupt, &ts);
     answer_end(ch);
@@ -502,9 +544,9 @@ static void restore_report(struct chat *ch, const char *name, const struct sess_
     if (rs->first_problem[0])
         chat_err(ch, "session '%s': %s", name, rs->first_problem);
     if (!ch->l.remote && (ch->o.verbose || rs->missing_tokens > 0 || rs->damaged))
-        cmd_term_printf(stderr,
-                "kvchat: session '%s': %" PRId64 " token%s restored from %" PRId64 " KV block%s in %.1f ms, %" PRId64
-                " to compute\n",
+        chat_info(ch,
+                "session '%s': %" PRId64 " token%s restored from %" PRId64 " KV block%s in %.1f ms, %" PRId64
+                " to compute",
                 name, rs->restored_tokens, cmd_s(rs->restored_tokens), rs->restored_blocks,
                 cmd_s(rs->restored_blocks), rs->ms, rs->missing_tokens);
 }
@@ -631,18 +673,19 @@ static int slash_help(struct chat *ch, char *arg)
         snprintf(left, sizeof left, "%s%s%s", s->name, s->args ? " " : "", s->args ? s->args : "");
         if (s->complete == SLASH_ARG_SET_KEY) /* the keys /set takes, from the one table */
             cmd_opts_set_keys_join(keys, sizeof keys, " ");
-        fprintf(ch->ui, "  %s%-16s%s %s%s%s\n", col(ch, C_BOLD), left, col(ch, C_RESET), s->help,
-                keys[0] ? " " : "", keys);
+        char entry[1024];
+        int head = snprintf(entry, sizeof entry, "  %s%-16s%s ", col(ch, C_BOLD), left, col(ch, C_RESET));
+        snprintf(entry + head, sizeof entry - (size_t)head, "%s%s%s", s->help, keys[0] ? " " : "", keys);
+        ui_text(ch, C_RESET, entry, (size_t)head, 19, true); /* continuations under the text */
     }
-    fprintf(ch->ui,
-            "\nEnter sends. End a line with \\ to go on with the next one, or start a line\n"
-            "with \"\"\" to start a block and end a line with \"\"\" to end it. A line starting\n"
-            "with // sends a message that starts with /. A unique prefix is enough for\n"
-            "/help /sessions /set /show /stats; the others need their full name.\n"
-            "Ctrl-C stops an answer or clears the line; Ctrl-D leaves (inside a \"\"\"\n"
-            "block it drops the block); Tab completes; Up/Down recall earlier inputs.\n"
-            "/set system TEXT and /set parameter KEY VALUE work as in ollama.\n");
-    fflush(ch->ui);
+    ui_text(ch, C_RESET,
+            "\nEnter sends. End a line with \\ to go on with the next one, or start a line "
+            "with \"\"\" to start a block and end a line with \"\"\" to end it. A line starting "
+            "with // sends a message that starts with /. A unique prefix is enough for "
+            "/help /sessions /set /show /stats; the others need their full name. "
+            "Ctrl-C stops an answer or clears the line; Ctrl-D leaves (inside a \"\"\" "
+            "block it drops the block); Tab completes; Up/Down recall earlier inputs. "
+            "/set system TEXT and /set parameter KEY VALUE work as in ollama.", 0, 0, true);
     return 0;
 }
 
@@ -799,6 +842,44 @@ static int load_with_own_model(struct chat *ch, const char *name)
     return 0;
 }
 
+/* text cut after max bytes (at a character's start), "[...]" marking the cut */
+static char *cut_text(const char *text, size_t max)
+{
+    size_t n = strlen(text);
+    if (n > max)
+        while (max > 0 && ((unsigned char)text[max] & 0xC0) == 0x80)
+            max--;
+    char *out = NULL;
+    if (asprintf(&out, "%.*s%s", (int)(n > max ? max : n), text, n > max ? " [...]" : "") < 0)
+        return NULL;
+    return out;
+}
+
+/* a session reopened on a terminal: its last exchange, dimmed, where the
+ * conversation goes on (each side cut after 1000 bytes) */
+static void show_last_exchange(struct chat *ch)
+{
+    int64_t n = sess_conv_n_messages(ch->conv), u = n - 1;
+    const char *q = NULL, *a = NULL;
+    if (!ch->interactive)
+        return;
+    while (u >= 0 && sess_conv_message(ch->conv, u, &q) != SESS_ROLE_USER)
+        u--;
+    if (u < 0)
+        return;
+    if (u + 1 < n && sess_conv_message(ch->conv, u + 1, &a) != SESS_ROLE_ASSISTANT)
+        a = NULL;
+    char *cq = cut_text(q, 1000), *ca = a ? cut_text(a, 1000) : NULL, *line = NULL;
+    if (cq && asprintf(&line, "> %s", cq) >= 0) {
+        ui_text(ch, C_DIM, line, 2, 2, false);
+        free(line);
+    }
+    if (ca)
+        ui_text(ch, C_DIM, ca, 0, 0, false);
+    free(cq);
+    free(ca);
+}
+
 static int slash_load(struct chat *ch, char *arg)
 {
     if (ch->name && !strcmp(ch->name, arg)) {
@@ -821,6 +902,7 @@ static int slash_load(struct chat *ch, char *arg)
         note(ch, C_DIM, "session '%s': %" PRId64 " exchange%s, %" PRId64 " token%s", arg,
              sess_conv_n_exchanges(ch->conv), cmd_s(sess_conv_n_exchanges(ch->conv)),
              sess_conv_n_tokens(ch->conv), cmd_s(sess_conv_n_tokens(ch->conv)));
+    show_last_exchange(ch);
     return 0;
 }
 
@@ -1014,12 +1096,29 @@ static int slash_read(struct chat *ch, char *arg)
     return 0;
 }
 
+/* /set's and /show's list of what /set changes */
 static void show_settings(struct chat *ch)
 {
-    fprintf(ch->ui, "sampling   ");
-    cmd_opts_describe(&ch->o, ch->ui);
-    fputc('\n', ch->ui);
-    fflush(ch->ui);
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    if (!f)
+        return;
+    fputs("sampling   ", f);
+    cmd_opts_describe(&ch->o, f);
+    fclose(f);
+    print_wrapped(ch, text);
+    free(text);
+    const char *fmt = sess_conv_format(ch->conv, NULL);
+    char line[1024];
+    int k = snprintf(line, sizeof line, "output     think %s (reasoning %s), wrap %s, format %s",
+                     ch->o.think_off ? "off" : "on", ch->o.think_hide ? "hidden" : "shown dimmed",
+                     ch->o.wrap ? "on" : "off", fmt ? fmt : "off");
+    for (int i = 0; ch->o.stop[i] && k > 0 && (size_t)k < sizeof line; i++)
+        k += snprintf(line + k, sizeof line - (size_t)k, "%s'%s'", i ? ", " : ", stop ", ch->o.stop[i]);
+    print_wrapped(ch, line);
+    snprintf(line, sizeof line, "private    %s", ch->o.private_mode ? "on: nothing is written" : "off");
+    print_wrapped(ch, line);
 }
 
 /* /set private on|off: the store read-only or not, the history file too */
@@ -1056,6 +1155,45 @@ static int set_private(struct chat *ch, bool on)
 static const char *const ollama_params[][2] = {
     {"temperature", "temp"}, {"num_predict", "n_predict"}, {NULL, NULL},
 };
+
+/* ollama's /set parameter stop A B ...: the answers end before any of the
+ * strings (words; quotes around one are dropped), for this chat (a
+ * session does not keep them, as --stop) */
+static int set_stop(struct chat *ch, char *value)
+{
+    char *copy[CMD_OPTS_MAX_STOP] = {0};
+    int n = 0;
+    for (char *w = strtok(value, " \t"); w; w = strtok(NULL, " \t")) {
+        size_t len = strlen(w);
+        if (len > 2 && w[0] == '"' && w[len - 1] == '"')
+            w[len - 1] = 0, w++;
+        bool full = n == CMD_OPTS_MAX_STOP;
+        if (full || !(copy[n] = strdup(w))) {
+            if (full)
+                chat_err(ch, "too many stop strings (at most %d)", CMD_OPTS_MAX_STOP);
+            else
+                chat_err(ch, "out of memory");
+            for (int i = 0; i < n; i++)
+                free(copy[i]);
+            return 0;
+        }
+        n++;
+    }
+    for (int i = 0; i < CMD_OPTS_MAX_STOP; i++) {
+        free(ch->stop[i]);
+        ch->stop[i] = copy[i];
+        ch->o.stop[i] = copy[i];
+    }
+    ch->o.stop[CMD_OPTS_MAX_STOP] = NULL;
+    ch->o.n_stop = n;
+    sess_conv_set_stop(ch->conv, ch->o.stop);
+    char line[1024];
+    int k = snprintf(line, sizeof line, "stop strings:");
+    for (int i = 0; i < n && k > 0 && (size_t)k < sizeof line; i++)
+        k += snprintf(line + k, sizeof line - (size_t)k, "%s '%s'", i ? "," : "", ch->stop[i]);
+    note(ch, C_DIM, "%s (this chat; a session does not keep them)", line);
+    return 0;
+}
 
 /* split "KEY VALUE" (or KEY=VALUE) at arg: the value, or "" */
 static char *split_key(char *arg)
@@ -1119,6 +1257,8 @@ static int slash_set(struct chat *ch, char *arg)
         chat_err(ch, "usage: /set KEY VALUE (keys: %s)", keys);
         return 0;
     }
+    if (!strcmp(key, "stop"))
+        return set_stop(ch, value);
     if (!strcmp(key, "format") || !strcmp(key, "schema") || !strcmp(key, "grammar"))
         return cmd_format_set(&ch->o.format, ch->conv, ch->l.remote != NULL, key, value, stdout);
     char err[512];
@@ -1191,7 +1331,7 @@ static void show_conversation(struct chat *ch, char *line, size_t n)
     for (char *s = line; *s; s++)
         if (*s == '\n')
             *s = ' ';
-    print_fit(ch, C_RESET, line);
+    print_wrapped(ch, line);
 }
 
 /* /show's line of where kvchat keeps its files (as `kvchat paths`) */
@@ -1212,17 +1352,17 @@ static int slash_show(struct chat *ch, char *arg)
         char info[4600];
         cmd_remote_info(ch->l.remote, info, sizeof info);
         snprintf(line, sizeof line, "model      %s", info);
-        print_fit(ch, C_RESET, line);
+        print_wrapped(ch, line);
         show_conversation(ch, line, sizeof line);
         snprintf(line, sizeof line, "context    %" PRId64 " exchange%s, sent whole each turn (the server's prefix "
                                     "cache reuses what it has seen)",
                  sess_conv_n_exchanges(ch->conv), cmd_s(sess_conv_n_exchanges(ch->conv)));
-        print_fit(ch, C_RESET, line);
+        print_wrapped(ch, line);
         struct sess_conv_params cp = sess_conv_get_params(ch->conv);
         char sent[1024];
         cmd_remote_sent(ch->l.remote, &cp, sent, sizeof sent);
         snprintf(line, sizeof line, "sent       %s", sent);
-        print_fit(ch, C_RESET, line);
+        print_wrapped(ch, line);
         show_files(ch, line, sizeof line);
         return 0;
     }
@@ -1231,23 +1371,23 @@ static int slash_show(struct chat *ch, char *arg)
     cmd_fmt_bytes(mem, sizeof mem, (double)llm_ctx_kv_bytes(ctx, llm_ctx_n_past(ctx)));
     snprintf(line, sizeof line, "model      %s (%s%s%s, template %s)", ch->l.path, m->arch,
              m->name[0] ? ", " : "", m->name, llm_template_name(ch->l.tmpl));
-    print_fit(ch, C_RESET, line);
+    print_wrapped(ch, line);
     show_conversation(ch, line, sizeof line);
     snprintf(line, sizeof line,
              "context    %" PRId64 " of %" PRId64 " tokens, %" PRId64 " exchange%s, KV %s in memory",
              sess_conv_n_tokens(ch->conv), llm_ctx_n_ctx(ctx), sess_conv_n_exchanges(ch->conv),
              cmd_s(sess_conv_n_exchanges(ch->conv)), mem);
-    print_fit(ch, C_RESET, line);
+    print_wrapped(ch, line);
     snprintf(line, sizeof line, "engine     %d thread%s, KV %s%s", llm_ctx_n_threads(ctx),
              cmd_s(llm_ctx_n_threads(ctx)), llm_type_name(llm_ctx_kv_type(ctx)),
              ch->o.no_cache ? ", --no-cache" : "");
-    print_fit(ch, C_RESET, line);
+    print_wrapped(ch, line);
     if (isatty(1))
         snprintf(line, sizeof line, "terminal   %d columns, word wrap %s", repl_width(1),
                  ch->o.wrap ? "on" : "off (/set wrap on)");
     else
         snprintf(line, sizeof line, "terminal   none: answers go to a pipe or file, never wrapped");
-    print_fit(ch, C_RESET, line);
+    print_wrapped(ch, line);
     show_files(ch, line, sizeof line);
     show_settings(ch);
     return 0;
@@ -1778,7 +1918,7 @@ static int chat_exec(int argc, char **argv)
             if (ch.interactive) {
                 const char *arch = ch.l.remote ? "remote" : llm_model_get_meta(ch.l.model)->arch;
                 const char *base = ch.l.remote ? NULL : strrchr(ch.l.path, '/');
-                /* the session first: a narrow terminal cuts the line's end */
+                /* the session first; wrapped at the terminal's width, nothing cut */
                 char head[5400];
                 snprintf(head, sizeof head, "kvchat %s · %s%s · %s (%s) · /help for commands, Ctrl-D to leave",
                          KVCHAT_VERSION, ch.name ? "session " : ch.o.private_mode ? "private chat" : "unnamed chat",
@@ -1790,9 +1930,11 @@ static int chat_exec(int argc, char **argv)
                                          ? "private: the KV blocks on disk are read, nothing is written"
                                          : "not saved as a session, but its KV blocks and token ids stay on disk "
                                            "as a cache (--private: none)");
-                if (ch.name && sess_conv_n_exchanges(ch.conv) > 0)
-                    note(&ch, C_DIM, "session '%s': %" PRId64 " exchange%s so far", ch.name,
+                if (ch.name && sess_conv_n_exchanges(ch.conv) > 0) {
+                    note(&ch, C_DIM, "session '%s': %" PRId64 " exchange%s so far; the last:", ch.name,
                          sess_conv_n_exchanges(ch.conv), cmd_s(sess_conv_n_exchanges(ch.conv)));
+                    show_last_exchange(&ch);
+                }
             }
             rc = chat_loop(&ch);
         }
@@ -1803,6 +1945,8 @@ static int chat_exec(int argc, char **argv)
     if (ch.st)
         sess_store_close(ch.st);
     free(ch.name);
+    for (int i = 0; i < CMD_OPTS_MAX_STOP; i++)
+        free(ch.stop[i]);
     wrap_free(&ch.wrap);
     cmd_answer_free(&ch.ans);
     cmd_llm_close(&ch.l);

@@ -42,8 +42,9 @@ static const char run_usage[] =
     "                           Binary files and files too large for the context\n"
     "                           are refused; the token count is noted on stderr\n"
     "                           when it is a terminal, or with -v\n"
-    "  -s, --session NAME       append the turn to session NAME (created if new),\n"
-    "                           resuming its KV cache from disk with no re-prefill\n"
+    "  -s, --session NAME       append the turn to session NAME (a new one is made\n"
+    "                           with its first answer), resuming its KV cache\n"
+    "                           from disk with no re-prefill\n"
     "                           (with --no-cache: the session is recomputed and\n"
     "                           left unchanged, for comparison)\n"
     "  -c, --continue           -s with the session changed last (its last turn)\n"
@@ -76,12 +77,14 @@ static const char run_usage[] =
     "4 network error (cannot connect, timed out, the server failing or busy, an\n"
     "answer cut off or malformed), 5 the answer is incomplete under --format,\n"
     "--json-schema or --grammar (-n or the context ran out before the value\n"
-    "closed: stop_reason length; printed and kept all the same), 130 interrupted by SIGINT, SIGTERM or SIGHUP\n"
-    "(the partial answer is printed, with --json too, and kept in the session).\n";
+    "closed: stop_reason length; printed and kept all the same), 6 the answer\n"
+    "filled the context window and stops there (stop_reason context_full; said on\n"
+    "stderr, printed and kept all the same), 130 interrupted by SIGINT, SIGTERM or\n"
+    "SIGHUP (the partial answer is printed, with --json too, and kept in the session).\n";
 
 static volatile sig_atomic_t interrupted;
 static struct sess_restore_stats attach_rs;
-static const struct cmd_format *run_format; /* --format, --json-schema, --grammar (for "parsed") */
+static bool run_parsed; /* answers are JSON values (--format json, --json-schema, or the session's): "parsed" */
 static struct cmd_progress prog; /* the progress line of a long prefill or restore */
 
 /* the answer's text: the progress line goes before the first */
@@ -185,7 +188,7 @@ static void print_json(const struct cmd_answer *ans, const char *session, const 
         printf(", \"error\": ");
         cmd_json_str(stdout, error, strlen(error));
     }
-    if (run_format && run_format->json) { /* the answer is a whole JSON value, or null */
+    if (run_parsed) { /* the answer is a whole JSON value, or null */
         printf(", \"parsed\": ");
         if (ts->grammar_complete && ans->text[0].s)
             fwrite(ans->text[0].s, 1, ans->text[0].len, stdout);
@@ -462,7 +465,6 @@ static int run_exec(int argc, char **argv)
                                                                                                     : "grammar");
         goto out;
     }
-    run_format = o.format.grammar ? &o.format : NULL;
     if (!l.remote && pl > ctx_bytes_max(&l)) {
         rc = cmd_fail(CMD_EXIT_MODEL, "the prompt does not fit: its %zu bytes are more than the %" PRId64
                                       " tokens of the context can hold (a larger -c helps)",
@@ -488,7 +490,17 @@ static int run_exec(int argc, char **argv)
                                   : cmd_fail(CMD_EXIT_MODEL, "cannot start the conversation: %s", err);
         goto out;
     }
-    if (session) {
+    /* a new session is made with its first exchange (after the answer), so
+     * that a turn that never answers (killed, interrupted, refused) leaves
+     * no empty session behind */
+    int64_t sid;
+    int found = session ? sess_find(st, session, &sid) : SESS_ERR_NOT_FOUND;
+    if (found != SESS_OK && found != SESS_ERR_NOT_FOUND) {
+        rc = cmd_fail(CMD_EXIT_SESSION, "%s", sess_errmsg(st));
+        goto out;
+    }
+    bool new_session = session && found == SESS_ERR_NOT_FOUND, unsaved = false;
+    if (session && !new_session) {
         struct sess_restore_stats rs;
         cmd_progress_start(&prog, conv);
         int r = sess_conv_attach(conv, session, true, &rs);
@@ -542,6 +554,9 @@ static int run_exec(int argc, char **argv)
                     n_tok == 1 ? "" : "s");
     }
 
+    /* the answers' format: given, or the session's own */
+    const char *fmt = sess_conv_format(conv, NULL);
+    run_parsed = fmt && strcmp(fmt, "grammar");
     /* reasoning: dimmed on a terminal unless --think hide; in pipe mode
      * only the answer unless --think show; apart in --json */
     struct cmd_answer ans;
@@ -569,6 +584,18 @@ static int run_exec(int argc, char **argv)
     cmd_answer_end(&ans);
     if (wrapping)
         wrap_free(&wrap);
+    if (r == SESS_OK && new_session && !o.no_cache) { /* the session, made with its first exchange
+                                                         (--no-cache saves nothing, so makes none) */
+        struct sess_restore_stats rs;
+        if (sess_find(st, session, &sid) == SESS_OK)
+            cmd_term_printf(stderr, "kvchat: session '%s' was made by another kvchat process meanwhile: this "
+                                    "exchange is not saved in it\n", session);
+        else if (sess_conv_attach(conv, session, true, &rs))
+            cmd_term_printf(stderr, "kvchat: %s\n", sess_conv_errmsg(conv));
+        else
+            new_session = false;
+        unsaved = new_session;
+    }
     if (ts.kv_problem[0])
         cmd_term_printf(stderr, "kvchat: %s\n", ts.kv_problem);
     if (r == SESS_ERR_INTERRUPTED) { /* before the answer began: nothing was saved */
@@ -608,13 +635,18 @@ static int run_exec(int argc, char **argv)
         rc = CMD_EXIT_INTERRUPTED;
     else if (r == 0 && ts.grammar && !ts.grammar_complete) /* never silently invalid */
         rc = cmd_fail(CMD_EXIT_INCOMPLETE, "the answer is incomplete under the %s (stop: %s)%s",
-                      !strcmp(o.format.kind, "grammar") ? "grammar" : !strcmp(o.format.kind, "schema") ? "schema"
-                                                                                                      : "JSON format",
+                      !fmt ? "format" : !strcmp(fmt, "grammar") ? "grammar" : !strcmp(fmt, "schema") ? "schema"
+                                                                                                   : "JSON format",
                       ts.stop_reason, !strcmp(ts.stop_reason, "length") ? ": a larger -n lets it close" : "");
+    else if (r == 0 && ts.stop_reason && !strcmp(ts.stop_reason, "context_full")) /* never a silent cut */
+        rc = cmd_fail(CMD_EXIT_CONTEXT_FULL, "the answer filled the context window (%" PRId64 " tokens) and stops "
+                                             "there%s (a larger -c helps)",
+                      l.remote ? (int64_t)0 : llm_ctx_n_ctx(sess_conv_ctx(conv)),
+                      session ? "; it is kept in the session" : "");
     else if (cut) /* the server's stream broke off: what came is kept, marked as cut */
         rc = cmd_fail(CMD_EXIT_NETWORK, "%s%s%s%s", sess_conv_errmsg(conv), session ? " (kept in session '" : "",
                       session ? session : "", session ? "', marked as cut off)" : "");
-    else if (r == 0 && (ts.store_failed || attach_rs.store_failed)) /* said above; the turn is saved */
+    else if (r == 0 && (ts.store_failed || attach_rs.store_failed || unsaved)) /* said above */
         rc = CMD_EXIT_SESSION;
     cmd_answer_free(&ans);
 out:
