@@ -336,6 +336,15 @@ static void arch_text(FILE *f, const struct llm_model_meta *m, const struct boun
                    " value heads on %" PRId64 " key heads, heads of %" PRId64 "\n",
                 sz, a->rstate_bytes, a->ssm_conv, a->ssm_heads, a->ssm_groups, a->ssm_state);
     }
+    if (a->n_expert) {
+        char act[64];
+        fmt_count(act, sizeof act, (double)a->n_params_active);
+        fprintf(f, "experts:        %" PRId64 " a layer on %" PRId64 " of %" PRId64 " layers, %" PRId64
+                   " used a token (%s), %" PRId64 " rows each%s\n",
+                a->n_expert, a->n_layer_moe, m->n_layer, a->n_expert_used, a->moe_gating, a->n_ff_exp,
+                a->fused_gate_up_exps ? ", gate+up merged" : "");
+        fprintf(f, "active params:  %s a token (%" PRId64 ")\n", act, a->n_params_active);
+    }
     if (a->fused_qkv || a->fused_gate_up || a->post_norms || a->qk_norm || a->gelu ||
         a->embd_scale != 1.0f || a->attn_gate) {
         fprintf(f, "block:         ");
@@ -479,6 +488,11 @@ static void arch_json(FILE *f, const struct bound *bd)
         fputs("null", f);
     fprintf(f, ", \"recurrent_state_bytes\": %" PRIu64 ", \"attention_gate\": %s", a->rstate_bytes,
             a->attn_gate ? "true" : "false");
+    if (a->n_expert)
+        fprintf(f, ", \"expert_count\": %" PRId64 ", \"expert_used_count\": %" PRId64
+                   ", \"expert_feed_forward_length\": %" PRId64 ", \"expert_layers\": %" PRId64
+                   ", \"expert_gating\": \"%s\", \"n_params_active\": %" PRId64,
+                a->n_expert, a->n_expert_used, a->n_ff_exp, a->n_layer_moe, a->moe_gating, a->n_params_active);
     if (a->n_layer_rec)
         fprintf(f, ", \"ssm_conv_kernel\": %" PRId64 ", \"ssm_state_size\": %" PRId64
                    ", \"ssm_group_count\": %" PRId64 ", \"ssm_time_step_rank\": %" PRId64,

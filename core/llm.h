@@ -487,6 +487,10 @@ struct llm_model_meta {
     int64_t ssm_inner;         /* {arch}.ssm.inner_size (value heads x head size) */
     int64_t full_attn_interval;/* {arch}.full_attention_interval */
     int64_t n_nextn;           /* {arch}.nextn_predict_layers (MTP blocks after the trunk) */
+    /* mixtures of experts (qwen3moe, issue 24); -1 where absent */
+    int64_t n_expert;          /* {arch}.expert_count */
+    int64_t n_expert_used;     /* {arch}.expert_used_count (a number; -1 when an array) */
+    int64_t n_ff_exp;          /* {arch}.expert_feed_forward_length */
     int64_t n_params;          /* elements of all tensors */
     uint64_t tensor_bytes;     /* bytes of all tensor data */
     int64_t type_count[LLM_TYPE_COUNT]; /* tensors of each type */
@@ -577,6 +581,12 @@ struct llm_model_arch_info {
     int64_t ssm_conv, ssm_state, ssm_groups, ssm_heads; /* conv taps, head size, key heads, value heads */
     uint64_t rstate_bytes;  /* the recurrent state of one sequence (llm_ctx_rstate_size) */
     bool attn_gate;         /* the attention output is gated (sigmoid of a second half of attn_q) */
+    /* mixtures of experts (qwen3moe): 0 for dense models */
+    int64_t n_expert, n_expert_used, n_ff_exp; /* experts a layer, used a token, rows of each */
+    int64_t n_layer_moe;    /* layers whose FFN is the experts */
+    bool fused_gate_up_exps; /* one ffn_gate_up_exps tensor, bound as per-expert row ranges */
+    const char *moe_gating; /* "softmax, top-k, renormalised" or "top-k, softmax over k" */
+    int64_t n_params_active; /* parameters a token uses: all but the unchosen experts' */
 };
 void llm_model_arch_info(const struct llm_model *m, struct llm_model_arch_info *out);
 /* true when layer l attends only to the last n_swa positions */
@@ -586,12 +596,13 @@ bool llm_model_layer_recurrent(const struct llm_model *m, int64_t l);
 /* Bytes of weights one decoded token reads: every layer's matrices, norms
  * and biases, the output norm and the LM head matrix in full, and one row of
  * the token embedding (a tied LM head counts as the full matrix plus that
- * row). The numerator of decode's memory-bandwidth bound. 0 for a model
- * opened vocab_only. */
+ * row); a mixture-of-experts layer counts its router and the experts a token
+ * uses (expert_used_count of them). The numerator of decode's
+ * memory-bandwidth bound. 0 for a model opened vocab_only. */
 uint64_t llm_model_decode_bytes(const struct llm_model *m);
 
 /* true for the architectures kvchat computes (llama, qwen2, qwen3, gemma2,
- * gemma3, phi3, qwen35) */
+ * gemma3, phi3, qwen35, qwen3moe) */
 bool llm_arch_runs(const char *arch);
 
 /* physical cores of this machine (at least 1): the default thread count */
@@ -701,6 +712,19 @@ int llm_ctx_kv_rows(struct llm_ctx *c, int64_t l, int kv, int64_t a, int64_t b, 
 /* positions [0, b) now hold rows written through llm_ctx_kv_rows: n_past
  * becomes b; the logits are invalid (decode the next token to get them) */
 int llm_ctx_kv_commit(struct llm_ctx *c, int64_t b);
+
+/*
+ * The reference forward pass (core/engine/forward-ref.c): tokens [0, n)
+ * from position 0, one at a time on one thread, the math of the engine
+ * written to be read (llama2.c's forward()), computing every value by the
+ * engine's definitions. logits (n_vocab floats) gets the last position's,
+ * bit for bit what llm_ctx_decode gives on a fresh context with the same
+ * n_ctx (phi3's RoPE factors depend on it) and kv_type; n_batch and
+ * n_threads are ignored. Allocates its own cache; slow: for tests and for
+ * reading. LLM_OK, or LLM_ERR with err (bad ids, n > n_ctx, no memory).
+ */
+int llm_forward_ref(const struct llm_model *m, struct llm_ctx_params params, const int32_t *tokens, int64_t n,
+                    float *logits, char *err, size_t err_size);
 
 /* ==== recurrent state (hybrid models) ==== */
 

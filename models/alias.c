@@ -54,6 +54,12 @@ const struct mdl_alias mdl_aliases[] = {
      "Qwen3.5 4B, Q4_K_M", "qwen35", "qwen2", "chatml"},
     {"qwen3.5:9b", "lmstudio-community/Qwen3.5-9B-GGUF", "Qwen3.5-9B-Q4_K_M.gguf", 5700 * MB,
      "Qwen3.5 9B, Q4_K_M", "qwen35", "qwen2", "chatml"},
+    /* Qwen3-30B-A3B (qwen3moe: 128 experts, 8 a token, 3.3 B active): the
+     * Qwen repository's Q4_K_M, the file name and size (18.6 GB) as public
+     * download scripts and model catalogues give them (unsloth's copy of the
+     * same name is 18,556,686,912 bytes); it fits a 24 GB machine */
+    {"qwen3:30b-a3b", "Qwen/Qwen3-30B-A3B-GGUF", "Qwen3-30B-A3B-Q4_K_M.gguf", 18557 * MB,
+     "Qwen3 30B-A3B (mixture of experts, 3.3B active), Q4_K_M", "qwen3moe", "qwen2", "chatml"},
     {NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL},
 };
 

@@ -7,7 +7,7 @@
  *   {"file": F, "text": T, "complete": true|false, "stop": "stop"|"length"|"grammar",
  *    "tokens": N, "nodes": trie nodes visited, "masks": M, "hits": cached masks,
  *    "mask_ms", "sample_ms", "decode_ms": time in masking, in the masked sampler
- *    and in decoding (for tests/bench-grammar.sh; never asserted)}
+ *    and in decoding (for bench/bench-grammar.sh; never asserted)}
  * GEN_THREADS sets the decode threads (default 1), GEN_CTX the context.
  * ARG is a .gbnf file, a .json schema, or "json" (--format json).
  *

@@ -14,6 +14,8 @@
  *     qwen35:        [--rope-dim R] [--rope-sections A,B,C,D] [--ssm-state S]
  *                    [--ssm-groups G] [--ssm-heads V] [--ssm-conv K]
  *                    [--full-attn-interval N | --recurrent-layers 1,1,1,0,...]
+ *     qwen3moe:      [--experts X] [--experts-used K] [--ff-exp F] [--hot A:B]
+ *                    [--hot-gain G] [--merged-gate-up]
  *
  * With the same options it draws the same numbers in the same order as
  * `llref mkmodel` (../shared/peer/llref.c: xorshift64* and Box-Muller), so an
@@ -56,6 +58,21 @@
  *    rope.dimension_sections (llama.cpp requires it; the default splits
  *    the rotary pairs 3/3/3 as Qwen3.5's [11, 11, 10, 0]), as
  *    conversion/qwen.py writes them and src/models/qwen35.cpp reads them.
+ *  - qwen3moe (Qwen3-30B-A3B's architecture: qwen3's attention with
+ *    per-head q/k norms, and a mixture of experts instead of the FFN):
+ *    per layer ffn_norm, the router ffn_gate_inp (X rows of dim, always
+ *    F32 as llama.cpp's quantizer leaves it) and the stacked experts
+ *    ffn_gate_exps, ffn_up_exps {dim, F, X} and ffn_down_exps {F, dim, X};
+ *    the keys expert_count, expert_used_count and
+ *    expert_feed_forward_length (conversion/qwen.py, src/models/qwen3moe.cpp).
+ *    --hot A:B makes a prompt of ids in [A, B) route every token to the
+ *    same experts: those rows of token_embd get element 0 = G (--hot-gain,
+ *    default 8) and every other row 0 there, and the router's rows give
+ *    experts 0..K-1 a weight on element 0 of 1 + (K-1-e)/4 (so expert 0
+ *    first, then 1, ...) and the others -1; other ids spread over all.
+ *    --merged-gate-up writes one ffn_gate_up_exps {dim, 2F, X} (each
+ *    expert's gate rows, then its up rows: llama.cpp's merged form, which
+ *    its qwen35moe loader reads) with the same values.
  * Gemma's norm weights are stored as the converter stores them, with the
  * +1 of Gemma's (1 + w) RMSNorm already added: mean 1 here as for llama.
  */
@@ -110,17 +127,24 @@ static int flag(int argc, char **argv, const char *name)
 
 static uint32_t weight_type = LLM_TYPE_F32;
 
-/* a tensor of ne0 x ne1 (ne1 == 0: 1-D) with mean + scale * N(0,1) values */
-static void add_tensor(struct gw *w, const char *name, int64_t ne0, int64_t ne1, float scale,
-                       float mean)
+/* n values mean + scale * N(0,1) (caller frees) */
+static float *gen(int64_t n, float scale, float mean)
 {
-    int64_t rows = ne1 > 0 ? ne1 : 1, n = ne0 * rows;
     float *x = malloc((size_t)n * sizeof *x);
     if (!x)
         die("out of memory");
     for (int64_t i = 0; i < n; i++)
         x[i] = mean + scale * rng_normal();
-    uint32_t type = ne1 > 0 ? weight_type : LLM_TYPE_F32;
+    return x;
+}
+
+/* values x of a tensor of n_dims (1 to 3) of ne, stored in type */
+static void put_tensor(struct gw *w, const char *name, uint32_t type, uint32_t n_dims, const int64_t *ne,
+                       const float *x)
+{
+    int64_t ne0 = ne[0], rows = 1;
+    for (uint32_t d = 1; d < n_dims; d++)
+        rows *= ne[d];
     if (ne0 % llm_type_block_size(type))
         die("a row length is not a multiple of the type's block size");
     int64_t row_bytes = ne0 / llm_type_block_size(type) * llm_type_block_bytes(type);
@@ -129,9 +153,18 @@ static void add_tensor(struct gw *w, const char *name, int64_t ne0, int64_t ne1,
         die("out of memory");
     for (int64_t r = 0; r < rows; r++)
         llm_quantize_row(type, x + r * ne0, data + r * row_bytes, ne0);
-    int64_t ne[2] = {ne0, rows};
-    gw_tensor(w, name, type, ne1 > 0 ? 2 : 1, ne, data, (uint64_t)(row_bytes * rows));
+    gw_tensor(w, name, type, n_dims, ne, data, (uint64_t)(row_bytes * rows));
     free(data);
+}
+
+/* a tensor of ne0 x ne1 (ne1 == 0: 1-D) with mean + scale * N(0,1) values */
+static void add_tensor(struct gw *w, const char *name, int64_t ne0, int64_t ne1, float scale,
+                       float mean)
+{
+    int64_t rows = ne1 > 0 ? ne1 : 1;
+    float *x = gen(ne0 * rows, scale, mean);
+    int64_t ne[2] = {ne0, rows};
+    put_tensor(w, name, ne1 > 0 ? weight_type : LLM_TYPE_F32, ne1 > 0 ? 2 : 1, ne, x);
     free(x);
 }
 
@@ -248,7 +281,9 @@ int main(int argc, char **argv)
                         "       [--final-softcap X] [--rope-theta-swa T] [--rope-linear F]\n"
                         "  phi3: [--swa N] [--rope-dim R] [--orig-ctx C] [--rope-attn-factor X]\n"
                         "  qwen35: [--rope-dim R] [--rope-sections A,B,C,D] [--ssm-state S] [--ssm-groups G]\n"
-                        "       [--ssm-heads V] [--ssm-conv K] [--full-attn-interval N | --recurrent-layers L,...]\n");
+                        "       [--ssm-heads V] [--ssm-conv K] [--full-attn-interval N | --recurrent-layers L,...]\n"
+                        "  qwen3moe: [--experts X] [--experts-used K] [--ff-exp F] [--hot A:B] [--hot-gain G]\n"
+                        "       [--merged-gate-up]\n");
         return 1;
     }
     const char *out = argv[1];
@@ -269,9 +304,17 @@ int main(int argc, char **argv)
     int is_qwen2 = !strcmp(arch, "qwen2"), is_qwen3 = !strcmp(arch, "qwen3");
     int is_gemma2 = !strcmp(arch, "gemma2"), is_gemma3 = !strcmp(arch, "gemma3");
     int is_phi3 = !strcmp(arch, "phi3"), is_gemma = is_gemma2 || is_gemma3;
-    int is_qwen35 = !strcmp(arch, "qwen35");
-    if (strcmp(arch, "llama") && !is_qwen2 && !is_qwen3 && !is_gemma && !is_phi3 && !is_qwen35)
-        die("--arch must be llama, qwen2, qwen3, gemma2, gemma3, phi3 or qwen35");
+    int is_qwen35 = !strcmp(arch, "qwen35"), is_moe = !strcmp(arch, "qwen3moe");
+    if (strcmp(arch, "llama") && !is_qwen2 && !is_qwen3 && !is_gemma && !is_phi3 && !is_qwen35 && !is_moe)
+        die("--arch must be llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen35 or qwen3moe");
+    int n_exp = atoi(opt(argc, argv, "--experts", "8")), n_used = atoi(opt(argc, argv, "--experts-used", "2"));
+    int ff_exp = atoi(opt(argc, argv, "--ff-exp", "64"));
+    int hot_a = -1, hot_b = -1;
+    float hot_gain = (float)atof(opt(argc, argv, "--hot-gain", "8"));
+    if (opt(argc, argv, "--hot", NULL) && sscanf(opt(argc, argv, "--hot", NULL), "%d:%d", &hot_a, &hot_b) != 2)
+        die("--hot wants A:B, a range of token ids");
+    if (is_moe && (n_exp < 1 || n_used < 1 || n_used > n_exp || ff_exp <= 0))
+        die("qwen3moe: --experts, --experts-used, --ff-exp must be positive, experts-used at most experts");
     if (is_gemma2)
         tied = 1; /* llama.cpp's gemma2 always uses token_embd as the LM head */
     if (dim <= 0 || layers <= 0 || heads <= 0 || kv_heads <= 0 || ff <= 0 || ctx <= 0)
@@ -312,6 +355,11 @@ int main(int argc, char **argv)
     gw_kv_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-6f);
     gw_kv_f32(w, KEY("rope.freq_base"), theta);
     gw_kv_u32(w, KEY("rope.dimension_count"), (uint32_t)rope_dim);
+    if (is_moe) {
+        gw_kv_u32(w, KEY("expert_count"), (uint32_t)n_exp);
+        gw_kv_u32(w, KEY("expert_used_count"), (uint32_t)n_used);
+        gw_kv_u32(w, KEY("expert_feed_forward_length"), (uint32_t)ff_exp);
+    }
     if (q_dim != dim || is_gemma || is_qwen35) {
         gw_kv_u32(w, KEY("attention.key_length"), (uint32_t)head_dim);
         gw_kv_u32(w, KEY("attention.value_length"), (uint32_t)head_dim);
@@ -405,8 +453,15 @@ int main(int argc, char **argv)
         free(t);
     }
 
-    add_tensor(w, "token_embd.weight", dim, n_vocab, (float)atof(opt(argc, argv, "--embd-scale", "1")),
-               0.0f);
+    {
+        float *x = gen((int64_t)dim * n_vocab, (float)atof(opt(argc, argv, "--embd-scale", "1")), 0.0f);
+        if (hot_a >= 0)
+            for (int r = 0; r < n_vocab; r++)
+                x[(size_t)r * dim] = r >= hot_a && r < hot_b ? hot_gain : 0.0f;
+        int64_t ne[2] = {dim, n_vocab};
+        put_tensor(w, "token_embd.weight", weight_type, 2, ne, x);
+        free(x);
+    }
     if (is_phi3) {
         /* longrope: 1.0-1.1 for the short factors, 1-30 for the long ones,
          * rising with the frequency index as the real ones do */
@@ -476,7 +531,7 @@ int main(int argc, char **argv)
             add_tensor(w, T("attn_k.bias"), kv_dim, 0, 0.02f, 0);
             add_tensor(w, T("attn_v.bias"), kv_dim, 0, 0.02f, 0);
         }
-        if (is_qwen3 || is_gemma3) {
+        if (is_qwen3 || is_gemma3 || is_moe) {
             add_tensor(w, T("attn_q_norm.weight"), head_dim, 0, 0.1f, 1.0f);
             add_tensor(w, T("attn_k_norm.weight"), head_dim, 0, 0.1f, 1.0f);
         }
@@ -484,6 +539,35 @@ int main(int argc, char **argv)
         if (is_gemma)
             add_tensor(w, T("post_attention_norm.weight"), dim, 0, 0.1f, 1.0f);
         add_tensor(w, T("ffn_norm.weight"), dim, 0, 0.1f, 1.0f);
+        if (is_moe) {
+            float *r = gen((int64_t)dim * n_exp, scale, 0);
+            if (hot_a >= 0)
+                for (int e = 0; e < n_exp; e++)
+                    r[(size_t)e * dim] = e < n_used ? 1.0f + 0.25f * (float)(n_used - 1 - e) : -1.0f;
+            int64_t ner[2] = {dim, n_exp};
+            put_tensor(w, T("ffn_gate_inp.weight"), LLM_TYPE_F32, 2, ner, r);
+            free(r);
+            int64_t n1 = (int64_t)dim * ff_exp * n_exp;
+            float *g = gen(n1, scale, 0), *u = gen(n1, scale, 0), *d = gen(n1, scale, 0);
+            int64_t ne_gu[3] = {dim, ff_exp, n_exp}, ne_d[3] = {ff_exp, dim, n_exp};
+            if (flag(argc, argv, "--merged-gate-up")) {
+                float *gu = malloc((size_t)(2 * n1) * sizeof *gu);
+                size_t blk = (size_t)dim * ff_exp;
+                for (int e = 0; e < n_exp; e++) {
+                    memcpy(gu + 2 * e * blk, g + e * blk, blk * sizeof *gu);
+                    memcpy(gu + (2 * e + 1) * blk, u + e * blk, blk * sizeof *gu);
+                }
+                int64_t ne_m[3] = {dim, 2 * ff_exp, n_exp};
+                put_tensor(w, T("ffn_gate_up_exps.weight"), weight_type, 3, ne_m, gu);
+                free(gu);
+            } else {
+                put_tensor(w, T("ffn_gate_exps.weight"), weight_type, 3, ne_gu, g);
+                put_tensor(w, T("ffn_up_exps.weight"), weight_type, 3, ne_gu, u);
+            }
+            put_tensor(w, T("ffn_down_exps.weight"), weight_type, 3, ne_d, d);
+            free(g), free(u), free(d);
+            continue;
+        }
         add_tensor(w, T("ffn_gate.weight"), dim, ff, scale, 0);
         add_tensor(w, T("ffn_up.weight"), dim, ff, scale, 0);
         add_tensor(w, T("ffn_down.weight"), ff, dim, scale, 0);

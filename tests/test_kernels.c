@@ -6,7 +6,9 @@
  * give the bits each gives alone, for any split of the rows; softmax
  * against double. The tables are filled by cpuid, so the test runs itself
  * again with KVCHAT_CPU=avx2 and KVCHAT_CPU=generic to cover the other
- * paths on this machine. (The matrix products are in test_quant.)
+ * paths on this machine (the best being avx512 on a CPU with AVX-512 and
+ * VNNI), and every path's attention and softmax results must be the same
+ * bits (a hash of them all). (The matrix products are in test_quant.)
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,8 +25,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define N 1024 /* a multiple of every block size (32, 256) */
+
+/* the bits of every attention and softmax result computed, in order */
+static uint64_t attn_bits = 1469598103934665603ULL;
+static void hash_bits(const float *x, int64_t n)
+{
+    const uint8_t *p = (const uint8_t *)x;
+    for (size_t i = 0; i < (size_t)n * sizeof(float); i++)
+        attn_bits = (attn_bits ^ p[i]) * 1099511628211ULL;
+}
 
 static uint64_t rng = 88172645463325252ULL;
 static float frand(void)
@@ -132,6 +144,7 @@ static void test_attention(void **state)
                         .kv_type = kt, .f16_to_float = f16->to_float, .scale = scale, .scratch = scratch,
                     };
                     llm_attn_rows(&job);
+                    hash_bits(out, nq * hd);
                     attn_ref(q, k, v, nq, hd, n, scale, want);
                     for (int64_t i = 0; i < nq * hd; i++)
                         if (!(fabs(out[i] - want[i]) <= 2e-6 + 2e-5 * fabs(want[i]))) {
@@ -155,6 +168,7 @@ static void test_attention(void **state)
         for (int64_t j = 0; j < n; j++)
             sum += e[j] = exp(s[j] - mx);
         llm_softmax(s, n);
+        hash_bits(s, n);
         for (int64_t j = 0; j < n; j++)
             if (!(fabs(s[j] - e[j] / sum) <= 1e-7 + 1e-6 * e[j] / sum)) {
                 print_error("softmax n %lld [%lld]: %.9g, want %.9g\n", (long long)n, (long long)j, s[j],
@@ -204,6 +218,7 @@ static void test_attention_rows(void **state)
                 /* all rows at once; then in runs of 1, 2, 3, ... rows */
                 job.q = q, job.out = all, job.n_rows = rows, job.n_kv = n0;
                 llm_attn_rows(&job);
+                hash_bits(all, rows * nq * hd);
                 memset(one, 0, (size_t)(rows * nq * hd) * sizeof *one);
                 for (int64_t r = 0, len = 1; r < rows; r += len, len++) {
                     int64_t m = rows - r < len ? rows - r : len;
@@ -244,8 +259,25 @@ static void test_other_paths(void **state)
     (void)state;
     if (getenv("KVCHAT_CPU"))
         skip();
-    assert_int_equal(system("KVCHAT_CPU=avx2 ./tests/test_kernels"), 0);
-    assert_int_equal(system("KVCHAT_CPU=generic ./tests/test_kernels"), 0);
+    if (strcmp(llm_cpu_path(), "avx512"))
+        printf("this CPU has no AVX-512 with VNNI: the avx512 path is not compared\n");
+    static const char *const paths[] = {"avx2", "generic"};
+    for (int i = 0; i < 2; i++) {
+        char file[96], cmd[256];
+        snprintf(file, sizeof file, "%s/kvchat-attn-bits-%d-%s", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+                 (int)getpid(), paths[i]);
+        snprintf(cmd, sizeof cmd, "KVCHAT_CPU=%s KVCHAT_ATTN_BITS=%s ./tests/test_kernels", paths[i], file);
+        assert_int_equal(system(cmd), 0);
+        FILE *f = fopen(file, "r");
+        unsigned long long h = 0;
+        assert_non_null(f);
+        assert_int_equal(fscanf(f, "%llx", &h), 1);
+        fclose(f);
+        remove(file);
+        printf("attention bits: %s %016llx, %s %016llx\n", llm_cpu_path(), (unsigned long long)attn_bits,
+               paths[i], h);
+        assert_true(h == attn_bits);
+    }
 }
 #endif
 
@@ -259,5 +291,12 @@ int main(void)
         cmocka_unit_test(test_other_paths),
 #endif
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    const char *bits = getenv("KVCHAT_ATTN_BITS"); /* for test_other_paths of the parent */
+    if (bits) {
+        FILE *f = fopen(bits, "w");
+        if (!f || fprintf(f, "%016llx\n", (unsigned long long)attn_bits) < 0 || fclose(f))
+            return 1;
+    }
+    return rc;
 }

@@ -273,8 +273,8 @@ static void test_aliases(void **state)
     char rm[128];
     snprintf(rm, sizeof rm, "rm -rf %s", dir);
     assert_int_equal(system(rm), 0);
-    assert_int_equal(n, 19);
-    assert_int_equal(shown, 19);
+    assert_int_equal(n, 20);
+    assert_int_equal(shown, 20);
     assert_non_null(mdl_alias_find(MDL_DEFAULT_ALIAS));
     assert_null(mdl_alias_find("nope:1b"));
     assert_non_null(mdl_alias_find("phi3.5:mini"));

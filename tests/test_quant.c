@@ -36,13 +36,13 @@
 
 static const uint32_t quant_types[] = {
     LLM_TYPE_Q4_0, LLM_TYPE_Q4_1, LLM_TYPE_Q5_0, LLM_TYPE_Q5_1, LLM_TYPE_Q2_K,
-    LLM_TYPE_Q3_K, LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K,
+    LLM_TYPE_Q3_K, LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K, LLM_TYPE_IQ4_NL, LLM_TYPE_IQ4_XS,
 };
 #define N_QUANT_TYPES (sizeof quant_types / sizeof quant_types[0])
 
 /* Every dequantizer path this CPU can run, each as its own table filled by
  * the kernel files' init functions with that path's feature bits. */
-#define MAX_PATHS 4
+#define MAX_PATHS 5
 static struct llm_type_ops path_table[MAX_PATHS][LLM_TYPE_COUNT];
 static struct llm_mm_ops path_mm[MAX_PATHS][LLM_TYPE_COUNT];
 static struct llm_unpack_ops path_un[MAX_PATHS][LLM_TYPE_COUNT];
@@ -58,18 +58,25 @@ static int setup_paths(void **state)
     } all[] = {
         {"portable", 0},
         {"avx2", LLM_CPU_AVX2},
+        {"avx512", LLM_CPU_AVX2 | LLM_CPU_AVX512 | LLM_CPU_AVX512_VNNI},
         {"neon", LLM_CPU_NEON},
         {"neon-dotprod", LLM_CPU_NEON | LLM_CPU_DOTPROD},
     };
     unsigned have = llm_cpu_features();
     n_paths = 0;
     for (int i = 0; i < MAX_PATHS; i++) {
-        if ((all[i].cpu & have) != all[i].cpu)
+        if ((all[i].cpu & have) != all[i].cpu) {
+#if defined(__x86_64__)
+            if (all[i].cpu & LLM_CPU_AVX512) /* said so, as CI may run on an AVX2-only machine */
+                printf("path avx512: not tested (this CPU has no AVX-512 with VNNI)\n");
+#endif
             continue;
+        }
         llm_quant_basic_init(path_table[n_paths], path_mm[n_paths], all[i].cpu);
         llm_quant_legacy_init(path_table[n_paths], all[i].cpu);
         llm_quant_k_init(path_table[n_paths], path_mm[n_paths], path_un[n_paths], all[i].cpu);
         llm_quant_pack_init(path_mm[n_paths], path_un[n_paths], all[i].cpu);
+        llm_quant_iq4_init(path_table[n_paths], path_mm[n_paths], path_un[n_paths], all[i].cpu);
         path_name[n_paths++] = all[i].name;
     }
     return 0;
@@ -111,7 +118,7 @@ static const int *f16_fields(uint32_t type)
     static const int q_d[] = {0, -1}, q_dm[] = {0, 2, -1}, q2k[] = {80, 82, -1},
                      q3k[] = {108, -1}, q6k[] = {208, -1};
     switch (type) {
-    case LLM_TYPE_Q4_0: case LLM_TYPE_Q5_0: case LLM_TYPE_Q8_0: return q_d;
+    case LLM_TYPE_Q4_0: case LLM_TYPE_Q5_0: case LLM_TYPE_Q8_0: case LLM_TYPE_IQ4_NL: case LLM_TYPE_IQ4_XS: return q_d;
     case LLM_TYPE_Q4_1: case LLM_TYPE_Q5_1: case LLM_TYPE_Q4_K: case LLM_TYPE_Q5_K: return q_dm;
     case LLM_TYPE_Q2_K: return q2k;
     case LLM_TYPE_Q3_K: return q3k;
@@ -346,7 +353,7 @@ static void test_act16(void **state)
 /* ==== matrix products ==== */
 
 #define NT_MAX 13
-#define N_OUT 21 /* two groups of 8 and a partial one */
+#define N_OUT 45 /* five groups of 8 and a partial one */
 
 struct mat_case {
     uint32_t type;
@@ -474,19 +481,23 @@ static void check_products(struct mat_case *c, int extreme)
         }
         free(y);
     }
-    /* the fast unpacking gives the reference's bits (quantized types) */
+    /* the fast unpacking gives the reference's bits (quantized types), on every path */
     const struct llm_unpack_ops *u = llm_get_unpack_ops(c->type);
     if (mm->packed && mm->act == LLM_ACT_I16) {
         assert_non_null(u);
         size_t nw = (size_t)n * 8, ns = (size_t)(n / 16) * 8;
         int16_t *w1 = calloc(nw, 2), *w2 = calloc(nw, 2);
         float *s1 = calloc(2 * ns, 4), *s2 = calloc(2 * ns, 4);
-        for (int64_t g = 0; g < (N_OUT + 7) / 8; g++) {
-            const uint8_t *grp = c->data + (size_t)g * c->w.group_bytes;
-            u->unpack_ref(grp, n, w1, s1, s1 + ns);
-            u->unpack(grp, n, w2, s2, s2 + ns);
-            assert_memory_equal(w1, w2, nw * 2);
-            assert_memory_equal(s1, s2, (u->has_min ? 2 : 1) * (size_t)(n / u->ul) * 8 * 4);
+        for (int lv = 0; lv <= n_paths; lv++) {
+            const struct llm_unpack_ops *pu = lv < n_paths ? &path_un[lv][c->type] : u;
+            for (int64_t g = 0; g < (N_OUT + 7) / 8; g++) {
+                const uint8_t *grp = c->data + (size_t)g * c->w.group_bytes;
+                u->unpack_ref(grp, n, w1, s1, s1 + ns);
+                memset(w2, 0x5a, nw * 2);
+                pu->unpack(grp, n, w2, s2, s2 + ns);
+                assert_memory_equal(w1, w2, nw * 2);
+                assert_memory_equal(s1, s2, (u->has_min ? 2 : 1) * (size_t)(n / u->ul) * 8 * 4);
+            }
         }
         free(w1);
         free(w2);
@@ -512,22 +523,27 @@ static void check_products(struct mat_case *c, int extreme)
                 fail();
             }
         }
-    /* one token: GEMV, one range and two */
-    static const int64_t ranges[][4] = {{0, N_OUT, 0, 0}, {0, 8, 16, N_OUT}, {8, 16, 0, 8}, {16, N_OUT, 0, 0}};
+    /* one token: GEMV, one range and two (1 to 6 groups, the two ranges'
+     * groups in any number), on every path's table and the one in use */
+    static const int64_t ranges[][4] = {{0, N_OUT, 0, 0}, {0, 8, 16, 21}, {8, 16, 0, 8}, {16, 21, 0, 0},
+                                        {0, 16, 24, N_OUT}, {8, 40, 0, 0}, {0, 8, 16, 32}, {40, N_OUT, 0, 24}};
+    for (int lv = 0; lv <= n_paths; lv++)
     for (size_t k = 0; k < sizeof ranges / sizeof ranges[0]; k++) {
+        const struct llm_mm_ops *o = lv < n_paths ? &path_mm[lv][c->type] : mm;
+        const char *pname = lv < n_paths ? path_name[lv] : "in use";
         float y0[N_OUT + 1], y1[N_OUT + 1];
         for (int r = 0; r <= N_OUT; r++)
             y0[r] = y1[r] = -1234.5f;
         const int64_t *g = ranges[k];
-        mm->gemv(&c->w, g[0], g[1], g[2], g[3], act_of(c, 3), y0, y1);
+        o->gemv(&c->w, g[0], g[1], g[2], g[3], act_of(c, 3), y0, y1);
         for (int j = 0; j < 2; j++) {
             const float *y = j ? y1 : y0;
             int64_t a = g[2 * j], b = g[2 * j + 1];
             for (int64_t i = 0; i <= N_OUT; i++) {
                 bool in = i < b - a;
                 if (in ? !same_float(y[i], want[3][a + i]) : y[i] != -1234.5f) {
-                    print_error("%s n=%lld gemv [%lld,%lld)+[%lld,%lld) range %d element %lld: %a, dot_ref %a\n",
-                                name, (long long)n, (long long)g[0], (long long)g[1], (long long)g[2],
+                    print_error("%s n=%lld path %s gemv [%lld,%lld)+[%lld,%lld) range %d element %lld: %a, dot_ref %a\n",
+                                name, (long long)n, pname, (long long)g[0], (long long)g[1], (long long)g[2],
                                 (long long)g[3], j, (long long)i, y[i], in ? want[3][a + i] : -1234.5f);
                     fail();
                 }
@@ -560,18 +576,6 @@ static void check_products(struct mat_case *c, int extreme)
         }
     free(y);
     free(scratch);
-    /* every path's table: the portable products are the definition itself */
-    for (int lv = 0; lv < n_paths; lv++) {
-        const struct llm_mm_ops *o = &path_mm[lv][c->type];
-        float yy[N_OUT];
-        o->gemv(&c->w, 0, N_OUT, 0, 0, act_of(c, 5), yy, NULL);
-        for (int r = 0; r < N_OUT; r++)
-            if (!same_float(yy[r], want[5][r])) {
-                print_error("%s n=%lld path %s gemv row %d: %a, dot_ref %a\n", name, (long long)n, path_name[lv], r,
-                            yy[r], want[5][r]);
-                fail();
-            }
-    }
 }
 
 static void test_products(void **state)
@@ -579,7 +583,7 @@ static void test_products(void **state)
     (void)state;
     static const uint32_t types[] = {LLM_TYPE_F32,  LLM_TYPE_F16,  LLM_TYPE_BF16, LLM_TYPE_Q8_0, LLM_TYPE_Q4_0,
                                      LLM_TYPE_Q4_1, LLM_TYPE_Q5_0, LLM_TYPE_Q5_1, LLM_TYPE_Q2_K, LLM_TYPE_Q3_K,
-                                     LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K};
+                                     LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K, LLM_TYPE_IQ4_NL, LLM_TYPE_IQ4_XS};
     static const int64_t float_n[] = {13, 100, 600, 896}, legacy_n[] = {32, 96, 896}, k_n[] = {256, 512, 1280};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         uint32_t type = types[ti];

@@ -296,6 +296,105 @@ T_AVX2 static void accumulate_avx2(float *out, const float *p, const float *v, i
     for (; d < hd; d += 8)
         axpy8_avx2(out + d, p, v + d, nr, hd);
 }
+
+/* ==== AVX-512: the same operations on sixteen lanes where each lane is
+ * an element's own chain (P V, the exp polynomial); the scores keep the
+ * AVX2 kernel (their eight lanes d % 8 and fixed tree are the definition) */
+#define T_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+
+/* exp_avx2 on sixteen lanes, operation for operation */
+T_AVX512 static __m512 exp_avx512(__m512 x)
+{
+    x = _mm512_min_ps(x, _mm512_set1_ps(88.0f));
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
+    __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+/* softmax_avx2's results: the maximum, then sixteen exponentials at a time,
+ * their eight-lane sum taken in the same order (the low half, then the
+ * high), the rest as AVX2 does it */
+T_AVX512 static void softmax_avx512(float *s, int64_t n, float *sum_out)
+{
+    __m256 vmx = _mm256_set1_ps(-INFINITY);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        vmx = _mm256_max_ps(vmx, _mm256_loadu_ps(s + j));
+    float mx = hmax_avx2(vmx);
+    for (; j < n; j++)
+        mx = s[j] > mx ? s[j] : mx;
+    __m512 m = _mm512_set1_ps(mx);
+    __m256 vs = _mm256_setzero_ps();
+    for (j = 0; j + 16 <= n; j += 16) {
+        __m512 e = exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(s + j), m));
+        _mm512_storeu_ps(s + j, e);
+        vs = _mm256_add_ps(vs, _mm512_castps512_ps256(e));
+        vs = _mm256_add_ps(vs, _mm512_extractf32x8_ps(e, 1));
+    }
+    for (; j + 8 <= n; j += 8) {
+        __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + j), _mm512_castps512_ps256(m)));
+        _mm256_storeu_ps(s + j, e);
+        vs = _mm256_add_ps(vs, e);
+    }
+    float sum = hsum_avx2(vs);
+    if (j < n) { /* the tail through the same polynomial */
+        float t[8] = {0};
+        int64_t k = n - j;
+        for (int64_t i = 0; i < k; i++)
+            t[i] = s[j + i] - mx;
+        for (int64_t i = k; i < 8; i++)
+            t[i] = -INFINITY;
+        __m256 e = exp_avx2(_mm256_loadu_ps(t));
+        _mm256_storeu_ps(t, e);
+        for (int64_t i = 0; i < k; i++) {
+            s[j + i] = t[i];
+            sum += t[i];
+        }
+    }
+    *sum_out = sum;
+}
+
+/* as accumulate_generic; head_dim a multiple of 8 */
+T_AVX512 static void accumulate_avx512(float *out, const float *p, const float *v, int64_t nr, int64_t hd)
+{
+    int64_t d = 0;
+    for (; d + 64 <= hd; d += 64) {
+        __m512 o0 = _mm512_loadu_ps(out + d), o1 = _mm512_loadu_ps(out + d + 16), o2 = _mm512_loadu_ps(out + d + 32),
+               o3 = _mm512_loadu_ps(out + d + 48);
+        const float *vr = v + d;
+        for (int64_t r = 0; r < nr; r++, vr += hd) {
+            __m512 pr = _mm512_set1_ps(p[r]);
+            o0 = _mm512_fmadd_ps(pr, _mm512_loadu_ps(vr), o0);
+            o1 = _mm512_fmadd_ps(pr, _mm512_loadu_ps(vr + 16), o1);
+            o2 = _mm512_fmadd_ps(pr, _mm512_loadu_ps(vr + 32), o2);
+            o3 = _mm512_fmadd_ps(pr, _mm512_loadu_ps(vr + 48), o3);
+        }
+        _mm512_storeu_ps(out + d, o0);
+        _mm512_storeu_ps(out + d + 16, o1);
+        _mm512_storeu_ps(out + d + 32, o2);
+        _mm512_storeu_ps(out + d + 48, o3);
+    }
+    for (; d + 16 <= hd; d += 16) {
+        __m512 o = _mm512_loadu_ps(out + d);
+        const float *vr = v + d;
+        for (int64_t r = 0; r < nr; r++, vr += hd)
+            o = _mm512_fmadd_ps(_mm512_set1_ps(p[r]), _mm512_loadu_ps(vr), o);
+        _mm512_storeu_ps(out + d, o);
+    }
+    for (; d < hd; d += 8)
+        axpy8_avx2(out + d, p, v + d, nr, hd);
+}
 #endif
 
 /* one path's pieces of decode attention */
@@ -391,6 +490,11 @@ void llm_attn_rows(const struct llm_attn_job *a)
     static const struct attn_kernels generic = {scores_generic, softmax_generic, accumulate_generic};
 #if X86
     static const struct attn_kernels avx2 = {scores_avx2, softmax_avx2, accumulate_avx2};
+    static const struct attn_kernels avx512 = {scores_avx2, softmax_avx512, accumulate_avx512};
+    if (llm_cpu_has_avx512(llm_cpu_features()) && a->hd % 8 == 0) {
+        rows_with(a, &avx512);
+        return;
+    }
     if ((llm_cpu_features() & LLM_CPU_AVX2) && a->hd % 8 == 0) {
         rows_with(a, &avx2);
         return;

@@ -1,6 +1,7 @@
 /*
  * engine.c - the transformer forward pass (llama, qwen2, qwen3, gemma2,
- * gemma3, phi3), the KV cache and the context that owns them.
+ * gemma3, phi3, qwen35, qwen3moe), the KV cache and the context that owns
+ * them.
  *
  * One forward pass for any number of tokens: decoding a token is a prefill
  * of one. Every step a token's K, V rows or logits depend on computes each
@@ -43,6 +44,12 @@
  * for text is NeoX RoPE with the fourth section's pairs left as they are).
  * Only attention layers have a KV cache; llm_ctx_kv_* cover those, in order.
  *
+ * qwen3moe (issue 24) has a mixture of experts in place of the FFN: a
+ * router product, then moe.c's phases (moe.h: the pass's tokens grouped by
+ * expert, each expert's rows multiplied by its weights, the k outputs of a
+ * token summed in rank order). The router's after step routes the pass and
+ * sets the units of the expert products, which depend on the routing.
+ *
  * The cache of layer l holds K (then, separately, V) as
  * [n_head_kv][n_ctx][head_dim] elements of the cache type, so the rows of
  * one head are contiguous for attention and for export. It is only written
@@ -52,6 +59,7 @@
 #include "core/engine/deltanet.h"
 #include "core/engine/model.h"
 #include "core/engine/memavail.h"
+#include "core/engine/moe.h"
 #include "core/engine/pool.h"
 
 #include <inttypes.h>
@@ -91,6 +99,14 @@ enum {
     PH_DOWN,
     PH_OUT_IN,   /* the last token: x += the last output, output norm, quantized */
     PH_LOGITS,
+    /* a mixture-of-experts FFN instead of PH_GLU..PH_DOWN (moe.h): the router
+     * product, then moe.c's phases in enum llm_moe_phase order */
+    PH_MOE_ROUTER,
+    PH_MOE_GATHER,
+    PH_MOE_GLU,
+    PH_MOE_DOWN_IN,
+    PH_MOE_DOWN,
+    PH_MOE_SUM,
 };
 
 struct phase {
@@ -156,6 +172,7 @@ struct llm_ctx {
     struct llm_pool *pool;
     struct pass passes[2];   /* the pool's two slots */
     int max_phases;
+    struct llm_moe *moe;     /* moe.c's routing and rows, for models with experts; else NULL */
     volatile sig_atomic_t *interrupt; /* llm_ctx_set_interrupt's flag, or NULL */
     _Atomic int64_t progress; /* llm_ctx_progress: read by other threads */
 };
@@ -278,8 +295,14 @@ static int layer_weights(const struct llm_layer *L, int in, const struct llm_wei
         w[1] = &L->wk, w[2] = &L->wv;
         return 3;
     case IN_WO: w[0] = &L->wo; return 1;
-    case IN_GLU: w[0] = &L->w_gate, w[1] = &L->w_up; return 2;
-    default: w[0] = &L->w_down; return 1;
+    case IN_GLU:
+        if (L->exp_gate) { /* a mixture of experts: every expert has the types of the first */
+            w[0] = &L->exp_gate[0], w[1] = &L->exp_up[0], w[2] = &L->w_router;
+            return 3;
+        }
+        w[0] = &L->w_gate, w[1] = &L->w_up;
+        return 2;
+    default: w[0] = L->exp_down ? &L->exp_down[0] : &L->w_down; return 1;
     }
 }
 
@@ -451,6 +474,12 @@ static void mm_describe(const struct pass *ps, const struct phase *ph, struct mm
         d->out = c->xb;
         d->ldo = E;
         break;
+    case PH_MOE_ROUTER:
+        d->nw = 1;
+        d->w[0] = &L->w_router;
+        d->out = llm_moe_logits(c->moe);
+        d->ldo = m->n_expert;
+        break;
     default: /* PH_LOGITS: the last token's row */
         d->nw = 1;
         d->w[0] = &m->output;
@@ -469,7 +498,8 @@ static void mm_describe(const struct pass *ps, const struct phase *ph, struct mm
  * first half with the same rows of its second half (two far-apart streams
  * per core keep more DRAM reads in flight), plus one unit for the last
  * group when the number of groups (of 8 rows, or of the float panels'
- * rows) is odd */
+ * rows) is odd; with an even number the second half's last group may be
+ * partial */
 static int64_t dec_rows(const struct llm_weight *W)
 {
     int64_t g = llm_mm_group_rows(W->mm);
@@ -495,7 +525,9 @@ static void one_unit(const struct llm_weight *W, int64_t k, int64_t r[4])
     }
     r[1] = r[0] + dr < half ? r[0] + dr : half;
     r[2] = r[0] + half;
-    r[3] = r[1] + half;
+    /* with an even number of groups the last one may be partial: its
+     * rows end at n_out (r[2] is a group's start, always below it) */
+    r[3] = r[1] + half < W->m.n_out ? r[1] + half : W->m.n_out;
 }
 
 static int64_t tok_blocks(int64_t T) { return (T + PF_TOKENS - 1) / PF_TOKENS; }
@@ -708,6 +740,13 @@ static bool stopping(struct pass *ps)
     return false;
 }
 
+/* where layer l's mixture of experts reads and writes (moe.h) */
+static struct llm_moe_io moe_io(const struct llm_ctx *c, int64_t l)
+{
+    return (struct llm_moe_io){.xn = c->xn, .act = c->act, .act_stride = c->act_stride, .out = c->xb,
+                               .down_i16 = wants_i16(c, l, IN_DOWN)};
+}
+
 static void run_compute(void *arg, int p, int64_t u0, int64_t u1, void *scratch)
 {
     struct pass *ps = arg;
@@ -769,6 +808,16 @@ static void run_compute(void *arg, int p, int64_t u0, int64_t u1, void *scratch)
             att_compute(ps, ph->layer, &a, (float *)s, (float *)s + (n + 15) / 16 * 16);
         }
         break;
+    case PH_MOE_GATHER:
+    case PH_MOE_GLU:
+    case PH_MOE_DOWN_IN:
+    case PH_MOE_DOWN:
+    case PH_MOE_SUM: {
+        struct llm_moe_io io = moe_io(c, ph->layer);
+        llm_moe_compute(c->moe, m, &m->layers[ph->layer], (enum llm_moe_phase)(ph->kind - PH_MOE_GATHER), &io,
+                        ps->T, u0, u1, scratch);
+        break;
+    }
     default: {
         struct mmd d;
         mm_describe(ps, ph, &d);
@@ -843,6 +892,16 @@ static void run_commit(void *arg, int p, int64_t u0, int64_t u1, const void *scr
             att_commit(ps, &a, (const float *)s);
         }
         break;
+    case PH_MOE_GATHER:
+    case PH_MOE_GLU:
+    case PH_MOE_DOWN_IN:
+    case PH_MOE_DOWN:
+    case PH_MOE_SUM: {
+        struct llm_moe_io io = moe_io(c, ph->layer);
+        llm_moe_commit(c->moe, m, &m->layers[ph->layer], (enum llm_moe_phase)(ph->kind - PH_MOE_GATHER), &io,
+                       ps->T, u0, u1, scratch);
+        break;
+    }
     default: {
         struct mmd d;
         mm_describe(ps, ph, &d);
@@ -850,6 +909,22 @@ static void run_commit(void *arg, int p, int64_t u0, int64_t u1, const void *scr
         break;
     }
     }
+}
+
+/* after the router of a layer with experts: every token's experts, the
+ * pass's rows grouped by expert, and so the units of the product phases */
+static void moe_routed(struct pass *ps, int p)
+{
+    struct llm_ctx *c = ps->c;
+    int l = ps->ph[p].layer;
+    const struct llm_layer *L = &c->m->layers[l];
+    llm_moe_route(c->moe, c->m, L, ps->T);
+    for (int q = p + 1; q < ps->n_ph && ps->ph[q].layer == l; q++)
+        if (ps->ph[q].kind == PH_MOE_GLU || ps->ph[q].kind == PH_MOE_DOWN) {
+            int64_t n = llm_moe_units(c->moe, c->m, L, (enum llm_moe_phase)(ps->ph[q].kind - PH_MOE_GATHER),
+                                      ps->T, false);
+            ps->pp[q].n_units = n > 0 ? n : 1;
+        }
 }
 
 /* one token: the per-token step after phase p, straight into the buffers */
@@ -862,6 +937,8 @@ static void run_after(void *arg, int p)
     const struct llm_model *m = c->m;
     const struct phase *ph = &ps->ph[p];
     int64_t l = ph->layer;
+    if (ph->kind == PH_MOE_ROUTER)
+        moe_routed(ps, p);
     if (ps->T > 1) { /* a prefill pass: only how far it is, and the conv window once the conv read it */
         if (ph->kind == PH_CONV)
             llm_dn_window_update(m, rwindow(c, l), c->qkv, (size_t)m->qkv_width, ps->T);
@@ -892,7 +969,17 @@ static void run_after(void *arg, int p)
         if (wants_i16(c, l, IN_DOWN))
             llm_act16_quantize(c->h, c->act, m->n_ff);
         break;
+    case PH_MOE_GLU: {
+        struct llm_moe_io io = moe_io(c, l);
+        llm_moe_after_one(c->moe, m, LLM_MOE_GLU, &io);
+        break;
+    }
+    case PH_MOE_DOWN:
     case PH_DOWN:
+        if (ph->kind == PH_MOE_DOWN) { /* the experts' weighted sum into xb */
+            struct llm_moe_io io = moe_io(c, l);
+            llm_moe_after_one(c->moe, m, LLM_MOE_DOWN, &io);
+        }
         if (l + 1 < m->n_layer || ps->logits)
             residual_norm(ps, l + 1, false, 0, c->x, c->xn, c->act);
         break;
@@ -916,6 +1003,23 @@ static void add_product(struct pass *ps, int kind, int64_t layer)
     struct phase ph = {kind, (int)layer};
     mm_describe(ps, &ph, &d);
     add_phase(ps, kind, layer, mm_units(&d), d.one ? DEC_STEP : 1);
+}
+
+/* the FFN phases of layer l with experts: the router, then moe.c's, each
+ * planned with the most units any routing gives (the router's after step
+ * sets the real numbers) */
+static void plan_moe(struct pass *ps, int64_t l)
+{
+    const struct llm_ctx *c = ps->c;
+    const struct llm_layer *L = &c->m->layers[l];
+    add_product(ps, PH_MOE_ROUTER, l);
+    for (int k = LLM_MOE_GATHER; k < LLM_MOE_PHASE_COUNT; k++) {
+        if (ps->T == 1 && k != LLM_MOE_GLU && k != LLM_MOE_DOWN)
+            continue; /* one token: the per-row steps are after steps */
+        if (k == LLM_MOE_DOWN_IN && !wants_i16(c, l, IN_DOWN))
+            continue;
+        add_phase(ps, PH_MOE_GATHER + k, l, llm_moe_units(c->moe, c->m, L, k, ps->T, true), llm_moe_step(k, ps->T));
+    }
 }
 
 /* the phases of a pass of ps->T tokens */
@@ -943,10 +1047,14 @@ static void plan(struct pass *ps)
         add_product(ps, PH_WO, l);
         if (!one)
             add_phase(ps, PH_FFN_IN, l, T, TOK_STEP);
-        add_product(ps, PH_GLU, l);
-        if (!one && wants_i16(c, l, IN_DOWN))
-            add_phase(ps, PH_DOWN_IN, l, T, TOK_STEP);
-        add_product(ps, PH_DOWN, l);
+        if (c->m->layers[l].exp_gate) {
+            plan_moe(ps, l);
+        } else {
+            add_product(ps, PH_GLU, l);
+            if (!one && wants_i16(c, l, IN_DOWN))
+                add_phase(ps, PH_DOWN_IN, l, T, TOK_STEP);
+            add_product(ps, PH_DOWN, l);
+        }
         if (!one && l + 1 < nl)
             add_phase(ps, PH_ATTN_IN, l + 1, T, TOK_STEP);
     }
@@ -1150,6 +1258,10 @@ static size_t scratch_bytes(const struct llm_ctx *c)
         size_t r = (size_t)(m->ssm_state * (m->ssm_state + c->n_batch)) * sizeof(float);
         mx = r > mx ? r : mx;
     }
+    if (m->n_layer_moe) {
+        size_t r = llm_moe_scratch_bytes(m);
+        mx = r > mx ? r : mx;
+    }
     return mx > tok ? mx : tok;
 }
 
@@ -1245,7 +1357,9 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
            (m->n_head_kv * c->att_split < c->n_threads || (gqa + c->att_split - 1) / c->att_split > LLM_ATTN_MAX_Q))
         c->att_split++;
     c->att_per = (gqa + c->att_split - 1) / c->att_split;
-    c->max_phases = (int)(m->n_layer * 10 + 3);
+    c->max_phases = (int)(m->n_layer * 14 + 3); /* 10 a layer, 13 with experts */
+    if (m->n_layer_moe && !(c->moe = llm_moe_init(m, B)))
+        ok = false;
     for (int s = 0; s < 2; s++) {
         c->passes[s].c = c;
         c->passes[s].tok = alloc((size_t)B * sizeof(int32_t), &ok);
@@ -1281,6 +1395,7 @@ void llm_ctx_free(struct llm_ctx *c)
     if (!c)
         return;
     llm_pool_free(c->pool);
+    llm_moe_free(c->moe);
     if (c->kv_map)
         munmap(c->kv_map, c->kv_map_bytes);
     free(c->k_cache);

@@ -68,16 +68,24 @@ static int bind_vec(struct binder *b, const char *name, int64_t n, bool required
     return 0;
 }
 
-static int bind_weight(struct binder *b, const char *name, int64_t n_in, int64_t n_out,
-                       struct llm_weight *w)
+/* a 2-D weight (n_mat 0) or a stack of n_mat matrices of n_out rows
+ * (3-D, ne = {n_in, n_out, n_mat}: bound as one weight of n_out n_mat rows) */
+static int bind_weight_nd(struct binder *b, const char *name, int64_t n_in, int64_t n_out, int64_t n_mat,
+                          struct llm_weight *w)
 {
     const struct llm_tensor_info *t = find(b, name, true);
     if (!t)
         return -1;
-    if (t->n_dims != 2 || t->ne[0] != n_in || t->ne[1] != n_out)
+    if (n_mat ? t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n_mat
+              : t->n_dims != 2 || t->ne[0] != n_in || t->ne[1] != n_out) {
+        if (n_mat)
+            return fail(b, "tensor '%s' has shape [%" PRId64 " x %" PRId64 " x %" PRId64 "], expected [%" PRId64
+                           " x %" PRId64 " x %" PRId64 "]",
+                        name, t->ne[0], t->ne[1], t->ne[2], n_in, n_out, n_mat);
         return fail(b, "tensor '%s' has shape [%" PRId64 " x %" PRId64 "], expected [%" PRId64
                        " x %" PRId64 "]",
                     name, t->ne[0], t->n_dims > 1 ? t->ne[1] : 1, n_in, n_out);
+    }
     const struct llm_type_ops *ops = llm_get_type_ops(t->type);
     const struct llm_mm_ops *mm = llm_get_mm_ops(t->type);
     if (!ops || !mm)
@@ -91,10 +99,15 @@ static int bind_weight(struct binder *b, const char *name, int64_t n_in, int64_t
     w->rows = t->data;
     w->ops = ops;
     w->mm = mm;
-    w->m = (struct llm_mat){.data = t->data, .type = t->type, .n_in = n_in, .n_out = n_out,
+    w->m = (struct llm_mat){.data = t->data, .type = t->type, .n_in = n_in, .n_out = n_out * (n_mat ? n_mat : 1),
                             .row_bytes = (size_t)(n_in / bs * llm_type_block_bytes(t->type)),
                             .group_bytes = mm->packed ? mm->group_bytes(n_in) : 0};
     return 0;
+}
+
+static int bind_weight(struct binder *b, const char *name, int64_t n_in, int64_t n_out, struct llm_weight *w)
+{
+    return bind_weight_nd(b, name, n_in, n_out, 0, w);
 }
 
 /* a view on rows [row0, row0 + n_out) of the fused weight *w */
@@ -114,7 +127,7 @@ static const struct {
     {"llama", LLM_ARCH_LLAMA, true},    {"qwen2", LLM_ARCH_QWEN2, true},
     {"qwen3", LLM_ARCH_QWEN3, true},    {"gemma2", LLM_ARCH_GEMMA2, true},
     {"gemma3", LLM_ARCH_GEMMA3, true},  {"phi3", LLM_ARCH_PHI3, true},
-    {"qwen35", LLM_ARCH_QWEN35, true},
+    {"qwen35", LLM_ARCH_QWEN35, true},  {"qwen3moe", LLM_ARCH_QWEN3MOE, true},
 };
 
 bool llm_arch_runs(const char *arch)
@@ -228,6 +241,32 @@ static int hparams_qwen35(struct binder *b)
     return 0;
 }
 
+/* a mixture of experts (llama.cpp's load_hparams and src/models/qwen3moe.cpp):
+ * expert_count (at most LLAMA_MAX_EXPERTS, 1024), expert_used_count (one
+ * number; at least 1, at most the experts), expert_feed_forward_length
+ * (default feed_forward_length / expert_used_count, as llama.cpp's
+ * qwen3moe). qwen3moe gates by softmax, top k, renormalised to sum 1 (its
+ * build_moe_ffn call: LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX, norm_w true,
+ * no weight scale). */
+static int hparams_moe(struct binder *b)
+{
+    struct llm_model *m = b->m;
+    const struct llm_model_meta *mt = &m->meta;
+    if (mt->n_expert < 1 || mt->n_expert > 1024)
+        return fail(b, "metadata key '%s.expert_count' is missing or out of range", mt->arch);
+    if (mt->n_expert_used < 1 || mt->n_expert_used > mt->n_expert)
+        return fail(b, "metadata key '%s.expert_used_count' is missing or out of range (1 to %" PRId64 ")",
+                    mt->arch, mt->n_expert);
+    m->n_expert = mt->n_expert;
+    m->n_expert_used = mt->n_expert_used;
+    m->n_ff_exp = mt->n_ff_exp > 0 ? mt->n_ff_exp : m->n_ff / m->n_expert_used;
+    if (m->n_ff_exp <= 0 || m->n_ff_exp > (1 << 20))
+        return fail(b, "metadata key '%s.expert_feed_forward_length' is out of range", mt->arch);
+    m->moe_gating = LLM_MOE_SOFTMAX;
+    m->moe_norm = true;
+    return 0;
+}
+
 static int hparams(struct binder *b)
 {
     struct llm_model *m = b->m;
@@ -237,7 +276,7 @@ static int hparams(struct binder *b)
         ai++;
     if (ai == sizeof archs / sizeof *archs)
         return fail(b, "architecture '%s' is not supported (llama, qwen2, qwen3, gemma2, "
-                       "gemma3, phi3, qwen35 are)", mt->arch);
+                       "gemma3, phi3, qwen35, qwen3moe are)", mt->arch);
     m->arch = archs[ai].arch;
     m->computable = archs[ai].computable;
     struct { const char *key; int64_t v; } need[] = {
@@ -310,6 +349,8 @@ static int hparams(struct binder *b)
     m->n_layer_kv = m->n_layer;
     if (m->arch == LLM_ARCH_QWEN35)
         return hparams_qwen35(b);
+    if (m->arch == LLM_ARCH_QWEN3MOE)
+        return hparams_moe(b);
     return 0;
 }
 
@@ -400,6 +441,37 @@ static int bind_layer_qwen35(struct binder *b, int64_t l)
     return 0;
 }
 
+/* layer l's experts: the router, then the stacked (or merged gate+up)
+ * expert tensors as one view per expert, from the model's experts array */
+static int bind_moe(struct binder *b, int64_t l)
+{
+    struct llm_model *m = b->m;
+    struct llm_layer *L = &m->layers[l];
+    int64_t E = m->n_embd, F = m->n_ff_exp, X = m->n_expert;
+    char n[LLM_GGUF_MAX_NAME + 16];
+#define N(s) (snprintf(n, sizeof n, "blk.%" PRId64 ".%s", l, s), n)
+    struct llm_weight *ex = m->experts + (size_t)(m->n_layer_moe++ * 3 * X);
+    L->exp_gate = ex, L->exp_up = ex + X, L->exp_down = ex + 2 * X;
+    struct llm_weight gate, up, down;
+    if (bind_weight(b, N("ffn_gate_inp.weight"), E, X, &L->w_router) ||
+        bind_weight_nd(b, N("ffn_down_exps.weight"), F, E, X, &down))
+        return -1;
+    /* llama.cpp's create_tensor_gate_up_exps: the merged tensor when present */
+    bool merged = find(b, N("ffn_gate_up_exps.weight"), false) != NULL;
+    if (merged ? bind_weight_nd(b, n, E, 2 * F, X, &gate)
+               : bind_weight_nd(b, N("ffn_gate_exps.weight"), E, F, X, &gate) ||
+                     bind_weight_nd(b, N("ffn_up_exps.weight"), E, F, X, &up))
+        return -1;
+#undef N
+    m->fused_gate_up_exps = m->fused_gate_up_exps || merged;
+    for (int64_t e = 0; e < X; e++) {
+        weight_rows(&gate, merged ? 2 * F * e : F * e, F, &L->exp_gate[e]);
+        weight_rows(merged ? &gate : &up, merged ? 2 * F * e + F : F * e, F, &L->exp_up[e]);
+        weight_rows(&down, E * e, E, &L->exp_down[e]);
+    }
+    return 0;
+}
+
 /* a 2-D weight or, when the file has the fused form, views on it */
 static int bind_layer(struct binder *b, int64_t l)
 {
@@ -407,7 +479,7 @@ static int bind_layer(struct binder *b, int64_t l)
         return bind_layer_qwen35(b, l);
     struct llm_model *m = b->m;
     struct llm_layer *L = &m->layers[l];
-    bool qk_norm = m->arch == LLM_ARCH_QWEN3 || m->arch == LLM_ARCH_GEMMA3;
+    bool qk_norm = m->arch == LLM_ARCH_QWEN3 || m->arch == LLM_ARCH_GEMMA3 || m->arch == LLM_ARCH_QWEN3MOE;
     bool post = m->arch == LLM_ARCH_GEMMA2 || m->arch == LLM_ARCH_GEMMA3;
     char n[LLM_GGUF_MAX_NAME + 16];
 #define N(s) (snprintf(n, sizeof n, "blk.%" PRId64 ".%s", l, s), n)
@@ -437,8 +509,11 @@ static int bind_layer(struct binder *b, int64_t l)
         bind_vec(b, N("attn_k_norm.weight"), m->head_dim, qk_norm, &L->k_norm) ||
         bind_vec(b, N("post_attention_norm.weight"), m->n_embd, post, &L->attn_post_norm) ||
         bind_vec(b, N("ffn_norm.weight"), m->n_embd, true, &L->ffn_norm) ||
-        bind_vec(b, N("post_ffw_norm.weight"), m->n_embd, post, &L->ffn_post_norm) ||
-        bind_weight(b, N("ffn_down.weight"), m->n_ff, m->n_embd, &L->w_down))
+        bind_vec(b, N("post_ffw_norm.weight"), m->n_embd, post, &L->ffn_post_norm))
+        return -1;
+    if (m->n_expert)
+        return bind_moe(b, l);
+    if (bind_weight(b, N("ffn_down.weight"), m->n_ff, m->n_embd, &L->w_down))
         return -1;
     if (m->arch == LLM_ARCH_PHI3) {
         /* phi3.cpp: ffn_up {n_embd, 2 n_ff}, LLM_FFN_SWIGLU on it (no gate) */
@@ -492,6 +567,11 @@ static int bind_tensors(struct binder *b)
         return fail(b, "out of memory");
     for (int64_t l = 0; l < m->n_layer; l++)
         m->layers[l].kv_index = l, m->layers[l].rec_index = -1;
+    if (m->n_expert) {
+        m->experts = calloc((size_t)(m->n_layer * 3 * m->n_expert), sizeof *m->experts);
+        if (!m->experts)
+            return fail(b, "out of memory");
+    }
     if (m->arch == LLM_ARCH_QWEN35 && recurrent_pattern(b))
         return -1;
     for (int64_t l = 0; l < m->n_layer; l++)
@@ -546,6 +626,18 @@ void llm_model_arch_info(const struct llm_model *m, struct llm_model_arch_info *
     out->qk_norm = L0->q_norm != NULL;
     out->attn_gate = m->attn_gate;
     out->n_layer_rec = m->n_layer_rec;
+    if (m->n_layer_moe) {
+        out->n_expert = m->n_expert;
+        out->n_expert_used = m->n_expert_used;
+        out->n_ff_exp = m->n_ff_exp;
+        out->n_layer_moe = m->n_layer_moe;
+        out->fused_gate_up_exps = m->fused_gate_up_exps;
+        out->moe_gating = m->moe_gating == LLM_MOE_SOFTMAX_WEIGHT ? "top-k, softmax over k"
+                          : m->moe_norm ? "softmax, top-k, renormalised" : "softmax, top-k";
+        /* the unchosen experts' gate, up and down elements */
+        out->n_params_active = m->meta.n_params - m->n_layer_moe * (m->n_expert - m->n_expert_used) * 3 *
+                                                      m->n_embd * m->n_ff_exp;
+    }
     if (m->n_layer_rec) {
         out->ssm_conv = m->ssm_conv;
         out->ssm_state = m->ssm_state;
@@ -601,6 +693,7 @@ void llm_model_close(struct llm_model *m)
     if (!m)
         return;
     free(m->layers);
+    free(m->experts);
     free(m->rope_still);
     llm_model_unpack(m);
     llm_gguf_close(m->gguf);
@@ -636,6 +729,10 @@ uint64_t llm_model_decode_bytes(const struct llm_model *m)
         const struct llm_layer *L = &m->layers[l];
         n += weight_bytes(&L->wq) + weight_bytes(&L->wk) + weight_bytes(&L->wv) + weight_bytes(&L->wo) +
              weight_bytes(&L->w_gate) + weight_bytes(&L->w_up) + weight_bytes(&L->w_down);
+        if (L->exp_gate) /* the router and the experts a token uses */
+            n += weight_bytes(&L->w_router) + (uint64_t)m->n_expert_used * (weight_bytes(&L->exp_gate[0]) +
+                                                                           weight_bytes(&L->exp_up[0]) +
+                                                                           weight_bytes(&L->exp_down[0]));
         if (L->recurrent)
             n += weight_bytes(&L->w_z) + weight_bytes(&L->w_alpha) + weight_bytes(&L->w_beta) +
                  (uint64_t)(m->conv_dim * m->ssm_conv + 2 * m->ssm_heads + m->ssm_state) * f;

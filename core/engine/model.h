@@ -49,6 +49,23 @@ struct llm_layer {
     const float *conv1d;         /* (conv_dim rows of ssm_conv taps, oldest first) */
     const float *dt_bias, *ssm_a; /* (V) */
     const float *ssm_norm;       /* (S) */
+    /* a mixture of experts instead of the dense FFN (qwen3moe, issue 24):
+     * the router (ffn_gate_inp: n_expert rows of n_embd) and each expert's
+     * gate, up (n_ff_exp rows of n_embd) and down (n_embd rows of
+     * n_ff_exp) as views on its rows of the stacked tensors
+     * ffn_{gate,up,down}_exps (or of the merged ffn_gate_up_exps: each
+     * expert's 2 n_ff_exp rows, gate then up); w_gate, w_up, w_down are
+     * unbound then. NULL for a dense FFN. */
+    struct llm_weight w_router;
+    struct llm_weight *exp_gate, *exp_up, *exp_down; /* (n_expert) each */
+};
+
+/* how a token's router logits choose its experts and weigh them (moe.c) */
+enum llm_moe_gating {
+    LLM_MOE_SOFTMAX,        /* softmax over all experts, the top k, renormalised to sum 1
+                               where the architecture says (qwen3moe, qwen35moe, gemma4) */
+    LLM_MOE_SOFTMAX_WEIGHT, /* the top k logits, then softmax over those k (gpt-oss) */
+    LLM_MOE_GATING_COUNT
 };
 
 enum llm_arch {
@@ -59,6 +76,7 @@ enum llm_arch {
     LLM_ARCH_GEMMA3,
     LLM_ARCH_PHI3,
     LLM_ARCH_QWEN35,
+    LLM_ARCH_QWEN3MOE,
     LLM_ARCH_COUNT
 };
 
@@ -114,6 +132,13 @@ struct llm_model {
     int64_t qkv_width;         /* floats of a token's row after the first product of any layer */
     uint8_t *rope_still;       /* (rope_dim / 2) 1 for the pairs imrope leaves unrotated for
                                   text (the fourth section's), or NULL */
+    /* mixtures of experts (issue 24); 0 for dense models */
+    int64_t n_expert, n_expert_used, n_ff_exp;
+    int64_t n_layer_moe;       /* layers with experts (exp_gate set) */
+    enum llm_moe_gating moe_gating;
+    bool moe_norm;             /* the k weights renormalised to sum 1 */
+    bool fused_gate_up_exps;   /* the experts' gate and up are views on one ffn_gate_up_exps */
+    struct llm_weight *experts; /* (n_layer_moe * 3 * n_expert) what the layers' exp_* point into */
 };
 
 /* the bytes of one recurrent layer's state: the conv window, then the

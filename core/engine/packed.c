@@ -25,7 +25,9 @@
  *   layout and kernel (llm_fmm_layout: BLIS's version, sub-configuration,
  *   MR, NR and kvchat's KC), the path (little-endian, zero-padded);
  *   then the packed weights, in model order (each layer's q, k, v, o, gate,
- *   up, down, and qwen35's z, alpha, beta where bound, then the output),
+ *   up, down, and qwen35's z, alpha, beta where bound, then the output,
+ *   then each mixture-of-experts layer's router and its experts' gates,
+ *   ups and downs, each expert's matrix packed on its own),
  *   each ceil(rows / group rows) groups (the layouts of quant-pack.c,
  *   quant-k.c and fmm.c) at a multiple of 64 bytes.
  * A file whose header does not match the model as opened (another file,
@@ -116,22 +118,32 @@ static size_t packed_bytes(const struct llm_weight *W) { return (size_t)groups_o
 static int plan_make(struct llm_model *m, struct plan *p)
 {
     *p = (struct plan){0};
-    int64_t max = m->n_layer * 10 + 1;
+    int64_t dense = m->n_layer * 10 + 1, X = m->n_expert;
+    int64_t max = dense + m->n_layer_moe * (1 + 3 * X);
     p->w = malloc((size_t)max * sizeof *p->w);
     p->off = malloc((size_t)max * sizeof *p->off);
     if (!p->w || !p->off) {
         plan_free(p);
         return -1;
     }
-    for (int64_t i = 0; i < max; i++) {
+    for (int64_t i = 0, l = 0; i < max; i++) {
         struct llm_weight *W;
-        if (i < max - 1) {
+        if (i < dense - 1) {
             struct llm_layer *L = &m->layers[i / 10];
             struct llm_weight *lw[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
                                        &L->w_z, &L->w_alpha, &L->w_beta};
             W = lw[i % 10];
-        } else {
+        } else if (i == dense - 1) {
             W = &m->output;
+        } else { /* the experts: router, gates, ups, downs of each layer with them */
+            int64_t j = (i - dense) % (1 + 3 * X);
+            if (j == 0)
+                while (!m->layers[l].exp_gate)
+                    l++;
+            struct llm_layer *L = &m->layers[l];
+            W = j == 0 ? &L->w_router : &L->exp_gate[j - 1]; /* exp_up and exp_down follow exp_gate */
+            if (j == 3 * X)
+                l++;
         }
         if (!W->mm || !W->mm->packed) /* unbound (qwen35's), or not packed */
             continue;

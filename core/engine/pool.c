@@ -8,8 +8,8 @@
  * another process takes a core, the thread that shares that core is off
  * the CPU for whole scheduler slices (milliseconds), and decode, with five
  * steps per layer, waited for it at every one (the OpenMP engine before
- * this pool, under tests/bench-load.sh's busy loop on one of 2 cores: Q8_0
- * decode with 2 threads 21.9 tok/s, with 1 thread 37.3; README, Speed).
+ * this pool, under bench/bench-load.sh's busy loop on one of 2 cores: Q8_0
+ * decode with 2 threads 21.9 tok/s, with 1 thread 37.3; docs/performance.md, Under load).
  * Here no thread waits for another beyond a short grace period: it
  * computes a stalled chunk itself.
  *

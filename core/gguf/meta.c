@@ -73,7 +73,7 @@ int llm_model_meta_read(const struct llm_gguf *g, struct llm_model_meta *m, char
     /* llama.cpp's llama_model_rope_type: these all rotate NeoX-style */
     m->rope_type = !strcmp(a, "llama") ? "norm"
                    : !strcmp(a, "qwen2") || !strcmp(a, "qwen3") || !strcmp(a, "gemma2") ||
-                           !strcmp(a, "gemma3") || !strcmp(a, "phi3")
+                           !strcmp(a, "gemma3") || !strcmp(a, "phi3") || !strcmp(a, "qwen3moe")
                        ? "neox"
                    : !strcmp(a, "qwen35") ? "imrope"
                        : "?";
@@ -100,6 +100,9 @@ int llm_model_meta_read(const struct llm_gguf *g, struct llm_model_meta *m, char
     m->ssm_inner = arch_int(g, a, "ssm.inner_size", -1);
     m->full_attn_interval = arch_int(g, a, "full_attention_interval", -1);
     m->n_nextn = arch_int(g, a, "nextn_predict_layers", -1);
+    m->n_expert = arch_int(g, a, "expert_count", -1);
+    m->n_expert_used = arch_int(g, a, "expert_used_count", -1);
+    m->n_ff_exp = arch_int(g, a, "expert_feed_forward_length", -1);
 
     int64_t ti = llm_gguf_find_key(g, "tokenizer.ggml.tokens");
     m->n_vocab = ti >= 0 && llm_gguf_arr_type(g, ti) == LLM_GGUF_TYPE_STRING

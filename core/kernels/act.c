@@ -141,6 +141,45 @@ __attribute__((target("avx2,fma,f16c"))) static void act16_quantize_avx2(const f
         _mm256_storeu_si256((__m256i *)(hi + QB * b), _mm256_permute4x64_epi64(hh, 0xd8));
     }
 }
+
+/* AVX-512: a block is two registers; the same operations per element as
+ * AVX2 (the maximum of exact absolute values in any order, the same
+ * product, clamp and rounding), the integer sums exact: the same bytes */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"))) static void
+act16_quantize_avx512(const float *x, void *dst, int64_t n)
+{
+    struct llm_act16 v = llm_act16_view(dst, n);
+    float *d = (float *)v.d;
+    int32_t *s16 = (int32_t *)v.s16;
+    int16_t *q = (int16_t *)v.q;
+    uint8_t *lo = (uint8_t *)v.lo;
+    int8_t *hi = (int8_t *)v.hi;
+    size_t nb = (size_t)n / QB;
+    memset(d + nb, 0, (pad8(nb) - nb) * 4);
+    memset(s16 + 2 * nb, 0, (pad8(2 * nb) - 2 * nb) * 4);
+    zero_tail(dst, n);
+    const __m512 sign = _mm512_set1_ps(-0.0f), top = _mm512_set1_ps(QMAX), bot = _mm512_set1_ps(-QMAX);
+    const __m512i m127 = _mm512_set1_epi32(127);
+    for (size_t b = 0; b < nb; b++, x += QB) {
+        __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+        /* max(abs, m): a NaN element is dropped, as fmaxf drops it */
+        __m512 m = _mm512_max_ps(_mm512_andnot_ps(sign, x0), _mm512_setzero_ps());
+        m = _mm512_max_ps(_mm512_andnot_ps(sign, x1), m);
+        float id;
+        d[b] = block_scale(_mm512_reduce_max_ps(m), &id);
+        __m512 mul = _mm512_set1_ps(id);
+        __m512i i0 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x0, mul), bot), top));
+        __m512i i1 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x1, mul), bot), top));
+        _mm256_storeu_si256((__m256i *)(q + QB * b), _mm512_cvtepi32_epi16(i0));
+        _mm256_storeu_si256((__m256i *)(q + QB * b + 16), _mm512_cvtepi32_epi16(i1));
+        s16[2 * b] = _mm512_reduce_add_epi32(i0);
+        s16[2 * b + 1] = _mm512_reduce_add_epi32(i1);
+        _mm_storeu_si128((__m128i *)(lo + QB * b), _mm512_cvtepi32_epi8(_mm512_and_si512(i0, m127)));
+        _mm_storeu_si128((__m128i *)(lo + QB * b + 16), _mm512_cvtepi32_epi8(_mm512_and_si512(i1, m127)));
+        _mm_storeu_si128((__m128i *)(hi + QB * b), _mm512_cvtepi32_epi8(_mm512_srai_epi32(i0, 7)));
+        _mm_storeu_si128((__m128i *)(hi + QB * b + 16), _mm512_cvtepi32_epi8(_mm512_srai_epi32(i1, 7)));
+    }
+}
 #endif
 
 static void (*quantize_fn)(const float *, void *, int64_t) = llm_act16_quantize_ref;
@@ -150,6 +189,8 @@ void llm_act_init(unsigned cpu)
 #if defined(__x86_64__) && defined(__GNUC__)
     if (cpu & LLM_CPU_AVX2)
         quantize_fn = act16_quantize_avx2;
+    if (llm_cpu_has_avx512(cpu))
+        quantize_fn = act16_quantize_avx512;
 #elif defined(__aarch64__)
     quantize_fn = cpu & LLM_CPU_NEON ? llm_act16_quantize_neon : llm_act16_quantize_ref;
 #else

@@ -18,7 +18,8 @@
  *
  * Layout: the weights are the micro-kernel's B operand when it prefers
  * rows (haswell, zen3: 6 x 16), its A operand when it prefers columns
- * (skx: 32 x 12), so that one token fills one panel of the other operand.
+ * (skx: 32 x 12), so that one token fills one panel of the other operand
+ * (gemm.c picks the sub-configuration: zen3 on AMD CPUs, AVX-512 ones too).
  * A weight panel of WR rows (the packing dimension of its operand) stores
  * element k of row j at k * WR + j in the weight's own type; F16 and BF16
  * k-blocks widen to f32 into scratch before the kernel reads them. The

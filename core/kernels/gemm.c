@@ -1,7 +1,7 @@
 /*
  * gemm.c - choosing BLIS's sub-configuration by cpuid before BLIS
  * initialises (fmm.c then takes the context's sgemm micro-kernel for the
- * float weights), and a row-major sgemm that only tests/bench_quant calls,
+ * float weights), and a row-major sgemm that only bench/bench_quant calls,
  * to print BLIS's own sgemm beside kvchat's products on its micro-kernel
  * (sgemm's order depends on the batch; see fmm.c).
  * Invariants: llm_gemm_setup runs before any other BLIS call (its callers
@@ -28,11 +28,17 @@ static int pick_arch(void)
 {
 #if defined(__x86_64__)
     __builtin_cpu_init();
+    /* AMD's AVX-512 CPUs (Zen 4, Zen 5) too: skx's 32 x 12 kernel with the
+     * weights as its A operand does 12 times the arithmetic a one-token
+     * product needs (zen3's 6 x 16, 6 times, in half-width registers), and
+     * F32 decode measured 3 to 6 times slower on it on a Zen AVX-512 machine
+     * (tests/bench_quant, busy machine), prefill about the same;
+     * BLIS_ARCH_TYPE=0 still forces skx */
+    if (__builtin_cpu_is("amd") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return BLIS_ARCH_ZEN3;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
         return BLIS_ARCH_SKX;
-    if (__builtin_cpu_is("amd") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return BLIS_ARCH_ZEN3;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         return BLIS_ARCH_HASWELL;
 #endif

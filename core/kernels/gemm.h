@@ -1,6 +1,6 @@
 /*
  * gemm.h - (internal to core/ and its benchmarks) BLIS's set-up (fmm.c and
- * tests) and its sgemm, for tests/bench_quant's comparison only.
+ * tests) and its sgemm, for bench/bench_quant's comparison only.
  * All matrices are row-major f32 with the given row strides (in elements).
  */
 #ifndef KVCHAT_CORE_GEMM_H

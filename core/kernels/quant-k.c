@@ -731,6 +731,233 @@ KAVX2(q5_K, K5)
 KAVX2(q6_K, K6)
 
 #pragma GCC pop_options
+
+/* ==== AVX-512 (F, BW, VL, DQ and VNNI) ====
+ *
+ * The same unit sums as AVX2, 512 bits at a time: a register holds chunks
+ * c and c + 1 of one group (64 contiguous bytes: the low 256 bits chunk c,
+ * the high chunk c + 1), their fields built as above (the high-bit planes,
+ * shared by both chunks, shifted per half by vpsrlvw), and vpdpbusd adds
+ * field times activation byte (lo, and hi apart) four at a time into 32
+ * bits, exactly, against the unit's activation dwords broadcast into each
+ * half (vpermd). Each group's two halves are added at the end of a unit and
+ * two groups share one 16-lane register for the float steps, lane for lane
+ * those of AVX2: the same bits. Four groups stream together, each
+ * prefetched PF_AHEAD bytes ahead.
+ */
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
+
+#define PF_AHEAD 1536
+#define AI inline __attribute__((always_inline))
+
+static AI __m512i bc2_512(__m512i v, int m)
+{
+    const __m512i half = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_permutexvar_epi32(_mm512_add_epi32(half, _mm512_set1_epi32(m)), v);
+}
+
+static AI __m512i fold2_512(__m512i a, __m512i b)
+{
+    return _mm512_add_epi32(_mm512_shuffle_i64x2(a, b, 0x44), _mm512_shuffle_i64x2(a, b, 0xee));
+}
+
+static AI __m512 ph16_512(const uint8_t *a, const uint8_t *b)
+{
+    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
+                                        _mm_loadu_si128((const __m128i *)b), 1);
+    return _mm512_cvtph_ps(v);
+}
+
+/* 8 bytes at a, then 8 at b, as 16 32-bit integers (signed or not) */
+static AI __m512i b16_512(const uint8_t *a, const uint8_t *b, bool sgn)
+{
+    __m128i v = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)a), _mm_loadl_epi64((const __m128i *)b));
+    return sgn ? _mm512_cvtepi8_epi32(v) : _mm512_cvtepu8_epi32(v);
+}
+
+/* bits s.. of each byte of the low 256 bits, t.. of the high, to bit 0: (x >> s or t) */
+static AI __m512i shr2_512(__m512i x, int s, int t)
+{
+    __m512i c = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)s)), _mm256_set1_epi16((short)t), 1);
+    return _mm512_srlv_epi16(x, c);
+}
+
+/* the fields of chunks c and c + 1 (c even) of half/pair h, field sel */
+static AI __m512i kfield512(int kind, const uint8_t *sb, int h, int c, int sel)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(3), m1 = _mm512_set1_epi8(1);
+    __m512i raw = _mm512_loadu_si512((const void *)(sb + chunk_off(kind, h, c)));
+    switch (kind) {
+    case K2:
+    case K3: {
+        __m512i q = _mm512_and_si512(sel ? _mm512_srli_epi16(raw, 2 * sel) : raw, m3);
+        if (kind == K3) { /* the high bit: bit sel (chunk c) or 4 + sel (c + 1) of plane c / 2, to bit 2 */
+            __m512i pl = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(sb + plane_off(kind, h, c / 2))));
+            q = _mm512_or_si512(q, _mm512_slli_epi16(_mm512_and_si512(shr2_512(pl, sel, 4 + sel), m1), 2));
+        }
+        return q;
+    }
+    case K4:
+    case K5: {
+        __m512i q = _mm512_and_si512(sel ? _mm512_srli_epi16(raw, 4) : raw, m4);
+        if (kind == K5) { /* bit 4 sel + c % 4 (+ 1 for c + 1) of plane c / 4, to bit 4 */
+            __m512i pl = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(sb + plane_off(kind, h, c / 4))));
+            int bit = 4 * sel + c % 4;
+            q = _mm512_or_si512(q, _mm512_slli_epi16(_mm512_and_si512(shr2_512(pl, bit, bit + 1), m1), 4));
+        }
+        return q;
+    }
+    default: { /* Q6_K: bits 2 sel (chunk c) or 4 + 2 sel (c + 1) of plane c / 2, to bits 4-5 */
+        __m512i q = _mm512_and_si512(sel ? _mm512_srli_epi16(raw, 4) : raw, m4);
+        __m512i pl = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(sb + plane_off(kind, h, c / 2))));
+        return _mm512_or_si512(q, _mm512_slli_epi16(_mm512_and_si512(shr2_512(pl, 2 * sel, 4 + 2 * sel), m3), 4));
+    }
+    }
+}
+
+/* S (and M) of unit u for two groups' super-blocks: 16 lanes */
+static AI void kscale16(int kind, const uint8_t *sa, const uint8_t *sb, int u, __m512 *S, __m512 *M)
+{
+    __m512 d = ph16_512(sa, sb);
+    switch (kind) {
+    case K2: {
+        __m512i s = b16_512(sa + 32 + 8 * u, sb + 32 + 8 * u, false);
+        __m512 dmin = ph16_512(sa + 16, sb + 16);
+        *S = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(s, _mm512_set1_epi32(15))));
+        *M = _mm512_xor_ps(_mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_srli_epi32(s, 4))), _mm512_set1_ps(-0.0f));
+        break;
+    }
+    case K4:
+    case K5: {
+        __m512 dmin = ph16_512(sa + 16, sb + 16);
+        *S = _mm512_mul_ps(d, _mm512_cvtepi32_ps(b16_512(sa + 32 + 8 * u, sb + 32 + 8 * u, false)));
+        *M = _mm512_xor_ps(_mm512_mul_ps(dmin, _mm512_cvtepi32_ps(b16_512(sa + 96 + 8 * u, sb + 96 + 8 * u, false))),
+                           _mm512_set1_ps(-0.0f));
+        break;
+    }
+    default:
+        *S = _mm512_mul_ps(d, _mm512_cvtepi32_ps(b16_512(sa + 16 + 8 * u, sb + 16 + 8 * u, true)));
+        *M = _mm512_setzero_ps();
+        break;
+    }
+}
+
+/* unit u of one group's super-block: its exact sums, 8 rows twice */
+static AI __m512i kunit512(int kind, const uint8_t *sb, int u, const __m512i *A, const __m512i *H)
+{
+    int nchunks = unit_len(kind) / 4;
+    __m512i sl = _mm512_setzero_si512(), sh = sl;
+    for (int i = 0; i < nchunks; i += 2) {
+        int h, c, sel, elt;
+        unit_chunk(kind, u, i, &h, &c, &sel, &elt);
+        __m512i F = kfield512(kind, sb, h, c, sel);
+        sl = _mm512_dpbusd_epi32(sl, F, A[i / 2]);
+        sh = _mm512_dpbusd_epi32(sh, F, H[i / 2]);
+    }
+    return _mm512_add_epi32(sl, _mm512_slli_epi32(sh, 7));
+}
+
+/* one super-block of ng (2 or 4) groups (a missing one repeats sb[0]) */
+static AI void ksb_step512(int kind, int ng, const uint8_t *const sb[4], const struct llm_act16 *a, int64_t b,
+                           __m512 *acc0, __m512 *acc1)
+{
+    int ul = unit_len(kind), nu = QK_K / ul;
+    int off = kind == K3 ? 4 : kind == K6 ? 32 : 0;
+#pragma GCC unroll 16
+    for (int u = 0; u < nu; u++) {
+        int64_t e0 = b * QK_K + (int64_t)u * ul;
+        __m512i lv, hv, A[4], H[4];
+        if (ul == 32) {
+            lv = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a->lo + e0)));
+            hv = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a->hi + e0)));
+        } else {
+            lv = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(a->lo + e0)));
+            hv = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(a->hi + e0)));
+        }
+        for (int i = 0; i < ul / 8; i++) {
+            A[i] = bc2_512(lv, 2 * i);
+            H[i] = bc2_512(hv, 2 * i);
+        }
+        __m512i i01 = fold2_512(kunit512(kind, sb[0], u, A, H), kunit512(kind, sb[1], u, A, H)), i23 = i01;
+        if (ng > 2)
+            i23 = fold2_512(kunit512(kind, sb[2], u, A, H), kunit512(kind, sb[3], u, A, H));
+        /* wrapping: a stale thread may read an activation being rewritten (pool.h) */
+        int32_t asum = ul == 16 ? a->s16[e0 / 16] : (int32_t)((uint32_t)a->s16[e0 / 16] + (uint32_t)a->s16[e0 / 16 + 1]);
+        if (off) {
+            __m512i o = _mm512_set1_epi32((int32_t)((uint32_t)off * (uint32_t)asum));
+            i01 = _mm512_sub_epi32(i01, o);
+            i23 = _mm512_sub_epi32(i23, o);
+        }
+        __m512 S01, M01, S23, M23, da = _mm512_set1_ps(a->d[e0 / 32]);
+        kscale16(kind, sb[0], sb[1], u, &S01, &M01);
+        *acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i01), _mm512_mul_ps(S01, da), *acc0);
+        if (ng > 2) {
+            kscale16(kind, sb[2], sb[3], u, &S23, &M23);
+            *acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i23), _mm512_mul_ps(S23, da), *acc1);
+        }
+        if (kind_has_min(kind)) {
+            __m512 fa = _mm512_set1_ps((float)asum);
+            *acc0 = _mm512_fmadd_ps(fa, _mm512_mul_ps(M01, da), *acc0);
+            if (ng > 2)
+                *acc1 = _mm512_fmadd_ps(fa, _mm512_mul_ps(M23, da), *acc1);
+        }
+    }
+}
+
+static AI void kgemv512(int kind, const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1,
+                        const void *act, float *y0, float *y1)
+{
+    struct llm_act16 a = llm_act16_view(act, w->n_in);
+    int64_t nr = (r1 - r0 + 7) / 8, ns = s1 > s0 ? (s1 - s0 + 7) / 8 : 0, nsb = w->n_in / QK_K;
+    const size_t sbb = sb_bytes_of[kind];
+    for (int64_t i = 0, ng; i < nr + ns; i += ng) {
+        ng = nr + ns - i > 2 ? 4 : 2; /* four groups at a time, the last one or two two at a time */
+        const uint8_t *g[4];
+        float *dst[4];
+        int cnt[4];
+        for (int j = 0; j < ng; j++) {
+            int64_t k = i + j < nr + ns ? i + j : i; /* a missing group repeats the first */
+            int64_t base = k < nr ? r0 + k * 8 : s0 + (k - nr) * 8, end = k < nr ? r1 : s1;
+            g[j] = w->data + (size_t)(base / 8) * w->group_bytes;
+            dst[j] = k < nr ? y0 + (base - r0) : y1 + (base - s0);
+            cnt[j] = i + j < nr + ns ? (int)(end - base < 8 ? end - base : 8) : 0;
+        }
+        __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
+        for (int64_t b = 0; b < nsb; b++) {
+            const uint8_t *sb[4] = {0};
+            for (int j = 0; j < ng; j++) {
+                sb[j] = g[j] + (size_t)b * sbb;
+                for (size_t o = 0; o < sbb; o += 64)
+                    _mm_prefetch((const char *)(sb[j] + PF_AHEAD + o), _MM_HINT_T0);
+            }
+            if (ng == 4)
+                ksb_step512(kind, 4, sb, &a, b, &acc0, &acc1);
+            else
+                ksb_step512(kind, 2, sb, &a, b, &acc0, &acc1);
+        }
+        float out[32];
+        _mm512_storeu_ps(out, acc0);
+        _mm512_storeu_ps(out + 16, acc1);
+        for (int j = 0; j < ng; j++)
+            memcpy(dst[j], out + 8 * j, (size_t)cnt[j] * sizeof(float));
+    }
+}
+
+#define KAVX512(NAME, KIND)                                                                        \
+    static void NAME##_gemv_avx512(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1, \
+                                   const void *a, float *y0, float *y1)                            \
+    {                                                                                              \
+        kgemv512(KIND, w, r0, r1, s0, s1, a, y0, y1);                                              \
+    }
+KAVX512(q2_K, K2)
+KAVX512(q3_K, K3)
+KAVX512(q4_K, K4)
+KAVX512(q5_K, K5)
+KAVX512(q6_K, K6)
+
+#undef AI
+#pragma GCC pop_options
 #endif
 
 /* ==== registration ==== */
@@ -795,6 +1022,13 @@ void llm_quant_k_init(struct llm_type_ops *t, struct llm_mm_ops *mm, struct llm_
         KFAST(q5_K, LLM_TYPE_Q5_K)
         KFAST(q6_K, LLM_TYPE_Q6_K)
 #undef KFAST
+    }
+    if (llm_cpu_has_avx512(cpu)) {
+        mm[LLM_TYPE_Q2_K].gemv = un[LLM_TYPE_Q2_K].gemv = q2_K_gemv_avx512;
+        mm[LLM_TYPE_Q3_K].gemv = un[LLM_TYPE_Q3_K].gemv = q3_K_gemv_avx512;
+        mm[LLM_TYPE_Q4_K].gemv = un[LLM_TYPE_Q4_K].gemv = q4_K_gemv_avx512;
+        mm[LLM_TYPE_Q5_K].gemv = un[LLM_TYPE_Q5_K].gemv = q5_K_gemv_avx512;
+        mm[LLM_TYPE_Q6_K].gemv = un[LLM_TYPE_Q6_K].gemv = q6_K_gemv_avx512;
     }
 #elif defined(__aarch64__)
     if (cpu & LLM_CPU_NEON)

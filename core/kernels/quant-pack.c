@@ -364,6 +364,186 @@ AVX2_KIND(q4_1, Q41)
 AVX2_KIND(q5_1, Q51)
 
 #pragma GCC pop_options
+
+/* ==== AVX-512 (F, BW, VL, DQ and VNNI) ====
+ *
+ * The same integer sums, formed 512 bits at a time: one register holds two
+ * chunks (or two pairs) of one group, the low 256 bits the first, the high
+ * the second, against the matching activations broadcast into each half
+ * (vpermd of the block's activation vector); vpdpwssd (Q8_0, 16-bit pairs)
+ * and vpdpbusd (4- and 5-bit fields: unsigned field bytes times the signed
+ * activation bytes lo and hi, four at a time into 32 bits) add them
+ * without the 16-bit intermediate sums of AVX2, exactly. At the end of a
+ * block each group's two halves are added (exact integers) and two groups
+ * share one 16-lane register for the float steps, which are the AVX2
+ * kernel's, lane for lane: so the bits are the same. Four groups (the two
+ * row ranges' groups, two at a time) are read together, each stream
+ * prefetched PF_AHEAD bytes ahead.
+ */
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
+
+#define PF_AHEAD 1536
+#define AI inline __attribute__((always_inline))
+
+/* dwords m and m + 1 of v, each broadcast over 8 lanes: [m x 8 | m+1 x 8] */
+static AI __m512i bc2(__m512i v, int m)
+{
+    const __m512i half = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_permutexvar_epi32(_mm512_add_epi32(half, _mm512_set1_epi32(m)), v);
+}
+
+/* [a.lo + a.hi | b.lo + b.hi] (256-bit halves): two groups' 8 sums each */
+static AI __m512i fold2(__m512i a, __m512i b)
+{
+    return _mm512_add_epi32(_mm512_shuffle_i64x2(a, b, 0x44), _mm512_shuffle_i64x2(a, b, 0xee));
+}
+
+/* 8 f16 at a, then 8 at b, as 16 floats */
+static AI __m512 ph16(const uint8_t *a, const uint8_t *b)
+{
+    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
+                                        _mm_loadu_si128((const __m128i *)b), 1);
+    return _mm512_cvtph_ps(v);
+}
+
+/* 16-bit shift counts: s in the low 256 bits, t in the high */
+static AI __m512i cnt2(int s, int t)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)s)), _mm256_set1_epi16((short)t), 1);
+}
+
+/* one group's block sums, 8 rows twice (pairs or chunks split over the halves) */
+static AI __m512i isum512(int kind, const uint8_t *gb, const __m512i *A, const __m512i *H)
+{
+    if (kind == Q8) { /* A[k]: pairs 2k, 2k + 1 */
+        __m512i s0 = _mm512_setzero_si512(), s1 = s0;
+        for (int k = 0; k < 8; k += 2) {
+            s0 = _mm512_dpwssd_epi32(s0, _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(gb + 16 + 32 * k))), A[k]);
+            s1 = _mm512_dpwssd_epi32(s1, _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(gb + 48 + 32 * k))), A[k + 1]);
+        }
+        return _mm512_add_epi32(s0, s1);
+    }
+    /* A[j], H[j] (lo, hi): j = cc: the low fields of chunks 2cc, 2cc + 1;
+     * j = 2 + cc: their high fields */
+    const __m512i m4 = _mm512_set1_epi8(0x0f), one = _mm512_set1_epi8(1);
+    __m512i fifth = _mm512_setzero_si512();
+    if (has_fifth(kind))
+        fifth = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(gb + fifth_off(kind))));
+    __m512i sl = _mm512_setzero_si512(), sh = sl;
+    for (int cc = 0; cc < 2; cc++) {
+        __m512i raw = _mm512_loadu_si512((const void *)(gb + qs_off(kind) + 64 * cc));
+        __m512i L = _mm512_and_si512(raw, m4), Hf = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+        if (has_fifth(kind)) { /* bit c (4 + c) of each byte to bit 4, c = 2cc or 2cc + 1 by half */
+            L = _mm512_or_si512(L, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(fifth, cnt2(2 * cc, 2 * cc + 1)), one), 4));
+            Hf = _mm512_or_si512(Hf, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(fifth, cnt2(4 + 2 * cc, 5 + 2 * cc)), one), 4));
+        }
+        sl = _mm512_dpbusd_epi32(sl, L, A[cc]);
+        sl = _mm512_dpbusd_epi32(sl, Hf, A[2 + cc]);
+        sh = _mm512_dpbusd_epi32(sh, L, H[cc]);
+        sh = _mm512_dpbusd_epi32(sh, Hf, H[2 + cc]);
+    }
+    return _mm512_add_epi32(sl, _mm512_slli_epi32(sh, 7));
+}
+
+/* the 8 results of each of ng (2 or 4) groups (a missing one repeats g[0]), block by block */
+static AI void dot_groups512(int kind, int ng, int64_t n, const uint8_t *const g[4], const struct llm_act16 *a,
+                             __m512 *out0, __m512 *out1)
+{
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
+    const size_t bb = gbb(kind);
+    for (int64_t b = 0; b < n / QK; b++) {
+        const uint8_t *gb[4] = {0};
+        for (int j = 0; j < ng; j++) {
+            gb[j] = g[j] + (size_t)b * bb;
+            for (size_t o = 0; o < bb; o += 64)
+                _mm_prefetch((const char *)(gb[j] + PF_AHEAD + o), _MM_HINT_T0);
+        }
+        __m512i A[8], H[4];
+        if (kind == Q8) {
+            __m512i qv = _mm512_loadu_si512((const void *)(a->q + b * QK));
+            for (int k = 0; k < 8; k++)
+                A[k] = bc2(qv, 2 * k);
+        } else {
+            __m512i lv = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a->lo + b * QK)));
+            __m512i hv = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a->hi + b * QK)));
+            for (int j = 0; j < 4; j++) {
+                A[j] = bc2(lv, 2 * j);
+                H[j] = bc2(hv, 2 * j);
+            }
+        }
+        __m512i i01 = fold2(isum512(kind, gb[0], A, H), isum512(kind, gb[1], A, H)), i23 = i01;
+        if (ng > 2)
+            i23 = fold2(isum512(kind, gb[2], A, H), isum512(kind, gb[3], A, H));
+        /* wrapping: a stale thread may read an activation being rewritten (pool.h) */
+        int32_t asum = (int32_t)((uint32_t)a->s16[2 * b] + (uint32_t)a->s16[2 * b + 1]);
+        if (kind == Q4 || kind == Q5) {
+            __m512i o = _mm512_set1_epi32((int32_t)((kind == Q4 ? 8u : 16u) * (uint32_t)asum));
+            i01 = _mm512_sub_epi32(i01, o);
+            i23 = _mm512_sub_epi32(i23, o);
+        }
+        __m512 da = _mm512_set1_ps(a->d[b]);
+        acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i01), _mm512_mul_ps(ph16(gb[0], gb[1]), da), acc0);
+        if (ng > 2)
+            acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i23), _mm512_mul_ps(ph16(gb[2], gb[3]), da), acc1);
+        if (has_min(kind)) {
+            __m512 fa = _mm512_set1_ps((float)asum);
+            acc0 = _mm512_fmadd_ps(fa, _mm512_mul_ps(ph16(gb[0] + m_off(), gb[1] + m_off()), da), acc0);
+            if (ng > 2)
+                acc1 = _mm512_fmadd_ps(fa, _mm512_mul_ps(ph16(gb[2] + m_off(), gb[3] + m_off()), da), acc1);
+        }
+    }
+    *out0 = acc0;
+    *out1 = acc1;
+}
+
+/* y[r] for the rows of [r0, r1) and [s0, s1): their groups four at a time
+ * (the engine's one-token units have two in each range), the last one or
+ * two two at a time */
+static AI void gemv_kind512(int kind, const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1,
+                            const void *act, float *y0, float *y1)
+{
+    struct llm_act16 a = llm_act16_view(act, w->n_in);
+    int64_t nr = (r1 - r0 + ROWS - 1) / ROWS, ns = s1 > s0 ? (s1 - s0 + ROWS - 1) / ROWS : 0;
+    for (int64_t i = 0, ng; i < nr + ns; i += ng) {
+        ng = nr + ns - i > 2 ? 4 : 2;
+        const uint8_t *g[4];
+        float *dst[4];
+        int cnt[4];
+        for (int j = 0; j < ng; j++) {
+            int64_t k = i + j < nr + ns ? i + j : i; /* a missing group repeats the first */
+            int64_t base = k < nr ? r0 + k * ROWS : s0 + (k - nr) * ROWS, end = k < nr ? r1 : s1;
+            g[j] = w->data + (size_t)(base / ROWS) * w->group_bytes;
+            dst[j] = k < nr ? y0 + (base - r0) : y1 + (base - s0);
+            cnt[j] = i + j < nr + ns ? (int)(end - base < ROWS ? end - base : ROWS) : 0;
+        }
+        float out[32];
+        __m512 o0, o1;
+        if (ng == 4)
+            dot_groups512(kind, 4, w->n_in, g, &a, &o0, &o1);
+        else
+            dot_groups512(kind, 2, w->n_in, g, &a, &o0, &o1);
+        _mm512_storeu_ps(out, o0);
+        _mm512_storeu_ps(out + 16, o1);
+        for (int j = 0; j < ng; j++)
+            memcpy(dst[j], out + 8 * j, (size_t)cnt[j] * sizeof(float));
+    }
+}
+
+#define AVX512_KIND(NAME, KIND)                                                                    \
+    static void NAME##_gemv_avx512(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1, \
+                                   const void *a, float *y0, float *y1)                            \
+    {                                                                                              \
+        gemv_kind512(KIND, w, r0, r1, s0, s1, a, y0, y1);                                          \
+    }
+AVX512_KIND(q8_0, Q8)
+AVX512_KIND(q4_0, Q4)
+AVX512_KIND(q5_0, Q5)
+AVX512_KIND(q4_1, Q41)
+AVX512_KIND(q5_1, Q51)
+
+#undef AI
+#pragma GCC pop_options
 #endif
 
 /* ==== the table ==== */
@@ -416,6 +596,13 @@ void llm_quant_pack_init(struct llm_mm_ops *mm, struct llm_unpack_ops *un, unsig
         FAST(q4_1, LLM_TYPE_Q4_1)
         FAST(q5_1, LLM_TYPE_Q5_1)
 #undef FAST
+    }
+    if (llm_cpu_has_avx512(cpu)) {
+        mm[LLM_TYPE_Q8_0].gemv = un[LLM_TYPE_Q8_0].gemv = q8_0_gemv_avx512;
+        mm[LLM_TYPE_Q4_0].gemv = un[LLM_TYPE_Q4_0].gemv = q4_0_gemv_avx512;
+        mm[LLM_TYPE_Q5_0].gemv = un[LLM_TYPE_Q5_0].gemv = q5_0_gemv_avx512;
+        mm[LLM_TYPE_Q4_1].gemv = un[LLM_TYPE_Q4_1].gemv = q4_1_gemv_avx512;
+        mm[LLM_TYPE_Q5_1].gemv = un[LLM_TYPE_Q5_1].gemv = q5_1_gemv_avx512;
     }
 #elif defined(__aarch64__)
     if (cpu & LLM_CPU_NEON)

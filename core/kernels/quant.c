@@ -220,7 +220,7 @@ static unsigned detect_cpu(void)
     } caps[] = {
         {"generic", 0, 0},
         {"avx2", LLM_CPU_AVX2, LLM_CPU_AVX2},
-        {"avx512", LLM_CPU_AVX512, ~0u},
+        {"avx512", LLM_CPU_AVX512_KERNELS, ~0u},
         {"neon", LLM_CPU_NEON, LLM_CPU_NEON | LLM_CPU_DOTPROD},
     };
     for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
@@ -229,7 +229,8 @@ static unsigned detect_cpu(void)
         if ((f & caps[i].needs) == caps[i].needs)
             return f & caps[i].keeps;
         snprintf(cpu_error, sizeof cpu_error, "KVCHAT_CPU=%s: this CPU cannot run it (it runs %s)", cap,
-                 f & LLM_CPU_AVX2 ? "generic, avx2" : f & LLM_CPU_NEON ? "generic, neon" : "generic");
+                 llm_cpu_has_avx512(f) ? "generic, avx2, avx512" : f & LLM_CPU_AVX2 ? "generic, avx2"
+                 : f & LLM_CPU_NEON ? "generic, neon" : "generic");
         return 0;
     }
     snprintf(cpu_error, sizeof cpu_error, "KVCHAT_CPU=%.40s: unknown (choose generic, avx2, avx512 or neon)", cap);
@@ -245,6 +246,7 @@ static void ops_init(void)
     llm_quant_legacy_init(ops_table, cpu_features);
     llm_quant_pack_init(mm_table, unpack_table, cpu_features);
     llm_quant_k_init(ops_table, mm_table, unpack_table, cpu_features);
+    llm_quant_iq4_init(ops_table, mm_table, unpack_table, cpu_features);
     /* other kernel files add their init calls here */
 }
 
@@ -275,7 +277,7 @@ unsigned llm_cpu_features(void)
 const char *llm_cpu_path(void)
 {
     unsigned f = llm_cpu_features();
-    return f & LLM_CPU_AVX2 ? "avx2" : f & LLM_CPU_DOTPROD ? "neon-dotprod" : f & LLM_CPU_NEON ? "neon" : "generic";
+    return llm_cpu_has_avx512(f) ? "avx512" : f & LLM_CPU_AVX2 ? "avx2" : f & LLM_CPU_DOTPROD ? "neon-dotprod" : f & LLM_CPU_NEON ? "neon" : "generic";
 }
 
 const char *llm_cpu_error(void)

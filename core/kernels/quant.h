@@ -82,6 +82,8 @@
  *   Q4_K  32, v = q,                     S = d sc, M = -(dmin m)
  *   Q5_K  32, v = q + 16 hbit,           S = d sc, M = -(dmin m)
  *   Q6_K  16, v = q - 32,                S = d sc
+ *   IQ4_NL 32, v = K[nibble],            S = d
+ *   IQ4_XS 32, v = K[nibble],            S = d (ls - 32)    (K: quant-iq4.c's table)
  * (products of an f16 and a 6- or 8-bit integer, so exact in f32).
  *
  * Quantized weights are stored "packed": the rows of a matrix in groups of
@@ -257,7 +259,9 @@ void llm_mm_gemm_by_ref(const struct llm_mat *w, int64_t r0, int64_t r1, const v
  * testing); an unknown value, or one this CPU cannot run, leaves the
  * portable kernels and sets llm_cpu_error(). AVX2 and NEON have kernels of
  * their own (NEON: the *-neon.c files, with SDOT where the CPU has the
- * dot product extension); AVX-512 CPUs run the AVX2 ones. */
+ * dot product extension); AVX-512 ones need F, BW, VL, DQ and VNNI
+ * (LLM_CPU_AVX512_KERNELS: the "avx512" path), and replace the AVX2 ones
+ * where they exist; an AVX-512 CPU without VNNI runs the AVX2 kernels. */
 enum llm_cpu_feature {
     LLM_CPU_AVX2 = 1u << 0,        /* with FMA and F16C */
     LLM_CPU_AVX512 = 1u << 1,      /* F, BW, VL, DQ */
@@ -266,8 +270,13 @@ enum llm_cpu_feature {
     LLM_CPU_NEON = 1u << 4,        /* AArch64 Advanced SIMD */
     LLM_CPU_DOTPROD = 1u << 5,     /* AArch64 SDOT (HWCAP_ASIMDDP) */
 };
+#define LLM_CPU_AVX512_KERNELS (LLM_CPU_AVX512 | LLM_CPU_AVX512_VNNI)
+static inline bool llm_cpu_has_avx512(unsigned cpu)
+{
+    return (cpu & LLM_CPU_AVX512_KERNELS) == LLM_CPU_AVX512_KERNELS;
+}
 unsigned llm_cpu_features(void);
-/* "avx2", "neon-dotprod", "neon" or "generic": the kernel path in use */
+/* "avx512", "avx2", "neon-dotprod", "neon" or "generic": the kernel path in use */
 const char *llm_cpu_path(void);
 /* NULL, or why KVCHAT_CPU was refused */
 const char *llm_cpu_error(void);
@@ -278,6 +287,7 @@ void llm_quant_basic_init(struct llm_type_ops *t, struct llm_mm_ops *mm, unsigne
 void llm_quant_legacy_init(struct llm_type_ops *t, unsigned cpu);
 void llm_quant_pack_init(struct llm_mm_ops *mm, struct llm_unpack_ops *un, unsigned cpu);
 void llm_quant_k_init(struct llm_type_ops *t, struct llm_mm_ops *mm, struct llm_unpack_ops *un, unsigned cpu);
+void llm_quant_iq4_init(struct llm_type_ops *t, struct llm_mm_ops *mm, struct llm_unpack_ops *un, unsigned cpu);
 void llm_mm_init(unsigned cpu);
 void llm_act_init(unsigned cpu);
 

@@ -1,8 +1,8 @@
 #!/bin/sh
 # t-blocks (tests/arm64/check.sh): a KV block computed on one machine is
 # valid on another (kvchat-files(5)). Under each kernel path (x86-64:
-# generic, avx2; aarch64 under qemu: neon with SDOT, neon without, generic)
-# a session's first turn is written in a store of its own: the answers are
+# generic, avx2, and avx512 where the CPU has AVX-512 with VNNI; aarch64
+# under qemu: neon with SDOT, neon without, generic) a session's first turn is written in a store of its own: the answers are
 # the same and so are the block files, name and bytes. Then every store is
 # resumed under every other path: the second turn restores the first's
 # blocks (cached_tokens > 0) and answers byte for byte what --no-cache (the
@@ -13,6 +13,14 @@ M=$T/m.gguf
 "$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
     --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 --type Q8_0 >/dev/null
 PATHS="x86-generic x86-avx2 arm-neon-dotprod arm-neon arm-generic"
+# BLOCK_X86_ONLY=1 (tests/cli/t0407-blocks-cpu.sh): this machine's paths alone
+[ -n "${BLOCK_X86_ONLY:-}" ] && PATHS="x86-generic x86-avx2"
+if grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo && grep -qw avx512dq /proc/cpuinfo &&
+    grep -qw avx512_vnni /proc/cpuinfo; then
+    PATHS="x86-avx512 $PATHS"
+else
+    echo "# this CPU has no AVX-512 with VNNI: the avx512 path is left out"
+fi
 M1="Tell me about the blocks a machine writes, and the ones another machine reads back later on: \
 what is in them, how many positions each holds, who decides their names, what happens to a block that \
 a second machine with other instructions computes again, and whether the answer it gives can differ?"
@@ -24,12 +32,13 @@ kv() { # path, kvchat arguments...: the kernel path's kvchat, with -v
     case $p in
     x86-generic) KVCHAT_CPU=generic "$KVCHAT" "$@" ;;
     x86-avx2) KVCHAT_CPU=avx2 "$KVCHAT" "$@" ;;
+    x86-avx512) KVCHAT_CPU=avx512 "$KVCHAT" "$@" ;;
     arm-neon-dotprod) QEMU_CPU=max KVCHAT_CPU=neon "$A64" "$@" ;;
     arm-neon) QEMU_CPU=cortex-a57 KVCHAT_CPU=neon "$A64" "$@" ;;
     arm-generic) QEMU_CPU=max KVCHAT_CPU=generic "$A64" "$@" ;;
     esac </dev/null
 }
-kernels_of() { case $1 in *-generic) echo generic ;; x86-avx2) echo avx2 ;; *-dotprod) echo neon-dotprod ;; *) echo neon ;; esac; }
+kernels_of() { case $1 in *-generic) echo generic ;; x86-avx2) echo avx2 ;; x86-avx512) echo avx512 ;; *-dotprod) echo neon-dotprod ;; *) echo neon ;; esac; }
 turn() { # path, home, message, extra options: the answer's JSON in $T/j
     KVCHAT_HOME=$2 kv "$1" run -m "$M" -s s -t 2 --temp 0 -n 12 -v --json $4 "$3" >"$T/j" 2>"$T/err" ||
         { not_ok "$1: run failed: $(cat "$T/err")"; return 1; }

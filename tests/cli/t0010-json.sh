@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0010: --json is one shape everywhere (README "JSON output"): every command
+# t0010: --json is one shape everywhere (docs/commands.md, "Output for scripts"): every command
 # that has it prints exactly one JSON document, an array for a list (also
 # when empty) and an object for one thing, and its keys are all there
 # (null when unknown) whatever the entry.

@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0200: kvchat eval, generate and bench on a small test model: output forms,
+# t0100: kvchat eval, generate and bench on a small test model: output forms,
 # agreement with llama.cpp's goldens (tests/data/engine), exit codes.
 . "$TOP/tests/cli/lib.sh"
 

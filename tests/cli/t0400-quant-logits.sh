@@ -9,7 +9,7 @@
 . "$TOP/tests/cli/lib.sh"
 D=$TOP/tests/data/quant
 
-for t in Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K; do
+for t in Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K IQ4_NL IQ4_XS; do
     tol=2e-2
     case $t in Q2_K | Q3_K_M) tol=4e-2 ;; esac
     for path in prefill decode; do

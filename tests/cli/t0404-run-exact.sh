@@ -4,7 +4,7 @@
 # segments on disk, so only its new message is computed) answer byte for
 # byte what `--no-cache` (the whole conversation prefilled again, in one
 # batch) answers at every turn, greedy and sampled (--temp 0.8 --seed N),
-# on 2 threads and on 1. E2E_MODEL runs it on another model (as the README's
+# on 2 threads and on 1. E2E_MODEL runs it on another model (as docs/engine.md's
 # figures on the Qwen2.5-0.5B-shaped models: E2E_MODEL=/tmp/kvchat-bench/q-Q8_0.gguf).
 . "$TOP/tests/cli/lib.sh"
 M=${E2E_MODEL:-$T/m.gguf}

@@ -8,7 +8,8 @@
 # On x86 with AVX2, other BLIS sub-configurations (BLIS_ARCH_TYPE): haswell's
 # kernel gives the same bits from panels packed again (the cache is kept
 # per layout), and sandybridge's (no FMA, so not kvchat's definition) fails
-# the start-up self-test: one warning, the portable kernels, the same bits.
+# the start-up self-test: one warning, the portable kernels, the same bits;
+# on an AVX-512 CPU, skx's (weights as the A operand) the same bits.
 . "$TOP/tests/cli/lib.sh"
 
 if command -v ldd >/dev/null 2>&1; then
@@ -54,5 +55,16 @@ if [ "$(uname -m)" = x86_64 ] && grep -q ' avx2 ' /proc/cpuinfo && grep -q ' fma
     expect_err "warning: BLIS's sgemm micro-kernel (blis [0-9.]* sandybridge .*) does not compute kvchat's definition bit for bit; float weights run on the portable kernels"
     [ "$(grep -c warning "$T/err")" = 1 ] && ok "one warning" || not_ok "$(grep -c warning "$T/err") warnings"
     cmp -s "$T/a.f32" "$T/s.f32" && ok "the fallback gives the same bits" || not_ok "logits differ after the fallback"
+    # skx's kernel (BLIS_ARCH_SKX = 0; weights as its A operand, 32 rows a
+    # panel), which kvchat picks on Intel AVX-512 CPUs (zen3 on AMD ones)
+    if grep -qw avx512f /proc/cpuinfo && grep -qw avx512dq /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo &&
+        grep -qw avx512vl /proc/cpuinfo; then
+        BLIS_ARCH_TYPE=0 run "$KVCHAT" bench -m "$m" -p 20 -n 3 -r 1 -v
+        expect_err "float weights on BLIS's micro-kernel, blis [0-9.]* skx mr32 nr12 kc256 wa32: [1-9][0-9]* micro-kernel calls in prefill, [1-9][0-9]* in decode"
+        BLIS_ARCH_TYPE=0 run "$KVCHAT" eval -m "$m" -p "1 5 9 33 7 100 200" --token-by-token --logits-out "$T/k.f32"
+        cmp -s "$T/a.f32" "$T/k.f32" && ok "skx's kernel gives the same bits" || not_ok "logits differ under skx's kernel"
+    else
+        echo "# this CPU has no AVX-512: skx's kernel is not tried"
+    fi
 fi
 finish

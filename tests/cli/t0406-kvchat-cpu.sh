@@ -2,7 +2,7 @@
 # t0406: KVCHAT_CPU is strict. generic, and each path this CPU has, run
 # (and `eval -v` says which); an unknown value, or a path this CPU cannot
 # run (neon on x86-64, avx2 and avx512 on aarch64, avx512 without
-# AVX-512), is a usage error naming the choices, before any work; unset
+# AVX-512 F, BW, VL, DQ and VNNI), is a usage error naming the choices, before any work; unset
 # or empty is the CPU's best path. Every accepted path gives the same bits.
 . "$TOP/tests/cli/lib.sh"
 M=$T/m.gguf
@@ -23,7 +23,8 @@ for v in generic avx2 avx512 neon; do
     generic) can=yes ;;
     avx2) [ "$arch" = x86_64 ] && grep -qw avx2 /proc/cpuinfo && can=yes || can=no ;;
     avx512) [ "$arch" = x86_64 ] && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo &&
-        grep -qw avx512dq /proc/cpuinfo && can=yes || can=no ;;
+        grep -qw avx512dq /proc/cpuinfo && grep -qw avx512_vnni /proc/cpuinfo && can=yes || can=no
+        [ $can = yes ] || echo "# no AVX-512 with VNNI here: KVCHAT_CPU=avx512 must be refused" ;;
     neon) [ "$arch" = aarch64 ] && can=yes || can=no ;;
     esac
     KVCHAT_CPU=$v run ev "$v"
@@ -37,6 +38,19 @@ for v in generic avx2 avx512 neon; do
 done
 KVCHAT_CPU=generic run ev generic
 expect_err "kernels generic"
+# each accepted path names itself; unset is the best one (avx512 where the CPU has it)
+if [ "$arch" = x86_64 ] && grep -qw avx2 /proc/cpuinfo; then
+    KVCHAT_CPU=avx2 run ev avx2
+    expect_err "kernels avx2"
+    if grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo && grep -qw avx512dq /proc/cpuinfo &&
+        grep -qw avx512_vnni /proc/cpuinfo; then
+        KVCHAT_CPU=avx512 run ev avx512
+        expect_err "kernels avx512"
+        [ "$best" = avx512 ] && ok "unset: avx512 on this AVX-512 CPU" || not_ok "unset: kernels $best on an AVX-512 CPU"
+    else
+        echo "# no AVX-512 with VNNI here: the avx512 path's name is not checked"
+    fi
+fi
 for v in bogus AVX2 "generic " neon-dotprod; do
     KVCHAT_CPU=$v run ev bad
     expect_rc 1

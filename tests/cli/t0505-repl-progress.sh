@@ -4,7 +4,7 @@
 # or `run -f` is computed, erased ("\r\033[K") before the answer's first
 # text, never there when stderr is not a terminal; and Ctrl-C during that
 # prefill: the message is not sent, the session is unchanged, and the chat
-# goes on. (How soon Ctrl-C acts is a benchmark: tests/bench-interrupt.sh.)
+# goes on. (How soon Ctrl-C acts is a benchmark: bench/bench-interrupt.sh.)
 . "$TOP/tests/cli/lib.sh"
 . "$TOP/tests/cli/repl-lib.sh"
 # a model big enough that 4,000 tokens take over a second on one thread

@@ -28,13 +28,13 @@ trap 'rm -rf "$tmp"' EXIT
     --ff 256 --n-vocab 260 --seed 1 >/dev/null
 mkdir -p "$out"
 rm -f "$out"/m-*.gguf
-for t in Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K; do
+for t in Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K IQ4_NL IQ4_XS; do
     "$LLREF" quantize "$tmp/m.gguf" "$out/m-$t.gguf" "$t" >/dev/null 2>&1
 done
 
 PROMPT_PREFILL="1 5 9 33 100 200 7 8 9 10 11 12 13 14 15 16"
 PROMPT_DECODE="42 7 99"
-for t in Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K; do
+for t in Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K IQ4_NL IQ4_XS; do
     "$LLREF" logits "$out/m-$t.gguf" -p "$PROMPT_PREFILL" -o "$out/logits-$t-prefill.f32" >/dev/null 2>&1
     "$LLREF" logits "$out/m-$t.gguf" -p "$PROMPT_DECODE" -o "$out/logits-$t-decode.f32" >/dev/null 2>&1
 done

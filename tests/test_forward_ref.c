@@ -1,0 +1,237 @@
+/*
+ * test_forward_ref.c - the reference forward pass (llm_forward_ref,
+ * core/engine/forward-ref.c) against the threaded engine, bit for bit.
+ *
+ * For every architecture the engine runs - llama, qwen2 (biases, tied
+ * embeddings), qwen3 (q/k norms), gemma2 (soft-caps, sliding window, post
+ * norms, GELU), gemma3 (q/k norms, local RoPE base, linear scaling), phi3
+ * (fused weights, longrope with its short and its long factors), qwen35
+ * (Gated DeltaNet and gated attention, two layer patterns) - models made by
+ * tests/mkmodel in F32, F16, BF16 and Q8_0, and the files llama.cpp
+ * quantized (tests/data/quant: Q4_0 to Q6_K; tests/data/families and
+ * tests/data/qwen35: Q8_0 and Q4_K_M mixes), the last position's logits
+ * after a 40-token prompt (longer than the sliding windows) are the bytes
+ * llm_ctx_decode gives on 2 threads in passes of 16 tokens, with an f16 KV
+ * cache (and an f32 one for F32), and after a single token. Bad ids and a
+ * prompt longer than the context are refused.
+ * Run from the top directory (make check does).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "core/llm.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define N_PROMPT 40
+#define N_CTX 256
+
+static char tmpdir[256];
+
+struct arch_case {
+    const char *name, *opts;
+};
+
+/* small models of each architecture; windows of 8 so that 40 tokens cross them */
+static const struct arch_case archs[] = {
+    {"llama", "--arch llama --dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 --seed 3"},
+    {"qwen2", "--arch qwen2 --dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 --tied --rope-theta 1000000 "
+              "--seed 4"},
+    {"qwen3", "--arch qwen3 --dim 64 --layers 2 --heads 4 --kv-heads 2 --head-dim 32 --ff 128 --seed 5"},
+    {"gemma2", "--arch gemma2 --dim 64 --layers 4 --heads 4 --kv-heads 2 --head-dim 32 --ff 128 --swa 8 "
+               "--attn-softcap 5 --final-softcap 2 --scale 0.12 --embd-scale 0.02 --seed 21"},
+    {"gemma3", "--arch gemma3 --dim 64 --layers 6 --heads 2 --kv-heads 1 --head-dim 32 --ff 128 --swa 8 "
+               "--rope-theta 1000000 --rope-theta-swa 10000 --rope-linear 8 --scale 0.08 --embd-scale 0.0625 "
+               "--seed 22"},
+    {"phi3", "--arch phi3 --dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 --rope-dim 12 --swa 8 "
+             "--ctx 131072 --orig-ctx 4096 --seed 23"},
+    {"phi3-long", "--arch phi3 --dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 --rope-dim 12 --swa 8 "
+                  "--ctx 131072 --orig-ctx 128 --seed 24"}, /* N_CTX > 128: the long factors */
+    {"qwen35", "--arch qwen35 --dim 64 --layers 4 --heads 4 --kv-heads 2 --head-dim 16 --rope-dim 8 --ff 128 "
+               "--ssm-state 16 --ssm-groups 2 --ssm-heads 4 --ssm-conv 4 --rope-theta 1000000 --seed 31"},
+    {"qwen35-rl", "--arch qwen35 --dim 64 --layers 5 --heads 2 --kv-heads 1 --head-dim 32 --rope-dim 16 "
+                  "--rope-sections 1,1,1,1 --ff 128 --ssm-state 32 --ssm-groups 1 --ssm-heads 2 --ssm-conv 4 "
+                  "--recurrent-layers 1,0,1,1,0 --seed 32"},
+};
+static const char *const types[] = {"F32", "F16", "BF16", "Q8_0"};
+
+/* llama.cpp's quantizations, committed */
+static const char *const files[] = {
+    "tests/data/quant/m-Q4_0.gguf",          "tests/data/quant/m-Q4_1.gguf",
+    "tests/data/quant/m-Q5_0.gguf",          "tests/data/quant/m-Q5_1.gguf",
+    "tests/data/quant/m-Q2_K.gguf",          "tests/data/quant/m-Q3_K_M.gguf",
+    "tests/data/quant/m-Q4_K_M.gguf",        "tests/data/quant/m-Q5_K_M.gguf",
+    "tests/data/quant/m-Q6_K.gguf",          "tests/data/families/gemma2-Q4_K_M.gguf",
+    "tests/data/families/gemma3-Q8_0.gguf",  "tests/data/families/gemma3-Q4_K_M.gguf",
+    "tests/data/families/phi3-Q4_K_M.gguf",  "tests/data/families/phi3-long-Q4_K_M.gguf",
+    "tests/data/qwen35/qwen35-Q4_K_M.gguf",  "tests/data/qwen35/qwen35-rl-Q8_0.gguf",
+};
+
+static const char *model_path(const struct arch_case *a, const char *type)
+{
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s-%s.gguf", tmpdir, a->name, type);
+    if (access(path, R_OK) != 0) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "tests/mkmodel %s %s --type %s >/dev/null", path, a->opts, type);
+        assert_int_equal(system(cmd), 0);
+    }
+    return path;
+}
+
+static struct llm_model *open_model(const char *path)
+{
+    struct llm_model *m;
+    char err[256];
+    if (llm_model_open(path, llm_model_default_params(), &m, err, sizeof err)) {
+        print_error("cannot open %s: %s\n", path, err);
+        fail();
+    }
+    return m;
+}
+
+/* ids spread over the whole vocabulary */
+static void make_prompt(int32_t *ids, int64_t n, int64_t n_vocab)
+{
+    uint64_t s = 0x9e3779b97f4a7c15u;
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005u + 1442695040888963407u;
+        ids[i] = (int32_t)((s >> 33) % (uint64_t)n_vocab);
+    }
+}
+
+/* the engine's logits after ids[0..n), on 2 threads in passes of 16 tokens */
+static float *engine_logits(struct llm_model *m, const int32_t *ids, int64_t n, uint32_t kv_type)
+{
+    struct llm_ctx_params p = llm_ctx_default_params();
+    p.n_ctx = N_CTX;
+    p.n_batch = 16;
+    p.n_threads = 2;
+    p.kv_type = kv_type;
+    struct llm_ctx *c;
+    char err[256];
+    assert_int_equal(llm_ctx_init(m, p, &c, err, sizeof err), 0);
+    assert_int_equal(llm_ctx_decode(c, ids, n), LLM_OK);
+    int64_t nv = llm_model_n_vocab(m);
+    float *out = malloc((size_t)nv * sizeof(float));
+    assert_non_null(out);
+    memcpy(out, llm_ctx_logits(c), (size_t)nv * sizeof(float));
+    llm_ctx_free(c);
+    return out;
+}
+
+/* the reference pass's logits and the engine's are the same bytes */
+static void check_same(const char *what, struct llm_model *m, int64_t n, uint32_t kv_type)
+{
+    int64_t nv = llm_model_n_vocab(m);
+    int32_t ids[N_PROMPT];
+    make_prompt(ids, n, nv);
+    float *want = engine_logits(m, ids, n, kv_type);
+    float *got = malloc((size_t)nv * sizeof(float));
+    assert_non_null(got);
+    struct llm_ctx_params p = llm_ctx_default_params();
+    p.n_ctx = N_CTX;
+    p.kv_type = kv_type;
+    char err[256];
+    if (llm_forward_ref(m, p, ids, n, got, err, sizeof err) != LLM_OK) {
+        print_error("%s: %s\n", what, err);
+        fail();
+    }
+    int64_t diff = 0, first = -1;
+    for (int64_t i = 0; i < nv; i++)
+        if (memcmp(&got[i], &want[i], sizeof(float))) {
+            diff++;
+            first = first < 0 ? i : first;
+        }
+    if (diff) {
+        print_error("%s, %" PRId64 " tokens, kv %s: %" PRId64 " of %" PRId64 " logits differ (first: %" PRId64
+                    " ref %.9g engine %.9g)\n",
+                    what, n, kv_type == LLM_TYPE_F16 ? "f16" : "f32", diff, nv, first, got[first], want[first]);
+        fail();
+    }
+    free(got);
+    free(want);
+}
+
+static void test_architectures(void **state)
+{
+    (void)state;
+    for (size_t a = 0; a < sizeof archs / sizeof *archs; a++)
+        for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+            char what[128];
+            snprintf(what, sizeof what, "%s %s", archs[a].name, types[t]);
+            struct llm_model *m = open_model(model_path(&archs[a], types[t]));
+            check_same(what, m, N_PROMPT, LLM_TYPE_F16);
+            check_same(what, m, 1, LLM_TYPE_F16);
+            if (t == 0)
+                check_same(what, m, N_PROMPT, LLM_TYPE_F32);
+            llm_model_close(m);
+        }
+}
+
+static void test_llama_cpp_files(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        struct llm_model *m = open_model(files[i]);
+        check_same(files[i], m, N_PROMPT, LLM_TYPE_F16);
+        llm_model_close(m);
+    }
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    struct llm_model *m = open_model(model_path(&archs[0], "F32"));
+    float *logits = malloc((size_t)llm_model_n_vocab(m) * sizeof(float));
+    assert_non_null(logits);
+    struct llm_ctx_params p = llm_ctx_default_params();
+    p.n_ctx = 8;
+    char err[256];
+    int32_t ids[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    assert_int_equal(llm_forward_ref(m, p, ids, 9, logits, err, sizeof err), LLM_ERR);
+    assert_non_null(strstr(err, "context of 8"));
+    ids[2] = (int32_t)llm_model_n_vocab(m);
+    assert_int_equal(llm_forward_ref(m, p, ids, 3, logits, err, sizeof err), LLM_ERR);
+    assert_non_null(strstr(err, "out of range"));
+    ids[2] = -1;
+    assert_int_equal(llm_forward_ref(m, p, ids, 3, logits, err, sizeof err), LLM_ERR);
+    p.kv_type = LLM_TYPE_Q8_0;
+    ids[2] = 3;
+    assert_int_equal(llm_forward_ref(m, p, ids, 3, logits, err, sizeof err), LLM_ERR);
+    assert_non_null(strstr(err, "not supported"));
+    free(logits);
+    llm_model_close(m);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "%s/kvchat-fref.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_architectures),
+        cmocka_unit_test(test_llama_cpp_files),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
