@@ -16,6 +16,8 @@
  * tests/cli/t0800-completion.sh, which compares the two.
  */
 #include "cli/cmd.h"
+#include "cli/home.h"
+#include "cli/opts.h"
 #include "models/mdl.h"
 #include "sessions/sess.h"
 
@@ -49,7 +51,7 @@ struct comp_cmd {
 };
 
 static const struct comp_cmd comp_table[] = {
-    {"chat", NULL, true, "-h,--help --continue --yes", K_SESSION, 0, 1},
+    {"chat", NULL, true, "-h,--help -s,--session=SESSION --continue --yes", K_SESSION, 0, 1},
     {"run", NULL, true, "-h,--help -s,--session=SESSION --continue --json -f,--file=FILE", 0, 0, 0},
     {"models", NULL, false, "-h,--help --json", K_SUB, 0, 1},
     {"models list", "the models in the store", false, "-h,--help --json", 0, 0, 0},

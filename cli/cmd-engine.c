@@ -9,6 +9,8 @@
  * bench`), so it is plain and stable.
  */
 #include "cli/cmd.h"
+#include "cli/io.h"
+#include "cli/opts.h"
 #include "core/llm.h"
 #include "models/mdl.h"
 
@@ -122,6 +124,7 @@ static bool parse_long(const char *s, long lo, long hi, long *out)
     return true;
 }
 
+/* argv into o: 0, or an exit code (printed) */
 static int parse_opts(const struct cmd_entry *e, int argc, char **argv, struct opts *o)
 {
     static const struct option longs[] = {
@@ -216,7 +219,7 @@ static int parse_opts(const struct cmd_entry *e, int argc, char **argv, struct o
     }
     if (!is_bench && !o->prompt)
         return cmd_usage_error(e, "no token ids given (-p \"IDS\")");
-    return -1;
+    return 0;
 }
 
 /* space-separated ids; returns the count or -1 (message printed) */
@@ -239,13 +242,8 @@ static int64_t parse_ids(const char *s, int32_t **out)
             cmd_fail(CMD_EXIT_USAGE, "bad token id list '%s'", s);
             return -1;
         }
-        if (n == cap) {
-            int32_t *bigger = realloc(ids, 2 * cap * sizeof *ids);
-            if (!bigger)
-                break;
-            ids = bigger;
-            cap *= 2;
-        }
+        if (base_grow((void **)&ids, &cap, n + 1, sizeof *ids))
+            break;
         ids[n++] = (int32_t)v;
         p = end;
     }
@@ -269,6 +267,7 @@ static void engine_close(struct engine *en)
     llm_model_close(en->model);
 }
 
+/* the model and a context for need_ctx tokens: 0, or an exit code (printed) */
 static int engine_open(const struct opts *o, int64_t need_ctx, struct engine *en)
 {
     char path[4096], err[512], pack_dir[4096];
@@ -296,9 +295,10 @@ static int engine_open(const struct opts *o, int64_t need_ctx, struct engine *en
                 llm_ctx_kv_type(en->ctx) == LLM_TYPE_F16 ? "f16" : "f32");
         cmd_describe_packed(en->model, stderr);
     }
-    return -1;
+    return 0;
 }
 
+/* 0, or an exit code (printed) */
 static int decode_or_fail(const struct engine *en, const int32_t *ids, int64_t n)
 {
     int rc = llm_ctx_decode(en->ctx, ids, n);
@@ -306,7 +306,7 @@ static int decode_or_fail(const struct engine *en, const int32_t *ids, int64_t n
         return cmd_fail(CMD_EXIT_MODEL, "%s", llm_ctx_errmsg(en->ctx));
     if (rc)
         return cmd_fail(CMD_EXIT_MODEL, "cannot decode: %s", llm_ctx_errmsg(en->ctx));
-    return -1;
+    return 0;
 }
 
 static int32_t argmax(const float *x, int64_t n)
@@ -330,14 +330,14 @@ static int eval_exec(int argc, char **argv)
         return cmd_help(&cmd_eval_entry);
     struct opts o;
     int rc = parse_opts(&cmd_eval_entry, argc, argv, &o);
-    if (rc >= 0)
+    if (rc)
         return rc;
     int32_t *ids;
     int64_t n = parse_ids(o.prompt, &ids);
     if (n < 0)
         return CMD_EXIT_USAGE;
     struct engine en;
-    if ((rc = engine_open(&o, n, &en)) >= 0) {
+    if ((rc = engine_open(&o, n, &en))) {
         free(ids);
         return rc;
     }
@@ -350,14 +350,14 @@ static int eval_exec(int argc, char **argv)
         free(ids);
         return cmd_usage_error(&cmd_eval_entry, "--split %ld is more than the %" PRId64 " ids", o.split, n);
     }
-    rc = k > 0 ? decode_or_fail(&en, ids, k) : -1;
+    rc = k > 0 ? decode_or_fail(&en, ids, k) : 0;
     if (o.token_by_token) {
-        for (int64_t i = k; i < n && rc < 0; i++)
+        for (int64_t i = k; i < n && rc == 0; i++)
             rc = decode_or_fail(&en, ids + i, 1);
-    } else if (k < n && rc < 0) {
+    } else if (k < n && rc == 0) {
         rc = decode_or_fail(&en, ids + k, n - k);
     }
-    if (rc < 0) {
+    if (rc == 0) {
         int64_t nv = llm_model_n_vocab(en.model);
         const float *lg = llm_ctx_logits(en.ctx);
         rc = CMD_EXIT_OK;
@@ -397,20 +397,20 @@ static int generate_exec(int argc, char **argv)
         return cmd_help(&cmd_generate_entry);
     struct opts o;
     int rc = parse_opts(&cmd_generate_entry, argc, argv, &o);
-    if (rc >= 0)
+    if (rc)
         return rc;
     int32_t *ids;
     int64_t n = parse_ids(o.prompt, &ids);
     if (n < 0)
         return CMD_EXIT_USAGE;
     struct engine en;
-    if ((rc = engine_open(&o, n + o.n, &en)) >= 0) {
+    if ((rc = engine_open(&o, n + o.n, &en))) {
         free(ids);
         return rc;
     }
     rc = decode_or_fail(&en, ids, n);
     int64_t nv = llm_model_n_vocab(en.model);
-    for (long i = 0; i < o.n && rc < 0; i++) {
+    for (long i = 0; i < o.n && rc == 0; i++) {
         int32_t t = argmax(llm_ctx_logits(en.ctx), nv);
         printf(i ? " %" PRId32 : "%" PRId32, t);
         if (i + 1 == o.n)
@@ -422,7 +422,7 @@ static int generate_exec(int argc, char **argv)
         }
         rc = decode_or_fail(&en, &t, 1);
     }
-    if (rc < 0) {
+    if (rc == 0) {
         printf("\n");
         rc = CMD_EXIT_OK;
     }
@@ -478,7 +478,7 @@ static int bench_exec(int argc, char **argv)
         return cmd_help(&cmd_bench_entry);
     struct opts o;
     int rc = parse_opts(&cmd_bench_entry, argc, argv, &o);
-    if (rc >= 0)
+    if (rc)
         return rc;
     if (!o.model)
         return bench_membw_only(&o);
@@ -494,7 +494,7 @@ static int bench_exec(int argc, char **argv)
                                o.n_ctx, d, np, ng, need);
     }
     struct engine en;
-    if ((rc = engine_open(&o, need, &en)) >= 0)
+    if ((rc = engine_open(&o, need, &en)))
         return rc;
     llm_model_pack_wait(en.model); /* a first open writes the packed weights' file */
     int64_t nv = llm_model_n_vocab(en.model);
@@ -513,17 +513,17 @@ static int bench_exec(int argc, char **argv)
         if (t[i] >= nv)
             t[i] = 0;
     }
-    rc = -1;
+    rc = 0;
     if (nd > 0) {
         /* the depth, once: llm_ctx_decode runs it in passes of n_batch */
         double t0 = now();
         rc = decode_or_fail(&en, t, nd);
-        if (rc < 0 && o.verbose)
+        if (rc == 0 && o.verbose)
             fprintf(stderr, "kvchat: depth of %" PRId64 " tokens prefilled in %.2f s\n", nd, now() - t0);
     }
     /* a recurrent model (qwen35) goes back to the depth with its state too */
     uint64_t rs_n = llm_ctx_rstate_size(en.ctx);
-    void *rs = rs_n && nd > 0 && rc < 0 ? malloc(rs_n) : NULL;
+    void *rs = rs_n && nd > 0 && rc == 0 ? malloc(rs_n) : NULL;
     if (rs && llm_ctx_rstate_export(en.ctx, rs, rs_n) != (int64_t)rs_n) {
         free(rs);
         rs = NULL;
@@ -531,20 +531,20 @@ static int bench_exec(int argc, char **argv)
     /* one untimed warm-up pass first, as llama-bench's (up to 32 prompt
      * tokens, then one generated): weights faulted in, threads and caches
      * warm, so that even -r 1 measures a warm run */
-    if (rc < 0) {
+    if (rc == 0) {
         double t0 = now();
         int64_t nw = np < 32 ? np : 32;
         if (nw > 0)
             rc = decode_or_fail(&en, t + nd, nw);
-        if (rc < 0 && ng > 0)
+        if (rc == 0 && ng > 0)
             rc = decode_or_fail(&en, t + nd + np, 1);
-        if (rc < 0 && o.verbose)
+        if (rc == 0 && o.verbose)
             fprintf(stderr, "kvchat: warm-up: %" PRId64 " prompt token%s and %d generated, untimed, in %.2f s\n", nw,
                     cmd_s(nw), ng > 0, now() - t0);
     }
     double best_p = 1e30, best_g = 1e30;
     uint64_t ukr_p = 0, ukr_g = 0; /* BLIS micro-kernel calls of the float weights */
-    for (long r = 0; r < o.reps && rc < 0; r++) {
+    for (long r = 0; r < o.reps && rc == 0; r++) {
         llm_ctx_truncate(en.ctx, nd);
         if (rs)
             llm_ctx_rstate_import(en.ctx, rs, rs_n);
@@ -559,7 +559,7 @@ static int bench_exec(int argc, char **argv)
                 llm_ctx_rstate_import(en.ctx, rs, rs_n);
         }
         double t2 = now();
-        for (int64_t i = 0; i < ng && rc < 0; i++)
+        for (int64_t i = 0; i < ng && rc == 0; i++)
             rc = decode_or_fail(&en, t + nd + np + i, 1);
         double t3 = now();
         ukr_p += u1 - u0;
@@ -569,13 +569,13 @@ static int bench_exec(int argc, char **argv)
         if (t3 - t2 < best_g)
             best_g = t3 - t2;
     }
-    if (rc < 0 && o.verbose) {
+    if (rc == 0 && o.verbose) {
         const char *ukr = llm_kernel_float_ukr();
         fprintf(stderr, "kvchat: float weights on %s%s: %" PRIu64 " micro-kernel calls in prefill, %" PRIu64
                 " in decode\n", ukr ? "BLIS's micro-kernel, " : "the portable kernels", ukr ? ukr : "", ukr_p,
                 ukr_g);
     }
-    if (rc < 0) {
+    if (rc == 0) {
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru); /* before --membw's buffer */
         uint64_t rss = (uint64_t)ru.ru_maxrss * 1024;

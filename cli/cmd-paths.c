@@ -1,11 +1,13 @@
 /*
  * cmd-paths.c - `kvchat paths`: where kvchat keeps its files (the session
  * database, the KV blocks, the models, the config file, the chat's input
- * history), as the environment makes them; /show in the chat prints the
- * same.
+ * history), as the environment makes them (cli/home.c; the store's own
+ * paths are sessions/'); /show in the chat prints the same.
  */
 #include "cli/cmd.h"
-#include "models/mdl.h"
+#include "cli/home.h"
+#include "cli/io.h"
+#include "sessions/sess.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,8 +20,8 @@ static const char paths_usage[] =
     "Where kvchat keeps its files, from KVCHAT_HOME (default\n"
     "${XDG_DATA_HOME:-$HOME/.local/share}/kvchat), XDG_CONFIG_HOME and\n"
     "XDG_STATE_HOME (or HOME):\n"
-    "  database   the session index, $KVCHAT_HOME/kvchat.db\n"
-    "  kv store   the KV block files, $KVCHAT_HOME/kv/\n"
+    "  database   the session index, $KVCHAT_HOME/" SESS_STORE_DATABASE_NAME "\n"
+    "  kv store   the KV block files, $KVCHAT_HOME/" SESS_STORE_KV_NAME "/\n"
     "  models     the model store, $KVCHAT_HOME/models/\n"
     "  config     ${XDG_CONFIG_HOME:-$HOME/.config}/kvchat/config\n"
     "  history    the chat's input history,\n"
@@ -31,38 +33,6 @@ static const char paths_usage[] =
     "history (null when the environment gives no place), and exists, an\n"
     "object of the same keys with true or false.\n"
     "Exit status: 0 ok, 1 usage error.\n";
-
-static void cat_path(char *buf, size_t size, const char *home, const char *name)
-{
-    if (!home[0] || snprintf(buf, size, "%s/%s", home, name) >= (int)size)
-        buf[0] = 0;
-}
-
-void cmd_paths_get(struct cmd_paths *p)
-{
-    memset(p, 0, sizeof *p);
-    if (mdl_home(p->home, sizeof p->home))
-        p->home[0] = 0;
-    cat_path(p->database, sizeof p->database, p->home, "kvchat.db");
-    cat_path(p->kv_store, sizeof p->kv_store, p->home, "kv");
-    cat_path(p->models, sizeof p->models, p->home, "models");
-    if (mdl_config_path(p->config, sizeof p->config))
-        p->config[0] = 0;
-    const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
-    int n = -1;
-    if (state && *state)
-        n = snprintf(p->history, sizeof p->history, "%s/kvchat/history", state);
-    else if (home && *home)
-        n = snprintf(p->history, sizeof p->history, "%s/.local/state/kvchat/history", home);
-    if (n < 0 || (size_t)n >= sizeof p->history)
-        p->history[0] = 0;
-}
-
-bool cmd_path_exists(const char *path)
-{
-    struct stat sb;
-    return path[0] && stat(path, &sb) == 0;
-}
 
 static int paths_exec(int argc, char **argv)
 {

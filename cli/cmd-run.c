@@ -10,8 +10,11 @@
  * (cli/cmd-remote.c): no KV blocks, the server's figures in --json.
  */
 #include "cli/cmd.h"
+#include "cli/conv.h"
+#include "cli/io.h"
 #include "cli/progress.h"
-#include "cli/repl.h"
+#include "cli/remote.h"
+#include "cli/term.h"
 #include "cli/wrap.h"
 #include "models/mdl.h"
 #include "sessions/sess.h"
@@ -83,7 +86,7 @@ static const char run_usage[] =
     "SIGHUP (the partial answer is printed, with --json too, and kept in the session).\n";
 
 static volatile sig_atomic_t interrupted;
-static struct sess_restore_stats attach_rs;
+static struct sess_restore_stats attach_rs; /* of the session's KV cache, for --json */
 static bool run_parsed; /* answers are JSON values (--format json, --json-schema, or the session's): "parsed" */
 static struct cmd_progress prog; /* the progress line of a long prefill or restore */
 
@@ -98,7 +101,7 @@ static int run_text(void *ud, const char *text, size_t n)
     if (n)
         cmd_progress_end(rt->prog);
     return cmd_answer_text(rt->ans, text, n);
-} /* of the session's KV cache, for --json */
+}
 
 /* SIGINT, SIGTERM (as `timeout` sends) and SIGHUP all end the answer
  * where it is: the partial answer is printed and saved, exit 130 */
@@ -198,377 +201,261 @@ static void print_json(const struct cmd_answer *ans, const char *session, const 
     printf("}\n");
 }
 
-/* The most bytes of text n_ctx tokens can stand for: n_ctx times the
- * longest token's text. A prompt longer than that cannot fit, whatever its
- * tokens, so it is refused before tokenizing it (which on megabytes of one
- * repeated letter takes seconds and about 40 bytes of memory a byte). */
-static uint64_t ctx_bytes_max(const struct cmd_llm *l)
-{
-    int32_t longest = 1, n = llm_vocab_n_tokens(l->vocab);
-    char buf[512];
-    for (int32_t id = 0; id < n; id++) {
-        int32_t k = llm_token_to_piece(l->vocab, id, buf, sizeof buf, 0, true);
-        k = k < 0 ? -k : k;
-        if (k > longest)
-            longest = k;
-    }
-    return (uint64_t)llm_ctx_n_ctx(l->ctx) * (uint64_t)longest;
-}
-
 /* the texts of the -f files, each without its trailing newlines, joined
  * by one; *bytes the files' sizes: 0, or an exit code with the reason in err */
 static int read_files(const char **files, int n, char **out, size_t *len, size_t *bytes, char *err,
                       size_t err_size)
 {
-    char *acc = NULL;
-    size_t al = 0;
+    struct base_buf acc = {0};
     *bytes = 0;
     for (int i = 0; i < n; i++) {
         char *t;
         size_t tl;
         if (cmd_read_text(files[i], CMD_INPUT_MAX, &t, &tl, err, err_size)) {
-            free(acc);
+            base_buf_free(&acc);
             return CMD_EXIT_MODEL;
         }
         *bytes += tl;
         while (tl && (t[tl - 1] == '\n' || t[tl - 1] == '\r'))
             tl--;
-        char *na = al + tl + 2 > CMD_INPUT_MAX ? NULL : realloc(acc, al + tl + 2);
-        if (!na) {
+        bool big = false;
+        if ((acc.len && cmd_buf_add(&acc, "\n", 1, CMD_INPUT_MAX - 2, &big)) ||
+            cmd_buf_add(&acc, t, tl, CMD_INPUT_MAX - 2, &big) || (!acc.s && base_buf_add(&acc, "", 0))) {
             snprintf(err, err_size, "cannot read '%s': %s", files[i],
-                     al + tl + 2 > CMD_INPUT_MAX ? "the files are too large together" : "out of memory");
+                     big ? "the files are too large together" : "out of memory");
             free(t);
-            free(acc);
+            base_buf_free(&acc);
             return CMD_EXIT_MODEL;
         }
-        acc = na;
-        if (al)
-            acc[al++] = '\n';
-        memcpy(acc + al, t, tl);
-        al += tl;
-        acc[al] = 0;
         free(t);
     }
-    *out = acc;
-    *len = al;
+    *out = acc.s;
+    *len = acc.len;
     return 0;
 }
 
-static int run_exec(int argc, char **argv)
+/* what the command line asks for */
+struct run_args {
+    const char *session;
+    bool json, cont;
+    char **words;       /* PROMPT's words */
+    const char **files; /* -f FILE */
+    int n_words, n_files;
+};
+
+/* argv into a (the common options into o): 0, or an exit code (printed);
+ * -1: --help was printed */
+static int parse_args(int argc, char **argv, struct cmd_opts *o, struct run_args *a)
 {
-    signals_install();
-    struct cmd_opts o;
-    cmd_opts_init(&o);
-    int rc = cmd_opts_config(&o);
-    if (rc)
-        return rc;
-    const char *session = NULL;
-    char last[256];
-    bool json = false, cont = false;
-    char **words = calloc((size_t)argc + 1, sizeof *words);
-    const char **files = calloc((size_t)argc + 1, sizeof *files);
-    int n_words = 0, n_files = 0;
-    if (!words || !files) {
-        free(words);
-        free(files);
+    a->words = calloc((size_t)argc + 1, sizeof *a->words);
+    a->files = calloc((size_t)argc + 1, sizeof *a->files);
+    if (!a->words || !a->files)
         return cmd_fail(CMD_EXIT_MODEL, "out of memory");
-    }
-    for (int i = 1; i < argc;) {
-        int r = cmd_opts_take(&cmd_run_entry, &o, argc, argv, &i);
-        if (r < 0) {
-            free(words);
-            free(files);
-            cmd_opts_free(&o);
+    for (int i = 1; i < argc; i++) {
+        int r = cmd_opts_take(&cmd_run_entry, o, argc, argv, &i);
+        if (r < 0)
             return CMD_EXIT_USAGE;
-        }
-        if (r > 0)
+        if (r > 0) {
+            i--;
             continue;
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            free(words);
-            free(files);
-            cmd_opts_free(&o);
-            return cmd_help(&cmd_run_entry);
-        } else if (!strcmp(a, "--json")) {
-            json = true;
-        } else if (!strcmp(a, "-s") || !strcmp(a, "--session")) {
-            if (i + 1 >= argc) {
-                free(words);
-                free(files);
-                cmd_opts_free(&o);
-                return cmd_usage_error(&cmd_run_entry, "%s needs a session name", a);
-            }
-            session = argv[++i];
-        } else if (!strncmp(a, "--session=", 10)) {
-            session = a + 10;
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--continue")) {
-            cont = true;
-        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
-            if (i + 1 >= argc) {
-                free(words);
-                free(files);
-                cmd_opts_free(&o);
-                return cmd_usage_error(&cmd_run_entry, "%s needs a file name", a);
-            }
-            files[n_files++] = argv[++i];
-        } else if (!strncmp(a, "--file=", 7)) {
-            files[n_files++] = a + 7;
-        } else if (!strcmp(a, "--")) {
-            while (++i < argc)
-                words[n_words++] = argv[i];
-            break;
-        } else if (a[0] == '-' && a[1]) {
-            free(words);
-            free(files);
-            cmd_opts_free(&o);
-            return cmd_usage_error(&cmd_run_entry, "run: unknown option '%s'", a);
-        } else {
-            words[n_words++] = argv[i];
         }
-        i++;
+        const char *s = argv[i];
+        if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
+            cmd_help(&cmd_run_entry);
+            return -1;
+        } else if (!strcmp(s, "--json")) {
+            a->json = true;
+        } else if (!strcmp(s, "-s") || !strcmp(s, "--session")) {
+            if (i + 1 >= argc)
+                return cmd_usage_error(&cmd_run_entry, "%s needs a session name", s);
+            a->session = argv[++i];
+        } else if (!strncmp(s, "--session=", 10)) {
+            a->session = s + 10;
+        } else if (!strcmp(s, "-c") || !strcmp(s, "--continue")) {
+            a->cont = true;
+        } else if (!strcmp(s, "-f") || !strcmp(s, "--file")) {
+            if (i + 1 >= argc)
+                return cmd_usage_error(&cmd_run_entry, "%s needs a file name", s);
+            a->files[a->n_files++] = argv[++i];
+        } else if (!strncmp(s, "--file=", 7)) {
+            a->files[a->n_files++] = s + 7;
+        } else if (!strcmp(s, "--")) {
+            while (++i < argc)
+                a->words[a->n_words++] = argv[i];
+        } else if (s[0] == '-' && s[1]) {
+            return cmd_usage_error(&cmd_run_entry, "run: unknown option '%s'", s);
+        } else {
+            a->words[a->n_words++] = argv[i];
+        }
     }
-    if (cont && session)
-        rc = cmd_usage_error(&cmd_run_entry, "run: -c/--continue and -s: give one of them");
-    char name_err[1024];
-    if (!rc && session && !cont && sess_name_check(session, name_err, sizeof name_err) &&
-        !cmd_chat_session_exists(session)) /* a new session's name: the one rule, before any work */
-        rc = cmd_usage_error(&cmd_run_entry, "run: %s", name_err);
-    if (!rc && o.private_mode && (session || cont))
-        rc = cmd_usage_error(&cmd_run_entry, "run: a private run (--private, or 'private = true' in the config "
-                                             "file) saves nothing, so it takes no session: --no-private");
-    if (!rc)
-        rc = cmd_opts_finish(&cmd_run_entry, &o);
-    if (!rc && cont && !(rc = cmd_last_session(last, sizeof last)))
-        session = last; /* the session changed last */
+    if (a->cont && a->session)
+        return cmd_usage_error(&cmd_run_entry, "run: -c/--continue and -s: give one of them");
+    if (o->private_mode && (a->session || a->cont))
+        return cmd_usage_error(&cmd_run_entry, "run: a private run (--private, or 'private = true' in the config "
+                                               "file) saves nothing, so it takes no session: --no-private");
     /* ollama's habit, `run MODEL PROMPT`: without -m, a first word of
      * several that names a store model is the model */
-    if (!rc && !o.model && n_words >= 2 && cmd_is_store_model(words[0])) {
-        o.model = words[0];
-        memmove(words, words + 1, (size_t)(n_words - 1) * sizeof *words);
-        n_words--;
+    if (!o->model && a->n_words >= 2 && cmd_is_store_model(a->words[0])) {
+        o->model = a->words[0];
+        memmove(a->words, a->words + 1, (size_t)(a->n_words - 1) * sizeof *a->words);
+        a->n_words--;
     }
-    if (rc) {
-        free(words);
-        free(files);
-        cmd_opts_free(&o);
-        return rc;
-    }
+    return 0;
+}
 
-    /* the prompt: the files, else stdin (unless it is a terminal and PROMPT
-     * was given), then PROMPT */
-    size_t in_len = 0, cap = 1, file_bytes = 0;
-    char *in = NULL;
-    if (n_files) {
-        char err[4400];
-        if ((rc = read_files(files, n_files, &in, &in_len, &file_bytes, err, sizeof err))) {
-            free(words);
-            free(files);
-            cmd_opts_free(&o);
+/* stdin as the prompt's start (alone: no PROMPT words follow): 0, or an
+ * exit code (printed) */
+static int read_stdin(bool alone, char **in, size_t *in_len)
+{
+    if (alone && isatty(0))
+        cmd_term_printf(stderr, "kvchat: reading the prompt from stdin (end with Ctrl-D)\n");
+    int r = cmd_read_all(stdin, CMD_INPUT_MAX, in, in_len);
+    if (r == CMD_READ_OK && strlen(*in) != *in_len)
+        r = 1;
+    if (r != CMD_READ_OK) {
+        int e = errno;
+        free(*in);
+        *in = NULL;
+        if (r == CMD_READ_ERROR && e == EINTR && interrupted)
+            return CMD_EXIT_INTERRUPTED;
+        if (r == CMD_READ_TOO_LARGE)
+            return cmd_fail(CMD_EXIT_MODEL, "cannot read the prompt from stdin: it is larger than %s",
+                            CMD_INPUT_MAX_TEXT);
+        if (r > 0)
+            return cmd_fail(CMD_EXIT_MODEL, "cannot use stdin as the prompt: it holds a NUL byte");
+        return cmd_fail(CMD_EXIT_MODEL, "cannot read stdin: %s", strerror(e));
+    }
+    /* `echo hi | kvchat run` asks the same as `kvchat run hi` */
+    while (*in_len && ((*in)[*in_len - 1] == '\n' || (*in)[*in_len - 1] == '\r'))
+        (*in)[--*in_len] = 0;
+    return 0;
+}
+
+/* The prompt: the files, else stdin (unless it is a terminal and PROMPT
+ * was given), then PROMPT. 0 with *prompt (malloc'd), the files' part's
+ * length and bytes; or an exit code (printed). */
+static int read_prompt(const struct run_args *a, struct base_buf *prompt, size_t *files_len, size_t *file_bytes)
+{
+    char err[4400];
+    int rc = 0;
+    *files_len = *file_bytes = 0;
+    if (a->n_files) {
+        if ((rc = read_files(a->files, a->n_files, &prompt->s, &prompt->len, file_bytes, err, sizeof err)))
             return cmd_fail(rc, "%s", err);
-        }
-    } else if (n_words == 0 || !isatty(0)) {
-        if (n_words == 0 && isatty(0))
-            cmd_term_printf(stderr, "kvchat: reading the prompt from stdin (end with Ctrl-D)\n");
-        int r = cmd_read_all(stdin, CMD_INPUT_MAX, &in, &in_len);
-        if (r == CMD_READ_OK && strlen(in) != in_len)
-            r = 1;
-        if (r != CMD_READ_OK) {
-            int e = errno;
-            free(in);
-            free(words);
-            free(files);
-            cmd_opts_free(&o);
-            if (r == CMD_READ_ERROR && e == EINTR && interrupted)
-                return CMD_EXIT_INTERRUPTED;
-            if (r == CMD_READ_TOO_LARGE)
-                return cmd_fail(CMD_EXIT_MODEL, "cannot read the prompt from stdin: it is larger than %s",
-                                CMD_INPUT_MAX_TEXT);
-            if (r > 0)
-                return cmd_fail(CMD_EXIT_MODEL, "cannot use stdin as the prompt: it holds a NUL byte");
-            return cmd_fail(CMD_EXIT_MODEL, "cannot read stdin: %s", strerror(e));
-        }
-        /* `echo hi | kvchat run` asks the same as `kvchat run hi` */
-        while (in_len && (in[in_len - 1] == '\n' || in[in_len - 1] == '\r'))
-            in[--in_len] = 0;
+        prompt->cap = prompt->len + 1;
+        *files_len = prompt->len;
+    } else if (a->n_words == 0 || !isatty(0)) {
+        if ((rc = read_stdin(a->n_words == 0, &prompt->s, &prompt->len)))
+            return rc;
+        prompt->cap = prompt->len + 1;
     }
-    for (int i = 0; i < n_words; i++)
-        cap += strlen(words[i]) + 1;
-    if (in_len + cap > CMD_INPUT_MAX + 1) {
-        free(in);
-        free(words);
-        free(files);
-        cmd_opts_free(&o);
+    bool big = false;
+    for (int i = 0; i < a->n_words && !rc; i++) {
+        const char *sep = !prompt->len || (i == 0 && prompt->s[prompt->len - 1] == '\n') ? "" : i == 0 ? "\n" : " ";
+        rc = cmd_buf_add(prompt, sep, strlen(sep), CMD_INPUT_MAX, &big) ||
+             cmd_buf_add(prompt, a->words[i], strlen(a->words[i]), CMD_INPUT_MAX, &big);
+    }
+    if (rc && big)
         return cmd_fail(CMD_EXIT_MODEL, "cannot use the prompt: it is larger than %s", CMD_INPUT_MAX_TEXT);
-    }
-    char *prompt = malloc(in_len + cap + 1);
-    size_t pl = 0;
-    if (prompt) {
-        if (in_len) {
-            memcpy(prompt, in, in_len);
-            pl = in_len;
-        }
-        for (int i = 0; i < n_words; i++) {
-            if (pl && !(i == 0 && prompt[pl - 1] == '\n'))
-                prompt[pl++] = i == 0 ? '\n' : ' ';
-            memcpy(prompt + pl, words[i], strlen(words[i]));
-            pl += strlen(words[i]);
-        }
-        prompt[pl] = 0;
-    }
-    size_t files_len = n_files ? in_len : 0;
-    free(in);
-    free(words);
-    if (!prompt) {
-        free(files);
-        cmd_opts_free(&o);
+    if (rc)
         return cmd_fail(CMD_EXIT_MODEL, "out of memory");
-    }
-    if (pl == 0) {
-        free(files);
-        free(prompt);
-        cmd_opts_free(&o);
+    if (prompt->len == 0)
         return cmd_usage_error(&cmd_run_entry, "run: the prompt is empty");
-    }
-    exit_at_signal = 1;
-    if (interrupted) /* a signal that came while the prompt was put together */
-        on_signal(SIGTERM);
-    /* how the -f files are named in notes */
-    char what[4200];
-    snprintf(what, sizeof what, "%s%s", n_files ? files[0] : "", n_files > 1 ? " and the other files" : "");
-    free(files);
+    return 0;
+}
 
-    /* the turn's work starts here, its input read: its ttft counts opening
-     * the session and the model, restoring and faulting in the weights
-     * (sess_conv_params.turn_start_ms) */
-    struct timespec t_start;
-    clock_gettime(CLOCK_MONOTONIC, &t_start);
-    /* an existing session opens with its own model (a model file or a .remote
-     * entry: which of the two decides local or remote) */
-    char own_model[4096];
-    if ((rc = cmd_session_model(&o, session, own_model, sizeof own_model))) {
-        free(prompt);
-        cmd_opts_free(&o);
-        return rc;
-    }
-    struct cmd_llm l;
-    struct sess_store *st = NULL;
-    struct sess_conv *conv = NULL;
-    char err[1024];
-    if ((rc = cmd_llm_open(&o, false, &l))) {
-        free(prompt);
-        cmd_opts_free(&o);
-        return rc;
-    }
-    if (l.remote && o.format.grammar) {
-        rc = cmd_fail(CMD_EXIT_USAGE, "--%s is for local models: a remote server samples its own answers",
-                      !strcmp(o.format.kind, "json") ? "format" : !strcmp(o.format.kind, "schema") ? "json-schema"
-                                                                                                    : "grammar");
-        goto out;
-    }
-    if (!l.remote && pl > ctx_bytes_max(&l)) {
-        rc = cmd_fail(CMD_EXIT_MODEL, "the prompt does not fit: its %zu bytes are more than the %" PRId64
-                                      " tokens of the context can hold (a larger -c helps)",
-                      pl, llm_ctx_n_ctx(l.ctx));
-        goto out;
-    }
-    /* the block store, unless there is nothing to read or write; without
-     * it a run without a session still answers */
-    if (o.private_mode && !o.no_cache && !l.remote)
-        cmd_store_open_private(&st); /* read-only, and only if there is one */
-    else if (!o.private_mode && (session || (!o.no_cache && !l.remote)) && cmd_store_open(true, &st)) {
-        if (session) {
-            rc = CMD_EXIT_SESSION;
-            goto out;
-        }
-        cmd_term_printf(stderr, "kvchat: the KV cache on disk is off for this run\n");
-    }
-    struct sess_conv_params cp = cmd_opts_conv_params(&o, &l);
-    cp.turn_start_ms = t_start.tv_sec * 1e3 + t_start.tv_nsec / 1e6;
-    int ir = sess_conv_init(st, cp, &conv, err, sizeof err);
-    if (ir) {
-        rc = ir == SESS_ERR_STORE ? cmd_fail(CMD_EXIT_SESSION, "%s", err)
-                                  : cmd_fail(CMD_EXIT_MODEL, "cannot start the conversation: %s", err);
-        goto out;
-    }
-    /* a new session is made with its first exchange (after the answer), so
-     * that a turn that never answers (killed, interrupted, refused) leaves
-     * no empty session behind */
-    int64_t sid;
-    int found = session ? sess_find(st, session, &sid) : SESS_ERR_NOT_FOUND;
-    if (found != SESS_OK && found != SESS_ERR_NOT_FOUND) {
-        rc = cmd_fail(CMD_EXIT_SESSION, "%s", sess_errmsg(st));
-        goto out;
-    }
-    bool new_session = session && found == SESS_ERR_NOT_FOUND, unsaved = false;
-    if (session && !new_session) {
-        struct sess_restore_stats rs;
-        cmd_progress_start(&prog, conv);
-        int r = sess_conv_attach(conv, session, true, &rs);
-        cmd_progress_end(&prog);
-        if (r) {
-            rc = cmd_fail(CMD_EXIT_SESSION, "%s", sess_conv_errmsg(conv));
-            if (r == SESS_ERR_MODEL)
-                cmd_switch_model_hint(session);
-            goto out;
-        }
-        attach_rs = rs;
-        if (rs.first_problem[0])
-            cmd_term_printf(stderr, "kvchat: %s\n", rs.first_problem);
-        /* --system is for a new session: the chat warns and offers /system;
-         * a script cannot answer, so run refuses and changes nothing */
-        const char *has = NULL;
-        if (sess_conv_n_messages(conv) == 0 || sess_conv_message(conv, 0, &has) != SESS_ROLE_SYSTEM)
-            has = NULL;
-        const char *want = o.system && o.system[0] ? o.system : NULL;
-        if (want && (!has || strcmp(has, want))) {
-            rc = cmd_usage_error(&cmd_run_entry,
-                                 "session '%s' %s; --system%s is only for a new session (to change it: "
-                                 "'kvchat chat %s', then /system TEXT)",
-                                 session, has ? "has another system prompt" : "has no system prompt",
-                                 o.system_file ? "-file" : "", session);
-            goto out;
-        }
-        if (o.verbose && l.remote)
-            cmd_term_printf(stderr, "kvchat: session '%s': %lld message%s so far\n", session,
-                    (long long)sess_conv_n_messages(conv), cmd_s(sess_conv_n_messages(conv)));
-        else if (o.verbose)
-            cmd_term_printf(stderr, "kvchat: session '%s': %lld token%s restored from %lld block%s, %lld to compute, "
-                            "in %.1f ms\n",
-                    session, (long long)rs.restored_tokens, cmd_s(rs.restored_tokens),
-                    (long long)rs.restored_blocks, cmd_s(rs.restored_blocks), (long long)rs.missing_tokens, rs.ms);
-        if (o.no_cache)
-            cmd_term_printf(stderr, "kvchat: --no-cache: session '%s' is read and computed again, not saved\n",
-                    session);
-    }
-    if (n_files && !l.remote) { /* the files' text (the prompt's start) must fit in what the context has left */
-        int64_t n_tok;
-        char ferr[4600];
-        const struct llm_ctx *ctx = sess_conv_ctx(conv);
-        if (cmd_text_fits(&l, ctx, o.special, what, prompt, files_len, llm_ctx_n_ctx(ctx) - sess_conv_n_tokens(conv),
-                          &n_tok, ferr, sizeof ferr)) {
-            rc = cmd_fail(CMD_EXIT_MODEL, "%s", ferr);
-            goto out;
-        }
-        if (o.verbose || isatty(2))
-            cmd_term_printf(stderr, "kvchat: read '%s': %zu bytes, %lld token%s\n", what, file_bytes, (long long)n_tok,
-                    n_tok == 1 ? "" : "s");
-    }
+/* after the session is attached: its notes, and --system checked against
+ * it (a script cannot answer, so run refuses and changes nothing): 0 or an
+ * exit code (printed) */
+static int session_ready(const struct cmd_conv *c, const struct cmd_opts *o)
+{
+    const char *session = c->session;
+    const struct sess_restore_stats *rs = &c->rs;
+    if (rs->first_problem[0])
+        cmd_term_printf(stderr, "kvchat: %s\n", rs->first_problem);
+    const char *has = NULL;
+    if (sess_conv_n_messages(c->conv) == 0 || sess_conv_message(c->conv, 0, &has) != SESS_ROLE_SYSTEM)
+        has = NULL;
+    const char *want = o->system && o->system[0] ? o->system : NULL;
+    if (want && (!has || strcmp(has, want)))
+        return cmd_usage_error(&cmd_run_entry,
+                               "session '%s' %s; --system%s is only for a new session (to change it: "
+                               "'kvchat chat %s', then /system TEXT)",
+                               session, has ? "has another system prompt" : "has no system prompt",
+                               o->system_file ? "-file" : "", session);
+    if (o->verbose && c->l.remote)
+        cmd_term_printf(stderr, "kvchat: session '%s': %lld message%s so far\n", session,
+                        (long long)sess_conv_n_messages(c->conv), cmd_s(sess_conv_n_messages(c->conv)));
+    else if (o->verbose)
+        cmd_term_printf(stderr, "kvchat: session '%s': %lld token%s restored from %lld block%s, %lld to compute, "
+                        "in %.1f ms\n",
+                        session, (long long)rs->restored_tokens, cmd_s(rs->restored_tokens),
+                        (long long)rs->restored_blocks, cmd_s(rs->restored_blocks), (long long)rs->missing_tokens,
+                        rs->ms);
+    if (o->no_cache)
+        cmd_term_printf(stderr, "kvchat: --no-cache: session '%s' is read and computed again, not saved\n",
+                        session);
+    return 0;
+}
 
+/* the prompt fits in what the context has left (the files' text, the
+ * prompt's start, counted and noted): 0 or an exit code (printed) */
+static int prompt_fits(struct cmd_conv *c, const struct cmd_opts *o, const struct run_args *a,
+                       const struct base_buf *prompt, size_t files_len, size_t file_bytes)
+{
+    if (c->l.remote) /* the server counts tokens (and says when it is too long) */
+        return 0;
+    int64_t n_ctx = llm_ctx_n_ctx(sess_conv_ctx(c->conv)), n_tok;
+    /* megabytes of one repeated letter would take seconds to tokenize */
+    if (sess_conv_fits(c->conv, prompt->s, prompt->len, o->special, n_ctx, NULL, NULL) == SESS_ERR_CTX_FULL)
+        return cmd_fail(CMD_EXIT_MODEL, "the prompt does not fit: its %zu bytes are more than the %" PRId64
+                                        " tokens of the context can hold (a larger -c helps)",
+                        prompt->len, n_ctx);
+    if (!a->n_files)
+        return 0;
+    char what[4200], err[4600]; /* how the -f files are named in notes */
+    snprintf(what, sizeof what, "%s%s", a->files[0], a->n_files > 1 ? " and the other files" : "");
+    if (cmd_conv_text_fits(c->conv, o->special, what, prompt->s, files_len, n_ctx - sess_conv_n_tokens(c->conv),
+                           &n_tok, err, sizeof err))
+        return cmd_fail(CMD_EXIT_MODEL, "%s", err);
+    if (o->verbose || isatty(2))
+        cmd_term_printf(stderr, "kvchat: read '%s': %zu bytes, %lld token%s\n", what, file_bytes, (long long)n_tok,
+                        n_tok == 1 ? "" : "s");
+    return 0;
+}
+
+/* -v's line after the answer */
+static void verbose_stats(const struct cmd_conv *c, const struct sess_turn_stats *ts)
+{
+    if (c->l.remote) {
+        cmd_remote_describe(c->l.remote, ts, stderr);
+    } else {
+        cmd_term_printf(stderr, "kvchat: %lld prompt tokens (%lld cached, %lld of them restored from disk; %lld "
+                        "prefilled), %lld generated; ttft %.1f ms, prefill %.1f tok/s, decode %.1f tok/s; "
+                        "%lld KV block%s written; stop: %s\n",
+                        (long long)ts->prompt_tokens, (long long)ts->cached_tokens, (long long)ts->restored_tokens,
+                        (long long)ts->prefilled_tokens, (long long)ts->generated_tokens, ts->ttft_ms,
+                        ts->prefill_tok_s, ts->decode_tok_s, (long long)ts->blocks_written, cmd_s(ts->blocks_written),
+                        ts->stop_reason);
+    }
+    cmd_format_stats(ts, stderr);
+}
+
+/* The turn: the answer streamed (word-wrapped on a terminal; dimmed
+ * reasoning unless --think hide; in pipe mode only the answer unless
+ * --think show; apart in --json), then what it ended with as an exit code. */
+static int run_turn(struct cmd_conv *c, const struct cmd_opts *o, bool json, const char *prompt)
+{
+    const char *session = c->session;
     /* the answers' format: given, or the session's own */
-    const char *fmt = sess_conv_format(conv, NULL);
+    const char *fmt = sess_conv_format(c->conv, NULL);
     run_parsed = fmt && strcmp(fmt, "grammar");
-    /* reasoning: dimmed on a terminal unless --think hide; in pipe mode
-     * only the answer unless --think show; apart in --json */
     struct cmd_answer ans;
     bool tty = isatty(1);
-    if (cmd_answer_init(&ans, json ? NULL : stdout, tty ? !o.think_hide : o.think_show,
-                        tty && !getenv("NO_COLOR"))) {
-        rc = cmd_fail(CMD_EXIT_MODEL, "out of memory");
-        goto out;
-    }
-    /* on a terminal the answer is word-wrapped */
+    if (cmd_answer_init(&ans, json ? NULL : stdout, tty ? !o->think_hide : o->think_show, tty && !getenv("NO_COLOR")))
+        return cmd_fail(CMD_EXIT_MODEL, "out of memory");
     struct wrap wrap;
-    bool wrapping = !json && o.wrap && tty;
+    bool wrapping = !json && o->wrap && tty;
     if (wrapping) {
         wrap_init(&wrap, stdout);
         wrap_begin(&wrap);
@@ -576,61 +463,44 @@ static int run_exec(int argc, char **argv)
     }
     struct sess_turn_stats ts;
     struct run_text rt = {&ans, &prog};
-    cmd_progress_start(&prog, conv);
+    cmd_progress_start(&prog, c->conv);
     exit_at_signal = 0; /* the turn: a signal ends the answer where it is, and it is saved */
-    int r = sess_conv_say(conv, prompt, run_text, &rt, &interrupted, &ts);
+    int r = sess_conv_say(c->conv, prompt, run_text, &rt, &interrupted, &ts);
     cmd_progress_end(&prog);
     bool cut = r == SESS_OK && ts.stop_reason && !strcmp(ts.stop_reason, "cut");
     cmd_answer_end(&ans);
     if (wrapping)
         wrap_free(&wrap);
-    if (r == SESS_OK && new_session && !o.no_cache) { /* the session, made with its first exchange
-                                                         (--no-cache saves nothing, so makes none) */
-        struct sess_restore_stats rs;
-        if (sess_find(st, session, &sid) == SESS_OK)
-            cmd_term_printf(stderr, "kvchat: session '%s' was made by another kvchat process meanwhile: this "
-                                    "exchange is not saved in it\n", session);
-        else if (sess_conv_attach(conv, session, true, &rs))
-            cmd_term_printf(stderr, "kvchat: %s\n", sess_conv_errmsg(conv));
-        else
-            new_session = false;
-        unsaved = new_session;
-    }
+    /* a new session is made with its first exchange (--no-cache saves
+     * nothing, so makes none) */
+    bool unsaved = r == SESS_OK && c->pending && !o->no_cache && cmd_conv_make_pending(c);
     if (ts.kv_problem[0])
         cmd_term_printf(stderr, "kvchat: %s\n", ts.kv_problem);
+    int rc = 0;
     if (r == SESS_ERR_INTERRUPTED) { /* before the answer began: nothing was saved */
         rc = CMD_EXIT_INTERRUPTED;
         cmd_term_printf(stderr, "kvchat: interrupted before the answer began: the message was not sent\n");
         if (json) {
             memset(&ts, 0, sizeof ts);
-            print_json(&ans, session, &l, &ts, NULL);
+            print_json(&ans, session, &c->l, &ts, NULL);
         }
     } else if (r == SESS_ERR_CTX_FULL) {
-        rc = cmd_fail(CMD_EXIT_MODEL, "the prompt does not fit: %s (a larger -c helps)", sess_conv_errmsg(conv));
+        rc = cmd_fail(CMD_EXIT_MODEL, "the prompt does not fit: %s (a larger -c helps)", sess_conv_errmsg(c->conv));
     } else if (r == SESS_ERR_STORE) {
-        rc = cmd_fail(CMD_EXIT_SESSION, "%s", sess_conv_errmsg(conv));
+        rc = cmd_fail(CMD_EXIT_SESSION, "%s", sess_conv_errmsg(c->conv));
     } else if (r == SESS_ERR_REMOTE) { /* no answer came: nothing was saved */
-        rc = cmd_fail(cmd_remote_exit(l.remote), "%s", sess_conv_errmsg(conv));
+        rc = cmd_fail(cmd_remote_exit(c->l.remote), "%s", sess_conv_errmsg(c->conv));
     } else if (r) {
-        rc = cmd_fail(CMD_EXIT_MODEL, "%s", sess_conv_errmsg(conv));
+        rc = cmd_fail(CMD_EXIT_MODEL, "%s", sess_conv_errmsg(c->conv));
     } else if (json) {
-        print_json(&ans, session, &l, &ts, cut ? sess_conv_errmsg(conv) : NULL);
+        print_json(&ans, session, &c->l, &ts, cut ? sess_conv_errmsg(c->conv) : NULL);
     } else if (!ans.broken && ans.last_char != '\n') {
         /* each answer ends its line, as llm's and ollama's do: answers
          * appended to one log stay apart */
         fputc('\n', stdout);
     }
-    if (r == 0 && o.verbose && l.remote)
-        cmd_remote_describe(l.remote, &ts, stderr);
-    else if (r == 0 && o.verbose)
-        cmd_term_printf(stderr, "kvchat: %lld prompt tokens (%lld cached, %lld of them restored from disk; %lld "
-                        "prefilled), %lld generated; ttft %.1f ms, prefill %.1f tok/s, decode %.1f tok/s; "
-                        "%lld KV block%s written; stop: %s\n",
-                (long long)ts.prompt_tokens, (long long)ts.cached_tokens, (long long)ts.restored_tokens,
-                (long long)ts.prefilled_tokens, (long long)ts.generated_tokens, ts.ttft_ms, ts.prefill_tok_s,
-                ts.decode_tok_s, (long long)ts.blocks_written, cmd_s(ts.blocks_written), ts.stop_reason);
-    if (r == 0 && o.verbose)
-        cmd_format_stats(&ts, stderr);
+    if (r == 0 && o->verbose)
+        verbose_stats(c, &ts);
     if (r == 0 && interrupted)
         rc = CMD_EXIT_INTERRUPTED;
     else if (r == 0 && ts.grammar && !ts.grammar_complete) /* never silently invalid */
@@ -641,21 +511,78 @@ static int run_exec(int argc, char **argv)
     else if (r == 0 && ts.stop_reason && !strcmp(ts.stop_reason, "context_full")) /* never a silent cut */
         rc = cmd_fail(CMD_EXIT_CONTEXT_FULL, "the answer filled the context window (%" PRId64 " tokens) and stops "
                                              "there%s (a larger -c helps)",
-                      l.remote ? (int64_t)0 : llm_ctx_n_ctx(sess_conv_ctx(conv)),
-                      session ? "; it is kept in the session" : "");
+                      c->l.remote ? (int64_t)0 : llm_ctx_n_ctx(sess_conv_ctx(c->conv)),
+                      session && !unsaved ? "; it is kept in the session" : "");
     else if (cut) /* the server's stream broke off: what came is kept, marked as cut */
-        rc = cmd_fail(CMD_EXIT_NETWORK, "%s%s%s%s", sess_conv_errmsg(conv), session ? " (kept in session '" : "",
+        rc = cmd_fail(CMD_EXIT_NETWORK, "%s%s%s%s", sess_conv_errmsg(c->conv), session ? " (kept in session '" : "",
                       session ? session : "", session ? "', marked as cut off)" : "");
-    else if (r == 0 && (ts.store_failed || attach_rs.store_failed || unsaved)) /* said above */
+    else if (r == 0 && (ts.store_failed || c->rs.store_failed || unsaved)) /* said above */
         rc = CMD_EXIT_SESSION;
     cmd_answer_free(&ans);
-out:
-    sess_conv_free(conv);
-    sess_store_close(st);
-    cmd_llm_close(&l);
-    free(prompt);
-    cmd_opts_free(&o);
     return rc;
+}
+
+static void switch_model_hint(const char *name)
+{
+    fprintf(stderr, "kvchat: without -m the session opens with its own model; to go on with the one "
+                    "given, computing the history of '%s' again, add --switch-model\n", name);
+}
+
+static int run_exec(int argc, char **argv)
+{
+    signals_install();
+    struct cmd_opts o;
+    struct run_args a = {0};
+    struct cmd_conv c = {0};
+    struct base_buf prompt = {0};
+    size_t files_len = 0, file_bytes = 0;
+    cmd_opts_init(&o);
+    int rc = cmd_opts_config(&o);
+    if (!rc)
+        rc = parse_args(argc, argv, &o, &a);
+    if (!rc)
+        rc = cmd_opts_finish(&cmd_run_entry, &o);
+    struct cmd_conv_params p = {
+        .e = &cmd_run_entry,
+        .session = a.session,
+        .cont = a.cont,
+        .name_prefix = "run: ",
+        .what = "run",
+        .model_hint = switch_model_hint,
+        .prog = &prog,
+        .new_after_answer = true,
+    };
+    /* the session: its name checked, -c's found, its own model; before any work */
+    if (!rc)
+        rc = cmd_conv_begin(&c, &o, &p);
+    if (!rc)
+        rc = read_prompt(&a, &prompt, &files_len, &file_bytes);
+    if (!rc) {
+        exit_at_signal = 1;
+        if (interrupted) /* a signal that came while the prompt was put together */
+            on_signal(SIGTERM);
+        /* the turn's work starts here, its input read: its ttft counts
+         * opening the session and the model, restoring and faulting in
+         * the weights (sess_conv_params.turn_start_ms) */
+        struct timespec t_start;
+        clock_gettime(CLOCK_MONOTONIC, &t_start);
+        p.turn_start_ms = t_start.tv_sec * 1e3 + t_start.tv_nsec / 1e6;
+        rc = cmd_conv_open(&c, &o, &p);
+    }
+    if (!rc && c.session && !c.pending) { /* an existing session */
+        attach_rs = c.rs;
+        rc = session_ready(&c, &o);
+    }
+    if (!rc)
+        rc = prompt_fits(&c, &o, &a, &prompt, files_len, file_bytes);
+    if (!rc)
+        rc = run_turn(&c, &o, a.json, prompt.s);
+    cmd_conv_close(&c);
+    base_buf_free(&prompt);
+    free(a.words);
+    free(a.files);
+    cmd_opts_free(&o);
+    return rc < 0 ? CMD_EXIT_OK : rc;
 }
 
 const struct cmd_entry cmd_run_entry = {

@@ -4,6 +4,10 @@
  * store refuses to remove or rename a session another process has open.
  */
 #include "cli/cmd.h"
+#include "cli/home.h"
+#include "cli/io.h"
+#include "cli/opts.h"
+#include "cli/term.h"
 #include "sessions/sess.h"
 
 #include <getopt.h>
@@ -49,8 +53,8 @@ static const char sessions_usage[] =
     "\n"
     "--json prints one JSON document: an array for list and search, an object\n"
     "for show.\n"
-    "Sessions and the index of KV blocks live in $KVCHAT_HOME/kvchat.db, the\n"
-    "blocks in $KVCHAT_HOME/kv/.\n"
+    "Sessions and the index of KV blocks live in $KVCHAT_HOME/" SESS_STORE_DATABASE_NAME ", the\n"
+    "blocks in $KVCHAT_HOME/" SESS_STORE_KV_NAME "/.\n"
     "Exit status: 0 ok, 1 usage error, 3 session error.\n";
 
 static int store_fail(struct sess_store *st)
@@ -402,11 +406,12 @@ static int sessions_exec(int argc, char **argv)
      * without making a store (a deleted index with its KV files left is
      * opened as usual, which says so) */
     struct sess_store *st;
-    char home[4096], err[5200], kv[4200];
+    char err[5200];
     struct stat sb;
+    struct cmd_paths paths;
+    cmd_paths_get(&paths);
     int ex = cmd_store_open_existing(&st, err, sizeof err);
-    if (ex == 0 && !cmd_store_home(home, sizeof home, err, sizeof err) &&
-        (size_t)snprintf(kv, sizeof kv, "%s/kv", home) < sizeof kv && lstat(kv, &sb) != 0) {
+    if (ex == 0 && paths.kv_store[0] && lstat(paths.kv_store, &sb) != 0) {
         switch (which) {
         case 0:
         case 7:

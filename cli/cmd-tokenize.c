@@ -7,6 +7,8 @@
  * comparison with `llref tokenize` and `llref template`.
  */
 #include "cli/cmd.h"
+#include "cli/io.h"
+#include "cli/opts.h"
 #include "core/llm.h"
 #include "models/mdl.h"
 

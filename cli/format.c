@@ -9,6 +9,8 @@
  * opened.
  */
 #include "cli/cmd.h"
+#include "cli/io.h"
+#include "cli/opts.h"
 #include "sessions/sess.h"
 
 #include <errno.h>

@@ -1,7 +1,8 @@
 /*
- * opts.c - the options that `chat` and `run` share (SPEC §3 "Common
- * options"), and what they set up together: the model, its vocabulary and
- * chat template, a context, the conversation parameters.
+ * opts.c - the options that `chat` and `run` share (kvchat(1),
+ * OPTIONS), and what they set up together: the model, its vocabulary and
+ * chat template, a context, the conversation parameters. The store, the
+ * session and the conversation are opened by cli/conv.c.
  *
  * One table (opt_table) names every setting three ways: its config-file key
  * (`temp = 0.7`), its command-line option (`--temp 0.7`) and its /set key in
@@ -10,6 +11,10 @@
  * then the command line (then /set, for the rest of a chat).
  */
 #include "cli/cmd.h"
+#include "cli/io.h"
+#include "cli/opts.h"
+#include "cli/remote.h"
+#include "cli/term.h"
 #include "models/mdl.h"
 #include "sessions/sess.h"
 
@@ -277,27 +282,6 @@ bool cmd_opts_c_is_ctx(int argc, char **argv, int i)
         if (*p < '0' || *p > '9')
             return false;
     return true;
-}
-
-int cmd_last_session(char *name, size_t size)
-{
-    struct sess_store *st = NULL;
-    int rc = cmd_store_open(false, &st);
-    if (rc > 0)
-        return CMD_EXIT_SESSION;
-    struct sess_info *list = NULL;
-    int64_t n = 0;
-    if (!st)
-        rc = cmd_fail(CMD_EXIT_SESSION, "no session to continue: 'kvchat chat NAME' starts one");
-    else if (sess_list(st, &list, &n))
-        rc = cmd_fail(CMD_EXIT_SESSION, "%s", sess_errmsg(st));
-    else if (n == 0)
-        rc = cmd_fail(CMD_EXIT_SESSION, "no session to continue: 'kvchat chat NAME' starts one");
-    else
-        snprintf(name, size, "%s", list[0].name);
-    sess_list_free(list, n);
-    sess_store_close(st);
-    return rc;
 }
 
 int cmd_opts_take(const struct cmd_entry *e, struct cmd_opts *o, int argc, char **argv, int *i)
@@ -610,195 +594,4 @@ uint32_t cmd_opts_sess_params(uint64_t opts)
         if (opts & (1ull << map[i].o))
             bits |= 1u << map[i].p;
     return bits;
-}
-
-int cmd_session_model(struct cmd_opts *o, const char *name, char *buf, size_t size)
-{
-    if (!name || (o->given & (1ull << CMD_OPT_MODEL)))
-        return 0;
-    struct sess_store *st;
-    char err[5200];
-    int r = cmd_store_open_existing(&st, err, sizeof err);
-    if (r < 0)
-        return cmd_fail(CMD_EXIT_SESSION, "%s%s", strncmp(err, "database '", 10) ? "cannot open the session store: " : "",
-                        err);
-    if (r == 0)
-        return 0;
-    int64_t id;
-    struct sess_info info;
-    int rc = sess_find(st, name, &id);
-    if (rc == SESS_OK)
-        rc = sess_get(st, id, &info);
-    if (rc == SESS_ERR_NOT_FOUND) { /* a new session: the default model */
-        sess_store_close(st);
-        return 0;
-    }
-    if (rc) {
-        rc = cmd_fail(CMD_EXIT_SESSION, "%s", sess_errmsg(st));
-        sess_store_close(st);
-        return rc;
-    }
-    sess_store_close(st);
-    struct stat sb;
-    rc = 0;
-    if (!info.model_path || !info.model_path[0])
-        rc = cmd_fail(CMD_EXIT_MODEL, "session '%s' does not say which model it was saved with: give one "
-                                      "with -m MODEL --switch-model", name);
-    else if (stat(info.model_path, &sb) != 0)
-        rc = cmd_fail(CMD_EXIT_MODEL, "session '%s' was saved with model '%s', which is gone (%s): put it "
-                                      "back, or go on with another with -m MODEL --switch-model",
-                      name, info.model_path, strerror(errno));
-    else if ((size_t)snprintf(buf, size, "%s", info.model_path) >= size)
-        rc = cmd_fail(CMD_EXIT_MODEL, "the model path of session '%s' is too long", name);
-    else
-        o->model = buf;
-    sess_info_free(&info);
-    return rc;
-}
-
-void cmd_switch_model_hint(const char *name)
-{
-    fprintf(stderr, "kvchat: without -m the session opens with its own model; to go on with the one "
-                    "given, computing the history of '%s' again, add --switch-model\n", name);
-}
-
-/* the most bytes one token of v stands for (its stored text is at least
- * as long as the bytes it decodes to) */
-static size_t token_max_bytes(const struct llm_vocab *v)
-{
-    static const struct llm_vocab *cached;
-    static size_t max;
-    if (v != cached) {
-        max = 1;
-        for (int32_t i = 0; i < llm_vocab_n_tokens(v); i++) {
-            size_t n = 0;
-            if (llm_token_text(v, i, &n) && n > max)
-                max = n;
-        }
-        cached = v;
-    }
-    return max;
-}
-
-int cmd_text_fits(const struct cmd_llm *l, const struct llm_ctx *ctx, bool special, const char *what,
-                  const char *text, size_t len, int64_t room, int64_t *n_tokens, char *err, size_t err_size)
-{
-    int64_t n_ctx = llm_ctx_n_ctx(ctx);
-    if (room < 0)
-        room = 0;
-    /* plainly too large: do not tokenize megabytes to say so */
-    size_t per = token_max_bytes(l->vocab);
-    int64_t at_least = (int64_t)((len + per - 1) / per);
-    if (at_least > room) {
-        *n_tokens = at_least;
-        snprintf(err, err_size,
-                 "'%s' is too large for the context: at least %" PRId64 " tokens (%zu bytes), and the "
-                 "context has room for %" PRId64 " of its %" PRId64 " (-c N sets a larger context)",
-                 what, at_least, len, room, n_ctx);
-        return -1;
-    }
-    int32_t r = llm_tokenize(l->vocab, text, len, NULL, 0, false, special);
-    if (r == INT32_MIN) {
-        snprintf(err, err_size, "cannot count the tokens of '%s': out of memory", what);
-        return -1;
-    }
-    *n_tokens = r < 0 ? -(int64_t)r : r;
-    if (*n_tokens > room) {
-        snprintf(err, err_size,
-                 "'%s' is too large for the context: %" PRId64 " tokens, and the context has room for "
-                 "%" PRId64 " of its %" PRId64 " (-c N sets a larger context)",
-                 what, *n_tokens, room, n_ctx);
-        return -1;
-    }
-    return 0;
-}
-
-int cmd_store_open_private(struct sess_store **st)
-{
-    char home[4096], err[5200];
-    *st = NULL;
-    if (cmd_store_home(home, sizeof home, err, sizeof err)) {
-        fprintf(stderr, "kvchat: %s; the KV cache on disk is off\n", err);
-        return 0;
-    }
-    struct sess_store_params p = sess_store_default_params();
-    p.create = false;
-    p.read_only = true;
-    int rc = sess_store_open(home, p, st, err, sizeof err);
-    if (rc && rc != SESS_ERR_NOT_FOUND)
-        fprintf(stderr, "kvchat: %s; the KV cache on disk is off\n", err);
-    if (rc)
-        *st = NULL;
-    return 0;
-}
-
-int cmd_store_open_existing(struct sess_store **st, char *err, size_t err_size)
-{
-    char home[4096];
-    *st = NULL;
-    if (cmd_store_home(home, sizeof home, err, err_size))
-        return -1;
-    struct sess_store_params p = sess_store_default_params();
-    p.create = false;
-    int rc = sess_store_open(home, p, st, err, err_size);
-    if (rc == SESS_ERR_NOT_FOUND)
-        return 0;
-    return rc ? -1 : 1;
-}
-
-
-/*
- * SQLite's unix VFS opens paths of at most 512 bytes (MAX_PATHNAME, after
- * resolving symbolic links), and the longest file it makes of the database
- * is "kvchat.db-journal": a longer home fails with SQLite's bare "unable to
- * open database file". So it is checked first, and refused with a reason.
- */
-#define STORE_SQLITE_PATH_MAX 512
-#define STORE_HOME_MAX (STORE_SQLITE_PATH_MAX - (int)sizeof "/kvchat.db-journal" + 1)
-
-int cmd_store_home(char *home, size_t size, char *err, size_t err_size)
-{
-    char e[512];
-    if (mdl_env_check(e, sizeof e)) {
-        snprintf(err, err_size, "%s", e);
-        return -1;
-    }
-    if (mdl_home(home, size)) {
-        snprintf(err, err_size, "cannot find the kvchat home: set KVCHAT_HOME or HOME");
-        return -1;
-    }
-    /* the length SQLite will see: the real path if there is one yet */
-    char real[PATH_MAX], cwd[PATH_MAX];
-    size_t len = strlen(home);
-    if (realpath(home, real))
-        len = strlen(real);
-    else if (home[0] != '/' && getcwd(cwd, sizeof cwd))
-        len += strlen(cwd) + 1;
-    if (len > STORE_HOME_MAX) {
-        snprintf(err, err_size,
-                 "cannot use the kvchat home '%s' for sessions: its path is %zu bytes long, and SQLite "
-                 "opens no database under a directory longer than %d (set KVCHAT_HOME to a shorter one)",
-                 home, len, STORE_HOME_MAX);
-        return -1;
-    }
-    return 0;
-}
-
-int cmd_store_open(bool create, struct sess_store **st)
-{
-    char home[4096], err[5200];
-    *st = NULL;
-    if (cmd_store_home(home, sizeof home, err, sizeof err))
-        return cmd_fail(CMD_EXIT_SESSION, "%s", err);
-    struct sess_store_params p = sess_store_default_params();
-    p.create = create;
-    int rc = sess_store_open(home, p, st, err, sizeof err);
-    if (rc == SESS_ERR_NOT_FOUND)
-        return -1;
-    if (rc) /* SQLite's failures are said as "database '...': reason" */
-        return cmd_fail(CMD_EXIT_SESSION, "%s%s", strncmp(err, "database '", 10) ? "cannot open the session store: " : "",
-                        err);
-    if (sess_store_notice(*st))
-        fprintf(stderr, "kvchat: note: %s\n", sess_store_notice(*st));
-    return 0;
 }

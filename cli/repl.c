@@ -21,6 +21,7 @@
  * LC_CTYPE to C.UTF-8 so that readline edits characters, not bytes.
  */
 #include "cli/repl.h"
+#include "core/llm.h" /* core/base: mkdir -p */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -72,14 +73,8 @@ static void acc_add(void *accp, const char *cand)
     for (size_t i = 0; i < a->n; i++)
         if (!strcmp(a->v[i], cand))
             return;
-    if (a->n + 1 >= a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 16;
-        char **nv = realloc(a->v, cap * sizeof *nv);
-        if (!nv)
-            return;
-        a->v = nv;
-        a->cap = cap;
-    }
+    if (base_grow((void **)&a->v, &a->cap, a->n + 2, sizeof *a->v))
+        return;
     char *s = strdup(cand);
     if (s)
         a->v[a->n++] = s;
@@ -175,16 +170,8 @@ static void history_load(const char *path)
             continue;
         }
         size_t need = len + (n_lines > 0) + (size_t)n + 1;
-        if (need > cap_e) {
-            size_t c = cap_e ? cap_e : 256;
-            while (c < need)
-                c *= 2;
-            char *e = realloc(entry, c);
-            if (!e)
-                break;
-            entry = e;
-            cap_e = c;
-        }
+        if (base_grow((void **)&entry, &cap_e, need, 1))
+            break;
         if (n_lines > 0)
             entry[len++] = '\n';
         memcpy(entry + len, line, (size_t)n + 1);
@@ -212,17 +199,9 @@ static void history_open(struct repl *r, const char **warning)
         return;
     }
     /* make the directories (0700), then the file (0600) */
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    for (char *s = dir + 1; *s; s++) {
-        if (*s != '/')
-            continue;
-        *s = 0;
-        if (mkdir(dir, 0700) && errno != EEXIST) {
-            *warning = "cannot create the history directory; history is not saved";
-            return;
-        }
-        *s = '/';
+    if (base_mkdir_parents(path, 0700)) {
+        *warning = "cannot create the history directory; history is not saved";
+        return;
     }
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0600);
     struct stat st;
@@ -374,15 +353,9 @@ static enum repl_status read_pipe(struct repl *r, char **line)
             free(buf);
             return REPL_TOO_LONG;
         }
-        if (n + 2 > cap) {
-            size_t nc = cap ? cap * 2 : 256;
-            char *b = realloc(buf, nc);
-            if (!b) {
-                free(buf);
-                return REPL_TOO_LONG;
-            }
-            buf = b;
-            cap = nc;
+        if (base_grow((void **)&buf, &cap, n + 2, 1)) {
+            free(buf);
+            return REPL_TOO_LONG;
         }
         buf[n++] = (char)c;
     }

@@ -13,9 +13,13 @@
  * Unicode recommends and Python decodes). What follows a replaced ESC
  * ("[2J") is plain text then and shows as such. To a pipe or a file the
  * text goes as it is.
+ *
+ * Also here: whether colours may be used, and the signal handling of the
+ * commands that wait on the network.
  */
-#include "cli/cmd.h"
+#include "cli/term.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,4 +134,41 @@ int cmd_term_printf(FILE *f, const char *fmt, ...)
     int r = cmd_term_vprintf(f, fmt, ap);
     va_end(ap);
     return r;
+}
+
+/* ==== colours and signals ==== */
+
+volatile sig_atomic_t cmd_interrupted;
+static struct sigaction old_int, old_term;
+
+static void on_interrupt(int sig)
+{
+    (void)sig;
+    cmd_interrupted = 1;
+}
+
+void cmd_interrupts_catch(void)
+{
+    struct sigaction sa = {.sa_handler = on_interrupt};
+    sigemptyset(&sa.sa_mask);
+    cmd_interrupted = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+}
+
+void cmd_interrupts_restore(void)
+{
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+}
+
+bool cmd_color_ok(FILE *f)
+{
+    const char *nc = getenv("NO_COLOR");
+    const char *term = getenv("TERM");
+    if (nc && *nc)
+        return false;
+    if (term && !strcmp(term, "dumb"))
+        return false;
+    return isatty(fileno(f));
 }

@@ -36,6 +36,10 @@
 #include <signal.h>
 #include <stdint.h>
 
+/* the base layer (buffers, mkdir -p, atomic writes, paths) is part of
+ * core's face: see core/base/base.h */
+#include "core/base/base.h"
+
 /* ==== tensor types (ggml's numbering, as stored in GGUF) ==== */
 
 enum llm_type {

@@ -225,7 +225,7 @@ int mdl_add(const char *file, const struct mdl_add_params *p, struct mdl_add_res
         snprintf(err, err_size, "cannot find the kvchat home: set KVCHAT_HOME or HOME");
         return MDL_ERR_FILE;
     }
-    if (mkdir_parents(store)) {
+    if (base_mkdir_parents(store, 0755)) {
         snprintf(err, err_size, "cannot create the directory of '%s': %s", store, strerror(errno));
         return MDL_ERR_FILE;
     }
@@ -267,7 +267,7 @@ static int add_locked(const char *file, const struct mdl_add_params *p, struct m
                                 "adds the file under another name)", name);
         return MDL_ERR_USAGE;
     }
-    if (mkdir_parents(dest)) {
+    if (base_mkdir_parents(dest, 0755)) {
         snprintf(err, err_size, "cannot create the directory of '%s': %s", dest, strerror(errno));
         return MDL_ERR_FILE;
     }

@@ -13,6 +13,7 @@
  * a read that never ends. Lines have no length limit (a line is never
  * split, so a comment's tail cannot take effect).
  */
+#include "core/llm.h" /* core/base */
 #include "models/kvfile.h"
 #include "models/mdl.h"
 
@@ -23,28 +24,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-int mkdir_parents(const char *path)
-{
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp)
-        return -1;
-    char *slash = strrchr(tmp, '/');
-    if (!slash || slash == tmp)
-        return 0;
-    *slash = 0;
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = 0;
-        if (mkdir(tmp, 0755) && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) && errno != EEXIST)
-        return -1;
-    return 0;
-}
 
 /* if line is "key = value", point at key and value (NUL-terminated in line) */
 static int split_line(char *line, char **key, char **value)
@@ -158,11 +137,33 @@ int kvfile_get(const char *path, const char *key, char *buf, size_t size)
     return found;
 }
 
+int kvfile_write_text(const char *path, const struct base_buf *text, char *err, size_t err_size)
+{
+    char *tmp = base_strdup_printf("%s.tmp.%ld", path, (long)getpid());
+    int rc = base_write_file_atomic(path, text->s ? text->s : "", text->len, 0666);
+    if (rc == BASE_ATOMIC_RENAME)
+        snprintf(err, err_size, "cannot rename '%s' to '%s': %s", tmp ? tmp : path, path, strerror(errno));
+    else if (rc == BASE_ATOMIC_WRITE)
+        snprintf(err, err_size, "cannot write '%s': %s", tmp ? tmp : path, strerror(errno));
+    free(tmp);
+    return rc == 0 || rc == BASE_ATOMIC_DIR_SYNC ? 0 : -1; /* in place: its directory's sync is extra care */
+}
+
+/* out replaces path unless building it ran out of memory; out freed: 0 or -1 */
+static int write_out(const char *path, struct base_buf *out, bool oom, char *err, size_t err_size)
+{
+    int rc = -1;
+    if (oom)
+        snprintf(err, err_size, "out of memory");
+    else
+        rc = kvfile_write_text(path, out, err, err_size);
+    base_buf_free(out);
+    return rc;
+}
+
 int kvfile_set(const char *path, const char *key, const char *value, char *err, size_t err_size)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    if (mkdir_parents(path)) {
+    if (base_mkdir_parents(path, 0755)) {
         snprintf(err, err_size, "cannot create the directory of '%s': %s", path, strerror(errno));
         return -1;
     }
@@ -173,78 +174,38 @@ int kvfile_set(const char *path, const char *key, const char *value, char *err, 
                  errno == EINVAL ? "not a regular file" : errno == EFBIG ? "larger than 1 MiB" : strerror(errno));
         return -1;
     }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
-    FILE *out = fd < 0 ? NULL : fdopen(fd, "w");
-    if (!out) {
-        snprintf(err, err_size, "cannot write '%s': %s", tmp, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        free(text);
-        return -1;
-    }
-    bool done = false;
+    struct base_buf out = {0};
+    bool done = false, oom = false;
     for (char *line; text && (line = next_line(text, len, &pos));) {
         char *k, *v, *copy = strdup(line);
         if (!copy) {
-            fclose(out);
-            unlink(tmp);
-            free(text);
-            snprintf(err, err_size, "out of memory");
-            return -1;
+            oom = true;
+            break;
         }
         bool match = split_line(copy, &k, &v) && !strcmp(k, key);
         free(copy);
         if (match) {
             if (value && !done)
-                fprintf(out, "%s = %s\n", key, value);
+                oom |= base_buf_printf(&out, "%s = %s\n", key, value) != 0;
             done = true;
             continue;
         }
-        fputs(line, out);
-        fputc('\n', out);
+        oom |= base_buf_printf(&out, "%s\n", line) != 0;
     }
     free(text);
     if (value && !done)
-        fprintf(out, "%s = %s\n", key, value);
-    if (fflush(out) || fsync(fileno(out)) || fclose(out)) {
-        snprintf(err, err_size, "cannot write '%s': %s", tmp, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    if (rename(tmp, path)) {
-        snprintf(err, err_size, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+        oom |= base_buf_printf(&out, "%s = %s\n", key, value) != 0;
+    return write_out(path, &out, oom, err, err_size);
 }
 
 int kvfile_replace(const char *path, const char *const *kv, size_t n, char *err, size_t err_size)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
-    FILE *out = fd < 0 ? NULL : fdopen(fd, "w");
-    if (!out) {
-        snprintf(err, err_size, "cannot write '%s': %s", tmp, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
+    struct base_buf out = {0};
+    bool oom = false;
     for (size_t i = 0; i + 1 < 2 * n; i += 2)
         if (kv[i + 1])
-            fprintf(out, "%s = %s\n", kv[i], kv[i + 1]);
-    if (fflush(out) || fsync(fileno(out)) || fclose(out)) {
-        snprintf(err, err_size, "cannot write '%s': %s", tmp, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    if (rename(tmp, path)) {
-        snprintf(err, err_size, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+            oom |= base_buf_printf(&out, "%s = %s\n", kv[i], kv[i + 1]) != 0;
+    return write_out(path, &out, oom, err, err_size);
 }
 
 int mdl_config_path(char *buf, size_t size)

@@ -16,6 +16,7 @@
  * gives a request whose messages begin with the same bytes (what a
  * server's prefix cache needs).
  */
+#include "core/llm.h" /* core/base */
 #include "models/proto.h"
 
 #include <jansson.h>
@@ -338,17 +339,9 @@ static int take_text(struct chat_acc *a, const char *s, size_t n, char *err, siz
         free(clean);
         return rc;
     }
-    if (a->len + n + 1 > a->cap) {
-        size_t cap = a->cap ? a->cap : 1024;
-        while (cap < a->len + n + 1)
-            cap *= 2;
-        char *p = realloc(a->text, cap);
-        if (!p) {
-            snprintf(err, err_size, "out of memory");
-            return CHAT_ERR_MEMORY;
-        }
-        a->text = p;
-        a->cap = cap;
+    if (base_grow((void **)&a->text, &a->cap, a->len + n + 1, 1)) {
+        snprintf(err, err_size, "out of memory");
+        return CHAT_ERR_MEMORY;
     }
     memcpy(a->text + a->len, s, n);
     a->len += n;

@@ -23,8 +23,10 @@ int kvfile_set(const char *path, const char *key, const char *value, char *err, 
  * key0, value0, key1, ...; a NULL value leaves its key out): a kill at any
  * moment leaves the old file or the new, whole. 0 or -1 with err set */
 int kvfile_replace(const char *path, const char *const *kv, size_t n, char *err, size_t err_size);
-/* mkdir -p for the directory part of path: 0 or -1 */
-int mkdir_parents(const char *path);
+/* text replaces path atomically (core/base's base_write_file_atomic): 0,
+ * or -1 with err set ("cannot write 'PATH.tmp.PID': ...", "cannot rename") */
+struct base_buf;
+int kvfile_write_text(const char *path, const struct base_buf *text, char *err, size_t err_size);
 /* a store name from a file name or URL path: its basename without .gguf
  * (and any ?query), other characters made '-' (models/store.c); may be
  * empty or still invalid */

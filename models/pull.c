@@ -773,7 +773,7 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
         res->already = true;
         return 0;
     }
-    if (mkdir_parents(dest)) {
+    if (base_mkdir_parents(dest, 0755)) {
         snprintf(err, err_size, "cannot create the directory of '%s': %s", dest, strerror(errno));
         return MDL_ERR_FILE;
     }

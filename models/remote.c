@@ -11,6 +11,7 @@
  * twice. Every failure leaves the text that did come in the result, and a
  * status that says whether the answer is whole, interrupted or cut.
  */
+#include "core/llm.h" /* core/base */
 #include "models/kvfile.h"
 #include "models/mdl.h"
 #include "models/net.h"
@@ -354,7 +355,7 @@ int mdl_remote_add(const char *name, const char *url, const struct mdl_remote_pa
 {
     struct mdl_remote r;
     struct http_url u;
-    char gguf[4200], path[4200], tmp[4300];
+    char gguf[4200], path[4200];
     note[0] = 0;
     memset(&r, 0, sizeof r);
     if (!mdl_name_valid(name)) {
@@ -469,34 +470,25 @@ int mdl_remote_add(const char *name, const char *url, const struct mdl_remote_pa
         snprintf(note + nl, note_size - nl, "%sthe URL does not end in /v1: requests go to %s/chat/completions",
                  nl ? "; " : "", r.url);
     /* the entry: written whole to a temporary file, then renamed in */
-    if (mkdir_parents(path)) {
+    if (base_mkdir_parents(path, 0755)) {
         snprintf(err, err_size, "cannot create the directory of '%s': %s", path, strerror(errno));
         return MDL_ERR_FILE;
     }
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        snprintf(err, err_size, "cannot write '%s': %s", tmp, strerror(errno));
-        return MDL_ERR_FILE;
-    }
-    fprintf(f, "# a remote model, written by 'kvchat models add-remote'; it never holds an API key\n");
-    fprintf(f, "url = %s\nmodel = %s\n", r.url, r.model);
+    struct base_buf f = {0};
+    int w = base_buf_printf(&f, "# a remote model, written by 'kvchat models add-remote'; it never holds an API key\n");
+    w |= base_buf_printf(&f, "url = %s\nmodel = %s\n", r.url, r.model);
     if (r.key_env[0])
-        fprintf(f, "api_key_env = %s\n", r.key_env);
+        w |= base_buf_printf(&f, "api_key_env = %s\n", r.key_env);
     if (r.ca_file[0])
-        fprintf(f, "ca_file = %s\n", r.ca_file);
-    fprintf(f, "timeout = %d\nretries = %d\nstream = %s\nadded = %lld\n", r.timeout_s, r.retries,
-            r.stream ? "yes" : "no", (long long)time(NULL));
-    if (fflush(f) || fsync(fileno(f)) || fclose(f)) {
-        snprintf(err, err_size, "cannot write '%s': %s", tmp, strerror(errno));
-        unlink(tmp);
+        w |= base_buf_printf(&f, "ca_file = %s\n", r.ca_file);
+    w |= base_buf_printf(&f, "timeout = %d\nretries = %d\nstream = %s\nadded = %lld\n", r.timeout_s, r.retries,
+                         r.stream ? "yes" : "no", (long long)time(NULL));
+    if (w)
+        snprintf(err, err_size, "out of memory");
+    w = w || kvfile_write_text(path, &f, err, err_size);
+    base_buf_free(&f);
+    if (w)
         return MDL_ERR_FILE;
-    }
-    if (rename(tmp, path)) {
-        snprintf(err, err_size, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
-        unlink(tmp);
-        return MDL_ERR_FILE;
-    }
     return 0;
 }
 

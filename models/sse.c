@@ -8,6 +8,7 @@
  * SSE_MAX_EVENT bytes; every dispatched event's data is NUL-terminated;
  * nothing is read past the bytes given.
  */
+#include "core/llm.h" /* core/base */
 #include "models/proto.h"
 
 #include <stdio.h>
@@ -34,17 +35,7 @@ bool sse_pending(const struct sse *s)
 /* make room for n more bytes (and a NUL) in *buf: 0, or -1 */
 static int reserve(char **buf, size_t *cap, size_t len, size_t n)
 {
-    if (len + n + 1 <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 256;
-    while (c < len + n + 1)
-        c *= 2;
-    char *p = realloc(*buf, c);
-    if (!p)
-        return -1;
-    *buf = p;
-    *cap = c;
-    return 0;
+    return base_grow((void **)buf, cap, len + n + 1, 1);
 }
 
 /* one complete line (without its ending): a field, a comment, or the

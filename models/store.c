@@ -241,19 +241,13 @@ static int list_store(struct mdl_entry **out, size_t *n, bool headers, char *err
         name[L - sl] = 0;
         if (!mdl_name_valid(name))
             continue;
-        if (*n == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            struct mdl_entry *ne = realloc(*out, nc * sizeof *ne);
-            if (!ne) {
-                closedir(d);
-                free(*out);
-                *out = NULL;
-                *n = 0;
-                snprintf(err, err_size, "out of memory");
-                return MDL_ERR_FILE;
-            }
-            *out = ne;
-            cap = nc;
+        if (base_grow((void **)out, &cap, *n + 1, sizeof **out)) {
+            closedir(d);
+            free(*out);
+            *out = NULL;
+            *n = 0;
+            snprintf(err, err_size, "out of memory");
+            return MDL_ERR_FILE;
         }
         struct mdl_entry *e = &(*out)[(*n)++];
         memset(e, 0, sizeof *e);

@@ -61,7 +61,8 @@ struct sess_kv {
     /* recurrent state (hybrid models; rsize 0: none of this) */
     uint64_t rsize;          /* llm_ctx_rstate_size */
     struct snap_mem *pend;   /* snapshots taken since the last save, the oldest first */
-    int64_t n_pend, cap_pend;
+    int64_t n_pend;
+    size_t cap_pend;
     uint8_t *rbuf;           /* rsize: a snapshot being read */
     uint8_t *sbuf;           /* rsize: the state before a restore, to go back to */
     uint8_t used[32];        /* the snapshot restored last (marked used at the next save) */
@@ -560,14 +561,8 @@ int sess_kv_snap_take(struct sess_kv *kv, const int32_t *tokens)
         if (kv->n_pend == SNAP_PENDING_MAX)
             pend_drop(kv, 0);
     }
-    if (kv->n_pend == kv->cap_pend) {
-        int64_t cap = kv->cap_pend ? 2 * kv->cap_pend : 4;
-        struct snap_mem *q = realloc(kv->pend, (size_t)cap * sizeof *q);
-        if (!q)
-            return kfail(kv, "out of memory");
-        kv->pend = q;
-        kv->cap_pend = cap;
-    }
+    if (base_grow((void **)&kv->pend, &kv->cap_pend, (size_t)kv->n_pend + 1, sizeof *kv->pend))
+        return kfail(kv, "out of memory");
     struct snap_mem *sm = &kv->pend[kv->n_pend];
     if (!(sm->state = malloc(kv->rsize)))
         return kfail(kv, "out of memory");

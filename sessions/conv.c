@@ -89,7 +89,8 @@ struct sess_conv {
     struct llm_grammar *g;  /* the format compiled (owned; NULL: none) */
     uint32_t *gmask;        /* (n_vocab / 32 rounded up) its mask */
     struct conv_msg *msgs;
-    int64_t n_msgs, cap_msgs;
+    int64_t n_msgs;
+    size_t cap_msgs;
     int32_t *tokens; /* n_ctx */
     int64_t n_tokens, n_kv, n_ctx;
     struct sess_store *st; /* borrowed; NULL: nothing on disk */
@@ -126,6 +127,7 @@ struct sess_conv {
     int64_t snap_at[4];
     int n_snap_at;
     char snap_problem[512];
+    size_t token_max_bytes; /* the longest token's text (sess_conv_fits; 0: not yet known) */
 };
 
 static int cfail(struct sess_conv *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -215,14 +217,8 @@ static void msg_free(struct conv_msg *m)
 static int push_msg(struct sess_conv *c, enum sess_role role, const char *text, size_t len,
                     const int32_t *toks, int64_t n, int64_t start)
 {
-    if (c->n_msgs == c->cap_msgs) {
-        int64_t cap = c->cap_msgs ? 2 * c->cap_msgs : 16;
-        struct conv_msg *p = realloc(c->msgs, (size_t)cap * sizeof *p);
-        if (!p)
-            return cfail(c, "out of memory");
-        c->msgs = p;
-        c->cap_msgs = cap;
-    }
+    if (base_grow((void **)&c->msgs, &c->cap_msgs, (size_t)c->n_msgs + 1, sizeof *c->msgs))
+        return cfail(c, "out of memory");
     struct conv_msg *m = &c->msgs[c->n_msgs];
     m->role = role;
     m->text = malloc(len + 1);
@@ -1413,6 +1409,44 @@ enum sess_role sess_conv_message(const struct sess_conv *c, int64_t i, const cha
     return *text ? c->msgs[i].role : SESS_ROLE_COUNT;
 }
 
+int sess_conv_fits(struct sess_conv *c, const char *text, size_t len, bool special, int64_t room,
+                   int64_t *n_tokens, bool *plainly)
+{
+    int64_t ignored;
+    if (plainly)
+        *plainly = false;
+    bool bytes_only = !n_tokens;
+    n_tokens = n_tokens ? n_tokens : &ignored;
+    *n_tokens = -1;
+    if (c->remote)
+        return SESS_OK;
+    if (room < 0)
+        room = c->n_ctx - c->n_tokens;
+    if (!c->token_max_bytes) { /* a token's stored text is at least as long as the bytes it stands for */
+        c->token_max_bytes = 1;
+        for (int32_t i = 0; i < llm_vocab_n_tokens(c->v); i++) {
+            size_t n = 0;
+            if (llm_token_text(c->v, i, &n) && n > c->token_max_bytes)
+                c->token_max_bytes = n;
+        }
+    }
+    /* plainly too large: megabytes are not tokenized to say so */
+    int64_t at_least = (int64_t)((len + c->token_max_bytes - 1) / c->token_max_bytes);
+    if (at_least > room) {
+        *n_tokens = at_least;
+        if (plainly)
+            *plainly = true;
+        return SESS_ERR_CTX_FULL;
+    }
+    if (bytes_only)
+        return SESS_OK;
+    int32_t r = llm_tokenize(c->v, text, len, NULL, 0, false, special);
+    if (r == INT32_MIN)
+        return cfail(c, "cannot count the tokens of the message: out of memory");
+    *n_tokens = r < 0 ? -(int64_t)r : r;
+    return *n_tokens > room ? SESS_ERR_CTX_FULL : SESS_OK;
+}
+
 int64_t sess_conv_n_exchanges(const struct sess_conv *c)
 {
     int64_t n = 0;
@@ -1544,16 +1578,8 @@ struct gen {
 
 static int text_append(struct gen *g, const char *p, size_t n)
 {
-    if (g->len + n + 1 > g->cap) {
-        size_t cap = g->cap ? g->cap : 256;
-        while (cap < g->len + n + 1)
-            cap *= 2;
-        char *q = realloc(g->text, cap);
-        if (!q)
-            return -1;
-        g->text = q;
-        g->cap = cap;
-    }
+    if (base_grow((void **)&g->text, &g->cap, g->len + n + 1, 1))
+        return -1;
     memcpy(g->text + g->len, p, n);
     g->len += n;
     g->text[g->len] = 0;

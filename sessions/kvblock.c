@@ -230,43 +230,6 @@ uint64_t kv_block_file_bytes(const struct kv_block_desc *d)
 
 /* ==== writing ==== */
 
-static int write_all(int fd, const void *p, size_t n)
-{
-    const uint8_t *q = p;
-    while (n) {
-        ssize_t w = write(fd, q, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        if (w == 0) {
-            errno = EIO;
-            return -1;
-        }
-        q += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-static int fsync_dir_of(const char *path)
-{
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *slash = 0;
-    else
-        snprintf(dir, sizeof dir, ".");
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
 static int remove_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb, (void)ftw;
@@ -289,45 +252,30 @@ static void clear_non_file(const char *path)
         unlink(path);
 }
 
-/* path written whole: head then body to path.tmp.PID (created exclusively,
- * never through a symlink or a FIFO), synced, renamed over path, the
- * directory synced; 0, or KV_BLOCK_DAMAGED with err and *err_no, no file left */
+/* path written whole, head then body, replacing it atomically (core/base:
+ * a temporary file created exclusively, never through a symlink or a
+ * FIFO, synced, renamed in, the directory synced); 0, or KV_BLOCK_DAMAGED
+ * with err and *err_no, no file left */
 static int write_file(const char *path, const void *head, size_t hb, const void *body, uint64_t bb, char *err,
                       size_t err_size, int *err_no)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    unlink(tmp); /* a leftover of a dead process with our pid */
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) {
+    struct base_atomic a;
+    if (base_atomic_open(&a, path, 0600)) {
         *err_no = errno;
-        return fail(err, err_size, "cannot create '%s': %s", tmp, strerror(errno));
+        fail(err, err_size, "cannot create '%s': %s", a.tmp ? a.tmp : path, strerror(errno));
+        base_atomic_abort(&a);
+        return KV_BLOCK_DAMAGED;
     }
-    int rc = write_all(fd, head, hb) || write_all(fd, body, (size_t)bb) ? -1 : 0;
-    if (rc == 0 && fdatasync(fd) != 0)
-        rc = -1;
-    int e = errno;
-    if (close(fd) != 0 && rc == 0) {
-        rc = -1;
-        e = errno;
-    }
-    if (rc == 0) {
-        clear_non_file(path);
-        if (rename(tmp, path) != 0) {
-            rc = -1;
-            e = errno;
-        }
-    }
-    if (rc) {
-        unlink(tmp);
-        *err_no = e;
-        return fail(err, err_size, "cannot write '%s': %s", path, strerror(e));
-    }
-    if (fsync_dir_of(path) != 0) {
-        *err_no = errno;
-        return fail(err, err_size, "cannot sync the directory of '%s': %s", path, strerror(errno));
-    }
-    *err_no = 0;
+    base_atomic_write(&a, head, hb);
+    base_atomic_write(&a, body, (size_t)bb);
+    if (!a.err)
+        clear_non_file(path); /* what is not a file where the block goes */
+    int rc = base_atomic_commit(&a);
+    *err_no = rc ? errno : 0;
+    if (rc == BASE_ATOMIC_DIR_SYNC)
+        return fail(err, err_size, "cannot sync the directory of '%s': %s", path, strerror(*err_no));
+    if (rc)
+        return fail(err, err_size, "cannot write '%s': %s", path, strerror(*err_no));
     return 0;
 }
 

@@ -64,15 +64,35 @@ struct sess_store_params sess_store_default_params(void);
 /*
  * Open the store under home: kvchat.db in WAL mode with foreign keys on,
  * migrated to the current schema. Its files are made 0600 and its folders
- * 0700 (an older store's are tightened; not when p.read_only). Returns SESS_OK, SESS_ERR_NOT_FOUND (no
- * store and !p.create), or SESS_ERR with a reason in err. A database made
- * by an earlier release keeps its sessions and messages; what it held of
- * the KV cache in an older form is dropped (sess_store_notice says so
- * once). Close with sess_store_close.
+ * 0700 (an older store's are tightened; not when p.read_only). Returns
+ * SESS_OK, SESS_ERR_NOT_FOUND (no store and !p.create), or SESS_ERR with
+ * the message for the user in err, whole: "database 'PATH': REASON" for
+ * SQLite's failures, "cannot use the kvchat home ..." when home's path is
+ * longer than SQLite opens (see sess_store_home_check), else "cannot open
+ * the session store: REASON". A database made by an earlier release keeps
+ * its sessions and messages; what it held of the KV cache in an older form
+ * is dropped (sess_store_notice says so once). One open serves a whole
+ * command. Close with sess_store_close.
  */
 int sess_store_open(const char *home, struct sess_store_params p, struct sess_store **out, char *err,
                     size_t err_size);
 void sess_store_close(struct sess_store *st);
+/* Can home hold a store? SQLite opens no file whose path (symbolic links
+ * resolved) is longer than 512 bytes, and the store's longest is its
+ * journal: SESS_OK, or SESS_ERR with the message for the user in err.
+ * sess_store_open checks it first; this is for asking before. */
+int sess_store_home_check(const char *home, char *err, size_t err_size);
+/* the store's files under home, for `kvchat paths` and /show (the names,
+ * for help texts) */
+#define SESS_STORE_DATABASE_NAME "kvchat.db"
+#define SESS_STORE_KV_NAME "kv"
+enum sess_store_file {
+    SESS_STORE_FILE_DATABASE, /* the session index, HOME/kvchat.db */
+    SESS_STORE_FILE_KV,       /* the KV block and snapshot files, HOME/kv (a directory) */
+    SESS_STORE_FILE_COUNT
+};
+/* where the store in home keeps f: caller frees; NULL when out of memory */
+char *sess_store_file(const char *home, enum sess_store_file f);
 /* the last error on this handle: borrowed until the next call */
 const char *sess_errmsg(const struct sess_store *st);
 /* something the user should hear once about opening (a migration), or NULL */
@@ -115,6 +135,13 @@ struct sess_info {
 
 /* SESS_OK and the id, or SESS_ERR_NOT_FOUND ("no session 'x'") */
 int sess_find(struct sess_store *st, const char *name, int64_t *id);
+/* session name's summary (sess_find and sess_get): SESS_OK (free it with
+ * sess_info_free), SESS_ERR_NOT_FOUND, or SESS_ERR; st may be NULL (no
+ * store: SESS_ERR_NOT_FOUND) */
+int sess_peek(struct sess_store *st, const char *name, struct sess_info *out);
+/* the name of the session changed last (the first of sess_list) into
+ * name: SESS_OK, SESS_ERR_NOT_FOUND (none; st may be NULL), or SESS_ERR */
+int sess_latest(struct sess_store *st, char *name, size_t size);
 /* one session's summary; free with sess_info_free */
 int sess_get(struct sess_store *st, int64_t id, struct sess_info *out);
 void sess_info_free(struct sess_info *info);
@@ -519,5 +546,18 @@ int64_t sess_conv_n_tokens(const struct sess_conv *c);
 /* the conversation's token ids, borrowed until the next change */
 const int32_t *sess_conv_tokens(const struct sess_conv *c);
 int64_t sess_conv_n_exchanges(const struct sess_conv *c);
+/*
+ * Would len bytes of text fit as a message with room tokens free (room < 0:
+ * what the context has left now)? The one fit check, for chat and run.
+ * *n_tokens gets its token count (special: special tokens written in it
+ * are tokens); when it is plainly too large (more bytes than room tokens
+ * of the vocabulary's longest can stand for) it is not tokenized, and
+ * *n_tokens is a lower bound from its bytes, with *plainly true (may be
+ * NULL). With n_tokens NULL only that bound is checked (nothing is
+ * tokenized: sess_conv_say counts exactly). SESS_OK if it fits, SESS_ERR_CTX_FULL if not, SESS_ERR when out
+ * of memory. A remote conversation counts nothing: SESS_OK, *n_tokens -1.
+ */
+int sess_conv_fits(struct sess_conv *c, const char *text, size_t len, bool special, int64_t room,
+                   int64_t *n_tokens, bool *plainly);
 
 #endif

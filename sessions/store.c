@@ -224,39 +224,6 @@ static void col_id(sqlite3_stmt *s, int i, uint8_t id[32])
         memcpy(id, sqlite3_column_blob(s, i), 32);
 }
 
-static int mkdirs(const char *path)
-{
-    char p[PATH_MAX];
-    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    for (char *q = p + 1; *q; q++) {
-        if (*q == '/') {
-            *q = 0;
-            if (mkdir(p, 0700) != 0 && errno != EEXIST)
-                return -1;
-            *q = '/';
-        }
-    }
-    return mkdir(p, 0700) != 0 && errno != EEXIST ? -1 : 0;
-}
-
-/* Make room for one more element in a growing array (*p of n used, *cap
- * allocated, elements of size bytes): 0, or -1 when out of memory. */
-static int grow(void *p, int64_t n, int64_t *cap, size_t size)
-{
-    if (n < *cap)
-        return 0;
-    int64_t c = *cap ? 2 * *cap : 16;
-    void *q = realloc(*(void **)p, (size_t)c * size);
-    if (!q)
-        return -1;
-    *(void **)p = q;
-    *cap = c;
-    return 0;
-}
-
 /* Run s (bound by the caller) and decode each row into a growing array of
  * elements of elt bytes; s is finalized. SESS_OK, or SESS_ERR (the array
  * freed with free_fn). */
@@ -269,10 +236,10 @@ static int collect_rows(struct sess_store *st, sqlite3_stmt *s, void *out, int64
     *n = 0;
     if (!s)
         return SESS_ERR;
-    int64_t cap = 0;
+    size_t cap = 0;
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (grow(arr, *n, &cap, elt)) {
+        if (base_grow(arr, &cap, (size_t)*n + 1, elt)) {
             rc = SQLITE_NOMEM;
             break;
         }
@@ -625,27 +592,20 @@ static void reserve_path(const struct sess_store *st, char *buf, size_t n)
 /* the reserve made if absent: best effort (none on a full disk) */
 static void reserve_make(struct sess_store *st)
 {
-    char path[PATH_MAX + 16], tmp[PATH_MAX + 48];
+    char path[PATH_MAX + 16];
     struct stat sb;
     reserve_path(st, path, sizeof path);
     if (stat(path, &sb) == 0 && sb.st_size >= RESERVE_BYTES)
         return;
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0)
+    struct base_atomic a;
+    if (base_atomic_open(&a, path, 0600)) {
+        base_atomic_abort(&a);
         return;
-    static const char zeros[65536];
-    int64_t done = 0;
-    while (done < RESERVE_BYTES) { /* written, not sparse: the space is really taken */
-        ssize_t w = write(fd, zeros, sizeof zeros);
-        if (w <= 0)
-            break;
-        done += w;
     }
-    bool ok = done >= RESERVE_BYTES && fsync(fd) == 0;
-    close(fd);
-    if (!ok || rename(tmp, path) != 0)
-        unlink(tmp);
+    static const char zeros[65536];
+    for (int64_t done = 0; done < RESERVE_BYTES; done += (int64_t)sizeof zeros) /* written, not sparse: the space is really taken */
+        base_atomic_write(&a, zeros, sizeof zeros);
+    base_atomic_commit(&a);
 }
 
 /* give the reserve up: true if there was one */
@@ -736,8 +696,62 @@ struct sess_store_params sess_store_default_params(void)
     return p;
 }
 
+/* ==== the store's files ==== */
+
+#define STORE_DB SESS_STORE_DATABASE_NAME
+#define STORE_KV SESS_STORE_KV_NAME
+/* SQLite's unix VFS opens paths of at most 512 bytes (MAX_PATHNAME, after
+ * resolving symbolic links), and the longest file it makes of the database
+ * is its journal: a longer home fails with SQLite's bare "unable to open
+ * database file", so it is checked first and refused with a reason. */
+#define STORE_SQLITE_PATH_MAX 512
+#define STORE_HOME_MAX (STORE_SQLITE_PATH_MAX - (int)sizeof "/" STORE_DB "-journal" + 1)
+
+char *sess_store_file(const char *home, enum sess_store_file f)
+{
+    return base_path_join(home, f == SESS_STORE_FILE_DATABASE ? STORE_DB : STORE_KV);
+}
+
+int sess_store_home_check(const char *home, char *err, size_t err_size)
+{
+    /* the length SQLite will see: the real path if there is one yet */
+    char real[PATH_MAX], cwd[PATH_MAX];
+    size_t len = strlen(home);
+    if (realpath(home, real))
+        len = strlen(real);
+    else if (home[0] != '/' && getcwd(cwd, sizeof cwd))
+        len += strlen(cwd) + 1;
+    if (len > STORE_HOME_MAX) {
+        snprintf(err, err_size,
+                 "cannot use the kvchat home '%s' for sessions: its path is %zu bytes long, and SQLite "
+                 "opens no database under a directory longer than %d (set KVCHAT_HOME to a shorter one)",
+                 home, len, STORE_HOME_MAX);
+        return SESS_ERR;
+    }
+    return SESS_OK;
+}
+
+static int store_open(const char *home, struct sess_store_params p, struct sess_store **out, char *err,
+                      size_t err_size);
+
 int sess_store_open(const char *home, struct sess_store_params p, struct sess_store **out, char *err,
                     size_t err_size)
+{
+    *out = NULL;
+    if (home && *home && sess_store_home_check(home, err, err_size))
+        return SESS_ERR;
+    int rc = store_open(home, p, out, err, err_size);
+    /* SQLite's failures name the database; the others say what failed */
+    if (rc == SESS_ERR && strncmp(err, "database '", 10)) {
+        char *why = strdup(err);
+        snprintf(err, err_size, "cannot open the session store: %s", why ? why : "out of memory");
+        free(why);
+    }
+    return rc;
+}
+
+static int store_open(const char *home, struct sess_store_params p, struct sess_store **out, char *err,
+                      size_t err_size)
 {
     *out = NULL;
     if (!home || !*home) {
@@ -754,7 +768,7 @@ int sess_store_open(const char *home, struct sess_store_params p, struct sess_st
         return SESS_ERR;
     }
     snprintf(st->home, sizeof st->home, "%s", home);
-    snprintf(st->path, sizeof st->path, "%s/kvchat.db", home);
+    snprintf(st->path, sizeof st->path, "%s/" STORE_DB, home);
     struct stat sb;
     if (!p.create && stat(st->path, &sb) != 0) {
         snprintf(err, err_size, "no session index '%s'", st->path);
@@ -763,15 +777,15 @@ int sess_store_open(const char *home, struct sess_store_params p, struct sess_st
     }
     bool was_there = stat(st->path, &sb) == 0;
     char dir[PATH_MAX + 16];
-    snprintf(dir, sizeof dir, "%s/kv", home);
-    if (!p.read_only && mkdirs(dir)) {
+    snprintf(dir, sizeof dir, "%s/" STORE_KV, home);
+    if (!p.read_only && base_mkdir_p(dir, 0700)) {
         snprintf(err, err_size, "cannot create '%s': %s", dir, strerror(errno));
         free(st);
         return SESS_ERR;
     }
     snprintf(dir, sizeof dir, "%s/locks", home);
     if (!p.read_only)
-        mkdirs(dir);
+        base_mkdir_p(dir, 0700);
     /* SQLite opens the index's companions blocking: a FIFO (or anything but
      * a regular file) there would hang the open, so it is refused first */
     static const char *const companions[] = {"", "-journal", "-wal", "-shm"};
@@ -1146,6 +1160,30 @@ int sess_find(struct sess_store *st, const char *name, int64_t *id)
         return db_fail(st);
     sess_fail(st, "no session '%s'", name);
     return SESS_ERR_NOT_FOUND;
+}
+
+int sess_peek(struct sess_store *st, const char *name, struct sess_info *out)
+{
+    int64_t id;
+    if (!st)
+        return SESS_ERR_NOT_FOUND;
+    int rc = sess_find(st, name, &id);
+    return rc ? rc : sess_get(st, id, out);
+}
+
+int sess_latest(struct sess_store *st, char *name, size_t size)
+{
+    struct sess_info *list = NULL;
+    int64_t n = 0;
+    if (!st)
+        return SESS_ERR_NOT_FOUND;
+    if (sess_list(st, &list, &n))
+        return SESS_ERR;
+    int rc = n > 0 ? SESS_OK : SESS_ERR_NOT_FOUND;
+    if (n > 0)
+        snprintf(name, size, "%s", list[0].name);
+    sess_list_free(list, n);
+    return rc;
 }
 
 #define INFO_SELECT                                                                          \
@@ -1929,10 +1967,11 @@ static int delete_selected(struct sess_store *st, sqlite3_stmt *s, int64_t budge
     if (!s)
         return SESS_ERR;
     struct victim *v = NULL;
-    int64_t nv = 0, cap = 0;
+    int64_t nv = 0;
+    size_t cap = 0;
     int rc;
     while ((budget < 0 || *total > budget) && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (grow(&v, nv, &cap, sizeof *v)) {
+        if (base_grow((void **)&v, &cap, (size_t)nv + 1, sizeof *v)) {
             rc = SQLITE_NOMEM;
             break;
         }
@@ -2006,7 +2045,8 @@ static int snap_known(struct sess_store *st, const uint8_t id[32])
 static int forget_lost_rows(struct sess_store *st, int kind)
 {
     uint8_t (*ids)[32] = NULL;
-    int64_t n = 0, cap = 0;
+    int64_t n = 0;
+    size_t cap = 0;
     sqlite3_stmt *s = prep(st, kind ? "SELECT id FROM snapshots" : "SELECT id FROM blocks");
     if (!s)
         return SESS_ERR;
@@ -2018,7 +2058,7 @@ static int forget_lost_rows(struct sess_store *st, int kind)
         col_id(s, 0, id);
         if (kv_file_path(st, id, false, kind ? KV_SNAP_SUFFIX : KV_BLOCK_SUFFIX, path, sizeof path) == SESS_OK &&
             (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode))) {
-            if (grow(&ids, n, &cap, sizeof *ids)) {
+            if (base_grow((void **)&ids, &cap, (size_t)n + 1, sizeof *ids)) {
                 rc = SQLITE_NOMEM;
                 break;
             }

@@ -594,6 +594,29 @@ static void test_context_full(void **state)
     assert_true(llm_ctx_n_past(a.ctx) < sess_conv_n_tokens(a.conv));
     say(&a, "more", &x, &ts);
     assert_int_equal(ts.prefilled_tokens, ts.prompt_tokens - ts.cached_tokens);
+    /* the one fit check: a count equal to the tokenizer's, a refusal
+     * when it passes the room, and one by bytes alone (nothing tokenized)
+     * for text plainly too large */
+    int64_t nt;
+    bool plainly;
+    int32_t want = llm_tokenize(vocab, "word word word", 14, NULL, 0, false, false);
+    want = want < 0 ? -want : want;
+    assert_int_equal(sess_conv_fits(a.conv, "word word word", 14, false, 1000, &nt, &plainly), SESS_OK);
+    assert_int_equal(nt, want);
+    assert_false(plainly);
+    assert_int_equal(sess_conv_fits(a.conv, "word word word", 14, false, want - 1, &nt, &plainly), SESS_ERR_CTX_FULL);
+    assert_int_equal(nt, want);
+    assert_false(plainly);
+    size_t huge = (size_t)64 << 20;
+    char *lots = malloc(huge);
+    assert_non_null(lots);
+    memset(lots, 'a', huge);
+    assert_int_equal(sess_conv_fits(a.conv, lots, huge, false, -1, &nt, &plainly), SESS_ERR_CTX_FULL);
+    assert_true(plainly);
+    assert_true(nt > 48);
+    assert_int_equal(sess_conv_fits(a.conv, lots, huge, false, 48, NULL, NULL), SESS_ERR_CTX_FULL);
+    assert_int_equal(sess_conv_fits(a.conv, lots, 3, false, 48, NULL, NULL), SESS_OK);
+    free(lots);
     chat_close(&a);
 }
 

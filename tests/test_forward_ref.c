@@ -6,7 +6,10 @@
  * embeddings), qwen3 (q/k norms), gemma2 (soft-caps, sliding window, post
  * norms, GELU), gemma3 (q/k norms, local RoPE base, linear scaling), phi3
  * (fused weights, longrope with its short and its long factors), qwen35
- * (Gated DeltaNet and gated attention, two layer patterns) - models made by
+ * (Gated DeltaNet and gated attention, two layer patterns), qwen3moe
+ * (experts, with separate and merged gate/up tensors), and a llama
+ * whose 300 logits and 96 FFN rows leave partial row groups and panels
+ * (under ASan it finds the overrun fixed in 9c599f5) - models made by
  * tests/mkmodel in F32, F16, BF16 and Q8_0, and the files llama.cpp
  * quantized (tests/data/quant: Q4_0 to Q6_K; tests/data/families and
  * tests/data/qwen35: Q8_0 and Q4_K_M mixes), the last position's logits
@@ -42,6 +45,8 @@ struct arch_case {
 /* small models of each architecture; windows of 8 so that 40 tokens cross them */
 static const struct arch_case archs[] = {
     {"llama", "--arch llama --dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 --seed 3"},
+    /* row counts that leave partial groups of rows and panels (300 logits, 96 FFN rows) */
+    {"llama-300", "--arch llama --dim 64 --layers 1 --heads 2 --kv-heads 1 --ff 96 --n-vocab 300 --seed 6"},
     {"qwen2", "--arch qwen2 --dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 --tied --rope-theta 1000000 "
               "--seed 4"},
     {"qwen3", "--arch qwen3 --dim 64 --layers 2 --heads 4 --kv-heads 2 --head-dim 32 --ff 128 --seed 5"},
@@ -59,6 +64,10 @@ static const struct arch_case archs[] = {
     {"qwen35-rl", "--arch qwen35 --dim 64 --layers 5 --heads 2 --kv-heads 1 --head-dim 32 --rope-dim 16 "
                   "--rope-sections 1,1,1,1 --ff 128 --ssm-state 32 --ssm-groups 1 --ssm-heads 2 --ssm-conv 4 "
                   "--recurrent-layers 1,0,1,1,0 --seed 32"},
+    {"qwen3moe", "--arch qwen3moe --dim 64 --layers 2 --heads 2 --kv-heads 1 --head-dim 32 --ff 128 "
+                 "--experts 6 --experts-used 2 --ff-exp 32 --seed 11"},
+    {"qwen3moe-merged", "--arch qwen3moe --dim 64 --layers 2 --heads 2 --kv-heads 1 --head-dim 32 --ff 128 "
+                        "--experts 8 --experts-used 3 --ff-exp 32 --merged-gate-up --seed 12"},
 };
 static const char *const types[] = {"F32", "F16", "BF16", "Q8_0"};
 

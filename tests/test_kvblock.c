@@ -4,7 +4,7 @@
  * of damage detected (truncation, a flipped byte in the header or the rows,
  * another model, parent, position or token, a renamed file), FIFOs,
  * directories and symlinks in a block's place treated as missing without
- * blocking, and failed writes (write, fdatasync, rename faults injected
+ * blocking, and failed writes (write, fsync, rename faults injected
  * with -Wl,--wrap) leaving no file behind; the same for recurrent-state
  * snapshot files.
  */
@@ -31,7 +31,7 @@
 /* ==== fault injection ==== */
 
 ssize_t __real_write(int fd, const void *p, size_t n);
-int __real_fdatasync(int fd);
+int __real_fsync(int fd);
 int __real_rename(const char *a, const char *b);
 static int fail_write_after = -1; /* fail the Nth write from now (0 = next); -1 never */
 static int fail_fsync, fail_rename, short_writes, fail_hash;
@@ -50,13 +50,13 @@ ssize_t __wrap_write(int fd, const void *p, size_t n)
     return __real_write(fd, p, n);
 }
 
-int __wrap_fdatasync(int fd)
+int __wrap_fsync(int fd)
 {
     if (fail_fsync) {
         errno = EIO;
         return -1;
     }
-    return __real_fdatasync(fd);
+    return __real_fsync(fd);
 }
 
 int __wrap_rename(const char *a, const char *b)

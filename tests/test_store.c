@@ -1016,6 +1016,56 @@ static void test_lock(void **state)
     assert_int_equal(sess_rm(f->st, "other"), 0);
 }
 
+/* what sessions/ says of the store for the command line: its files, the
+ * home SQLite cannot open under, the whole message of a failed open, and
+ * the questions asked on one handle (sess_peek, sess_latest) */
+static void test_store_face(void **state)
+{
+    struct fx *f = *state;
+    char *p = sess_store_file(f->home, SESS_STORE_FILE_DATABASE), want[128], err[1024], name[64];
+    snprintf(want, sizeof want, "%s/kvchat.db", f->home);
+    assert_string_equal(p, want);
+    free(p);
+    p = sess_store_file(f->home, SESS_STORE_FILE_KV);
+    snprintf(want, sizeof want, "%s/kv", f->home);
+    assert_string_equal(p, want);
+    free(p);
+    /* no session yet; no store at all */
+    assert_int_equal(sess_latest(f->st, name, sizeof name), SESS_ERR_NOT_FOUND);
+    assert_int_equal(sess_latest(NULL, name, sizeof name), SESS_ERR_NOT_FOUND);
+    struct sess_info info;
+    assert_int_equal(sess_peek(f->st, "only", &info), SESS_ERR_NOT_FOUND);
+    assert_int_equal(sess_peek(NULL, "only", &info), SESS_ERR_NOT_FOUND);
+    new_session(f, "only", NULL);
+    assert_int_equal(sess_latest(f->st, name, sizeof name), SESS_OK);
+    assert_string_equal(name, "only");
+    assert_int_equal(sess_peek(f->st, "only", &info), SESS_OK);
+    assert_string_equal(info.name, "only");
+    assert_string_equal(info.model_path, "/models/m.gguf");
+    sess_info_free(&info);
+    /* a home longer than SQLite opens a database under: refused, said why */
+    char deep[600];
+    int n = snprintf(deep, sizeof deep, "%s/", f->home);
+    while (n < 520)
+        deep[n++] = 'd';
+    deep[n] = 0;
+    assert_int_equal(sess_store_home_check(deep, err, sizeof err), SESS_ERR);
+    assert_non_null(strstr(err, "SQLite opens no database under a directory longer than"));
+    assert_int_equal(sess_store_home_check(f->home, err, sizeof err), SESS_OK);
+    struct sess_store *st;
+    assert_int_equal(sess_store_open(deep, sess_store_default_params(), &st, err, sizeof err), SESS_ERR);
+    assert_null(st);
+    assert_true(!strncmp(err, "cannot use the kvchat home '", 28));
+    /* a failure that is not SQLite's says what failed, whole */
+    char file[128];
+    snprintf(file, sizeof file, "%s/a-file", f->home);
+    FILE *w = fopen(file, "w");
+    assert_non_null(w);
+    fclose(w);
+    assert_int_equal(sess_store_open(file, sess_store_default_params(), &st, err, sizeof err), SESS_ERR);
+    assert_true(!strncmp(err, "cannot open the session store: ", 31));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1030,6 +1080,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_snapshots, setup, teardown),
         cmocka_unit_test_setup_teardown(test_db_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lock, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_face, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,7 @@
 /*
  * forward-ref.c - the reference forward pass: the transformer of every
  * architecture the engine runs (llama, qwen2, qwen3, gemma2, gemma3, phi3,
- * qwen35), one token at a time on one thread, written to be read beside
+ * qwen35, qwen3moe), one token at a time on one thread, written to be read beside
  * llama2.c's forward(): one short comment per step, shapes in comments.
  *
  * It is the engine's math without the engine's scheduling. engine.c cuts
@@ -14,6 +14,7 @@
  *     input for quantized weights;
  *   - attention by attn.c's kernel, for one query row and one head;
  *   - the Gated DeltaNet layer (qwen35) by deltanet.c's conv and delta rule;
+ *   - a mixture of experts' choice (qwen3moe) by moe.c's gating;
  *   - RMSNorm, RoPE, the GLU and the residual adds as written below, with
  *     the float operations of engine.c's per-token steps.
  * It allocates its own KV cache and recurrent state; it is slow, on
@@ -22,6 +23,7 @@
 #include "core/engine/attn.h"
 #include "core/engine/deltanet.h"
 #include "core/engine/model.h"
+#include "core/engine/moe.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -47,7 +49,11 @@ struct ref_state {
     float *raw;             /* (qkv_width) a recurrent layer's first product: conv input | z | alpha | beta */
     float *rq;              /* (rq_width) the conv's output: q | k | v | g | beta */
     float *att;             /* (att_width) attention's (or the recurrence's) output, heads side by side */
-    float *hb, *hb2;        /* (n_ff) the FFN's gate and up */
+    float *hb, *hb2;        /* (n_ff, or n_ff_exp if larger) the FFN's (an expert's) gate and up */
+    float *router;          /* (n_expert) a mixture of experts' router logits */
+    int32_t *sel;           /* (n_expert_used) the chosen experts, in rank order */
+    float *sel_w;           /* (n_expert_used) their weights */
+    float *y;               /* (n_embd) one expert's output */
     float *cs;              /* (rope_dim) cos, sin of each rotated pair */
     void *act;              /* the I16 form of the widest product input (64-byte aligned) */
     float *att_scratch;     /* attn.c's scratch for one row and one head over n keys */
@@ -245,11 +251,39 @@ static void deltanet(struct ref_state *s, int64_t l)
         llm_dn_head(m, L, h, mats + h * S * S, s->rq, s->raw, ld, 1, s->att + h * S);
 }
 
+/* a mixture of experts (qwen3moe) on xn: xb (n_embd) */
+static void moe(struct ref_state *s, int64_t l)
+{
+    const struct llm_model *m = s->m;
+    const struct llm_layer *L = &m->layers[l];
+    int64_t F = m->n_ff_exp;
+    /* router (n_expert) = w_router xn */
+    matmul(s, s->router, &L->w_router, s->xn);
+    /* the k = n_expert_used experts with the largest weights, and the weights (moe.c) */
+    llm_moe_gate(m->moe_gating, m->moe_norm, s->router, m->n_expert, m->n_expert_used, s->sel, s->sel_w);
+    /* xb = w_0 y_0 + w_1 y_1 + ... in rank order (each product rounded, then added),
+     * y_j (n_embd) = down_e (silu(gate_e xn) * (up_e xn)) of expert e = sel[j] */
+    for (int64_t j = 0; j < m->n_expert_used; j++) {
+        int32_t e = s->sel[j];
+        matmul(s, s->hb, &L->exp_gate[e], s->xn);
+        matmul(s, s->hb2, &L->exp_up[e], s->xn);
+        for (int64_t i = 0; i < F; i++)
+            s->hb[i] = s->hb[i] / (1.0f + expf(-s->hb[i])) * s->hb2[i];
+        matmul(s, s->y, &L->exp_down[e], s->hb);
+        for (int64_t i = 0; i < m->n_embd; i++)
+            s->xb[i] = j == 0 ? s->sel_w[j] * s->y[i] : s->xb[i] + s->sel_w[j] * s->y[i];
+    }
+}
+
 /* the FFN block on xn: xb (n_embd) */
 static void ffn(struct ref_state *s, int64_t l)
 {
     const struct llm_model *m = s->m;
     const struct llm_layer *L = &m->layers[l];
+    if (L->exp_gate) { /* qwen3moe: experts instead */
+        moe(s, l);
+        return;
+    }
     /* hb (n_ff) = w_gate xn, hb2 (n_ff) = w_up xn */
     matmul(s, s->hb, &L->w_gate, s->xn);
     matmul(s, s->hb2, &L->w_up, s->xn);
@@ -287,7 +321,7 @@ static void forward(struct ref_state *s, int32_t token, int64_t pos, bool logits
         /* xb (n_embd) = wo att; x += xb (gemma: normed first) */
         matmul(s, s->xb, &L->wo, s->att);
         residual(m, s->x, s->xb, L->attn_post_norm);
-        /* xn = rmsnorm(x) ffn_norm; xb = the FFN; x += xb (gemma: normed first) */
+        /* xn = rmsnorm(x) ffn_norm; xb = the FFN (or the experts); x += xb (gemma: normed first) */
         rmsnorm(s->xn, s->x, L->ffn_norm, E, m->rms_eps);
         ffn(s, l);
         residual(m, s->x, s->xb, L->ffn_post_norm);
@@ -325,7 +359,7 @@ static void state_free(struct ref_state *s)
     free(s->k_cache);
     free(s->v_cache);
     void *bufs[] = {s->x, s->xn, s->xb, s->q, s->gate, s->k, s->v, s->raw, s->rq, s->att,
-                    s->hb, s->hb2, s->cs, s->act, s->att_scratch, s->rstate};
+                    s->hb, s->hb2, s->router, s->sel, s->sel_w, s->y, s->cs, s->act, s->att_scratch, s->rstate};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         free(bufs[i]);
 }
@@ -336,8 +370,8 @@ static int64_t widest_input(const struct llm_model *m)
     int64_t w = m->output.m.n_in;
     for (int64_t l = 0; l < m->n_layer; l++) {
         const struct llm_layer *L = &m->layers[l];
-        int64_t in[3] = {L->wq.m.n_in, L->wo.m.n_in, L->w_down.m.n_in};
-        for (int i = 0; i < 3; i++)
+        int64_t in[4] = {L->wq.m.n_in, L->wo.m.n_in, L->w_down.m.n_in, L->exp_down ? L->exp_down[0].m.n_in : 0};
+        for (int i = 0; i < 4; i++)
             w = in[i] > w ? in[i] : w;
     }
     return w;
@@ -365,8 +399,13 @@ static bool state_init(struct ref_state *s, const struct llm_model *m, int64_t n
     s->raw = zalloc((size_t)m->qkv_width * f, &ok);
     s->rq = zalloc((size_t)(m->n_layer_rec ? llm_dn_rq_width(m) : 1) * f, &ok);
     s->att = zalloc((size_t)att_width * f, &ok);
-    s->hb = zalloc((size_t)m->n_ff * f, &ok);
-    s->hb2 = zalloc((size_t)m->n_ff * f, &ok);
+    int64_t n_ff = m->n_ff > m->n_ff_exp ? m->n_ff : m->n_ff_exp;
+    s->hb = zalloc((size_t)n_ff * f, &ok);
+    s->hb2 = zalloc((size_t)n_ff * f, &ok);
+    s->router = zalloc((size_t)m->n_expert * f, &ok);
+    s->sel = zalloc((size_t)m->n_expert_used * sizeof(int32_t), &ok);
+    s->sel_w = zalloc((size_t)m->n_expert_used * f, &ok);
+    s->y = zalloc((size_t)m->n_embd * f, &ok);
     s->cs = zalloc((size_t)m->rope_dim * f, &ok);
     s->act = zalloc(llm_act_bytes(LLM_ACT_I16, widest_input(m)), &ok);
     s->att_scratch = zalloc(llm_attn_scratch_floats(1, m->head_dim, n) * f, &ok);

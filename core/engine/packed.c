@@ -325,66 +325,20 @@ static void remove_stale_temps(const char *dir)
     closedir(d);
 }
 
-static bool write_all(int fd, const void *buf, size_t n)
-{
-    const uint8_t *p = buf;
-    while (n) {
-        size_t chunk = n < (8u << 20) ? n : 8u << 20;
-        ssize_t w = write(fd, p, chunk);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return false;
-        p += w;
-        n -= (size_t)w;
-    }
-    return true;
-}
-
-/* the writer thread: header and data to name.tmp.PID, synced, renamed over
- * name, the directory synced; on any failure the temp file goes */
+/* the writer thread: header and data replace name atomically (core/base);
+ * on any failure the temp file goes */
 static void *write_cache(void *arg)
 {
     struct llm_packed *pk = arg;
-    char tmp[PATH_MAX + 32];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", pk->file, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return NULL;
-    bool ok = write_all(fd, pk->header, HEADER_BYTES) && write_all(fd, pk->data, pk->data_bytes) &&
-              fdatasync(fd) == 0;
-    ok = close(fd) == 0 && ok && rename(tmp, pk->file) == 0;
-    if (!ok) {
-        unlink(tmp);
+    struct base_atomic a;
+    if (base_atomic_open(&a, pk->file, 0600)) {
+        base_atomic_abort(&a);
         return NULL;
     }
-    char *slash = strrchr(pk->file, '/');
-    if (slash) {
-        *slash = 0;
-        int dfd = open(pk->file, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        *slash = '/';
-        if (dfd >= 0) {
-            fsync(dfd);
-            close(dfd);
-        }
-    }
+    base_atomic_write(&a, pk->header, HEADER_BYTES);
+    base_atomic_write(&a, pk->data, pk->data_bytes);
+    base_atomic_commit(&a);
     return NULL;
-}
-
-/* dir and its missing parents, as mkdir -p; 0 or -1 */
-static int make_dirs(const char *dir)
-{
-    char p[PATH_MAX];
-    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
-        return -1;
-    for (char *s = p + 1; *s; s++)
-        if (*s == '/') {
-            *s = 0;
-            if (mkdir(p, 0700) < 0 && errno != EEXIST)
-                return -1;
-            *s = '/';
-        }
-    return mkdir(p, 0700) == 0 || errno == EEXIST ? 0 : -1;
 }
 
 /* the prefault thread: the mapped cache file's page-table entries made
@@ -458,7 +412,7 @@ int llm_model_pack(struct llm_model *m, const char *dir, const char *model_path)
     pk->data_bytes = p.total;
     for (int64_t i = 0; i < p.nw; i++)
         p.w[i]->m.data = pk->data + p.off[i];
-    if (cacheable && !pk->from_cache && make_dirs(dir) == 0) {
+    if (cacheable && !pk->from_cache && base_mkdir_p(dir, 0700) == 0) {
         remove_stale_temps(dir);
         pk->file = strdup(file);
         pk->header = h;

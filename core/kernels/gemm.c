@@ -32,7 +32,7 @@ static int pick_arch(void)
      * weights as its A operand does 12 times the arithmetic a one-token
      * product needs (zen3's 6 x 16, 6 times, in half-width registers), and
      * F32 decode measured 3 to 6 times slower on it on a Zen AVX-512 machine
-     * (tests/bench_quant, busy machine), prefill about the same;
+     * (bench/bench_quant, busy machine), prefill about the same;
      * BLIS_ARCH_TYPE=0 still forces skx */
     if (__builtin_cpu_is("amd") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         return BLIS_ARCH_ZEN3;

@@ -748,7 +748,9 @@ KAVX2(q6_K, K6)
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
 
+#ifndef PF_AHEAD
 #define PF_AHEAD 1536
+#endif
 #define AI inline __attribute__((always_inline))
 
 static AI __m512i bc2_512(__m512i v, int m)

@@ -383,7 +383,9 @@ AVX2_KIND(q5_1, Q51)
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
 
+#ifndef PF_AHEAD
 #define PF_AHEAD 1536
+#endif
 #define AI inline __attribute__((always_inline))
 
 /* dwords m and m + 1 of v, each broadcast over 8 lanes: [m x 8 | m+1 x 8] */

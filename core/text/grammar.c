@@ -1271,17 +1271,9 @@ static int build_trie(struct llm_matcher *m)
         int32_t k = llm_token_to_piece(m->v, id, buf, sizeof buf, 0, false);
         if (k <= 0)
             continue; /* control, unused, or over 512 bytes: never chosen under a grammar */
-        if (store_n + (size_t)k > store_cap) {
-            size_t cap = store_cap ? store_cap * 2 : 1 << 20;
-            while (cap < store_n + (size_t)k)
-                cap *= 2;
-            char *q = realloc(store, cap);
-            if (!q) {
-                free(store), free(pe), free(offs);
-                return -1;
-            }
-            store = q;
-            store_cap = cap;
+        if (base_grow((void **)&store, &store_cap, store_n + (size_t)k, 1)) {
+            free(store), free(pe), free(offs);
+            return -1;
         }
         memcpy(store + store_n, buf, (size_t)k);
         offs[np] = (int32_t)store_n;

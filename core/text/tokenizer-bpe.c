@@ -39,15 +39,9 @@ static void seg_push(struct segs *s, size_t len)
 {
     if (len == 0 || s->oom)
         return;
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 64;
-        size_t *p = realloc(s->len, cap * sizeof *p);
-        if (!p) {
-            s->oom = true;
-            return;
-        }
-        s->len = p;
-        s->cap = cap;
+    if (base_grow((void **)&s->len, &s->cap, s->n + 1, sizeof *s->len)) {
+        s->oom = true;
+        return;
     }
     s->len[s->n++] = len;
 }
@@ -517,15 +511,9 @@ struct bpe_work {
 
 static void heap_push(struct bpe_work *w, struct bpe_bigram x)
 {
-    if (w->heap_n == w->heap_cap) {
-        size_t cap = w->heap_cap ? w->heap_cap * 2 : 64;
-        struct bpe_bigram *p = realloc(w->heap, cap * sizeof *p);
-        if (!p) {
-            w->oom = true;
-            return;
-        }
-        w->heap = p;
-        w->heap_cap = cap;
+    if (base_grow((void **)&w->heap, &w->heap_cap, w->heap_n + 1, sizeof *w->heap)) {
+        w->oom = true;
+        return;
     }
     size_t i = w->heap_n++;
     while (i > 0) {

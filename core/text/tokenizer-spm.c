@@ -44,14 +44,8 @@ struct spm_heap {
 
 static bool spm_heap_push(struct spm_heap *q, struct spm_bigram x)
 {
-    if (q->n == q->cap) {
-        size_t cap = q->cap ? q->cap * 2 : 64;
-        struct spm_bigram *p = realloc(q->h, cap * sizeof *p);
-        if (!p)
-            return false;
-        q->h = p;
-        q->cap = cap;
-    }
+    if (base_grow((void **)&q->h, &q->cap, q->n + 1, sizeof *q->h))
+        return false;
     size_t i = q->n++;
     while (i > 0) {
         size_t parent = (i - 1) / 2;

@@ -38,15 +38,9 @@ uint32_t llm_hash_bytes(const char *s, size_t n, uint32_t h)
 
 void llm_tokbuf_push(struct llm_tokbuf *b, int32_t id)
 {
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 256;
-        int32_t *p = realloc(b->ids, cap * sizeof *p);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->ids = p;
-        b->cap = cap;
+    if (base_grow((void **)&b->ids, &b->cap, b->n + 1, sizeof *b->ids)) {
+        b->oom = true;
+        return;
     }
     b->ids[b->n++] = id;
 }
@@ -702,14 +696,8 @@ struct fragbuf {
 
 static bool frag_push(struct fragbuf *b, size_t off, size_t len, int32_t id)
 {
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 16;
-        struct frag *p = realloc(b->f, cap * sizeof *p);
-        if (!p)
-            return false;
-        b->f = p;
-        b->cap = cap;
-    }
+    if (base_grow((void **)&b->f, &b->cap, b->n + 1, sizeof *b->f))
+        return false;
     b->f[b->n++] = (struct frag){off, len, id};
     return true;
 }
@@ -1134,17 +1122,7 @@ void llm_detok_free(struct llm_detok *d)
 
 static bool grow(char **p, size_t *cap, size_t need)
 {
-    if (need <= *cap)
-        return true;
-    size_t c = *cap ? *cap : 64;
-    while (c < need)
-        c *= 2;
-    char *q = realloc(*p, c);
-    if (!q)
-        return false;
-    *p = q;
-    *cap = c;
-    return true;
+    return base_grow((void **)p, cap, need, 1) == 0;
 }
 
 /* length of the prefix of s made of complete UTF-8 characters; a sequence

@@ -1,8 +1,8 @@
 #!/bin/sh
 # t0502: named sessions in the REPL - `kvchat chat NAME` saves every
 # exchange and resumes from its KV blocks (no re-prefill; the same answer as
-# one process doing all turns), `kvchat NAME`, a session in use by another
-# process (exit 3), /save, /load, /fork, /sessions, completion of session
+# one process doing all turns), `kvchat NAME`, `chat -s NAME`, a session
+# in use by another process (exit 3), /save, /load, /fork, /sessions, completion of session
 # names, an unnamed chat discarded at exit, SIGTERM and SIGHUP.
 . "$TOP/tests/cli/lib.sh"
 . "$TOP/tests/cli/repl-lib.sh"
@@ -52,6 +52,21 @@ run "$KVCHAT" work -m "$M" -t 1 -v </dev/null
 expect_rc 0; expect_err "session 'work': [0-9]* tokens restored"
 run "$KVCHAT" nosuchsession -m "$M" </dev/null
 expect_rc 1; expect_err "unknown command 'nosuchsession'"
+
+# `chat -s NAME` (--session NAME, --session=NAME) names the session as run -s does
+run "$KVCHAT" chat -s work -m "$M" -t 1 -v </dev/null
+expect_rc 0; expect_err "session 'work': [0-9]* tokens restored"
+run "$KVCHAT" chat --session=work -m "$M" -t 1 -v </dev/null
+expect_rc 0; expect_err "session 'work': [0-9]* tokens restored"
+run sh -c "printf 'Hello\n' | $KVCHAT chat --session viaflag -m $M -t 1 --temp 0 -n 2"
+expect_rc 0
+run "$KVCHAT" sessions
+expect_out "viaflag"
+"$KVCHAT" sessions rm viaflag >/dev/null 2>&1 # the sessions counted below are the script's
+run "$KVCHAT" chat -s work other -m "$M" </dev/null
+expect_rc 1; expect_err "expected one SESSION name, got 'work' and 'other'"
+run "$KVCHAT" chat -m "$M" -s </dev/null
+expect_rc 1; expect_err "-s needs a session name"
 
 # ---- another process has the session open: exit 3
 mkfifo "$T/fifo"

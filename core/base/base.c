@@ -1,0 +1,275 @@
+/*
+ * base.c - growing memory, paths, `mkdir -p` and atomic file replacement
+ * (core/base/base.h): the one implementation of each, for every folder.
+ *
+ * Invariants: sizes are checked for overflow before they are multiplied;
+ * a failed call leaves what it was given as it was (a buffer keeps its
+ * bytes, an atomic write leaves the old file and no temporary one).
+ */
+#include "core/base/base.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ==== growing memory ==== */
+
+int base_grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 8;
+    while (c < need) {
+        if (c > SIZE_MAX / 2) {
+            c = need;
+            break;
+        }
+        c *= 2;
+    }
+    if (elem && c > SIZE_MAX / elem) {
+        errno = ENOMEM;
+        return -1;
+    }
+    void *q = realloc(*p, c * elem);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+int base_buf_add(struct base_buf *b, const void *p, size_t n)
+{
+    if (n > SIZE_MAX - b->len - 1) {
+        errno = ENOMEM;
+        return -1;
+    }
+    if (base_grow((void **)&b->s, &b->cap, b->len + n + 1, 1))
+        return -1;
+    if (n)
+        memcpy(b->s + b->len, p, n);
+    b->len += n;
+    b->s[b->len] = 0;
+    return 0;
+}
+
+int base_buf_puts(struct base_buf *b, const char *s)
+{
+    return base_buf_add(b, s, strlen(s));
+}
+
+int base_buf_vprintf(struct base_buf *b, const char *fmt, va_list ap)
+{
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (n < 0)
+        return -1;
+    if ((size_t)n > SIZE_MAX - b->len - 1 || base_grow((void **)&b->s, &b->cap, b->len + (size_t)n + 1, 1))
+        return -1;
+    vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
+    b->len += (size_t)n;
+    return 0;
+}
+
+int base_buf_printf(struct base_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = base_buf_vprintf(b, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+void base_buf_free(struct base_buf *b)
+{
+    free(b->s);
+    memset(b, 0, sizeof *b);
+}
+
+/* ==== paths ==== */
+
+char *base_strdup_printf(const char *fmt, ...)
+{
+    struct base_buf b = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = base_buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    if (rc || (!b.s && base_buf_add(&b, "", 0)))
+        return NULL;
+    return b.s;
+}
+
+char *base_path_join(const char *dir, const char *name)
+{
+    if (!dir[0])
+        return strdup(name);
+    size_t n = strlen(dir);
+    return base_strdup_printf("%s%s%s", dir, dir[n - 1] == '/' ? "" : "/", name);
+}
+
+/* ==== files ==== */
+
+int base_mkdir_p(const char *dir, mode_t mode)
+{
+    char *p = strdup(dir);
+    if (!p)
+        return -1;
+    int rc = 0;
+    for (char *s = p + 1; *s && !rc; s++) {
+        if (*s != '/')
+            continue;
+        *s = 0;
+        if (mkdir(p, mode) != 0 && errno != EEXIST)
+            rc = -1;
+        *s = '/';
+    }
+    if (!rc && p[0] && mkdir(p, mode) != 0 && errno != EEXIST)
+        rc = -1;
+    int e = errno;
+    free(p);
+    errno = e;
+    return rc;
+}
+
+int base_mkdir_parents(const char *path, mode_t mode)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path)
+        return 0;
+    char *dir = strndup(path, (size_t)(slash - path));
+    if (!dir)
+        return -1;
+    int rc = base_mkdir_p(dir, mode);
+    int e = errno;
+    free(dir);
+    errno = e;
+    return rc;
+}
+
+static void atomic_free(struct base_atomic *a)
+{
+    free(a->path);
+    free(a->tmp);
+    a->path = a->tmp = NULL;
+    a->fd = -1;
+}
+
+int base_atomic_open(struct base_atomic *a, const char *path, mode_t mode)
+{
+    a->fd = -1;
+    a->err = 0;
+    a->path = strdup(path);
+    a->tmp = base_strdup_printf("%s.tmp.%ld", path, (long)getpid());
+    if (!a->path || !a->tmp) {
+        atomic_free(a);
+        errno = ENOMEM;
+        return -1;
+    }
+    unlink(a->tmp); /* a leftover of a dead process that had our pid */
+    a->fd = open(a->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    return a->fd < 0 ? -1 : 0;
+}
+
+int base_atomic_write(struct base_atomic *a, const void *p, size_t n)
+{
+    const char *q = p;
+    while (n && !a->err) {
+        size_t chunk = n < ((size_t)8 << 20) ? n : (size_t)8 << 20;
+        ssize_t w = write(a->fd, q, chunk);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            a->err = w < 0 ? errno : EIO;
+            break;
+        }
+        q += w;
+        n -= (size_t)w;
+    }
+    if (a->err)
+        errno = a->err;
+    return a->err ? -1 : 0;
+}
+
+void base_atomic_abort(struct base_atomic *a)
+{
+    int e = errno;
+    if (a->fd >= 0) { /* ours: made by base_atomic_open */
+        close(a->fd);
+        unlink(a->tmp);
+    }
+    atomic_free(a);
+    errno = e;
+}
+
+/* fsync the directory that holds path */
+static int sync_dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = !slash ? strdup(".") : slash == path ? strdup("/") : strndup(path, (size_t)(slash - path));
+    if (!dir)
+        return -1;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int e = errno;
+    free(dir);
+    if (fd < 0) {
+        errno = e;
+        return -1;
+    }
+    int rc = fsync(fd);
+    e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
+int base_atomic_commit(struct base_atomic *a)
+{
+    int rc = 0;
+    if (a->err) {
+        errno = a->err;
+        rc = BASE_ATOMIC_WRITE;
+    } else if (fsync(a->fd) != 0) {
+        rc = BASE_ATOMIC_WRITE;
+    }
+    int e = errno;
+    if (close(a->fd) != 0 && rc == 0) {
+        rc = BASE_ATOMIC_WRITE;
+        e = errno;
+    }
+    a->fd = -1;
+    if (rc == 0 && rename(a->tmp, a->path) != 0) {
+        rc = BASE_ATOMIC_RENAME;
+        e = errno;
+    }
+    if (rc) {
+        unlink(a->tmp);
+        atomic_free(a);
+        errno = e;
+        return rc;
+    }
+    if (sync_dir_of(a->path) != 0)
+        rc = BASE_ATOMIC_DIR_SYNC;
+    e = errno;
+    atomic_free(a);
+    errno = e;
+    return rc;
+}
+
+int base_write_file_atomic(const char *path, const void *data, size_t n, mode_t mode)
+{
+    struct base_atomic a;
+    if (base_atomic_open(&a, path, mode)) {
+        base_atomic_abort(&a);
+        return BASE_ATOMIC_WRITE;
+    }
+    base_atomic_write(&a, data, n);
+    return base_atomic_commit(&a);
+}

@@ -1,0 +1,254 @@
+/*
+ * test_base.c - core/base on its own: array growth (doubling, overflow
+ * refused, the array kept on failure), the growing buffer (bytes kept in
+ * order, NUL-terminated, printf), path joining, `mkdir -p` (made, existing,
+ * a file in the way), and the atomic file write: the whole new file or
+ * the old one, never a temporary left behind, when a write, the fsync or
+ * the rename fails (write, fsync and rename are wrapped).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "core/llm.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tests/fault-fs.h"
+
+ssize_t __real_write(int fd, const void *p, size_t n);
+ssize_t __wrap_write(int fd, const void *p, size_t n);
+static int fail_write;    /* the next write fails with ENOSPC */
+static size_t short_write; /* writes give at most this many bytes (0: all) */
+
+ssize_t __wrap_write(int fd, const void *p, size_t n)
+{
+    if (fail_write) {
+        fail_write = 0;
+        errno = ENOSPC;
+        return -1;
+    }
+    return __real_write(fd, p, short_write && n > short_write ? short_write : n);
+}
+
+static char dir[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "%s/kvchat-test-base.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    assert_non_null(mkdtemp(dir));
+    fail_fsync = fail_rename = fail_write = 0;
+    short_write = 0;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    return 0;
+}
+
+/* the file's bytes (static buffer), NULL if it cannot be read */
+static const char *slurp(const char *path, size_t *n)
+{
+    static char buf[1 << 16];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    *n = fread(buf, 1, sizeof buf - 1, f);
+    buf[*n] = 0;
+    fclose(f);
+    return buf;
+}
+
+static int entries(const char *d)
+{
+    DIR *dd = opendir(d);
+    assert_non_null(dd);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(dd));)
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(dd);
+    return n;
+}
+
+static void test_grow(void **state)
+{
+    (void)state;
+    int *v = NULL;
+    size_t cap = 0;
+    for (int i = 0; i < 1000; i++) {
+        assert_int_equal(base_grow((void **)&v, &cap, (size_t)i + 1, sizeof *v), 0);
+        assert_true(cap >= (size_t)i + 1);
+        v[i] = i * 7;
+    }
+    for (int i = 0; i < 1000; i++)
+        assert_int_equal(v[i], i * 7);
+    /* amortized: doubling, not one more each time */
+    assert_true(cap < 2048);
+    size_t was = cap;
+    assert_int_equal(base_grow((void **)&v, &cap, 10, sizeof *v), 0); /* already room */
+    assert_int_equal(cap, was);
+    /* a size that overflows is refused, the array kept */
+    int *keep = v;
+    errno = 0;
+    assert_int_equal(base_grow((void **)&v, &cap, SIZE_MAX / 2, sizeof *v), -1);
+    assert_int_equal(errno, ENOMEM);
+    assert_ptr_equal(v, keep);
+    assert_int_equal(cap, was);
+    assert_int_equal(v[999], 999 * 7);
+    free(v);
+}
+
+static void test_buf(void **state)
+{
+    (void)state;
+    struct base_buf b = {0};
+    assert_int_equal(base_buf_add(&b, "", 0), 0); /* nothing added is still a string */
+    assert_non_null(b.s);
+    assert_string_equal(b.s, "");
+    char expect[4000];
+    size_t n = 0;
+    for (int i = 0; i < 300; i++) {
+        assert_int_equal(base_buf_printf(&b, "%d,", i), 0);
+        n += (size_t)snprintf(expect + n, sizeof expect - n, "%d,", i);
+    }
+    assert_int_equal(base_buf_add(&b, "a\0b", 3), 0); /* bytes, NUL included */
+    memcpy(expect + n, "a\0b", 3);
+    n += 3;
+    assert_int_equal(b.len, n);
+    assert_memory_equal(b.s, expect, n);
+    assert_int_equal(b.s[b.len], 0);
+    assert_int_equal(base_buf_puts(&b, "end"), 0);
+    assert_string_equal(b.s + n, "end");
+    base_buf_free(&b);
+    assert_null(b.s);
+    assert_int_equal(b.len, 0);
+}
+
+static void test_paths(void **state)
+{
+    (void)state;
+    char *p = base_path_join("/a/b", "c.db");
+    assert_string_equal(p, "/a/b/c.db");
+    free(p);
+    p = base_path_join("/a/b/", "c");
+    assert_string_equal(p, "/a/b/c");
+    free(p);
+    p = base_path_join("", "c");
+    assert_string_equal(p, "c");
+    free(p);
+    p = base_strdup_printf("%s.tmp.%d", "x", 42);
+    assert_string_equal(p, "x.tmp.42");
+    free(p);
+}
+
+static void test_mkdir_p(void **state)
+{
+    (void)state;
+    char p[512], f[600];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/one/two/three", dir);
+    assert_int_equal(base_mkdir_p(p, 0700), 0);
+    assert_int_equal(stat(p, &sb), 0);
+    assert_true(S_ISDIR(sb.st_mode));
+    assert_int_equal(sb.st_mode & 0777, 0700);
+    assert_int_equal(base_mkdir_p(p, 0700), 0); /* there already */
+    snprintf(f, sizeof f, "%s/x/y/file", dir);
+    assert_int_equal(base_mkdir_parents(f, 0755), 0); /* the directories above a file, not the file */
+    snprintf(p, sizeof p, "%s/x/y", dir);
+    assert_int_equal(stat(p, &sb), 0);
+    assert_true(S_ISDIR(sb.st_mode));
+    assert_int_not_equal(stat(f, &sb), 0);
+    /* a file where a directory must go */
+    FILE *w = fopen(f, "w");
+    assert_non_null(w);
+    fclose(w);
+    snprintf(p, sizeof p, "%s/x/y/file/deeper", dir);
+    assert_int_equal(base_mkdir_p(p, 0700), -1);
+    assert_int_equal(errno, ENOTDIR);
+}
+
+static void test_atomic(void **state)
+{
+    (void)state;
+    char path[512];
+    size_t n;
+    snprintf(path, sizeof path, "%s/file", dir);
+    assert_int_equal(base_write_file_atomic(path, "old\n", 4, 0600), 0);
+    const char *got = slurp(path, &n);
+    assert_non_null(got);
+    assert_string_equal(got, "old\n");
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0600);
+    /* in pieces, with short writes resumed */
+    struct base_atomic a;
+    assert_int_equal(base_atomic_open(&a, path, 0600), 0);
+    short_write = 3;
+    char big[20000];
+    for (size_t i = 0; i < sizeof big; i++)
+        big[i] = (char)('a' + i % 26);
+    assert_int_equal(base_atomic_write(&a, "head:", 5), 0);
+    assert_int_equal(base_atomic_write(&a, big, sizeof big), 0);
+    short_write = 0;
+    assert_int_equal(base_atomic_commit(&a), 0);
+    got = slurp(path, &n);
+    assert_int_equal(n, 5 + sizeof big);
+    assert_memory_equal(got, "head:", 5);
+    assert_memory_equal(got + 5, big, sizeof big);
+    assert_int_equal(entries(dir), 1);
+    /* a failed write, fsync or rename: the old file whole, no temporary, errno said */
+    assert_int_equal(base_write_file_atomic(path, "old\n", 4, 0600), 0);
+    for (int which = 0; which < 3; which++) {
+        fail_write = which == 0;
+        fail_fsync = which == 1;
+        fail_rename = which == 2;
+        errno = 0;
+        int rc = base_write_file_atomic(path, "new\n", 4, 0600);
+        assert_int_equal(rc, which == 2 ? BASE_ATOMIC_RENAME : BASE_ATOMIC_WRITE);
+        assert_int_equal(errno, which == 0 ? ENOSPC : which == 1 ? EIO : EXDEV);
+        fail_write = fail_fsync = fail_rename = 0;
+        got = slurp(path, &n);
+        assert_string_equal(got, "old\n");
+        assert_int_equal(entries(dir), 1);
+    }
+    /* given up: nothing changed, nothing left */
+    assert_int_equal(base_atomic_open(&a, path, 0600), 0);
+    base_atomic_write(&a, "x", 1);
+    base_atomic_abort(&a);
+    assert_string_equal(slurp(path, &n), "old\n");
+    assert_int_equal(entries(dir), 1);
+    /* never through a symbolic link at the temporary's name */
+    char tmp[600], target[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    snprintf(target, sizeof target, "%s/target", dir);
+    assert_int_equal(symlink(target, tmp), 0);
+    assert_int_equal(base_write_file_atomic(path, "new\n", 4, 0600), 0);
+    assert_string_equal(slurp(path, &n), "new\n");
+    assert_int_not_equal(access(target, F_OK), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_grow),
+        cmocka_unit_test(test_buf),
+        cmocka_unit_test(test_paths),
+        cmocka_unit_test_setup_teardown(test_mkdir_p, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_atomic, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
