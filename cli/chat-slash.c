@@ -50,18 +50,19 @@ static int slash_help(struct chat *ch, char *arg)
         snprintf(left, sizeof left, "%s%s%s", s->name, s->args ? " " : "", s->args ? s->args : "");
         if (s->complete == SLASH_ARG_SET_KEY) /* the keys /set takes, from the one table */
             cmd_opts_set_keys_join(keys, sizeof keys, " ");
-        fprintf(ch->ui, "  %s%-16s%s %s%s%s\n", chat_col(ch, C_BOLD), left, chat_col(ch, C_RESET), s->help,
-                keys[0] ? " " : "", keys);
+        char entry[1024];
+        int head = snprintf(entry, sizeof entry, "  %s%-16s%s ", chat_col(ch, C_BOLD), left, chat_col(ch, C_RESET));
+        snprintf(entry + head, sizeof entry - (size_t)head, "%s%s%s", s->help, keys[0] ? " " : "", keys);
+        chat_ui_text(ch, C_RESET, entry, (size_t)head, 19, true); /* continuations under the text */
     }
-    fprintf(ch->ui,
-            "\nEnter sends. End a line with \\ to go on with the next one, or start a line\n"
-            "with \"\"\" to start a block and end a line with \"\"\" to end it. A line starting\n"
-            "with // sends a message that starts with /. A unique prefix is enough for\n"
-            "/help /sessions /set /show /stats; the others need their full name.\n"
-            "Ctrl-C stops an answer or clears the line; Ctrl-D leaves (inside a \"\"\"\n"
-            "block it drops the block); Tab completes; Up/Down recall earlier inputs.\n"
-            "/set system TEXT and /set parameter KEY VALUE work as in ollama.\n");
-    fflush(ch->ui);
+    chat_ui_text(ch, C_RESET,
+            "\nEnter sends. End a line with \\ to go on with the next one, or start a line "
+            "with \"\"\" to start a block and end a line with \"\"\" to end it. A line starting "
+            "with // sends a message that starts with /. A unique prefix is enough for "
+            "/help /sessions /set /show /stats; the others need their full name. "
+            "Ctrl-C stops an answer or clears the line; Ctrl-D leaves (inside a \"\"\" "
+            "block it drops the block); Tab completes; Up/Down recall earlier inputs. "
+            "/set system TEXT and /set parameter KEY VALUE work as in ollama.", 0, 0, true);
     return 0;
 }
 
@@ -239,6 +240,7 @@ static int slash_load(struct chat *ch, char *arg)
         chat_note(ch, C_DIM, "session '%s': %" PRId64 " exchange%s, %" PRId64 " token%s", arg,
              sess_conv_n_exchanges(ch->conv), cmd_s(sess_conv_n_exchanges(ch->conv)),
              sess_conv_n_tokens(ch->conv), cmd_s(sess_conv_n_tokens(ch->conv)));
+    chat_show_last_exchange(ch);
     return 0;
 }
 
@@ -432,12 +434,29 @@ static int slash_read(struct chat *ch, char *arg)
     return 0;
 }
 
+/* /set's and /show's list of what /set changes */
 static void show_settings(struct chat *ch)
 {
-    fprintf(ch->ui, "sampling   ");
-    cmd_opts_describe(&ch->o, ch->ui);
-    fputc('\n', ch->ui);
-    fflush(ch->ui);
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    if (!f)
+        return;
+    fputs("sampling   ", f);
+    cmd_opts_describe(&ch->o, f);
+    fclose(f);
+    chat_print_wrapped(ch, text);
+    free(text);
+    const char *fmt = sess_conv_format(ch->conv, NULL);
+    char line[1024];
+    int k = snprintf(line, sizeof line, "output     think %s (reasoning %s), wrap %s, format %s",
+                     ch->o.think_off ? "off" : "on", ch->o.think_hide ? "hidden" : "shown dimmed",
+                     ch->o.wrap ? "on" : "off", fmt ? fmt : "off");
+    for (int i = 0; ch->o.stop[i] && k > 0 && (size_t)k < sizeof line; i++)
+        k += snprintf(line + k, sizeof line - (size_t)k, "%s'%s'", i ? ", " : ", stop ", ch->o.stop[i]);
+    chat_print_wrapped(ch, line);
+    snprintf(line, sizeof line, "private    %s", ch->o.private_mode ? "on: nothing is written" : "off");
+    chat_print_wrapped(ch, line);
 }
 
 /* /set private on|off: the store read-only or not, the history file too */
@@ -474,6 +493,45 @@ static int set_private(struct chat *ch, bool on)
 static const char *const ollama_params[][2] = {
     {"temperature", "temp"}, {"num_predict", "n_predict"}, {NULL, NULL},
 };
+
+/* ollama's /set parameter stop A B ...: the answers end before any of the
+ * strings (words; quotes around one are dropped), for this chat (a
+ * session does not keep them, as --stop) */
+static int set_stop(struct chat *ch, char *value)
+{
+    char *copy[CMD_OPTS_MAX_STOP] = {0};
+    int n = 0;
+    for (char *w = strtok(value, " \t"); w; w = strtok(NULL, " \t")) {
+        size_t len = strlen(w);
+        if (len > 2 && w[0] == '"' && w[len - 1] == '"')
+            w[len - 1] = 0, w++;
+        bool full = n == CMD_OPTS_MAX_STOP;
+        if (full || !(copy[n] = strdup(w))) {
+            if (full)
+                chat_err(ch, "too many stop strings (at most %d)", CMD_OPTS_MAX_STOP);
+            else
+                chat_err(ch, "out of memory");
+            for (int i = 0; i < n; i++)
+                free(copy[i]);
+            return 0;
+        }
+        n++;
+    }
+    for (int i = 0; i < CMD_OPTS_MAX_STOP; i++) {
+        free(ch->stop[i]);
+        ch->stop[i] = copy[i];
+        ch->o.stop[i] = copy[i];
+    }
+    ch->o.stop[CMD_OPTS_MAX_STOP] = NULL;
+    ch->o.n_stop = n;
+    sess_conv_set_stop(ch->conv, ch->o.stop);
+    char line[1024];
+    int k = snprintf(line, sizeof line, "stop strings:");
+    for (int i = 0; i < n && k > 0 && (size_t)k < sizeof line; i++)
+        k += snprintf(line + k, sizeof line - (size_t)k, "%s '%s'", i ? "," : "", ch->stop[i]);
+    chat_note(ch, C_DIM, "%s (this chat; a session does not keep them)", line);
+    return 0;
+}
 
 /* split "KEY VALUE" (or KEY=VALUE) at arg: the value, or "" */
 static char *split_key(char *arg)
@@ -537,6 +595,8 @@ static int slash_set(struct chat *ch, char *arg)
         chat_err(ch, "usage: /set KEY VALUE (keys: %s)", keys);
         return 0;
     }
+    if (!strcmp(key, "stop"))
+        return set_stop(ch, value);
     if (!strcmp(key, "format") || !strcmp(key, "schema") || !strcmp(key, "grammar"))
         return cmd_format_set(&ch->o.format, ch->conv, ch->l.remote != NULL, key, value, stdout);
     char err[512];
@@ -609,7 +669,7 @@ static void show_conversation(struct chat *ch, char *line, size_t n)
     for (char *s = line; *s; s++)
         if (*s == '\n')
             *s = ' ';
-    chat_print_fit(ch, C_RESET, line);
+    chat_print_wrapped(ch, line);
 }
 
 /* /show's line of where kvchat keeps its files (as `kvchat paths`) */
@@ -630,17 +690,17 @@ static int slash_show(struct chat *ch, char *arg)
         char info[4600];
         cmd_remote_info(ch->l.remote, info, sizeof info);
         snprintf(line, sizeof line, "model      %s", info);
-        chat_print_fit(ch, C_RESET, line);
+        chat_print_wrapped(ch, line);
         show_conversation(ch, line, sizeof line);
         snprintf(line, sizeof line, "context    %" PRId64 " exchange%s, sent whole each turn (the server's prefix "
                                     "cache reuses what it has seen)",
                  sess_conv_n_exchanges(ch->conv), cmd_s(sess_conv_n_exchanges(ch->conv)));
-        chat_print_fit(ch, C_RESET, line);
+        chat_print_wrapped(ch, line);
         struct sess_conv_params cp = sess_conv_get_params(ch->conv);
         char sent[1024];
         cmd_remote_sent(ch->l.remote, &cp, sent, sizeof sent);
         snprintf(line, sizeof line, "sent       %s", sent);
-        chat_print_fit(ch, C_RESET, line);
+        chat_print_wrapped(ch, line);
         show_files(ch, line, sizeof line);
         return 0;
     }
@@ -649,23 +709,23 @@ static int slash_show(struct chat *ch, char *arg)
     cmd_fmt_bytes(mem, sizeof mem, (double)llm_ctx_kv_bytes(ctx, llm_ctx_n_past(ctx)));
     snprintf(line, sizeof line, "model      %s (%s%s%s, template %s)", ch->l.path, m->arch,
              m->name[0] ? ", " : "", m->name, llm_template_name(ch->l.tmpl));
-    chat_print_fit(ch, C_RESET, line);
+    chat_print_wrapped(ch, line);
     show_conversation(ch, line, sizeof line);
     snprintf(line, sizeof line,
              "context    %" PRId64 " of %" PRId64 " tokens, %" PRId64 " exchange%s, KV %s in memory",
              sess_conv_n_tokens(ch->conv), llm_ctx_n_ctx(ctx), sess_conv_n_exchanges(ch->conv),
              cmd_s(sess_conv_n_exchanges(ch->conv)), mem);
-    chat_print_fit(ch, C_RESET, line);
+    chat_print_wrapped(ch, line);
     snprintf(line, sizeof line, "engine     %d thread%s, KV %s%s", llm_ctx_n_threads(ctx),
              cmd_s(llm_ctx_n_threads(ctx)), llm_type_name(llm_ctx_kv_type(ctx)),
              ch->o.no_cache ? ", --no-cache" : "");
-    chat_print_fit(ch, C_RESET, line);
+    chat_print_wrapped(ch, line);
     if (isatty(1))
         snprintf(line, sizeof line, "terminal   %d columns, word wrap %s", repl_width(1),
                  ch->o.wrap ? "on" : "off (/set wrap on)");
     else
         snprintf(line, sizeof line, "terminal   none: answers go to a pipe or file, never wrapped");
-    chat_print_fit(ch, C_RESET, line);
+    chat_print_wrapped(ch, line);
     show_files(ch, line, sizeof line);
     show_settings(ch);
     return 0;

@@ -38,6 +38,7 @@ struct chat {
     struct wrap wrap;      /* word wrap of answers on a terminal */
     bool wrapping;         /* the answer being streamed is wrapped */
     struct cmd_answer ans; /* splits reasoning from the answer as it streams */
+    char *stop[CMD_OPTS_MAX_STOP]; /* /set parameter stop's strings (o.stop points here then) */
     struct sess_turn_stats last;
     bool have_last;
     int64_t turns;          /* answers in this process */
@@ -56,14 +57,25 @@ extern volatile sig_atomic_t chat_interrupt, chat_quit;
 /* ==== saying things (cmd-chat.c) ==== */
 /* the escape sequence of c, "" without colours */
 const char *chat_col(const struct chat *ch, enum chat_color c);
-/* a note to the user: one line on ui */
+/*
+ * Text for the user on ui, ended by a newline: on a terminal wrapped at its
+ * width as answers are (cli/wrap.c), sanitized unless raw (our own text with
+ * colours). The first head bytes (a label, padding included) are written as
+ * they are; the lines after the first start at column hang.
+ */
+void chat_ui_text(struct chat *ch, enum chat_color c, const char *text, size_t head, int hang, bool raw);
+/* a note to the user: wrapped on ui */
 void chat_note(struct chat *ch, enum chat_color c, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* an error inside the chat: to stderr in kvchat's form */
+/* an error inside the chat: to stderr in kvchat's form, wrapped on a terminal */
 void chat_err(struct chat *ch, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* one line cut to the terminal's width (ui) */
+/* information (not an error) on stderr in kvchat's form, wrapped on a terminal */
+void chat_info(struct chat *ch, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* a status line on ui, wrapped at the terminal's width (nothing cut) */
 void chat_print_fit(struct chat *ch, enum chat_color c, const char *line);
-/* a line too long to cut (paths): wrapped at spaces on a terminal */
+/* a /show line: its label padded to column 11, the value's lines under it */
 void chat_print_wrapped(struct chat *ch, const char *line);
+/* a session reopened on a terminal: its last exchange, dimmed */
+void chat_show_last_exchange(struct chat *ch);
 /* -v's line of one turn's figures */
 void chat_stats_line(struct chat *ch, const struct sess_turn_stats *ts);
 

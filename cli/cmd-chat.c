@@ -50,7 +50,7 @@ static const char chat_usage[] =
     "usage: kvchat [chat] [SESSION | -s SESSION | -c] [-m MODEL] [--system TEXT|--system-file F] [options]\n"
     "\n"
     "  The interactive chat. With SESSION, the chat is saved under that name\n"
-    "  after every exchange and resumes from its KV snapshots next time (it is\n"
+    "  after every exchange and resumes from its KV blocks next time (it is\n"
     "  created if new); without, it is no session (at exit it is gone unless you\n"
     "  /save it), but every prompt's KV blocks and token ids stay in the store\n"
     "  as a cache until evicted or collected ('kvchat sessions forget' removes\n"
@@ -127,86 +127,121 @@ const char *chat_col(const struct chat *ch, enum chat_color c)
     return ch->color ? color_seq[c] : "";
 }
 
-/* a note to the user: one line on ui */
+/* wrap_write as cmd_term_clean's writer */
+struct ui_put {
+    struct wrap *w;
+    int cols;
+};
+static int ui_put(void *ud, const char *s, size_t n)
+{
+    struct ui_put *u = ud;
+    return wrap_write(u->w, u->cols, s, n) ? 1 : 0;
+}
+
+/*
+ * Text for the user on f, ended by a newline: on a terminal wrapped at
+ * its width as answers are (cli/wrap.c: breaks at spaces, nothing lost, a
+ * word wider than the line cut at the edge), and sanitized unless raw (our
+ * own text with colours). The first head bytes (a /show or /help label,
+ * padding included) are written as they are; the lines after the first
+ * then start at column hang, under the label's value.
+ */
+static void text_to(struct chat *ch, FILE *f, enum chat_color c, const char *text, size_t head, int hang, bool raw)
+{
+    int cols = isatty(fileno(f)) ? repl_width(fileno(f)) : 0;
+    size_t n = strlen(text);
+    bool colored = ch->color && (f == ch->ui || cols > 0);
+    fflush(stdout);
+    if (f != stdout && ch->ui)
+        fflush(ch->ui);
+    fputs(colored ? color_seq[c] : "", f);
+    if (cols < 2) {
+        if (raw)
+            fputs(text, f);
+        else
+            cmd_term_write(f, text, n);
+    } else {
+        struct wrap w;
+        wrap_init(&w, f);
+        wrap_begin(&w);
+        struct ui_put u = {&w, cols};
+        head = head < n ? head : 0;
+        for (int part = 0; part < 2; part++) {
+            const char *p = part ? text + head : text;
+            size_t len = part ? n - head : head;
+            if (raw)
+                wrap_write(&w, cols, p, len);
+            else
+                cmd_term_clean(p, len, ui_put, &u);
+            if (!part && head && hang > 0 && hang < cols / 2)
+                w.hang = hang;
+        }
+        wrap_end(&w, cols);
+        wrap_free(&w);
+    }
+    fprintf(f, "%s\n", colored ? color_seq[C_RESET] : "");
+    fflush(f);
+}
+
+void chat_ui_text(struct chat *ch, enum chat_color c, const char *text, size_t head, int hang, bool raw)
+{
+    text_to(ch, ch->ui, c, text, head, hang, raw);
+}
+
+/* "kvchat: " and a message on stderr, wrapped on a terminal as ui's lines */
+static void chat_vsay(struct chat *ch, enum chat_color c, const char *fmt, va_list ap)
+{
+    char *msg = NULL, *line = NULL;
+    if (vasprintf(&msg, fmt, ap) < 0)
+        return;
+    if (asprintf(&line, "kvchat: %s", msg) >= 0) {
+        text_to(ch, stderr, c, line, 0, 0, false);
+        free(line);
+    }
+    free(msg);
+}
+
+/* a note to the user: wrapped on ui */
 void chat_note(struct chat *ch, enum chat_color c, const char *fmt, ...)
 {
     va_list ap;
-    fflush(stdout);
-    fputs(chat_col(ch, c), ch->ui);
+    char *text = NULL;
     va_start(ap, fmt);
-    cmd_term_vprintf(ch->ui, fmt, ap); /* names and texts of the store: sanitized */
+    int n = vasprintf(&text, fmt, ap);
     va_end(ap);
-    fprintf(ch->ui, "%s\n", chat_col(ch, C_RESET));
-    fflush(ch->ui);
+    if (n >= 0)
+        chat_ui_text(ch, c, text, 0, 0, false); /* names and texts of the store: sanitized */
+    free(n >= 0 ? text : NULL);
 }
 
 /* an error inside the chat: to stderr in kvchat's form */
 void chat_err(struct chat *ch, const char *fmt, ...)
 {
     va_list ap;
-    fflush(stdout);
-    fflush(ch->ui);
-    bool c = ch->color && isatty(2);
-    fprintf(stderr, "%skvchat: ", c ? color_seq[C_ERR] : "");
     va_start(ap, fmt);
-    cmd_term_vprintf(stderr, fmt, ap);
+    chat_vsay(ch, C_ERR, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "%s\n", c ? color_seq[C_RESET] : "");
 }
 
-/* print one line cut to the terminal's width (ui) */
+/* information (not an error) on stderr in kvchat's form */
+void chat_info(struct chat *ch, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    chat_vsay(ch, C_RESET, fmt, ap);
+    va_end(ap);
+}
+
+/* a status line on ui, wrapped */
 void chat_print_fit(struct chat *ch, enum chat_color c, const char *line)
 {
-    int w = isatty(fileno(ch->ui)) ? repl_width(fileno(ch->ui)) : 0;
-    size_t len = strlen(line), max = w > 1 ? (size_t)w - 1 : SIZE_MAX;
-    /* count characters, not bytes (UTF-8 continuation bytes are free) */
-    size_t cut = len, chars = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (((unsigned char)line[i] & 0xC0) == 0x80)
-            continue;
-        if (chars == max) {
-            cut = i;
-            break;
-        }
-        chars++;
-    }
-    fflush(stdout);
-    fputs(chat_col(ch, c), ch->ui);
-    cmd_term_write(ch->ui, line, cut);
-    fprintf(ch->ui, "%s\n", chat_col(ch, C_RESET));
-    fflush(ch->ui);
+    chat_ui_text(ch, c, line, 0, 0, false);
 }
 
-/* a /show line too long to cut (paths): wrapped at spaces on a terminal,
- * the continuation under the value (column 11) */
+/* a /show line: its label padded to column 11, the value's lines under it */
 void chat_print_wrapped(struct chat *ch, const char *line)
 {
-    int w = isatty(fileno(ch->ui)) ? repl_width(fileno(ch->ui)) : 0;
-    fflush(stdout);
-    if (w < 30) {
-        cmd_term_puts(ch->ui, line);
-        fputc('\n', ch->ui);
-        return;
-    }
-    size_t col = 0, max = (size_t)w - 1;
-    for (const char *p = line; *p;) {
-        const char *sp = strchr(p, ' ');
-        size_t n = sp ? (size_t)(sp - p) : strlen(p);
-        if (col > 11 && col + 1 + n > max) {
-            fputs("\n           ", ch->ui);
-            col = 11;
-        } else if (p != line) {
-            fputc(' ', ch->ui);
-            col++;
-        }
-        cmd_term_write(ch->ui, p, n);
-        col += n;
-        p += n;
-        while (*p == ' ')
-            p++;
-    }
-    fputc('\n', ch->ui);
-    fflush(ch->ui);
+    chat_ui_text(ch, C_RESET, line, 11, 11, false);
 }
 
 /* the store is there for sessions; says why not */
@@ -251,7 +286,7 @@ int chat_on_text(void *ud, const char *text, size_t n)
 void chat_answer_begin(struct chat *ch)
 {
     ch->last_char = 0;
-    chat_interrupt = 0;
+    chat_interrupt = chat_quit; /* a SIGTERM that came before the turn still stops it */
     ch->wrapping = ch->o.wrap && isatty(1);
     if (ch->wrapping)
         wrap_begin(&ch->wrap);
@@ -337,9 +372,10 @@ void chat_turn_done(struct chat *ch, int rc, const struct sess_turn_stats *ts)
         chat_stats_line(ch, ts);
     if (ch->o.verbose)
         cmd_format_stats(ts, stderr);
+    const char *fmt = sess_conv_format(ch->conv, NULL);
     if (ts->grammar && !ts->grammar_complete) /* never silently invalid */
         chat_note(ch, C_WARN, "[the answer is incomplete under the %s (stop: %s)]",
-             !strcmp(ch->o.format.kind, "grammar") ? "grammar" : !strcmp(ch->o.format.kind, "schema") ? "schema" : "JSON format",
+             !fmt ? "format" : !strcmp(fmt, "grammar") ? "grammar" : !strcmp(fmt, "schema") ? "schema" : "JSON format",
              ts->stop_reason);
 }
 
@@ -409,6 +445,10 @@ void chat_say(struct chat *ch, const char *text)
 {
     struct sess_turn_stats ts;
     memset(&ts, 0, sizeof ts);
+    if (chat_quit) { /* SIGTERM or SIGHUP came first: the message is not sent, the chat ends */
+        chat_err(ch, "interrupted: the message was not sent");
+        return;
+    }
     chat_answer_begin(ch);
     int rc = sess_conv_say(ch->conv, text, chat_on_text, ch, &chat_interrupt, &ts);
     chat_answer_end(ch);
@@ -455,9 +495,9 @@ static void restore_report(struct chat *ch, const char *name, const struct sess_
     if (rs->first_problem[0])
         chat_err(ch, "session '%s': %s", name, rs->first_problem);
     if (!ch->l.remote && (ch->o.verbose || rs->missing_tokens > 0 || rs->damaged))
-        cmd_term_printf(stderr,
-                "kvchat: session '%s': %" PRId64 " token%s restored from %" PRId64 " KV block%s in %.1f ms, %" PRId64
-                " to compute\n",
+        chat_info(ch,
+                "session '%s': %" PRId64 " token%s restored from %" PRId64 " KV block%s in %.1f ms, %" PRId64
+                " to compute",
                 name, rs->restored_tokens, cmd_s(rs->restored_tokens), rs->restored_blocks,
                 cmd_s(rs->restored_blocks), rs->ms, rs->missing_tokens);
 }
@@ -701,12 +741,50 @@ static void model_opened(void *ud, const struct cmd_conv *c)
                         c->session);
 }
 
+/* text cut after max bytes (at a character's start), "[...]" marking the cut */
+static char *cut_text(const char *text, size_t max)
+{
+    size_t n = strlen(text);
+    if (n > max)
+        while (max > 0 && ((unsigned char)text[max] & 0xC0) == 0x80)
+            max--;
+    char *out = NULL;
+    if (asprintf(&out, "%.*s%s", (int)(n > max ? max : n), text, n > max ? " [...]" : "") < 0)
+        return NULL;
+    return out;
+}
+
+/* a session reopened on a terminal: its last exchange, dimmed, where the
+ * conversation goes on (each side cut after 1000 bytes) */
+void chat_show_last_exchange(struct chat *ch)
+{
+    int64_t n = sess_conv_n_messages(ch->conv), u = n - 1;
+    const char *q = NULL, *a = NULL;
+    if (!ch->interactive)
+        return;
+    while (u >= 0 && sess_conv_message(ch->conv, u, &q) != SESS_ROLE_USER)
+        u--;
+    if (u < 0)
+        return;
+    if (u + 1 < n && sess_conv_message(ch->conv, u + 1, &a) != SESS_ROLE_ASSISTANT)
+        a = NULL;
+    char *cq = cut_text(q, 1000), *ca = a ? cut_text(a, 1000) : NULL, *line = NULL;
+    if (cq && asprintf(&line, "> %s", cq) >= 0) {
+        chat_ui_text(ch, C_DIM, line, 2, 2, false);
+        free(line);
+    }
+    if (ca)
+        chat_ui_text(ch, C_DIM, ca, 0, 0, false);
+    free(cq);
+    free(ca);
+}
+
 /* the first lines on a terminal: what this chat is */
 static void banner(struct chat *ch)
 {
     const char *arch = ch->l.remote ? "remote" : llm_model_get_meta(ch->l.model)->arch;
     const char *base = ch->l.remote ? NULL : strrchr(ch->l.path, '/');
-    /* the session first: a narrow terminal cuts the line's end */
+    /* the session first; wrapped at the terminal's width, nothing cut */
     char head[5400];
     snprintf(head, sizeof head, "kvchat %s · %s%s · %s (%s) · /help for commands, Ctrl-D to leave",
              KVCHAT_VERSION, ch->name ? "session " : ch->o.private_mode ? "private chat" : "unnamed chat",
@@ -717,9 +795,11 @@ static void banner(struct chat *ch)
         chat_note(ch, C_DIM, ch->o.private_mode ? "private: the KV blocks on disk are read, nothing is written"
                                                 : "not saved as a session, but its KV blocks and token ids stay on disk "
                                                   "as a cache (--private: none)");
-    if (ch->name && sess_conv_n_exchanges(ch->conv) > 0)
-        chat_note(ch, C_DIM, "session '%s': %" PRId64 " exchange%s so far", ch->name,
+    if (ch->name && sess_conv_n_exchanges(ch->conv) > 0) {
+        chat_note(ch, C_DIM, "session '%s': %" PRId64 " exchange%s so far; the last:", ch->name,
                   sess_conv_n_exchanges(ch->conv), cmd_s(sess_conv_n_exchanges(ch->conv)));
+        chat_show_last_exchange(ch);
+    }
 }
 
 /* the conversation is open: the line editor, the banner, the loop */
@@ -801,6 +881,8 @@ static int chat_exec(int argc, char **argv)
     sess_conv_free(ch.conv);
     sess_store_close(ch.st);
     free(ch.name);
+    for (int i = 0; i < CMD_OPTS_MAX_STOP; i++)
+        free(ch.stop[i]);
     wrap_free(&ch.wrap);
     cmd_answer_free(&ch.ans);
     cmd_llm_close(&ch.l);

@@ -69,7 +69,8 @@ static const char bench_usage[] =
     "\n"
     "Measure prefill of P random tokens in one batch and decode of N tokens\n"
     "after them (so decode starts at depth P, as llref bench does), best of R\n"
-    "runs, and the peak resident memory. Also prints the effective weight\n"
+    "runs after one untimed warm-up (up to 32 prompt tokens and one generated,\n"
+    "as llama-bench's), and the peak resident memory. Also prints the effective weight\n"
     "bandwidth of decode: the bytes of weights read per decoded token times\n"
     "decode tokens per second.\n"
     "\n"
@@ -526,6 +527,20 @@ static int bench_exec(int argc, char **argv)
     if (rs && llm_ctx_rstate_export(en.ctx, rs, rs_n) != (int64_t)rs_n) {
         free(rs);
         rs = NULL;
+    }
+    /* one untimed warm-up pass first, as llama-bench's (up to 32 prompt
+     * tokens, then one generated): weights faulted in, threads and caches
+     * warm, so that even -r 1 measures a warm run */
+    if (rc == 0) {
+        double t0 = now();
+        int64_t nw = np < 32 ? np : 32;
+        if (nw > 0)
+            rc = decode_or_fail(&en, t + nd, nw);
+        if (rc == 0 && ng > 0)
+            rc = decode_or_fail(&en, t + nd + np, 1);
+        if (rc == 0 && o.verbose)
+            fprintf(stderr, "kvchat: warm-up: %" PRId64 " prompt token%s and %d generated, untimed, in %.2f s\n", nw,
+                    cmd_s(nw), ng > 0, now() - t0);
     }
     double best_p = 1e30, best_g = 1e30;
     uint64_t ukr_p = 0, ukr_g = 0; /* BLIS micro-kernel calls of the float weights */

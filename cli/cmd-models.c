@@ -262,6 +262,59 @@ static void list_json(const struct mdl_entry *e, bool is_def)
     fputs("}", stdout);
 }
 
+/* ==== tables: cells as a terminal shows them, columns that line up ==== */
+
+struct cell_buf {
+    char *p;
+    size_t n, size;
+};
+static int cell_put(void *ud, const char *s, size_t n)
+{
+    struct cell_buf *b = ud;
+    if (n > b->size - 1 - b->n)
+        n = b->size - 1 - b->n;
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    return 0;
+}
+
+/* s as stdout shows it into buf (on a terminal what could drive it is
+ * U+FFFD, as every text kvchat prints; names, GGUF metadata and .remote
+ * fields are anyone's bytes); returns its width in columns (characters) */
+static int cell(char *buf, size_t size, const char *s)
+{
+    struct cell_buf b = {buf, 0, size};
+    if (cmd_term_is(stdout))
+        cmd_term_clean(s, strlen(s), cell_put, &b);
+    else
+        cell_put(&b, s, strlen(s));
+    buf[b.n] = 0;
+    int w = 0;
+    for (size_t i = 0; i < b.n; i++)
+        w += ((unsigned char)buf[i] & 0xC0) != 0x80;
+    return w;
+}
+
+/* s in a column of width w, padded on the right (or, right, on the left) */
+static void put_cell(const char *s, int w, bool right)
+{
+    char buf[1024];
+    int pad = w - cell(buf, sizeof buf, s);
+    if (right)
+        printf("%*s", pad > 0 ? pad : 0, "");
+    fputs(buf, stdout);
+    if (!right)
+        printf("%*s", pad > 0 ? pad : 0, "");
+}
+
+/* the widest of the column's cells so far and s */
+static int widest(int w, const char *s)
+{
+    char buf[1024];
+    int k = cell(buf, sizeof buf, s);
+    return k > w ? k : w;
+}
+
 static int models_list(int argc, char **argv)
 {
     bool json = false;
@@ -287,43 +340,63 @@ static int models_list(int argc, char **argv)
         fprintf(stderr, "kvchat: no models in %s/models; try 'kvchat models pull %s'\n", home,
                 MDL_DEFAULT_ALIAS);
     }
-    int wn = 4; /* the name column as wide as the longest name: nothing shifts */
-    for (size_t i = 0; i < n; i++)
-        wn = (int)strlen(es[i].name) > wn ? (int)strlen(es[i].name) : wn;
-    if (!json && n)
-        printf("  %-*s %11s  %-8s %-8s %9s  %-16s  %s\n", wn, "NAME", "SIZE", "QUANT", "ARCH", "PARAMS",
-               "PULLED (UTC)", "PATH");
+    /* every column as wide as its widest cell: nothing shifts */
+    enum { COL_NAME, COL_SIZE, COL_QUANT, COL_ARCH, COL_PARAMS, COL_PULLED, COL_COUNT };
+    static const char *const head[COL_COUNT] = {"NAME", "SIZE", "QUANT", "ARCH", "PARAMS", "PULLED (UTC)"};
+    char (*cells)[COL_COUNT][160] = n ? calloc(n, sizeof *cells) : NULL;
+    if (n && !cells) {
+        free(es);
+        return cmd_fail(CMD_EXIT_MODEL, "out of memory");
+    }
+    int w[COL_COUNT];
+    for (int k = 0; k < COL_COUNT; k++)
+        w[k] = widest(0, head[k]);
     for (size_t i = 0; i < n; i++) {
         const struct mdl_entry *e = &es[i];
-        bool is_def = defpath[0] && !strcmp(defpath, e->path);
-        char size[32], params[32], pulled[32];
-        if (json) {
-            cmd_json_list_item(stdout, (int64_t)i);
-            list_json(e, is_def);
-            continue;
-        }
-        if (e->remote) {
-            fmt_time(pulled, sizeof pulled, e->pulled);
-            printf("%c %-*s %11s  %-8s %-8s %9s  %-16s  %s (model %s%s%s)", is_def ? '*' : ' ', wn, e->name,
-                   "remote", "-", "-", "-", pulled, e->url, e->remote_model,
-                   e->api_key_env[0] ? ", key $" : "", e->api_key_env);
-            if (e->error[0])
-                printf("  (unreadable: %s)", e->error);
-            putchar('\n');
-            continue;
-        }
-        cmd_fmt_size(size, sizeof size, (double)e->size);
-        if (e->n_params >= 0)
-            cmd_fmt_count(params, sizeof params, (double)e->n_params);
+        char *c[COL_COUNT];
+        for (int k = 0; k < COL_COUNT; k++)
+            c[k] = cells[i][k];
+        snprintf(c[COL_NAME], 160, "%s", e->name);
+        if (e->remote)
+            snprintf(c[COL_SIZE], 160, "remote");
         else
-            snprintf(params, sizeof params, "-");
-        fmt_time(pulled, sizeof pulled, e->pulled);
-        printf("%c %-*s %11s  %-8s %-8s %9s  %-16s  %s", is_def ? '*' : ' ', wn, e->name, size,
-               e->quant[0] ? e->quant : "-", e->arch[0] ? e->arch : "-", params, pulled, e->path);
+            cmd_fmt_size(c[COL_SIZE], 160, (double)e->size);
+        snprintf(c[COL_QUANT], 160, "%s", !e->remote && e->quant[0] ? e->quant : "-");
+        snprintf(c[COL_ARCH], 160, "%s", !e->remote && e->arch[0] ? e->arch : "-");
+        if (!e->remote && e->n_params >= 0)
+            cmd_fmt_count(c[COL_PARAMS], 160, (double)e->n_params);
+        else
+            snprintf(c[COL_PARAMS], 160, "-");
+        fmt_time(c[COL_PULLED], 160, e->pulled);
+        for (int k = 0; k < COL_COUNT; k++)
+            w[k] = widest(w[k], c[k]);
+    }
+    for (size_t i = 0; !json && i <= n && n; i++) { /* the heading, then the rows */
+        const struct mdl_entry *e = i ? &es[i - 1] : NULL;
+        bool is_def = e && defpath[0] && !strcmp(defpath, e->path);
+        fputs(is_def ? "* " : "  ", stdout);
+        for (int k = 0; k < COL_COUNT; k++) {
+            put_cell(e ? cells[i - 1][k] : head[k], w[k], k == COL_SIZE || k == COL_PARAMS);
+            fputs("  ", stdout);
+        }
+        if (!e) {
+            puts("PATH");
+            continue;
+        }
+        if (e->remote)
+            cmd_term_printf(stdout, "%s (model %s%s%s)", e->url, e->remote_model, e->api_key_env[0] ? ", key $" : "",
+                            e->api_key_env);
+        else
+            cmd_term_printf(stdout, "%s", e->path);
         if (e->error[0])
-            printf("  (unreadable: %s)", e->error);
+            cmd_term_printf(stdout, "  (unreadable: %s)", e->error);
         putchar('\n');
     }
+    for (size_t i = 0; json && i < n; i++) {
+        cmd_json_list_item(stdout, (int64_t)i);
+        list_json(&es[i], defpath[0] && !strcmp(defpath, es[i].path));
+    }
+    free(cells);
     if (json)
         cmd_json_list_end(stdout, (int64_t)n);
     free(es);
@@ -477,11 +550,15 @@ static int models_aliases(int argc, char **argv)
         json = true;
     }
     int64_t n = 0;
-    int w_name = 1, w_about = 1; /* the columns as wide as their longest entry: nothing shifts */
+    int w_name = 1, w_about = 1, w_size = 1; /* the columns as wide as their widest entry: nothing shifts */
     for (const struct mdl_alias *a = mdl_aliases; a->name; a++)
         if (mdl_alias_runs(a)) {
-            w_name = (int)strlen(a->name) > w_name ? (int)strlen(a->name) : w_name;
-            w_about = (int)strlen(a->about) > w_about ? (int)strlen(a->about) : w_about;
+            char size[32], approx[40];
+            cmd_fmt_size(size, sizeof size, (double)a->size);
+            snprintf(approx, sizeof approx, "~%s", size);
+            w_name = widest(w_name, a->name);
+            w_about = widest(w_about, a->about);
+            w_size = widest(w_size, approx);
         }
     for (const struct mdl_alias *a = mdl_aliases; a->name; a++) {
         if (!mdl_alias_runs(a))
@@ -502,7 +579,12 @@ static int models_aliases(int argc, char **argv)
         cmd_fmt_size(size, sizeof size, (double)a->size);
         char approx[40];
         snprintf(approx, sizeof approx, "~%s", size);
-        printf("%-*s  %-*s  %12s  %s\n", w_name, a->name, w_about, a->about, approx, ref);
+        put_cell(a->name, w_name, false);
+        fputs("  ", stdout);
+        put_cell(a->about, w_about, false);
+        fputs("  ", stdout);
+        put_cell(approx, w_size, true);
+        cmd_term_printf(stdout, "  %s\n", ref);
         n++;
     }
     if (json)

@@ -45,8 +45,9 @@ static const char run_usage[] =
     "                           Binary files and files too large for the context\n"
     "                           are refused; the token count is noted on stderr\n"
     "                           when it is a terminal, or with -v\n"
-    "  -s, --session NAME       append the turn to session NAME (created if new),\n"
-    "                           resuming its KV cache from disk with no re-prefill\n"
+    "  -s, --session NAME       append the turn to session NAME (a new one is made\n"
+    "                           with its first answer), resuming its KV cache\n"
+    "                           from disk with no re-prefill\n"
     "                           (with --no-cache: the session is recomputed and\n"
     "                           left unchanged, for comparison)\n"
     "  -c, --continue           -s with the session changed last (its last turn)\n"
@@ -79,12 +80,14 @@ static const char run_usage[] =
     "4 network error (cannot connect, timed out, the server failing or busy, an\n"
     "answer cut off or malformed), 5 the answer is incomplete under --format,\n"
     "--json-schema or --grammar (-n or the context ran out before the value\n"
-    "closed: stop_reason length; printed and kept all the same), 130 interrupted by SIGINT, SIGTERM or SIGHUP\n"
-    "(the partial answer is printed, with --json too, and kept in the session).\n";
+    "closed: stop_reason length; printed and kept all the same), 6 the answer\n"
+    "filled the context window and stops there (stop_reason context_full; said on\n"
+    "stderr, printed and kept all the same), 130 interrupted by SIGINT, SIGTERM or\n"
+    "SIGHUP (the partial answer is printed, with --json too, and kept in the session).\n";
 
 static volatile sig_atomic_t interrupted;
 static struct sess_restore_stats attach_rs; /* of the session's KV cache, for --json */
-static const struct cmd_format *run_format; /* --format, --json-schema, --grammar (for "parsed") */
+static bool run_parsed; /* answers are JSON values (--format json, --json-schema, or the session's): "parsed" */
 static struct cmd_progress prog; /* the progress line of a long prefill or restore */
 
 /* the answer's text: the progress line goes before the first */
@@ -188,7 +191,7 @@ static void print_json(const struct cmd_answer *ans, const char *session, const 
         printf(", \"error\": ");
         cmd_json_str(stdout, error, strlen(error));
     }
-    if (run_format && run_format->json) { /* the answer is a whole JSON value, or null */
+    if (run_parsed) { /* the answer is a whole JSON value, or null */
         printf(", \"parsed\": ");
         if (ts->grammar_complete && ans->text[0].s)
             fwrite(ans->text[0].s, 1, ans->text[0].len, stdout);
@@ -444,6 +447,9 @@ static void verbose_stats(const struct cmd_conv *c, const struct sess_turn_stats
 static int run_turn(struct cmd_conv *c, const struct cmd_opts *o, bool json, const char *prompt)
 {
     const char *session = c->session;
+    /* the answers' format: given, or the session's own */
+    const char *fmt = sess_conv_format(c->conv, NULL);
+    run_parsed = fmt && strcmp(fmt, "grammar");
     struct cmd_answer ans;
     bool tty = isatty(1);
     if (cmd_answer_init(&ans, json ? NULL : stdout, tty ? !o->think_hide : o->think_show, tty && !getenv("NO_COLOR")))
@@ -465,6 +471,9 @@ static int run_turn(struct cmd_conv *c, const struct cmd_opts *o, bool json, con
     cmd_answer_end(&ans);
     if (wrapping)
         wrap_free(&wrap);
+    /* a new session is made with its first exchange (--no-cache saves
+     * nothing, so makes none) */
+    bool unsaved = r == SESS_OK && c->pending && !o->no_cache && cmd_conv_make_pending(c);
     if (ts.kv_problem[0])
         cmd_term_printf(stderr, "kvchat: %s\n", ts.kv_problem);
     int rc = 0;
@@ -496,13 +505,18 @@ static int run_turn(struct cmd_conv *c, const struct cmd_opts *o, bool json, con
         rc = CMD_EXIT_INTERRUPTED;
     else if (r == 0 && ts.grammar && !ts.grammar_complete) /* never silently invalid */
         rc = cmd_fail(CMD_EXIT_INCOMPLETE, "the answer is incomplete under the %s (stop: %s)%s",
-                      !strcmp(o->format.kind, "grammar") ? "grammar" : !strcmp(o->format.kind, "schema") ? "schema"
-                                                                                                        : "JSON format",
+                      !fmt ? "format" : !strcmp(fmt, "grammar") ? "grammar" : !strcmp(fmt, "schema") ? "schema"
+                                                                                                   : "JSON format",
                       ts.stop_reason, !strcmp(ts.stop_reason, "length") ? ": a larger -n lets it close" : "");
+    else if (r == 0 && ts.stop_reason && !strcmp(ts.stop_reason, "context_full")) /* never a silent cut */
+        rc = cmd_fail(CMD_EXIT_CONTEXT_FULL, "the answer filled the context window (%" PRId64 " tokens) and stops "
+                                             "there%s (a larger -c helps)",
+                      c->l.remote ? (int64_t)0 : llm_ctx_n_ctx(sess_conv_ctx(c->conv)),
+                      session && !unsaved ? "; it is kept in the session" : "");
     else if (cut) /* the server's stream broke off: what came is kept, marked as cut */
         rc = cmd_fail(CMD_EXIT_NETWORK, "%s%s%s%s", sess_conv_errmsg(c->conv), session ? " (kept in session '" : "",
                       session ? session : "", session ? "', marked as cut off)" : "");
-    else if (r == 0 && (ts.store_failed || c->rs.store_failed)) /* said above; the turn is saved */
+    else if (r == 0 && (ts.store_failed || c->rs.store_failed || unsaved)) /* said above */
         rc = CMD_EXIT_SESSION;
     cmd_answer_free(&ans);
     return rc;
@@ -536,6 +550,7 @@ static int run_exec(int argc, char **argv)
         .what = "run",
         .model_hint = switch_model_hint,
         .prog = &prog,
+        .new_after_answer = true,
     };
     /* the session: its name checked, -c's found, its own model; before any work */
     if (!rc)
@@ -552,10 +567,9 @@ static int run_exec(int argc, char **argv)
         struct timespec t_start;
         clock_gettime(CLOCK_MONOTONIC, &t_start);
         p.turn_start_ms = t_start.tv_sec * 1e3 + t_start.tv_nsec / 1e6;
-        run_format = o.format.grammar ? &o.format : NULL;
         rc = cmd_conv_open(&c, &o, &p);
     }
-    if (!rc && c.session) {
+    if (!rc && c.session && !c.pending) { /* an existing session */
         attach_rs = c.rs;
         rc = session_ready(&c, &o);
     }

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 static const char sessions_usage[] =
@@ -401,8 +402,35 @@ static int sessions_exec(int argc, char **argv)
         return cmd_usage_error(&cmd_sessions_entry, "--cache-max takes a size like 4G, not '%s'",
                                o.cache_max);
 
+    /* a home with nothing stored yet (no index, no KV folder): answered
+     * without making a store (a deleted index with its KV files left is
+     * opened as usual, which says so) */
     struct sess_store *st;
-    if ((rc = cmd_store_open(true, &st)))
+    char err[5200];
+    struct stat sb;
+    struct cmd_paths paths;
+    cmd_paths_get(&paths);
+    int ex = cmd_store_open_existing(&st, err, sizeof err);
+    if (ex == 0 && paths.kv_store[0] && lstat(paths.kv_store, &sb) != 0) {
+        switch (which) {
+        case 0:
+        case 7:
+            if (o.json)
+                cmd_json_list_end(stdout, 0);
+            else
+                fprintf(stderr, which ? "no saved message matches\n" : "no sessions yet: 'kvchat chat NAME' starts one\n");
+            return CMD_EXIT_OK;
+        case 6:
+        case 8:
+            fprintf(stderr, "%s: nothing is stored yet\n", sub);
+            return CMD_EXIT_OK;
+        default:
+            return cmd_fail(CMD_EXIT_SESSION, "no session '%s'", pos[0]);
+        }
+    }
+    if (ex == 1 && sess_store_notice(st))
+        fprintf(stderr, "kvchat: note: %s\n", sess_store_notice(st));
+    if (ex != 1 && (rc = cmd_store_open(true, &st)))
         return rc;
     switch (which) {
     case 0:

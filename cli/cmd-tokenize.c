@@ -282,6 +282,9 @@ static int template_exec(int argc, char **argv)
         return cmd_usage_error(e, "give -m MODEL, --template NAME or --template-file FILE");
     if (name && file)
         return cmd_usage_error(e, "give --template or --template-file, not both");
+    if (name && llm_template_from_name(name) == LLM_TEMPLATE_UNKNOWN && strcmp(name, "unknown"))
+        return cmd_usage_error(e, "unknown chat template '%s' (known: chatml, llama2, llama3, mistral-v7, phi3, "
+                                  "gemma, zephyr, ...)", name); /* as run's */
 
     char *jinja = NULL;
     size_t jlen = 0;

@@ -33,6 +33,7 @@ enum cmd_exit {
     CMD_EXIT_SESSION = 3,
     CMD_EXIT_NETWORK = 4,
     CMD_EXIT_INCOMPLETE = 5, /* --format, --json-schema, --grammar: the answer is not a whole value */
+    CMD_EXIT_CONTEXT_FULL = 6, /* run: the answer filled the context window and was cut there */
     CMD_EXIT_INTERRUPTED = 130,
 };
 

@@ -79,8 +79,10 @@ int cmd_conv_begin(struct cmd_conv *c, struct cmd_opts *o, const struct cmd_conv
     }
     struct sess_info info;
     int rc = sess_peek(c->st, c->session, &info);
-    if (rc == SESS_ERR_NOT_FOUND)
+    if (rc == SESS_ERR_NOT_FOUND) {
+        c->pending = p->new_after_answer;
         return new_session_ok(c, o, p);
+    }
     if (rc)
         return cmd_fail(CMD_EXIT_SESSION, "%s", sess_errmsg(c->st));
     rc = own_model(c, o, &info);
@@ -123,7 +125,7 @@ int cmd_conv_open(struct cmd_conv *c, struct cmd_opts *o, const struct cmd_conv_
     if (rc)
         return rc == SESS_ERR_STORE ? cmd_fail(CMD_EXIT_SESSION, "%s", err)
                                     : cmd_fail(CMD_EXIT_MODEL, "cannot start the conversation: %s", err);
-    if (!c->session)
+    if (!c->session || c->pending)
         return 0;
     cmd_progress_start(p->prog, c->conv);
     rc = sess_conv_attach(c->conv, c->session, true, &c->rs);
@@ -134,6 +136,25 @@ int cmd_conv_open(struct cmd_conv *c, struct cmd_opts *o, const struct cmd_conv_
             p->model_hint(c->session);
         return CMD_EXIT_SESSION;
     }
+    return 0;
+}
+
+int cmd_conv_make_pending(struct cmd_conv *c)
+{
+    int64_t sid;
+    struct sess_restore_stats rs;
+    if (!c->pending)
+        return 0;
+    if (c->st && sess_find(c->st, c->session, &sid) == SESS_OK) {
+        cmd_term_printf(stderr, "kvchat: session '%s' was made by another kvchat process meanwhile: this "
+                                "exchange is not saved in it\n", c->session);
+        return 1;
+    }
+    if (sess_conv_attach(c->conv, c->session, true, &rs)) {
+        cmd_term_printf(stderr, "kvchat: %s\n", sess_conv_errmsg(c->conv));
+        return 1;
+    }
+    c->pending = false;
     return 0;
 }
 

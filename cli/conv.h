@@ -41,6 +41,10 @@ struct cmd_conv_params {
     void *ud;
     struct cmd_progress *prog; /* a long restore's progress line */
     double turn_start_ms;      /* the turn's ttft counts from here (run), or 0 */
+    /* a new session is made with its first exchange, after the answer
+     * (cmd_conv_make_pending), so that a turn that never answers (killed,
+     * interrupted, refused) leaves no empty session behind (run) */
+    bool new_after_answer;
 };
 
 struct cmd_conv {
@@ -51,6 +55,7 @@ struct cmd_conv {
     struct sess_restore_stats rs; /* what attaching it restored */
     char latest[256];             /* -c's session */
     char own_model[4096];         /* the session's own model (o->model points here then) */
+    bool pending;                 /* a new session, not made yet (params.new_after_answer) */
 };
 
 /* Before any long work: the store opened if a session is named or
@@ -62,6 +67,10 @@ int cmd_conv_begin(struct cmd_conv *c, struct cmd_opts *o, const struct cmd_conv
  * conversation needs it, the conversation, the session attached (c->rs
  * says what it restored). 0, or an exit code (printed). */
 int cmd_conv_open(struct cmd_conv *c, struct cmd_opts *o, const struct cmd_conv_params *p);
+/* After the first answer of a pending new session: the session made
+ * with that exchange. 0, or 1 when it could not be (said on stderr: made
+ * by another process meanwhile, or the store failed). */
+int cmd_conv_make_pending(struct cmd_conv *c);
 void cmd_conv_close(struct cmd_conv *c);
 
 /* Would text (len bytes, named by what: a file) fit as a message in conv

@@ -130,12 +130,6 @@ int cmd_format_set(struct cmd_format *f, struct sess_conv *conv, bool remote, co
         fprintf(stderr, "kvchat: /set %s is for local models: a remote server samples its own answers\n", key);
         return 0;
     }
-    if (!strcmp(key, "format") && !strcmp(value, "off")) {
-        sess_conv_set_grammar(conv, NULL);
-        cmd_format_free(f);
-        fprintf(out, "format: off (answers are free text)\n");
-        return 0;
-    }
     if (strcmp(key, "format") && !strcmp(value, "off")) {
         fprintf(stderr, "kvchat: /set format off ends a format\n");
         return 0;
@@ -145,15 +139,19 @@ int cmd_format_set(struct cmd_format *f, struct sess_conv *conv, bool remote, co
         fprintf(stderr, "kvchat: %s\n", err);
         return 0;
     }
-    if (sess_conv_set_grammar(conv, nf.grammar)) {
+    /* the conversation's from the next answer on, and the session's (saved) */
+    if (sess_conv_keep_format(conv, nf.kind[0] ? nf.kind : NULL, nf.source)) {
         fprintf(stderr, "kvchat: %s\n", sess_conv_errmsg(conv));
-        sess_conv_set_grammar(conv, f->grammar);
         cmd_format_free(&nf);
         return 0;
     }
     cmd_format_free(f);
     *f = nf;
-    fprintf(out, "format: %s (every answer %s)\n", f->kind,
-            f->json ? (strcmp(f->kind, "json") ? "valid under the schema" : "a JSON value") : "a string of the grammar");
+    if (!f->kind[0])
+        fprintf(out, "format: off (answers are free text)\n");
+    else
+        fprintf(out, "format: %s (every answer %s)\n", f->kind,
+                f->json ? (strcmp(f->kind, "json") ? "valid under the schema" : "a JSON value")
+                        : "a string of the grammar");
     return 0;
 }

@@ -45,7 +45,10 @@ int cmd_read_all(FILE *f, size_t max, char **out, size_t *len)
             errno = ENOMEM;
             return CMD_READ_ERROR;
         }
-        if (r == 0)
+        /* a short read is the end (or an error): reading again would wait
+         * for a second Ctrl-D on a terminal (glibc reads a large request
+         * straight from the fd, past the end-of-file flag) */
+        if (r == 0 || feof(f) || ferror(f))
             break;
     }
     if (ferror(f)) {

@@ -234,7 +234,8 @@ int cmd_model_resolve(const char *m_arg, bool offer_pull, char *path, size_t siz
                 "    kvchat models pull %s\n"
                 "\n"
                 "then run 'kvchat' again. 'kvchat models aliases' lists other models;\n"
-                "-m FILE.gguf uses a GGUF file you already have.\n",
+                "a GGUF file you already have: 'kvchat models add FILE' puts it in the\n"
+                "store (the first one added is the default), or -m FILE.gguf uses it once.\n",
                 a->about, sz, a->name);
         return CMD_EXIT_MODEL;
     }

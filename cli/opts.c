@@ -14,6 +14,7 @@
 #include "cli/io.h"
 #include "cli/opts.h"
 #include "cli/remote.h"
+#include "cli/term.h"
 #include "models/mdl.h"
 #include "sessions/sess.h"
 
@@ -58,7 +59,7 @@ static const struct opt_def opt_table[] = {
     {CMD_OPT_PRESENCE_PENALTY, "presence_penalty", "presence-penalty", 0, OPT_KIND_FLOAT, -100, 100,
      OPT_IN_CONFIG | OPT_IN_SET},
     {CMD_OPT_REPEAT_LAST_N, "repeat_last_n", "repeat-last-n", 0, OPT_KIND_INT, 0, 1 << 20,
-     OPT_IN_CONFIG},
+     OPT_IN_CONFIG | OPT_IN_SET},
     {CMD_OPT_SEED, "seed", "seed", 0, OPT_KIND_U64, 0, 0, OPT_IN_CONFIG | OPT_IN_SET},
     {CMD_OPT_N_PREDICT, "n_predict", "max-tokens", 'n', OPT_KIND_INT, -1, 1 << 24,
      OPT_IN_CONFIG | OPT_IN_SET},
@@ -252,6 +253,21 @@ int cmd_opts_config(struct cmd_opts *o)
         else
             free(copy);
     }
+    /* a key nothing reads (a typo such as 'tmep = 0') is said, not ignored */
+    const char *known[N_OPTS + 2];
+    size_t nk = 0;
+    known[nk++] = "model"; /* read by the model's resolution */
+    for (size_t i = 0; i < N_OPTS; i++)
+        if (opt_table[i].where & OPT_IN_CONFIG)
+            known[nk++] = opt_table[i].key;
+    known[nk] = NULL;
+    char unknown[256];
+    if (mdl_config_unknown(known, unknown, sizeof unknown) > 0) {
+        char path[4096] = "the config file";
+        mdl_config_path(path, sizeof path);
+        cmd_term_printf(stderr, "kvchat: warning: unknown key '%s) in the config file '%s': ignored (see "
+                                "kvchat(1), FILES)\n", unknown, path);
+    }
     o->configured = o->given;
     o->given = 0; /* "given" means on the command line */
     o->think_switch_given = false;
@@ -284,9 +300,11 @@ int cmd_opts_take(const struct cmd_entry *e, struct cmd_opts *o, int argc, char 
                 d = &opt_table[k];
         if (!d && len == 9 && !strncmp(name, "n-predict", 9))
             d = opt_by_key("n_predict");
-        /* --no-X turns the on/off option X off */
+        /* --no-X turns the on/off option X off (not one named --no-X itself:
+         * --no-no-cache is no option) */
         for (size_t k = 0; !d && len > 3 && !strncmp(name, "no-", 3) && k < N_OPTS; k++)
-            if (opt_table[k].kind == OPT_KIND_FLAG && strlen(opt_table[k].lng) == len - 3 &&
+            if (opt_table[k].kind == OPT_KIND_FLAG && strncmp(opt_table[k].lng, "no-", 3) &&
+                strlen(opt_table[k].lng) == len - 3 &&
                 !strncmp(opt_table[k].lng, name + 3, len - 3)) {
                 d = &opt_table[k];
                 val = "0";
@@ -427,10 +445,10 @@ void cmd_opts_set_keys_join(char *buf, size_t n, const char *sep)
 void cmd_opts_describe(const struct cmd_opts *o, FILE *f)
 {
     const struct llm_sampler_params *s = &o->sampling;
-    fprintf(f, "temp %g, top_k %" PRId32 ", top_p %g, min_p %g, repeat_penalty %g, presence_penalty %g, "
-               "seed %" PRIu64 ", n_predict %" PRId32 "%s",
-            s->temp, s->top_k, s->top_p, s->min_p, s->repeat_penalty, s->presence_penalty, s->seed,
-            o->n_predict, o->n_predict < 0 ? " (until the context is full)" : "");
+    fprintf(f, "temp %g, top_k %" PRId32 ", top_p %g, min_p %g, repeat_penalty %g, repeat_last_n %" PRId32
+               ", presence_penalty %g, seed %" PRIu64 ", n_predict %" PRId32 "%s",
+            s->temp, s->top_k, s->top_p, s->min_p, s->repeat_penalty, s->penalty_last_n, s->presence_penalty,
+            s->seed, o->n_predict, o->n_predict < 0 ? " (until the context is full)" : "");
 }
 
 /* ==== the model, its vocabulary and template, a context ==== */
@@ -553,7 +571,8 @@ struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, struct cm
     p.cache_max = o->cache_max;
     p.given = cmd_opts_sess_params(o->given) | (o->think_switch_given ? 1u << SESS_PARAM_THINK : 0);
     p.switch_model = o->switch_model;
-    p.grammar = o->format.grammar;
+    p.format_kind = o->format.kind[0] ? o->format.kind : NULL;
+    p.format_source = o->format.source;
     return p;
 }
 
@@ -567,7 +586,8 @@ uint32_t cmd_opts_sess_params(uint64_t opts)
         {CMD_OPT_MIN_P, SESS_PARAM_MIN_P}, {CMD_OPT_REPEAT_PENALTY, SESS_PARAM_REPEAT_PENALTY},
         {CMD_OPT_PRESENCE_PENALTY, SESS_PARAM_PRESENCE_PENALTY},
         {CMD_OPT_REPEAT_LAST_N, SESS_PARAM_REPEAT_LAST_N}, {CMD_OPT_SEED, SESS_PARAM_SEED},
-        {CMD_OPT_N_PREDICT, SESS_PARAM_N_PREDICT},
+        {CMD_OPT_N_PREDICT, SESS_PARAM_N_PREDICT}, {CMD_OPT_FORMAT, SESS_PARAM_FORMAT},
+        {CMD_OPT_JSON_SCHEMA, SESS_PARAM_FORMAT}, {CMD_OPT_GRAMMAR, SESS_PARAM_FORMAT},
     };
     uint32_t bits = 0;
     for (size_t i = 0; i < sizeof map / sizeof *map; i++)

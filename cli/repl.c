@@ -359,13 +359,15 @@ static enum repl_status read_pipe(struct repl *r, char **line)
         }
         buf[n++] = (char)c;
     }
+    if (c == EOF && r->p.quit && *r->p.quit) { /* SIGTERM or SIGHUP: a line it cut is not sent */
+        free(buf);
+        return REPL_QUIT;
+    }
     if (c == EOF && n == 0) {
         free(buf);
-        if (r->p.quit && *r->p.quit)
-            return REPL_QUIT;
         return REPL_EOF;
     }
-    if (!buf && !(buf = malloc(1)))
+    if (!buf && !(buf = malloc(n + 1))) /* (n is 0 here: nothing was read) */
         return REPL_EOF;
     buf[n] = 0;
     if (n > 0 && buf[n - 1] == '\r')

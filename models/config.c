@@ -231,6 +231,30 @@ int mdl_config_get(const char *key, char *buf, size_t size)
     return kvfile_get(path, key, buf, size);
 }
 
+int mdl_config_unknown(const char *const *known, char *buf, size_t size)
+{
+    char path[4096], *text;
+    size_t len, pos = 0;
+    if (mdl_config_path(path, sizeof path))
+        return 0;
+    int r = kvfile_read(path, &text, &len), line_no = 0, found = 0;
+    if (r <= 0)
+        return r;
+    for (char *line; !found && (line = next_line(text, len, &pos));) {
+        char *k, *v;
+        line_no++;
+        if (!split_line(line, &k, &v))
+            continue;
+        found = 1;
+        for (const char *const *q = known; *q && found; q++)
+            found = strcmp(*q, k) != 0;
+        if (found)
+            snprintf(buf, size, "%.200s' (line %d", k, line_no);
+    }
+    free(text);
+    return found;
+}
+
 int mdl_config_set(const char *key, const char *value, char *err, size_t err_size)
 {
     char path[4096];

@@ -118,10 +118,12 @@ static int resolve(const char *host, int port, int timeout_ms, const volatile si
     }
     rc = gai_error(&l->cb);
     if (rc) {
+        /* the resolver's answer (no such name, or none reachable: offline)
+         * is not worth seconds of retries; a lookup that timed out is */
         snprintf(err, err_size, "cannot resolve '%s': %s", host,
                  rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
         free(l);
-        return NET_ERR_TRANSIENT;
+        return NET_ERR_FATAL;
     }
     *res = l->cb.ar_result;
     free(l);

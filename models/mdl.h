@@ -334,6 +334,10 @@ int mdl_config_path(char *buf, size_t size);
 /* the value of key into buf: 1 if found, 0 if not (or no file), <0 on a
  * read error */
 int mdl_config_get(const char *key, char *buf, size_t size);
+/* the first key of the file not in known (NULL-terminated) into buf, as
+ * "KEY' (line N": 1 if there is one, 0 if not (or no file), <0 on a read
+ * error */
+int mdl_config_unknown(const char *const *known, char *buf, size_t size);
 /* set key = value, keeping the other lines (and comments); creates the file
  * and its directory. value NULL removes the key. 0 or MDL_ERR_FILE */
 int mdl_config_set(const char *key, const char *value, char *err, size_t err_size);

@@ -59,6 +59,12 @@ struct conv_msg {
     char stop[16];      /* an answer's stop reason ("" if not recorded) */
 };
 
+/* an answers' format as text: kind "json", "schema" or "grammar" (NULL:
+ * none) and the schema's or GBNF's source (NULL for json); owned */
+struct conv_format {
+    char *kind, *source;
+};
+
 /* the values of the parameters a session keeps (enum sess_param) */
 struct conv_vals {
     struct llm_sampler_params s;
@@ -79,7 +85,8 @@ struct sess_conv {
                              model's template cannot switch thinking off */
     const char *think_on; /* what opens an answer with thinking on (Qwen3.5's "<think>\n"), or NULL */
     struct llm_sampler *smp;
-    struct llm_matcher *gm; /* p.grammar's matcher (NULL: answers are free) */
+    struct llm_matcher *gm; /* the format's matcher (NULL: answers are free) */
+    struct llm_grammar *g;  /* the format compiled (owned; NULL: none) */
     uint32_t *gmask;        /* (n_vocab / 32 rounded up) its mask */
     struct conv_msg *msgs;
     int64_t n_msgs;
@@ -100,6 +107,10 @@ struct sess_conv {
      * p.given */
     struct conv_vals base, vkept;
     uint32_t kept;
+    /* the answers' format likewise: base, kept (SESS_PARAM_FORMAT), and
+     * the one compiled into g (p.format_kind and p.format_source point at
+     * its text) */
+    struct conv_format fbase, fkept, fcur;
     /* a remote engine (p.remote): no ctx, kv, smp, tokens */
     bool remote;
     bool draft_rows;         /* the context keeps the rows of logits a drafting pass needs */
@@ -642,7 +653,7 @@ const char *sess_param_key(enum sess_param k)
 {
     static const char *const keys[SESS_PARAM_COUNT] = {"temp", "top_k", "top_p", "min_p", "repeat_penalty",
                                                         "presence_penalty", "repeat_last_n", "seed", "n_predict",
-                                                        "think"};
+                                                        "think", "format"};
     return (unsigned)k < SESS_PARAM_COUNT ? keys[k] : "?";
 }
 
@@ -661,6 +672,7 @@ static double param_get(const struct conv_vals *v, enum sess_param k)
     case SESS_PARAM_SEED: return (double)s->seed;
     case SESS_PARAM_N_PREDICT: return v->n_predict;
     case SESS_PARAM_THINK: return v->think_off ? 0 : 1;
+    case SESS_PARAM_FORMAT: /* text: conv_format */
     case SESS_PARAM_COUNT: break;
     }
     return 0;
@@ -680,6 +692,7 @@ static void param_copy(struct conv_vals *to, const struct conv_vals *from, enum 
     case SESS_PARAM_SEED: to->s.seed = from->s.seed; break;
     case SESS_PARAM_N_PREDICT: to->n_predict = from->n_predict; break;
     case SESS_PARAM_THINK: to->think_off = from->think_off; break;
+    case SESS_PARAM_FORMAT: /* text: conv_format */
     case SESS_PARAM_COUNT: break;
     }
 }
@@ -725,12 +738,42 @@ static const uint8_t *fingerprint(const struct sess_conv *c)
     return c->remote ? c->remote_fp : sess_kv_fingerprint(c->kv);
 }
 
-/* the parameters the session keeps, as JSON: only those in c->kept */
-static void params_json(const struct sess_conv *c, char *buf, size_t n)
+/* s[0..n) as a JSON string's contents at out (room for 6 n bytes):
+ * UTF-8 as it is, the rest escaped; the end of what was written */
+static char *json_escape(char *out, const char *s, size_t n)
 {
-    size_t len = 0;
-    buf[0] = 0;
-    for (int k = 0; k < SESS_PARAM_COUNT && len + 2 < n; k++) {
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') {
+            *out++ = '\\';
+            *out++ = (char)ch;
+        } else if (ch == '\n') {
+            *out++ = '\\';
+            *out++ = 'n';
+        } else if (ch < 0x20 || ch == 0x7f) {
+            memcpy(out, "\\u00", 4);
+            out[4] = hex[ch >> 4];
+            out[5] = hex[ch & 15];
+            out += 6;
+        } else {
+            *out++ = (char)ch;
+        }
+    }
+    return out;
+}
+
+/* The parameters the session keeps, as JSON: only those in c->kept
+ * (malloc'd; NULL: out of memory). A format is a string: "format": "json"
+ * or "off", or the schema's or grammar's text, escaped. */
+static char *params_json(const struct sess_conv *c)
+{
+    const struct conv_format *f = &c->fkept;
+    size_t n = 1024 + (f->source ? 6 * strlen(f->source) : 0), len = 0;
+    char *buf = malloc(n);
+    if (!buf)
+        return NULL;
+    for (int k = 0; k < SESS_PARAM_FORMAT; k++) {
         if (!(c->kept & (1u << k)))
             continue;
         int w = k == SESS_PARAM_SEED
@@ -738,22 +781,132 @@ static void params_json(const struct sess_conv *c, char *buf, size_t n)
                                (unsigned long long)c->vkept.s.seed)
                     : snprintf(buf + len, n - len, "%s\"%s\": %.9g", len ? ", " : "{", sess_param_key(k),
                                param_get(&c->vkept, k));
-        if (w < 0 || (size_t)w >= n - len)
-            break;
-        len += (size_t)w;
+        if (w > 0 && (size_t)w < n - len)
+            len += (size_t)w;
+    }
+    if (c->kept & (1u << SESS_PARAM_FORMAT)) {
+        const char *key = !f->kind || !strcmp(f->kind, "json") ? "format" : f->kind;
+        len += (size_t)snprintf(buf + len, n - len, "%s\"%s\": \"", len ? ", " : "{", key);
+        if (!f->kind || !f->source)
+            len += (size_t)snprintf(buf + len, n - len, "%s", f->kind ? f->kind : "off");
+        else
+            len = (size_t)(json_escape(buf + len, f->source, strlen(f->source)) - buf);
+        buf[len++] = '"';
     }
     snprintf(buf + len, n - len, "%s", len ? "}" : "{}");
+    return buf;
 }
 
-/* Parse a session's parameters (a flat JSON object of numbers, as
- * params_json writes and earlier releases wrote) into v: the bits of the
- * keys found. Unknown keys and malformed values are skipped. */
-static uint32_t params_parse(const char *json, struct conv_vals *v)
+/* the JSON string at s (after its opening quote) unescaped, malloc'd
+ * (NULL: malformed, or out of memory) */
+static char *json_unescape(const char *s)
+{
+    size_t n = 0;
+    while (s[n] && s[n] != '"')
+        n += s[n] == '\\' && s[n + 1] ? 2 : 1;
+    if (s[n] != '"')
+        return NULL;
+    char *out = malloc(n + 1), *o = out;
+    if (!out)
+        return NULL;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        if (s[i] != '\\') {
+            *o++ = s[i];
+            continue;
+        }
+        char e = s[++i];
+        if (e == 'u') { /* \uXXXX (a surrogate pair: one character) */
+            unsigned cp = 0, lo = 0;
+            if (i + 4 >= n || sscanf(s + i + 1, "%4x", &cp) != 1)
+                break;
+            i += 4;
+            if (cp >= 0xd800 && cp < 0xdc00 && i + 6 < n && s[i + 1] == '\\' && s[i + 2] == 'u' &&
+                sscanf(s + i + 3, "%4x", &lo) == 1 && lo >= 0xdc00 && lo < 0xe000) {
+                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+                i += 6;
+            }
+            if (cp == 0 || (cp >= 0xd800 && cp < 0xe000))
+                break; /* a NUL or a lone surrogate: not a source text */
+            if (cp < 0x80) {
+                *o++ = (char)cp;
+            } else if (cp < 0x800) {
+                *o++ = (char)(0xc0 | cp >> 6);
+                *o++ = (char)(0x80 | (cp & 63));
+            } else if (cp < 0x10000) {
+                *o++ = (char)(0xe0 | cp >> 12);
+                *o++ = (char)(0x80 | (cp >> 6 & 63));
+                *o++ = (char)(0x80 | (cp & 63));
+            } else {
+                *o++ = (char)(0xf0 | cp >> 18);
+                *o++ = (char)(0x80 | (cp >> 12 & 63));
+                *o++ = (char)(0x80 | (cp >> 6 & 63));
+                *o++ = (char)(0x80 | (cp & 63));
+            }
+            continue;
+        }
+        const char *from = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t";
+        const char *at = e ? strchr(from, e) : NULL;
+        if (!at)
+            break;
+        *o++ = to[at - from];
+    }
+    if (i < n) { /* malformed */
+        free(out);
+        return NULL;
+    }
+    *o = 0;
+    return out;
+}
+
+/* a session's format (what params_json writes) into f: true if it keeps
+ * one ("off" included) */
+static bool format_parse(const char *json, struct conv_format *f)
+{
+    static const char *const keys[] = {"\"format\"", "\"schema\"", "\"grammar\""};
+    for (int i = 0; i < 3; i++) {
+        const char *at = strstr(json, keys[i]);
+        if (!at)
+            continue;
+        at += strlen(keys[i]);
+        while (*at == ' ')
+            at++;
+        if (*at++ != ':')
+            continue;
+        while (*at == ' ')
+            at++;
+        if (*at++ != '"')
+            continue;
+        char *text = json_unescape(at);
+        if (!text)
+            continue;
+        if (i == 0 && strcmp(text, "json")) { /* "off" (or a value of a later release: none) */
+            free(text);
+            return true;
+        }
+        f->kind = strdup(i == 0 ? "json" : i == 1 ? "schema" : "grammar");
+        f->source = i == 0 ? (free(text), NULL) : text;
+        if (!f->kind) {
+            free(f->source);
+            f->source = NULL;
+        }
+        return true;
+    }
+    return false;
+}
+
+/* Parse a session's parameters (a flat JSON object of numbers and the
+ * format's string, as params_json writes and earlier releases wrote) into
+ * v and f: the bits of the keys found. Unknown keys and malformed values
+ * are skipped. */
+static uint32_t params_parse(const char *json, struct conv_vals *v, struct conv_format *f)
 {
     uint32_t found = 0;
     if (!json)
         return 0;
-    for (int k = 0; k < SESS_PARAM_COUNT; k++) {
+    if (format_parse(json, f))
+        found |= 1u << SESS_PARAM_FORMAT;
+    for (int k = 0; k < SESS_PARAM_FORMAT; k++) {
         char key[40];
         snprintf(key, sizeof key, "\"%s\"", sess_param_key(k));
         const char *at = strstr(json, key);
@@ -807,11 +960,177 @@ static void params_effective(struct sess_conv *c)
     c->p.think_off = e.think_off;
 }
 
+/* ==== the answers' format ==== */
+
+static void format_free(struct conv_format *f)
+{
+    free(f->kind);
+    free(f->source);
+    f->kind = f->source = NULL;
+}
+
+/* f becomes a copy of kind and source (kind NULL or "": none): 0, or -1
+ * out of memory (f unchanged) */
+static int format_set(struct conv_format *f, const char *kind, const char *source)
+{
+    struct conv_format n = {NULL, NULL};
+    bool text = kind && *kind && strcmp(kind, "json") && source;
+    if (kind && *kind) {
+        n.kind = strdup(kind);
+        n.source = text ? strdup(source) : NULL;
+        if (!n.kind || (text && !n.source)) {
+            format_free(&n);
+            return -1;
+        }
+    }
+    format_free(f);
+    *f = n;
+    return 0;
+}
+
+static bool format_same(const struct conv_format *a, const struct conv_format *b)
+{
+    if (!a->kind || !b->kind)
+        return !a->kind == !b->kind;
+    return !strcmp(a->kind, b->kind) && !a->source == !b->source && (!a->source || !strcmp(a->source, b->source));
+}
+
+/* whether s is UTF-8 text (which a session keeps exactly, as a JSON string) */
+static bool utf8_text(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        int n = *p < 0x80 ? 1 : *p >= 0xc2 && *p < 0xe0 ? 2 : *p >= 0xe0 && *p < 0xf0 ? 3 : *p >= 0xf0 && *p < 0xf5 ? 4 : 0;
+        if (!n)
+            return false;
+        uint32_t cp = n == 1 ? *p : (uint32_t)(*p & (0x7f >> n));
+        for (int i = 1; i < n; i++) {
+            if ((p[i] & 0xc0) != 0x80)
+                return false;
+            cp = cp << 6 | (p[i] & 63u);
+        }
+        if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+            return false;
+        p += n;
+    }
+    return true;
+}
+
+/* f compiled into *g (NULL for none): SESS_OK, or SESS_ERR with the
+ * reason as c's message */
+static int format_compile(struct sess_conv *c, const struct conv_format *f, struct llm_grammar **g)
+{
+    *g = NULL;
+    if (!f->kind)
+        return SESS_OK;
+    char why[512], *gbnf = NULL;
+    const char *text = NULL;
+    bool schema = !strcmp(f->kind, "schema");
+    if (!strcmp(f->kind, "json"))
+        text = llm_grammar_json();
+    else if ((!schema && strcmp(f->kind, "grammar")) || !f->source)
+        return cfail(c, "unknown format '%s'", f->kind);
+    else if (!utf8_text(f->source))
+        return cfail(c, "the %s is not UTF-8 text", f->kind);
+    else if (schema && llm_json_schema_to_grammar(f->source, strlen(f->source), &gbnf, why, sizeof why))
+        return cfail(c, "%s", why);
+    else
+        text = schema ? gbnf : f->source;
+    int rc = llm_grammar_parse(text, strlen(text), g, why, sizeof why);
+    free(gbnf);
+    if (rc) {
+        *g = NULL;
+        return cfail(c, "%s%s", schema ? "the schema's grammar: " : "", why);
+    }
+    return SESS_OK;
+}
+
+/* the matcher over grammar g (NULL: none; a remote engine has none) */
+static int matcher_set(struct sess_conv *c, const struct llm_grammar *g)
+{
+    if (g && c->gm) { /* the vocabulary's trie is kept */
+        llm_matcher_set_grammar(c->gm, g);
+        return SESS_OK;
+    }
+    llm_matcher_free(c->gm);
+    free(c->gmask);
+    c->gm = NULL;
+    c->gmask = NULL;
+    if (!g || c->remote)
+        return SESS_OK;
+    c->gm = llm_matcher_init(g, c->v);
+    c->gmask = malloc(((size_t)llm_model_n_vocab(c->m) + 31) / 32 * sizeof *c->gmask);
+    if (!c->gm || !c->gmask) {
+        llm_matcher_free(c->gm);
+        free(c->gmask);
+        c->gm = NULL;
+        c->gmask = NULL;
+        return cfail(c, "out of memory");
+    }
+    return SESS_OK;
+}
+
+/* the format the answers take with these kept ones: the kept format
+ * unless the user gave one, else base */
+static const struct conv_format *format_wanted(const struct sess_conv *c, uint32_t kept,
+                                               const struct conv_format *fkept)
+{
+    return (kept & (1u << SESS_PARAM_FORMAT)) && !(c->p.given & (1u << SESS_PARAM_FORMAT)) ? fkept : &c->fbase;
+}
+
+/* f compiled and made the answers' format: SESS_OK, or SESS_ERR with
+ * nothing changed (a remote engine: recorded, and its turns refused) */
+static int format_use(struct sess_conv *c, const struct conv_format *f)
+{
+    if (format_same(&c->fcur, f))
+        return SESS_OK;
+    struct llm_grammar *g = NULL;
+    struct conv_format cur = {NULL, NULL};
+    if (!c->remote && format_compile(c, f, &g))
+        return SESS_ERR;
+    if (format_set(&cur, f->kind, f->source)) {
+        llm_grammar_free(g);
+        return cfail(c, "out of memory");
+    }
+    bool failed = matcher_set(c, g) != SESS_OK;
+    if (failed) { /* out of memory: no grammar at all (said) */
+        llm_grammar_free(g);
+        format_free(&cur);
+        g = NULL;
+    }
+    llm_grammar_free(c->g);
+    c->g = g;
+    format_free(&c->fcur);
+    c->fcur = cur;
+    c->p.format_kind = c->fcur.kind;
+    c->p.format_source = c->fcur.source;
+    return failed ? SESS_ERR : SESS_OK;
+}
+
 /* the session keeps what the user gave this conversation */
-static void keep_given(struct sess_conv *c)
+static int keep_given(struct sess_conv *c)
 {
     c->kept = c->p.given;
     c->vkept = c->base;
+    if (format_set(&c->fkept, c->fbase.kind, c->fbase.source))
+        return cfail(c, "out of memory");
+    return SESS_OK;
+}
+
+/* the parameters the session keeps, saved (when attached) */
+static int params_save(struct sess_conv *c)
+{
+    if (!attached(c) || c->p.no_cache)
+        return SESS_OK;
+    char *params = params_json(c);
+    if (!params)
+        return cfail(c, "out of memory");
+    int rc = sess_set_params(c->st, c->sid, params);
+    free(params);
+    if (rc) {
+        cfail(c, "cannot save the parameters: %s", sess_errmsg(c->st));
+        return SESS_ERR_STORE;
+    }
+    return SESS_OK;
 }
 
 /* what opens the next answer: the no-thinking block when thinking is off
@@ -887,8 +1206,11 @@ static int persist(struct sess_conv *c, int64_t from, struct sess_turn_stats *ts
         if (c->remote) /* the tokens recorded before it (a session begun with a local model) */
             for (int64_t i = changed = 0; i < from && i < c->n_msgs; i++)
                 changed += c->msgs[i].n_tokens;
-        char params[512];
-        params_json(c, params, sizeof params);
+        char *params = params_json(c);
+        if (!params) {
+            free(r);
+            return cfail(c, "out of memory");
+        }
         int64_t first_block = (changed + SESS_BLOCK_TOKENS - 1) / SESS_BLOCK_TOKENS;
         int rc = sess_write_messages(c->st, c->sid, from, r, n, first_block, model_id(c), params);
         /* a full disk: the KV cache gives way to the conversation */
@@ -898,6 +1220,7 @@ static int persist(struct sess_conv *c, int64_t from, struct sess_turn_stats *ts
                 snprintf(ts->kv_problem, sizeof ts->kv_problem, "%.500s", sess_store_notice(c->st));
         }
         free(r);
+        free(params);
         if (rc) {
             cfail(c, "cannot save the conversation: %s", sess_errmsg(c->st));
             return SESS_ERR_STORE;
@@ -991,7 +1314,12 @@ int sess_conv_init(struct sess_store *st, struct sess_conv_params p, struct sess
     c->base.s = p.sampling;
     c->base.n_predict = p.n_predict;
     c->base.think_off = p.think_off;
-    keep_given(c);
+    c->p.format_kind = c->p.format_source = NULL; /* fcur's, once it is compiled */
+    if (format_set(&c->fbase, p.format_kind, p.format_source) || keep_given(c)) {
+        snprintf(err, err_size, "out of memory");
+        sess_conv_free(c);
+        return SESS_ERR;
+    }
     if (p.remote.answer)
         return init_remote(c, out, err, err_size);
     if (!c->ctx || !c->m || !c->v || llm_ctx_n_past(c->ctx) != 0) {
@@ -1010,9 +1338,14 @@ int sess_conv_init(struct sess_store *st, struct sess_conv_params p, struct sess
         c->no_think = llm_template_think_off(p.tmpl, jinja.ptr, (size_t)jinja.len);
         c->think_on = llm_template_think_on(p.tmpl, jinja.ptr, (size_t)jinja.len);
     }
-    if (!c->tokens || !c->smp || !c->model_path || sess_conv_set_grammar(c, p.grammar)) {
+    if (!c->tokens || !c->smp || !c->model_path) {
         sess_conv_free(c);
         snprintf(err, err_size, "out of memory");
+        return SESS_ERR;
+    }
+    if (format_use(c, &c->fbase)) {
+        snprintf(err, err_size, "%s", c->err);
+        sess_conv_free(c);
         return SESS_ERR;
     }
     /* the model's fingerprint is computed only with a store */
@@ -1057,6 +1390,10 @@ void sess_conv_free(struct sess_conv *c)
     llm_sampler_free(c->smp);
     llm_matcher_free(c->gm);
     free(c->gmask);
+    llm_grammar_free(c->g);
+    format_free(&c->fbase);
+    format_free(&c->fkept);
+    format_free(&c->fcur);
     free(c->system);
     free(c->model_path);
     leave_session(c);
@@ -1142,31 +1479,9 @@ void sess_conv_set_sampling(struct sess_conv *c, struct llm_sampler_params p)
     sampler_fresh(c); /* (a remote engine: the server samples) */
 }
 
-int sess_conv_set_grammar(struct sess_conv *c, const struct llm_grammar *g)
+void sess_conv_set_stop(struct sess_conv *c, const char *const *stop)
 {
-    if (g && c->gm) { /* the vocabulary's trie is kept */
-        llm_matcher_set_grammar(c->gm, g);
-        c->p.grammar = g;
-        return SESS_OK;
-    }
-    llm_matcher_free(c->gm);
-    free(c->gmask);
-    c->gm = NULL;
-    c->gmask = NULL;
-    c->p.grammar = g;
-    if (!g || c->remote)
-        return SESS_OK;
-    c->gm = llm_matcher_init(g, c->v);
-    c->gmask = malloc(((size_t)llm_model_n_vocab(c->m) + 31) / 32 * sizeof *c->gmask);
-    if (!c->gm || !c->gmask) {
-        llm_matcher_free(c->gm);
-        free(c->gmask);
-        c->gm = NULL;
-        c->gmask = NULL;
-        c->p.grammar = NULL;
-        return cfail(c, "out of memory");
-    }
-    return SESS_OK;
+    c->p.stop = stop && stop[0] ? stop : NULL;
 }
 
 int sess_conv_set_draft(struct sess_conv *c, uint32_t draft, int32_t draft_max)
@@ -1221,15 +1536,33 @@ int sess_conv_keep_params(struct sess_conv *c, struct llm_sampler_params p, int3
             llm_sampler_state_load(c->smp, state, (size_t)got);
         free(state);
     }
-    if (!attached(c) || c->p.no_cache)
-        return SESS_OK;
-    char params[512];
-    params_json(c, params, sizeof params);
-    if (sess_set_params(c->st, c->sid, params)) {
-        cfail(c, "cannot save the parameters: %s", sess_errmsg(c->st));
-        return SESS_ERR_STORE;
+    return params_save(c);
+}
+
+int sess_conv_keep_format(struct sess_conv *c, const char *kind, const char *source)
+{
+    struct conv_format f = {NULL, NULL};
+    if (format_set(&f, kind, source))
+        return cfail(c, "out of memory");
+    if (format_use(c, &f)) {
+        format_free(&f);
+        return SESS_ERR;
     }
-    return SESS_OK;
+    if (format_set(&c->fbase, f.kind, f.source) || format_set(&c->fkept, f.kind, f.source)) {
+        format_free(&f);
+        return cfail(c, "out of memory");
+    }
+    format_free(&f);
+    c->kept |= 1u << SESS_PARAM_FORMAT;
+    c->p.given |= 1u << SESS_PARAM_FORMAT; /* and over any session this conversation goes to */
+    return params_save(c);
+}
+
+const char *sess_conv_format(const struct sess_conv *c, const char **source)
+{
+    if (source)
+        *source = c->fcur.source;
+    return c->fcur.kind;
 }
 
 /* a conversation of system prompt `system` alone, with a fresh sampler;
@@ -1249,8 +1582,11 @@ static int restart(struct sess_conv *c, const char *system)
 int sess_conv_reset(struct sess_conv *c, const char *system)
 {
     leave_session(c);
-    keep_given(c);
+    if (keep_given(c))
+        return SESS_ERR;
     params_effective(c);
+    if (format_use(c, &c->fbase))
+        return SESS_ERR;
     return restart(c, system);
 }
 
@@ -1768,6 +2104,9 @@ int sess_conv_say(struct sess_conv *c, const char *user_text, sess_text_fn on_te
 {
     memset(ts, 0, sizeof *ts);
     ts->snapshot_pos = -1;
+    if (c->remote && c->fcur.kind) /* never silently unconstrained */
+        return cfail(c, "the answers' format (%s) is for local models: a remote server samples its own answers "
+                        "(/set format off)", c->fcur.kind);
     if (c->remote)
         return remote_turn(c, c->n_msgs, user_text, on_text, ud, interrupt, ts);
     double t0 = now_ms();
@@ -2114,7 +2453,8 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
         c->sid = sid;
         c->lock = lock;
         c->name = dup;
-        keep_given(c);
+        if (keep_given(c))
+            return SESS_ERR;
         params_effective(c);
         return persist(c, 0, NULL);
     }
@@ -2141,8 +2481,12 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
     bool changed = other && !c->remote && info.model_path && !strcmp(info.model_path, c->model_path);
     if (other && !c->p.switch_model && !changed) {
         char a[256], b[256];
-        cfail(c, "session '%s' was saved with model '%s', not '%s'", name,
-              shown_model(c, info.model_path, a, sizeof a), shown_model(c, c->model_path, b, sizeof b));
+        const char *was = shown_model(c, info.model_path, a, sizeof a), *now = shown_model(c, c->model_path, b, sizeof b);
+        if (!strcmp(was, now)) /* one name, other bytes: never "saved with X, not X" */
+            cfail(c, "session '%s' was saved with other bytes of model '%s' (at '%s'; now '%s'): the file was "
+                     "changed or replaced since", name, was, info.model_path ? info.model_path : "?", c->model_path);
+        else
+            cfail(c, "session '%s' was saved with model '%s', not '%s'", name, was, now);
         sess_info_free(&info);
         sess_unlock(lock);
         free(dup);
@@ -2173,10 +2517,20 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
                  "session '%.60s' was saved with this model at another context size, which changes its "
                  "RoPE: its KV cache is computed again", name);
     struct conv_vals vkept = c->base;
-    uint32_t kept = params_parse(info.params, &vkept);
+    struct conv_format fkept = {NULL, NULL};
+    uint32_t kept = params_parse(info.params, &vkept, &fkept);
     int64_t info_model = info.model_id;
     sess_info_free(&info);
+    /* the answers' format it keeps: compiled before anything changes */
+    if (rc == SESS_OK && format_use(c, format_wanted(c, kept, &fkept))) {
+        char why[sizeof c->err];
+        snprintf(why, sizeof why, "%s", c->err);
+        cfail(c, "session '%.200s' keeps a %s that cannot be used: %.600s (--format off answers without it)", name,
+              fkept.kind ? fkept.kind : "format", why);
+        rc = SESS_ERR;
+    }
     if (rc) {
+        format_free(&fkept);
         sess_unlock(lock);
         free(dup);
         return rc;
@@ -2190,6 +2544,8 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
      * goes on from its last answer, unless a seed was given */
     c->kept = kept;
     c->vkept = vkept;
+    format_free(&c->fkept);
+    c->fkept = fkept;
     params_effective(c);
     sampler_fresh(c);
     if (!(c->p.given & (1u << SESS_PARAM_SEED)))

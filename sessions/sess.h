@@ -325,6 +325,8 @@ enum sess_param {
     SESS_PARAM_TEMP, SESS_PARAM_TOP_K, SESS_PARAM_TOP_P, SESS_PARAM_MIN_P, SESS_PARAM_REPEAT_PENALTY,
     SESS_PARAM_PRESENCE_PENALTY, SESS_PARAM_REPEAT_LAST_N, SESS_PARAM_SEED, SESS_PARAM_N_PREDICT,
     SESS_PARAM_THINK, /* 1 thinking on, 0 off (think_off) */
+    SESS_PARAM_FORMAT, /* the answers' format (p.format_kind, p.format_source): saved as
+                          "format": "json" or "off", "schema": TEXT or "grammar": TEXT */
     SESS_PARAM_COUNT
 };
 /* the JSON key of a parameter ("temp", "top_k", ...) */
@@ -371,12 +373,14 @@ struct sess_conv_params {
     /* attaching to a session saved with another model goes on with this
      * one (the history computed again) instead of failing SESS_ERR_MODEL */
     bool switch_model;
-    /* every answer a string of this grammar (borrowed: must outlive the
-     * conversation or the next sess_conv_set_grammar; NULL: free answers):
-     * at each step the sampler chooses among the tokens that can continue
-     * it, and the end-of-generation token only where it may end. No effect
-     * on a remote engine. */
-    const struct llm_grammar *grammar;
+    /* every answer a string of this format (copied; NULL: free answers):
+     * kind "json" (any JSON value), "schema" (source: a JSON Schema's text)
+     * or "grammar" (source: GBNF text), compiled here (a session keeps the
+     * text, a parameter like the sampling ones: SESS_PARAM_FORMAT in given
+     * when the user gave it). At each step the sampler chooses among the
+     * tokens that can continue it, and the end-of-generation token only
+     * where it may end. A remote engine refuses a turn under a format. */
+    const char *format_kind, *format_source;
     /* speculative decoding: the sources (bits of enum sess_draft; 0: off),
      * the most tokens drafted per pass (<= 0: SESS_DRAFT_MAX_DEFAULT; at
      * most SESS_DRAFT_MAX_LIMIT), and the test mode (enum
@@ -544,9 +548,17 @@ int sess_conv_drop_oldest(struct sess_conv *c, int64_t n);
 int sess_conv_set_system(struct sess_conv *c, const char *system);
 /* new sampling parameters (a fresh sampler seeded with p.seed) */
 void sess_conv_set_sampling(struct sess_conv *c, struct llm_sampler_params p);
-/* the grammar of the answers from now on (borrowed, as p.grammar; NULL:
- * none). SESS_OK, or SESS_ERR out of memory (then none). */
-int sess_conv_set_grammar(struct sess_conv *c, const struct llm_grammar *g);
+/* The answers' format from now on, as the user's own (/set format, schema,
+ * grammar; kind NULL: none, as p.format_kind): the session keeps it (saved
+ * now, when attached). SESS_OK; SESS_ERR (the schema or grammar cannot be
+ * used: the message says why; nothing changed); SESS_ERR_STORE. */
+int sess_conv_keep_format(struct sess_conv *c, const char *kind, const char *source);
+/* the answers' format (kind "json", "schema", "grammar"; the source in
+ * *source when not NULL), or NULL: free answers. Borrowed until the next
+ * change. */
+const char *sess_conv_format(const struct sess_conv *c, const char **source);
+/* the strings that end an answer from now on (borrowed, as p.stop) */
+void sess_conv_set_stop(struct sess_conv *c, const char *const *stop);
 /* speculative decoding from now on (as p.draft, p.draft_max): SESS_OK, or
  * SESS_ERR out of memory (the rows of logits a pass keeps; drafting off) */
 int sess_conv_set_draft(struct sess_conv *c, uint32_t draft, int32_t draft_max);

@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -92,6 +93,23 @@ static void quick_check(struct sess_store *st, const char *table, char *buf, siz
     sqlite3_finalize(s);
 }
 
+/* whether a failure of SQLite's (code) came from a full disk: SQLITE_FULL,
+ * or an I/O error with ENOSPC as its last system error or the store's file
+ * system with no room left (SQLite says "disk I/O error" when growing its
+ * WAL index or syncing fails so) */
+static bool disk_full(struct sess_store *st, int code)
+{
+    code &= 0xff;
+    if (code == SQLITE_FULL) /* (SQLite records no errno for it) */
+        return true;
+    if (code != SQLITE_IOERR && code != SQLITE_CANTOPEN)
+        return false;
+    if (st->db && sqlite3_system_errno(st->db) == ENOSPC)
+        return true;
+    struct statvfs v;
+    return statvfs(st->home, &v) == 0 && (v.f_bavail == 0 || (v.f_files > 0 && v.f_favail == 0));
+}
+
 /* SQLite's reason for the last failure, in the one form users see; a
  * damaged database is checked once, and the first damage found is said */
 static int db_fail(struct sess_store *st)
@@ -99,6 +117,11 @@ static int db_fail(struct sess_store *st)
     st->db_rc = sqlite3_errcode(st->db);
     char reason[512];
     snprintf(reason, sizeof reason, "%s", sqlite3_errmsg(st->db));
+    if (disk_full(st, st->db_rc)) { /* said as what it is, and room is made for it (sess_store_full) */
+        st->db_rc = SQLITE_FULL;
+        return sess_fail(st, "database '%s': the disk is full (%s: no space left on device); free some space, "
+                             "or a smaller --cache-max keeps fewer KV blocks", st->path, reason);
+    }
     if ((st->db_rc == SQLITE_CORRUPT || st->db_rc == SQLITE_NOTADB) && !st->checked) {
         char found[384];
         st->checked = true;
@@ -807,7 +830,11 @@ static int store_open(const char *home, struct sess_store_params p, struct sess_
             freed = true;
             continue;
         }
-        snprintf(err, err_size, "%s", st->err);
+        if (disk_full(st, code))
+            snprintf(err, err_size, "database '%.900s' cannot be opened: the disk is full (no space left on "
+                                    "device); free some space", st->path);
+        else
+            snprintf(err, err_size, "%s", st->err);
         free(st);
         return SESS_ERR;
     }

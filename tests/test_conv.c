@@ -36,6 +36,7 @@
 ssize_t __real_write(int fd, const void *p, size_t n);
 static int enospc; /* all writes fail with ENOSPC */
 static int disk_full; /* ours and SQLite's writes fail with ENOSPC until a file is removed */
+static int disk_full_stays; /* ... and stay failing when one is */
 ssize_t __wrap_write(int fd, const void *p, size_t n)
 {
     if (enospc || disk_full) {
@@ -48,7 +49,7 @@ int __real_unlink(const char *path);
 int __wrap_unlink(const char *path)
 {
     int rc = __real_unlink(path);
-    if (rc == 0)
+    if (rc == 0 && !disk_full_stays)
         disk_full = 0; /* room again */
     return rc;
 }
@@ -80,6 +81,10 @@ static ssize_t sq_pwrite64(int fd, const void *p, size_t n, off_t o)
 }
 static void sqlite_writes_wrapped(void)
 {
+    static bool done; /* once: a second time would wrap the wrappers */
+    if (done)
+        return;
+    done = true;
     sqlite3_vfs *v = sqlite3_vfs_find(NULL);
     if ((real_sq_write = v->xGetSystemCall(v, "write")))
         v->xSetSystemCall(v, "write", (sqlite3_syscall_ptr)sq_write);
@@ -451,6 +456,39 @@ static void test_disk_full_for_the_index(void **state)
     say(&ref, "three", &r, &ts);
     assert_string_equal(r.text, z.text);
     chat_close(&ref);
+}
+
+/* a disk that stays full, with no reserve and no KV blocks to give up: the
+ * turn fails, said as a full disk (not SQLite's bare "disk I/O error" or
+ * "database or disk is full"), and the session is as it was */
+static void test_disk_full_said(void **state)
+{
+    (void)state;
+    char home[128], reserve[160];
+    snprintf(home, sizeof home, "%s/home-stays-full", dir);
+    struct chat a, b;
+    struct answer x;
+    struct sess_turn_stats ts;
+    struct sess_restore_stats rs;
+    sqlite_writes_wrapped();
+    chat_open(&a, NULL, 0, 512, home);
+    assert_int_equal(sess_conv_attach(a.conv, "full", true, &rs), 0);
+    say(&a, "one", &x, &ts);
+    snprintf(reserve, sizeof reserve, "%s/reserve", home);
+    unlink(reserve);
+    disk_full = disk_full_stays = 1;
+    memset(&x, 0, sizeof x);
+    int rc = sess_conv_say(a.conv, "two", collect, &x, NULL, &ts);
+    disk_full = disk_full_stays = 0;
+    print_message("%d: %s\n", rc, sess_conv_errmsg(a.conv));
+    assert_int_equal(rc, SESS_ERR_STORE);
+    assert_non_null(strstr(sess_conv_errmsg(a.conv), "the disk is full"));
+    assert_non_null(strstr(sess_conv_errmsg(a.conv), "no space left on device"));
+    chat_close(&a);
+    chat_open(&b, NULL, 0, 512, home);
+    assert_int_equal(sess_conv_attach(b.conv, "full", false, &rs), 0);
+    assert_int_equal(sess_conv_n_exchanges(b.conv), 1);
+    chat_close(&b);
 }
 
 static void test_undo_retry_interrupt(void **state)
@@ -1340,6 +1378,7 @@ int main(void)
         cmocka_unit_test(test_sampler_per_turn),
         cmocka_unit_test(test_full_disk),
         cmocka_unit_test(test_disk_full_for_the_index),
+        cmocka_unit_test(test_disk_full_said),
         cmocka_unit_test(test_undo_retry_interrupt),
         cmocka_unit_test(test_interrupted_prefill),
         cmocka_unit_test(test_context_full),
@@ -1351,5 +1390,7 @@ int main(void)
         cmocka_unit_test(test_draft_exact),
         cmocka_unit_test(test_draft_sessions),
     };
+    if (getenv("TEST_FILTER")) /* one test, e.g. TEST_FILTER=test_disk_full_said */
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

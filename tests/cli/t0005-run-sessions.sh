@@ -130,7 +130,9 @@ expect_err "add --switch-model"
 run sh -c "$R -s fresh 'Other model' < /dev/null"
 cp "$M" "$T/m.other"; cp "$T/m.orig" "$M"
 
-# ---- one writer per session
+# ---- one writer per session (a session is made with its first exchange)
+run sh -c "$R -s busy 'start' < /dev/null"
+expect_rc 0
 $KVCHAT run -m "$M" -t 2 --temp 0.9 --seed 3 -n 100000 -c 4096 -s busy 'go on' < /dev/null > /dev/null 2>&1 &
 pid=$!
 for i in 1 2 3 4 5 6 7 8 9 10; do [ -s "$H/locks/"* ] 2>/dev/null && break; sleep 0.3; done

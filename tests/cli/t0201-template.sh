@@ -45,9 +45,10 @@ run "$KVCHAT" template -m "$T/v.gguf" --template llama3
 expect_rc 0
 same "--template overrides -m" "$D/llama3.txt"
 
+# an unknown name is refused, as run refuses it (issue 29: it exited 0)
 run "$KVCHAT" template --template no-such-template
-expect_rc 0; expect_err "warning: unknown template 'no-such-template'; using chatml"
-same "unknown name falls back" "$D/chatml.txt"
+expect_rc 1; expect_err "unknown chat template 'no-such-template'"
+expect_out_empty
 
 printf '{{ bos_token }}{%% for m in messages %%}<<{{ m.content }}>>{%% endfor %%}' > "$T/odd.jinja"
 run "$KVCHAT" template --template-file "$T/odd.jinja"

@@ -121,4 +121,71 @@ conversation() {
 }
 conversation greedy -t 1 --temp 0 -n 80 --json-schema "$S"
 conversation sampled -t 1 --temp 0.8 --seed 5 -n 80 --json-schema "$S"
+
+# ---- a session keeps its format (issue 27: "a session saves its format
+# like its other parameters"), however long the schema: one of 3 KB here,
+# its title with quotes, backslashes, a newline and UTF-8
+python3 - "$S" "$T/big.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+s["title"] = ('a "long" \\ title\n with é ' * 120)[:3000]
+open(sys.argv[2], "w").write(json.dumps(s, ensure_ascii=False))
+PY
+[ "$(wc -c < "$T/big.json")" -gt 2048 ] && ok "a schema of $(wc -c < "$T/big.json") bytes" || not_ok "big schema"
+seg='^{"from":{"x":-\{0,1\}[0-9],"y":-\{0,1\}[0-9]},"to":{"x":-\{0,1\}[0-9],"y":-\{0,1\}[0-9]}}$'
+run sh -c "$R --temp 0 -n 80 -s kept --json-schema $T/big.json 'first' </dev/null"
+expect_rc 0
+grep -q "$seg" "$T/out" && ok "kept: the first answer is the schema's" || not_ok "kept: first answer $(cat "$T/out")"
+run sh -c "$R --temp 0 -n 80 -s kept --json 'second, no option' </dev/null"
+expect_rc 0
+[ "$(jq -r .answer "$T/out" | grep -c "$seg")" = 1 ] && ok "kept: run -s NAME alone keeps the schema" ||
+    not_ok "kept: second answer $(jq -r .answer "$T/out")"
+jq -e '.parsed.from' "$T/out" >/dev/null && ok "kept: parsed, as under --json-schema" || not_ok "kept: no parsed"
+run "$KVCHAT" sessions export kept
+expect_rc 0
+jq -j .params.schema "$T/out" >"$T/saved.json"
+cmp -s "$T/saved.json" "$T/big.json" && ok "sessions export shows the schema's text, byte for byte" ||
+    { not_ok "export params"; jq -c .params "$T/out" | head -c 300; echo; }
+# --format off: free this turn, not saved
+run sh -c "$R --temp 0 -n 12 -s kept --format off --json 'free' </dev/null"
+expect_rc 0
+jq -e 'has("parsed") | not' "$T/out" >/dev/null && ok "--format off over the session's: free" || not_ok "--format off: parsed"
+run sh -c "$R --temp 0 -n 80 -s kept --json 'again' </dev/null"
+[ "$(jq -r .answer "$T/out" | grep -c "$seg")" = 1 ] && ok "--format off held for its turn only" ||
+    not_ok "after --format off: $(jq -r .answer "$T/out")"
+
+# the chat's /set format, schema, grammar are saved with the session
+printf '/set format json\nhi\n' | $KVCHAT chat -m "$M" -t 1 --temp 0 -n 60 cj >"$T/out" 2>"$T/err"
+run sh -c "$R --temp 0 -n 200 -s cj --json 'more' </dev/null"
+[ "$(jq -r .params.format "$($KVCHAT sessions export cj >"$T/e.json"; echo "$T/e.json")")" = json ] &&
+    ok "/set format json saved as \"format\": \"json\"" || not_ok "/set format: params $(jq -c .params "$T/e.json")"
+jq -e 'has("parsed")' "$T/out" >/dev/null && ok "/set format json: run -s answers JSON values" || not_ok "cj: no parsed"
+printf '/set grammar %s\nhi\n' "$T/l.gbnf" | $KVCHAT chat -m "$M" -t 1 --temp 0.9 --seed 3 -n 40 cg >"$T/out" 2>"$T/err"
+run sh -c "$R --temp 0.9 --seed 4 -n 40 -s cg 'more' </dev/null"
+expect_rc 0
+grep -Eqx -- '- [a-z]{1,5}' "$T/out" && [ "$(grep -Evc -- '^- [a-z]{1,5}$' "$T/out")" = 0 ] &&
+    ok "/set grammar: saved, the next run's answer is the grammar's" || not_ok "cg answer: $(cat "$T/out")"
+[ "$($KVCHAT sessions export cg | jq -r .params.grammar)" = "$(cat "$T/l.gbnf")" ] && ok "/set grammar: the GBNF text saved" ||
+    not_ok "cg params"
+printf '/set format off\nhi\n' | $KVCHAT chat -t 1 --temp 0 -n 8 cg >"$T/out" 2>"$T/err"
+[ "$($KVCHAT sessions export cg | jq -r .params.format)" = off ] && ok "/set format off saved as \"off\"" ||
+    not_ok "cg after off: $($KVCHAT sessions export cg | jq -c .params)"
+printf '/show\n' | $KVCHAT chat -t 1 cj >"$T/out" 2>"$T/err"
+grep -q "format json" "$T/err" && ok "/show says the session's format" || { not_ok "/show format"; cat "$T/err"; }
+
+# 6 turns, the schema given at the first only: resumed = --no-cache
+bad=0
+for i in 1 2 3 4 5 6; do
+    first=
+    [ $i = 1 ] && first="--json-schema $S"
+    m="Segment number $i, please"
+    "$KVCHAT" run -m "$M" -t 1 --temp 0.8 --seed 9 -n 80 -s keptnc $first --no-cache --json "$m" </dev/null >"$T/nc.json" 2>"$T/err"
+    r1=$?
+    "$KVCHAT" run -m "$M" -t 1 --temp 0.8 --seed 9 -n 80 -s keptnc $first --json "$m" </dev/null >"$T/c.json" 2>"$T/err"
+    r2=$?
+    a=$(jq -r .answer "$T/nc.json") b=$(jq -r .answer "$T/c.json")
+    [ "$a" = "$b" ] && [ "$r1" = "$r2" ] || { bad=$((bad + 1)); echo "  turn $i: '$a' ($r1) vs '$b' ($r2)"; }
+    echo "$b" | grep -q "$seg" || { bad=$((bad + 1)); echo "  turn $i: not the schema's: $b"; }
+done
+[ "$bad" = 0 ] && ok "6 turns under the kept schema, byte-identical to --no-cache" || not_ok "keptnc: $bad differences"
 finish

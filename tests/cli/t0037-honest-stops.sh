@@ -1,0 +1,155 @@
+#!/bin/sh
+# t0037: issue 29's honest stops and smaller items. `run` reading a prompt
+# from a terminal ends at one Ctrl-D; an answer cut by a full context is
+# said on stderr with exit 6; an offline `models pull` does not retry a
+# name that does not resolve; an unknown config key is warned about; a
+# read-only `kvchat sessions` on a fresh home creates nothing; KVCHAT_CPU
+# is strict; the no-model message names `models add FILE`; `bench -r 1`
+# warms up; --no-no-cache is no option; the help texts; a first turn that
+# never answers leaves no session; `models list` rows as a terminal shows
+# them, with columns that line up; a SIGTERM that comes before a chat's
+# turn stops it.
+. "$TOP/tests/cli/lib.sh"
+V=$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf
+M=$T/m.gguf
+"$MKMODEL" "$M" --arch qwen2 --vocab "$V" --dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 --tied \
+    --scale 0.2 >/dev/null || exit 1
+TO="timeout -k 5 120"
+export LC_ALL=C.UTF-8 TERM=xterm
+
+# ---- run on a terminal: one Ctrl-D ends the prompt (it waited for a second)
+printf 'expect reading the prompt from stdin\nsend hi\\r\nsend \\x04\nexit 0\n' >"$T/ctrl-d"
+if python3 "$TOP/tests/cli/ptydrive.py" --timeout 30 --log "$T/ctrl-d.log" -- \
+    $KVCHAT run -m "$M" -t 1 --temp 0 -n 4 <"$T/ctrl-d" >"$T/ctrl-d.drv" 2>&1; then
+    ok "run: one Ctrl-D after the prompt ends it"
+else
+    not_ok "run: one Ctrl-D is not enough"
+    sed 's/^/  /' "$T/ctrl-d.drv"
+fi
+
+# ---- an answer that fills the context says so, with its own exit status
+run sh -c "$TO $KVCHAT run -m $M -t 1 --temp 0.9 --seed 1 -c 64 -n 100 --json hi < /dev/null"
+expect_rc 6
+[ "$(jq -r .stop_reason "$T/out")" = context_full ] && ok "stop_reason context_full" ||
+    not_ok "stop_reason $(jq -r .stop_reason "$T/out")"
+expect_err "the answer filled the context window (64 tokens)"
+run sh -c "$TO $KVCHAT run -m $M -t 1 --temp 0.9 --seed 1 -c 64 -n 100 hi < /dev/null"
+expect_rc 6
+[ -s "$T/out" ] && ok "the cut answer is printed all the same" || not_ok "no answer printed"
+grep -q '^\.B 6$' "$TOP/man/kvchat.1" && ok "kvchat.1 documents exit 6" ||
+    not_ok "kvchat.1 lacks exit 6"
+$KVCHAT run --help | grep -q "6 the answer" && ok "run --help documents exit 6" || not_ok "run --help lacks exit 6"
+
+# ---- offline: a name that does not resolve is not retried for seconds
+run sh -c "$TO $KVCHAT models pull https://kvchat-test.invalid/m.gguf"
+expect_rc 4
+expect_err "cannot resolve 'kvchat-test.invalid'"
+grep -q "retrying" "$T/err" && not_ok "a DNS failure is retried" || ok "a DNS failure is not retried"
+
+# ---- an unknown config key is said, not ignored
+mkdir -p "$XDG_CONFIG_HOME/kvchat"
+printf '# mine\ntemp = 0\ntmep = 0\n' >"$XDG_CONFIG_HOME/kvchat/config"
+run sh -c "$TO $KVCHAT run -m $M -t 1 -n 2 hi < /dev/null"
+expect_rc 0
+expect_err "warning: unknown key 'tmep' (line 3) in the config file"
+grep -q "'temp'" "$T/err" && not_ok "a known key warned about" || ok "known keys are not warned about"
+rm "$XDG_CONFIG_HOME/kvchat/config"
+
+# ---- a read-only `kvchat sessions` on a fresh home creates nothing
+for cmd in "sessions" "sessions --json" "sessions show x" "sessions export x" "sessions search hello" "sessions gc"; do
+    run env KVCHAT_HOME="$T/fresh" $KVCHAT $cmd
+    [ ! -e "$T/fresh" ] && ok "'$cmd' on a fresh home: nothing made (exit $rc)" ||
+        { not_ok "'$cmd' made $(find "$T/fresh" | tr '\n' ' ')"; rm -rf "$T/fresh"; }
+done
+run env KVCHAT_HOME="$T/fresh" $KVCHAT sessions --json
+expect_rc 0
+[ "$(cat "$T/out")" = "[]" ] && ok "sessions --json: []" || not_ok "sessions --json: $(cat "$T/out")"
+run env KVCHAT_HOME="$T/fresh" $KVCHAT sessions show x
+expect_rc 3
+expect_err "no session 'x'"
+
+# ---- KVCHAT_CPU is strict
+run env KVCHAT_CPU=bogus $KVCHAT run -m "$M" -n 1 hi
+expect_rc 1
+expect_err "KVCHAT_CPU"
+
+# ---- no model at all: the message names models add FILE
+run env KVCHAT_HOME="$T/nomodel" $KVCHAT run hi
+expect_rc 2
+expect_err "kvchat models add FILE"
+
+# ---- bench -r 1 measures a warm run
+run $KVCHAT bench -m "$M" -t 1 -p 8 -n 4 -r 1 -v
+expect_rc 0
+expect_err "warm-up: 8 prompt tokens and 1 generated, untimed"
+
+# ---- the option and help texts
+run $KVCHAT run -m "$M" --no-no-cache hi
+expect_rc 1
+run $KVCHAT chat --help
+grep -q "KV snapshots" "$T/out" && not_ok "chat --help says KV snapshots" || ok "chat --help says blocks"
+run $KVCHAT --help
+expect_out "search"
+
+# ---- a first turn that never answers leaves no session
+printf 'word %.0s' $(seq 1 200) >"$T/long"
+run sh -c "$TO $KVCHAT run -m $M -t 1 -c 64 -s refused -f $T/long < /dev/null"
+[ "$rc" != 0 ] && ok "a prompt too long for -c 64 is refused (exit $rc)" || not_ok "not refused"
+run $KVCHAT sessions --json
+[ "$(jq '[.[] | select(.name == "refused")] | length' "$T/out")" = 0 ] && ok "no empty session 'refused' left" ||
+    not_ok "an empty session is left: $(cat "$T/out")"
+run sh -c "$TO $KVCHAT run -m $M -t 1 -n 3 -s made hi < /dev/null"
+expect_rc 0
+run $KVCHAT sessions --json
+[ "$(jq '.[] | select(.name == "made") | .turns' "$T/out")" = 1 ] && ok "a first turn that answers makes its session" ||
+    not_ok "no session 'made': $(cat "$T/out")"
+
+# ---- models list on a terminal: names as a terminal shows them, columns that line up
+# (names follow the store's rule; a file's metadata and a .remote file's
+# fields are anyone's bytes: an architecture of ESC [2J BEL, one of "ééq",
+# five bytes like "qwen2" in three characters, and a remote model named
+# with ESC [2J)
+mkdir -p "$KVCHAT_HOME/models"
+for f in esc wide plain; do cp "$M" "$KVCHAT_HOME/models/$f.gguf"; done
+python3 - "$KVCHAT_HOME/models" <<'PY'
+import sys
+d = sys.argv[1]
+for name, arch in (("esc", b"\x1b[2J\x07"), ("wide", "ééq".encode())):
+    p = "%s/%s.gguf" % (d, name)
+    b = open(p, "rb").read()
+    old = b"\x05\x00\x00\x00\x00\x00\x00\x00qwen2"
+    assert old in b and len(arch) == 5
+    open(p, "wb").write(b.replace(old, old[:8] + arch))
+PY
+printf 'url = http://127.0.0.1:9/v1\nmodel = a\033[2Jb\nadded = 1\n' >"$KVCHAT_HOME/models/rem.remote"
+printf 'expect PATH\nexit 0\n' >"$T/ml"
+python3 "$TOP/tests/cli/ptydrive.py" --timeout 30 --cols 250 --raw "$T/ml.raw" -- $KVCHAT models list <"$T/ml" >"$T/ml.drv" 2>&1 ||
+    { not_ok "models list on a terminal"; cat "$T/ml.drv"; }
+python3 - "$T/ml.raw" <<'PY' && ok "models list: no escape from a name reaches the terminal" || not_ok "models list: raw escapes"
+import sys
+raw = open(sys.argv[1], "rb").read()
+sys.exit(1 if b"\x1b[2J" in raw else 0)
+PY
+python3 - "$T/ml.raw" <<'PY' && ok "models list: the columns line up (in characters)" || not_ok "models list: columns shift"
+import sys
+rows = open(sys.argv[1], "rb").read().decode("utf-8", "replace").replace("\r\n", "\n").split("\n")
+rows = [r for r in rows if "/models/" in r or "http://" in r]
+print("  rows:", len(rows), "last columns at", sorted({r.index(" /") if " /" in r else r.index(" http") for r in rows}))
+sys.exit(0 if len(rows) == 4 and len({r.index(" /") if " /" in r else r.index(" http") for r in rows}) == 1 else 1)
+PY
+
+# ---- a SIGTERM that comes before a piped chat's turn: the message is not sent
+rm -f "$T/fifo"
+mkfifo "$T/fifo"
+$KVCHAT chat -m "$M" -t 1 --temp 0.9 --seed 1 -n 2000 <"$T/fifo" >"$T/out" 2>"$T/err" &
+pid=$!
+exec 7>"$T/fifo"
+printf 'hello' >&7 # a line not ended yet: kvchat waits for the rest
+sleep 3
+kill -TERM $pid
+wait $pid
+rc=$?
+exec 7>&-
+[ "$rc" = 130 ] && ok "SIGTERM before the turn: exit 130" || not_ok "SIGTERM before the turn: exit $rc"
+[ ! -s "$T/out" ] && ok "no answer was generated" || not_ok "an answer came after SIGTERM: $(head -c 200 "$T/out")"
+finish
