@@ -63,7 +63,7 @@ expect /load old
 line 
 expect old.\[2Jname> 
 line /show
-expect session 'old.\[2Jname' \(saved after every exchange\)
+expect session +'old.\[2Jname' \(saved after every exchange\)
 expect old.\[2Jname> 
 send \x04
 exit 0
