@@ -56,7 +56,7 @@ if [ "$(uname -m)" = x86_64 ] && grep -q ' avx2 ' /proc/cpuinfo && grep -q ' fma
     [ "$(grep -c warning "$T/err")" = 1 ] && ok "one warning" || not_ok "$(grep -c warning "$T/err") warnings"
     cmp -s "$T/a.f32" "$T/s.f32" && ok "the fallback gives the same bits" || not_ok "logits differ after the fallback"
     # skx's kernel (BLIS_ARCH_SKX = 0; weights as its A operand, 32 rows a
-    # panel), which kvchat picks on Intel AVX-512 CPUs (zen3 on AMD ones)
+    # panel), which kvchat picks on every AVX-512 CPU
     if grep -qw avx512f /proc/cpuinfo && grep -qw avx512dq /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo &&
         grep -qw avx512vl /proc/cpuinfo; then
         BLIS_ARCH_TYPE=0 run "$KVCHAT" bench -m "$m" -p 20 -n 3 -r 1 -v
