@@ -80,7 +80,6 @@
 
 #define KV_ALIGN ((size_t)2 << 20) /* the KV cache starts on a huge-page boundary */
 #define KV_READY_STEP 256 /* the KV cache is faulted in this many positions at a time */
-#define DEC_ROWS 16    /* one-token products: rows of each half of a matrix per unit */
 #define DEC_STEP 4     /* one-token products: units per chunk */
 #define PF_ROWS 32     /* batched products: rows per unit */
 #define PF_TOKENS 128  /* batched products: tokens per unit */
@@ -544,28 +543,28 @@ static void mm_describe(const struct pass *ps, const struct phase *ph, struct mm
     d->one = d->T == 1;
 }
 
-/* one-token units of W: DEC_ROWS rows (at least one packed group) of its
+/* one-token units of W: LLM_DEC_ROWS rows (at least one packed group) of its
  * first half with the same rows of its second half (two far-apart streams
  * per core keep more DRAM reads in flight), plus one unit for the last
  * group when the number of groups (of 8 rows, or of the float panels'
  * rows) is odd; with an even number the second half's last group may be
  * partial */
-static int64_t dec_rows(const struct llm_weight *W)
+int64_t llm_dec_rows(const struct llm_weight *W)
 {
     int64_t g = llm_mm_group_rows(W->mm);
-    return (DEC_ROWS + g - 1) / g * g;
+    return (LLM_DEC_ROWS + g - 1) / g * g;
 }
 
-static int64_t one_units(const struct llm_weight *W)
+int64_t llm_dec_units(const struct llm_weight *W)
 {
     int64_t g = llm_mm_group_rows(W->mm), groups = (W->m.n_out + g - 1) / g, half = groups / 2 * g;
-    return (half + dec_rows(W) - 1) / dec_rows(W) + groups % 2;
+    return (half + llm_dec_rows(W) - 1) / llm_dec_rows(W) + groups % 2;
 }
 
-static void one_unit(const struct llm_weight *W, int64_t k, int64_t r[4])
+void llm_dec_unit(const struct llm_weight *W, int64_t k, int64_t r[4])
 {
     int64_t g = llm_mm_group_rows(W->mm), groups = (W->m.n_out + g - 1) / g, half = groups / 2 * g;
-    int64_t dr = dec_rows(W);
+    int64_t dr = llm_dec_rows(W);
     r[0] = k * dr;
     if (r[0] >= half) { /* the odd last group */
         r[0] = 2 * half;
@@ -585,7 +584,7 @@ static int64_t tok_blocks(int64_t T) { return (T + PF_TOKENS - 1) / PF_TOKENS; }
 static int64_t weight_units(const struct mmd *d, int i)
 {
     const struct llm_weight *W = d->w[i];
-    return d->one ? one_units(W) : (W->m.n_out + PF_ROWS - 1) / PF_ROWS * tok_blocks(d->T);
+    return d->one ? llm_dec_units(W) : (W->m.n_out + PF_ROWS - 1) / PF_ROWS * tok_blocks(d->T);
 }
 
 static int64_t mm_units(const struct mmd *d)
@@ -609,7 +608,7 @@ static struct unit mm_unit(const struct mmd *d, int64_t u)
         u -= weight_units(d, x.wi++);
     const struct llm_weight *W = d->w[x.wi];
     if (d->one) {
-        one_unit(W, u, x.r);
+        llm_dec_unit(W, u, x.r);
         x.t1 = 1;
         return x;
     }
@@ -910,8 +909,8 @@ static void run_compute(void *arg, int p, int64_t u0, int64_t u1, void *scratch)
         struct mmd d;
         mm_describe(ps, ph, &d);
         float *out = scratch;
-        size_t n_out = (size_t)(PF_ROWS * PF_TOKENS > DEC_STEP * 2 * DEC_ROWS ? PF_ROWS * PF_TOKENS
-                                                                               : DEC_STEP * 2 * DEC_ROWS);
+        size_t n_out = (size_t)(PF_ROWS * PF_TOKENS > DEC_STEP * 2 * LLM_DEC_ROWS ? PF_ROWS * PF_TOKENS
+                                                                               : DEC_STEP * 2 * LLM_DEC_ROWS);
         mm_compute(&d, u0, u1, out, out + n_out, out + 3 * n_out);
         break;
     }
@@ -1415,7 +1414,7 @@ static void plan_inputs(struct llm_ctx *c)
 static size_t scratch_bytes(const struct llm_ctx *c)
 {
     const struct llm_model *m = c->m;
-    size_t n_out = PF_ROWS * PF_TOKENS > DEC_STEP * 2 * DEC_ROWS ? PF_ROWS * PF_TOKENS : DEC_STEP * 2 * DEC_ROWS;
+    size_t n_out = PF_ROWS * PF_TOKENS > DEC_STEP * 2 * LLM_DEC_ROWS ? PF_ROWS * PF_TOKENS : DEC_STEP * 2 * LLM_DEC_ROWS;
     size_t ws = 0;
     for (int64_t l = 0; l <= m->n_layer; l++) {
         const struct llm_weight *w[16];

@@ -20,7 +20,6 @@
 
 #define MOE_ROWS 32     /* batched products: rows per unit (rounded up to the weight's groups) */
 #define MOE_TOKENS 128  /* batched products: an expert's rows per unit */
-#define DEC_ROWS 16     /* one token: rows of each half of a matrix per unit */
 #define DEC_STEP 4      /* one token: units per chunk */
 #define ROW_STEP 4      /* per-row phases: rows per chunk */
 #define MAX_EXPERTS 1024
@@ -196,39 +195,6 @@ static int64_t pf_rows(const struct llm_weight *W)
     return cdiv(MOE_ROWS, g) * g;
 }
 
-/* one token: as engine.c's one_unit, DEC_ROWS rows (whole groups) of the
- * first half of W with the same rows of its second half (two streams), and
- * a unit for an odd last group */
-static int64_t dec_rows(const struct llm_weight *W)
-{
-    int64_t g = llm_mm_group_rows(W->mm);
-    return cdiv(DEC_ROWS, g) * g;
-}
-
-static int64_t one_units(const struct llm_weight *W)
-{
-    int64_t g = llm_mm_group_rows(W->mm), groups = cdiv(W->m.n_out, g), half = groups / 2 * g;
-    return cdiv(half, dec_rows(W)) + groups % 2;
-}
-
-static void one_unit(const struct llm_weight *W, int64_t k, int64_t r[4])
-{
-    int64_t g = llm_mm_group_rows(W->mm), groups = cdiv(W->m.n_out, g), half = groups / 2 * g;
-    int64_t dr = dec_rows(W);
-    r[0] = k * dr;
-    if (r[0] >= half) {
-        r[0] = 2 * half;
-        r[1] = W->m.n_out;
-        r[2] = r[3] = 0;
-        return;
-    }
-    r[1] = r[0] + dr < half ? r[0] + dr : half;
-    r[2] = r[0] + half;
-    /* with an even number of groups the last one may be partial: its rows
-     * end at n_out (as engine.c's one_unit) */
-    r[3] = r[1] + half < W->m.n_out ? r[1] + half : W->m.n_out;
-}
-
 void llm_moe_route(struct llm_moe *x, const struct llm_model *m, const struct llm_layer *L, int64_t T)
 {
     int64_t X = x->n_expert, k = x->k;
@@ -278,7 +244,7 @@ int64_t llm_moe_units(const struct llm_moe *x, const struct llm_model *m, const 
     }
     const struct llm_weight *W = phase_weight(L, ph, 0);
     if (T == 1)
-        return k * one_units(W);
+        return k * llm_dec_units(W);
     if (max) {
         int64_t rows = T * k, a = rows < m->n_expert ? rows : m->n_expert;
         return cdiv(W->m.n_out, pf_rows(W)) * (a + rows / MOE_TOKENS);
@@ -306,9 +272,9 @@ static struct munit moe_unit(const struct llm_moe *x, const struct llm_layer *L,
     struct munit mu = {0};
     int64_t X = x->n_expert;
     if (T == 1) {
-        int64_t ou = one_units(phase_weight(L, ph, 0)), g = clampi(u / ou, 0, x->k - 1);
+        int64_t ou = llm_dec_units(phase_weight(L, ph, 0)), g = clampi(u / ou, 0, x->k - 1);
         mu.e = clampi(x->row_exp[g], 0, X - 1);
-        one_unit(phase_weight(L, ph, mu.e), u % ou, mu.r);
+        llm_dec_unit(phase_weight(L, ph, mu.e), u % ou, mu.r);
         mu.g0 = g, mu.g1 = g + 1;
         return mu;
     }
@@ -336,7 +302,7 @@ static size_t unit_floats(const struct munit *mu)
 /* the largest unit output (floats) and product scratch (bytes) of any layer */
 static void unit_sizes(const struct llm_model *m, size_t *n_out, size_t *ws)
 {
-    *n_out = DEC_STEP * 2 * DEC_ROWS;
+    *n_out = DEC_STEP * 2 * LLM_DEC_ROWS;
     *ws = 0;
     for (int64_t l = 0; l < m->n_layer; l++) {
         const struct llm_layer *L = &m->layers[l];
@@ -344,7 +310,7 @@ static void unit_sizes(const struct llm_model *m, size_t *n_out, size_t *ws)
             continue;
         const struct llm_weight *w[3] = {&L->exp_gate[0], &L->exp_up[0], &L->exp_down[0]};
         for (int i = 0; i < 3; i++) {
-            size_t a = (size_t)(pf_rows(w[i]) * MOE_TOKENS), b = (size_t)(DEC_STEP * 2 * dec_rows(w[i]));
+            size_t a = (size_t)(pf_rows(w[i]) * MOE_TOKENS), b = (size_t)(DEC_STEP * 2 * llm_dec_rows(w[i]));
             size_t s = w[i]->mm->gemm_scratch(w[i]->m.n_in);
             *n_out = a > *n_out ? a : *n_out;
             *n_out = b > *n_out ? b : *n_out;

@@ -74,6 +74,16 @@ struct llm_moe_io {
     bool down_i16;     /* the down product wants its input quantized */
 };
 
+/* One-token products (engine.c), shared with the experts' phases: the
+ * units of weight W (DEC_ROWS rows, whole row groups, of its first half
+ * with the same rows of its second half, and a unit for an odd last
+ * group), and unit k's row ranges [r0, r1) and [r2, r3) (r3 at most n_out:
+ * with an even number of groups the last may be partial). */
+#define LLM_DEC_ROWS 16 /* one-token products: rows of each half of a matrix per unit */
+int64_t llm_dec_rows(const struct llm_weight *W); /* LLM_DEC_ROWS rounded up to whole groups */
+int64_t llm_dec_units(const struct llm_weight *W);
+void llm_dec_unit(const struct llm_weight *W, int64_t k, int64_t r[4]);
+
 /* the route step of layer L: gate tokens [0, T) of the logits and group them */
 void llm_moe_route(struct llm_moe *x, const struct llm_model *m, const struct llm_layer *L, int64_t T);
 /* the units of phase ph for T tokens: as routed (after llm_moe_route), or
