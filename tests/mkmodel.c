@@ -206,6 +206,28 @@ static void put_experts(struct gw *w, int l, int dim, int n_exp, int n_used, int
 #undef T
 }
 
+/* gpt-oss's biases of layer l's router and experts: the router's (n_exp),
+ * the gate's and up's (ff_exp of each expert, scale bs: wide enough that
+ * the clamped SwiGLU's limit of 7 is reached) and the down's (dim) */
+static void put_expert_biases(struct gw *w, int l, int dim, int n_exp, int ff_exp, float bs)
+{
+    char n[64];
+#define T(s) (snprintf(n, sizeof n, "blk.%d.%s", l, s), n)
+    add_tensor(w, T("ffn_gate_inp.bias"), n_exp, 0, 0.5f, 0);
+    float *x = gen((int64_t)ff_exp * n_exp, bs, 0);
+    int64_t ne[2] = {ff_exp, n_exp};
+    put_tensor(w, T("ffn_gate_exps.bias"), LLM_TYPE_F32, 2, ne, x);
+    free(x);
+    x = gen((int64_t)ff_exp * n_exp, bs, 0);
+    put_tensor(w, T("ffn_up_exps.bias"), LLM_TYPE_F32, 2, ne, x);
+    free(x);
+    x = gen((int64_t)dim * n_exp, 0.05f, 0);
+    int64_t ned[2] = {dim, n_exp};
+    put_tensor(w, T("ffn_down_exps.bias"), LLM_TYPE_F32, 2, ned, x);
+    free(x);
+#undef T
+}
+
 static int set_placeholder_vocab(struct gw *w, int n_vocab)
 {
     /* SentencePiece-style: <unk> <s> </s>, 256 byte tokens, then pieces */
@@ -322,7 +344,9 @@ int main(int argc, char **argv)
                         "       [--ssm-heads V] [--ssm-conv K] [--full-attn-interval N | --recurrent-layers L,...]\n"
                         "  qwen3moe: [--experts X] [--experts-used K] [--ff-exp F] [--hot A:B] [--hot-gain G]\n"
                         "       [--merged-gate-up]\n"
-                        "  qwen35moe: qwen35's and qwen3moe's options, [--ff-shexp F]\n");
+                        "  qwen35moe: qwen35's and qwen3moe's options, [--ff-shexp F]\n"
+                        "  gpt-oss: qwen3moe's options, [--swa N (128)] [--swa-pattern P (key left out)]\n"
+                        "       [--yarn F (32)] [--orig-ctx C (4096)] [--bias-scale X (3)] [--sink-scale X (1)]\n");
         return 1;
     }
     const char *out = argv[1];
@@ -344,9 +368,11 @@ int main(int argc, char **argv)
     int is_gemma2 = !strcmp(arch, "gemma2"), is_gemma3 = !strcmp(arch, "gemma3");
     int is_phi3 = !strcmp(arch, "phi3"), is_gemma = is_gemma2 || is_gemma3;
     int is_q35moe = !strcmp(arch, "qwen35moe");
-    int is_qwen35 = !strcmp(arch, "qwen35") || is_q35moe, is_moe = !strcmp(arch, "qwen3moe") || is_q35moe;
+    int is_gptoss = !strcmp(arch, "gpt-oss");
+    int is_qwen35 = !strcmp(arch, "qwen35") || is_q35moe;
+    int is_moe = !strcmp(arch, "qwen3moe") || is_q35moe || is_gptoss;
     if (strcmp(arch, "llama") && !is_qwen2 && !is_qwen3 && !is_gemma && !is_phi3 && !is_qwen35 && !is_moe)
-        die("--arch must be llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen35, qwen3moe or qwen35moe");
+        die("--arch must be llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen35, qwen3moe, qwen35moe or gpt-oss");
     int n_exp = atoi(opt(argc, argv, "--experts", "8")), n_used = atoi(opt(argc, argv, "--experts-used", "2"));
     int ff_exp = atoi(opt(argc, argv, "--ff-exp", "64"));
     int ff_sh = opt(argc, argv, "--ff-shexp", NULL) ? atoi(opt(argc, argv, "--ff-shexp", NULL)) : ff;
@@ -355,7 +381,7 @@ int main(int argc, char **argv)
     if (opt(argc, argv, "--hot", NULL) && sscanf(opt(argc, argv, "--hot", NULL), "%d:%d", &hot_a, &hot_b) != 2)
         die("--hot wants A:B, a range of token ids");
     if (is_moe && (n_exp < 1 || n_used < 1 || n_used > n_exp || ff_exp <= 0))
-        die("qwen3moe, qwen35moe: --experts, --experts-used, --ff-exp must be positive, experts-used at most experts");
+        die("qwen3moe, qwen35moe, gpt-oss: --experts, --experts-used, --ff-exp must be positive, experts-used at most experts");
     if (is_gemma2)
         tied = 1; /* llama.cpp's gemma2 always uses token_embd as the LM head */
     if (dim <= 0 || layers <= 0 || heads <= 0 || kv_heads <= 0 || ff <= 0 || ctx <= 0)
@@ -403,15 +429,16 @@ int main(int argc, char **argv)
         if (is_q35moe)
             gw_kv_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)ff_sh);
     }
-    if (q_dim != dim || is_gemma || is_qwen35) {
+    if (q_dim != dim || is_gemma || is_qwen35 || is_gptoss) {
         gw_kv_u32(w, KEY("attention.key_length"), (uint32_t)head_dim);
         gw_kv_u32(w, KEY("attention.value_length"), (uint32_t)head_dim);
     }
     gw_kv_u32(w, KEY("vocab_size"), (uint32_t)n_vocab);
-    const char *swa = opt(argc, argv, "--swa", NULL), *pattern = opt(argc, argv, "--swa-pattern", NULL);
+    const char *swa = opt(argc, argv, "--swa", is_gptoss ? "128" : NULL);
+    const char *pattern = opt(argc, argv, "--swa-pattern", NULL);
     if (swa)
         gw_kv_u32(w, KEY("attention.sliding_window"), (uint32_t)atoi(swa));
-    if (pattern && is_gemma)
+    if (pattern && (is_gemma || is_gptoss))
         gw_kv_u32(w, KEY("attention.sliding_window_pattern"), (uint32_t)atoi(pattern));
     if (is_gemma2)
         gw_kv_f32(w, KEY("attn_logit_softcapping"),
@@ -427,6 +454,12 @@ int main(int argc, char **argv)
             gw_kv_str(w, KEY("rope.scaling.type"), "linear");
             gw_kv_f32(w, KEY("rope.scaling.factor"), (float)atof(lin));
         }
+    }
+    if (is_gptoss) { /* YaRN, as the real files have it */
+        gw_kv_str(w, KEY("rope.scaling.type"), "yarn");
+        gw_kv_f32(w, KEY("rope.scaling.factor"), (float)atof(opt(argc, argv, "--yarn", "32")));
+        gw_kv_u32(w, KEY("rope.scaling.original_context_length"),
+                  (uint32_t)atoi(opt(argc, argv, "--orig-ctx", "4096")));
     }
     if (is_phi3) {
         gw_kv_u32(w, KEY("rope.scaling.original_context_length"),
@@ -572,6 +605,21 @@ int main(int argc, char **argv)
             add_tensor(w, T("ffn_norm.weight"), dim, 0, 0.1f, 1.0f);
             add_tensor(w, T("ffn_up.weight"), dim, 2 * ff, scale, 0);
             add_tensor(w, T("ffn_down.weight"), ff, dim, scale, 0);
+            continue;
+        }
+        if (is_gptoss) { /* biased attention with sinks, post-attention norm, biased experts */
+            add_tensor(w, T("post_attention_norm.weight"), dim, 0, 0.1f, 1.0f);
+            add_tensor(w, T("attn_q.weight"), dim, q_dim, scale, 0);
+            add_tensor(w, T("attn_q.bias"), q_dim, 0, 0.02f, 0);
+            add_tensor(w, T("attn_k.weight"), dim, kv_dim, scale, 0);
+            add_tensor(w, T("attn_k.bias"), kv_dim, 0, 0.02f, 0);
+            add_tensor(w, T("attn_v.weight"), dim, kv_dim, scale, 0);
+            add_tensor(w, T("attn_v.bias"), kv_dim, 0, 0.02f, 0);
+            add_tensor(w, T("attn_output.weight"), q_dim, dim, scale, 0);
+            add_tensor(w, T("attn_output.bias"), dim, 0, 0.02f, 0);
+            add_tensor(w, T("attn_sinks.weight"), heads, 0, (float)atof(opt(argc, argv, "--sink-scale", "1")), 0);
+            put_experts(w, l, dim, n_exp, n_used, ff_exp, hot_a, scale, 0);
+            put_expert_biases(w, l, dim, n_exp, ff_exp, (float)atof(opt(argc, argv, "--bias-scale", "3")));
             continue;
         }
         add_tensor(w, T("attn_q.weight"), dim, q_dim, scale, 0);

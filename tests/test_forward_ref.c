@@ -7,7 +7,9 @@
  * norms, GELU), gemma3 (q/k norms, local RoPE base, linear scaling), phi3
  * (fused weights, longrope with its short and its long factors), qwen35
  * (Gated DeltaNet and gated attention, two layer patterns), qwen3moe
- * (experts, with separate and merged gate/up tensors), and a llama
+ * (experts, with separate and merged gate/up tensors), gpt-oss (sinks,
+ * alternate windows, YaRN, biased attention and experts, the clamped
+ * SwiGLU; and llama.cpp's MXFP4_MOE file of it), and a llama
  * whose 300 logits and 96 FFN rows leave partial row groups and panels
  * (under ASan it finds the overrun fixed in 9c599f5) - models made by
  * tests/mkmodel in F32, F16, BF16 and Q8_0, and the files llama.cpp
@@ -68,6 +70,8 @@ static const struct arch_case archs[] = {
                  "--experts 6 --experts-used 2 --ff-exp 32 --seed 11"},
     {"qwen3moe-merged", "--arch qwen3moe --dim 64 --layers 2 --heads 2 --kv-heads 1 --head-dim 32 --ff 128 "
                         "--experts 8 --experts-used 3 --ff-exp 32 --merged-gate-up --seed 12"},
+    {"gpt-oss", "--arch gpt-oss --dim 64 --layers 3 --heads 4 --kv-heads 2 --head-dim 32 --ff 128 "
+                "--experts 6 --experts-used 3 --ff-exp 32 --swa 8 --seed 13"},
 };
 static const char *const types[] = {"F32", "F16", "BF16", "Q8_0"};
 
@@ -81,6 +85,7 @@ static const char *const files[] = {
     "tests/data/families/gemma3-Q8_0.gguf",  "tests/data/families/gemma3-Q4_K_M.gguf",
     "tests/data/families/phi3-Q4_K_M.gguf",  "tests/data/families/phi3-long-Q4_K_M.gguf",
     "tests/data/qwen35/qwen35-Q4_K_M.gguf",  "tests/data/qwen35/qwen35-rl-Q8_0.gguf",
+    "tests/data/gptoss/gptoss-MXFP4.gguf",   "tests/data/quant/m-MXFP4.gguf",
 };
 
 static const char *model_path(const struct arch_case *a, const char *type)

@@ -37,6 +37,7 @@
 static const uint32_t quant_types[] = {
     LLM_TYPE_Q4_0, LLM_TYPE_Q4_1, LLM_TYPE_Q5_0, LLM_TYPE_Q5_1, LLM_TYPE_Q2_K,
     LLM_TYPE_Q3_K, LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K, LLM_TYPE_IQ4_NL, LLM_TYPE_IQ4_XS,
+    LLM_TYPE_MXFP4,
 };
 #define N_QUANT_TYPES (sizeof quant_types / sizeof quant_types[0])
 
@@ -116,8 +117,9 @@ static uint64_t golden_hash(const float *x, int64_t n)
 static const int *f16_fields(uint32_t type)
 {
     static const int q_d[] = {0, -1}, q_dm[] = {0, 2, -1}, q2k[] = {80, 82, -1},
-                     q3k[] = {108, -1}, q6k[] = {208, -1};
+                     q3k[] = {108, -1}, q6k[] = {208, -1}, none[] = {-1};
     switch (type) {
+    case LLM_TYPE_MXFP4: return none; /* its E8M0 byte: e8m0_field */
     case LLM_TYPE_Q4_0: case LLM_TYPE_Q5_0: case LLM_TYPE_Q8_0: case LLM_TYPE_IQ4_NL: case LLM_TYPE_IQ4_XS: return q_d;
     case LLM_TYPE_Q4_1: case LLM_TYPE_Q5_1: case LLM_TYPE_Q4_K: case LLM_TYPE_Q5_K: return q_dm;
     case LLM_TYPE_Q2_K: return q2k;
@@ -131,6 +133,12 @@ static const uint16_t special_f16[] = {
     0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x0400, 0x3c00, 0xbc00, 0x7bff, 0xfbff, 0x1400,
 };
 #define N_SPECIAL (sizeof special_f16 / sizeof special_f16[0])
+
+/* MXFP4's E8M0 exponent byte (offset 0): 2^(e - 128) times at most 12;
+ * the special ones: subnormal scales (0, 1), around 1, the largest (254:
+ * values up to 1.5 * 2^128, past FLT_MAX, so infinities; 255 too) */
+static const uint8_t special_e8m0[] = {0, 1, 2, 126, 127, 128, 129, 254, 255};
+#define N_SPECIAL_E8M0 (sizeof special_e8m0 / sizeof special_e8m0[0])
 
 /* a random finite f16 */
 static uint16_t rnd_f16(void)
@@ -167,6 +175,11 @@ static uint8_t *random_blocks(uint32_t type, int64_t nb, int extreme)
             else
                 h = rnd_f16();
             memcpy(blk + *f, &h, 2);
+        }
+        if (type == LLM_TYPE_MXFP4) { /* near 1 as real files have, special, or any */
+            int which = extreme ? (int)(rnd() % 3) : 0;
+            blk[0] = which == 0 ? (uint8_t)(118 + rnd() % 16)
+                     : which == 1 ? special_e8m0[rnd() % N_SPECIAL_E8M0] : (uint8_t)rnd();
         }
     }
     return p;
@@ -393,13 +406,15 @@ static void make_case(struct mat_case *c, uint32_t type, int64_t n, int extreme)
         if (extreme == 2) { /* every field at its largest */
             int64_t bb = llm_type_block_bytes(type);
             for (int64_t b = 0; b < N_OUT * n / bs; b++) {
-                uint8_t keep[4];
+                uint8_t keep[4], e = c->stored[b * bb];
                 const int *f = f16_fields(type);
                 for (int j = 0; f[j] >= 0; j++)
                     memcpy(keep + 2 * j, c->stored + b * bb + f[j], 2);
                 memset(c->stored + b * bb, 0xff, (size_t)bb);
                 for (int j = 0; f[j] >= 0; j++)
                     memcpy(c->stored + b * bb + f[j], keep + 2 * j, 2);
+                if (type == LLM_TYPE_MXFP4) /* its scale kept as the f16 ones are */
+                    c->stored[b * bb] = e;
             }
         }
     }
@@ -583,7 +598,8 @@ static void test_products(void **state)
     (void)state;
     static const uint32_t types[] = {LLM_TYPE_F32,  LLM_TYPE_F16,  LLM_TYPE_BF16, LLM_TYPE_Q8_0, LLM_TYPE_Q4_0,
                                      LLM_TYPE_Q4_1, LLM_TYPE_Q5_0, LLM_TYPE_Q5_1, LLM_TYPE_Q2_K, LLM_TYPE_Q3_K,
-                                     LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K, LLM_TYPE_IQ4_NL, LLM_TYPE_IQ4_XS};
+                                     LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K, LLM_TYPE_IQ4_NL, LLM_TYPE_IQ4_XS,
+                                     LLM_TYPE_MXFP4};
     static const int64_t float_n[] = {13, 100, 600, 896}, legacy_n[] = {32, 96, 896}, k_n[] = {256, 512, 1280};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         uint32_t type = types[ti];

@@ -362,6 +362,15 @@ static void test_think_split(void **state)
         {"<think>x < y, and </thin is not the end</think>Yes", "Yes", "x < y, and </thin is not the end"},
         {"<thin", "<thin", ""},                 /* held back, then flushed */
         {"<think>unfinished", "", "unfinished"}, /* cut off while thinking */
+        /* gpt-oss's harmony channels: analysis is the reasoning, final's headers go */
+        {"<|channel|>analysis<|message|>User says hi. </think> is text here.<|end|>"
+         "<|start|>assistant<|channel|>final<|message|>Hello!",
+         "Hello!", "User says hi. </think> is text here."},
+        {"<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>analysis<|message|>b<|end|>"
+         "<|start|>assistant<|channel|>final<|message|>c <|en and <|channel|>fin",
+         "c <|en and <|channel|>fin", "ab"},
+        {"<|channel|>final<|message|>Just the answer.", "Just the answer.", ""},
+        {"<|channel|>analysis<|message|>cut off", "", "cut off"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         size_t len = strlen(cases[c].in);

@@ -51,22 +51,35 @@ static inline char *tu_read_file(const char *path, size_t *n)
 
 /* The qwen35 vocabulary is the qwen2 one with tokenizer.ggml.pre "qwen35"
  * instead of "qwen2", byte for byte (checked against llama.cpp's file when
- * this was written), so it is made here rather than committed twice. */
-static inline char *tu_qwen35_from_qwen2(char *g, size_t *n)
+ * this was written), so it is made here rather than committed twice. The
+ * "gpt-4o" one is synthetic: llama.cpp's llama-bpe vocabulary (Llama 3's
+ * tokens and merges) with the o200k pre-tokenizer's name "gpt-4o"
+ * (gpt-oss's vocabulary is in its GGUF only, and llama.cpp's source has no
+ * vocabulary file of it), to test that splitter against llama.cpp's on a
+ * real BPE vocabulary whose merges see its pieces (265 of the 3,000 test
+ * strings tokenize otherwise than with llama-bpe's own splitter). g: the
+ * GGUF bytes of the source (freed), its pre `from` replaced by `to`. */
+static inline char *tu_vocab_repre(char *g, size_t *n, const char *from, const char *to)
 {
-    static const char key[] = "\x12\0\0\0\0\0\0\0tokenizer.ggml.pre\x08\0\0\0"
-                              "\x05\0\0\0\0\0\0\0qwen2";
-    char *at = memmem(g, *n, key, sizeof key - 1);
-    char *p = at ? malloc(*n + 2) : NULL;
+    char key[64];
+    size_t lf = strlen(from), lt = strlen(to);
+    memcpy(key, "\x12\0\0\0\0\0\0\0tokenizer.ggml.pre\x08\0\0\0", 30);
+    for (int i = 0; i < 8; i++)
+        key[30 + i] = (char)(lf >> (8 * i));
+    memcpy(key + 38, from, lf);
+    char *at = memmem(g, *n, key, 38 + lf);
+    char *p = at ? malloc(*n + lt) : NULL;
     if (!p) {
         free(g);
         return NULL;
     }
     size_t head = (size_t)(at - g) + 30; /* up to the value's length */
     memcpy(p, g, head);
-    memcpy(p + head, "\x06\0\0\0\0\0\0\0qwen35", 14);
-    memcpy(p + head + 14, g + head + 13, *n - head - 13);
-    *n += 1;
+    for (int i = 0; i < 8; i++)
+        p[head + i] = (char)(lt >> (8 * i));
+    memcpy(p + head + 8, to, lt);
+    memcpy(p + head + 8 + lt, g + head + 8 + lf, *n - head - 8 - lf);
+    *n = *n - lf + lt;
     free(g);
     return p;
 }
@@ -75,9 +88,9 @@ static inline char *tu_qwen35_from_qwen2(char *g, size_t *n)
 static inline struct llm_vocab *tu_load_vocab(const char *name, char **mem)
 {
     char cmd[512], err[256];
-    bool q35 = !strcmp(name, "qwen35");
-    snprintf(cmd, sizeof cmd, "xz -dc tests/data/tokenizer/ggml-vocab-%s.gguf.xz",
-             q35 ? "qwen2" : name);
+    /* the derived vocabularies (above): their source's file */
+    const char *from = !strcmp(name, "qwen35") ? "qwen2" : !strcmp(name, "gpt-4o") ? "llama-bpe" : NULL;
+    snprintf(cmd, sizeof cmd, "xz -dc tests/data/tokenizer/ggml-vocab-%s.gguf.xz", from ? from : name);
     FILE *p = popen(cmd, "r");
     if (!p)
         return NULL;
@@ -87,7 +100,7 @@ static inline struct llm_vocab *tu_load_vocab(const char *name, char **mem)
         fprintf(stderr, "cannot decompress vocabulary %s\n", name);
         return NULL;
     }
-    if (q35 && !(*mem = tu_qwen35_from_qwen2(*mem, &n)))
+    if (from && !(*mem = tu_vocab_repre(*mem, &n, from, name)))
         return NULL;
     struct llm_gguf *g;
     if (llm_gguf_open_memory(*mem, n, &g, err, sizeof err) < 0) {

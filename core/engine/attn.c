@@ -36,7 +36,8 @@
  * score kernel reads) */
 size_t llm_attn_scratch_floats(int64_t nq, int64_t hd, int64_t n_kv)
 {
-    size_t scores = ((size_t)(nq * n_kv) + 15) / 16 * 16, sums = ((size_t)nq + 15) / 16 * 16;
+    /* a sink's column after each row's keys */
+    size_t scores = ((size_t)(nq * (n_kv + 1)) + 15) / 16 * 16, sums = ((size_t)nq + 15) / 16 * 16;
     return scores + sums + (size_t)((CHUNK + 8) * hd);
 }
 
@@ -435,7 +436,8 @@ static void row_span(const struct llm_attn_job *a, int64_t r, int64_t j0, int64_
 static void rows_with(const struct llm_attn_job *a, const struct attn_kernels *kn)
 {
     int64_t hd = a->hd, nmax = a->n_kv + a->n_rows - 1, nqr = a->n_rows * a->nq;
-    size_t sc_floats = ((size_t)(nqr * nmax) + 15) / 16 * 16;
+    int64_t ns = nmax + (a->sinks != NULL); /* a row's scores: its keys, then the sink */
+    size_t sc_floats = ((size_t)(nqr * ns) + 15) / 16 * 16;
     float *sc = a->scratch, *sum = sc + sc_floats, *buf = sum + ((size_t)nqr + 15) / 16 * 16;
     int64_t j_first = row_lo(a, 0); /* lo_r grows with r */
     for (int64_t j0 = j_first; j0 < nmax; j0 += CHUNK) {
@@ -453,7 +455,7 @@ static void rows_with(const struct llm_attn_job *a, const struct attn_kernels *k
             int64_t s, e;
             row_span(a, r, j0, nr, &s, &e);
             for (int64_t h = 0; s < e && h < a->nq; h++) {
-                float *row = sc + (r * a->nq + h) * nmax + s;
+                float *row = sc + (r * a->nq + h) * ns + s;
                 kn->scores(a->q + r * a->q_stride + h * hd, buf + (s - j0) * hd, hd, e - s, a->scale, row);
                 if (a->softcap > 0)
                     llm_softcap(row, e - s, a->softcap);
@@ -462,8 +464,11 @@ static void rows_with(const struct llm_attn_job *a, const struct attn_kernels *k
     }
     for (int64_t r = 0; r < a->n_rows; r++)
         for (int64_t h = 0; h < a->nq; h++) {
-            int64_t lo = row_lo(a, r);
-            kn->softmax(sc + (r * a->nq + h) * nmax + lo, a->n_kv + r - lo, &sum[r * a->nq + h]);
+            int64_t lo = row_lo(a, r), n = a->n_kv + r - lo;
+            float *row = sc + (r * a->nq + h) * ns + lo;
+            if (a->sinks) /* the sink after the keys: in the maximum and the sum, in no P V */
+                row[n++] = a->sinks[h];
+            kn->softmax(row, n, &sum[r * a->nq + h]);
             memset(a->out + r * a->out_stride + h * hd, 0, (size_t)hd * sizeof(float));
         }
     for (int64_t j0 = j_first; j0 < nmax; j0 += CHUNK) {
@@ -473,7 +478,7 @@ static void rows_with(const struct llm_attn_job *a, const struct attn_kernels *k
             int64_t s, e;
             row_span(a, r, j0, nr, &s, &e);
             for (int64_t h = 0; s < e && h < a->nq; h++)
-                kn->accumulate(a->out + r * a->out_stride + h * hd, sc + (r * a->nq + h) * nmax + s,
+                kn->accumulate(a->out + r * a->out_stride + h * hd, sc + (r * a->nq + h) * ns + s,
                                buf + (s - j0) * hd, e - s, hd);
         }
     }

@@ -19,6 +19,9 @@
  * window) (the query at position p sees the keys p' with p - p' < window):
  *   out[r][h] = softmax(cap(scale * q[r][h] . K^T)) V     (out + r * out_stride)
  * cap(s) = softcap * tanh(s / softcap) when softcap > 0 (gemma2), else s.
+ * With sinks (gpt-oss), head h's softmax also counts the logit sinks[h]
+ * (unscaled), placed after the row's last key: its maximum, its sum, no
+ * value (llama.cpp's soft_max with sinks).
  * Every result is computed exactly as for that row alone (n_rows = 1):
  * each score one dot product of eight lanes and a fixed tree, then scaled
  * (and capped); softmax over the row's keys from lo_r; P V key by key in
@@ -37,6 +40,7 @@ struct llm_attn_job {
     float scale;
     int64_t window;  /* 0: none */
     float softcap;   /* 0: none */
+    const float *sinks; /* (nq) each head's sink logit, or NULL */
     float *scratch;
 };
 size_t llm_attn_scratch_floats(int64_t nq, int64_t hd, int64_t n_kv);

@@ -237,10 +237,13 @@ static void rope_cache(const struct llm_ctx *c, int64_t pos, float *cs)
     const struct llm_model *m = c->m;
     for (int v = 0; v < c->n_rope; v++, cs += m->rope_dim) {
         float theta_scale = powf(c->rope_base[v], -2.0f / (float)m->rope_dim);
-        float theta = (float)pos;
+        float theta = (float)pos, dims[2];
+        if (m->rope_yarn)
+            llm_model_yarn_dims(m, c->rope_base[v], dims);
         for (int64_t i = 0; i < m->rope_dim / 2; i++) {
             float ff = c->rope_factors ? c->rope_factors[i] : 1.0f;
-            float th = c->rope_scale[v] * (theta / ff);
+            float th = m->rope_yarn ? llm_yarn_theta(theta / ff, c->rope_scale[v], dims, i)
+                                    : c->rope_scale[v] * (theta / ff);
             if (m->rope_still && m->rope_still[i]) /* qwen35: position 0 in this section */
                 th = 0.0f;
             cs[2 * i] = cosf(th) * m->rope_attn_factor;
@@ -294,6 +297,11 @@ static void glu_rows(float *h, const float *g, const float *u, int64_t n, enum l
     if (act == LLM_FFN_GELU_TANH) {
         for (int64_t i = 0; i < n; i++)
             h[i] = gelu_tanh(g[i]) * u[i];
+        return;
+    }
+    if (act == LLM_FFN_SWIGLU_OAI) {
+        for (int64_t i = 0; i < n; i++)
+            h[i] = llm_swiglu_oai(g[i], u[i]);
         return;
     }
     for (int64_t i = 0; i < n; i++)
@@ -395,8 +403,13 @@ static void residual_norm(const struct pass *ps, int64_t l, bool ffn, int64_t t,
             rmsnorm(xn_out, xb, post, E, m->rms_eps);
             xb = xn_out;
         }
-        for (int64_t i = 0; i < E; i++)
-            x_out[i] = x[i] + xb[i];
+        const float *bo = ffn ? m->layers[l].bo : NULL; /* gpt-oss: attn_output's bias */
+        if (bo)
+            for (int64_t i = 0; i < E; i++)
+                x_out[i] = x[i] + (xb[i] + bo[i]);
+        else
+            for (int64_t i = 0; i < E; i++)
+                x_out[i] = x[i] + xb[i];
     }
     const float *w = l == m->n_layer ? m->output_norm : ffn ? m->layers[l].ffn_norm : m->layers[l].attn_norm;
     rmsnorm(xn_out, x_out, w, E, m->rms_eps);
@@ -742,6 +755,7 @@ static void att_compute(const struct pass *ps, int64_t l, const struct att_unit 
         .scale = m->attn_scale,
         .window = m->layers[l].swa ? m->n_swa : 0,
         .softcap = m->attn_softcap,
+        .sinks = m->layers[l].sinks ? m->layers[l].sinks + a->h0 : NULL,
         .scratch = scratch,
     };
     llm_attn_rows(&job);

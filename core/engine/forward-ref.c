@@ -84,10 +84,12 @@ static void rope_angles(const struct ref_state *s, float base, float freq_scale,
 {
     const struct llm_model *m = s->m;
     float theta_scale = powf(base, -2.0f / (float)m->rope_dim);
-    float theta = (float)pos;
+    float theta = (float)pos, dims[2];
+    if (m->rope_yarn) /* gpt-oss: YaRN's angles (model.h) */
+        llm_model_yarn_dims(m, base, dims);
     for (int64_t i = 0; i < m->rope_dim / 2; i++) {
         float ff = s->rope_factors ? s->rope_factors[i] : 1.0f;
-        float th = freq_scale * (theta / ff);
+        float th = m->rope_yarn ? llm_yarn_theta(theta / ff, freq_scale, dims, i) : freq_scale * (theta / ff);
         if (m->rope_still && m->rope_still[i])
             th = 0.0f;
         cs[2 * i] = cosf(th) * m->rope_attn_factor;
@@ -214,6 +216,7 @@ static void attention(struct ref_state *s, int64_t l, int64_t pos)
             .scale = m->attn_scale,
             .window = L->swa ? m->n_swa : 0,
             .softcap = m->attn_softcap,
+            .sinks = L->sinks ? L->sinks + h : NULL, /* gpt-oss: the head's sink logit */
             .scratch = s->att_scratch,
         };
         llm_attn_rows(&job);
@@ -257,8 +260,11 @@ static void moe(struct ref_state *s, int64_t l)
     const struct llm_model *m = s->m;
     const struct llm_layer *L = &m->layers[l];
     int64_t F = m->n_ff_exp;
-    /* router (n_expert) = w_router xn */
+    /* router (n_expert) = w_router xn (+ its bias: gpt-oss) */
     matmul(s, s->router, &L->w_router, s->xn);
+    if (L->router_b)
+        for (int64_t e = 0; e < m->n_expert; e++)
+            s->router[e] += L->router_b[e];
     /* the k = n_expert_used experts with the largest weights, and the weights (moe.c) */
     llm_moe_gate(m->moe_gating, m->moe_norm, s->router, m->n_expert, m->n_expert_used, s->sel, s->sel_w);
     /* xb = w_0 y_0 + w_1 y_1 + ... in rank order (each product rounded, then added),
@@ -267,9 +273,16 @@ static void moe(struct ref_state *s, int64_t l)
         int32_t e = s->sel[j];
         matmul(s, s->hb, &L->exp_gate[e], s->xn);
         matmul(s, s->hb2, &L->exp_up[e], s->xn);
-        for (int64_t i = 0; i < F; i++)
-            s->hb[i] = s->hb[i] / (1.0f + expf(-s->hb[i])) * s->hb2[i];
+        if (L->exp_gate_b) /* gpt-oss: biased gate and up, the clamped SwiGLU */
+            for (int64_t i = 0; i < F; i++)
+                s->hb[i] = llm_swiglu_oai(s->hb[i] + L->exp_gate_b[e * F + i], s->hb2[i] + L->exp_up_b[e * F + i]);
+        else
+            for (int64_t i = 0; i < F; i++)
+                s->hb[i] = s->hb[i] / (1.0f + expf(-s->hb[i])) * s->hb2[i];
         matmul(s, s->y, &L->exp_down[e], s->hb);
+        if (L->exp_down_b)
+            for (int64_t i = 0; i < m->n_embd; i++)
+                s->y[i] += L->exp_down_b[e * m->n_embd + i];
         for (int64_t i = 0; i < m->n_embd; i++)
             s->xb[i] = j == 0 ? s->sel_w[j] * s->y[i] : s->xb[i] + s->sel_w[j] * s->y[i];
     }
@@ -320,6 +333,9 @@ static void forward(struct ref_state *s, int32_t token, int64_t pos, bool logits
             attention(s, l, pos);
         /* xb (n_embd) = wo att; x += xb (gemma: normed first) */
         matmul(s, s->xb, &L->wo, s->att);
+        if (L->bo) /* gpt-oss */
+            for (int64_t i = 0; i < E; i++)
+                s->xb[i] += L->bo[i];
         residual(m, s->x, s->xb, L->attn_post_norm);
         /* xn = rmsnorm(x) ffn_norm; xb = the FFN (or the experts); x += xb (gemma: normed first) */
         rmsnorm(s->xn, s->x, L->ffn_norm, E, m->rms_eps);

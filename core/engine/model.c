@@ -128,7 +128,7 @@ static const struct {
     {"qwen3", LLM_ARCH_QWEN3, true},    {"gemma2", LLM_ARCH_GEMMA2, true},
     {"gemma3", LLM_ARCH_GEMMA3, true},  {"phi3", LLM_ARCH_PHI3, true},
     {"qwen35", LLM_ARCH_QWEN35, true},  {"qwen3moe", LLM_ARCH_QWEN3MOE, true},
-    {"qwen35moe", LLM_ARCH_QWEN35MOE, true},
+    {"qwen35moe", LLM_ARCH_QWEN35MOE, true}, {"gpt-oss", LLM_ARCH_GPTOSS, true},
 };
 
 bool llm_arch_runs(const char *arch)
@@ -157,14 +157,20 @@ static int layer_pattern(struct binder *b)
     } else if (m->arch == LLM_ARCH_GEMMA3 && mt->n_swa > 0) {
         m->n_swa = mt->n_swa;
         period = mt->swa_period >= 0 ? mt->swa_period : 6;
+    } else if (m->arch == LLM_ARCH_GPTOSS) { /* openai-moe.cpp: the window is required, period 2 */
+        if (mt->n_swa <= 0)
+            return fail(b, "metadata key '%s.attention.sliding_window' is missing", mt->arch);
+        m->n_swa = mt->n_swa;
+        period = mt->swa_period >= 0 ? mt->swa_period : 2;
     }
     if (m->n_swa > (1 << 30))
         return fail(b, "metadata key '%s.attention.sliding_window' is out of range", mt->arch);
     /* gemma2: the local layers use the same base and scale as the global
      * ones unless rope.freq_base_swa says otherwise; gemma3: base_swa
      * (default 10000) and no linear scaling on the local layers */
-    float base_swa = m->arch == LLM_ARCH_GEMMA2 ? m->rope_base : 10000.0f;
-    float scale_swa = m->arch == LLM_ARCH_GEMMA2 ? m->rope_freq_scale : 1.0f;
+    bool same = m->arch == LLM_ARCH_GEMMA2 || m->arch == LLM_ARCH_GPTOSS; /* gpt-oss: as gemma2 */
+    float base_swa = same ? m->rope_base : 10000.0f;
+    float scale_swa = same ? m->rope_freq_scale : 1.0f;
     if (mt->rope_freq_base_swa > 0)
         base_swa = (float)mt->rope_freq_base_swa;
     for (int64_t l = 0; l < m->n_layer; l++) {
@@ -265,6 +271,10 @@ static int hparams_moe(struct binder *b)
         return fail(b, "metadata key '%s.expert_feed_forward_length' is out of range", mt->arch);
     m->moe_gating = LLM_MOE_SOFTMAX;
     m->moe_norm = true;
+    if (m->arch == LLM_ARCH_GPTOSS) { /* openai-moe.cpp: SOFTMAX_WEIGHT, no renormalising */
+        m->moe_gating = LLM_MOE_SOFTMAX_WEIGHT;
+        m->moe_norm = false;
+    }
     /* qwen35moe's shared expert (llama.cpp src/models/qwen35moe.cpp):
      * expert_shared_feed_forward_length rows, default feed_forward_length;
      * its products are the dense FFN's, so n_ff becomes its rows */
@@ -286,7 +296,7 @@ static int hparams(struct binder *b)
         ai++;
     if (ai == sizeof archs / sizeof *archs)
         return fail(b, "architecture '%s' is not supported (llama, qwen2, qwen3, gemma2, "
-                       "gemma3, phi3, qwen35, qwen3moe, qwen35moe are)", mt->arch);
+                       "gemma3, phi3, qwen35, qwen3moe, qwen35moe, gpt-oss are)", mt->arch);
     m->arch = archs[ai].arch;
     m->computable = archs[ai].computable;
     struct { const char *key; int64_t v; } need[] = {
@@ -328,9 +338,10 @@ static int hparams(struct binder *b)
     m->n_ctx_train = mt->n_ctx_train > 0 ? mt->n_ctx_train : 2048;
     if (mt->rope_scaling[0] && strcmp(mt->rope_scaling, "none")) {
         bool longrope = m->arch == LLM_ARCH_PHI3 && !strcmp(mt->rope_scaling, "longrope");
-        if (strcmp(mt->rope_scaling, "linear") && !longrope)
+        m->rope_yarn = m->arch == LLM_ARCH_GPTOSS && !strcmp(mt->rope_scaling, "yarn");
+        if (strcmp(mt->rope_scaling, "linear") && !longrope && !m->rope_yarn)
             return fail(b, "rope scaling '%s' is not supported (none, linear%s are)", mt->rope_scaling,
-                        m->arch == LLM_ARCH_PHI3 ? ", longrope" : "");
+                        m->arch == LLM_ARCH_PHI3 ? ", longrope" : m->arch == LLM_ARCH_GPTOSS ? ", yarn" : "");
         if (mt->rope_scaling_factor > 0)
             m->rope_freq_scale = (float)(1.0 / mt->rope_scaling_factor);
     }
@@ -354,12 +365,26 @@ static int hparams(struct binder *b)
     }
     m->rope_orig_ctx = mt->rope_orig_ctx > 0 ? mt->rope_orig_ctx : m->n_ctx_train;
     m->rope_attn_factor = mt->rope_attn_factor > 0 ? (float)mt->rope_attn_factor : 1.0f;
+    if (m->rope_yarn && m->rope_freq_scale < 1.0f) {
+        /* llama_context's yarn_attn_factor (get_mscale(factor, 1), then
+         * cancelled by 1 / (1 + 0.1 ln factor), times the file's factor),
+         * and ggml's rope_yarn's own 1 + 0.1 ln(1 / freq_scale), in f32 */
+        float factor = 1.0f / m->rope_freq_scale;
+        float af = 0.1f * logf(factor) + 1.0f;
+        af *= 1.0f / (1.0f + 0.1f * logf(factor));
+        af *= m->rope_attn_factor;
+        m->rope_attn_factor = af * (1.0f + 0.1f * logf(1.0f / m->rope_freq_scale));
+    } else if (m->rope_yarn) {
+        m->rope_yarn = false; /* a factor of 1 or less: llama.cpp's get_mscale is 1, no ramp matters */
+    }
+    if (m->arch == LLM_ARCH_GPTOSS)
+        m->ffn_act = LLM_FFN_SWIGLU_OAI;
     m->q_rows = m->q_dim;
     m->qkv_width = m->q_dim + 2 * m->kv_dim;
     m->n_layer_kv = m->n_layer;
     if ((m->arch == LLM_ARCH_QWEN35 || m->arch == LLM_ARCH_QWEN35MOE) && hparams_qwen35(b))
         return -1;
-    if (m->arch == LLM_ARCH_QWEN3MOE || m->arch == LLM_ARCH_QWEN35MOE)
+    if (m->arch == LLM_ARCH_QWEN3MOE || m->arch == LLM_ARCH_QWEN35MOE || m->arch == LLM_ARCH_GPTOSS)
         return hparams_moe(b);
     return 0;
 }
@@ -488,11 +513,62 @@ static int bind_moe(struct binder *b, int64_t l)
     return 0;
 }
 
+/* a 2-D F32 tensor of rows x n (an expert's bias per row) */
+static int bind_rows(struct binder *b, const char *name, int64_t n, int64_t rows, const float **out)
+{
+    *out = NULL;
+    const struct llm_tensor_info *t = find(b, name, true);
+    if (!t)
+        return -1;
+    if (t->n_dims != 2 || t->ne[0] != n || t->ne[1] != rows)
+        return fail(b, "tensor '%s' has shape [%" PRId64 " x %" PRId64 "], expected [%" PRId64 " x %" PRId64 "]",
+                    name, t->ne[0], t->ne[1], n, rows);
+    if (t->type != LLM_TYPE_F32)
+        return fail(b, "tensor '%s' has type %s, expected F32", name, llm_type_name(t->type));
+    if ((uintptr_t)t->data % 4)
+        return fail(b, "tensor '%s' is not aligned", name);
+    *out = t->data;
+    return 0;
+}
+
+/* a gpt-oss layer (llama.cpp src/models/openai-moe.cpp): attn_norm, biased
+ * q, k, v and output, the sinks; the FFN's norm is post_attention_norm,
+ * then the router and the experts, every one biased */
+static int bind_layer_gptoss(struct binder *b, int64_t l)
+{
+    struct llm_model *m = b->m;
+    struct llm_layer *L = &m->layers[l];
+    int64_t E = m->n_embd, F = m->n_ff_exp, X = m->n_expert;
+    char n[LLM_GGUF_MAX_NAME + 16];
+#define N(s) (snprintf(n, sizeof n, "blk.%" PRId64 ".%s", l, s), n)
+    if (bind_vec(b, N("attn_norm.weight"), E, true, &L->attn_norm) ||
+        bind_weight(b, N("attn_q.weight"), E, m->q_dim, &L->wq) ||
+        bind_weight(b, N("attn_k.weight"), E, m->kv_dim, &L->wk) ||
+        bind_weight(b, N("attn_v.weight"), E, m->kv_dim, &L->wv) ||
+        bind_vec(b, N("attn_q.bias"), m->q_dim, false, &L->bq) ||
+        bind_vec(b, N("attn_k.bias"), m->kv_dim, false, &L->bk) ||
+        bind_vec(b, N("attn_v.bias"), m->kv_dim, false, &L->bv) ||
+        bind_weight(b, N("attn_output.weight"), m->q_dim, E, &L->wo) ||
+        bind_vec(b, N("attn_output.bias"), E, true, &L->bo) ||
+        bind_vec(b, N("attn_sinks.weight"), m->n_head, true, &L->sinks) ||
+        bind_vec(b, N("post_attention_norm.weight"), E, true, &L->ffn_norm) ||
+        bind_moe(b, l) ||
+        bind_vec(b, N("ffn_gate_inp.bias"), X, true, &L->router_b) ||
+        bind_rows(b, N("ffn_gate_exps.bias"), F, X, &L->exp_gate_b) ||
+        bind_rows(b, N("ffn_up_exps.bias"), F, X, &L->exp_up_b) ||
+        bind_rows(b, N("ffn_down_exps.bias"), E, X, &L->exp_down_b))
+        return -1;
+#undef N
+    return 0;
+}
+
 /* a 2-D weight or, when the file has the fused form, views on it */
 static int bind_layer(struct binder *b, int64_t l)
 {
     if (b->m->arch == LLM_ARCH_QWEN35 || b->m->arch == LLM_ARCH_QWEN35MOE)
         return bind_layer_qwen35(b, l);
+    if (b->m->arch == LLM_ARCH_GPTOSS)
+        return bind_layer_gptoss(b, l);
     struct llm_model *m = b->m;
     struct llm_layer *L = &m->layers[l];
     bool qk_norm = m->arch == LLM_ARCH_QWEN3 || m->arch == LLM_ARCH_GEMMA3 || m->arch == LLM_ARCH_QWEN3MOE;
@@ -594,6 +670,16 @@ static int bind_tensors(struct binder *b)
         if (bind_layer(b, l))
             return -1;
     return layer_pattern(b);
+}
+
+void llm_model_yarn_dims(const struct llm_model *m, float base, float dims[2])
+{
+    /* corr_dim(beta) = n_dims ln(n_ctx_orig / (2 pi beta)) / (2 ln base) */
+    float nd = (float)m->rope_dim, orig = (float)m->rope_orig_ctx;
+    float start = floorf(nd * logf(orig / (32.0f * 2 * (float)M_PI)) / (2 * logf(base)));
+    float end = ceilf(nd * logf(orig / (1.0f * 2 * (float)M_PI)) / (2 * logf(base)));
+    dims[0] = fmaxf(0.0f, start);
+    dims[1] = fminf(nd - 1, end);
 }
 
 const float *llm_model_rope_factors(const struct llm_model *m, int64_t n_ctx)

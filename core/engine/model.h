@@ -10,6 +10,7 @@
 #include "core/llm.h"
 #include "core/kernels/quant.h"
 
+#include <math.h>
 #include <stdbool.h>
 
 /* a 2-D weight: n_out rows of n_in elements of its type */
@@ -64,6 +65,13 @@ struct llm_layer {
      * FFN's output is moe + sigmoid(shexp_gate . x) * shexp(x). NULL
      * where there is none. */
     const float *shexp_gate;
+    /* gpt-oss (issue 24): attn_output's bias (n_embd), the per-head
+     * attention sinks (n_head: a logit each head's softmax counts that
+     * adds no value), the router's bias (n_expert) and the experts'
+     * biases: gate and up (n_expert rows of n_ff_exp), down (n_expert
+     * rows of n_embd). NULL elsewhere. */
+    const float *bo, *sinks, *router_b;
+    const float *exp_gate_b, *exp_up_b, *exp_down_b;
 };
 
 /* how a token's router logits choose its experts and weigh them (moe.c) */
@@ -84,12 +92,16 @@ enum llm_arch {
     LLM_ARCH_QWEN35,
     LLM_ARCH_QWEN3MOE,
     LLM_ARCH_QWEN35MOE,
+    LLM_ARCH_GPTOSS,
     LLM_ARCH_COUNT
 };
 
 enum llm_ffn_act {
     LLM_FFN_SILU,      /* silu(gate) * up */
     LLM_FFN_GELU_TANH, /* gelu(gate) * up, GELU's tanh approximation (ggml_gelu) */
+    LLM_FFN_SWIGLU_OAI, /* gpt-oss's clamped SwiGLU (ggml_swiglu_oai, alpha 1.702, limit 7):
+                           g = min(gate, 7), u = clamp(up, -7, 7),
+                           g / (1 + exp(1.702 (-g))) * (u + 1) */
 };
 
 struct llm_model {
@@ -122,7 +134,10 @@ struct llm_model {
     const float *rope_factors_long, *rope_factors_short; /* phi3: (rope_dim / 2) each, or NULL;
                                   theta_i is divided by factor[i] */
     int64_t rope_orig_ctx;     /* longrope: long factors when n_ctx > this, else short */
-    float rope_attn_factor;    /* longrope: cos and sin multiplied by it (1 otherwise) */
+    float rope_attn_factor;    /* longrope: cos and sin multiplied by it (1 otherwise; YaRN:
+                                  llama.cpp's attention factor times 1 + 0.1 ln(factor)) */
+    bool rope_yarn;            /* gpt-oss: YaRN (ggml's rope_yarn with ext_factor 1, beta
+                                  fast 32, slow 1, over rope_orig_ctx) */
     bool fused_qkv;            /* wq, wk, wv are views on one attn_qkv */
     bool fused_gate_up;        /* w_gate, w_up are views on one ffn_up */
     bool computable;           /* engine.c computes this architecture */
@@ -147,6 +162,27 @@ struct llm_model {
     bool fused_gate_up_exps;   /* the experts' gate and up are views on one ffn_gate_up_exps */
     struct llm_weight *experts; /* (n_layer_moe * 3 * n_expert) what the layers' exp_* point into */
 };
+
+/* gpt-oss's clamped SwiGLU of one gate and up value (LLM_FFN_SWIGLU_OAI) */
+static inline float llm_swiglu_oai(float gate, float up)
+{
+    float g = gate < 7.0f ? gate : 7.0f;
+    float u = up < -7.0f ? -7.0f : up > 7.0f ? 7.0f : up;
+    return g / (1.0f + expf(1.702f * (-g))) * (u + 1.0f);
+}
+
+/* YaRN (rope_yarn): ggml's correction dimensions for a RoPE base (beta
+ * fast 32, slow 1, over rope_orig_ctx) ... */
+void llm_model_yarn_dims(const struct llm_model *m, float base, float dims[2]);
+/* ... and pair i's angle from its unscaled one: the interpolated
+ * (freq_scale theta) and the unscaled mixed by ggml's ramp */
+static inline float llm_yarn_theta(float theta_extrap, float freq_scale, const float dims[2], int64_t i)
+{
+    float interp = freq_scale * theta_extrap;
+    float y = ((float)i - dims[0]) / fmaxf(0.001f, dims[1] - dims[0]);
+    float ramp = 1.0f - fminf(1.0f, fmaxf(0.0f, y));
+    return interp * (1.0f - ramp) + theta_extrap * ramp;
+}
 
 /* the bytes of one recurrent layer's state: the conv window, then the
  * delta-rule matrices (f32) */

@@ -198,6 +198,10 @@ static int64_t pf_rows(const struct llm_weight *W)
 void llm_moe_route(struct llm_moe *x, const struct llm_model *m, const struct llm_layer *L, int64_t T)
 {
     int64_t X = x->n_expert, k = x->k;
+    if (L->router_b) /* gpt-oss: the router's bias, added to each token's logits */
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t e = 0; e < X; e++)
+                x->logits[t * X + e] += L->router_b[e];
     for (int64_t t = 0; t < T; t++)
         llm_moe_gate(m->moe_gating, m->moe_norm, x->logits + t * X, X, k, x->sel + t * k, x->w + t * k);
     memset(x->cnt, 0, (size_t)X * sizeof *x->cnt);
@@ -297,6 +301,19 @@ static struct munit moe_unit(const struct llm_moe *x, const struct llm_layer *L,
 static size_t unit_floats(const struct munit *mu)
 {
     return (size_t)((mu->r[1] - mu->r[0] + mu->r[3] - mu->r[2]) * (mu->g1 - mu->g0));
+}
+
+/* gpt-oss: a unit's products plus the expert's bias b of their rows (each
+ * row of the unit's output: rows r0.., then r2..) */
+static void add_unit_bias(float *y, const struct munit *mu, const float *b)
+{
+    int64_t n0 = mu->r[1] - mu->r[0], n1 = mu->r[3] - mu->r[2];
+    for (int64_t g = mu->g0; g < mu->g1; g++, y += n0 + n1) {
+        for (int64_t i = 0; i < n0; i++)
+            y[i] += b[mu->r[0] + i];
+        for (int64_t i = 0; i < n1; i++)
+            y[n0 + i] += b[mu->r[2] + i];
+    }
 }
 
 /* the largest unit output (floats) and product scratch (bytes) of any layer */
@@ -417,10 +434,20 @@ void llm_moe_compute(const struct llm_moe *x, const struct llm_model *m, const s
         if (ph == LLM_MOE_GLU) {
             product(x, &L->exp_gate[mu.e], ph, io, T, &mu, tmp, ws);
             product(x, &L->exp_up[mu.e], ph, io, T, &mu, tmp + n, ws);
-            for (size_t i = 0; i < n; i++) /* silu(gate) * up */
-                out[i] = tmp[i] / (1.0f + expf(-tmp[i])) * tmp[n + i];
+            if (L->exp_gate_b) { /* gpt-oss: biased gate and up, the clamped SwiGLU */
+                add_unit_bias(tmp, &mu, L->exp_gate_b + mu.e * x->n_ff);
+                add_unit_bias(tmp + n, &mu, L->exp_up_b + mu.e * x->n_ff);
+            }
+            if (m->ffn_act == LLM_FFN_SWIGLU_OAI)
+                for (size_t i = 0; i < n; i++)
+                    out[i] = llm_swiglu_oai(tmp[i], tmp[n + i]);
+            else
+                for (size_t i = 0; i < n; i++) /* silu(gate) * up */
+                    out[i] = tmp[i] / (1.0f + expf(-tmp[i])) * tmp[n + i];
         } else {
             product(x, &L->exp_down[mu.e], ph, io, T, &mu, out, ws);
+            if (L->exp_down_b) /* gpt-oss: the down product's bias */
+                add_unit_bias(out, &mu, L->exp_down_b + mu.e * x->n_embd);
         }
         out += n;
     }

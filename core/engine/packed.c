@@ -16,14 +16,15 @@
  * (MADV_POPULATE_READ in 16 MB steps) while the opener tokenizes and
  * restores, instead of faulting in one by one during the first prefill.
  *
- * The cache file (PACK_FILE_VERSION 4), one per model path, named by a
+ * The cache file (PACK_FILE_VERSION 5), one per model path, named by a
  * 64-bit FNV-1a hash of the model's real path:
  *   4096-byte header: "KVCPACK\0", u32 version, u32 types (bit t: weights of
- *   type t are packed), u64 size, device, inode, mtime s, mtime ns of the
+ *   type t < 32 are packed), u64 size, device, inode, mtime s, mtime ns of the
  *   model file, u64 data bytes, u32 packed weights, u32 path length, u64
  *   ctime s, ctime ns of the model file, 96 bytes of the float panels'
  *   layout and kernel (llm_fmm_layout: BLIS's version, sub-configuration,
- *   MR, NR and kvchat's KC), the path (little-endian, zero-padded);
+ *   MR, NR and kvchat's KC), u32 types again (bit t - 32: type t >= 32,
+ *   such as MXFP4's 39), the path (little-endian, zero-padded);
  *   then the packed weights, in model order (each layer's q, k, v, o, gate,
  *   up, down, and qwen35's z, alpha, beta where bound, then the output,
  *   then each mixture-of-experts layer's router and its experts' gates,
@@ -57,7 +58,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PACK_FILE_VERSION 4
+#define PACK_FILE_VERSION 5
 #define HEADER_BYTES 4096
 #define PACK_ITEM_GROUPS 64 /* groups of 8 rows per work item while packing */
 
@@ -69,7 +70,8 @@ struct pack_header {
     uint32_t n_weights, path_len;
     uint64_t src_ctime_s, src_ctime_ns;
     char layout[96]; /* the float weights' panels and kernel (llm_fmm_layout) */
-    char path[HEADER_BYTES - 184];
+    uint32_t types_hi; /* bit t - 32: weights of type t >= 32 are packed */
+    char path[HEADER_BYTES - 188];
 };
 _Static_assert(sizeof(struct pack_header) == HEADER_BYTES, "pack header size");
 
@@ -98,7 +100,7 @@ struct plan {
     struct llm_weight **w; /* (nw) */
     size_t *off;           /* (nw) offsets in the packed bytes */
     size_t total;
-    uint32_t types;
+    uint32_t types, types_hi;
 };
 
 static void plan_free(struct plan *p)
@@ -150,7 +152,10 @@ static int plan_make(struct llm_model *m, struct plan *p)
         p->w[p->nw] = W;
         p->off[p->nw++] = p->total;
         p->total += (packed_bytes(W) + 63) / 64 * 64;
-        p->types |= 1u << W->m.type;
+        if (W->m.type < 32)
+            p->types |= 1u << W->m.type;
+        else
+            p->types_hi |= 1u << (W->m.type - 32);
     }
     return 0;
 }
@@ -255,6 +260,7 @@ static bool expected_header(const struct llm_model *m, const char *real, const s
     memcpy(h->magic, "KVCPACK", 8);
     h->version = PACK_FILE_VERSION;
     h->types = p->types;
+    h->types_hi = p->types_hi;
     h->src_size = llm_gguf_file_size(m->gguf);
     h->src_dev = id[0];
     h->src_ino = id[1];

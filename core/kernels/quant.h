@@ -84,7 +84,9 @@
  *   Q6_K  16, v = q - 32,                S = d sc
  *   IQ4_NL 32, v = K[nibble],            S = d
  *   IQ4_XS 32, v = K[nibble],            S = d (ls - 32)    (K: quant-iq4.c's table)
- * (products of an f16 and a 6- or 8-bit integer, so exact in f32).
+ *   MXFP4  32, v = F[nibble],            S = 2^(e - 128)    (F: quant-iq4.c's table)
+ * (products of an f16 and a 6- or 8-bit integer, or powers of two, so
+ * exact in f32).
  *
  * Quantized weights are stored "packed": the rows of a matrix in groups of
  * LLM_PACK_ROWS = 8 (llm_mm_ops.group_rows = 0), block by block, so that one instruction works on 8

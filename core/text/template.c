@@ -23,6 +23,12 @@
  *    caller can compare).
  *  - Llama 2 and Mistral have no assistant opening (add_assistant adds
  *    nothing), so the answer follows [/INST] directly: still a prefix.
+ *  - gpt-oss (harmony): the model writes its channels itself after the
+ *    assistant's opening "<|start|>assistant" ("<|channel|>analysis
+ *    <|message|>...<|end|><|start|>assistant<|channel|>final<|message|>
+ *    ..."), so an answer that starts with "<|channel|>" renders as it was
+ *    generated, right after the opening; any other assistant content as
+ *    llama.cpp renders it ("<|message|>" first). Both end "<|return|>".
  *  - Real Jinja templates that drop earlier reasoning (<think>...) or
  *    reorder history are not interpreted: kvchat renders the family's
  *    plain format, which never rewrites earlier turns.
@@ -63,6 +69,7 @@ static const char *const names[LLM_TEMPLATE_COUNT] = {
     [LLM_TEMPLATE_MISTRAL_V7_TEKKEN] = "mistral-v7-tekken",
     [LLM_TEMPLATE_PHI4] = "phi4",
     [LLM_TEMPLATE_COMMAND_R] = "command-r",
+    [LLM_TEMPLATE_GPT_OSS] = "gpt-oss",
 };
 
 const char *llm_template_name(enum llm_template t)
@@ -119,6 +126,8 @@ enum llm_template llm_template_detect(const char *t, size_t n)
             return LLM_TEMPLATE_LLAMA2_SYS;
         return LLM_TEMPLATE_LLAMA2;
     }
+    if (has(t, n, "<|start|>") && has(t, n, "<|channel|>"))
+        return LLM_TEMPLATE_GPT_OSS;
     if (has(t, n, "<|assistant|>") && has(t, n, "<|end|>"))
         return LLM_TEMPLATE_PHI3;
     if (has(t, n, "[gMASK]<sop>"))
@@ -238,6 +247,19 @@ static void render(struct out *o, enum llm_template t, const struct llm_chat_msg
         }
         if (add_ass)
             put(o, "<|im_start|>assistant\n");
+        break;
+    case LLM_TEMPLATE_GPT_OSS: /* llama.cpp's LLM_CHAT_TEMPLATE_OPENAI_MOE, and see the top */
+        for (size_t i = 0; i < n; i++) {
+            bool ass = is(m[i].role, "assistant");
+            put(o, "<|start|>");
+            put(o, m[i].role);
+            if (!(ass && !strncmp(m[i].content, "<|channel|>", 11)))
+                put(o, "<|message|>");
+            put(o, m[i].content);
+            put(o, ass ? "<|return|>" : "<|end|>");
+        }
+        if (add_ass)
+            put(o, "<|start|>assistant");
         break;
     case LLM_TEMPLATE_MISTRAL_V7:
     case LLM_TEMPLATE_MISTRAL_V7_TEKKEN: {
@@ -478,6 +500,7 @@ struct llm_template_turn_end llm_template_turn_end(enum llm_template t)
 {
     switch (t) {
     case LLM_TEMPLATE_LLAMA3: return (struct llm_template_turn_end){"<|eot_id|>", ""};
+    case LLM_TEMPLATE_GPT_OSS: return (struct llm_template_turn_end){"<|return|>", ""};
     case LLM_TEMPLATE_PHI3: return (struct llm_template_turn_end){"<|end|>", "\n"};
     case LLM_TEMPLATE_PHI4: return (struct llm_template_turn_end){"<|im_end|>", ""};
     case LLM_TEMPLATE_GEMMA: return (struct llm_template_turn_end){"<end_of_turn>", "\n"};
@@ -503,6 +526,9 @@ const char *const *llm_template_stops(enum llm_template t)
 {
     static const char *const chatml[] = {"<|im_end|>", "<|im_start|>", NULL};
     static const char *const llama3[] = {"<|eot_id|>", "<|start_header_id|>", NULL};
+    /* harmony: <|end|> and <|start|> also come between the analysis and the
+     * final message, so only the ends of a turn stop it */
+    static const char *const gpt_oss[] = {"<|return|>", "<|call|>", "<|start|>user", NULL};
     static const char *const inst[] = {"</s>", "[INST]", NULL};
     static const char *const phi3[] = {"<|end|>", "<|user|>", "<|endoftext|>", NULL};
     static const char *const phi4[] = {"<|im_end|>", "<|im_start|>", NULL};
@@ -518,6 +544,7 @@ const char *const *llm_template_stops(enum llm_template t)
         "<" FW_BAR "User" FW_BAR ">", NULL};
     switch (t) {
     case LLM_TEMPLATE_LLAMA3: return llama3;
+    case LLM_TEMPLATE_GPT_OSS: return gpt_oss;
     case LLM_TEMPLATE_PHI3: return phi3;
     case LLM_TEMPLATE_PHI4: return phi4;
     case LLM_TEMPLATE_GEMMA: return gemma;

@@ -8,6 +8,12 @@
  * passed on, nor the white space that follows </think> (the templates put
  * "\n\n" there). Used by cli/ for display and `run --json`; it knows
  * nothing of sessions (which store the text as generated, tags and all).
+ *
+ * gpt-oss's harmony format is split the same way: its analysis channel
+ * ("<|channel|>analysis<|message|>" ... "<|end|>") is the reasoning, and
+ * the headers of its final channel ("<|start|>assistant" before, and
+ * "<|channel|>final<|message|>") are dropped; a harmony reasoning ends only
+ * at <|end|>, a <think> one only at </think>.
  */
 #include "core/llm.h"
 
@@ -16,13 +22,27 @@
 
 struct llm_think {
     bool in_reasoning;
+    bool harmony;      /* the reasoning is a harmony analysis message */
     bool after_close;  /* eating white space after </think> */
     bool seen_text;    /* anything but white space has been passed on */
-    char held[16];     /* a possible tag prefix */
+    char held[64];     /* a possible tag prefix */
     size_t n_held;
 };
 
-static const char OPEN[] = "<think>", CLOSE[] = "</think>";
+/* the tags looked for in the answer (what each does: open <think>
+ * reasoning, open a harmony analysis, or nothing: a header dropped) */
+enum { T_THINK, T_ANALYSIS, T_DROP };
+static const struct {
+    const char *tag;
+    int kind;
+} answer_tags[] = {
+    {"<think>", T_THINK},
+    {"<|channel|>analysis<|message|>", T_ANALYSIS},
+    {"<|start|>assistant<|channel|>analysis<|message|>", T_ANALYSIS},
+    {"<|channel|>final<|message|>", T_DROP},
+    {"<|start|>assistant<|channel|>final<|message|>", T_DROP},
+};
+#define N_ANSWER_TAGS (sizeof answer_tags / sizeof *answer_tags)
 
 struct llm_think *llm_think_init(bool in_reasoning)
 {
@@ -51,10 +71,28 @@ static int emit(struct llm_think *t, const char *s, size_t n, llm_think_emit_fn 
     return fn(ud, t->in_reasoning ? LLM_THINK_REASONING : LLM_THINK_ANSWER, s, n);
 }
 
-/* the tag the text at s could still become, given what follows is unknown */
-static const char *tag_for(const struct llm_think *t)
+/* what the held bytes are: -1 no tag's prefix, 0 a proper prefix of one,
+ * else 1 + the index of the tag they are (in reasoning: the closing tag,
+ * index 0) */
+static int held_match(const struct llm_think *t)
 {
-    return t->in_reasoning ? CLOSE : OPEN;
+    if (t->in_reasoning) {
+        const char *close = t->harmony ? "<|end|>" : "</think>";
+        size_t tl = strlen(close);
+        if (t->n_held > tl || memcmp(t->held, close, t->n_held))
+            return -1;
+        return t->n_held == tl ? 1 : 0;
+    }
+    int r = -1;
+    for (size_t i = 0; i < N_ANSWER_TAGS; i++) {
+        size_t tl = strlen(answer_tags[i].tag);
+        if (t->n_held <= tl && !memcmp(t->held, answer_tags[i].tag, t->n_held)) {
+            if (t->n_held == tl)
+                return 1 + (int)i;
+            r = 0;
+        }
+    }
+    return r;
 }
 
 int llm_think_push(struct llm_think *t, const char *text, size_t n, llm_think_emit_fn fn, void *ud)
@@ -62,13 +100,12 @@ int llm_think_push(struct llm_think *t, const char *text, size_t n, llm_think_em
     /* work on held bytes + text, a byte at a time through the tag matcher */
     size_t i = 0;
     while (i < n) {
-        const char *tag = tag_for(t);
-        size_t tl = strlen(tag);
         char c = text[i];
         if (t->n_held || c == '<') {
             t->held[t->n_held++] = c;
             i++;
-            if (memcmp(t->held, tag, t->n_held)) {
+            int k = held_match(t);
+            if (k < 0) {
                 /* not the tag: pass the first held byte on, rescan the rest */
                 char keep[sizeof t->held];
                 size_t k = t->n_held - 1;
@@ -83,13 +120,14 @@ int llm_think_push(struct llm_think *t, const char *text, size_t n, llm_think_em
                     if (r)
                         return r;
                 }
-            } else if (t->n_held == tl) {
+            } else if (k > 0) {
                 t->n_held = 0;
                 if (t->in_reasoning) {
                     t->in_reasoning = false;
                     t->after_close = true;
-                } else {
+                } else if (answer_tags[k - 1].kind != T_DROP) {
                     t->in_reasoning = true;
+                    t->harmony = answer_tags[k - 1].kind == T_ANALYSIS;
                 }
             }
             continue;

@@ -256,6 +256,105 @@ static void split_llama3(const struct text *t, size_t ini, size_t end, struct se
 
 /* ==== std::regex patterns, by hand ==== */
 
+/* o200k (gpt-4o, gpt-oss), the pattern llama.cpp runs through std::regex on
+ * the collapsed text (its rewrite of tokenizer.json's, without \p{M}):
+ *   [^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+C?|
+ *   [^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*C?|
+ *   \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ * C = '[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]. On collapsed
+ * bytes, a letter is A-Z, a-z or 0xD2; "not lower" a letter but a-z, "not
+ * upper" a letter but A-Z (so a non-ASCII letter is both). ECMAScript's
+ * order: the first alternative with its optional prefix taken, then not,
+ * each with the greedy star given back one letter at a time until the
+ * plus can start; then the second alternative; then the rest. */
+static bool g4_letter(uint8_t c) { return c == 0xD2 || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
+static bool g4_number(uint8_t c) { return c == 0xD1 || (c >= '0' && c <= '9'); }
+static bool g4_notlower(uint8_t c) { return g4_letter(c) && !(c >= 'a' && c <= 'z'); }
+static bool g4_notupper(uint8_t c) { return g4_letter(c) && !(c >= 'A' && c <= 'Z'); }
+
+/* after a word at e: the contraction C if there is one */
+static size_t g4_contraction(const uint8_t *c, size_t e, size_t end)
+{
+    if (e + 1 >= end || c[e] != '\'')
+        return e;
+    uint8_t a = c[e + 1] | 0x20, b = e + 2 < end ? c[e + 2] | 0x20 : 0;
+    if (c[e + 1] >= 'A' && (a == 's' || a == 't' || a == 'm' || a == 'd'))
+        return e + 2;
+    if (c[e + 1] >= 'A' && e + 2 < end && c[e + 2] >= 'A' &&
+        ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')))
+        return e + 3;
+    return e;
+}
+
+/* the end of the letters alternatives' match at p, or 0 */
+static size_t g4_word(const uint8_t *c, size_t p, size_t end)
+{
+    bool pre_ok = c[p] != '\r' && c[p] != '\n' && !g4_letter(c[p]) && !g4_number(c[p]);
+    for (int alt = 1; alt <= 2; alt++)
+        for (int pre = 1; pre >= 0; pre--) {
+            if (pre && (!pre_ok || p + 1 >= end))
+                continue;
+            size_t s = p + (size_t)pre, a = 0;
+            while (s + a < end && g4_notlower(c[s + a]))
+                a++;
+            if (alt == 1) {
+                for (size_t k = a + 1; k-- > 0;)
+                    if (s + k < end && g4_notupper(c[s + k])) {
+                        size_t e = s + k;
+                        while (e < end && g4_notupper(c[e]))
+                            e++;
+                        return g4_contraction(c, e, end);
+                    }
+            } else if (a > 0) {
+                size_t e = s + a;
+                while (e < end && g4_notupper(c[e]))
+                    e++;
+                return g4_contraction(c, e, end);
+            }
+        }
+    return 0;
+}
+
+static void split_gpt4o(const struct text *t, size_t ini, size_t end, struct segs *o)
+{
+    const uint8_t *c = t->collapsed;
+    for (size_t p = ini; p < end;) {
+        size_t e = g4_word(c, p, end);
+        if (!e && g4_number(c[p])) {
+            e = p + 1;
+            while (e < end && e < p + 3 && g4_number(c[e]))
+                e++;
+        }
+        if (!e) { /*  ?[^\s\p{L}\p{N}]+[\r\n/]* */
+            size_t q = p;
+#define G4_OTHER(i) (!c_space(c[i]) && !g4_letter(c[i]) && !g4_number(c[i]))
+            if (c[p] == ' ' && p + 1 < end && G4_OTHER(p + 1))
+                q = p + 1;
+            if (G4_OTHER(q)) {
+                e = q + 1;
+                while (e < end && G4_OTHER(e))
+                    e++;
+                while (e < end && (c[e] == '\r' || c[e] == '\n' || c[e] == '/'))
+                    e++;
+            }
+#undef G4_OTHER
+        }
+        if (!e) { /* white space: \s*[\r\n]+, \s+(?!\S), \s+ */
+            size_t q = p, last_rn = 0;
+            while (q < end && c_space(c[q])) {
+                if (c[q] == '\r' || c[q] == '\n')
+                    last_rn = q + 1;
+                q++;
+            }
+            e = last_rn ? last_rn : q == end || q - p < 2 ? q : q - 1;
+        }
+        if (e <= p) /* (cannot happen: every byte is one of the classes) */
+            e = p + 1;
+        seg_push(o, e - p);
+        p = e;
+    }
+}
+
 enum cls {
     CLS_PUNCT_DEFAULT, /* collapsed [\p{P}\$\+<=>\^~\|] */
     CLS_PUNCT_FALCON,  /* collapsed [\p{P}\$\+<=>\^~\|`] */
@@ -354,7 +453,7 @@ static bool is_ws(const struct text *t, enum cls k, size_t i)
 }
 
 enum step_kind {
-    STEP_GPT2, STEP_LLAMA3, STEP_QWEN2, STEP_QWEN35,
+    STEP_GPT2, STEP_LLAMA3, STEP_QWEN2, STEP_QWEN35, STEP_GPT4O,
     STEP_ONE,      /* [cls] */
     STEP_RUN,      /* [cls]+ */
     STEP_WS_RUN,   /* \s?[cls]+ */
@@ -440,6 +539,7 @@ static void apply_step(struct text *t, struct step st, const struct segs *in, st
         case STEP_LLAMA3: split_llama3(t, ini, end, out, 3, false); continue;
         case STEP_QWEN2: split_llama3(t, ini, end, out, 1, false); continue;
         case STEP_QWEN35: split_llama3(t, ini, end, out, 1, true); continue;
+        case STEP_GPT4O: split_gpt4o(t, ini, end, out); continue;
         default: break;
         }
         size_t pos = ini, ms, me;
@@ -460,6 +560,7 @@ static const struct step *steps_for(enum llm_pre pre, size_t *n)
     static const struct step llama3[] = {{STEP_LLAMA3, 0}};
     static const struct step qwen2[] = {{STEP_QWEN2, 0}};
     static const struct step qwen35[] = {{STEP_QWEN35, 0}};
+    static const struct step gpt4o[] = {{STEP_GPT4O, 0}};
     static const struct step starcoder[] = {{STEP_ONE, CLS_N}, {STEP_GPT2, 0}};
     static const struct step falcon[] = {{STEP_RUN, CLS_PUNCT_FALCON}, {STEP_GPT2, 0},
                                          {STEP_DIGITS3, CLS_DIGIT}};
@@ -475,6 +576,7 @@ static const struct step *steps_for(enum llm_pre pre, size_t *n)
     case LLM_PRE_LLAMA3: RET(llama3);
     case LLM_PRE_QWEN2: RET(qwen2);
     case LLM_PRE_QWEN35: RET(qwen35);
+    case LLM_PRE_GPT4O: RET(gpt4o);
     case LLM_PRE_STARCODER: RET(starcoder);
     case LLM_PRE_FALCON: RET(falcon);
     case LLM_PRE_DEEPSEEK_CODER: RET(ds_coder);

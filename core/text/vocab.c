@@ -156,6 +156,10 @@ static const struct {
     {"stablelm2", LLM_PRE_QWEN2, 0},
     {"megrez", LLM_PRE_QWEN2, 0},
     {"qwen35", LLM_PRE_QWEN35, KEEP_SPACES},
+    {"gpt-4o", LLM_PRE_GPT4O, KEEP_SPACES},
+    {"llama4", LLM_PRE_GPT4O, KEEP_SPACES},
+    {"kanana2", LLM_PRE_GPT4O, KEEP_SPACES},
+    {"talkie", LLM_PRE_GPT4O, KEEP_SPACES},
 };
 
 static int64_t kv_int(const struct llm_gguf *g, const char *key, int64_t def)

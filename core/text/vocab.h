@@ -19,6 +19,7 @@ enum llm_pre {
     LLM_PRE_GPT2,           /* also mpt, phi-2, olmo, jais ... */
     LLM_PRE_QWEN2,          /* also stablelm2, hunyuan, grok-2 ... */
     LLM_PRE_QWEN35,
+    LLM_PRE_GPT4O,          /* o200k (gpt-oss), also llama4, kanana2, talkie */
     LLM_PRE_COUNT
 };
 

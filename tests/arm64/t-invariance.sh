@@ -2,7 +2,9 @@
 # t-invariance (tests/arm64/check.sh): one definition on every CPU. For
 # every weight type of tests/data/accuracy/models.txt (F32, F16, BF16, Q8_0,
 # Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K_M, Q4_K_M, Q5_K_M, Q6_K, the mixed
-# Q4_K_M file) and prompts of 8, 64 and 200 ids, the last position's logits
+# Q4_K_M file), the MXFP4 files (tests/data/quant's one-layer qwen3moe,
+# tests/data/gptoss's gpt-oss: sinks, windows, YaRN, biased experts) and
+# prompts of 8, 64 and 200 ids, the last position's logits
 # of the aarch64 kvchat under qemu are the bits (cmp) of the host's, one
 # batch on 2 threads, in t0402's ways: one batch, token by token, --split
 # K, the first part as a batch and the rest token by token, 1 or 2
@@ -12,6 +14,12 @@
 . "$TOP/tests/cli/lib.sh"
 D=$TOP/tests/data/accuracy
 A64=$TOP/tests/arm64/kvchat
+
+{
+    cat "$D/models.txt"
+    echo "mxfp4 file tests/data/quant/m-MXFP4.gguf"
+    echo "gptoss-mxfp4 file tests/data/gptoss/gptoss-MXFP4.gguf"
+} >"$T/models.txt"
 
 ids() { awk -v n="$1" 'BEGIN { x = 4242; for (i = 0; i < n; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%s%d", i ? " " : "", x % 257 + 3 } }'; }
 
@@ -56,5 +64,5 @@ while read -r name how rest; do
             not_ok "$name n $n: aarch64 differs from the host:$bad"
         fi
     done
-done <"$D/models.txt"
+done <"$T/models.txt"
 finish

@@ -1,7 +1,7 @@
 #!/bin/sh
 # t0402: a batch-invariant engine. For each weight type (F32, F16, BF16,
-# Q8_0, Q4_0, Q4_K_M, Q6_K, IQ4_XS and a mixed Q4_K_M file: Q5_0, Q8_0, Q4_K,
-# Q6_K),
+# Q8_0, Q4_0, Q4_K_M, Q6_K, IQ4_XS, MXFP4 (a one-layer qwen3moe with MXFP4
+# experts, the rest Q8_0) and a mixed Q4_K_M file: Q5_0, Q8_0, Q4_K, Q6_K),
 # KV cache type (f16, f32) and prompt length (7, 64, 300, 1000 ids, the
 # longest in two passes of 512), the last position's logits are the same
 # bits (cmp) however the prompt goes in: one batch on 2 threads (the
@@ -26,9 +26,10 @@ fi
 # n ids below 260, the same for every model
 ids() { awk -v n="$1" 'BEGIN { x = 4242; for (i = 0; i < n; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%s%d", i ? " " : "", x % 257 + 3 } }'; }
 
-for name in f32 f16 bf16 q8_0 q4_0 q4_k_m q6_k iq4_xs mixed; do
+for name in f32 f16 bf16 q8_0 q4_0 q4_k_m q6_k iq4_xs mxfp4 mixed; do
     line=$(grep "^$name " "$D/models.txt")
     [ $name = iq4_xs ] && line="iq4_xs file tests/data/quant/m-IQ4_XS.gguf" # (no accuracy goldens: t0400)
+    [ $name = mxfp4 ] && line="mxfp4 file tests/data/quant/m-MXFP4.gguf"
     set -- $line
     if [ "$2" = mk ]; then
         shift 2

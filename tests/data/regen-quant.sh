@@ -14,7 +14,15 @@
 # tests/cli/t0400-quant-logits.sh: logits-TYPE-prefill.f32 for a 16-token
 # prompt (kvchat's batch path: dequantize + sgemm) and logits-TYPE-decode.f32
 # for 3 tokens (kvchat's one-token path: vec_dot against Q8_0/Q8_K).
-#   usage: tests/data/regen-quant.sh   (needs llref and python3-numpy)
+# m-MXFP4.gguf (gpt-oss's expert type, issue 24): llama.cpp writes MXFP4
+# only for stacked experts (its MXFP4_MOE file type: 3-D tensors MXFP4, the
+# others Q8_0), so it is a one-layer qwen3moe written by tests/mkmodel
+# (4 experts of 64 rows, dim 128) and quantized by llref quantize MXFP4_MOE
+# (an llref whose quantize table has {"MXFP4_MOE",
+# LLAMA_FTYPE_MOSTLY_MXFP4_MOE}; shared/peer/llref.c's lacks it as of this
+# writing: LLREF=path to one built with it).
+#   usage: tests/data/regen-quant.sh   (needs llref, python3-numpy and
+#          tests/mkmodel built)
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
 out=$top/tests/data/quant
@@ -32,9 +40,13 @@ for t in Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K IQ4_NL IQ4_XS; do
     "$LLREF" quantize "$tmp/m.gguf" "$out/m-$t.gguf" "$t" >/dev/null 2>&1
 done
 
+"$top/tests/mkmodel" "$tmp/moe.gguf" --arch qwen3moe --dim 128 --layers 1 --heads 2 --kv-heads 1 \
+    --head-dim 64 --ff 128 --experts 4 --experts-used 2 --ff-exp 64 --n-vocab 260 --seed 7 >/dev/null
+"$LLREF" quantize "$tmp/moe.gguf" "$out/m-MXFP4.gguf" MXFP4_MOE >/dev/null 2>&1
+
 PROMPT_PREFILL="1 5 9 33 100 200 7 8 9 10 11 12 13 14 15 16"
 PROMPT_DECODE="42 7 99"
-for t in Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K IQ4_NL IQ4_XS; do
+for t in Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K IQ4_NL IQ4_XS MXFP4; do
     "$LLREF" logits "$out/m-$t.gguf" -p "$PROMPT_PREFILL" -o "$out/logits-$t-prefill.f32" >/dev/null 2>&1
     "$LLREF" logits "$out/m-$t.gguf" -p "$PROMPT_DECODE" -o "$out/logits-$t-decode.f32" >/dev/null 2>&1
 done

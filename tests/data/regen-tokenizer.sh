@@ -6,7 +6,9 @@
 #                                             tokenizer.json: see below)
 #                                             (qwen35 is not stored: the tests
 #                                             make it from qwen2, see
-#                                             tests/tok-util.h)
+#                                             tests/tok-util.h; nor gpt-4o, a
+#                                             synthetic one: llama-bpe's file
+#                                             with tokenizer.ggml.pre "gpt-4o")
 #   tests/data/tokenizer/ggml-vocab-NAME.gguf.inp/.out  llama.cpp's test vectors
 # and the golden data of the differential test (tests/test_tokenizer_diff.c):
 #   tests/data/tokenizer/diff-strings.hex.xz  the test strings (hex, one a line)
@@ -50,14 +52,25 @@ if [ -n "${GEMMA3_NPM:-}" ]; then
     xz -T1 -9 -c "$tmp/gemma3/v.gguf" > "$d/ggml-vocab-gemma-3.gguf.xz"
 fi
 for name in llama-spm llama-bpe qwen2 qwen35 phi-3 gpt-2 deepseek-llm deepseek-coder \
-            falcon starcoder refact command-r mpt gpt-neox baichuan aquila gemma-3; do
+            falcon starcoder refact command-r mpt gpt-neox baichuan aquila gemma-3 gpt-4o; do
     src=$home/src/models/ggml-vocab-$name.gguf
+    if [ "$name" = gpt-4o ]; then # llama-bpe's with the o200k splitter's name (tests/tok-util.h)
+        src=$tmp/gpt-4o.gguf
+        /usr/bin/python3 -c "
+import struct, sys
+b = open(sys.argv[1], 'rb').read()
+old, new = b'llama-bpe', b'gpt-4o'
+key = b'\x12' + bytes(7) + b'tokenizer.ggml.pre\x08' + bytes(3) + struct.pack('<Q', len(old)) + old
+i = b.index(key) + 30
+open(sys.argv[2], 'wb').write(b[:i] + struct.pack('<Q', len(new)) + new + b[i + 8 + len(old):])" \
+            "$home/src/models/ggml-vocab-llama-bpe.gguf" "$src"
+    fi
     if [ "$name" = gemma-3 ]; then
         src=$tmp/gemma-3.gguf
         xz -dc "$d/ggml-vocab-gemma-3.gguf.xz" > "$src"
     fi
     cp "$src" "$tmp/v.gguf"
-    [ "$name" = qwen35 ] || [ "$name" = gemma-3 ] || xz -T1 -6 -c "$src" > "$d/ggml-vocab-$name.gguf.xz"
+    [ "$name" = qwen35 ] || [ "$name" = gemma-3 ] || [ "$name" = gpt-4o ] || xz -T1 -6 -c "$src" > "$d/ggml-vocab-$name.gguf.xz"
     [ -f "$src.inp" ] && cp "$src.inp" "$src.out" "$d/"
     LLREF_LIBDIR=$lib "$tmp/tokbatch" "$tmp/v.gguf" < "$tmp/strings.hex" > "$tmp/ids"
     echo "$name $(LLREF_LIBDIR=$lib "$tmp/tokbatch" "$tmp/v.gguf" --info)" >> "$d/vocab-info.txt"
