@@ -64,7 +64,7 @@ expect_rc 0; expect_out '--depth D'; expect_out '--membw'
 # pass longer than -n grows the context; bad lengths and recurrent models refused
 run "$KVCHAT" bench -m "$M" -d 16 -p 8 -n 2 -r 1 -t 1 --draft 5 --json
 expect_rc 0
-[ "$(jq .draft_depth "$T/out")" = 16 ] && [ "$(jq '.draft_passes | length' "$T/out")" = 6 ] &&
+[ "$(jq .draft_depth "$T/out")" = 16 ] && positive "$(jq .draft_step_ms "$T/out")" && [ "$(jq '.draft_passes | length' "$T/out")" = 6 ] &&
     [ "$(jq '[.draft_passes[] | select(.pass_ms > 0 and .decode_steps > 0)] | length' "$T/out")" = 6 ] &&
     [ "$(jq -c '[.draft_passes[].drafted]' "$T/out")" = "[0,1,2,3,4,5]" ] &&
     ok "--draft 5: six passes at depth 16, times and costs positive" || not_ok "--draft 5: $(cat "$T/out")"
