@@ -341,7 +341,7 @@ void chat_stats_line(struct chat *ch, const struct sess_turn_stats *ts)
 void chat_draft_line(const struct chat *ch, char *line, size_t n)
 {
     static const char *const from[] = {"", "the conversation's n-grams", "the block store",
-                                       "the block store, then the conversation's n-grams"};
+                                       "the block store, then n-grams"};
     if (ch->l.remote)
         snprintf(line, n, "drafting   %s: none for a remote model (its server decodes)", sess_draft_name(ch->o.draft));
     else if (ch->conv && llm_ctx_rstate_size(sess_conv_ctx(ch->conv)) > 0)
@@ -350,8 +350,7 @@ void chat_draft_line(const struct chat *ch, char *line, size_t n)
     else if (!ch->o.draft)
         snprintf(line, n, "drafting   off: one token a pass (/set draft on)");
     else
-        snprintf(line, n, "drafting   %s: from %s, at most %" PRId32 " token%s verified a pass (the answer is the "
-                          "same as with draft off)",
+        snprintf(line, n, "drafting   %s: %s, at most %" PRId32 " token%s a pass (never changes an answer)",
                  sess_draft_name(ch->o.draft), from[ch->o.draft & SESS_DRAFT_ALL], ch->o.draft_max,
                  cmd_s(ch->o.draft_max));
 }

@@ -157,7 +157,7 @@ run "$KVCHAT" run -m "$M" --draft-max 32 hi
 expect_rc 1
 run sh -c "printf '/set draft off\n/set draft_max 3\n/set draft store\n/set draft nope\n' | '$KVCHAT' chat -m '$M' -t 1"
 expect_err "drafting   off: one token a pass"
-expect_err "drafting   store: from the block store, at most 3 tokens verified a pass"
+expect_err "drafting   store: the block store, at most 3 tokens a pass (never changes an answer)"
 expect_err "bad value 'nope' for draft"
 mkdir -p "$XDG_CONFIG_HOME/kvchat"
 printf 'draft = off\n' >"$XDG_CONFIG_HOME/kvchat/config"
