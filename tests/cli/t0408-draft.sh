@@ -5,7 +5,8 @@
 # 50 prompts, greedy and seeded (with repetition and presence penalties),
 # each draft source (--draft ngram, store, on) and wrong drafts on purpose
 # (KVCHAT_DRAFT_TEST=1) give byte for byte the answers of --draft off. So do
-# resumed sessions (`run -s`, turn by turn), a fork and /retry in a chat.
+# resumed sessions (`run -s`, turn by turn), a fork and /retry in a chat,
+# and answers under --format json.
 # Drafting must also happen: the store drafts (and the sampler accepts) the
 # answers --draft off stored before, the prompts that repeat themselves give
 # n-gram drafts, and the wrong drafts are drafted and rejected. Small
@@ -145,8 +146,22 @@ for entry in $models; do
     [ "$drafted" -gt 0 ] && ok "$ty run -s --draft on drafted $drafted tokens" || not_ok "$ty run -s --draft on drafted nothing"
 done
 
-# ---- the switches: bad values are usage errors; /set draft in the chat; the config key
+# ---- under a format (--format json: the sampler picks among the tokens the grammar allows), with
+# the store drafting the answer stored by --draft off, and with wrong drafts
 M=$T/m-Q8_0.gguf
+for i in 1 2 3; do
+    q="a JSON value for case $i, case $i"
+    "$KVCHAT" run -m "$M" -t 1 -n 24 --temp 0.8 --seed $i --format json --json --draft off "$q" </dev/null >"$T/f-off.json" 2>/dev/null
+    "$KVCHAT" run -m "$M" -t 1 -n 24 --temp 0.8 --seed $i --format json --json --draft store "$q" </dev/null >"$T/f-on.json" 2>/dev/null
+    KVCHAT_DRAFT_TEST=1 "$KVCHAT" run -m "$M" -t 1 -n 24 --temp 0.8 --seed $i --format json --json "$q" </dev/null >"$T/f-bad.json" 2>/dev/null
+    a=$(jq -c '[.answer, .stop_reason]' "$T/f-off.json") b=$(jq -c '[.answer, .stop_reason]' "$T/f-on.json")
+    c=$(jq -c '[.answer, .stop_reason]' "$T/f-bad.json")
+    [ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" = "$c" ] && [ "$(jq .accepted_tokens "$T/f-on.json")" -gt 0 ] &&
+        ok "--format json case $i: the same answer drafted from the store ($(jq .accepted_tokens "$T/f-on.json") accepted) and with wrong drafts" ||
+        not_ok "--format json case $i: off $a, store $b ($(jq .accepted_tokens "$T/f-on.json") accepted), wrong drafts $c"
+done
+
+# ---- the switches: bad values are usage errors; /set draft in the chat; the config key
 run "$KVCHAT" run -m "$M" --draft maybe hi
 expect_rc 1
 expect_err "bad value 'maybe' for draft: expected off, ngram, store or on"
