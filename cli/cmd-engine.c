@@ -501,7 +501,7 @@ static int bench_exec(int argc, char **argv)
         return bench_membw_only(&o);
     int64_t np = o.n_prompt, ng = o.n, nd = o.depth;
     /* (--draft: the longest verification pass starts at decode's depth too) */
-    int64_t need = nd + np + (o.draft + 1 > ng ? o.draft + 1 : ng);
+    int64_t need = nd + np + (o.draft && o.draft + 1 > ng ? o.draft + 1 : ng);
     if (o.n_ctx && o.n_ctx < need) {
         char d[48] = "";
         if (nd)
@@ -509,7 +509,7 @@ static int bench_exec(int argc, char **argv)
         return cmd_usage_error(&cmd_bench_entry,
                                "context size %ld is too small for %s%" PRId64 " prompt + %" PRId64
                                " generated tokens%s (needs %" PRId64 ")",
-                               o.n_ctx, d, np, ng, o.draft + 1 > ng ? " (--draft's longest pass)" : "", need);
+                               o.n_ctx, d, np, ng, o.draft && o.draft + 1 > ng ? " (--draft's longest pass)" : "", need);
     }
     struct engine en;
     if ((rc = engine_open(&o, need, &en)))
@@ -606,7 +606,7 @@ static int bench_exec(int argc, char **argv)
         double ms = (now() - t0) * 1e3;
         step_ms = ms < step_ms ? ms : step_ms;
     }
-    for (long k = 0; k <= o.draft && rc == 0; k++) {
+    for (long k = 0; o.draft && k <= o.draft && rc == 0; k++) {
         pass_ms[k] = 1e30;
         for (long r = 0; r < o.reps && rc == 0; r++) {
             llm_ctx_truncate(en.ctx, vdepth);

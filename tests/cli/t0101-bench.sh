@@ -72,6 +72,10 @@ run "$KVCHAT" bench -m "$M" -p 8 -n 4 -r 1 -t 1 --draft 3
 expect_rc 0; expect_out 'verification passes at depth 8'; expect_out '^|       3 |'
 run "$KVCHAT" bench -m "$M" -p 8 -n 2 -r 1 -c 11 --draft 3
 expect_rc 1; expect_err "--draft's longest pass"
+# without --draft no pass is run: a context of exactly P + N is enough (here N = 0)
+run "$KVCHAT" bench -m "$M" -p 8 -n 0 -c 8 -r 1 --json
+expect_rc 0
+[ "$(jq 'has("draft_passes")' "$T/out")" = false ] && ok "no --draft: no draft_passes" || not_ok "no --draft: $(cat "$T/out")"
 for bad in 0 32 x; do
     run "$KVCHAT" bench -m "$M" --draft $bad
     expect_rc 1; expect_err "bad draft length '$bad'"
