@@ -1,14 +1,8 @@
 /*
- * bench_draft.c - (a benchmark, not a test; tests/bench-draft.sh runs it)
- * what speculative decoding is made of (docs/speculative.md):
+ * bench_draft.c - (a benchmark, not a test; bench/bench-draft.sh runs it)
+ * what speculative decoding is made of (docs/speculative.md); the cost of
+ * a verification pass is `kvchat bench --draft K`'s:
  *
- *   verify MODEL [--depth D] [-t N] [-r R] [--max K]
- *       the time of one pass over k = 1..K tokens keeping every row of
- *       logits (llm_ctx_decode_outputs: k - 1 drafted tokens and the one
- *       sampled) at depth D, against one decode step (llm_ctx_decode of
- *       one token) at the same depth; best of R. The ratio is what a pass
- *       costs in decode steps: drafting pays when the tokens a pass gains
- *       exceed it.
  *   accept MODEL [--prompt N] [--gen M] [--temp T] [--seed S] [--max K]
  *                [--costs "c1 c2 ..."]
  *       n-gram drafting on real text, as token ids: the model's own
@@ -18,7 +12,7 @@
  *       iff the sampler, at its position, picks it). Checks that the
  *       tokens are those of plain decoding; prints the acceptance, tokens
  *       per pass, and with --costs (a pass of n tokens in decode steps,
- *       n = 1, 2, ..., from `verify`) the speedup those costs predict.
+ *       n = 1, 2, ...: `kvchat bench --draft`'s) the speedup they predict.
  *   nohit MODEL [-n N] [-t N] [-r R]
  *       text with nothing to copy: N distinct ids fed one at a time, with
  *       the n-gram lookup at every step (it finds nothing) against
@@ -74,59 +68,6 @@ static struct llm_ctx *new_ctx(struct llm_model *m, int n_ctx, int threads)
     if (llm_ctx_init(m, p, &c, err, sizeof err) || llm_ctx_reserve_outputs(c, LLM_CTX_MAX_OUTPUTS))
         die(err);
     return c;
-}
-
-/* pseudo-random ids below nv */
-static int32_t rid(uint64_t *x, int64_t nv)
-{
-    *x = *x * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (int32_t)((*x >> 33) % (uint64_t)nv);
-}
-
-static int verify(int argc, char **argv)
-{
-    struct llm_model *m = open_model(argv[2]);
-    int depth = atoi(arg(argc, argv, "--depth", "0")), threads = atoi(arg(argc, argv, "-t", "2"));
-    int reps = atoi(arg(argc, argv, "-r", "5")), kmax = atoi(arg(argc, argv, "--max", "16"));
-    if (kmax < 1 || kmax > LLM_CTX_MAX_OUTPUTS)
-        die("--max must be 1 to 32");
-    int64_t nv = llm_model_n_vocab(m);
-    struct llm_ctx *c = new_ctx(m, depth + 64, threads);
-    int32_t *ids = malloc((size_t)(depth + 64) * sizeof *ids);
-    uint64_t x = 7;
-    for (int i = 0; i < depth + 64; i++)
-        ids[i] = rid(&x, nv);
-    if (depth > 0 && llm_ctx_decode(c, ids, depth))
-        die(llm_ctx_errmsg(c));
-    /* one decode step: the reference */
-    double step = 1e30;
-    for (int r = 0; r < reps + 1; r++) {
-        double t0 = now_ms();
-        if (llm_ctx_decode(c, ids + depth, 1))
-            die(llm_ctx_errmsg(c));
-        double t = now_ms() - t0;
-        if (r > 0 && t < step) /* the first warms up */
-            step = t;
-        llm_ctx_truncate(c, depth);
-    }
-    printf("depth %d: decode step %.3f ms\n", depth, step);
-    printf("%4s %10s %8s\n", "k", "pass ms", "steps");
-    for (int k = 1; k <= kmax; k++) {
-        double best = 1e30;
-        for (int r = 0; r < reps; r++) {
-            double t0 = now_ms();
-            if (llm_ctx_decode_outputs(c, ids + depth, k))
-                die(llm_ctx_errmsg(c));
-            double t = now_ms() - t0;
-            best = t < best ? t : best;
-            llm_ctx_truncate(c, depth);
-        }
-        printf("%4d %10.3f %8.3f\n", k, best, best / step);
-    }
-    free(ids);
-    llm_ctx_free(c);
-    llm_model_close(m);
-    return 0;
 }
 
 static int accept(int argc, char **argv)
@@ -284,12 +225,10 @@ static int nohit(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    if (argc >= 3 && !strcmp(argv[1], "verify"))
-        return verify(argc, argv);
     if (argc >= 3 && !strcmp(argv[1], "accept"))
         return accept(argc, argv);
     if (argc >= 3 && !strcmp(argv[1], "nohit"))
         return nohit(argc, argv);
-    fprintf(stderr, "usage: bench_draft verify|accept|nohit MODEL [options] (see the source's first comment)\n");
+    fprintf(stderr, "usage: bench_draft accept|nohit MODEL [options] (see the source's first comment)\n");
     return 1;
 }

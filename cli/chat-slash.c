@@ -457,6 +457,8 @@ static void show_settings(struct chat *ch)
     chat_print_wrapped(ch, line);
     snprintf(line, sizeof line, "private    %s", ch->o.private_mode ? "on: nothing is written" : "off");
     chat_print_wrapped(ch, line);
+    chat_draft_line(ch, line, sizeof line);
+    chat_print_wrapped(ch, line);
 }
 
 /* /set private on|off: the store read-only or not, the history file too */
@@ -608,6 +610,19 @@ static int slash_set(struct chat *ch, char *arg)
     }
     if (!strcmp(key, "private"))
         return set_private(ch, next.private_mode);
+    if (!strcmp(key, "draft") || !strcmp(key, "draft_max")) {
+        /* speculative decoding cannot change an answer: the chat's, not the session's */
+        if (sess_conv_set_draft(ch->conv, next.draft, next.draft_max)) {
+            chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
+            next.draft = SESS_DRAFT_OFF;
+        }
+        ch->o.draft = next.draft;
+        ch->o.draft_max = next.draft_max;
+        char line[512];
+        chat_draft_line(ch, line, sizeof line);
+        chat_note(ch, C_DIM, "%s", line);
+        return 0;
+    }
     if (!strcmp(key, "wrap")) {
         ch->o.wrap = next.wrap;
         chat_note(ch, C_DIM, "word wrap %s", ch->o.wrap ? "on (at the terminal's width)" : "off");
@@ -755,6 +770,10 @@ static int slash_stats(struct chat *ch, char *arg)
              sess_conv_n_tokens(ch->conv), llm_ctx_n_ctx(sess_conv_ctx(ch->conv)), ex, cmd_s(ex), ch->turns,
              cmd_s(ch->turns), ch->total_prefilled, cmd_s(ch->total_prefilled), ch->total_cached,
              ch->total_generated);
+    if (ch->total_passes > 0)
+        snprintf(line + strlen(line), sizeof line - strlen(line),
+                 "; %" PRId64 " drafted in %" PRId64 " pass%s, %" PRId64 " of them accepted", ch->total_drafted,
+                 ch->total_passes, ch->total_passes == 1 ? "" : "es", ch->total_accepted);
     chat_print_fit(ch, C_DIM, line);
     return 0;
 }

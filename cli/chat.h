@@ -43,6 +43,7 @@ struct chat {
     bool have_last;
     int64_t turns;          /* answers in this process */
     int64_t total_prefilled, total_cached, total_generated;
+    int64_t total_drafted, total_accepted, total_passes; /* speculative decoding's, in this process */
     bool model_switch;     /* chat_conv_attach: a session of another model is not an error (/load) */
     char model_buf[4096];  /* the model /load switched to (o.model points here then) */
 };
@@ -78,6 +79,8 @@ void chat_print_wrapped(struct chat *ch, const char *line);
 void chat_show_last_exchange(struct chat *ch);
 /* -v's line of one turn's figures */
 void chat_stats_line(struct chat *ch, const struct sess_turn_stats *ts);
+/* /set's and /show's line of speculative decoding ("drafting   on ...") into line */
+void chat_draft_line(const struct chat *ch, char *line, size_t n);
 
 /* ==== turns (cmd-chat.c) ==== */
 /* text as the next message: answered, or said why not */

@@ -331,7 +331,28 @@ void chat_stats_line(struct chat *ch, const struct sess_turn_stats *ts)
              " · first token %.0f ms · %.1f tok/s · KV %s in memory, %s on disk]",
              ts->prefilled_tokens, ts->cached_tokens, ts->generated_tokens, ts->ttft_ms,
              ts->decode_tok_s, mem, disk);
+    if (ts->draft_passes > 0) /* inside the brackets */
+        snprintf(line + strlen(line) - 1, sizeof line - strlen(line) + 1,
+                 " · drafted %" PRId64 ", accepted %" PRId64 " in %" PRId64 " pass%s]", ts->drafted_tokens,
+                 ts->accepted_tokens, ts->draft_passes, ts->draft_passes == 1 ? "" : "es");
     chat_print_fit(ch, C_DIM, line);
+}
+
+void chat_draft_line(const struct chat *ch, char *line, size_t n)
+{
+    static const char *const from[] = {"", "the conversation's n-grams", "the block store",
+                                       "the block store, then n-grams"};
+    if (ch->l.remote)
+        snprintf(line, n, "drafting   %s: none for a remote model (its server decodes)", sess_draft_name(ch->o.draft));
+    else if (ch->conv && llm_ctx_rstate_size(sess_conv_ctx(ch->conv)) > 0)
+        snprintf(line, n, "drafting   %s: none for a model with recurrent layers (their state cannot go back)",
+                 sess_draft_name(ch->o.draft));
+    else if (!ch->o.draft)
+        snprintf(line, n, "drafting   off: one token a pass (/set draft on)");
+    else
+        snprintf(line, n, "drafting   %s: %s, at most %" PRId32 " token%s a pass (never changes an answer)",
+                 sess_draft_name(ch->o.draft), from[ch->o.draft & SESS_DRAFT_ALL], ch->o.draft_max,
+                 cmd_s(ch->o.draft_max));
 }
 
 void chat_turn_done(struct chat *ch, int rc, const struct sess_turn_stats *ts)
@@ -352,6 +373,9 @@ void chat_turn_done(struct chat *ch, int rc, const struct sess_turn_stats *ts)
     ch->total_prefilled += ts->prefilled_tokens > 0 ? ts->prefilled_tokens : 0;
     ch->total_cached += ts->cached_tokens > 0 ? ts->cached_tokens : 0;
     ch->total_generated += ts->generated_tokens > 0 ? ts->generated_tokens : 0;
+    ch->total_drafted += ts->drafted_tokens;
+    ch->total_accepted += ts->accepted_tokens;
+    ch->total_passes += ts->draft_passes;
     const char *why = ts->stop_reason ? ts->stop_reason : "";
     if (!strcmp(why, "cut")) {
         chat_err(ch, "%s", sess_conv_errmsg(ch->conv));

@@ -93,7 +93,7 @@ static const struct comp_cmd comp_table[] = {
      0, 0, 0},
     {"bench", NULL, false,
      "-h,--help -m,--model=MODEL -p,--n-prompt= -n,--n-gen= -d,--depth= -r,--repetitions= -t,--threads= "
-     "-c,--ctx-size= --kv-type=f16|f32 --membw --json -v,--verbose",
+     "-c,--ctx-size= --kv-type=f16|f32 --draft= --membw --json -v,--verbose",
      0, 0, 0},
     {"help", NULL, false, "", K_COMMAND, 0, 1},
     {NULL, NULL, false, NULL, 0, 0, 0},
@@ -104,7 +104,7 @@ static const char *common_value(const char *lng)
 {
     static const char *const kinds[][2] = {
         {"model", "MODEL"}, {"system-file", "FILE"}, {"template", "TEMPLATE"}, {"kv-type", "f16|f32"},
-        {"think", "on|off|show|hide"}, {NULL, NULL},
+        {"think", "on|off|show|hide"}, {"draft", "off|ngram|store|on"}, {NULL, NULL},
     };
     for (size_t i = 0; kinds[i][0]; i++)
         if (!strcmp(kinds[i][0], lng))

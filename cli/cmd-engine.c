@@ -64,7 +64,8 @@ static const char generate_usage[] =
     "out of range.\n";
 
 static const char bench_usage[] =
-    "usage: kvchat bench -m MODEL [-p 512] [-n 128] [-d D] [-t N] [-r R] [--membw] [--json]\n"
+    "usage: kvchat bench -m MODEL [-p 512] [-n 128] [-d D] [-t N] [-r R] [--draft K] [--membw]\n"
+    "                    [--json]\n"
     "       kvchat bench --membw [-t N] [--json]\n"
     "\n"
     "Measure prefill of P random tokens in one batch and decode of N tokens\n"
@@ -84,6 +85,13 @@ static const char bench_usage[] =
     "as a fraction of it: how close decode comes to its memory-bandwidth bound.\n"
     "Without -m, --membw only measures the bandwidth.\n"
     "\n"
+    "With --draft K, speculative decoding's verification passes are timed too,\n"
+    "at decode's depth: one pass over the token sampled and k = 0..K drafted\n"
+    "ones keeping every row of logits (best of R each), as its time, its cost in\n"
+    "decode steps (one token decoded there, best of R; drafting pays when a pass\n"
+    "gains more tokens than it costs) and the tokens per second if every drafted\n"
+    "token is accepted. Not for models with recurrent layers (qwen35).\n"
+    "\n"
     "  -m, --model MODEL      a GGUF file or a model name in the store\n"
     "  -p, --n-prompt P       prompt tokens (default 512)\n"
     "  -n, --n-gen N          generated tokens (default 128)\n"
@@ -93,6 +101,7 @@ static const char bench_usage[] =
     "  -c, --ctx-size N       KV cache positions; must hold D + P + N (default:\n"
     "                         the model's, at most 4096, or D + P + N if more)\n"
     "      --kv-type f16|f32  KV cache element type (default f16)\n"
+    "      --draft K          time verification passes of up to K drafted tokens (1-31)\n"
     "      --membw            measure DRAM read bandwidth\n"
     "      --json             print one JSON object\n"
     "  -v, --verbose          say which kernels run\n"
@@ -103,11 +112,12 @@ static const char bench_usage[] =
     "Exit status: 0 ok, 1 usage error (also a -c too small for D + P + N),\n"
     "2 the model cannot be used.\n";
 
-enum { OPT_LOGITS_OUT = 256, OPT_KV_TYPE, OPT_JSON, OPT_TBT, OPT_MEMBW, OPT_SPLIT };
+enum { OPT_LOGITS_OUT = 256, OPT_KV_TYPE, OPT_JSON, OPT_TBT, OPT_MEMBW, OPT_SPLIT, OPT_DRAFT };
 
 struct opts {
     const char *model, *prompt, *logits_out;
     long n, n_prompt, reps, threads, n_ctx, depth, split; /* split: -1 unless --split */
+    long draft;                                           /* bench --draft K: 0 unless given */
     uint32_t kv_type;
     bool json, verbose, token_by_token;
     bool has_depth, membw; /* bench: --depth given; --membw */
@@ -137,6 +147,7 @@ static int parse_opts(const struct cmd_entry *e, int argc, char **argv, struct o
         {"json", no_argument, 0, OPT_JSON},       {"token-by-token", no_argument, 0, OPT_TBT},
         {"depth", required_argument, 0, 'd'},     {"membw", no_argument, 0, OPT_MEMBW},
         {"split", required_argument, 0, OPT_SPLIT},
+        {"draft", required_argument, 0, OPT_DRAFT},
         {"verbose", no_argument, 0, 'v'},         {0, 0, 0, 0},
     };
     bool is_bench = !strcmp(e->name, "bench");
@@ -183,6 +194,12 @@ static int parse_opts(const struct cmd_entry *e, int argc, char **argv, struct o
             if (!is_bench)
                 return cmd_usage_error(e, "option '--membw' is for kvchat bench only");
             o->membw = true;
+            break;
+        case OPT_DRAFT:
+            if (!is_bench)
+                return cmd_usage_error(e, "option '--draft' is for kvchat bench only");
+            if (!parse_long(optarg, 1, LLM_CTX_MAX_OUTPUTS - 1, &o->draft))
+                return cmd_usage_error(e, "bad draft length '%s' (1 to %d)", optarg, LLM_CTX_MAX_OUTPUTS - 1);
             break;
         case OPT_LOGITS_OUT: o->logits_out = optarg; break;
         case OPT_SPLIT:
@@ -483,20 +500,29 @@ static int bench_exec(int argc, char **argv)
     if (!o.model)
         return bench_membw_only(&o);
     int64_t np = o.n_prompt, ng = o.n, nd = o.depth;
-    int64_t need = nd + np + ng;
+    /* (--draft: the longest verification pass starts at decode's depth too) */
+    int64_t need = nd + np + (o.draft && o.draft + 1 > ng ? o.draft + 1 : ng);
     if (o.n_ctx && o.n_ctx < need) {
         char d[48] = "";
         if (nd)
             snprintf(d, sizeof d, "depth %" PRId64 " + ", nd);
         return cmd_usage_error(&cmd_bench_entry,
                                "context size %ld is too small for %s%" PRId64 " prompt + %" PRId64
-                               " generated tokens (needs %" PRId64 ")",
-                               o.n_ctx, d, np, ng, need);
+                               " generated tokens%s (needs %" PRId64 ")",
+                               o.n_ctx, d, np, ng, o.draft && o.draft + 1 > ng ? " (--draft's longest pass)" : "", need);
     }
     struct engine en;
     if ((rc = engine_open(&o, need, &en)))
         return rc;
     llm_model_pack_wait(en.model); /* a first open writes the packed weights' file */
+    if (o.draft && (llm_ctx_rstate_size(en.ctx) > 0 || llm_ctx_reserve_outputs(en.ctx, o.draft + 1))) {
+        rc = llm_ctx_rstate_size(en.ctx) > 0
+                 ? cmd_usage_error(&cmd_bench_entry, "--draft: not for a model with recurrent layers (their state "
+                                                     "cannot go back to a rejected position)")
+                 : cmd_fail(CMD_EXIT_MODEL, "--draft: %s", llm_ctx_errmsg(en.ctx));
+        engine_close(&en);
+        return rc;
+    }
     int64_t nv = llm_model_n_vocab(en.model);
     int32_t *t = malloc((size_t)(need + 1) * sizeof *t);
     if (!t) {
@@ -569,6 +595,30 @@ static int bench_exec(int argc, char **argv)
         if (t3 - t2 < best_g)
             best_g = t3 - t2;
     }
+    /* --draft: a verification pass of the token sampled and k drafted ones at decode's depth */
+    /* against one decode step there, timed the same way (best of R single steps) */
+    double pass_ms[LLM_CTX_MAX_OUTPUTS], step_ms = 1e30;
+    int64_t vdepth = o.has_depth ? nd : np;
+    for (long r = 0; r < (o.draft ? o.reps : 0) && rc == 0; r++) {
+        llm_ctx_truncate(en.ctx, vdepth);
+        double t0 = now();
+        rc = decode_or_fail(&en, t + vdepth, 1);
+        double ms = (now() - t0) * 1e3;
+        step_ms = ms < step_ms ? ms : step_ms;
+    }
+    for (long k = 0; o.draft && k <= o.draft && rc == 0; k++) {
+        pass_ms[k] = 1e30;
+        for (long r = 0; r < o.reps && rc == 0; r++) {
+            llm_ctx_truncate(en.ctx, vdepth);
+            double t0 = now();
+            int e = llm_ctx_decode_outputs(en.ctx, t + vdepth, k + 1);
+            double ms = (now() - t0) * 1e3;
+            if (e)
+                rc = cmd_fail(CMD_EXIT_MODEL, "cannot decode: %s", llm_ctx_errmsg(en.ctx));
+            if (ms < pass_ms[k])
+                pass_ms[k] = ms;
+        }
+    }
     if (rc == 0 && o.verbose) {
         const char *ukr = llm_kernel_float_ukr();
         fprintf(stderr, "kvchat: float weights on %s%s: %" PRIu64 " micro-kernel calls in prefill, %" PRIu64
@@ -598,6 +648,14 @@ static int bench_exec(int argc, char **argv)
                    threads, nd, np, pp, ng, tg, decode_depth, rss, wbytes, wbw / 1e9);
             if (o.membw)
                 printf(", \"membw_gb_s\": %.2f, \"membw_fraction\": %.3f", bw / 1e9, wbw / bw);
+            if (o.draft) {
+                printf(", \"draft_depth\": %" PRId64 ", \"draft_step_ms\": %.3f, \"draft_passes\": [", vdepth,
+                       step_ms);
+                for (long k = 0; k <= o.draft; k++)
+                    printf("%s{\"drafted\": %ld, \"pass_ms\": %.3f, \"decode_steps\": %.3f}", k ? ", " : "", k,
+                           pass_ms[k], pass_ms[k] / step_ms);
+                printf("]");
+            }
             printf(", \"kv_type\": \"%s\", \"kernels\": \"%s\", \"repetitions\": %ld}\n",
                    o.kv_type == LLM_TYPE_F16 ? "f16" : "f32", llm_kernel_path(), o.reps);
         } else {
@@ -617,6 +675,17 @@ static int bench_exec(int argc, char **argv)
                 printf("DRAM read bandwidth %.2f GB/s (%d thread%s): decode reaches %.0f%% of the "
                        "bandwidth bound (%.2f tok/s)\n",
                        bw / 1e9, threads, cmd_s(threads), 100 * wbw / bw, bw / (double)wbytes);
+            if (o.draft) {
+                printf("\nverification passes at depth %" PRId64 " (the token sampled and k drafted, every row's "
+                       "logits kept), against one decode step of %.3f ms there:\n",
+                       vdepth, step_ms);
+                printf("| %7s | %10s | %12s | %22s |\n", "drafted", "pass ms", "decode steps", "t/s if all accepted");
+                printf("| %7s | %10s | %12s | %22s |\n", "------:", "---------:", "-----------:",
+                       "---------------------:");
+                for (long k = 0; k <= o.draft; k++)
+                    printf("| %7ld | %10.3f | %12.3f | %22.2f |\n", k, pass_ms[k],
+                           pass_ms[k] / step_ms, (double)(k + 1) * 1e3 / pass_ms[k]);
+            }
             printf("peak RSS %.1f MiB; best of %ld; kernels %s\n", rss / 1048576.0, o.reps, llm_kernel_path());
         }
         rc = CMD_EXIT_OK;

@@ -55,7 +55,9 @@ static const char run_usage[] =
     "                           <think> span, or null), session, model, prompt_tokens,\n"
     "                           cached_tokens, prefilled_tokens,\n"
     "                           generated_tokens, ttft_ms, prefill_tok_s,\n"
-    "                           decode_tok_s, stop_reason, restore_ms,\n"
+    "                           decode_tok_s, stop_reason, drafted_tokens,\n"
+    "                           accepted_tokens (of the drafted, part of\n"
+    "                           generated_tokens), draft_passes, restore_ms,\n"
     "                           restored_tokens, restored_blocks, blocks_written,\n"
     "                           restored_snapshot_pos (a hybrid model's recurrent-\n"
     "                           state snapshot the turn resumed from, or null);\n"
@@ -172,6 +174,8 @@ static void print_json(const struct cmd_answer *ans, const char *session, const 
     json_num("prefill_tok_s", ts->prefill_tok_s, false);
     json_num("decode_tok_s", ts->decode_tok_s, false);
     printf(", \"stop_reason\": \"%s\"", ts->stop_reason ? ts->stop_reason : "interrupted");
+    printf(", \"drafted_tokens\": %lld, \"accepted_tokens\": %lld, \"draft_passes\": %lld",
+           (long long)ts->drafted_tokens, (long long)ts->accepted_tokens, (long long)ts->draft_passes);
     if (l->remote) { /* no KV here: the server's cache is cached_tokens */
         printf(", \"restore_ms\": null, \"restored_tokens\": 0, \"restored_blocks\": 0, \"blocks_written\": 0");
         cmd_remote_json(l->remote, stdout);
@@ -437,6 +441,10 @@ static void verbose_stats(const struct cmd_conv *c, const struct sess_turn_stats
                         (long long)ts->prefilled_tokens, (long long)ts->generated_tokens, ts->ttft_ms,
                         ts->prefill_tok_s, ts->decode_tok_s, (long long)ts->blocks_written, cmd_s(ts->blocks_written),
                         ts->stop_reason);
+        if (ts->draft_passes > 0)
+            cmd_term_printf(stderr, "kvchat: drafting: %lld drafted in %lld pass%s, %lld accepted\n",
+                            (long long)ts->drafted_tokens, (long long)ts->draft_passes,
+                            ts->draft_passes == 1 ? "" : "es", (long long)ts->accepted_tokens);
     }
     cmd_format_stats(ts, stderr);
 }

@@ -79,6 +79,9 @@ static const struct opt_def opt_table[] = {
     {CMD_OPT_FORMAT, "format", "format", 0, OPT_KIND_STR, 0, 0, 0},
     {CMD_OPT_JSON_SCHEMA, "schema", "json-schema", 0, OPT_KIND_STR, 0, 0, 0},
     {CMD_OPT_GRAMMAR, "grammar", "grammar", 0, OPT_KIND_STR, 0, 0, 0},
+    {CMD_OPT_DRAFT, "draft", "draft", 0, OPT_KIND_STR, 0, 0, OPT_IN_CONFIG | OPT_IN_SET},
+    {CMD_OPT_DRAFT_MAX, "draft_max", "draft-max", 0, OPT_KIND_INT, 1, SESS_DRAFT_MAX_LIMIT,
+     OPT_IN_CONFIG | OPT_IN_SET},
 };
 #define N_OPTS (sizeof opt_table / sizeof opt_table[0])
 
@@ -100,6 +103,8 @@ void cmd_opts_init(struct cmd_opts *o)
     o->kv_type = LLM_TYPE_F16;
     o->cache_max = 4ll << 30;
     o->wrap = true;
+    o->draft = SESS_DRAFT_DEFAULT;
+    o->draft_max = SESS_DRAFT_MAX_DEFAULT;
     /* a fresh seed per process unless one is given: chats differ from run
      * to run as users of llama.cpp and ollama expect; --seed fixes it */
     uint64_t seed;
@@ -163,6 +168,10 @@ static int opt_apply(struct cmd_opts *o, const struct opt_def *d, const char *v,
             snprintf(err, n, "bad value '%s' for %s: expected show, hide, on or off", v, d->key);
             return -1;
         }
+        if (d->id == CMD_OPT_DRAFT && sess_draft_parse(v) < 0) {
+            snprintf(err, n, "bad value '%s' for %s: expected off, ngram, store or on", v, d->key);
+            return -1;
+        }
         if (d->id == CMD_OPT_STOP && (!v[0] || o->n_stop >= CMD_OPTS_MAX_STOP)) {
             if (v[0])
                 snprintf(err, n, "too many stop strings (at most %d)", CMD_OPTS_MAX_STOP);
@@ -208,6 +217,8 @@ static int opt_apply(struct cmd_opts *o, const struct opt_def *d, const char *v,
     case CMD_OPT_FORMAT: o->format_kind = "format", o->format_arg = v; break;
     case CMD_OPT_JSON_SCHEMA: o->format_kind = "schema", o->format_arg = v; break;
     case CMD_OPT_GRAMMAR: o->format_kind = "grammar", o->format_arg = v; break;
+    case CMD_OPT_DRAFT: o->draft = (uint32_t)sess_draft_parse(v); break;
+    case CMD_OPT_DRAFT_MAX: o->draft_max = (int32_t)iv; break;
     case CMD_OPT_THINK:
         if (!strcmp(v, "on") || !strcmp(v, "off"))
             o->think_off = !strcmp(v, "off"), o->think_switch_given = true;
@@ -573,6 +584,11 @@ struct sess_conv_params cmd_opts_conv_params(const struct cmd_opts *o, struct cm
     p.switch_model = o->switch_model;
     p.format_kind = o->format.kind[0] ? o->format.kind : NULL;
     p.format_source = o->format.source;
+    p.draft = o->draft;
+    p.draft_max = o->draft_max;
+    /* for tests: drafts made wrong on purpose (docs/speculative.md) */
+    const char *dt = getenv("KVCHAT_DRAFT_TEST");
+    p.draft_test = dt && !strcmp(dt, "1") ? SESS_DRAFT_TEST_CORRUPT : SESS_DRAFT_TEST_OFF;
     return p;
 }
 

@@ -35,7 +35,7 @@ enum cmd_opt {
     CMD_OPT_SEED, CMD_OPT_N_PREDICT, CMD_OPT_KV_TYPE, CMD_OPT_TEMPLATE, CMD_OPT_SYSTEM,
     CMD_OPT_SYSTEM_FILE, CMD_OPT_NO_CACHE, CMD_OPT_VERBOSE, CMD_OPT_SPECIAL, CMD_OPT_CACHE_MAX,
     CMD_OPT_THINK, CMD_OPT_WRAP, CMD_OPT_STOP, CMD_OPT_SWITCH_MODEL, CMD_OPT_PRIVATE, CMD_OPT_FORMAT,
-    CMD_OPT_JSON_SCHEMA, CMD_OPT_GRAMMAR, CMD_OPT_COUNT
+    CMD_OPT_JSON_SCHEMA, CMD_OPT_GRAMMAR, CMD_OPT_DRAFT, CMD_OPT_DRAFT_MAX, CMD_OPT_COUNT
 };
 
 #define CMD_OPTS_MAX_STOP 8
@@ -91,6 +91,8 @@ struct cmd_opts {
     int n_stop;
     const char *format_kind, *format_arg; /* the last of --format, --json-schema, --grammar */
     struct cmd_format format;  /* ... compiled by cmd_opts_finish (owned) */
+    uint32_t draft;            /* --draft: speculative decoding's sources (enum sess_draft bits; 0 off) */
+    int32_t draft_max;         /* --draft-max: the most tokens one pass verifies */
     uint64_t given;            /* bit CMD_OPT_X: given on the command line */
     uint64_t configured;       /* bit CMD_OPT_X: set in the config file */
     /* owned: strings from the config file, the system file's text */
@@ -118,6 +120,12 @@ struct cmd_opts {
     "      --presence-penalty P subtract P from recent tokens' logits (default 0)\n" \
     "      --seed N             sampler seed (default: random each run)\n" \
     "      --stop TEXT          end the answer before TEXT (again for more, up to 8)\n" \
+    "      --draft off|ngram|store|on  speculative decoding: draft tokens from the\n" \
+    "                           conversation (ngram), from what followed the same\n" \
+    "                           tokens in the block store (store) or both (on, the\n" \
+    "                           default) and verify them in one pass; the answer is\n" \
+    "                           byte for byte the one with --draft off\n" \
+    "      --draft-max K        the most tokens one pass verifies (default 8, 1-31)\n" \
     "  -t, --threads N          threads (default: physical cores)\n" \
     "  -c, --ctx-size N         context window in tokens (default: model's, at most 4096);\n" \
     "                           -c before anything but a number is --continue\n" \

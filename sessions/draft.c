@@ -179,7 +179,7 @@ int sess_draft_parse(const char *name)
         int v;
     } names[] = {{"off", SESS_DRAFT_OFF},  {"none", SESS_DRAFT_OFF},   {"ngram", SESS_DRAFT_NGRAM},
                  {"store", SESS_DRAFT_STORE}, {"on", SESS_DRAFT_ALL}, {"all", SESS_DRAFT_ALL},
-                 {"both", SESS_DRAFT_ALL}};
+                 {"both", SESS_DRAFT_ALL}, {"auto", SESS_DRAFT_ALL}};
     for (size_t i = 0; name && i < sizeof names / sizeof *names; i++)
         if (!strcmp(name, names[i].name))
             return names[i].v;

@@ -403,8 +403,10 @@ enum sess_draft {
     SESS_DRAFT_STORE = 1 << 1, /* what followed the same tokens in the block store */
     SESS_DRAFT_ALL = SESS_DRAFT_NGRAM | SESS_DRAFT_STORE,
 };
-/* the default --draft (the lead flips it once measured: SESS_DRAFT_ALL or OFF) */
-#define SESS_DRAFT_DEFAULT SESS_DRAFT_OFF
+/* the default --draft: on, since drafting cannot change an answer (text
+ * with nothing to copy decodes one token a pass, as with off; the lead
+ * sets it to SESS_DRAFT_OFF if the quiet-machine figures say otherwise) */
+#define SESS_DRAFT_DEFAULT SESS_DRAFT_ALL
 /* the most tokens drafted per pass by default, and at most */
 #define SESS_DRAFT_MAX_DEFAULT 8
 #define SESS_DRAFT_MAX_LIMIT (LLM_CTX_MAX_OUTPUTS - 1)
@@ -564,7 +566,7 @@ void sess_conv_set_stop(struct sess_conv *c, const char *const *stop);
 int sess_conv_set_draft(struct sess_conv *c, uint32_t draft, int32_t draft_max);
 /* "off", "ngram", "store" or "on" (both) for a value of p.draft */
 const char *sess_draft_name(uint32_t draft);
-/* the value of such a name (and "all", "both"); -1 if none */
+/* the value of such a name (and "none", "all", "both", "auto"); -1 if none */
 int sess_draft_parse(const char *name);
 /* most tokens per answer from now on (<= 0: until the context is full) */
 void sess_conv_set_n_predict(struct sess_conv *c, int32_t n_predict);

@@ -60,4 +60,27 @@ expect_rc 1; expect_err "'--depth' is for kvchat bench"
 run "$KVCHAT" bench --help
 expect_rc 0; expect_out '--depth D'; expect_out '--membw'
 
+# --draft K: verification passes of 0..K drafted tokens at decode's depth (JSON and table); a
+# pass longer than -n grows the context; bad lengths and recurrent models refused
+run "$KVCHAT" bench -m "$M" -d 16 -p 8 -n 2 -r 1 -t 1 --draft 5 --json
+expect_rc 0
+[ "$(jq .draft_depth "$T/out")" = 16 ] && positive "$(jq .draft_step_ms "$T/out")" && [ "$(jq '.draft_passes | length' "$T/out")" = 6 ] &&
+    [ "$(jq '[.draft_passes[] | select(.pass_ms > 0 and .decode_steps > 0)] | length' "$T/out")" = 6 ] &&
+    [ "$(jq -c '[.draft_passes[].drafted]' "$T/out")" = "[0,1,2,3,4,5]" ] &&
+    ok "--draft 5: six passes at depth 16, times and costs positive" || not_ok "--draft 5: $(cat "$T/out")"
+run "$KVCHAT" bench -m "$M" -p 8 -n 4 -r 1 -t 1 --draft 3
+expect_rc 0; expect_out 'verification passes at depth 8'; expect_out '^|       3 |'
+run "$KVCHAT" bench -m "$M" -p 8 -n 2 -r 1 -c 11 --draft 3
+expect_rc 1; expect_err "--draft's longest pass"
+# without --draft no pass is run: a context of exactly P + N is enough (here N = 0)
+run "$KVCHAT" bench -m "$M" -p 8 -n 0 -c 8 -r 1 --json
+expect_rc 0
+[ "$(jq 'has("draft_passes")' "$T/out")" = false ] && ok "no --draft: no draft_passes" || not_ok "no --draft: $(cat "$T/out")"
+for bad in 0 32 x; do
+    run "$KVCHAT" bench -m "$M" --draft $bad
+    expect_rc 1; expect_err "bad draft length '$bad'"
+done
+"$MKMODEL" "$T/q35.gguf" --arch qwen35 --dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 --seed 3 >/dev/null
+run "$KVCHAT" bench -m "$T/q35.gguf" -p 8 -n 2 -r 1 --draft 2
+expect_rc 1; expect_err "not for a model with recurrent layers"
 finish

@@ -21,13 +21,13 @@ expect > what\s+is\s+two
 expect \nstatus> 
 say hi a1
 line /stats
-expect generated\nstatus> 
+expect (generated|accepted)\nstatus> 
 line /show
-expect private[^\n]*\nstatus> 
+expect private[^\n]*\ndrafting[^\n]*(\n {11}[^\n]*)*\nstatus> 
 line /help
 expect ollama\.\nstatus> 
 line /set
-expect private[^\n]*\nstatus> 
+expect private[^\n]*\ndrafting[^\n]*(\n {11}[^\n]*)*\nstatus> 
 line /set repeat_last_n 32
 expect repeat_last_n\s+32
 expect \nstatus> 
