@@ -453,8 +453,8 @@ static void write_gemma4(struct gw *w, int argc, char **argv, int n_vocab, int d
     gw_kv_f32(w, KEY("rope.freq_base_swa"), (float)atof(opt(argc, argv, "--rope-theta-swa", "10000")));
     gw_kv_u32(w, KEY("rope.dimension_count"), (uint32_t)hd);
     gw_kv_u32(w, KEY("rope.dimension_count_swa"), (uint32_t)rope_swa);
-    if (opt(argc, argv, "--final-softcap", NULL))
-        gw_kv_f32(w, KEY("final_logit_softcapping"), (float)atof(opt(argc, argv, "--final-softcap", "30")));
+    /* always written: llama.cpp takes 30 when it is absent, and so do the real models */
+    gw_kv_f32(w, KEY("final_logit_softcapping"), (float)atof(opt(argc, argv, "--final-softcap", "30")));
     gw_kv_u32(w, KEY("vocab_size"), (uint32_t)n_vocab);
     free(arr);
     free(barr);
