@@ -19,6 +19,7 @@ enum llm_pre {
     LLM_PRE_GPT2,           /* also mpt, phi-2, olmo, jais ... */
     LLM_PRE_QWEN2,          /* also stablelm2, hunyuan, grok-2 ... */
     LLM_PRE_QWEN35,
+    LLM_PRE_GEMMA4,         /* tokenizer.ggml.model "gemma4": SentencePiece-style BPE */
     LLM_PRE_COUNT
 };
 
@@ -52,6 +53,8 @@ struct llm_vocab {
 
     int32_t bos, eos, eot, eom, unk, sep, pad, nl;
     bool add_bos, add_eos, add_space_prefix, clean_spaces, ignore_merges;
+    bool escape_spaces;   /* gemma4: ' ' is U+2581 in the tokens (a BPE over raw UTF-8,
+                             not GPT-2's byte code points; bytes as <0xXX> tokens) */
 
     int32_t *special;     /* CONTROL | USER_DEFINED | UNKNOWN ids, longest text first */
     int32_t n_special;

@@ -50,7 +50,7 @@ if [ -n "${GEMMA3_NPM:-}" ]; then
     xz -T1 -9 -c "$tmp/gemma3/v.gguf" > "$d/ggml-vocab-gemma-3.gguf.xz"
 fi
 for name in llama-spm llama-bpe qwen2 qwen35 phi-3 gpt-2 deepseek-llm deepseek-coder \
-            falcon starcoder refact command-r mpt gpt-neox baichuan aquila gemma-3; do
+            falcon starcoder refact command-r mpt gpt-neox baichuan aquila gemma-3 gemma-4; do
     src=$home/src/models/ggml-vocab-$name.gguf
     if [ "$name" = gemma-3 ]; then
         src=$tmp/gemma-3.gguf
