@@ -351,6 +351,7 @@ enum llm_template {
     LLM_TEMPLATE_MISTRAL_V7_TEKKEN,
     LLM_TEMPLATE_PHI4,
     LLM_TEMPLATE_COMMAND_R,
+    LLM_TEMPLATE_GEMMA4,           /* Gemma 4: <|turn>role ... <turn|> */
     LLM_TEMPLATE_COUNT
 };
 
