@@ -23,6 +23,7 @@
  *                    [--rope-partial F] [--kv-heads-global K] [--shared-kv N]
  *                    [--double-wide] [--per-layer P] [--v-from-k global|all|none]
  *                    [--no-layer-scale] [--final-softcap X]
+ *                    [--experts X --experts-used K --ff-exp F [--merged-gate-up]]
  *
  * With the same options it draws the same numbers in the same order as
  * `llref mkmodel` (../shared/peer/llref.c: xorshift64* and Box-Muller), so an
@@ -112,7 +113,14 @@
  *      embedding_length_per_layer_input is always written (llama.cpp
  *      requires it);
  *    - layer_output_scale {1} per block (a scalar near 1; not with
- *      --no-layer-scale).
+ *      --no-layer-scale);
+ *    - with --experts X (the 26B-A4B): every layer has, beside its dense
+ *      FFN (the shared expert), the router ffn_gate_inp {dim, X} (F32) and
+ *      its input scale ffn_gate_inp.scale {dim}, the stacked experts as
+ *      qwen3moe's (or merged), ffn_down_exps.scale {X} (a per-expert output
+ *      scale near 1), pre_ffw_norm_2, post_ffw_norm_1 and post_ffw_norm_2,
+ *      and the keys expert_count, expert_used_count and
+ *      expert_feed_forward_length.
  *    Gemma 4's attention does not scale q.k (the norms do), so the q norm's
  *    weights are drawn near 1/sqrt(head size)^(1/2) to keep the scores
  *    moderate.
@@ -456,6 +464,15 @@ static void write_gemma4(struct gw *w, int argc, char **argv, int n_vocab, int d
     /* always written: llama.cpp takes 30 when it is absent, and so do the real models */
     gw_kv_f32(w, KEY("final_logit_softcapping"), (float)atof(opt(argc, argv, "--final-softcap", "30")));
     gw_kv_u32(w, KEY("vocab_size"), (uint32_t)n_vocab);
+    int n_exp = atoi(opt(argc, argv, "--experts", "0")), n_used = atoi(opt(argc, argv, "--experts-used", "2"));
+    int ff_exp = atoi(opt(argc, argv, "--ff-exp", "64"));
+    if (n_exp > 0) {
+        if (n_used < 1 || n_used > n_exp || ff_exp <= 0)
+            die("gemma4: --experts-used must be 1 to --experts, --ff-exp positive");
+        gw_kv_u32(w, KEY("expert_count"), (uint32_t)n_exp);
+        gw_kv_u32(w, KEY("expert_used_count"), (uint32_t)n_used);
+        gw_kv_u32(w, KEY("expert_feed_forward_length"), (uint32_t)ff_exp);
+    }
     free(arr);
     free(barr);
 
@@ -494,6 +511,14 @@ static void write_gemma4(struct gw *w, int argc, char **argv, int n_vocab, int d
         add_tensor(w, T(l, "ffn_up.weight"), dim, ffl, scale, 0);
         add_tensor(w, T(l, "ffn_down.weight"), ffl, dim, scale, 0);
         add_tensor(w, T(l, "post_ffw_norm.weight"), dim, 0, 0.1f, 1.0f);
+        if (n_exp > 0) { /* the 26B-A4B's experts beside the dense FFN */
+            add_tensor(w, T(l, "ffn_gate_inp.scale"), dim, 0, 0.1f, 1.0f);
+            add_tensor(w, T(l, "pre_ffw_norm_2.weight"), dim, 0, 0.1f, 1.0f);
+            add_tensor(w, T(l, "post_ffw_norm_1.weight"), dim, 0, 0.1f, 1.0f);
+            add_tensor(w, T(l, "post_ffw_norm_2.weight"), dim, 0, 0.1f, 1.0f);
+            put_experts(w, l, dim, n_exp, n_used, ff_exp, -1, scale, flag(argc, argv, "--merged-gate-up"));
+            add_tensor(w, T(l, "ffn_down_exps.scale"), n_exp, 0, 0.2f, 1.0f);
+        }
         if (n_pl > 0) {
             add_tensor(w, T(l, "inp_gate.weight"), dim, n_pl, scale * 4, 0);
             add_tensor(w, T(l, "proj.weight"), n_pl, dim, scale, 0);
@@ -529,7 +554,8 @@ int main(int argc, char **argv)
                         "  gemma4: [--swa N] [--swa-pattern P | --swa-layers 1,1,0,...] [--head-dim-swa HD]\n"
                         "       [--rope-theta-swa T] [--rope-dim-swa R] [--rope-partial F] [--kv-heads-global K]\n"
                         "       [--shared-kv N] [--double-wide] [--per-layer P] [--v-from-k global|all|none]\n"
-                        "       [--no-layer-scale] [--final-softcap X]\n");
+                        "       [--no-layer-scale] [--final-softcap X]\n"
+                        "       [--experts X --experts-used K --ff-exp F [--merged-gate-up]]\n");
         return 1;
     }
     const char *out = argv[1];

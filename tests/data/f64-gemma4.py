@@ -36,9 +36,18 @@ conversion/gemma.py Gemma4Model, read for facts), not from kvchat's code:
   - layer_output_scale (a scalar) multiplies the layer's output, if present;
   - final RMSNorm, LM head (output or token_embd), final soft-capping
     c tanh(z / c) if final_logit_softcapping is set.
-Mixture-of-experts layers (the 26B-A4B) are not here yet: a model with
-ffn_gate_inp tensors is refused.
+  - mixture-of-experts layers (the 26B-A4B: ffn_gate_inp present): with
+    a = the attention's output plus the residual, the FFN's output before
+    post_ffw_norm is RMSNorm(post_ffw_norm_1, the dense FFN of
+    RMSNorm(ffn_norm, a)) + RMSNorm(post_ffw_norm_2, the experts' sum on
+    RMSNorm(pre_ffw_norm_2, a)); the router's logits are ffn_gate_inp times
+    a's unweighted RMSNorm / sqrt(n_embd) times ffn_gate_inp.scale; softmax
+    over all experts, the top expert_used_count (ties to the lower index),
+    weights renormalised to sum 1; each expert down(gelu_tanh(gate h) *
+    up h) times ffn_down_exps.scale[e] (if present) times its weight, summed
+    in rank order.
 usage: f64-gemma4.py MODEL -p IDS -o OUT.f32 [--kv f16|f64]
+F64_G4_NO_DOWN_SCALE=1 leaves ffn_down_exps.scale out (a check, not the model).
 F64REF names f64ref.py (default /work/shared/peer/f64ref.py).
 """
 import importlib.util
@@ -80,8 +89,6 @@ class Gemma4Model(R.Model):
         for t in r.tensors:
             if t.tensor_type not in R.TYPES:
                 R.die(f'tensor {t.name} has type {t.tensor_type.name}, which gguf-py cannot dequantize')
-            if '.ffn_gate_inp.' in t.name:
-                R.die('mixture-of-experts gemma4 layers are not in this reference yet')
         L = self.n_layer = int(get(f'{a}.block_count'))
         self.n_embd = int(get(f'{a}.embedding_length'))
         self.n_head = int(get(f'{a}.attention.head_count'))
@@ -100,6 +107,8 @@ class Gemma4Model(R.Model):
         self.n_pl = int(get(f'{a}.embedding_length_per_layer_input'))
         self.eps = float(get(f'{a}.attention.layer_norm_rms_epsilon'))
         self.final_cap = float(get(f'{a}.final_logit_softcapping', 30.0))   # llama.cpp's default
+        self.n_expert = int(get(f'{a}.expert_count', 0))
+        self.n_expert_used = int(get(f'{a}.expert_used_count', 0))
         self.n_kv = L - self.n_shared
         if self.n_shared and self.n_kv < 2:
             R.die('shared_kv_layers leaves fewer than 2 layers with KV')
@@ -153,6 +162,33 @@ def per_layer_inputs(m, ids, x):
     return (pr + tok) / np.sqrt(2.0)
 
 
+def experts(m, p, a):
+    # the routed experts' weighted sum, (T, n_embd)
+    T, E, K = len(a), m.n_expert, m.n_expert_used
+    z = (norm1(a, m.eps) / np.sqrt(m.n_embd) * m.w(p + 'ffn_gate_inp.scale')) @ m.w(p + 'ffn_gate_inp.weight').T
+    pr = np.exp(z - z.max(-1, keepdims=True))
+    pr /= pr.sum(-1, keepdims=True)
+    h = R.rmsnorm(a, m.w(p + 'pre_ffw_norm_2.weight'), m.eps)
+    if p + 'ffn_gate_up_exps.weight' in m.tensors:
+        gu = m.w(p + 'ffn_gate_up_exps.weight')          # (E, 2F, n_embd)
+        F = gu.shape[1] // 2
+        g_all, u_all = gu[:, :F, :], gu[:, F:, :]
+    else:
+        g_all, u_all = m.w(p + 'ffn_gate_exps.weight'), m.w(p + 'ffn_up_exps.weight')
+    d_all = m.w(p + 'ffn_down_exps.weight')               # (E, n_embd, F)
+    sc = m.w(p + 'ffn_down_exps.scale') if p + 'ffn_down_exps.scale' in m.tensors else np.ones(E)
+    if os.environ.get('F64_G4_NO_DOWN_SCALE'):      # regen-gemma4.sh's check that it matters
+        sc = np.ones(E)
+    out = np.zeros_like(a)
+    for t in range(T):
+        top = np.argsort(-pr[t], kind='stable')[:K]
+        wts = pr[t, top] / pr[t, top].sum()
+        for e, wt in zip(top, wts):
+            y = d_all[e] @ (gelu_tanh(g_all[e] @ h[t]) * (u_all[e] @ h[t]))
+            out[t] += wt * sc[e] * y
+    return out
+
+
 def block(m, l, x, pos, kv16, kvs, pli):
     p, T = f'blk.{l}.', len(x)
     D, H = m.hd[l], m.n_head
@@ -177,6 +213,9 @@ def block(m, l, x, pos, kv16, kvs, pli):
     x = x + R.rmsnorm(a, m.w(p + 'post_attention_norm.weight'), m.eps)
     h = R.rmsnorm(x, m.w(p + 'ffn_norm.weight'), m.eps)
     f = R.linear(m, p + 'ffn_down', gelu_tanh(R.linear(m, p + 'ffn_gate', h)) * R.linear(m, p + 'ffn_up', h))
+    if p + 'ffn_gate_inp.weight' in m.tensors:
+        f = R.rmsnorm(f, m.w(p + 'post_ffw_norm_1.weight'), m.eps) + \
+            R.rmsnorm(experts(m, p, x), m.w(p + 'post_ffw_norm_2.weight'), m.eps)
     x = x + R.rmsnorm(f, m.w(p + 'post_ffw_norm.weight'), m.eps)
     if pli is not None:
         g = gelu_tanh(R.linear(m, p + 'inp_gate', x)) * pli[:, l, :]
