@@ -529,9 +529,9 @@ struct llm_model_params {
 struct llm_model_params llm_model_default_params(void);
 
 /*
- * Open a GGUF model (architectures llama, qwen2, qwen3, gemma2, gemma3 and
- * phi3; an architecture that is bound but not yet computable, were there
- * one, is refused unless params.bind_only) and bind its tensors where they
+ * Open a GGUF model (architectures llama, qwen2, qwen3, gemma2, gemma3,
+ * phi3, qwen35, qwen3moe, qwen35moe; gemma4 is bound but not yet computable,
+ * and refused unless params.bind_only) and bind its tensors where they
  * lie in the mapping; nothing is copied or dequantized.
  * A missing or mis-shaped tensor, or one of a type without kernels, is
  * refused with a message naming it. On success *out is a handle the caller
