@@ -522,6 +522,10 @@ struct llm_model_params {
      * architecture that is bound before its forward pass exists (refused
      * at open otherwise); such a model takes no context (default false) */
     bool bind_only;
+    /* for tests: also open gemma4, which only the reference pass
+     * (llm_forward_ref) computes yet, its weights prepared as for running;
+     * such a model takes no context (default false) */
+    bool ref_only;
     /* where packed weights are cached between runs (see llm_model_open);
      * NULL (the default): packed in memory at every open */
     const char *pack_dir;

@@ -917,7 +917,8 @@ int llm_model_open(const char *path, struct llm_model_params params, struct llm_
         return -1;
     }
     /* phase 1 of issue 17: bound and checked, not yet computed */
-    if (!m->computable && !params.vocab_only && !params.bind_only) {
+    if (!m->computable && !params.vocab_only && !params.bind_only &&
+        !(params.ref_only && m->arch == LLM_ARCH_GEMMA4)) {
         snprintf(err, err_size,
                  "architecture '%s' is not supported yet: kvchat reads it but cannot run it "
                  "(llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen35, qwen3moe, qwen35moe run)",
