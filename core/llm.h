@@ -352,6 +352,7 @@ enum llm_template {
     LLM_TEMPLATE_PHI4,
     LLM_TEMPLATE_COMMAND_R,
     LLM_TEMPLATE_GPT_OSS, /* OpenAI's harmony format (gpt-oss) */
+    LLM_TEMPLATE_GEMMA4,           /* Gemma 4: <|turn>role ... <turn|> */
     LLM_TEMPLATE_COUNT
 };
 
@@ -522,6 +523,10 @@ struct llm_model_params {
      * architecture that is bound before its forward pass exists (refused
      * at open otherwise); such a model takes no context (default false) */
     bool bind_only;
+    /* for tests: also open gemma4, which only the reference pass
+     * (llm_forward_ref) computes yet, its weights prepared as for running;
+     * such a model takes no context (default false) */
+    bool ref_only;
     /* where packed weights are cached between runs (see llm_model_open);
      * NULL (the default): packed in memory at every open */
     const char *pack_dir;
@@ -529,9 +534,9 @@ struct llm_model_params {
 struct llm_model_params llm_model_default_params(void);
 
 /*
- * Open a GGUF model (architectures llama, qwen2, qwen3, gemma2, gemma3 and
- * phi3; an architecture that is bound but not yet computable, were there
- * one, is refused unless params.bind_only) and bind its tensors where they
+ * Open a GGUF model (architectures llama, qwen2, qwen3, gemma2, gemma3,
+ * phi3, qwen35, qwen3moe, qwen35moe; gemma4 is bound but not yet computable,
+ * and refused unless params.bind_only) and bind its tensors where they
  * lie in the mapping; nothing is copied or dequantized.
  * A missing or mis-shaped tensor, or one of a type without kernels, is
  * refused with a message naming it. On success *out is a handle the caller

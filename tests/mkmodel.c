@@ -2,7 +2,7 @@
  * mkmodel.c - the test-model generator: writes small deterministic GGUF
  * models with random weights for kvchat's tests.
  *
- *   tests/mkmodel OUT.gguf [--arch llama|qwen2|qwen3|gemma2|gemma3|phi3]
+ *   tests/mkmodel OUT.gguf [--arch llama|qwen2|qwen3|gemma2|gemma3|phi3|qwen35|qwen3moe|qwen35moe|gemma4]
  *                 [--vocab VOCAB.gguf | --n-vocab N]
  *                 [--dim D] [--layers L] [--heads H] [--kv-heads K] [--head-dim HD]
  *                 [--ff F] [--ctx C] [--seed S] [--rope-theta T] [--tied]
@@ -18,6 +18,12 @@
  *                    [--hot-gain G] [--merged-gate-up]
  *     qwen35moe:     qwen35's and qwen3moe's options, and [--ff-shexp F] (the
  *                    shared expert's rows, default --ff)
+ *     gemma4:        [--swa N] [--swa-pattern P | --swa-layers 1,1,0,...]
+ *                    [--head-dim-swa HD] [--rope-theta-swa T] [--rope-dim-swa R]
+ *                    [--rope-partial F] [--kv-heads-global K] [--shared-kv N]
+ *                    [--double-wide] [--per-layer P] [--v-from-k global|all|none]
+ *                    [--no-layer-scale] [--final-softcap X]
+ *                    [--experts X --experts-used K --ff-exp F [--merged-gate-up]]
  *
  * With the same options it draws the same numbers in the same order as
  * `llref mkmodel` (../shared/peer/llref.c: xorshift64* and Box-Muller), so an
@@ -75,6 +81,49 @@
  *    --merged-gate-up writes one ffn_gate_up_exps {dim, 2F, X} (each
  *    expert's gate rows, then its up rows: llama.cpp's merged form, which
  *    its qwen35moe loader reads) with the same values.
+ *  - gemma4 (Gemma 4's text model, conversion/gemma.py Gemma4Model,
+ *    src/models/gemma4.cpp): gemma3's blocks (q/k norms, post-attention
+ *    and post-FFN norms, GELU) with
+ *    - attention.sliding_window_pattern as an array of bools, one a layer
+ *      (true: local); --swa-pattern P makes every P-th layer global, the
+ *      default 4; --swa-layers gives the array;
+ *    - two head sizes: key_length/value_length for the global layers
+ *      (--head-dim, default 64) and key_length_swa/value_length_swa for
+ *      the local ones (--head-dim-swa, default half), each with its RoPE
+ *      dimension count (rope.dimension_count = the global head size;
+ *      rope.dimension_count_swa, --rope-dim-swa) and base (rope.freq_base,
+ *      rope.freq_base_swa); the global layers' "proportional" RoPE is the
+ *      one rope_freqs tensor (global head size / 2 factors): 1 for the
+ *      first --rope-partial (default 0.25) of the pairs and 1e30 (no
+ *      rotation) for the rest, as the converter writes it;
+ *    - head_count_kv as an array when --kv-heads-global differs from
+ *      --kv-heads (the local layers' count);
+ *    - attention.shared_kv_layers N (--shared-kv, default 0): the last N
+ *      layers have no attn_k, attn_v or attn_k_norm; llama.cpp's local
+ *      shared layers read the KV of layer L-N-2, its global ones that of
+ *      L-N-1, so those two must be local then global (checked here);
+ *    - attn_v absent (V = K before K's norm) on the global layers
+ *      (--v-from-k global, the default), on all, or on none;
+ *    - feed_forward_length as an array doubling n_ff on the shared layers
+ *      with --double-wide (use_double_wide_mlp);
+ *    - per-layer embeddings of --per-layer P values a layer (default 16;
+ *      0: none): per_layer_token_embd {P L, n_vocab}, per_layer_model_proj
+ *      {dim, P L}, per_layer_proj_norm {P}, and per block inp_gate
+ *      {dim, P}, proj {P, dim} and post_norm {dim};
+ *      embedding_length_per_layer_input is always written (llama.cpp
+ *      requires it);
+ *    - layer_output_scale {1} per block (a scalar near 1; not with
+ *      --no-layer-scale);
+ *    - with --experts X (the 26B-A4B): every layer has, beside its dense
+ *      FFN (the shared expert), the router ffn_gate_inp {dim, X} (F32) and
+ *      its input scale ffn_gate_inp.scale {dim}, the stacked experts as
+ *      qwen3moe's (or merged), ffn_down_exps.scale {X} (a per-expert output
+ *      scale near 1), pre_ffw_norm_2, post_ffw_norm_1 and post_ffw_norm_2,
+ *      and the keys expert_count, expert_used_count and
+ *      expert_feed_forward_length.
+ *    Gemma 4's attention does not scale q.k (the norms do), so the q norm's
+ *    weights are drawn near 1/sqrt(head size)^(1/2) to keep the scores
+ *    moderate.
  * Gemma's norm weights are stored as the converter stores them, with the
  * +1 of Gemma's (1 + w) RMSNorm already added: mean 1 here as for llama.
  */
@@ -329,6 +378,185 @@ static uint32_t file_type(uint32_t t)
     }
 }
 
+/* ==== gemma4 ==== */
+
+/* a comma list of n integers, each in [lo, hi] */
+static void parse_list(const char *s, int n, int lo, int hi, int *out, const char *what)
+{
+    const char *p = s;
+    for (int i = 0; i < n; i++) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < lo || v > hi || (i + 1 < n ? *end != ',' : *end != 0)) {
+            fprintf(stderr, "mkmodel: %s wants %d numbers in [%d, %d], separated by commas\n", what, n, lo, hi);
+            exit(2);
+        }
+        out[i] = (int)v;
+        p = end + 1;
+    }
+}
+
+/* the whole gemma4 model but the vocabulary (see the top of the file) */
+static void write_gemma4(struct gw *w, int argc, char **argv, int n_vocab, int dim, int layers, int heads,
+                         int kv_heads, int hd, int ff, int ctx, float theta, float scale, int tied)
+{
+    char key[128], n[64];
+#define KEY(s) (snprintf(key, sizeof key, "gemma4.%s", s), key)
+#define T(l, s) (snprintf(n, sizeof n, "blk.%d.%s", l, s), n)
+    int hd_swa = atoi(opt(argc, argv, "--head-dim-swa", "0"));
+    if (hd_swa <= 0)
+        hd_swa = hd / 2;
+    int rope_swa = atoi(opt(argc, argv, "--rope-dim-swa", "0"));
+    if (rope_swa <= 0)
+        rope_swa = hd_swa;
+    if (hd % 2 || hd_swa % 2 || rope_swa % 2 || rope_swa > hd_swa)
+        die("gemma4: head sizes must be even, --rope-dim-swa even and at most --head-dim-swa");
+    float partial = (float)atof(opt(argc, argv, "--rope-partial", "0.25"));
+    int kvh_glob = atoi(opt(argc, argv, "--kv-heads-global", "0"));
+    if (kvh_glob <= 0)
+        kvh_glob = kv_heads;
+    if (heads % kvh_glob)
+        die("gemma4: heads must divide by --kv-heads-global");
+    int n_shared = atoi(opt(argc, argv, "--shared-kv", "0"));
+    int n_pl = atoi(opt(argc, argv, "--per-layer", "16"));
+    const char *vk = opt(argc, argv, "--v-from-k", "global");
+    if (strcmp(vk, "global") && strcmp(vk, "all") && strcmp(vk, "none"))
+        die("gemma4: --v-from-k wants global, all or none");
+    int double_wide = flag(argc, argv, "--double-wide"), layer_scale = !flag(argc, argv, "--no-layer-scale");
+    int *swa = malloc((size_t)layers * sizeof *swa);
+    if (!swa)
+        die("out of memory");
+    if (opt(argc, argv, "--swa-layers", NULL)) {
+        parse_list(opt(argc, argv, "--swa-layers", NULL), layers, 0, 1, swa, "--swa-layers");
+    } else {
+        int p = atoi(opt(argc, argv, "--swa-pattern", "4"));
+        if (p <= 0)
+            die("gemma4: --swa-pattern must be positive");
+        for (int l = 0; l < layers; l++)
+            swa[l] = (l + 1) % p != 0;
+    }
+    int n_kv = layers - n_shared;
+    if (n_shared < 0 || n_kv < 1)
+        die("gemma4: --shared-kv must leave a layer that owns its KV");
+    if (n_shared > 0 && (n_kv < 2 || !swa[n_kv - 2] || swa[n_kv - 1]))
+        die("gemma4: with --shared-kv, the last two layers that own KV must be local, then global");
+    if (n_pl < 0)
+        die("gemma4: --per-layer must not be negative");
+
+    gw_kv_str(w, "general.architecture", "gemma4");
+    gw_kv_str(w, "general.name", "synthetic");
+    gw_kv_u32(w, "general.file_type", file_type(weight_type));
+    gw_kv_u32(w, KEY("context_length"), (uint32_t)ctx);
+    gw_kv_u32(w, KEY("embedding_length"), (uint32_t)dim);
+    gw_kv_u32(w, KEY("block_count"), (uint32_t)layers);
+    int32_t *arr = malloc((size_t)layers * sizeof *arr);
+    int8_t *barr = malloc((size_t)layers);
+    if (!arr || !barr)
+        die("out of memory");
+    if (double_wide) {
+        for (int l = 0; l < layers; l++)
+            arr[l] = l < n_kv ? ff : 2 * ff;
+        gw_kv_arr(w, KEY("feed_forward_length"), LLM_GGUF_TYPE_INT32, arr, (uint64_t)layers);
+    } else {
+        gw_kv_u32(w, KEY("feed_forward_length"), (uint32_t)ff);
+    }
+    gw_kv_u32(w, KEY("attention.head_count"), (uint32_t)heads);
+    if (kvh_glob != kv_heads) {
+        for (int l = 0; l < layers; l++)
+            arr[l] = swa[l] ? kv_heads : kvh_glob;
+        gw_kv_arr(w, KEY("attention.head_count_kv"), LLM_GGUF_TYPE_INT32, arr, (uint64_t)layers);
+    } else {
+        gw_kv_u32(w, KEY("attention.head_count_kv"), (uint32_t)kv_heads);
+    }
+    gw_kv_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-6f);
+    gw_kv_u32(w, KEY("attention.key_length"), (uint32_t)hd);
+    gw_kv_u32(w, KEY("attention.value_length"), (uint32_t)hd);
+    gw_kv_u32(w, KEY("attention.key_length_swa"), (uint32_t)hd_swa);
+    gw_kv_u32(w, KEY("attention.value_length_swa"), (uint32_t)hd_swa);
+    gw_kv_u32(w, KEY("attention.sliding_window"), (uint32_t)atoi(opt(argc, argv, "--swa", "16")));
+    for (int l = 0; l < layers; l++)
+        barr[l] = (int8_t)swa[l];
+    gw_kv_arr(w, KEY("attention.sliding_window_pattern"), LLM_GGUF_TYPE_BOOL, barr, (uint64_t)layers);
+    gw_kv_u32(w, KEY("attention.shared_kv_layers"), (uint32_t)n_shared);
+    gw_kv_u32(w, KEY("embedding_length_per_layer_input"), (uint32_t)n_pl);
+    gw_kv_f32(w, KEY("rope.freq_base"), theta);
+    gw_kv_f32(w, KEY("rope.freq_base_swa"), (float)atof(opt(argc, argv, "--rope-theta-swa", "10000")));
+    gw_kv_u32(w, KEY("rope.dimension_count"), (uint32_t)hd);
+    gw_kv_u32(w, KEY("rope.dimension_count_swa"), (uint32_t)rope_swa);
+    /* always written: llama.cpp takes 30 when it is absent, and so do the real models */
+    gw_kv_f32(w, KEY("final_logit_softcapping"), (float)atof(opt(argc, argv, "--final-softcap", "30")));
+    gw_kv_u32(w, KEY("vocab_size"), (uint32_t)n_vocab);
+    int n_exp = atoi(opt(argc, argv, "--experts", "0")), n_used = atoi(opt(argc, argv, "--experts-used", "2"));
+    int ff_exp = atoi(opt(argc, argv, "--ff-exp", "64"));
+    if (n_exp > 0) {
+        if (n_used < 1 || n_used > n_exp || ff_exp <= 0)
+            die("gemma4: --experts-used must be 1 to --experts, --ff-exp positive");
+        gw_kv_u32(w, KEY("expert_count"), (uint32_t)n_exp);
+        gw_kv_u32(w, KEY("expert_used_count"), (uint32_t)n_used);
+        gw_kv_u32(w, KEY("expert_feed_forward_length"), (uint32_t)ff_exp);
+    }
+    free(arr);
+    free(barr);
+
+    add_tensor(w, "token_embd.weight", dim, n_vocab, (float)atof(opt(argc, argv, "--embd-scale", "1")), 0);
+    if (n_pl > 0) {
+        add_tensor(w, "per_layer_token_embd.weight", n_pl * layers, n_vocab, 0.5f, 0);
+        add_tensor(w, "per_layer_model_proj.weight", dim, n_pl * layers, scale, 0);
+        add_tensor(w, "per_layer_proj_norm.weight", n_pl, 0, 0.1f, 1.0f);
+    }
+    {
+        /* the global layers' proportional RoPE: the first pairs rotate */
+        int np = hd / 2, nr = (int)((float)hd * partial / 2);
+        float *f = malloc((size_t)np * sizeof *f);
+        for (int i = 0; i < np; i++)
+            f[i] = i < nr ? 1.0f : 1e30f;
+        int64_t ne[2] = {np, 1};
+        gw_tensor(w, "rope_freqs.weight", LLM_TYPE_F32, 1, ne, f, (uint64_t)np * sizeof *f);
+        free(f);
+    }
+    for (int l = 0; l < layers; l++) {
+        int hl = swa[l] ? hd_swa : hd, kvh = swa[l] ? kv_heads : kvh_glob, ffl = double_wide && l >= n_kv ? 2 * ff : ff;
+        int has_v = !strcmp(vk, "none") || (!strcmp(vk, "global") && swa[l]);
+        add_tensor(w, T(l, "attn_norm.weight"), dim, 0, 0.1f, 1.0f);
+        add_tensor(w, T(l, "attn_q.weight"), dim, heads * hl, scale, 0);
+        add_tensor(w, T(l, "attn_q_norm.weight"), hl, 0, 0.05f, powf((float)hl, -0.25f));
+        if (l < n_kv) {
+            add_tensor(w, T(l, "attn_k.weight"), dim, kvh * hl, scale, 0);
+            if (has_v)
+                add_tensor(w, T(l, "attn_v.weight"), dim, kvh * hl, scale, 0);
+            add_tensor(w, T(l, "attn_k_norm.weight"), hl, 0, 0.05f, powf((float)hl, -0.25f));
+        }
+        add_tensor(w, T(l, "attn_output.weight"), heads * hl, dim, scale, 0);
+        add_tensor(w, T(l, "post_attention_norm.weight"), dim, 0, 0.1f, 1.0f);
+        add_tensor(w, T(l, "ffn_norm.weight"), dim, 0, 0.1f, 1.0f);
+        add_tensor(w, T(l, "ffn_gate.weight"), dim, ffl, scale, 0);
+        add_tensor(w, T(l, "ffn_up.weight"), dim, ffl, scale, 0);
+        add_tensor(w, T(l, "ffn_down.weight"), ffl, dim, scale, 0);
+        add_tensor(w, T(l, "post_ffw_norm.weight"), dim, 0, 0.1f, 1.0f);
+        if (n_exp > 0) { /* the 26B-A4B's experts beside the dense FFN */
+            add_tensor(w, T(l, "ffn_gate_inp.scale"), dim, 0, 0.1f, 1.0f);
+            add_tensor(w, T(l, "pre_ffw_norm_2.weight"), dim, 0, 0.1f, 1.0f);
+            add_tensor(w, T(l, "post_ffw_norm_1.weight"), dim, 0, 0.1f, 1.0f);
+            add_tensor(w, T(l, "post_ffw_norm_2.weight"), dim, 0, 0.1f, 1.0f);
+            put_experts(w, l, dim, n_exp, n_used, ff_exp, -1, scale, flag(argc, argv, "--merged-gate-up"));
+            add_tensor(w, T(l, "ffn_down_exps.scale"), n_exp, 0, 0.2f, 1.0f);
+        }
+        if (n_pl > 0) {
+            add_tensor(w, T(l, "inp_gate.weight"), dim, n_pl, scale * 4, 0);
+            add_tensor(w, T(l, "proj.weight"), n_pl, dim, scale, 0);
+            add_tensor(w, T(l, "post_norm.weight"), dim, 0, 0.1f, 1.0f);
+        }
+        if (layer_scale)
+            add_tensor(w, T(l, "layer_output_scale.weight"), 1, 0, 0.2f, 1.0f);
+    }
+    add_tensor(w, "output_norm.weight", dim, 0, 0.1f, 1.0f);
+    if (!tied)
+        add_tensor(w, "output.weight", dim, n_vocab, scale, 0);
+    free(swa);
+#undef KEY
+#undef T
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || argv[1][0] == '-') {
@@ -346,7 +574,12 @@ int main(int argc, char **argv)
                         "       [--merged-gate-up]\n"
                         "  qwen35moe: qwen35's and qwen3moe's options, [--ff-shexp F]\n"
                         "  gpt-oss: qwen3moe's options, [--swa N (128)] [--swa-pattern P (key left out)]\n"
-                        "       [--yarn F (32)] [--orig-ctx C (4096)] [--bias-scale X (3)] [--sink-scale X (1)]\n");
+                        "       [--yarn F (32)] [--orig-ctx C (4096)] [--bias-scale X (3)] [--sink-scale X (1)]\n"
+                        "  gemma4: [--swa N] [--swa-pattern P | --swa-layers 1,1,0,...] [--head-dim-swa HD]\n"
+                        "       [--rope-theta-swa T] [--rope-dim-swa R] [--rope-partial F] [--kv-heads-global K]\n"
+                        "       [--shared-kv N] [--double-wide] [--per-layer P] [--v-from-k global|all|none]\n"
+                        "       [--no-layer-scale] [--final-softcap X]\n"
+                        "       [--experts X --experts-used K --ff-exp F [--merged-gate-up]]\n");
         return 1;
     }
     const char *out = argv[1];
@@ -368,11 +601,12 @@ int main(int argc, char **argv)
     int is_gemma2 = !strcmp(arch, "gemma2"), is_gemma3 = !strcmp(arch, "gemma3");
     int is_phi3 = !strcmp(arch, "phi3"), is_gemma = is_gemma2 || is_gemma3;
     int is_q35moe = !strcmp(arch, "qwen35moe");
-    int is_gptoss = !strcmp(arch, "gpt-oss");
+    int is_gptoss = !strcmp(arch, "gpt-oss"), is_gemma4 = !strcmp(arch, "gemma4");
     int is_qwen35 = !strcmp(arch, "qwen35") || is_q35moe;
     int is_moe = !strcmp(arch, "qwen3moe") || is_q35moe || is_gptoss;
-    if (strcmp(arch, "llama") && !is_qwen2 && !is_qwen3 && !is_gemma && !is_phi3 && !is_qwen35 && !is_moe)
-        die("--arch must be llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen35, qwen3moe, qwen35moe or gpt-oss");
+    if (strcmp(arch, "llama") && !is_qwen2 && !is_qwen3 && !is_gemma && !is_phi3 && !is_qwen35 && !is_moe &&
+        !is_gemma4)
+        die("--arch must be llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen35, qwen3moe, qwen35moe, gpt-oss or gemma4");
     int n_exp = atoi(opt(argc, argv, "--experts", "8")), n_used = atoi(opt(argc, argv, "--experts-used", "2"));
     int ff_exp = atoi(opt(argc, argv, "--ff-exp", "64"));
     int ff_sh = opt(argc, argv, "--ff-shexp", NULL) ? atoi(opt(argc, argv, "--ff-shexp", NULL)) : ff;
@@ -388,7 +622,7 @@ int main(int argc, char **argv)
         die("sizes must be positive");
     if (heads % kv_heads)
         die("heads must divide by kv-heads");
-    int head_dim = atoi(opt(argc, argv, "--head-dim", "0"));
+    int head_dim = atoi(opt(argc, argv, "--head-dim", is_gemma4 ? "64" : "0"));
     if (head_dim == 0) {
         if (dim % heads)
             die("dim must divide by heads (or give --head-dim)");
@@ -407,6 +641,23 @@ int main(int argc, char **argv)
     const char *vocab = opt(argc, argv, "--vocab", NULL);
     int n_vocab = vocab ? copy_vocab(w, vocab, opt(argc, argv, "--template", NULL) != NULL)
                         : set_placeholder_vocab(w, atoi(opt(argc, argv, "--n-vocab", "512")));
+
+    if (is_gemma4) {
+        const char *tmpl = opt(argc, argv, "--template", NULL);
+        if (tmpl) {
+            char *t = slurp(tmpl);
+            gw_kv_str(w, "tokenizer.chat_template", t);
+            free(t);
+        }
+        write_gemma4(w, argc, argv, n_vocab, dim, layers, heads, kv_heads, head_dim, ff, ctx, theta, scale, tied);
+        if (gw_write_file(w, out))
+            die("cannot write the output file");
+        gw_free(w);
+        printf("wrote %s: arch=%s n_vocab=%d dim=%d layers=%d heads=%d kv_heads=%d head_dim=%d ff=%d type=%s%s\n",
+               out, arch, n_vocab, dim, layers, heads, kv_heads, head_dim, ff, llm_type_name(weight_type),
+               tied ? " tied" : "");
+        return 0;
+    }
 
     char key[128];
 #define KEY(s) (snprintf(key, sizeof key, "%s.%s", arch, s), key)

@@ -257,6 +257,65 @@ static void test_bad(void **state)
     assert_non_null(strstr(err, "expert_used_count"));
 }
 
+/* gemma4 (bound, not yet computed): a dense E2B-like model and a
+ * 26B-A4B-like one are read as llama.cpp reads them, refused for running
+ * with the reason; a file whose shared layers would read the KV of a layer
+ * of the other kind is refused, naming the layers */
+static void test_gemma4_bind(void **state)
+{
+    (void)state;
+    char path[512], cmd[1024], err[256];
+    struct llm_model *m;
+    struct llm_model_params p = llm_model_default_params();
+    p.bind_only = true;
+    const char *const opts[] = {
+        "--arch gemma4 --dim 64 --layers 8 --heads 2 --kv-heads 1 --head-dim 32 --head-dim-swa 16 --ff 64 "
+        "--swa 16 --shared-kv 4 --double-wide --per-layer 32",
+        "--arch gemma4 --dim 64 --layers 6 --heads 4 --kv-heads 4 --kv-heads-global 1 --head-dim 32 "
+        "--head-dim-swa 16 --ff 64 --swa 8 --swa-pattern 3 --per-layer 0 --experts 8 --experts-used 2 "
+        "--ff-exp 32 --final-softcap 20",
+    };
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/g4-%d.gguf", tmpdir, i);
+        snprintf(cmd, sizeof cmd, "tests/mkmodel %s %s >/dev/null", path, opts[i]);
+        assert_int_equal(system(cmd), 0);
+        assert_int_equal(llm_model_open(path, p, &m, err, sizeof err), 0);
+        struct llm_model_arch_info a;
+        llm_model_arch_info(m, &a);
+        assert_false(a.computable);
+        assert_true(a.qk_norm && a.post_norms && a.gelu);
+        assert_true(a.attn_scale == 1.0f);
+        assert_true(a.embd_scale == sqrtf(64.0f));
+        assert_true(a.final_softcap == (i ? 20.0f : 30.0f));
+        assert_int_equal(a.n_swa, i ? 8 : 16);
+        assert_int_equal(a.n_swa_layers, i ? 4 : 6);
+        assert_int_equal(a.n_expert, i ? 8 : 0);
+        assert_int_equal(a.n_layer_moe, i ? 6 : 0);
+        for (int64_t l = 0; l < llm_model_n_layer(m); l++)
+            assert_int_equal(llm_model_layer_swa(m, l), i ? (l + 1) % 3 != 0 : (l + 1) % 4 != 0);
+        llm_model_close(m);
+        assert_int_not_equal(llm_model_open(path, llm_model_default_params(), &m, err, sizeof err), 0);
+        assert_non_null(strstr(err, "'gemma4' is not supported yet"));
+    }
+    /* shared_kv_layers 4 -> 5: the global layer 7 would read layer 2, a local one */
+    snprintf(path, sizeof path, "%s/g4-0.gguf", tmpdir);
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    const char key[] = "gemma4.attention.shared_kv_layers";
+    char *hit = memmem(buf, n, key, sizeof key - 1);
+    assert_non_null(hit);
+    uint32_t type, v = 5;
+    memcpy(&type, hit + sizeof key - 1, 4);
+    assert_int_equal(type, LLM_GGUF_TYPE_UINT32);
+    fseek(f, (long)(hit + sizeof key - 1 + 4 - buf), SEEK_SET);
+    assert_int_equal(fwrite(&v, 4, 1, f), 1);
+    fclose(f);
+    assert_int_not_equal(llm_model_open(path, p, &m, err, sizeof err), 0);
+    assert_non_null(strstr(err, "shares the KV of layer"));
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -281,6 +340,7 @@ int main(void)
         cmocka_unit_test(test_gate_clamp),
         cmocka_unit_test(test_model),
         cmocka_unit_test(test_bad),
+        cmocka_unit_test(test_gemma4_bind),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -283,6 +283,38 @@ static void test_nothink(void **state)
     assert_null(llm_template_think_off(LLM_TEMPLATE_CHATML, NULL, 0));
 }
 
+/* Gemma 4: detected by its turn markers; its default generation prompt
+ * ends "<|turn>model\n<|channel>thought\n<channel|>" (the empty thought
+ * channel of enable_thinking unset), which is the think-off text, the
+ * answer's first; a history keeps it in the answers, so each rendering is
+ * a prefix of the next; thinking on has no answer opening (NULL). */
+static void test_gemma4(void **state)
+{
+    (void)state;
+    const char j[] = "{{- '<|turn>' + role + '\\n' }}{{- '<turn|>\\n' -}}";
+    bool fb;
+    assert_int_equal(llm_template_choose(NULL, j, sizeof j - 1, &fb), LLM_TEMPLATE_GEMMA4);
+    assert_false(fb);
+    const char *pre = llm_template_think_off(LLM_TEMPLATE_GEMMA4, j, sizeof j - 1);
+    assert_non_null(pre);
+    assert_string_equal(pre, "<|channel>thought\n<channel|>");
+    assert_null(llm_template_think_on(LLM_TEMPLATE_GEMMA4, j, sizeof j - 1));
+    const struct llm_chat_msg m[] = {
+        {"system", " Be brief. "}, {"user", "Hi\n"}, {"assistant", "<|channel>thought\n<channel|>Hello."},
+        {"user", "Why?"},
+    };
+    char b[1024];
+    assert_true(llm_template_render(LLM_TEMPLATE_GEMMA4, m, 2, true, b, sizeof b) > 0);
+    assert_string_equal(b, "<|turn>system\nBe brief.<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\n");
+    assert_true(llm_template_render(LLM_TEMPLATE_GEMMA4, m, 4, true, b, sizeof b) > 0);
+    assert_string_equal(b, "<|turn>system\nBe brief.<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\n"
+                           "<|channel>thought\n<channel|>Hello.<turn|>\n<|turn>user\nWhy?<turn|>\n"
+                           "<|turn>model\n");
+    struct llm_template_turn_end e = llm_template_turn_end(LLM_TEMPLATE_GEMMA4);
+    assert_string_equal(e.terminator, "<turn|>");
+    assert_string_equal(e.after, "\n");
+}
+
 /* the whole of a small file, NUL-terminated (caller frees) */
 static char *read_text(const char *path, size_t *n)
 {
@@ -397,6 +429,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_incremental),
         cmocka_unit_test(test_nothink),
+        cmocka_unit_test(test_gemma4),
         cmocka_unit_test(test_think_on),
         cmocka_unit_test(test_think_split),
         cmocka_unit_test(test_terminators),

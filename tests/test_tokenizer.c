@@ -16,7 +16,7 @@
 
 static const char *const vocabs[] = {
     "llama-spm", "llama-bpe", "qwen2", "qwen35", "phi-3", "gpt-2", "deepseek-llm",
-    "deepseek-coder", "falcon", "starcoder", "refact", "command-r", "mpt",
+    "deepseek-coder", "falcon", "starcoder", "refact", "command-r", "mpt", "gemma-4",
 };
 
 static int run_vectors(const char *name)

@@ -21,7 +21,7 @@
 static const char *const vocabs[] = {
     "llama-spm", "llama-bpe", "qwen2", "qwen35", "phi-3", "gpt-2", "deepseek-llm",
     "deepseek-coder", "falcon", "starcoder", "refact", "command-r", "mpt", "gpt-neox",
-    "baichuan", "aquila", "gemma-3", "gpt-4o",
+    "baichuan", "aquila", "gemma-3", "gpt-4o", "gemma-4",
 };
 
 static char *read_xz(const char *path, size_t *n)

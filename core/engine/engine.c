@@ -1470,6 +1470,10 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
         snprintf(err, err_size, "the model was opened without its tensors");
         return -1;
     }
+    if (!m->computable) { /* gemma4 opened for the reference pass */
+        snprintf(err, err_size, "architecture '%s' is not supported yet", m->meta.arch);
+        return -1;
+    }
     if (p.kv_type != LLM_TYPE_F16 && p.kv_type != LLM_TYPE_F32) {
         snprintf(err, err_size, "KV cache type %s is not supported (f16, f32 are)", llm_type_name(p.kv_type));
         return -1;

@@ -1,7 +1,9 @@
 /*
  * forward-ref.c - the reference forward pass: the transformer of every
  * architecture the engine runs (llama, qwen2, qwen3, gemma2, gemma3, phi3,
- * qwen35, qwen3moe), one token at a time on one thread, written to be read beside
+ * qwen35, qwen3moe) and of gemma4, which the engine does not run yet (its
+ * definition for when it does; tested against llama.cpp and the float64
+ * pass), one token at a time on one thread, written to be read beside
  * llama2.c's forward(): one short comment per step, shapes in comments.
  *
  * It is the engine's math without the engine's scheduling. engine.c cuts
@@ -54,6 +56,9 @@ struct ref_state {
     int32_t *sel;           /* (n_expert_used) the chosen experts, in rank order */
     float *sel_w;           /* (n_expert_used) their weights */
     float *y;               /* (n_embd) one expert's output */
+    float *mo;              /* (n_embd) gemma4: the experts' sum beside the dense FFN */
+    float *pl, *pl_tok;     /* (n_layer n_pl) gemma4: the token's per-layer inputs; its rows */
+    float *pg;              /* (n_pl) gemma4: a layer's gated per-layer input */
     float *cs;              /* (rope_dim) cos, sin of each rotated pair */
     void *act;              /* the I16 form of the widest product input (64-byte aligned) */
     float *att_scratch;     /* attn.c's scratch for one row and one head over n keys */
@@ -64,7 +69,8 @@ struct ref_state {
 
 /* ==== the steps that are not matrix products (engine.c's definitions) ==== */
 
-/* y = x / rms(x) * w, the sum of squares in double as ggml does (y may be x) */
+/* y = x / rms(x) * w, the sum of squares in double as ggml does (y may be
+ * x); w NULL: no weight (gemma4's V) */
 static void rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
 {
     double sum = 0;
@@ -73,22 +79,27 @@ static void rmsnorm(float *y, const float *x, const float *w, int64_t n, float e
     float mean = (float)(sum / (double)n);
     float scale = 1.0f / sqrtf(mean + eps);
     for (int64_t i = 0; i < n; i++)
-        y[i] = (x[i] * scale) * w[i];
+        y[i] = w ? (x[i] * scale) * w[i] : x[i] * scale;
 }
 
 /* cs (rope_dim) = cos, sin of each pair's angle at position pos: theta_i =
  * pos base^(-2i/rope_dim) by repeated multiplication, divided by the pair's
  * frequency factor, times the linear scale; qwen35 leaves some pairs at
  * angle 0; longrope multiplies cos and sin by its attention factor */
-static void rope_angles(const struct ref_state *s, float base, float freq_scale, int64_t pos, float *cs)
+static void rope_angles(const struct ref_state *s, const struct llm_layer *L, int64_t pos, float *cs)
 {
     const struct llm_model *m = s->m;
-    float theta_scale = powf(base, -2.0f / (float)m->rope_dim);
+    float base = L->rope_base, freq_scale = L->rope_freq_scale;
+    /* gemma4: the layer's own rotated dimensions and factors (the global
+     * layers' rope_freqs); the others: the model's */
+    int64_t rope_dim = m->arch == LLM_ARCH_GEMMA4 ? L->rope_dim : m->rope_dim;
+    const float *factors = m->arch == LLM_ARCH_GEMMA4 ? L->rope_freqs : s->rope_factors;
+    float theta_scale = powf(base, -2.0f / (float)rope_dim);
     float theta = (float)pos, dims[2];
     if (m->rope_yarn) /* gpt-oss: YaRN's angles (model.h) */
         llm_model_yarn_dims(m, base, dims);
-    for (int64_t i = 0; i < m->rope_dim / 2; i++) {
-        float ff = s->rope_factors ? s->rope_factors[i] : 1.0f;
+    for (int64_t i = 0; i < rope_dim / 2; i++) {
+        float ff = factors ? factors[i] : 1.0f;
         float th = m->rope_yarn ? llm_yarn_theta(theta / ff, freq_scale, dims, i) : freq_scale * (theta / ff);
         if (m->rope_still && m->rope_still[i])
             th = 0.0f;
@@ -98,13 +109,14 @@ static void rope_angles(const struct ref_state *s, float base, float freq_scale,
     }
 }
 
-/* rotate the first rope_dim dimensions of each of n_heads heads (head_dim
+/* rotate the first rope_dim dimensions of each of n_heads heads (hd
  * apart): pairs (i, i + rope_dim/2) in NeoX order, else (2i, 2i + 1) */
-static void rope(const struct llm_model *m, float *v, int64_t n_heads, const float *cs)
+static void rope(const struct llm_model *m, float *v, int64_t n_heads, int64_t hd, int64_t rope_dim,
+                 const float *cs)
 {
-    int64_t half = m->rope_dim / 2;
+    int64_t half = rope_dim / 2;
     for (int64_t h = 0; h < n_heads; h++) {
-        float *x = v + h * m->head_dim;
+        float *x = v + h * hd;
         for (int64_t i = 0; i < half; i++) {
             int64_t a = m->rope_neox ? i : 2 * i, b = m->rope_neox ? i + half : 2 * i + 1;
             float c = cs[2 * i], sn = cs[2 * i + 1], x0 = x[a], x1 = x[b];
@@ -159,12 +171,21 @@ static void attention(struct ref_state *s, int64_t l, int64_t pos)
 {
     const struct llm_model *m = s->m;
     const struct llm_layer *L = &m->layers[l];
-    int64_t hd = m->head_dim, kv_mul = m->n_head / m->n_head_kv;
+    /* the layer's sizes (gemma4's differ by layer; the others' are the model's) */
+    int64_t hd = L->head_dim, n_head_kv = L->n_head_kv, kv_mul = m->n_head / n_head_kv;
+    int64_t q_dim = L->q_dim, kv_dim = L->kv_dim;
+    int64_t rope_dim = m->arch == LLM_ARCH_GEMMA4 ? L->rope_dim : m->rope_dim;
 
-    /* q (q_rows), k, v (kv_dim) = wq xn, wk xn, wv xn */
+    /* q (q_rows), k, v (kv_dim) = wq xn, wk xn, wv xn; gemma4: a layer that
+     * shares its KV computes q only, and v is k's product where it has no wv */
     matmul(s, s->q, &L->wq, s->xn);
-    matmul(s, s->k, &L->wk, s->xn);
-    matmul(s, s->v, &L->wv, s->xn);
+    if (!L->kv_shared) {
+        matmul(s, s->k, &L->wk, s->xn);
+        if (L->v_from_k)
+            memcpy(s->v, s->k, (size_t)kv_dim * sizeof(float));
+        else
+            matmul(s, s->v, &L->wv, s->xn);
+    }
     /* qwen35: wq gave each head's q then its output gate; q (q_dim), gate (q_dim) */
     if (m->attn_gate) {
         for (int64_t h = 0; h < m->n_head; h++)
@@ -173,27 +194,34 @@ static void attention(struct ref_state *s, int64_t l, int64_t pos)
             memmove(s->q + h * hd, s->q + 2 * h * hd, (size_t)hd * sizeof(float));
     }
     /* biases (qwen2) */
-    add_bias(s->q, L->bq, m->q_dim);
-    add_bias(s->k, L->bk, m->kv_dim);
-    add_bias(s->v, L->bv, m->kv_dim);
-    /* q and k normed per head (qwen3, gemma3, qwen35) */
+    add_bias(s->q, L->bq, q_dim);
+    add_bias(s->k, L->bk, kv_dim);
+    add_bias(s->v, L->bv, kv_dim);
+    /* q and k normed per head (qwen3, gemma3, qwen35, gemma4); gemma4's V
+     * normed per head with no weight */
     if (L->q_norm)
         for (int64_t h = 0; h < m->n_head; h++)
             rmsnorm(s->q + h * hd, s->q + h * hd, L->q_norm, hd, m->rms_eps);
     if (L->k_norm)
-        for (int64_t h = 0; h < m->n_head_kv; h++)
+        for (int64_t h = 0; h < n_head_kv; h++)
             rmsnorm(s->k + h * hd, s->k + h * hd, L->k_norm, hd, m->rms_eps);
+    if (L->v_norm && !L->kv_shared)
+        for (int64_t h = 0; h < n_head_kv; h++)
+            rmsnorm(s->v + h * hd, s->v + h * hd, NULL, hd, m->rms_eps);
     /* RoPE at pos, with this layer's base and scale (gemma's local layers have their own) */
-    rope_angles(s, L->rope_base, L->rope_freq_scale, pos, s->cs);
-    rope(m, s->q, m->n_head, s->cs);
-    rope(m, s->k, m->n_head_kv, s->cs);
-    /* K and V of pos into the cache, in its type: row pos of each KV head */
+    rope_angles(s, L, pos, s->cs);
+    rope(m, s->q, m->n_head, hd, rope_dim, s->cs);
+    if (!L->kv_shared)
+        rope(m, s->k, n_head_kv, hd, rope_dim, s->cs);
+    /* K and V of pos into the cache, in its type: row pos of each KV head
+     * (a gemma4 layer that shares KV reads kv_index's rows, written before) */
     size_t row = (size_t)hd * s->kv_elt;
     uint8_t *kc = s->k_cache[L->kv_index], *vc = s->v_cache[L->kv_index];
-    for (int64_t g = 0; g < m->n_head_kv; g++) {
-        s->kv_ops->from_float(s->k + g * hd, kc + (size_t)(g * s->n + pos) * row, hd);
-        s->kv_ops->from_float(s->v + g * hd, vc + (size_t)(g * s->n + pos) * row, hd);
-    }
+    if (!L->kv_shared)
+        for (int64_t g = 0; g < n_head_kv; g++) {
+            s->kv_ops->from_float(s->k + g * hd, kc + (size_t)(g * s->n + pos) * row, hd);
+            s->kv_ops->from_float(s->v + g * hd, vc + (size_t)(g * s->n + pos) * row, hd);
+        }
     /* each query head h, on KV head h / kv_mul:
      *   att_h (head_dim) = softmax(cap(scale q_h . K^T)) V over the keys
      *   [lo, pos], lo = pos - n_swa + 1 on sliding-window layers, else 0
@@ -202,7 +230,7 @@ static void attention(struct ref_state *s, int64_t l, int64_t pos)
         int64_t g = h / kv_mul;
         struct llm_attn_job job = {
             .q = s->q + h * hd,
-            .q_stride = m->q_dim,
+            .q_stride = q_dim,
             .out = s->att + h * hd,
             .out_stride = hd,
             .n_rows = 1,
@@ -293,20 +321,104 @@ static void ffn(struct ref_state *s, int64_t l)
 {
     const struct llm_model *m = s->m;
     const struct llm_layer *L = &m->layers[l];
-    if (L->exp_gate) { /* qwen3moe: experts instead */
+    if (L->exp_gate && m->arch != LLM_ARCH_GEMMA4) { /* qwen3moe: experts instead */
         moe(s, l);
         return;
     }
     /* hb (n_ff) = w_gate xn, hb2 (n_ff) = w_up xn */
     matmul(s, s->hb, &L->w_gate, s->xn);
     matmul(s, s->hb2, &L->w_up, s->xn);
-    /* hb = act(hb) * hb2: SiLU, or GELU (tanh) for gemma */
-    for (int64_t i = 0; i < m->n_ff; i++) {
+    /* hb = act(hb) * hb2: SiLU, or GELU (tanh) for gemma (the layer's rows: gemma4's vary) */
+    for (int64_t i = 0; i < L->n_ff; i++) {
         float g = s->hb[i];
         s->hb[i] = m->ffn_act == LLM_FFN_GELU_TANH ? gelu_tanh(g) * s->hb2[i] : g / (1.0f + expf(-g)) * s->hb2[i];
     }
     /* xb (n_embd) = w_down hb */
     matmul(s, s->xb, &L->w_down, s->hb);
+}
+
+/* ==== gemma4 ==== */
+
+/* the token's per-layer inputs, pl (n_layer n_pl) = (RMSNorm_P(pl_model_proj
+ * x / sqrt(n_embd)) pl_proj_norm + its pl_tok_embd row sqrt(P)) / sqrt(2),
+ * x the scaled embedding (src/models/gemma4.cpp project_per_layer_inputs) */
+static void g4_per_layer_inputs(struct ref_state *s, int32_t token)
+{
+    const struct llm_model *m = s->m;
+    int64_t P = m->n_pl, n = m->n_layer * P;
+    matmul(s, s->pl, &m->pl_model_proj, s->x);
+    float proj_scale = 1.0f / sqrtf((float)m->n_embd), tok_scale = sqrtf((float)P), in_scale = 1.0f / sqrtf(2.0f);
+    for (int64_t i = 0; i < n; i++)
+        s->pl[i] = s->pl[i] * proj_scale;
+    for (int64_t l = 0; l < m->n_layer; l++)
+        rmsnorm(s->pl + l * P, s->pl + l * P, m->pl_proj_norm, P, m->rms_eps);
+    const struct llm_weight *te = &m->pl_tok_embd;
+    te->ops->to_float_ref(te->rows + (size_t)token * te->m.row_bytes, s->pl_tok, n);
+    for (int64_t i = 0; i < n; i++)
+        s->pl[i] = (s->pl[i] + s->pl_tok[i] * tok_scale) * in_scale;
+}
+
+/* the 26B-A4B's experts on a = x after attention: mo (n_embd) = the k
+ * experts' down(gelu(gate h) * up h) times their output scale and weight,
+ * summed in rank order, h = RMSNorm(a) pre_ffw_norm_2; the router reads
+ * RMSNorm(a) (no weight) / sqrt(n_embd) times ffn_gate_inp.scale */
+static void g4_experts(struct ref_state *s, int64_t l)
+{
+    const struct llm_model *m = s->m;
+    const struct llm_layer *L = &m->layers[l];
+    int64_t E = m->n_embd, F = m->n_ff_exp;
+    float inv = 1.0f / sqrtf((float)E);
+    rmsnorm(s->y, s->x, NULL, E, m->rms_eps);
+    for (int64_t i = 0; i < E; i++)
+        s->y[i] = (s->y[i] * inv) * L->router_scale[i];
+    matmul(s, s->router, &L->w_router, s->y);
+    llm_moe_gate(m->moe_gating, m->moe_norm, s->router, m->n_expert, m->n_expert_used, s->sel, s->sel_w);
+    rmsnorm(s->xn, s->x, L->ffn_pre_norm_2, E, m->rms_eps);
+    for (int64_t j = 0; j < m->n_expert_used; j++) {
+        int32_t e = s->sel[j];
+        matmul(s, s->hb, &L->exp_gate[e], s->xn);
+        matmul(s, s->hb2, &L->exp_up[e], s->xn);
+        for (int64_t i = 0; i < F; i++)
+            s->hb[i] = gelu_tanh(s->hb[i]) * s->hb2[i];
+        matmul(s, s->y, &L->exp_down[e], s->hb);
+        float sc = L->exp_down_scale ? L->exp_down_scale[e] : 1.0f;
+        for (int64_t i = 0; i < E; i++) {
+            float v = (L->exp_down_scale ? s->y[i] * sc : s->y[i]) * s->sel_w[j];
+            s->mo[i] = j == 0 ? v : s->mo[i] + v;
+        }
+    }
+}
+
+/* a gemma4 layer after attention: x += RMSNorm(the FFN's output)
+ * post_ffw_norm, where the FFN is the dense one on RMSNorm(x) ffn_norm, or
+ * (26B-A4B) RMSNorm(that) post_ffw_norm_1 + RMSNorm(the experts)
+ * post_ffw_norm_2; then x += RMSNorm(proj (gelu(inp_gate x) * the layer's
+ * per-layer input)) post_norm; then x *= layer_output_scale */
+static void g4_ffn_and_more(struct ref_state *s, int64_t l)
+{
+    const struct llm_model *m = s->m;
+    const struct llm_layer *L = &m->layers[l];
+    int64_t E = m->n_embd, P = m->n_pl;
+    rmsnorm(s->xn, s->x, L->ffn_norm, E, m->rms_eps);
+    ffn(s, l);
+    if (L->exp_gate) {
+        rmsnorm(s->xb, s->xb, L->ffn_post_norm_1, E, m->rms_eps);
+        g4_experts(s, l);
+        rmsnorm(s->mo, s->mo, L->ffn_post_norm_2, E, m->rms_eps);
+        for (int64_t i = 0; i < E; i++)
+            s->xb[i] = s->xb[i] + s->mo[i];
+    }
+    residual(m, s->x, s->xb, L->ffn_post_norm);
+    if (P > 0) {
+        matmul(s, s->pg, &L->w_pl_gate, s->x);
+        for (int64_t i = 0; i < P; i++)
+            s->pg[i] = gelu_tanh(s->pg[i]) * s->pl[l * P + i];
+        matmul(s, s->xb, &L->w_pl_proj, s->pg);
+        residual(m, s->x, s->xb, L->pl_post_norm);
+    }
+    if (L->out_scale != 1.0f)
+        for (int64_t i = 0; i < E; i++)
+            s->x[i] = s->x[i] * L->out_scale;
 }
 
 /* one token at position pos through the model; the logits when asked */
@@ -321,6 +433,9 @@ static void forward(struct ref_state *s, int32_t token, int64_t pos, bool logits
     if (m->embd_scale != 1.0f)
         for (int64_t i = 0; i < E; i++)
             s->x[i] *= m->embd_scale;
+    /* gemma4: the per-layer inputs, from this x */
+    if (m->n_pl > 0)
+        g4_per_layer_inputs(s, token);
 
     for (int64_t l = 0; l < m->n_layer; l++) {
         const struct llm_layer *L = &m->layers[l];
@@ -337,6 +452,10 @@ static void forward(struct ref_state *s, int32_t token, int64_t pos, bool logits
             for (int64_t i = 0; i < E; i++)
                 s->xb[i] += L->bo[i];
         residual(m, s->x, s->xb, L->attn_post_norm);
+        if (m->arch == LLM_ARCH_GEMMA4) {
+            g4_ffn_and_more(s, l);
+            continue;
+        }
         /* xn = rmsnorm(x) ffn_norm; xb = the FFN (or the experts); x += xb (gemma: normed first) */
         rmsnorm(s->xn, s->x, L->ffn_norm, E, m->rms_eps);
         ffn(s, l);
@@ -375,7 +494,8 @@ static void state_free(struct ref_state *s)
     free(s->k_cache);
     free(s->v_cache);
     void *bufs[] = {s->x, s->xn, s->xb, s->q, s->gate, s->k, s->v, s->raw, s->rq, s->att,
-                    s->hb, s->hb2, s->router, s->sel, s->sel_w, s->y, s->cs, s->act, s->att_scratch, s->rstate};
+                    s->hb, s->hb2, s->router, s->sel, s->sel_w, s->y, s->cs, s->act, s->att_scratch, s->rstate,
+                    s->mo, s->pl, s->pl_tok, s->pg};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         free(bufs[i]);
 }
@@ -386,8 +506,9 @@ static int64_t widest_input(const struct llm_model *m)
     int64_t w = m->output.m.n_in;
     for (int64_t l = 0; l < m->n_layer; l++) {
         const struct llm_layer *L = &m->layers[l];
-        int64_t in[4] = {L->wq.m.n_in, L->wo.m.n_in, L->w_down.m.n_in, L->exp_down ? L->exp_down[0].m.n_in : 0};
-        for (int i = 0; i < 4; i++)
+        int64_t in[5] = {L->wq.m.n_in, L->wo.m.n_in, L->w_down.m.n_in, L->exp_down ? L->exp_down[0].m.n_in : 0,
+                         L->w_pl_proj.m.n_in};
+        for (int i = 0; i < 5; i++)
             w = in[i] > w ? in[i] : w;
     }
     return w;
@@ -422,6 +543,10 @@ static bool state_init(struct ref_state *s, const struct llm_model *m, int64_t n
     s->sel = zalloc((size_t)m->n_expert_used * sizeof(int32_t), &ok);
     s->sel_w = zalloc((size_t)m->n_expert_used * f, &ok);
     s->y = zalloc((size_t)m->n_embd * f, &ok);
+    s->mo = zalloc((size_t)m->n_embd * f, &ok);
+    s->pl = zalloc((size_t)(m->n_layer * m->n_pl) * f, &ok);
+    s->pl_tok = zalloc((size_t)(m->n_layer * m->n_pl) * f, &ok);
+    s->pg = zalloc((size_t)m->n_pl * f, &ok);
     s->cs = zalloc((size_t)m->rope_dim * f, &ok);
     s->act = zalloc(llm_act_bytes(LLM_ACT_I16, widest_input(m)), &ok);
     s->att_scratch = zalloc(llm_attn_scratch_floats(1, m->head_dim, n) * f, &ok);
@@ -440,7 +565,7 @@ static bool state_init(struct ref_state *s, const struct llm_model *m, int64_t n
 int llm_forward_ref(const struct llm_model *m, struct llm_ctx_params p, const int32_t *tokens, int64_t n,
                     float *logits, char *err, size_t err_size)
 {
-    if (!m->layers || !m->computable) {
+    if (!m->layers || (!m->computable && m->arch != LLM_ARCH_GEMMA4)) {
         snprintf(err, err_size, "the reference forward pass cannot compute this model");
         return LLM_ERR;
     }

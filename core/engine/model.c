@@ -129,6 +129,7 @@ static const struct {
     {"gemma3", LLM_ARCH_GEMMA3, true},  {"phi3", LLM_ARCH_PHI3, true},
     {"qwen35", LLM_ARCH_QWEN35, true},  {"qwen3moe", LLM_ARCH_QWEN3MOE, true},
     {"qwen35moe", LLM_ARCH_QWEN35MOE, true}, {"gpt-oss", LLM_ARCH_GPTOSS, true},
+    {"gemma4", LLM_ARCH_GEMMA4, false},
 };
 
 bool llm_arch_runs(const char *arch)
@@ -149,6 +150,8 @@ static int layer_pattern(struct binder *b)
 {
     struct llm_model *m = b->m;
     const struct llm_model_meta *mt = &m->meta;
+    if (m->arch == LLM_ARCH_GEMMA4) /* gemma4_layers set them */
+        return 0;
     int64_t period = 0;
     m->n_swa = 0;
     if (m->arch == LLM_ARCH_GEMMA2) {
@@ -287,6 +290,91 @@ static int hparams_moe(struct binder *b)
     return 0;
 }
 
+/* "ARCH.SUFFIX" as one value for every layer or an array of one a layer
+ * (llama.cpp's get_key_or_arr): layer l's value, def when absent; each
+ * value must be in [lo, hi] */
+static int layer_key(struct binder *b, const char *suffix, int64_t l, int64_t def, int64_t lo, int64_t hi,
+                     int64_t *out)
+{
+    const struct llm_model_meta *mt = &b->m->meta;
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", mt->arch, suffix);
+    int64_t ki = llm_gguf_find_key(b->m->gguf, key);
+    *out = def;
+    if (ki >= 0 && llm_gguf_kv_type(b->m->gguf, ki) == LLM_GGUF_TYPE_ARRAY) {
+        if (llm_gguf_arr_n(b->m->gguf, ki) != (uint64_t)mt->n_layer)
+            return fail(b, "metadata key '%s' has %" PRIu64 " values for %" PRId64 " blocks", key,
+                        llm_gguf_arr_n(b->m->gguf, ki), mt->n_layer);
+        if (llm_gguf_arr_get_int(b->m->gguf, ki, (uint64_t)l, out))
+            return fail(b, "metadata key '%s' is not an array of numbers", key);
+    } else if (ki >= 0 && llm_gguf_get_int(b->m->gguf, ki, out)) {
+        return fail(b, "metadata key '%s' is not a number", key);
+    }
+    if (*out < lo || *out > hi)
+        return fail(b, "metadata key '%s' is missing or out of range", key);
+    return 0;
+}
+
+/* the largest of a per-layer key's values (gemma4's feed_forward_length
+ * and head_count_kv may be arrays) */
+static int layer_key_max(struct binder *b, const char *suffix, int64_t *max)
+{
+    int64_t v, mx = 0;
+    for (int64_t l = 0; l < b->m->meta.n_layer; l++) {
+        if (layer_key(b, suffix, l, *max, 1, 1 << 20, &v))
+            return -1;
+        mx = v > mx ? v : mx;
+    }
+    *max = mx;
+    return 0;
+}
+
+/* gemma4 (llama.cpp src/models/gemma4.cpp load_arch_hparams; conversion/
+ * gemma.py Gemma4Model): key_length/value_length for the global layers,
+ * key_length_swa/value_length_swa for the local ones (equal, as llama.cpp
+ * requires), rope.dimension_count(_swa), rope.freq_base(_swa); a window
+ * (attention.sliding_window, required); shared_kv_layers (default 0);
+ * embedding_length_per_layer_input (required, 0: none); no scaling of q.k;
+ * the embedding times sqrt(n_embd); GELU; final soft-cap default 30 (as
+ * llama_hparams); experts if expert_count is set. The model's head_dim,
+ * kv_dim, rope_dim are the global layers' (the larger), n_head_kv and n_ff
+ * the largest of the layers'. */
+static int hparams_gemma4(struct binder *b)
+{
+    struct llm_model *m = b->m;
+    const struct llm_model_meta *mt = &m->meta;
+    int64_t hd_swa, vd_swa, rot_swa, n_shared;
+    if (layer_key(b, "attention.key_length_swa", 0, -1, 2, 1 << 16, &hd_swa) ||
+        layer_key(b, "attention.value_length_swa", 0, hd_swa, 2, 1 << 16, &vd_swa) ||
+        layer_key(b, "rope.dimension_count_swa", 0, hd_swa, 2, hd_swa, &rot_swa) ||
+        layer_key(b, "attention.shared_kv_layers", 0, 0, 0, mt->n_layer - 1, &n_shared) ||
+        layer_key(b, "embedding_length_per_layer_input", 0, -1, 0, 1 << 16, &m->n_pl) ||
+        layer_key(b, "attention.sliding_window", 0, -1, 1, 1 << 30, &m->n_swa))
+        return -1;
+    if (vd_swa != hd_swa)
+        return fail(b, "attention.value_length_swa differs from key_length_swa (gemma4 requires them equal)");
+    if (hd_swa % 2 || rot_swa % 2)
+        return fail(b, "gemma4: the local head size and its RoPE dimensions must be even");
+    if (n_shared > 0 && mt->n_layer - n_shared < 2)
+        return fail(b, "gemma4: shared_kv_layers leaves fewer than 2 layers with their own KV");
+    m->n_layer_kv_shared = n_shared;
+    m->n_layer_kv = m->n_layer - n_shared;
+    if (hd_swa > m->head_dim) {
+        m->head_dim = hd_swa;
+        m->q_dim = m->n_head * m->head_dim;
+    }
+    m->kv_dim = m->n_head_kv * m->head_dim;
+    m->qkv_width = m->q_dim + 2 * m->kv_dim;
+    m->q_rows = m->q_dim;
+    m->ffn_act = LLM_FFN_GELU_TANH;
+    m->embd_scale = sqrtf((float)m->n_embd);
+    m->attn_scale = 1.0f;
+    m->final_softcap = mt->final_softcap > 0 ? (float)mt->final_softcap : 30.0f;
+    if (mt->n_expert > 0)
+        return hparams_moe(b);
+    return 0;
+}
+
 static int hparams(struct binder *b)
 {
     struct llm_model *m = b->m;
@@ -296,22 +384,31 @@ static int hparams(struct binder *b)
         ai++;
     if (ai == sizeof archs / sizeof *archs)
         return fail(b, "architecture '%s' is not supported (llama, qwen2, qwen3, gemma2, "
-                       "gemma3, phi3, qwen35, qwen3moe, qwen35moe, gpt-oss are)", mt->arch);
+                       "gemma3, phi3, qwen35, qwen3moe, qwen35moe, gpt-oss are; gemma4 is read, not run)",
+                   mt->arch);
     m->arch = archs[ai].arch;
     m->computable = archs[ai].computable;
+    int64_t n_ff = mt->n_ff, n_head_kv = mt->n_head_kv;
+    if (m->arch == LLM_ARCH_GEMMA4) { /* each may be one value a layer */
+        if (mt->n_layer <= 0 || mt->n_layer > 4096)
+            return fail(b, "metadata key '%s.block_count' is missing or out of range", mt->arch);
+        if (layer_key_max(b, "feed_forward_length", &n_ff) ||
+            layer_key_max(b, "attention.head_count_kv", &n_head_kv))
+            return -1;
+    }
     struct { const char *key; int64_t v; } need[] = {
         {"embedding_length", mt->n_embd}, {"block_count", mt->n_layer},
-        {"feed_forward_length", mt->n_ff}, {"attention.head_count", mt->n_head},
-        {"attention.head_count_kv", mt->n_head_kv}, {"attention.key_length", mt->head_dim_k},
+        {"feed_forward_length", n_ff}, {"attention.head_count", mt->n_head},
+        {"attention.head_count_kv", n_head_kv}, {"attention.key_length", mt->head_dim_k},
     };
     for (size_t i = 0; i < sizeof need / sizeof *need; i++)
         if (need[i].v <= 0 || need[i].v > (1 << 20))
             return fail(b, "metadata key '%s.%s' is missing or out of range", mt->arch, need[i].key);
     if (mt->n_layer > 4096)
         return fail(b, "metadata key '%s.block_count' is out of range", mt->arch);
-    if (mt->n_head % mt->n_head_kv)
+    if (m->arch != LLM_ARCH_GEMMA4 && mt->n_head % n_head_kv) /* gemma4: per layer, at binding */
         return fail(b, "head_count %" PRId64 " is not a multiple of head_count_kv %" PRId64,
-                    mt->n_head, mt->n_head_kv);
+                    mt->n_head, n_head_kv);
     if (mt->head_dim_v != mt->head_dim_k)
         return fail(b, "attention.value_length differs from key_length (not supported)");
     if (mt->head_dim_k % 2 || mt->rope_dim <= 0 || mt->rope_dim > mt->head_dim_k || mt->rope_dim % 2)
@@ -322,9 +419,9 @@ static int hparams(struct binder *b)
     m->n_embd = mt->n_embd;
     m->n_layer = mt->n_layer;
     m->n_head = mt->n_head;
-    m->n_head_kv = mt->n_head_kv;
+    m->n_head_kv = n_head_kv;
     m->head_dim = mt->head_dim_k;
-    m->n_ff = mt->n_ff;
+    m->n_ff = n_ff;
     m->q_dim = m->n_head * m->head_dim;
     m->kv_dim = m->n_head_kv * m->head_dim;
     if (m->arch == LLM_ARCH_PHI3 && m->q_dim != m->n_embd)
@@ -386,6 +483,8 @@ static int hparams(struct binder *b)
         return -1;
     if (m->arch == LLM_ARCH_QWEN3MOE || m->arch == LLM_ARCH_QWEN35MOE || m->arch == LLM_ARCH_GPTOSS)
         return hparams_moe(b);
+    if (m->arch == LLM_ARCH_GEMMA4)
+        return hparams_gemma4(b);
     return 0;
 }
 
@@ -623,6 +722,132 @@ static int bind_layer(struct binder *b, int64_t l)
     return 0;
 }
 
+/* gemma4's layers: local or global by the sliding_window_pattern array
+ * (true: local; llama.cpp requires it), each kind's head size, RoPE
+ * dimensions, base and factors, the per-layer KV heads and FFN rows, and
+ * which layers share KV: the last shared_kv_layers read layer
+ * n_layer_kv - 2's rows (local ones) or n_layer_kv - 1's (global ones), as
+ * llama.cpp's layer reuse does; those two must be of the kinds that read
+ * them, or the rows would not fit. */
+static int gemma4_layers(struct binder *b)
+{
+    struct llm_model *m = b->m;
+    const struct llm_model_meta *mt = &m->meta;
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", mt->arch);
+    int64_t hd_swa, rot_swa;
+    if (llm_gguf_find_key(m->gguf, key) < 0)
+        return fail(b, "metadata key '%s' is missing", key);
+    if (layer_key(b, "attention.key_length_swa", 0, -1, 2, 1 << 16, &hd_swa) ||
+        layer_key(b, "rope.dimension_count_swa", 0, hd_swa, 2, hd_swa, &rot_swa))
+        return -1;
+    float base_swa = mt->rope_freq_base_swa > 0 ? (float)mt->rope_freq_base_swa : m->rope_base;
+    for (int64_t l = 0; l < m->n_layer; l++) {
+        struct llm_layer *L = &m->layers[l];
+        int64_t swa, kvh, ff;
+        if (layer_key(b, "attention.sliding_window_pattern", l, 0, 0, 1, &swa) ||
+            layer_key(b, "attention.head_count_kv", l, m->n_head, 1, 1 << 20, &kvh) ||
+            layer_key(b, "feed_forward_length", l, -1, 1, 1 << 20, &ff))
+            return -1;
+        if (m->n_head % kvh)
+            return fail(b, "layer %" PRId64 ": head_count %" PRId64 " is not a multiple of head_count_kv %" PRId64,
+                        l, m->n_head, kvh);
+        L->swa = swa != 0;
+        L->head_dim = L->swa ? hd_swa : mt->head_dim_k;
+        L->rope_dim = L->swa ? rot_swa : m->rope_dim;
+        L->rope_base = L->swa ? base_swa : m->rope_base;
+        L->rope_freq_scale = L->swa ? 1.0f : m->rope_freq_scale;
+        L->rope_freqs = L->swa ? NULL : m->rope_freqs;
+        L->n_head_kv = kvh;
+        L->q_dim = m->n_head * L->head_dim;
+        L->kv_dim = kvh * L->head_dim;
+        L->n_ff = ff;
+        L->v_norm = true;
+        L->out_scale = 1.0f;
+        L->kv_shared = l >= m->n_layer_kv;
+        L->kv_index = L->kv_shared ? m->n_layer_kv - (L->swa ? 2 : 1) : l;
+    }
+    for (int64_t l = m->n_layer_kv; l < m->n_layer; l++) {
+        const struct llm_layer *L = &m->layers[l], *S = &m->layers[L->kv_index];
+        if (S->swa != L->swa || S->kv_dim != L->kv_dim)
+            return fail(b, "gemma4: layer %" PRId64 " shares the KV of layer %" PRId64 ", which is not of its kind",
+                        l, L->kv_index);
+    }
+    return 0;
+}
+
+/* a gemma4 layer (src/models/gemma4.cpp load_arch_tensors) */
+static int bind_layer_gemma4(struct binder *b, int64_t l)
+{
+    struct llm_model *m = b->m;
+    struct llm_layer *L = &m->layers[l];
+    int64_t E = m->n_embd;
+    char n[LLM_GGUF_MAX_NAME + 16];
+#define N(s) (snprintf(n, sizeof n, "blk.%" PRId64 ".%s", l, s), n)
+    if (bind_vec(b, N("attn_norm.weight"), E, true, &L->attn_norm) ||
+        bind_weight(b, N("attn_q.weight"), E, L->q_dim, &L->wq) ||
+        bind_weight(b, N("attn_output.weight"), L->q_dim, E, &L->wo) ||
+        bind_vec(b, N("attn_q_norm.weight"), L->head_dim, true, &L->q_norm) ||
+        bind_vec(b, N("post_attention_norm.weight"), E, true, &L->attn_post_norm) ||
+        bind_vec(b, N("ffn_norm.weight"), E, true, &L->ffn_norm) ||
+        bind_weight(b, N("ffn_gate.weight"), E, L->n_ff, &L->w_gate) ||
+        bind_weight(b, N("ffn_up.weight"), E, L->n_ff, &L->w_up) ||
+        bind_weight(b, N("ffn_down.weight"), L->n_ff, E, &L->w_down) ||
+        bind_vec(b, N("post_ffw_norm.weight"), E, true, &L->ffn_post_norm))
+        return -1;
+    /* K and V of their own only where the layer does not share them; V is
+     * K's product where attn_v is absent */
+    if (!L->kv_shared) {
+        if (bind_weight(b, N("attn_k.weight"), E, L->kv_dim, &L->wk) ||
+            bind_vec(b, N("attn_k_norm.weight"), L->head_dim, true, &L->k_norm))
+            return -1;
+        L->v_from_k = !find(b, N("attn_v.weight"), false);
+        if (!L->v_from_k && bind_weight(b, n, E, L->kv_dim, &L->wv))
+            return -1;
+    }
+    const float *scale;
+    if (bind_vec(b, N("layer_output_scale.weight"), 1, false, &scale))
+        return -1;
+    if (scale) {
+        if (!isfinite(scale[0]))
+            return fail(b, "tensor '%s' is not finite", n);
+        L->out_scale = scale[0];
+    }
+    if (m->n_pl > 0 &&
+        (bind_weight(b, N("inp_gate.weight"), E, m->n_pl, &L->w_pl_gate) ||
+         bind_weight(b, N("proj.weight"), m->n_pl, E, &L->w_pl_proj) ||
+         bind_vec(b, N("post_norm.weight"), E, true, &L->pl_post_norm)))
+        return -1;
+    /* the 26B-A4B's experts beside the dense FFN, with their norms and scales */
+    if (m->n_expert > 0 && find(b, N("ffn_gate_inp.weight"), false)) {
+        if (bind_vec(b, N("ffn_gate_inp.scale"), E, true, &L->router_scale) ||
+            bind_vec(b, N("ffn_down_exps.scale"), m->n_expert, false, &L->exp_down_scale) ||
+            bind_vec(b, N("pre_ffw_norm_2.weight"), E, true, &L->ffn_pre_norm_2) ||
+            bind_vec(b, N("post_ffw_norm_1.weight"), E, true, &L->ffn_post_norm_1) ||
+            bind_vec(b, N("post_ffw_norm_2.weight"), E, true, &L->ffn_post_norm_2) || bind_moe(b, l))
+            return -1;
+    }
+#undef N
+    return 0;
+}
+
+/* gemma4's model-wide per-layer input tensors */
+static int bind_gemma4(struct binder *b)
+{
+    struct llm_model *m = b->m;
+    if (m->n_pl > 0 &&
+        (bind_weight(b, "per_layer_token_embd.weight", m->n_pl * m->n_layer, m->n_vocab, &m->pl_tok_embd) ||
+         bind_weight(b, "per_layer_model_proj.weight", m->n_embd, m->n_pl * m->n_layer, &m->pl_model_proj) ||
+         bind_vec(b, "per_layer_proj_norm.weight", m->n_pl, true, &m->pl_proj_norm)))
+        return -1;
+    if (gemma4_layers(b))
+        return -1;
+    for (int64_t l = 0; l < m->n_layer; l++)
+        if (bind_layer_gemma4(b, l))
+            return -1;
+    return 0;
+}
+
 static int bind_tensors(struct binder *b)
 {
     struct llm_model *m = b->m;
@@ -657,8 +882,12 @@ static int bind_tensors(struct binder *b)
     m->layers = calloc((size_t)m->n_layer, sizeof *m->layers);
     if (!m->layers)
         return fail(b, "out of memory");
-    for (int64_t l = 0; l < m->n_layer; l++)
-        m->layers[l].kv_index = l, m->layers[l].rec_index = -1;
+    for (int64_t l = 0; l < m->n_layer; l++) {
+        struct llm_layer *L = &m->layers[l];
+        L->kv_index = l, L->rec_index = -1;
+        L->head_dim = m->head_dim, L->n_head_kv = m->n_head_kv, L->q_dim = m->q_dim;
+        L->kv_dim = m->kv_dim, L->rope_dim = m->rope_dim, L->n_ff = m->n_ff, L->out_scale = 1.0f;
+    }
     if (m->n_expert) {
         m->experts = calloc((size_t)(m->n_layer * 3 * m->n_expert), sizeof *m->experts);
         if (!m->experts)
@@ -666,6 +895,8 @@ static int bind_tensors(struct binder *b)
     }
     if ((m->arch == LLM_ARCH_QWEN35 || m->arch == LLM_ARCH_QWEN35MOE) && recurrent_pattern(b))
         return -1;
+    if (m->arch == LLM_ARCH_GEMMA4)
+        return bind_gemma4(b);
     for (int64_t l = 0; l < m->n_layer; l++)
         if (bind_layer(b, l))
             return -1;
@@ -773,10 +1004,11 @@ int llm_model_open(const char *path, struct llm_model_params params, struct llm_
         return -1;
     }
     /* phase 1 of issue 17: bound and checked, not yet computed */
-    if (!m->computable && !params.vocab_only && !params.bind_only) {
+    if (!m->computable && !params.vocab_only && !params.bind_only &&
+        !(params.ref_only && m->arch == LLM_ARCH_GEMMA4)) {
         snprintf(err, err_size,
                  "architecture '%s' is not supported yet: kvchat reads it but cannot run it "
-                 "(llama, qwen2, qwen3 run)",
+                 "(llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen35, qwen3moe, qwen35moe run)",
                  m->meta.arch);
         llm_model_close(m);
         return -1;

@@ -72,6 +72,24 @@ struct llm_layer {
      * rows of n_embd). NULL elsewhere. */
     const float *bo, *sinks, *router_b;
     const float *exp_gate_b, *exp_up_b, *exp_down_b;
+    /* gemma4 (issue 24; bound, not yet computed): this layer's own sizes
+     * (the model's head_dim, n_head_kv, q_dim, kv_dim, rope_dim, n_ff are
+     * their maxima), its RoPE factors (the global layers' rope_freqs, or
+     * NULL), V = K's product where attn_v is absent (v_from_k: wv unbound),
+     * V's unweighted RMSNorm, shared KV (kv_shared: no wk, wv or k_norm;
+     * kv_index is the layer whose rows it reads), the per-layer input's
+     * gate (n_embd -> n_pl) and projection (n_pl -> n_embd) with its norm,
+     * the output scale (1 when absent), and the experts' extras: the
+     * router's input scale (n_embd), the experts' output scales (n_expert,
+     * or NULL), and the norms around the two FFN branches */
+    int64_t head_dim, n_head_kv, q_dim, kv_dim, rope_dim, n_ff;
+    const float *rope_freqs;
+    bool v_from_k, v_norm, kv_shared;
+    struct llm_weight w_pl_gate, w_pl_proj;
+    const float *pl_post_norm;
+    float out_scale;
+    const float *router_scale, *exp_down_scale;
+    const float *ffn_pre_norm_2, *ffn_post_norm_1, *ffn_post_norm_2;
 };
 
 /* how a token's router logits choose its experts and weigh them (moe.c) */
@@ -93,6 +111,7 @@ enum llm_arch {
     LLM_ARCH_QWEN3MOE,
     LLM_ARCH_QWEN35MOE,
     LLM_ARCH_GPTOSS,
+    LLM_ARCH_GEMMA4,
     LLM_ARCH_COUNT
 };
 
@@ -161,6 +180,13 @@ struct llm_model {
     bool moe_norm;             /* the k weights renormalised to sum 1 */
     bool fused_gate_up_exps;   /* the experts' gate and up are views on one ffn_gate_up_exps */
     struct llm_weight *experts; /* (n_layer_moe * 3 * n_expert) what the layers' exp_* point into */
+    /* gemma4's per-layer inputs (n_pl values a layer; 0: none): the token
+     * rows (n_vocab rows of n_pl n_layer), the projection of the scaled
+     * embedding (n_embd -> n_pl n_layer) and its norm (n_pl) */
+    int64_t n_pl;
+    struct llm_weight pl_tok_embd, pl_model_proj;
+    const float *pl_proj_norm;
+    int64_t n_layer_kv_shared; /* gemma4: the last layers, which read earlier layers' KV */
 };
 
 /* gpt-oss's clamped SwiGLU of one gate and up value (LLM_FFN_SWIGLU_OAI) */

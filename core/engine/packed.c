@@ -28,7 +28,8 @@
  *   then the packed weights, in model order (each layer's q, k, v, o, gate,
  *   up, down, and qwen35's z, alpha, beta where bound, then the output,
  *   then each mixture-of-experts layer's router and its experts' gates,
- *   ups and downs, each expert's matrix packed on its own),
+ *   ups and downs, each expert's matrix packed on its own, then gemma4's
+ *   per_layer_model_proj and each layer's inp_gate and proj),
  *   each ceil(rows / group rows) groups (the layouts of quant-pack.c,
  *   quant-k.c and fmm.c) at a multiple of 64 bytes.
  * A file whose header does not match the model as opened (another file,
@@ -121,7 +122,8 @@ static int plan_make(struct llm_model *m, struct plan *p)
 {
     *p = (struct plan){0};
     int64_t dense = m->n_layer * 10 + 1, X = m->n_expert;
-    int64_t max = dense + m->n_layer_moe * (1 + 3 * X);
+    int64_t moe_end = dense + m->n_layer_moe * (1 + 3 * X);
+    int64_t max = moe_end + (m->n_pl > 0 ? 1 + 2 * m->n_layer : 0); /* gemma4's per-layer inputs */
     p->w = malloc((size_t)max * sizeof *p->w);
     p->off = malloc((size_t)max * sizeof *p->off);
     if (!p->w || !p->off) {
@@ -137,6 +139,10 @@ static int plan_make(struct llm_model *m, struct plan *p)
             W = lw[i % 10];
         } else if (i == dense - 1) {
             W = &m->output;
+        } else if (i >= moe_end) { /* gemma4: per_layer_model_proj, each layer's inp_gate and proj */
+            int64_t k = i - moe_end;
+            W = k == 0 ? &m->pl_model_proj
+                       : (k - 1) % 2 ? &m->layers[(k - 1) / 2].w_pl_proj : &m->layers[(k - 1) / 2].w_pl_gate;
         } else { /* the experts: router, gates, ups, downs of each layer with them */
             int64_t j = (i - dense) % (1 + 3 * X);
             if (j == 0)

@@ -74,7 +74,8 @@ int llm_model_meta_read(const struct llm_gguf *g, struct llm_model_meta *m, char
     m->rope_type = !strcmp(a, "llama") ? "norm"
                    : !strcmp(a, "qwen2") || !strcmp(a, "qwen3") || !strcmp(a, "gemma2") ||
                            !strcmp(a, "gemma3") || !strcmp(a, "phi3") || !strcmp(a, "qwen3moe") ||
-                           !strcmp(a, "gpt-oss")
+                           !strcmp(a, "gpt-oss") ||
+                           !strcmp(a, "gemma4")
                        ? "neox"
                    : !strcmp(a, "qwen35") || !strcmp(a, "qwen35moe") ? "imrope"
                        : "?";

@@ -29,9 +29,15 @@
  *    ..."), so an answer that starts with "<|channel|>" renders as it was
  *    generated, right after the opening; any other assistant content as
  *    llama.cpp renders it ("<|message|>" first). Both end "<|return|>".
- *  - Real Jinja templates that drop earlier reasoning (<think>...) or
- *    reorder history are not interpreted: kvchat renders the family's
- *    plain format, which never rewrites earlier turns.
+ *  - Real Jinja templates that drop earlier reasoning (<think>..., Gemma
+ *    4's <|channel>...<channel|>) or reorder history are not interpreted:
+ *    kvchat renders the family's plain format, which never rewrites
+ *    earlier turns.
+ *  - Gemma 4's generation prompt ends with an empty thought channel unless
+ *    thinking is enabled (by <|think|> in the system turn, which kvchat
+ *    does not write): that channel is its think-off text, which the
+ *    conversation feeds as the answer's first tokens (--think off), so the
+ *    plain opening is "<|turn>model\n".
  *
  * Invariant: every renderer writes through struct out, which counts the
  * bytes needed even when the buffer is too small.
@@ -70,6 +76,7 @@ static const char *const names[LLM_TEMPLATE_COUNT] = {
     [LLM_TEMPLATE_PHI4] = "phi4",
     [LLM_TEMPLATE_COMMAND_R] = "command-r",
     [LLM_TEMPLATE_GPT_OSS] = "gpt-oss",
+    [LLM_TEMPLATE_GEMMA4] = "gemma4",
 };
 
 const char *llm_template_name(enum llm_template t)
@@ -89,6 +96,7 @@ enum llm_template llm_template_from_name(const char *name)
 #define SPM_SPACE "\xe2\x96\x81" /* U+2581 ▁ */
 #define NOTHINK "<think>\n\n</think>\n\n" /* Qwen3's, enable_thinking false */
 #define THINK "<think>\n"                  /* Qwen3.5's, thinking on */
+#define G4_NOTHINK "<|channel>thought\n<channel|>" /* Gemma 4's, thinking off */
 
 enum llm_template llm_template_detect(const char *t, size_t n)
 {
@@ -101,6 +109,9 @@ enum llm_template llm_template_detect(const char *t, size_t n)
         if (k != LLM_TEMPLATE_UNKNOWN)
             return k;
     }
+    /* Gemma 4 (not among llama.cpp's built-in formats: its Jinja renders it) */
+    if (has(t, n, "<|turn>") && has(t, n, "<turn|>"))
+        return LLM_TEMPLATE_GEMMA4;
     if (has(t, n, "<|im_start|>")) {
         if (has(t, n, "<|im_sep|>"))
             return LLM_TEMPLATE_PHI4;
@@ -175,6 +186,10 @@ enum llm_template llm_template_choose(const char *override_name, const char *jin
 
 const char *llm_template_think_off(enum llm_template t, const char *jinja, size_t len)
 {
+    /* Gemma 4's generation prompt without enable_thinking (its default)
+     * ends with an empty thought channel */
+    if (t == LLM_TEMPLATE_GEMMA4)
+        return G4_NOTHINK;
     if (t == LLM_TEMPLATE_CHATML && jinja && has(jinja, len, "enable_thinking") && has(jinja, len, "<think>"))
         return NOTHINK;
     return NULL;
@@ -386,6 +401,18 @@ static void render(struct out *o, enum llm_template t, const struct llm_chat_msg
             put(o, "<start_of_turn>model\n");
         break;
     }
+    case LLM_TEMPLATE_GEMMA4:
+        /* Gemma 4's Jinja without tools or thinking: every message is a
+         * turn, the assistant's named model, the content trimmed. The
+         * Jinja also strips <|channel>...<channel|> from earlier answers;
+         * kvchat keeps what the model saw (see the top of the file) */
+        for (size_t i = 0; i < n; i++) {
+            put(o, "<|turn>"), put(o, is(m[i].role, "assistant") ? "model" : m[i].role), put(o, "\n");
+            put_trim(o, m[i].content), put(o, "<turn|>\n");
+        }
+        if (add_ass)
+            put(o, "<|turn>model\n");
+        break;
     case LLM_TEMPLATE_DEEPSEEK:
         for (size_t i = 0; i < n; i++) {
             if (is(m[i].role, "system"))
@@ -504,6 +531,7 @@ struct llm_template_turn_end llm_template_turn_end(enum llm_template t)
     case LLM_TEMPLATE_PHI3: return (struct llm_template_turn_end){"<|end|>", "\n"};
     case LLM_TEMPLATE_PHI4: return (struct llm_template_turn_end){"<|im_end|>", ""};
     case LLM_TEMPLATE_GEMMA: return (struct llm_template_turn_end){"<end_of_turn>", "\n"};
+    case LLM_TEMPLATE_GEMMA4: return (struct llm_template_turn_end){"<turn|>", "\n"};
     case LLM_TEMPLATE_ZEPHYR: return (struct llm_template_turn_end){"<|endoftext|>", "\n"};
     case LLM_TEMPLATE_DEEPSEEK: return (struct llm_template_turn_end){"<|EOT|>", "\n"};
     case LLM_TEMPLATE_COMMAND_R:
@@ -533,6 +561,7 @@ const char *const *llm_template_stops(enum llm_template t)
     static const char *const phi3[] = {"<|end|>", "<|user|>", "<|endoftext|>", NULL};
     static const char *const phi4[] = {"<|im_end|>", "<|im_start|>", NULL};
     static const char *const gemma[] = {"<end_of_turn>", "<start_of_turn>", NULL};
+    static const char *const gemma4[] = {"<turn|>", "<|turn>", NULL};
     static const char *const zephyr[] = {"<|endoftext|>", "</s>", "<|user|>", NULL};
     static const char *const deepseek[] = {"<|EOT|>", "### Instruction:", NULL};
     static const char *const command_r[] = {"<|END_OF_TURN_TOKEN|>", "<|START_OF_TURN_TOKEN|>",
@@ -548,6 +577,7 @@ const char *const *llm_template_stops(enum llm_template t)
     case LLM_TEMPLATE_PHI3: return phi3;
     case LLM_TEMPLATE_PHI4: return phi4;
     case LLM_TEMPLATE_GEMMA: return gemma;
+    case LLM_TEMPLATE_GEMMA4: return gemma4;
     case LLM_TEMPLATE_ZEPHYR: return zephyr;
     case LLM_TEMPLATE_DEEPSEEK: return deepseek;
     case LLM_TEMPLATE_COMMAND_R: return command_r;

@@ -20,6 +20,11 @@
  * pair with the lowest merge rank (ties: leftmost) is merged until no pair
  * has a rank. A final symbol that is not a token is emitted byte by byte,
  * and bytes that are not single-byte tokens are dropped, as llama.cpp does.
+ *
+ * Gemma 4's tokenizer ("gemma4") is a BPE of another kind: its caller has
+ * made spaces U+2581, the words are runs of newlines and runs of other text,
+ * the symbols are the raw UTF-8 characters (no byte mapping), and a final
+ * symbol that is not a token is emitted as the <0xXX> tokens of its bytes.
  */
 #include "core/text/vocab.h"
 #include "core/text/unicode.h"
@@ -714,7 +719,14 @@ static void bpe_word(const struct llm_vocab *v, const char *word, size_t len, st
             continue;
         }
         for (uint32_t j = 0; j < s->n; j++) {
-            id = llm_token_find(v, word + s->off + j, 1);
+            if (v->escape_spaces) { /* raw UTF-8: the byte's <0xXX> token */
+                static const char hex[] = "0123456789ABCDEF";
+                unsigned char c = (unsigned char)word[s->off + j];
+                char b[6] = {'<', '0', 'x', hex[c >> 4], hex[c & 15], '>'};
+                id = llm_token_find(v, b, 6);
+            } else {
+                id = llm_token_find(v, word + s->off + j, 1);
+            }
             if (id >= 0)
                 llm_tokbuf_push(out, id);
         }
@@ -723,11 +735,54 @@ static void bpe_word(const struct llm_vocab *v, const char *word, size_t len, st
 
 /* ==== the fragment ==== */
 
+/* gemma4 (llama.cpp's LLAMA_VOCAB_PRE_TYPE_GEMMA4): the text (spaces already
+ * U+2581) in runs of newlines and runs of anything else ("[^\n]+|[\n]+"),
+ * each merged over its raw UTF-8 characters; a run of newlines that is a
+ * token is that token */
+static void gemma4_tokenize(const struct llm_vocab *v, const char *text, size_t len, struct llm_tokbuf *out)
+{
+    struct bpe_work w = {0};
+    for (size_t i = 0; i < len && !w.oom;) {
+        bool nl = text[i] == '\n';
+        size_t j = i;
+        while (j < len && (text[j] == '\n') == nl)
+            j++;
+        int32_t id = nl ? llm_token_find(v, text + i, j - i) : -1;
+        if (id >= 0)
+            llm_tokbuf_push(out, id);
+        else
+            bpe_word(v, text + i, j - i, &w, out);
+        i = j;
+    }
+    if (w.oom)
+        out->oom = true;
+    free(w.sym);
+    free(w.heap);
+}
+
 void llm_bpe_tokenize(const struct llm_vocab *v, const char *text, size_t len,
                       struct llm_tokbuf *out)
 {
     if (len == 0)
         return;
+    if (v->pre == LLM_PRE_GEMMA4) {
+        /* as llama.cpp's regex split rebuilds the words from code points:
+         * each invalid byte becomes U+FFFD (and so does a code point past
+         * U+10FFFF, where llama.cpp throws) */
+        char *clean = malloc(3 * len);
+        if (!clean) {
+            out->oom = true;
+            return;
+        }
+        size_t k = 0;
+        for (size_t off = 0; off < len;) {
+            uint32_t c = llm_utf8_decode(text, len, &off);
+            k += llm_utf8_encode(c > 0x10FFFF ? 0xFFFD : c, clean + k);
+        }
+        gemma4_tokenize(v, clean, k, out);
+        free(clean);
+        return;
+    }
     uint32_t *cp = malloc(len * sizeof *cp);
     uint16_t *fl = malloc(len * sizeof *fl);
     uint8_t *col = malloc(len);

@@ -502,8 +502,18 @@ int llm_vocab_load(const struct llm_gguf *g, struct llm_vocab **out, char *err, 
             if (fl & NO_BOS)
                 v->bos = LLM_TOKEN_NULL;
         }
+    } else if (!strcmp(model, "gemma4")) {
+        /* Gemma 4 (llama.cpp's llama-vocab.cpp, tokenizer "gemma4"): BPE
+         * merges over raw UTF-8 after spaces become U+2581, split only
+         * into runs of newlines and runs of other text; no default ids */
+        v->type = LLM_VOCAB_BPE;
+        v->pre = LLM_PRE_GEMMA4;
+        snprintf(v->pre_name, sizeof v->pre_name, "gemma4");
+        v->escape_spaces = true;
+        v->clean_spaces = true;
+        v->add_bos = true;
     } else {
-        seterr(err, es, "unsupported tokenizer '%s' (kvchat reads 'llama' and 'gpt2')", model);
+        seterr(err, es, "unsupported tokenizer '%s' (kvchat reads 'llama', 'gpt2' and 'gemma4')", model);
         llm_vocab_free(v);
         return -1;
     }
@@ -537,6 +547,8 @@ int llm_vocab_load(const struct llm_gguf *g, struct llm_vocab **out, char *err, 
     kv_id(g, "tokenizer.ggml.middle_token_id", n, &fim_mid);
     v->add_bos = kv_int(g, "tokenizer.ggml.add_bos_token", v->add_bos) != 0;
     v->add_eos = kv_int(g, "tokenizer.ggml.add_eos_token", v->add_eos) != 0;
+    if (v->pre == LLM_PRE_GEMMA4)
+        v->add_bos = true; /* llama.cpp overrides a false add_bos_token for Gemma 4 */
 
     detect(v, &v->eot, eot_texts);
     detect(v, &v->eom, eom_texts);
@@ -909,10 +921,27 @@ int32_t llm_tokenize_ex(const struct llm_vocab *v, const char *text, size_t len,
     } else {
         for (size_t i = 0; i < a.n; i++) {
             struct frag f = a.f[i];
-            if (f.id != LLM_TOKEN_NULL)
+            if (f.id != LLM_TOKEN_NULL) {
                 llm_tokbuf_push(&out, f.id);
-            else
+            } else if (v->escape_spaces) {
+                /* gemma4: spaces as U+2581 (3 bytes), then the merges */
+                char *tmp = malloc(3 * f.len + 1);
+                if (!tmp) {
+                    out.oom = true;
+                    break;
+                }
+                size_t k = 0;
+                for (size_t j = 0; j < f.len; j++) {
+                    if (text[f.off + j] == ' ')
+                        memcpy(tmp + k, "\xe2\x96\x81", 3), k += 3;
+                    else
+                        tmp[k++] = text[f.off + j];
+                }
+                llm_bpe_tokenize(v, tmp, k, &out);
+                free(tmp);
+            } else {
                 llm_bpe_tokenize(v, text + f.off, f.len, &out);
+            }
         }
     }
     if (add_special && v->add_eos && v->eos != LLM_TOKEN_NULL)
@@ -977,7 +1006,7 @@ int32_t llm_token_to_piece(const struct llm_vocab *v, int32_t id, char *buf, int
          * token's text + "]", as llama.cpp writes it. First the size, then
          * the text. */
         size_t need = 0;
-        if (v->type == LLM_VOCAB_SPM) {
+        if (v->type == LLM_VOCAB_SPM || v->escape_spaces) {
             need = t->len;
         } else {
             for (size_t i = 0; i < t->len;) {
@@ -990,7 +1019,7 @@ int32_t llm_token_to_piece(const struct llm_vocab *v, int32_t id, char *buf, int
         if (!o)
             return 0;
         size_t k = 0;
-        if (v->type == LLM_VOCAB_SPM) {
+        if (v->type == LLM_VOCAB_SPM || v->escape_spaces) {
             for (size_t i = 0; i < t->len;) {
                 if (i + 3 <= t->len && !memcmp(t->text + i, "\xe2\x96\x81", 3))
                     o[k++] = ' ', i += 3;

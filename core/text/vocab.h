@@ -20,6 +20,7 @@ enum llm_pre {
     LLM_PRE_QWEN2,          /* also stablelm2, hunyuan, grok-2 ... */
     LLM_PRE_QWEN35,
     LLM_PRE_GPT4O,          /* o200k (gpt-oss), also llama4, kanana2, talkie */
+    LLM_PRE_GEMMA4,         /* tokenizer.ggml.model "gemma4": SentencePiece-style BPE */
     LLM_PRE_COUNT
 };
 
@@ -53,6 +54,8 @@ struct llm_vocab {
 
     int32_t bos, eos, eot, eom, unk, sep, pad, nl;
     bool add_bos, add_eos, add_space_prefix, clean_spaces, ignore_merges;
+    bool escape_spaces;   /* gemma4: ' ' is U+2581 in the tokens (a BPE over raw UTF-8,
+                             not GPT-2's byte code points; bytes as <0xXX> tokens) */
 
     int32_t *special;     /* CONTROL | USER_DEFINED | UNKNOWN ids, longest text first */
     int32_t n_special;

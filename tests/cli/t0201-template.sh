@@ -29,8 +29,8 @@ for f in "$D"/jinja/*.jinja; do
 done
 
 # from vocabulary-only GGUF files: qwen2 carries ChatML, phi-3 Phi-3,
-# gemma-3 Gemma, gpt-2 has no template
-for v in qwen2:chatml phi-3:phi3 gemma-3:gemma gpt-2:chatml; do
+# gemma-3 Gemma, gemma-4 Gemma 4, gpt-2 has no template
+for v in qwen2:chatml phi-3:phi3 gemma-3:gemma gemma-4:gemma4 gpt-2:chatml; do
     xz -dc "$TOP/tests/data/tokenizer/ggml-vocab-${v%%:*}.gguf.xz" > "$T/v.gguf"
     run "$KVCHAT" template -m "$T/v.gguf"
     expect_rc 0

@@ -6,6 +6,15 @@
 #   tests/data/templates/jinja/X.jinja   llama.cpp's copies of real models'
 #                                        templates that kvchat recognises
 #   tests/data/templates/jinja/X.txt     `llref template "$(cat X.jinja)"`
+#   gemma4.txt, jinja/google-gemma-4-*.txt  Gemma 4, which llama.cpp renders
+#                                        only through its Jinja engine (not
+#                                        llama_chat_apply_template, so not
+#                                        llref): the real templates rendered
+#                                        by python3-jinja2 (tests/data/
+#                                        render-jinja.py), without the empty
+#                                        thought channel the generation
+#                                        prompt ends with (kvchat feeds it as
+#                                        the answer's first text, --think off)
 # usage: tests/data/regen-templates.sh   (from the top directory, after make)
 set -eu
 home=${LLREF_HOME:-$HOME/.cache/llref}
@@ -14,6 +23,7 @@ d=tests/data/templates
 mkdir -p "$d/jinja"
 rm -f "$d"/*.txt "$d"/jinja/*
 for name in $(./kvchat template --list | awk '{print $1}'); do
+    [ "$name" = gemma4 ] && continue
     "$llref" template "$name" > "$d/$name.txt"
 done
 # Gemma 3's template is not in llama.cpp's collection: take it from the
@@ -35,4 +45,11 @@ for f in "$home"/src/models/templates/*.jinja "$extra"/*.jinja; do
     "$llref" template "$(cat "$f")" > "$d/jinja/$b.txt" 2>/dev/null || { rm -f "$d/jinja/$b.txt"; continue; }
     cp "$f" "$d/jinja/$b.jinja"
 done
+for f in "$home"/src/models/templates/google-gemma-4-*.jinja; do
+    b=$(basename "$f" .jinja)
+    cp "$f" "$d/jinja/$b.jinja"
+    /usr/bin/python3 tests/data/render-jinja.py "$f" --strip-suffix '<|channel>thought
+<channel|>' > "$d/jinja/$b.txt"
+done
+cp "$d/jinja/google-gemma-4-31B-it.txt" "$d/gemma4.txt"
 ls "$d"/*.txt "$d"/jinja/*.txt | wc -l

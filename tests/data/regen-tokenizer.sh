@@ -52,7 +52,7 @@ if [ -n "${GEMMA3_NPM:-}" ]; then
     xz -T1 -9 -c "$tmp/gemma3/v.gguf" > "$d/ggml-vocab-gemma-3.gguf.xz"
 fi
 for name in llama-spm llama-bpe qwen2 qwen35 phi-3 gpt-2 deepseek-llm deepseek-coder \
-            falcon starcoder refact command-r mpt gpt-neox baichuan aquila gemma-3 gpt-4o; do
+            falcon starcoder refact command-r mpt gpt-neox baichuan aquila gemma-3 gpt-4o gemma-4; do
     src=$home/src/models/ggml-vocab-$name.gguf
     if [ "$name" = gpt-4o ]; then # llama-bpe's with the o200k splitter's name (tests/tok-util.h)
         src=$tmp/gpt-4o.gguf
