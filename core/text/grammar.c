@@ -946,10 +946,32 @@ struct llm_matcher {
     } cache[CACHE_SLOTS];
     int32_t cache_next, cache_used;
     int32_t mask_words;
+    /* the transitions memo (see "Masks" above): states met in trie walks,
+     * interned by their key (state_key), with what each byte makes of them */
+    int32_t *mw;          /* the states' keys, one after another */
+    size_t mw_cap;
+    int64_t mw_n;
+    struct mstate {
+        int64_t off;      /* key in mw */
+        int64_t tr;       /* transitions in mt: 256 (no code point begun) or 64 (continuation bytes) */
+        int32_t len;      /* key words */
+        int32_t n_stacks;
+        bool any_empty;
+    } *ms;
+    size_t ms_cap;
+    int32_t ms_n;
+    int32_t *mt;          /* 0 not known yet, -1 the byte is refused, else the next state + 1 */
+    size_t mt_cap;
+    int64_t mt_n;
+    uint64_t *mh;         /* intern table: (hash >> 32 | 1) << 32 | (state + 1); 0 empty */
+    int64_t mh_n;         /* slots (a power of two, or 0) */
     struct llm_matcher_stats stats;
     char *piece;
     int32_t piece_cap;
 };
+
+static void memo_clear(struct llm_matcher *m);
+static void memo_free(struct llm_matcher *m);
 
 static uint64_t hash_words(const int32_t *w, int64_t n, uint64_t h)
 {
@@ -1377,6 +1399,7 @@ void llm_matcher_free(struct llm_matcher *m)
         free(m->cache[i].key);
         free(m->cache[i].mask);
     }
+    memo_free(m);
     free(m);
 }
 
@@ -1390,6 +1413,7 @@ void llm_matcher_set_grammar(struct llm_matcher *m, const struct llm_grammar *g)
     }
     m->cache_used = 0;
     m->cache_next = 0;
+    memo_clear(m); /* so are the memo's states */
     llm_matcher_reset(m);
 }
 
@@ -1459,6 +1483,175 @@ static void state_key(const struct gstate *s, int32_t *key)
     key[s->n + 3] = s->need;
 }
 
+/* ==== the transitions memo ====
+ *
+ * advance_byte is a function of the state's content and the byte alone (its
+ * scratch, bounds and budget are reset at every call), so what it made of a
+ * (state, byte) can be kept and used again. Inside a string or a number a
+ * walk meets few distinct states at many trie nodes (every node whose path
+ * so far is ordinary characters carries the same state, one per characters
+ * left), and the next mask meets them again, so most nodes cost a look-up
+ * instead of a step. States are interned by their key; the memo holds at
+ * most MEMO_BYTES and is emptied before a mask when it holds over half of
+ * that. When it is full during a walk, the rest of that subtree is walked
+ * with the states themselves, as without it: the same mask either way. */
+
+#define MEMO_BYTES ((size_t)64 << 20)
+
+static size_t memo_bytes(const struct llm_matcher *m)
+{
+    return m->mw_cap * sizeof *m->mw + m->ms_cap * sizeof *m->ms + m->mt_cap * sizeof *m->mt +
+           (size_t)m->mh_n * sizeof *m->mh;
+}
+
+/* what the memo's states and transitions take (memo_bytes is what is allocated) */
+static size_t memo_used(const struct llm_matcher *m)
+{
+    return (size_t)m->mw_n * sizeof *m->mw + (size_t)m->ms_n * sizeof *m->ms + (size_t)m->mt_n * sizeof *m->mt +
+           (size_t)m->mh_n * sizeof *m->mh;
+}
+
+static void memo_clear(struct llm_matcher *m)
+{
+    m->mw_n = 0;
+    m->ms_n = 0;
+    m->mt_n = 0;
+    if (m->mh_n)
+        memset(m->mh, 0, (size_t)m->mh_n * sizeof *m->mh);
+}
+
+static void memo_free(struct llm_matcher *m)
+{
+    free(m->mw), free(m->ms), free(m->mt), free(m->mh);
+    m->mw = NULL, m->ms = NULL, m->mt = NULL, m->mh = NULL;
+    m->mw_cap = m->ms_cap = m->mt_cap = 0;
+    m->mw_n = m->mt_n = m->mh_n = 0;
+    m->ms_n = 0;
+}
+
+/* room for need elements of elem bytes in *p (room *cap), within MEMO_BYTES */
+static bool memo_grow(struct llm_matcher *m, void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return true;
+    size_t ncap = *cap ? *cap : 1024;
+    while (ncap < need)
+        ncap *= 2;
+    if (memo_bytes(m) + (ncap - *cap) * elem > MEMO_BYTES)
+        return false;
+    void *q = realloc(*p, ncap * elem);
+    if (!q)
+        return false;
+    *p = q;
+    *cap = ncap;
+    return true;
+}
+
+/* the intern table twice as large (or its first 4096 slots), the states in it again */
+static bool memo_rehash(struct llm_matcher *m)
+{
+    int64_t n = m->mh_n ? 2 * m->mh_n : 4096;
+    if (memo_bytes(m) + (size_t)n * sizeof *m->mh > MEMO_BYTES)
+        return false;
+    uint64_t *q = calloc((size_t)n, sizeof *q);
+    if (!q)
+        return false;
+    for (int32_t i = 0; i < m->ms_n; i++) {
+        uint64_t h = hash_words(m->mw + m->ms[i].off, m->ms[i].len, 0xcbf29ce484222325ULL);
+        int64_t j = (int64_t)(h & (uint64_t)(n - 1));
+        while (q[j])
+            j = (j + 1) & (n - 1);
+        q[j] = (uint64_t)((uint32_t)(h >> 32) | 1) << 32 | (uint64_t)(i + 1);
+    }
+    free(m->mh);
+    m->mh = q;
+    m->mh_n = n;
+    return true;
+}
+
+/* the memo's number for state s (interned now if new), or -1 when the memo is full */
+static int32_t memo_intern(struct llm_matcher *m, const struct gstate *s)
+{
+    int64_t kl = state_key_len(s);
+    if (kl > INT32_MAX / 2 || m->ms_n >= INT32_MAX / 2 ||
+        !memo_grow(m, (void **)&m->mw, &m->mw_cap, (size_t)(m->mw_n + kl), sizeof *m->mw))
+        return -1;
+    int32_t *key = m->mw + m->mw_n; /* written in place, kept only if new */
+    state_key(s, key);
+    uint64_t h = hash_words(key, kl, 0xcbf29ce484222325ULL);
+    uint32_t h32 = (uint32_t)(h >> 32) | 1;
+    if (m->mh_n) {
+        int64_t mask = m->mh_n - 1;
+        for (int64_t i = (int64_t)(h & (uint64_t)mask); m->mh[i]; i = (i + 1) & mask) {
+            if ((uint32_t)(m->mh[i] >> 32) != h32)
+                continue;
+            int32_t id = (int32_t)(m->mh[i] & 0xffffffffu) - 1;
+            if (m->ms[id].len == kl && !memcmp(m->mw + m->ms[id].off, key, (size_t)kl * sizeof *key))
+                return id;
+        }
+    }
+    int64_t ntr = s->need ? 64 : 256;
+    if (2 * (int64_t)(m->ms_n + 1) > m->mh_n && !memo_rehash(m))
+        return -1;
+    if (!memo_grow(m, (void **)&m->ms, &m->ms_cap, (size_t)m->ms_n + 1, sizeof *m->ms) ||
+        !memo_grow(m, (void **)&m->mt, &m->mt_cap, (size_t)(m->mt_n + ntr), sizeof *m->mt))
+        return -1;
+    int32_t id = m->ms_n++;
+    m->ms[id] = (struct mstate){m->mw_n, m->mt_n, (int32_t)kl, s->n_stacks, s->any_empty};
+    m->mw_n += kl;
+    memset(m->mt + m->mt_n, 0, (size_t)ntr * sizeof *m->mt);
+    m->mt_n += ntr;
+    int64_t mask = m->mh_n - 1, i = (int64_t)(h & (uint64_t)mask);
+    while (m->mh[i])
+        i = (i + 1) & mask;
+    m->mh[i] = (uint64_t)h32 << 32 | (uint64_t)(id + 1);
+    return id;
+}
+
+/* state id of the memo as a gstate to read (its words stay in the memo) */
+static void memo_view(const struct llm_matcher *m, int32_t id, struct gstate *v)
+{
+    const struct mstate *e = &m->ms[id];
+    const int32_t *k = m->mw + e->off;
+    int64_t n = e->len - 4;
+    v->d = (int32_t *)k;
+    v->n = v->cap = n;
+    v->n_stacks = e->n_stacks;
+    v->any_empty = e->any_empty;
+    v->cp = (uint32_t)k[n], v->lo = (uint32_t)k[n + 1], v->hi = (uint32_t)k[n + 2];
+    v->need = (int8_t)k[n + 3];
+}
+
+/* what byte b makes of memo state id: the next state's id, -1 when b is
+ * refused, or -2 when the memo is full (the next state is then in
+ * level[d + 1], as a walk without the memo has it) */
+static int32_t memo_next(struct llm_matcher *m, int32_t id, uint8_t b, int32_t d)
+{
+    const struct mstate *e = &m->ms[id];
+    int64_t at;
+    if (m->mw[e->off + e->len - 1]) { /* a code point begun: only continuation bytes */
+        if ((b & 0xc0) != 0x80)
+            return -1;
+        at = e->tr + (b - 0x80);
+    } else {
+        at = e->tr + b;
+    }
+    int32_t t = m->mt[at];
+    if (t)
+        return t > 0 ? t - 1 : -1;
+    struct gstate v;
+    memo_view(m, id, &v);
+    if (!advance_byte(m, &v, &m->level[d + 1], b)) {
+        m->mt[at] = -1;
+        return -1;
+    }
+    int32_t nx = memo_intern(m, &m->level[d + 1]);
+    if (nx < 0)
+        return -2;
+    m->mt[at] = nx + 1;
+    return nx;
+}
+
 /* walk the trie under node, in state level[d], marking tokens */
 static void walk(struct llm_matcher *m, int32_t node, int32_t d, uint32_t *mask)
 {
@@ -1470,6 +1663,24 @@ static void walk(struct llm_matcher *m, int32_t node, int32_t d, uint32_t *mask)
         for (int32_t t = m->tok_off[c]; t < m->tok_off[c + 1]; t++)
             mask[m->tok[t] >> 5] |= 1u << (m->tok[t] & 31);
         walk(m, c, d + 1, mask);
+    }
+}
+
+/* walk the trie under node, in memo state id (at depth d), marking tokens */
+static void walk_memo(struct llm_matcher *m, int32_t node, int32_t id, int32_t d, uint32_t *mask)
+{
+    int32_t c0 = m->child_off[node], nc = m->n_child[node];
+    for (int32_t c = c0; c < c0 + nc; c++) {
+        m->stats.nodes++;
+        int32_t nx = memo_next(m, id, m->edge_byte[c], d);
+        if (nx == -1)
+            continue;
+        for (int32_t t = m->tok_off[c]; t < m->tok_off[c + 1]; t++)
+            mask[m->tok[t] >> 5] |= 1u << (m->tok[t] & 31);
+        if (nx >= 0)
+            walk_memo(m, c, nx, d + 1, mask);
+        else
+            walk(m, c, d + 1, mask);
     }
 }
 
@@ -1497,7 +1708,12 @@ int64_t llm_matcher_mask(struct llm_matcher *m, uint32_t *mask)
         free(key);
     } else {
         memset(mask, 0, (size_t)m->mask_words * sizeof *mask);
-        if (state_copy(&m->level[0], &m->cur))
+        if (memo_used(m) > MEMO_BYTES / 2)
+            memo_clear(m);
+        int32_t root = memo_intern(m, &m->cur);
+        if (root >= 0)
+            walk_memo(m, 0, root, 0, mask);
+        else if (state_copy(&m->level[0], &m->cur))
             walk(m, 0, 0, mask);
         int i = m->cache_next;
         uint32_t *cm = m->cache[i].mask ? m->cache[i].mask : malloc((size_t)m->mask_words * sizeof *cm);
