@@ -33,11 +33,16 @@
  * tokens pass only where some stack is empty. Masks are cached by the
  * matcher's state (its stacks and partial code point, compared in full, not
  * just by hash), with round-robin replacement, so a string's or a number's
- * inside, where the state repeats, costs one look-up.
+ * inside, where the state repeats, costs one look-up. Where it does not
+ * repeat (a string with maxLength: every character left is another state)
+ * the walk still meets few distinct states at its many nodes, so what each
+ * byte makes of each state is kept in a memo across walks (below), and most
+ * nodes cost a look-up instead of a step.
  *
  * Invariants: parsing never trusts the text: nesting, names, counts and the
  * program's size are bounded, every error says where (line:column) and what;
- * the matcher allocates only when a state outgrows its buffers.
+ * the matcher allocates only when a state outgrows its buffers, or the memo
+ * grows (within its bound).
  */
 #include "core/llm.h"
 
@@ -63,6 +68,7 @@ enum {
 #define MAX_STACKS 1024          /* stacks per state */
 #define MAX_DEPTH 512            /* entries per stack */
 #define CACHE_SLOTS 256          /* masks kept */
+#define MEMO_BYTES ((size_t)64 << 20) /* the transitions memo's default bound */
 #define EXPAND_BUDGET 20000      /* rule expansions per character step (an ambiguous grammar's
                                     paths to the same stacks can be exponential in number) */
 
@@ -965,6 +971,7 @@ struct llm_matcher {
     int64_t mt_n;
     uint64_t *mh;         /* intern table: (hash >> 32 | 1) << 32 | (state + 1); 0 empty */
     int64_t mh_n;         /* slots (a power of two, or 0) */
+    size_t memo_max;      /* bytes the memo may take (llm_matcher_set_memo_bytes) */
     struct llm_matcher_stats stats;
     char *piece;
     int32_t piece_cap;
@@ -1365,6 +1372,7 @@ struct llm_matcher *llm_matcher_init(const struct llm_grammar *g, const struct l
         return NULL;
     m->g = g;
     m->v = v;
+    m->memo_max = MEMO_BYTES;
     m->arena = malloc((size_t)MAX_DEPTH * (MAX_DEPTH + 1) * sizeof *m->arena);
     if (v) {
         m->n_vocab = llm_vocab_n_tokens(v);
@@ -1415,6 +1423,12 @@ void llm_matcher_set_grammar(struct llm_matcher *m, const struct llm_grammar *g)
     m->cache_next = 0;
     memo_clear(m); /* so are the memo's states */
     llm_matcher_reset(m);
+}
+
+void llm_matcher_set_memo_bytes(struct llm_matcher *m, size_t bytes)
+{
+    memo_free(m);
+    m->memo_max = bytes;
 }
 
 void llm_matcher_reset(struct llm_matcher *m)
@@ -1492,11 +1506,10 @@ static void state_key(const struct gstate *s, int32_t *key)
  * so far is ordinary characters carries the same state, one per characters
  * left), and the next mask meets them again, so most nodes cost a look-up
  * instead of a step. States are interned by their key; the memo holds at
- * most MEMO_BYTES and is emptied before a mask when it holds over half of
- * that. When it is full during a walk, the rest of that subtree is walked
- * with the states themselves, as without it: the same mask either way. */
-
-#define MEMO_BYTES ((size_t)64 << 20)
+ * most memo_max bytes (MEMO_BYTES unless set) and is emptied before a mask
+ * when it holds over half of that. When it is full during a walk, the rest
+ * of that subtree is walked with the states themselves, as without it: the
+ * same mask either way. */
 
 static size_t memo_bytes(const struct llm_matcher *m)
 {
@@ -1529,7 +1542,7 @@ static void memo_free(struct llm_matcher *m)
     m->ms_n = 0;
 }
 
-/* room for need elements of elem bytes in *p (room *cap), within MEMO_BYTES */
+/* room for need elements of elem bytes in *p (room *cap), within memo_max */
 static bool memo_grow(struct llm_matcher *m, void **p, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap)
@@ -1537,7 +1550,7 @@ static bool memo_grow(struct llm_matcher *m, void **p, size_t *cap, size_t need,
     size_t ncap = *cap ? *cap : 1024;
     while (ncap < need)
         ncap *= 2;
-    if (memo_bytes(m) + (ncap - *cap) * elem > MEMO_BYTES)
+    if (memo_bytes(m) + (ncap - *cap) * elem > m->memo_max)
         return false;
     void *q = realloc(*p, ncap * elem);
     if (!q)
@@ -1551,7 +1564,7 @@ static bool memo_grow(struct llm_matcher *m, void **p, size_t *cap, size_t need,
 static bool memo_rehash(struct llm_matcher *m)
 {
     int64_t n = m->mh_n ? 2 * m->mh_n : 4096;
-    if (memo_bytes(m) + (size_t)n * sizeof *m->mh > MEMO_BYTES)
+    if (memo_bytes(m) + (size_t)n * sizeof *m->mh > m->memo_max)
         return false;
     uint64_t *q = calloc((size_t)n, sizeof *q);
     if (!q)
@@ -1597,6 +1610,7 @@ static int32_t memo_intern(struct llm_matcher *m, const struct gstate *s)
         !memo_grow(m, (void **)&m->mt, &m->mt_cap, (size_t)(m->mt_n + ntr), sizeof *m->mt))
         return -1;
     int32_t id = m->ms_n++;
+    m->stats.states++;
     m->ms[id] = (struct mstate){m->mw_n, m->mt_n, (int32_t)kl, s->n_stacks, s->any_empty};
     m->mw_n += kl;
     memset(m->mt + m->mt_n, 0, (size_t)ntr * sizeof *m->mt);
@@ -1708,7 +1722,7 @@ int64_t llm_matcher_mask(struct llm_matcher *m, uint32_t *mask)
         free(key);
     } else {
         memset(mask, 0, (size_t)m->mask_words * sizeof *mask);
-        if (memo_used(m) > MEMO_BYTES / 2)
+        if (memo_used(m) > m->memo_max / 2)
             memo_clear(m);
         int32_t root = memo_intern(m, &m->cur);
         if (root >= 0)
