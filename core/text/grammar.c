@@ -962,6 +962,8 @@ struct llm_matcher {
         int64_t tr;       /* transitions in mt: 256 (no code point begun) or 64 (continuation bytes) */
         int32_t len;      /* key words */
         int32_t n_stacks;
+        int32_t base;     /* the state of the same stacks with no code point begun (itself if none is) */
+        int8_t need;      /* bytes of a code point still to come */
         bool any_empty;
     } *ms;
     size_t ms_cap;
@@ -972,6 +974,15 @@ struct llm_matcher {
     uint64_t *mh;         /* intern table: (hash >> 32 | 1) << 32 | (state + 1); 0 empty */
     int64_t mh_n;         /* slots (a power of two, or 0) */
     size_t memo_max;      /* bytes the memo may take (llm_matcher_set_memo_bytes) */
+    /* what a whole code point makes of a state, by the stacks whose top
+     * class accepts it (advance_cp depends on nothing else): (base state,
+     * those stacks as bits) -> the next state + 1, or -1 (none) */
+    struct pent {
+        uint64_t bits;
+        int32_t base;
+        int32_t next; /* 0: an empty slot */
+    } *mp;
+    int64_t mp_n, mp_used; /* slots (a power of two, or 0), in use */
     struct llm_matcher_stats stats;
     char *piece;
     int32_t piece_cap;
@@ -1514,14 +1525,14 @@ static void state_key(const struct gstate *s, int32_t *key)
 static size_t memo_bytes(const struct llm_matcher *m)
 {
     return m->mw_cap * sizeof *m->mw + m->ms_cap * sizeof *m->ms + m->mt_cap * sizeof *m->mt +
-           (size_t)m->mh_n * sizeof *m->mh;
+           (size_t)m->mh_n * sizeof *m->mh + (size_t)m->mp_n * sizeof *m->mp;
 }
 
 /* what the memo's states and transitions take (memo_bytes is what is allocated) */
 static size_t memo_used(const struct llm_matcher *m)
 {
     return (size_t)m->mw_n * sizeof *m->mw + (size_t)m->ms_n * sizeof *m->ms + (size_t)m->mt_n * sizeof *m->mt +
-           (size_t)m->mh_n * sizeof *m->mh;
+           (size_t)m->mh_n * sizeof *m->mh + (size_t)m->mp_n * sizeof *m->mp;
 }
 
 static void memo_clear(struct llm_matcher *m)
@@ -1531,14 +1542,17 @@ static void memo_clear(struct llm_matcher *m)
     m->mt_n = 0;
     if (m->mh_n)
         memset(m->mh, 0, (size_t)m->mh_n * sizeof *m->mh);
+    if (m->mp_n)
+        memset(m->mp, 0, (size_t)m->mp_n * sizeof *m->mp);
+    m->mp_used = 0;
 }
 
 static void memo_free(struct llm_matcher *m)
 {
-    free(m->mw), free(m->ms), free(m->mt), free(m->mh);
-    m->mw = NULL, m->ms = NULL, m->mt = NULL, m->mh = NULL;
+    free(m->mw), free(m->ms), free(m->mt), free(m->mh), free(m->mp);
+    m->mw = NULL, m->ms = NULL, m->mt = NULL, m->mh = NULL, m->mp = NULL;
     m->mw_cap = m->ms_cap = m->mt_cap = 0;
-    m->mw_n = m->mt_n = m->mh_n = 0;
+    m->mw_n = m->mt_n = m->mh_n = m->mp_n = m->mp_used = 0;
     m->ms_n = 0;
 }
 
@@ -1582,9 +1596,18 @@ static bool memo_rehash(struct llm_matcher *m)
     return true;
 }
 
-/* the memo's number for state s (interned now if new), or -1 when the memo is full */
-static int32_t memo_intern(struct llm_matcher *m, const struct gstate *s)
+/* the memo's number for state s (interned now if new), or -1 when the memo
+ * is full; base: the number of the state of s's stacks with no code point
+ * begun (-1: s itself, or interned here when s has one begun). s must not
+ * be a memo_view (its words would move). */
+static int32_t memo_intern(struct llm_matcher *m, const struct gstate *s, int32_t base)
 {
+    if (s->need && base < 0) {
+        struct gstate t = *s;
+        t.need = 0, t.cp = t.lo = t.hi = 0;
+        if ((base = memo_intern(m, &t, -1)) < 0)
+            return -1;
+    }
     int64_t kl = state_key_len(s);
     if (kl > INT32_MAX / 2 || m->ms_n >= INT32_MAX / 2 ||
         !memo_grow(m, (void **)&m->mw, &m->mw_cap, (size_t)(m->mw_n + kl), sizeof *m->mw))
@@ -1611,7 +1634,8 @@ static int32_t memo_intern(struct llm_matcher *m, const struct gstate *s)
         return -1;
     int32_t id = m->ms_n++;
     m->stats.states++;
-    m->ms[id] = (struct mstate){m->mw_n, m->mt_n, (int32_t)kl, s->n_stacks, s->any_empty};
+    m->ms[id] = (struct mstate){m->mw_n, m->mt_n, (int32_t)kl, s->n_stacks, s->need ? base : id, s->need,
+                                s->any_empty};
     m->mw_n += kl;
     memset(m->mt + m->mt_n, 0, (size_t)ntr * sizeof *m->mt);
     m->mt_n += ntr;
@@ -1620,6 +1644,12 @@ static int32_t memo_intern(struct llm_matcher *m, const struct gstate *s)
         i = (i + 1) & mask;
     m->mh[i] = (uint64_t)h32 << 32 | (uint64_t)(id + 1);
     return id;
+}
+
+static uint64_t mix_pent(int32_t base, uint64_t bits)
+{
+    uint64_t x = bits * 0x9E3779B97F4A7C15ULL ^ (uint64_t)(uint32_t)base * 0xBF58476D1CE4E5B9ULL;
+    return x ^ x >> 29;
 }
 
 /* state id of the memo as a gstate to read (its words stay in the memo) */
@@ -1643,7 +1673,7 @@ static int32_t memo_next(struct llm_matcher *m, int32_t id, uint8_t b, int32_t d
 {
     const struct mstate *e = &m->ms[id];
     int64_t at;
-    if (m->mw[e->off + e->len - 1]) { /* a code point begun: only continuation bytes */
+    if (e->need) { /* a code point begun: only continuation bytes */
         if ((b & 0xc0) != 0x80)
             return -1;
         at = e->tr + (b - 0x80);
@@ -1653,16 +1683,80 @@ static int32_t memo_next(struct llm_matcher *m, int32_t id, uint8_t b, int32_t d
     int32_t t = m->mt[at];
     if (t)
         return t > 0 ? t - 1 : -1;
+    /* a byte that ends a code point: by the stacks that accept it (as
+     * advance_byte does: the code point checked, then advance_cp) */
+    struct pent *pe = NULL;
+    uint64_t bits = 0;
+    int32_t base = e->base;
+    if ((!e->need && b < 0x80) || e->need == 1) {
+        const int32_t *k = m->mw + e->off;
+        int64_t n = e->len - 4;
+        uint32_t cp = b;
+        if (e->need) {
+            cp = (uint32_t)k[n] << 6 | (b & 0x3f);
+            if (cp < (uint32_t)k[n + 1] || cp > (uint32_t)k[n + 2] || (cp >= 0xd800 && cp <= 0xdfff)) {
+                m->mt[at] = -1;
+                return -1;
+            }
+        }
+        if (e->n_stacks <= 64) {
+            const struct mstate *eb = &m->ms[base];
+            const int32_t *w = m->mw + eb->off, *end = w + eb->len - 4;
+            for (int i = 0; w < end; i++, w += 1 + *w)
+                if (*w && *w <= MAX_DEPTH && class_match(m->g, m->g->code[w[*w] + 1], cp))
+                    bits |= 1ull << i;
+            if (!bits) {
+                m->mt[at] = -1;
+                return -1;
+            }
+            if (2 * (m->mp_used + 1) > m->mp_n) { /* the table twice as large */
+                int64_t nn = m->mp_n ? 2 * m->mp_n : 4096;
+                struct pent *q = memo_bytes(m) + (size_t)nn * sizeof *q <= m->memo_max ? calloc((size_t)nn, sizeof *q) : NULL;
+                if (q) {
+                    for (int64_t i = 0; i < m->mp_n; i++)
+                        if (m->mp[i].next) {
+                            uint64_t h = mix_pent(m->mp[i].base, m->mp[i].bits);
+                            int64_t j = (int64_t)(h & (uint64_t)(nn - 1));
+                            while (q[j].next)
+                                j = (j + 1) & (nn - 1);
+                            q[j] = m->mp[i];
+                        }
+                    free(m->mp);
+                    m->mp = q;
+                    m->mp_n = nn;
+                }
+            }
+            if (2 * (m->mp_used + 1) <= m->mp_n) {
+                uint64_t h = mix_pent(base, bits);
+                int64_t j = (int64_t)(h & (uint64_t)(m->mp_n - 1));
+                while (m->mp[j].next && (m->mp[j].base != base || m->mp[j].bits != bits))
+                    j = (j + 1) & (m->mp_n - 1);
+                pe = &m->mp[j];
+                if (pe->next) {
+                    m->mt[at] = pe->next;
+                    return pe->next > 0 ? pe->next - 1 : -1;
+                }
+            }
+        }
+    }
     struct gstate v;
     memo_view(m, id, &v);
     if (!advance_byte(m, &v, &m->level[d + 1], b)) {
         m->mt[at] = -1;
+        if (pe) {
+            *pe = (struct pent){bits, base, -1};
+            m->mp_used++;
+        }
         return -1;
     }
-    int32_t nx = memo_intern(m, &m->level[d + 1]);
+    int32_t nx = memo_intern(m, &m->level[d + 1], m->level[d + 1].need ? base : -1);
     if (nx < 0)
         return -2;
     m->mt[at] = nx + 1;
+    if (pe) {
+        *pe = (struct pent){bits, base, nx + 1};
+        m->mp_used++;
+    }
     return nx;
 }
 
@@ -1724,7 +1818,7 @@ int64_t llm_matcher_mask(struct llm_matcher *m, uint32_t *mask)
         memset(mask, 0, (size_t)m->mask_words * sizeof *mask);
         if (memo_used(m) > m->memo_max / 2)
             memo_clear(m);
-        int32_t root = memo_intern(m, &m->cur);
+        int32_t root = memo_intern(m, &m->cur, -1);
         if (root >= 0)
             walk_memo(m, 0, root, 0, mask);
         else if (state_copy(&m->level[0], &m->cur))
