@@ -1516,7 +1516,10 @@ static void state_key(const struct gstate *s, int32_t *key)
  * walk meets few distinct states at many trie nodes (every node whose path
  * so far is ordinary characters carries the same state, one per characters
  * left), and the next mask meets them again, so most nodes cost a look-up
- * instead of a step. States are interned by their key; the memo holds at
+ * instead of a step. A byte that completes a code point is looked up by
+ * the state's stacks (its base) and which of them accept the code point,
+ * so all the characters of a class cost one step. States are interned by
+ * their key; the memo holds at
  * most memo_max bytes (MEMO_BYTES unless set) and is emptied before a mask
  * when it holds over half of that. When it is full during a walk, the rest
  * of that subtree is walked with the states themselves, as without it: the
@@ -1778,9 +1781,17 @@ static void walk(struct llm_matcher *m, int32_t node, int32_t d, uint32_t *mask)
 static void walk_memo(struct llm_matcher *m, int32_t node, int32_t id, int32_t d, uint32_t *mask)
 {
     int32_t c0 = m->child_off[node], nc = m->n_child[node];
+    int64_t tr = m->ms[id].tr; /* (its transitions stay where they are; ms may move) */
+    bool begun = m->ms[id].need;
+    m->stats.nodes += (uint64_t)nc;
     for (int32_t c = c0; c < c0 + nc; c++) {
-        m->stats.nodes++;
-        int32_t nx = memo_next(m, id, m->edge_byte[c], d);
+        uint8_t b = m->edge_byte[c];
+        if (begun && (b & 0xc0) != 0x80)
+            continue;
+        int32_t t = m->mt[tr + (begun ? b - 0x80 : b)]; /* the look-up of memo_next, inline */
+        if (t < 0)
+            continue;
+        int32_t nx = t ? t - 1 : memo_next(m, id, b, d);
         if (nx == -1)
             continue;
         for (int32_t t = m->tok_off[c]; t < m->tok_off[c + 1]; t++)
