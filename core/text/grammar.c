@@ -1796,6 +1796,8 @@ static void walk_memo(struct llm_matcher *m, int32_t node, int32_t id, int32_t d
             continue;
         for (int32_t t = m->tok_off[c]; t < m->tok_off[c + 1]; t++)
             mask[m->tok[t] >> 5] |= 1u << (m->tok[t] & 31);
+        if (!m->n_child[c]) /* a leaf (most nodes are): nothing below */
+            continue;
         if (nx >= 0)
             walk_memo(m, c, nx, d + 1, mask);
         else
