@@ -884,6 +884,11 @@ void llm_matcher_set_grammar(struct llm_matcher *m, const struct llm_grammar *g)
  * end-of-generation tokens where the text may end. Returns the number of
  * tokens allowed, or -1 when out of memory. */
 int64_t llm_matcher_mask(struct llm_matcher *m, uint32_t *mask);
+/* The most bytes the matcher's memo of its transitions (what each byte
+ * makes of each state met in a mask's walk, kept across masks) may hold:
+ * 64 MiB unless set; 0 turns the memo off. The masks are the same either
+ * way; only their cost changes. Drops what the memo held. */
+void llm_matcher_set_memo_bytes(struct llm_matcher *m, size_t bytes);
 /* The text goes on with token id's piece (an end-of-generation token: the
  * text ends). LLM_OK, or LLM_ERR (unchanged) when the grammar does not
  * allow it. */
@@ -899,7 +904,9 @@ struct llm_matcher_stats {
     uint64_t masks;      /* llm_matcher_mask calls */
     uint64_t cache_hits; /* of them, answered from the cache of masks */
     uint64_t nodes;      /* trie nodes visited */
-    uint64_t steps;      /* bytes the matcher advanced over */
+    uint64_t steps;      /* bytes the matcher advanced over (a transition
+                            taken from the memo is not one) */
+    uint64_t states;     /* states the memo interned */
 };
 struct llm_matcher_stats llm_matcher_get_stats(const struct llm_matcher *m);
 /* nodes of the trie over the vocabulary */

@@ -6,7 +6,10 @@
  * end); the JSON Schema translator's refusals by name; and the masked
  * sampler changing which token is chosen, never a logit: with the same seed
  * it draws exactly what the plain sampler draws from the logits with the
- * masked tokens removed (-inf), greedy and sampled.
+ * masked tokens removed (-inf), greedy and sampled; and the masks over a
+ * real vocabulary (Qwen2's 151,936 tokens) along random answers, the same
+ * with the memo of transitions on, off, and too small to hold one walk,
+ * and each checked token by token against the matcher fed the bytes.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +18,7 @@
 #include <cmocka.h>
 
 #include "core/llm.h"
+#include "tok-util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -214,6 +218,118 @@ static void test_masked_sampler(void **state)
     free(cut);
 }
 
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    size_t n;
+    char *s = tu_read_stream(f, &n);
+    fclose(f);
+    assert_non_null(s);
+    return s;
+}
+
+/* Masks along a random answer under grammar gbnf: matchers with the memo
+ * (default), without it, and with one so small that walks outgrow it (the
+ * states then walked as without it) agree at every step; and for tokens
+ * drawn at random the mask says what a byte matcher fed the text so far
+ * and the token's piece says. The next token is drawn uniformly from the
+ * allowed ones (as a random model's seeded sampling does), so the answer
+ * goes through the inside of strings, where masks are largest. */
+static void masks_agree(const struct llm_vocab *v, const char *gbnf, int steps, uint64_t seed, int64_t wide)
+{
+    struct llm_grammar *g;
+    char err[512];
+    assert_int_equal(llm_grammar_parse(gbnf, strlen(gbnf), &g, err, sizeof err), 0);
+    struct llm_matcher *m[3];
+    for (int i = 0; i < 3; i++)
+        assert_non_null(m[i] = llm_matcher_init(g, v));
+    llm_matcher_set_memo_bytes(m[1], 0);
+    llm_matcher_set_memo_bytes(m[2], 200 << 10);
+    int32_t nv = llm_vocab_n_tokens(v), words = (nv + 31) / 32;
+    uint32_t *mask[3];
+    for (int i = 0; i < 3; i++)
+        assert_non_null(mask[i] = malloc((size_t)words * sizeof *mask[i]));
+    char text[8192], piece[512];
+    size_t tn = 0;
+    uint64_t x = seed;
+    int64_t big = 0; /* masks allowing over `wide` tokens: the inside of strings */
+    for (int step = 0; step < steps; step++) {
+        int64_t n[3];
+        for (int i = 0; i < 3; i++)
+            n[i] = llm_matcher_mask(m[i], mask[i]);
+        assert_true(n[0] > 0);
+        assert_int_equal(n[0], n[1]);
+        assert_int_equal(n[0], n[2]);
+        assert_memory_equal(mask[0], mask[1], (size_t)words * sizeof *mask[0]);
+        assert_memory_equal(mask[0], mask[2], (size_t)words * sizeof *mask[0]);
+        big += n[0] > wide;
+        for (int k = 0; k < 48; k++) { /* token by token, against the bytes */
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            int32_t t = (int32_t)(x % (uint64_t)nv);
+            int32_t pl = llm_token_to_piece(v, t, piece, sizeof piece, 0, false);
+            if (llm_vocab_is_eog(v, t) || pl <= 0)
+                continue;
+            struct llm_matcher *b = llm_matcher_init(g, NULL);
+            assert_non_null(b);
+            bool ok = llm_matcher_feed(b, text, tn) == 0 && llm_matcher_feed(b, piece, (size_t)pl) == 0;
+            llm_matcher_free(b);
+            assert_int_equal(ok, mask[0][t >> 5] >> (t & 31) & 1u);
+        }
+        /* the next token: the r-th allowed one, an end-of-generation token
+         * only when nothing else is allowed */
+        int32_t pick = -1;
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int64_t r = (int64_t)(x % (uint64_t)n[0]);
+        for (int32_t t = 0; t < nv && pick < 0; t++)
+            if (mask[0][t >> 5] >> (t & 31) & 1u && !llm_vocab_is_eog(v, t) && r-- <= 0)
+                pick = t;
+        for (int32_t t = 0; t < nv && pick < 0; t++)
+            if (mask[0][t >> 5] >> (t & 31) & 1u && !llm_vocab_is_eog(v, t))
+                pick = t;
+        if (pick < 0)
+            break; /* only the end is allowed */
+        for (int i = 0; i < 3; i++)
+            assert_int_equal(llm_matcher_accept(m[i], pick), 0);
+        int32_t pl = llm_token_to_piece(v, pick, piece, sizeof piece, 0, false);
+        assert_true(pl > 0 && tn + (size_t)pl < sizeof text);
+        memcpy(text + tn, piece, (size_t)pl);
+        tn += (size_t)pl;
+        if (llm_matcher_done(m[0]))
+            break;
+    }
+    assert_true(big > 0);
+    struct llm_matcher_stats st = llm_matcher_get_stats(m[0]), st1 = llm_matcher_get_stats(m[1]);
+    assert_true(st.states > 0);
+    assert_int_equal(st1.states, 0);      /* the memo off */
+    assert_int_equal(st.nodes, st1.nodes); /* the same walk */
+    assert_true(st.steps < st1.steps);
+    for (int i = 0; i < 3; i++) {
+        llm_matcher_free(m[i]);
+        free(mask[i]);
+    }
+    llm_grammar_free(g);
+}
+
+static void test_masks_memo(void **state)
+{
+    (void)state;
+    char *mem = NULL;
+    struct llm_vocab *v = tu_load_vocab("qwen2", &mem);
+    assert_non_null(v);
+    char *schema = read_file("tests/grammar/deep-schema.json"), *gbnf, err[512];
+    assert_int_equal(llm_json_schema_to_grammar(schema, strlen(schema), &gbnf, err, sizeof err), 0);
+    masks_agree(v, gbnf, 120, 7, 10000);
+    masks_agree(v, gbnf, 120, 11, 10000);
+    masks_agree(v, llm_grammar_json(), 60, 3, 10000);
+    /* multi-byte classes: characters split across tokens */
+    masks_agree(v, "root ::= \"<\" [\\u4e00-\\u9fff\\u00e0-\\u00ff a-z]{4,16} \">\" [0-9]{1,3}\n", 40, 5, 1000);
+    free(gbnf);
+    free(schema);
+    llm_vocab_free(v);
+    free(mem);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -221,6 +337,7 @@ int main(void)
         cmocka_unit_test(test_matcher),
         cmocka_unit_test(test_schema),
         cmocka_unit_test(test_masked_sampler),
+        cmocka_unit_test(test_masks_memo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

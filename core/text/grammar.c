@@ -33,11 +33,16 @@
  * tokens pass only where some stack is empty. Masks are cached by the
  * matcher's state (its stacks and partial code point, compared in full, not
  * just by hash), with round-robin replacement, so a string's or a number's
- * inside, where the state repeats, costs one look-up.
+ * inside, where the state repeats, costs one look-up. Where it does not
+ * repeat (a string with maxLength: every character left is another state)
+ * the walk still meets few distinct states at its many nodes, so what each
+ * byte makes of each state is kept in a memo across walks (below), and most
+ * nodes cost a look-up instead of a step.
  *
  * Invariants: parsing never trusts the text: nesting, names, counts and the
  * program's size are bounded, every error says where (line:column) and what;
- * the matcher allocates only when a state outgrows its buffers.
+ * the matcher allocates only when a state outgrows its buffers, or the memo
+ * grows (within its bound).
  */
 #include "core/llm.h"
 
@@ -63,6 +68,7 @@ enum {
 #define MAX_STACKS 1024          /* stacks per state */
 #define MAX_DEPTH 512            /* entries per stack */
 #define CACHE_SLOTS 256          /* masks kept */
+#define MEMO_BYTES ((size_t)64 << 20) /* the transitions memo's default bound */
 #define EXPAND_BUDGET 20000      /* rule expansions per character step (an ambiguous grammar's
                                     paths to the same stacks can be exponential in number) */
 
@@ -946,10 +952,44 @@ struct llm_matcher {
     } cache[CACHE_SLOTS];
     int32_t cache_next, cache_used;
     int32_t mask_words;
+    /* the transitions memo (see "Masks" above): states met in trie walks,
+     * interned by their key (state_key), with what each byte makes of them */
+    int32_t *mw;          /* the states' keys, one after another */
+    size_t mw_cap;
+    int64_t mw_n;
+    struct mstate {
+        int64_t off;      /* key in mw */
+        int64_t tr;       /* transitions in mt: 256 (no code point begun) or 64 (continuation bytes) */
+        int32_t len;      /* key words */
+        int32_t n_stacks;
+        int32_t base;     /* the state of the same stacks with no code point begun (itself if none is) */
+        int8_t need;      /* bytes of a code point still to come */
+        bool any_empty;
+    } *ms;
+    size_t ms_cap;
+    int32_t ms_n;
+    int32_t *mt;          /* 0 not known yet, -1 the byte is refused, else the next state + 1 */
+    size_t mt_cap;
+    int64_t mt_n;
+    uint64_t *mh;         /* intern table: (hash >> 32 | 1) << 32 | (state + 1); 0 empty */
+    int64_t mh_n;         /* slots (a power of two, or 0) */
+    size_t memo_max;      /* bytes the memo may take (llm_matcher_set_memo_bytes) */
+    /* what a whole code point makes of a state, by the stacks whose top
+     * class accepts it (advance_cp depends on nothing else): (base state,
+     * those stacks as bits) -> the next state + 1, or -1 (none) */
+    struct pent {
+        uint64_t bits;
+        int32_t base;
+        int32_t next; /* 0: an empty slot */
+    } *mp;
+    int64_t mp_n, mp_used; /* slots (a power of two, or 0), in use */
     struct llm_matcher_stats stats;
     char *piece;
     int32_t piece_cap;
 };
+
+static void memo_clear(struct llm_matcher *m);
+static void memo_free(struct llm_matcher *m);
 
 static uint64_t hash_words(const int32_t *w, int64_t n, uint64_t h)
 {
@@ -1343,6 +1383,7 @@ struct llm_matcher *llm_matcher_init(const struct llm_grammar *g, const struct l
         return NULL;
     m->g = g;
     m->v = v;
+    m->memo_max = MEMO_BYTES;
     m->arena = malloc((size_t)MAX_DEPTH * (MAX_DEPTH + 1) * sizeof *m->arena);
     if (v) {
         m->n_vocab = llm_vocab_n_tokens(v);
@@ -1377,6 +1418,7 @@ void llm_matcher_free(struct llm_matcher *m)
         free(m->cache[i].key);
         free(m->cache[i].mask);
     }
+    memo_free(m);
     free(m);
 }
 
@@ -1390,7 +1432,14 @@ void llm_matcher_set_grammar(struct llm_matcher *m, const struct llm_grammar *g)
     }
     m->cache_used = 0;
     m->cache_next = 0;
+    memo_clear(m); /* so are the memo's states */
     llm_matcher_reset(m);
+}
+
+void llm_matcher_set_memo_bytes(struct llm_matcher *m, size_t bytes)
+{
+    memo_free(m);
+    m->memo_max = bytes;
 }
 
 void llm_matcher_reset(struct llm_matcher *m)
@@ -1459,6 +1508,261 @@ static void state_key(const struct gstate *s, int32_t *key)
     key[s->n + 3] = s->need;
 }
 
+/* ==== the transitions memo ====
+ *
+ * advance_byte is a function of the state's content and the byte alone (its
+ * scratch, bounds and budget are reset at every call), so what it made of a
+ * (state, byte) can be kept and used again. Inside a string or a number a
+ * walk meets few distinct states at many trie nodes (every node whose path
+ * so far is ordinary characters carries the same state, one per characters
+ * left), and the next mask meets them again, so most nodes cost a look-up
+ * instead of a step. A byte that completes a code point is looked up by
+ * the state's stacks (its base) and which of them accept the code point,
+ * so all the characters of a class cost one step. States are interned by
+ * their key; the memo holds at
+ * most memo_max bytes (MEMO_BYTES unless set) and is emptied before a mask
+ * when it holds over half of that. When it is full during a walk, the rest
+ * of that subtree is walked with the states themselves, as without it: the
+ * same mask either way. */
+
+static size_t memo_bytes(const struct llm_matcher *m)
+{
+    return m->mw_cap * sizeof *m->mw + m->ms_cap * sizeof *m->ms + m->mt_cap * sizeof *m->mt +
+           (size_t)m->mh_n * sizeof *m->mh + (size_t)m->mp_n * sizeof *m->mp;
+}
+
+/* what the memo's states and transitions take (memo_bytes is what is allocated) */
+static size_t memo_used(const struct llm_matcher *m)
+{
+    return (size_t)m->mw_n * sizeof *m->mw + (size_t)m->ms_n * sizeof *m->ms + (size_t)m->mt_n * sizeof *m->mt +
+           (size_t)m->mh_n * sizeof *m->mh + (size_t)m->mp_n * sizeof *m->mp;
+}
+
+static void memo_clear(struct llm_matcher *m)
+{
+    m->mw_n = 0;
+    m->ms_n = 0;
+    m->mt_n = 0;
+    if (m->mh_n)
+        memset(m->mh, 0, (size_t)m->mh_n * sizeof *m->mh);
+    if (m->mp_n)
+        memset(m->mp, 0, (size_t)m->mp_n * sizeof *m->mp);
+    m->mp_used = 0;
+}
+
+static void memo_free(struct llm_matcher *m)
+{
+    free(m->mw), free(m->ms), free(m->mt), free(m->mh), free(m->mp);
+    m->mw = NULL, m->ms = NULL, m->mt = NULL, m->mh = NULL, m->mp = NULL;
+    m->mw_cap = m->ms_cap = m->mt_cap = 0;
+    m->mw_n = m->mt_n = m->mh_n = m->mp_n = m->mp_used = 0;
+    m->ms_n = 0;
+}
+
+/* room for need elements of elem bytes in *p (room *cap), within memo_max */
+static bool memo_grow(struct llm_matcher *m, void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return true;
+    size_t ncap = *cap ? *cap : 1024;
+    while (ncap < need)
+        ncap *= 2;
+    if (memo_bytes(m) + (ncap - *cap) * elem > m->memo_max)
+        return false;
+    void *q = realloc(*p, ncap * elem);
+    if (!q)
+        return false;
+    *p = q;
+    *cap = ncap;
+    return true;
+}
+
+/* the intern table twice as large (or its first 4096 slots), the states in it again */
+static bool memo_rehash(struct llm_matcher *m)
+{
+    int64_t n = m->mh_n ? 2 * m->mh_n : 4096;
+    if (memo_bytes(m) + (size_t)n * sizeof *m->mh > m->memo_max)
+        return false;
+    uint64_t *q = calloc((size_t)n, sizeof *q);
+    if (!q)
+        return false;
+    for (int32_t i = 0; i < m->ms_n; i++) {
+        uint64_t h = hash_words(m->mw + m->ms[i].off, m->ms[i].len, 0xcbf29ce484222325ULL);
+        int64_t j = (int64_t)(h & (uint64_t)(n - 1));
+        while (q[j])
+            j = (j + 1) & (n - 1);
+        q[j] = (uint64_t)((uint32_t)(h >> 32) | 1) << 32 | (uint64_t)(i + 1);
+    }
+    free(m->mh);
+    m->mh = q;
+    m->mh_n = n;
+    return true;
+}
+
+/* the memo's number for state s (interned now if new), or -1 when the memo
+ * is full; base: the number of the state of s's stacks with no code point
+ * begun (-1: s itself, or interned here when s has one begun). s must not
+ * be a memo_view (its words would move). */
+static int32_t memo_intern(struct llm_matcher *m, const struct gstate *s, int32_t base)
+{
+    if (s->need && base < 0) {
+        struct gstate t = *s;
+        t.need = 0, t.cp = t.lo = t.hi = 0;
+        if ((base = memo_intern(m, &t, -1)) < 0)
+            return -1;
+    }
+    int64_t kl = state_key_len(s);
+    if (kl > INT32_MAX / 2 || m->ms_n >= INT32_MAX / 2 ||
+        !memo_grow(m, (void **)&m->mw, &m->mw_cap, (size_t)(m->mw_n + kl), sizeof *m->mw))
+        return -1;
+    int32_t *key = m->mw + m->mw_n; /* written in place, kept only if new */
+    state_key(s, key);
+    uint64_t h = hash_words(key, kl, 0xcbf29ce484222325ULL);
+    uint32_t h32 = (uint32_t)(h >> 32) | 1;
+    if (m->mh_n) {
+        int64_t mask = m->mh_n - 1;
+        for (int64_t i = (int64_t)(h & (uint64_t)mask); m->mh[i]; i = (i + 1) & mask) {
+            if ((uint32_t)(m->mh[i] >> 32) != h32)
+                continue;
+            int32_t id = (int32_t)(m->mh[i] & 0xffffffffu) - 1;
+            if (m->ms[id].len == kl && !memcmp(m->mw + m->ms[id].off, key, (size_t)kl * sizeof *key))
+                return id;
+        }
+    }
+    int64_t ntr = s->need ? 64 : 256;
+    if (2 * (int64_t)(m->ms_n + 1) > m->mh_n && !memo_rehash(m))
+        return -1;
+    if (!memo_grow(m, (void **)&m->ms, &m->ms_cap, (size_t)m->ms_n + 1, sizeof *m->ms) ||
+        !memo_grow(m, (void **)&m->mt, &m->mt_cap, (size_t)(m->mt_n + ntr), sizeof *m->mt))
+        return -1;
+    int32_t id = m->ms_n++;
+    m->stats.states++;
+    m->ms[id] = (struct mstate){m->mw_n, m->mt_n, (int32_t)kl, s->n_stacks, s->need ? base : id, s->need,
+                                s->any_empty};
+    m->mw_n += kl;
+    memset(m->mt + m->mt_n, 0, (size_t)ntr * sizeof *m->mt);
+    m->mt_n += ntr;
+    int64_t mask = m->mh_n - 1, i = (int64_t)(h & (uint64_t)mask);
+    while (m->mh[i])
+        i = (i + 1) & mask;
+    m->mh[i] = (uint64_t)h32 << 32 | (uint64_t)(id + 1);
+    return id;
+}
+
+static uint64_t mix_pent(int32_t base, uint64_t bits)
+{
+    uint64_t x = bits * 0x9E3779B97F4A7C15ULL ^ (uint64_t)(uint32_t)base * 0xBF58476D1CE4E5B9ULL;
+    return x ^ x >> 29;
+}
+
+/* state id of the memo as a gstate to read (its words stay in the memo) */
+static void memo_view(const struct llm_matcher *m, int32_t id, struct gstate *v)
+{
+    const struct mstate *e = &m->ms[id];
+    const int32_t *k = m->mw + e->off;
+    int64_t n = e->len - 4;
+    v->d = (int32_t *)k;
+    v->n = v->cap = n;
+    v->n_stacks = e->n_stacks;
+    v->any_empty = e->any_empty;
+    v->cp = (uint32_t)k[n], v->lo = (uint32_t)k[n + 1], v->hi = (uint32_t)k[n + 2];
+    v->need = (int8_t)k[n + 3];
+}
+
+/* what byte b makes of memo state id: the next state's id, -1 when b is
+ * refused, or -2 when the memo is full (the next state is then in
+ * level[d + 1], as a walk without the memo has it) */
+static int32_t memo_next(struct llm_matcher *m, int32_t id, uint8_t b, int32_t d)
+{
+    const struct mstate *e = &m->ms[id];
+    int64_t at;
+    if (e->need) { /* a code point begun: only continuation bytes */
+        if ((b & 0xc0) != 0x80)
+            return -1;
+        at = e->tr + (b - 0x80);
+    } else {
+        at = e->tr + b;
+    }
+    int32_t t = m->mt[at];
+    if (t)
+        return t > 0 ? t - 1 : -1;
+    /* a byte that ends a code point: by the stacks that accept it (as
+     * advance_byte does: the code point checked, then advance_cp) */
+    struct pent *pe = NULL;
+    uint64_t bits = 0;
+    int32_t base = e->base;
+    if ((!e->need && b < 0x80) || e->need == 1) {
+        const int32_t *k = m->mw + e->off;
+        int64_t n = e->len - 4;
+        uint32_t cp = b;
+        if (e->need) {
+            cp = (uint32_t)k[n] << 6 | (b & 0x3f);
+            if (cp < (uint32_t)k[n + 1] || cp > (uint32_t)k[n + 2] || (cp >= 0xd800 && cp <= 0xdfff)) {
+                m->mt[at] = -1;
+                return -1;
+            }
+        }
+        if (e->n_stacks <= 64) {
+            const struct mstate *eb = &m->ms[base];
+            const int32_t *w = m->mw + eb->off, *end = w + eb->len - 4;
+            for (int i = 0; w < end; i++, w += 1 + *w)
+                if (*w && *w <= MAX_DEPTH && class_match(m->g, m->g->code[w[*w] + 1], cp))
+                    bits |= 1ull << i;
+            if (!bits) {
+                m->mt[at] = -1;
+                return -1;
+            }
+            if (2 * (m->mp_used + 1) > m->mp_n) { /* the table twice as large */
+                int64_t nn = m->mp_n ? 2 * m->mp_n : 4096;
+                struct pent *q = memo_bytes(m) + (size_t)nn * sizeof *q <= m->memo_max ? calloc((size_t)nn, sizeof *q) : NULL;
+                if (q) {
+                    for (int64_t i = 0; i < m->mp_n; i++)
+                        if (m->mp[i].next) {
+                            uint64_t h = mix_pent(m->mp[i].base, m->mp[i].bits);
+                            int64_t j = (int64_t)(h & (uint64_t)(nn - 1));
+                            while (q[j].next)
+                                j = (j + 1) & (nn - 1);
+                            q[j] = m->mp[i];
+                        }
+                    free(m->mp);
+                    m->mp = q;
+                    m->mp_n = nn;
+                }
+            }
+            if (2 * (m->mp_used + 1) <= m->mp_n) {
+                uint64_t h = mix_pent(base, bits);
+                int64_t j = (int64_t)(h & (uint64_t)(m->mp_n - 1));
+                while (m->mp[j].next && (m->mp[j].base != base || m->mp[j].bits != bits))
+                    j = (j + 1) & (m->mp_n - 1);
+                pe = &m->mp[j];
+                if (pe->next) {
+                    m->mt[at] = pe->next;
+                    return pe->next > 0 ? pe->next - 1 : -1;
+                }
+            }
+        }
+    }
+    struct gstate v;
+    memo_view(m, id, &v);
+    if (!advance_byte(m, &v, &m->level[d + 1], b)) {
+        m->mt[at] = -1;
+        if (pe) {
+            *pe = (struct pent){bits, base, -1};
+            m->mp_used++;
+        }
+        return -1;
+    }
+    int32_t nx = memo_intern(m, &m->level[d + 1], m->level[d + 1].need ? base : -1);
+    if (nx < 0)
+        return -2;
+    m->mt[at] = nx + 1;
+    if (pe) {
+        *pe = (struct pent){bits, base, nx + 1};
+        m->mp_used++;
+    }
+    return nx;
+}
+
 /* walk the trie under node, in state level[d], marking tokens */
 static void walk(struct llm_matcher *m, int32_t node, int32_t d, uint32_t *mask)
 {
@@ -1470,6 +1774,34 @@ static void walk(struct llm_matcher *m, int32_t node, int32_t d, uint32_t *mask)
         for (int32_t t = m->tok_off[c]; t < m->tok_off[c + 1]; t++)
             mask[m->tok[t] >> 5] |= 1u << (m->tok[t] & 31);
         walk(m, c, d + 1, mask);
+    }
+}
+
+/* walk the trie under node, in memo state id (at depth d), marking tokens */
+static void walk_memo(struct llm_matcher *m, int32_t node, int32_t id, int32_t d, uint32_t *mask)
+{
+    int32_t c0 = m->child_off[node], nc = m->n_child[node];
+    int64_t tr = m->ms[id].tr; /* (its transitions stay where they are; ms may move) */
+    bool begun = m->ms[id].need;
+    m->stats.nodes += (uint64_t)nc;
+    for (int32_t c = c0; c < c0 + nc; c++) {
+        uint8_t b = m->edge_byte[c];
+        if (begun && (b & 0xc0) != 0x80)
+            continue;
+        int32_t t = m->mt[tr + (begun ? b - 0x80 : b)]; /* the look-up of memo_next, inline */
+        if (t < 0)
+            continue;
+        int32_t nx = t ? t - 1 : memo_next(m, id, b, d);
+        if (nx == -1)
+            continue;
+        for (int32_t t = m->tok_off[c]; t < m->tok_off[c + 1]; t++)
+            mask[m->tok[t] >> 5] |= 1u << (m->tok[t] & 31);
+        if (!m->n_child[c]) /* a leaf (most nodes are): nothing below */
+            continue;
+        if (nx >= 0)
+            walk_memo(m, c, nx, d + 1, mask);
+        else
+            walk(m, c, d + 1, mask);
     }
 }
 
@@ -1497,7 +1829,12 @@ int64_t llm_matcher_mask(struct llm_matcher *m, uint32_t *mask)
         free(key);
     } else {
         memset(mask, 0, (size_t)m->mask_words * sizeof *mask);
-        if (state_copy(&m->level[0], &m->cur))
+        if (memo_used(m) > m->memo_max / 2)
+            memo_clear(m);
+        int32_t root = memo_intern(m, &m->cur, -1);
+        if (root >= 0)
+            walk_memo(m, 0, root, 0, mask);
+        else if (state_copy(&m->level[0], &m->cur))
             walk(m, 0, 0, mask);
         int i = m->cache_next;
         uint32_t *cm = m->cache[i].mask ? m->cache[i].mask : malloc((size_t)m->mask_words * sizeof *cm);
