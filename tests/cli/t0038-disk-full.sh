@@ -25,7 +25,7 @@ SO=$TOP/tests/fault-full.so
 asan=$(ldd "$KVCHAT" 2>/dev/null | awk '/libasan/ { print $3 }')
 FULL=$T/full # the disk is full while this file exists
 mkdir -p "$KVCHAT_HOME"
-K="env LD_PRELOAD=${asan:+$asan }$SO KVCHAT_FAULT_DIR=$KVCHAT_HOME KVCHAT_FAULT_FULL=$FULL $KVCHAT"
+K="env LD_PRELOAD=${asan:+$asan:}$SO KVCHAT_FAULT_DIR=$KVCHAT_HOME KVCHAT_FAULT_FULL=$FULL $KVCHAT"
 R="-m $M -t 1 --temp 0 -n 6"
 TO="timeout -k 5 120"
 msgs() { "$KVCHAT" sessions export "$1" | jq -c '[.messages[] | [.role, .content]]'; }
