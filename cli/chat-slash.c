@@ -220,7 +220,7 @@ static int load_with_own_model(struct chat *ch, const char *name)
 
 static int slash_load(struct chat *ch, char *arg)
 {
-    if (ch->name && !strcmp(ch->name, arg)) {
+    if (ch->name && !ch->pending && !strcmp(ch->name, arg)) {
         chat_note(ch, C_DIM, "session '%s' is already open", arg);
         return 0;
     }
@@ -251,7 +251,7 @@ static int slash_save(struct chat *ch, char *arg)
     if (chat_store_need(ch))
         return 0;
     int64_t id;
-    if (ch->name && !strcmp(ch->name, arg)) {
+    if (ch->name && !ch->pending && !strcmp(ch->name, arg)) {
         chat_note(ch, C_DIM, "this chat is session '%s': it is saved after every exchange", arg);
         return 0;
     }
@@ -259,7 +259,7 @@ static int slash_save(struct chat *ch, char *arg)
         chat_err(ch, "session '%s' exists: /load %s opens it; choose another name", arg, arg);
         return 0;
     }
-    if (ch->name) {
+    if (ch->name && !ch->pending) {
         /* a named chat: rename it (the conversation holds its lock) */
         if (sess_conv_rename(ch->conv, arg)) {
             chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
@@ -277,7 +277,7 @@ static int slash_save(struct chat *ch, char *arg)
 
 static int slash_fork(struct chat *ch, char *arg)
 {
-    if (!ch->name)
+    if (!ch->name || ch->pending) /* nothing saved yet: this chat saved as NAME */
         return slash_save(ch, arg);
     if (chat_private_refuses(ch, "/fork") || !chat_name_ok(ch, arg) || chat_store_need(ch))
         return 0;
@@ -299,7 +299,10 @@ static int slash_new(struct chat *ch, char *arg)
     if (!chat_may_discard(ch, "/new"))
         return 0;
     const char *was = ch->name;
-    if (was)
+    if (was && ch->pending)
+        chat_note(ch, C_DIM, "session '%s' was not made (it is made with its first answer); a new unnamed chat "
+                             "begins", was);
+    else if (was)
         chat_note(ch, C_DIM, "session '%s' is saved; a new unnamed chat begins", was);
     chat_conv_new(ch, ch->o.system);
     return 0;
@@ -466,6 +469,11 @@ static int set_private(struct chat *ch, bool on)
 {
     if (on == ch->o.private_mode) {
         chat_note(ch, C_DIM, "private is already %s", on ? "on" : "off");
+        return 0;
+    }
+    if (on && ch->pending) {
+        chat_err(ch, "this chat is to be session '%s' (made with its first answer): /new first for a private chat",
+                 ch->name);
         return 0;
     }
     if (on && ch->name) {
@@ -669,7 +677,10 @@ static int slash_set(struct chat *ch, char *arg)
 /* /show's session and system lines */
 static void show_conversation(struct chat *ch, char *line, size_t n)
 {
-    if (ch->name)
+    if (ch->name && ch->pending)
+        snprintf(line, n, "session    '%s' (new: made with its first answer, then saved after every exchange)",
+                 ch->name);
+    else if (ch->name)
         snprintf(line, n, "session    '%s' (saved after every exchange)", ch->name);
     else if (ch->o.private_mode)
         snprintf(line, n, "session    private: nothing is written (no KV blocks, database rows, session or "
@@ -782,7 +793,7 @@ static int slash_clear(struct chat *ch, char *arg)
 {
     (void)arg;
     int64_t ex = sess_conv_n_exchanges(ch->conv);
-    if (ch->name) { /* as ollama's: a fresh context; the session stays as saved */
+    if (ch->name && !ch->pending) { /* as ollama's: a fresh context; the session stays as saved */
         const char *sys = chat_conv_system(ch);
         char *system = sys ? strdup(sys) : NULL, *was = strdup(ch->name);
         if ((sys && !system) || !was || chat_conv_new(ch, system)) {

@@ -26,6 +26,8 @@ struct chat {
     struct sess_conv *conv;
     struct sess_store *st; /* the store (NULL when it cannot be opened) */
     char *name;            /* the session's name; NULL for an unnamed chat */
+    bool pending;          /* name is a new session, not made yet: made with the first answer, so
+                              that a chat left (or killed) before any answer leaves no empty session */
     struct repl *repl;
     FILE *ui;              /* stdout on a terminal, else stderr */
     bool color;

@@ -18,8 +18,9 @@
  *    and the KV cache matches it); SIGINT at the prompt drops the line;
  *    SIGTERM/SIGHUP stop the answer and end the chat cleanly (exit 130);
  *  - a named session is saved by sess_conv after every exchange, so leaving
- *    (Ctrl-D, /exit, a signal) never loses a finished turn; an unnamed chat
- *    lives only in memory until /save NAME.
+ *    (Ctrl-D, /exit, a signal) never loses a finished turn; a new one is
+ *    made with its first answer, so a chat left before it leaves no empty
+ *    session; an unnamed chat lives only in memory until /save NAME.
  *
  * Context-window policy: nothing is dropped behind the user's back. When a
  * message does not fit, the chat says so and (on a terminal) asks whether
@@ -50,8 +51,9 @@ static const char chat_usage[] =
     "usage: kvchat [chat] [SESSION | -s SESSION | -c] [-m MODEL] [--system TEXT|--system-file F] [options]\n"
     "\n"
     "  The interactive chat. With SESSION, the chat is saved under that name\n"
-    "  after every exchange and resumes from its KV blocks next time (it is\n"
-    "  created if new); without, it is no session (at exit it is gone unless you\n"
+    "  after every exchange and resumes from its KV blocks next time (a new one\n"
+    "  is made with its first answer: a chat left before it leaves no session);\n"
+    "  without, it is no session (at exit it is gone unless you\n"
     "  /save it), but every prompt's KV blocks and token ids stay in the store\n"
     "  as a cache until evicted or collected ('kvchat sessions forget' removes\n"
     "  them); --private reads the store and writes nothing at all.\n"
@@ -84,9 +86,9 @@ static const char chat_usage[] =
     "\n"
     "Exit status: 0 ok, 1 usage error, 2 model error (with stdin not a terminal:\n"
     "also when a message was refused), 3 session error (e.g. the session is open\n"
-    "in another kvchat; stdin not a terminal: also when a change to a saved\n"
-    "session was refused), 4 a remote model's network error (stdin not a terminal),\n"
-    "130 ended by a signal.\n";
+    "in another kvchat; stdin not a terminal: also when an exchange could not be\n"
+    "saved, e.g. on a full disk, or a change to a saved session was refused), 4 a\n"
+    "remote model's network error (stdin not a terminal), 130 ended by a signal.\n";
 
 /* ==== signals ==== */
 
@@ -355,6 +357,23 @@ void chat_draft_line(const struct chat *ch, char *line, size_t n)
                  cmd_s(ch->o.draft_max));
 }
 
+/* a new session named at the start (ch->pending) is made with the first
+ * answer, from what the chat has so far (system prompt, /set parameters,
+ * the exchange); when it cannot be, the chat goes on unnamed and says so */
+static void chat_make_pending(struct chat *ch)
+{
+    char err[1400];
+    if (!ch->pending || ch->o.no_cache) /* --no-cache writes nothing: no session either */
+        return;
+    if (cmd_conv_make_session(ch->st, ch->conv, ch->name, err, sizeof err)) {
+        chat_err(ch, "%s", err);
+        chat_note(ch, C_WARN, "this chat goes on unnamed: /save NAME keeps it");
+        free(ch->name);
+        ch->name = NULL;
+    }
+    ch->pending = false;
+}
+
 void chat_turn_done(struct chat *ch, int rc, const struct sess_turn_stats *ts)
 {
     cmd_answer_end(&ch->ans);
@@ -367,6 +386,7 @@ void chat_turn_done(struct chat *ch, int rc, const struct sess_turn_stats *ts)
     }
     if (rc != SESS_OK)
         return;
+    chat_make_pending(ch);
     ch->last = *ts;
     ch->have_last = true;
     ch->turns++;
@@ -461,6 +481,8 @@ void chat_turn_failed(struct chat *ch, int rc)
         ch->refused = true;
         if (rc == SESS_ERR_REMOTE) /* no answer came: the conversation is as it was */
             ch->refused_code = cmd_remote_exit(ch->l.remote);
+        else if (rc == SESS_ERR_STORE) /* the exchange could not be saved (a full disk): as run's */
+            ch->refused_code = CMD_EXIT_SESSION;
     }
     chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
 }
@@ -497,6 +519,7 @@ int chat_conv_new(struct chat *ch, const char *system)
 {
     free(ch->name);
     ch->name = NULL;
+    ch->pending = false;
     ch->have_last = false;
     if (sess_conv_reset(ch->conv, system) != SESS_OK) {
         chat_err(ch, "cannot start a conversation: %s", sess_conv_errmsg(ch->conv));
@@ -532,6 +555,7 @@ static void attached(struct chat *ch, const char *name, const struct sess_restor
 {
     free(ch->name);
     ch->name = strdup(name);
+    ch->pending = false;
     ch->have_last = false;
     restore_report(ch, name, rs);
     ch->o.sampling = sess_conv_get_params(ch->conv).sampling;
@@ -885,6 +909,8 @@ static int chat_exec(int argc, char **argv)
         .model_opened = model_opened,
         .ud = &ch,
         .prog = &ch.prog,
+        /* a new session is made with its first answer (chat_make_pending) */
+        .new_after_answer = true,
     };
     if (!rc)
         rc = cmd_conv_begin(&c, &ch.o, &p);
@@ -893,7 +919,10 @@ static int chat_exec(int argc, char **argv)
     ch.l = c.l; /* the chat's from now on (/load changes them) */
     ch.st = c.st;
     ch.conv = c.conv;
-    if (!rc && c.session) {
+    if (!rc && c.session && c.pending) {
+        ch.name = strdup(c.session);
+        ch.pending = ch.name != NULL;
+    } else if (!rc && c.session) {
         attached(&ch, c.session, &c.rs);
         const char *s = chat_conv_system(&ch);
         if (ch.o.system && (!s || strcmp(s, ch.o.system)))

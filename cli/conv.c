@@ -139,19 +139,30 @@ int cmd_conv_open(struct cmd_conv *c, struct cmd_opts *o, const struct cmd_conv_
     return 0;
 }
 
-int cmd_conv_make_pending(struct cmd_conv *c)
+int cmd_conv_make_session(struct sess_store *st, struct sess_conv *conv, const char *name, char *err,
+                          size_t err_size)
 {
     int64_t sid;
     struct sess_restore_stats rs;
-    if (!c->pending)
-        return 0;
-    if (c->st && sess_find(c->st, c->session, &sid) == SESS_OK) {
-        cmd_term_printf(stderr, "kvchat: session '%s' was made by another kvchat process meanwhile: this "
-                                "exchange is not saved in it\n", c->session);
+    if (st && sess_find(st, name, &sid) == SESS_OK) {
+        snprintf(err, err_size, "session '%s' was made by another kvchat process meanwhile: this exchange is not "
+                                "saved in it", name);
         return 1;
     }
-    if (sess_conv_attach(c->conv, c->session, true, &rs)) {
-        cmd_term_printf(stderr, "kvchat: %s\n", sess_conv_errmsg(c->conv));
+    if (sess_conv_attach(conv, name, true, &rs)) {
+        snprintf(err, err_size, "%s", sess_conv_errmsg(conv));
+        return 1;
+    }
+    return 0;
+}
+
+int cmd_conv_make_pending(struct cmd_conv *c)
+{
+    char err[1400];
+    if (!c->pending)
+        return 0;
+    if (cmd_conv_make_session(c->st, c->conv, c->session, err, sizeof err)) {
+        cmd_term_printf(stderr, "kvchat: %s\n", err);
         return 1;
     }
     c->pending = false;

@@ -43,7 +43,8 @@ struct cmd_conv_params {
     double turn_start_ms;      /* the turn's ttft counts from here (run), or 0 */
     /* a new session is made with its first exchange, after the answer
      * (cmd_conv_make_pending), so that a turn that never answers (killed,
-     * interrupted, refused) leaves no empty session behind (run) */
+     * interrupted, refused, or a chat left before it) leaves no empty
+     * session behind (run and chat) */
     bool new_after_answer;
 };
 
@@ -71,6 +72,12 @@ int cmd_conv_open(struct cmd_conv *c, struct cmd_opts *o, const struct cmd_conv_
  * with that exchange. 0, or 1 when it could not be (said on stderr: made
  * by another process meanwhile, or the store failed). */
 int cmd_conv_make_pending(struct cmd_conv *c);
+/* The new session name made now from what conv has so far (its first
+ * exchange): 0, or 1 with the reason in err (made by another process
+ * meanwhile, or the store failed). cmd_conv_make_pending's, and the
+ * chat's after its first answer. */
+int cmd_conv_make_session(struct sess_store *st, struct sess_conv *conv, const char *name, char *err,
+                          size_t err_size);
 void cmd_conv_close(struct cmd_conv *c);
 
 /* Would text (len bytes, named by what: a file) fit as a message in conv

@@ -2482,7 +2482,13 @@ int sess_conv_attach(struct sess_conv *c, const char *name, bool create, struct 
     if (other && !c->p.switch_model && !changed) {
         char a[256], b[256];
         const char *was = shown_model(c, info.model_path, a, sizeof a), *now = shown_model(c, c->model_path, b, sizeof b);
-        if (!strcmp(was, now)) /* one name, other bytes: never "saved with X, not X" */
+        size_t wl = info.model_path ? strlen(info.model_path) : 0;
+        bool was_remote = wl > 7 && !strcmp(info.model_path + wl - 7, ".remote");
+        if (!strcmp(was, now) && was_remote != c->remote) /* one name, a local and a remote model */
+            cfail(c, "session '%s' was saved with another model named '%s' (%s '%s'; now %s '%s'): the name was "
+                     "given to another model since", name, was, was_remote ? "the remote entry" : "the file",
+                  info.model_path, c->remote ? "the remote entry" : "the file", c->model_path);
+        else if (!strcmp(was, now)) /* one name, other bytes: never "saved with X, not X" */
             cfail(c, "session '%s' was saved with other bytes of model '%s' (at '%s'; now '%s'): the file was "
                      "changed or replaced since", name, was, info.model_path ? info.model_path : "?", c->model_path);
         else

@@ -94,17 +94,20 @@ static void quick_check(struct sess_store *st, const char *table, char *buf, siz
 }
 
 /* whether a failure of SQLite's (code) came from a full disk: SQLITE_FULL,
- * or an I/O error with ENOSPC as its last system error or the store's file
+ * or an I/O error with ENOSPC as its last system error (sys_errno: that
+ * of a handle already closed, or 0 to ask st->db) or the store's file
  * system with no room left (SQLite says "disk I/O error" when growing its
  * WAL index or syncing fails so) */
-static bool disk_full(struct sess_store *st, int code)
+static bool disk_full(struct sess_store *st, int code, int sys_errno)
 {
     code &= 0xff;
     if (code == SQLITE_FULL) /* (SQLite records no errno for it) */
         return true;
     if (code != SQLITE_IOERR && code != SQLITE_CANTOPEN)
         return false;
-    if (st->db && sqlite3_system_errno(st->db) == ENOSPC)
+    if (!sys_errno && st->db)
+        sys_errno = sqlite3_system_errno(st->db);
+    if (sys_errno == ENOSPC || sys_errno == EDQUOT)
         return true;
     struct statvfs v;
     return statvfs(st->home, &v) == 0 && (v.f_bavail == 0 || (v.f_files > 0 && v.f_favail == 0));
@@ -117,7 +120,7 @@ static int db_fail(struct sess_store *st)
     st->db_rc = sqlite3_errcode(st->db);
     char reason[512];
     snprintf(reason, sizeof reason, "%s", sqlite3_errmsg(st->db));
-    if (disk_full(st, st->db_rc)) { /* said as what it is, and room is made for it (sess_store_full) */
+    if (disk_full(st, st->db_rc, 0)) { /* said as what it is, and room is made for it (sess_store_full) */
         st->db_rc = SQLITE_FULL;
         return sess_fail(st, "database '%s': the disk is full (%s: no space left on device); free some space, "
                              "or a smaller --cache-max keeps fewer KV blocks", st->path, reason);
@@ -824,13 +827,14 @@ static int store_open(const char *home, struct sess_store_params p, struct sess_
         if (rc == SQLITE_OK)
             break;
         int code = st->db_rc ? st->db_rc & 0xff : st->db ? sqlite3_errcode(st->db) & 0xff : SQLITE_NOMEM;
+        int sys_errno = st->db ? sqlite3_system_errno(st->db) : 0; /* (gone with the handle) */
         sqlite3_close(st->db);
         st->db = NULL;
         if (!freed && (code == SQLITE_FULL || code == SQLITE_IOERR || code == SQLITE_CANTOPEN) && reserve_free(st)) {
             freed = true;
             continue;
         }
-        if (disk_full(st, code))
+        if (disk_full(st, code, sys_errno))
             snprintf(err, err_size, "database '%.900s' cannot be opened: the disk is full (no space left on "
                                     "device); free some space", st->path);
         else

@@ -1,20 +1,28 @@
 #!/bin/sh
 # t0011: the documentation says what the program does - `kvchat --help`
-# names every models subcommand, `run --help` every key of `run --json`,
+# names every models and sessions subcommand, `run --help` every key of `run --json`,
 # the chat's /help every /set key (t0503); kvchat.1's examples use names
 # that exist, it describes every sessions subcommand, and it has no stale
-# "later" about what KVCHAT_HOME holds.
+# "later" about what KVCHAT_HOME holds. Issue 29's docs items: /help's
+# commands each in kvchat.1 and README, and what /help, kvchat.1 and README
+# say of /undo, /retry, /clear, /load, /exit the same; the prefix rule of
+# chat --help and kvchat.1 is the program's; every on/off option --X has
+# --no-X and --no-no-X is refused; exit 6 (a full context) is documented;
+# /show, chat --help and README say what an unnamed chat keeps.
 . "$TOP/tests/cli/lib.sh"
 MAN=$TOP/man/kvchat.1
 M=$T/m.gguf
 "$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
     --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 >/dev/null || exit 1
 
-# ---- kvchat --help: the models line names every subcommand of models --help
+# ---- kvchat --help: the models and sessions lines name every subcommand of
+# models --help and sessions --help (issue 29: it omitted sessions search)
 run "$KVCHAT" --help
-line=$(grep '^  models ' "$T/out")
-for sub in $("$KVCHAT" models --help | sed -n 's/^ *\(usage: \)\{0,1\}kvchat models \([a-z]*\).*/\2/p' | sort -u); do
-    echo "$line" | grep -q "\b$sub\b" && ok "kvchat --help: models $sub" || not_ok "kvchat --help lacks models $sub: $line"
+for cmd in models sessions; do
+    line=$(grep "^  $cmd " "$T/out")
+    for sub in $("$KVCHAT" $cmd --help | sed -n "s/^ *\(usage: \)\{0,1\}kvchat $cmd \([a-z]*\).*/\2/p" | sort -u); do
+        echo "$line" | grep -q "\b$sub\b" && ok "kvchat --help: $cmd $sub" || not_ok "kvchat --help lacks $cmd $sub: $line"
+    done
 done
 
 # ---- run --help: every key run --json prints
@@ -72,6 +80,65 @@ grep -q "sessions forget" "$T/chelp" && grep -q "sessions forget" "$T/rhelp" && 
     ok "chat and run --help and README say what an unnamed chat keeps and what forgets it" || not_ok "forget: undocumented"
 grep -q "0600 and every folder 0700" "$MAN" && grep -q "0600 and its" "$TOP/README.md" &&
     ok "kvchat.1 and README: the store's modes" || not_ok "the modes are undocumented"
+
+# ---- the prefix rule of the slash commands, as chat --help and kvchat.1 state it:
+# a unique prefix runs /help /sessions /set /show /stats, the others only by their full name
+short=$(tr '\n' ' ' <"$T/chelp" | sed -n 's/.*a *unique prefix runs \(\(\/[a-z]* *\)*\), the others only run *by their full name.*/\1/p')
+[ "$(echo $short | wc -w)" -ge 3 ] && ok "chat --help: a prefix runs $short" || not_ok "chat --help: no prefix rule"
+manshort=$(sed -n '/^A unique prefix such as/,/their full name/p' "$MAN" | sed -n 's/^\.RB ( \(.*\) );$/\1/p' | tr -d '",')
+[ "$(echo $manshort)" = "$(echo $short)" ] && ok "kvchat.1 names the same ones" || not_ok "kvchat.1: '$manshort', chat --help: '$short'"
+for c in $cmds; do
+    [ ${#c} -gt 3 ] || continue
+    p=${c%?} # the name less its last letter
+    [ "$c" = /set ] && continue # (/se is /sessions' prefix too)
+    run sh -c "printf '%s\n' '$p' | $KVCHAT chat -m $M -t 1"
+    if echo " $short " | grep -q " $c "; then
+        grep -q "runs nothing\|unknown command\|ambiguous" "$T/err" && not_ok "$p did not run $c: $(cat "$T/err")" ||
+            ok "$p runs $c"
+    else
+        grep -q "'$p' runs nothing: type $c in full" "$T/err" && ok "$p runs nothing ($c only by its full name)" ||
+            not_ok "$p: $(cat "$T/err")"
+    fi
+done
+
+# ---- "an on/off option --X is turned off by --no-X" (kvchat.1, commands.md), and
+# --no-no-X is no option (issue 29: --no-no-cache was taken): the common flags of run and chat
+flags=$(sed -n 's/^ *\(-[a-zA-Z], \)\{0,1\}--\([a-z-]*\)  .*/\2/p' "$T/rhelp" "$T/chelp" | sort -u | grep -vx 'continue\|json\|yes')
+[ "$(echo $flags | wc -w)" -ge 5 ] && ok "on/off options: $(echo $flags)" || not_ok "on/off options: '$flags'"
+for f in $flags; do
+    x=${f#no-}
+    forms="--no-$x"
+    [ "$f" = "$x" ] || grep -q -- "--$x[^-a-z]" "$T/rhelp" && forms="--$x --no-$x"
+    for o in $forms; do
+        run sh -c "$KVCHAT run -m $M -t 1 -n 1 $o hi < /dev/null"
+        expect_rc 0
+    done
+    run sh -c "$KVCHAT run -m $M -t 1 -n 1 --no-no-$x hi < /dev/null"
+    [ "$rc" = 1 ] && grep -q "unknown option '--no-no-$x'" "$T/err" && ok "--no-no-$x is refused" ||
+        not_ok "--no-no-$x: exit $rc"
+done
+
+# ---- "an answer that fills the context says so", for run too (issue 29):
+# exit 6 in run --help and kvchat.1 (t0037 checks the program)
+grep -q "6 the answer" "$T/rhelp" && ok "run --help: exit 6" || not_ok "run --help says nothing of exit 6"
+sed -n '/^\.SH EXIT STATUS/,/^\.SH /p' "$MAN" | grep -q '^\.B 6' && ok "kvchat.1: exit 6" || not_ok "kvchat.1: no exit 6"
+
+# ---- what an unnamed chat keeps, said by /show, chat --help and README (the banner: t0506)
+run sh -c "printf '/show\n' | $KVCHAT chat -m $M -t 1"
+grep -q "^session    unnamed: no session (gone at exit unless /save NAME keeps it), but its KV" "$T/err" &&
+    tr '\n' ' ' <"$T/err" | grep -q "KV *blocks and token ids stay in the store" &&
+    ok "/show: an unnamed chat's KV blocks and token ids stay" || not_ok "/show: $(cat "$T/err")"
+tr '\n' ' ' <"$T/chelp" | grep -q "KV blocks and token ids stay in the store" && ok "chat --help says so" ||
+    not_ok "chat --help does not say what an unnamed chat keeps"
+tr '\n' ' ' <"$TOP/README.md" | grep -q "it leaves the KV blocks and token ids of its prompts" && ok "README says so" ||
+    not_ok "README does not say what an unnamed chat keeps"
+
+# ---- what a damaged index is checked for, said without over-claiming (issue 29:
+# "any damage is reported", yet a letter changed inside a stored message passes quick_check)
+grep -qi "any damage" "$TOP/README.md" "$TOP/docs/"*.md "$MAN" && not_ok "'any damage ... is reported' is claimed" ||
+    ok "no 'any damage ... is reported'"
+tr '\n' ' ' <"$TOP/docs/cache.md" | grep -q "What this does not catch: a letter changed inside a stored message" &&
+    ok "docs/cache.md says what quick_check does not catch" || not_ok "docs/cache.md: the limit of the checks is not said"
 
 # ---- kvchat.1
 grep -q "and later the session index" "$MAN" && not_ok "kvchat.1: stale 'and later'" || ok "kvchat.1: no stale 'and later'"

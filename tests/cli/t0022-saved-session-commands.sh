@@ -6,6 +6,7 @@
 # from another chat too); /undo, /retry, /system and the rest that would
 # change it are refused with exit 3 and a reason, and do their work only
 # with --yes; /save renames (the messages go with the name), /read adds.
+# Every command /help lists must be walked here (checked at the end).
 . "$TOP/tests/cli/lib.sh"
 M=$T/m.gguf
 "$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
@@ -20,7 +21,9 @@ want=$(msgs trip)
 echo "a file's text" >"$T/note.txt"
 
 # the same session after CMD (piped into `kvchat chat trip`): exit status and messages
+walked="" # the commands walked, to be checked against /help's list at the end
 survives() { # expected-rc command
+    walked="$walked $(printf '%s\n' "$2" | sed -n 's|^\(/[a-z?]*\).*|\1|p' | tr '\n' ' ')"
     printf '%s\n' "$2" >"$T/in"
     run sh -c "$C chat trip <'$T/in'"
     [ "$rc" = "$1" ] && ok "'$2': exit $rc" || { not_ok "'$2': exit $rc, wanted $1"; sed 's/^/  /' "$T/err"; }
@@ -54,11 +57,14 @@ printf '/load trip\n/clear\nA new question.\n' | $C >/dev/null 2>&1
 # ---- /read adds an exchange (and nothing else changes)
 printf '/read %s\n' "$T/note.txt" | $C chat other >/dev/null 2>&1
 [ "$("$KVCHAT" sessions export other | jq '.messages | length')" = 4 ] && ok "/read adds one exchange" || not_ok "/read"
+walked="$walked /read"
 
 # ---- /save renames: the messages go with the new name
 printf '/save trip-renamed\n' | $C chat trip >/dev/null 2>&1
 [ "$(msgs trip-renamed)" = "$want" ] && ok "/save NAME in a session: renamed whole" || not_ok "/save: $(msgs trip-renamed)"
 printf '/save trip\n' | $C chat trip-renamed >/dev/null 2>&1
+[ "$(msgs trip)" = "$want" ] && ok "/save back: trip whole again" || not_ok "/save back: $(msgs trip)"
+walked="$walked /save"
 
 # ---- --yes: the changes are made
 run sh -c "printf '/undo\n' | $C --yes chat trip"
@@ -73,4 +79,12 @@ nc=$(msgs nc)
 run sh -c "printf '/undo\n' | $C --no-cache chat nc"
 expect_rc 0
 [ "$(msgs nc)" = "$nc" ] && ok "--no-cache: /undo is not asked and changes nothing saved" || not_ok "--no-cache: $(msgs nc)"
+
+# ---- every command /help lists was walked above on a saved session (a new
+# command without a line here fails this test)
+cmds=$(printf '/help\n' | $C chat trip 2>&1 >/dev/null | sed -n 's|^  \(/[a-z?]*\) .*|\1|p')
+[ "$(echo $cmds | wc -w)" -ge 14 ] && ok "/help lists $(echo $cmds | wc -w) commands" || not_ok "/help: '$cmds'"
+for c in $cmds; do
+    echo " $walked " | grep -qF " $c " && ok "$c walked on a saved session" || not_ok "$c is not walked by this test"
+done
 finish

@@ -8,6 +8,9 @@
 # row is a (fingerprint, path) pair: opening the same bytes at another path
 # does not re-point a session, and `models rm` still sees that the session
 # uses the store's model. A store of schema 4 upgrades: sessions reopen.
+# A store model replaced under its name goes on with a note by every route
+# (run -s, run -m NAME -s, /load), never "saved with model X, not X"; the
+# name given to a remote model is said as another model of that name.
 . "$TOP/tests/cli/lib.sh"
 M=$T/m.gguf
 "$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
@@ -110,4 +113,51 @@ run timeout 120 sh -c "$R -s up 'second turn' < /dev/null"
 expect_rc 0
 [ "$(field cached_tokens)" = 0 ] && [ "$(field answer)" = "$want" ] && ok "the session reopens, recomputed" ||
     not_ok "after the upgrade: cached $(field cached_tokens), '$(field answer)' vs '$want'"
+
+# ---- a store model whose file was replaced (models add --force, same name,
+# other bytes): never "saved with model 'X', not 'X'" (issue 29); the
+# session goes on with the file as it is now and says so, by every route
+"$MKMODEL" "$T/other.gguf" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
+    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 --type F32 --seed 9 >/dev/null
+cp "$M" "$T/first.gguf"
+run "$KVCHAT" models add --name twin "$T/first.gguf"
+expect_rc 0
+for s in own named chat; do
+    run timeout 120 sh -c "$KVCHAT run -m twin -t 2 --temp 0 -n 4 -s tw-$s 'hello' < /dev/null"
+    expect_rc 0
+done
+run "$KVCHAT" models add --force --name twin "$T/other.gguf"
+expect_rc 0
+TW=$KVCHAT_HOME/models/twin.gguf
+not_x_not_x() { # what
+    grep -q "not 'twin'\|not '$TW'" "$T/err" && not_ok "$1: 'saved with model X, not X': $(cat "$T/err")" ||
+        ok "$1: not 'saved with model X, not X'"
+}
+run timeout 120 sh -c "$KVCHAT run -m twin -t 2 --temp 0 -n 4 --json --no-cache -s tw-own 'again' < /dev/null"
+want=$(field answer)
+# its own model (no -m): the file at its path has other bytes now
+run timeout 120 sh -c "$KVCHAT run -t 2 --temp 0 -n 4 --json -s tw-own 'again' < /dev/null"
+expect_rc 0
+expect_err "kvchat: the model file '$TW' has changed since session 'tw-own' was saved: it goes on with the file as it is now"
+not_x_not_x "run -s, its own model"
+[ "$(field answer)" = "$want" ] && ok "the changed file's answer is --no-cache's" || not_ok "'$(field answer)' vs '$want'"
+# -m NAME naming the same store model
+run timeout 120 sh -c "$KVCHAT run -m twin -t 2 --temp 0 -n 4 -s tw-named 'again' < /dev/null"
+expect_rc 0
+expect_err "the model file '$TW' has changed since session 'tw-named' was saved"
+not_x_not_x "run -m twin -s"
+# the chat's /load
+run sh -c "printf '/load tw-chat\n' | timeout 120 $KVCHAT chat -m twin -t 2 --temp 0 -n 4"
+expect_rc 0
+expect_err "session 'tw-chat': the model file '$TW' has changed since session 'tw-chat' was saved"
+not_x_not_x "/load"
+# the name given to a remote model since: said as another model of that name
+run "$KVCHAT" models rm --force twin
+expect_rc 0
+run "$KVCHAT" models add-remote twin "http://127.0.0.1:9/v1" --model other
+expect_rc 0
+run timeout 120 sh -c "$KVCHAT run -m twin -s tw-named 'again' < /dev/null"
+expect_rc 3
+expect_err "session 'tw-named' was saved with another model named 'twin' (the file '$TW'; now the remote entry '$KVCHAT_HOME/models/twin.remote'): the name was given to another model since"
+not_x_not_x "a remote model of the same name"
 finish

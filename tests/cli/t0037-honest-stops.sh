@@ -6,7 +6,9 @@
 # read-only `kvchat sessions` on a fresh home creates nothing; KVCHAT_CPU
 # is strict; the no-model message names `models add FILE`; `bench -r 1`
 # warms up; --no-no-cache is no option; the help texts; a first turn that
-# never answers leaves no session; `models list` rows as a terminal shows
+# never answers leaves no session (run -s, and chat NAME left, refused or
+# killed before its first answer; made with it, with what was set before);
+# `models list` rows as a terminal shows
 # them, with columns that line up; a SIGTERM that comes before a chat's
 # turn stops it.
 . "$TOP/tests/cli/lib.sh"
@@ -103,6 +105,63 @@ expect_rc 0
 run $KVCHAT sessions --json
 [ "$(jq '.[] | select(.name == "made") | .turns' "$T/out")" = 1 ] && ok "a first turn that answers makes its session" ||
     not_ok "no session 'made': $(cat "$T/out")"
+
+# ---- the same for `kvchat chat NAME` and `chat -s NAME`: made with its first answer
+has_session() { "$KVCHAT" sessions --json | jq -e --arg n "$1" '[.[] | select(.name == $n)] | length == 1' >/dev/null; }
+no_session() { # what NAME
+    has_session "$2" && not_ok "$1: an empty session '$2' is left: $("$KVCHAT" sessions export "$2")" ||
+        ok "$1: no session '$2'"
+}
+run sh -c "printf '/show\n/set temp 0.5\n/system Be brief.\n/stats\n' | $TO $KVCHAT chat -m $M -t 1 -n 3 pend"
+expect_rc 0
+expect_err "session    'pend' (new: made with its first answer, then saved after every exchange)"
+no_session "left before any answer" pend
+run sh -c "printf '/clear\n/undo\n/retry\n' | $TO $KVCHAT chat -m $M -t 1 -n 3 -s pend"
+expect_rc 0
+no_session "/clear, /undo, /retry before any answer (chat -s)" pend
+run sh -c "$TO $KVCHAT chat -m $M -t 1 -c 64 pend < $T/long"
+[ "$rc" != 0 ] && ok "chat: a message too long for -c 64 is refused (exit $rc)" || not_ok "chat: not refused"
+no_session "a refused first message" pend
+# killed (-9) while its first answer streams: nothing was saved, so no session
+mkfifo "$T/fifo"
+for sig in KILL TERM; do
+    rm -f "$T/chat.out"
+    $KVCHAT chat -m "$M" -t 1 --temp 0.9 --seed 1 -n 100000 -c 4096 "pend$sig" <"$T/fifo" >"$T/chat.out" 2>"$T/chat.err" &
+    pid=$!
+    exec 7>"$T/fifo"
+    echo "go on" >&7
+    i=0
+    while [ ! -s "$T/chat.out" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+    [ -s "$T/chat.out" ] && ok "SIG$sig: the first answer is streaming" || not_ok "SIG$sig: no answer began"
+    kill -$sig $pid
+    wait $pid
+    rc=$?
+    exec 7>&-
+    if [ $sig = KILL ]; then
+        [ "$rc" = 137 ] && ok "SIGKILL: killed (137)" || not_ok "SIGKILL: exit $rc"
+        no_session "killed during its first answer" pendKILL
+    else # a signal ends the answer where it is, and it is kept (as run's)
+        [ "$rc" = 130 ] && ok "SIGTERM: exit 130" || not_ok "SIGTERM: exit $rc"
+        has_session pendTERM && ok "SIGTERM during the first answer: the partial answer makes the session" ||
+            not_ok "SIGTERM: no session pendTERM"
+        [ "$("$KVCHAT" sessions export pendTERM | jq -r '.messages[-1].stop_reason')" = interrupted ] &&
+            ok "SIGTERM: its answer is kept as interrupted" || not_ok "SIGTERM: $("$KVCHAT" sessions export pendTERM)"
+    fi
+done
+# the first answer makes it, with what was set before it
+run sh -c "printf '/system Be brief.\n/set temp 0.5\nhi\n' | $TO $KVCHAT chat -m $M -t 1 -n 3 pend"
+expect_rc 0
+run "$KVCHAT" sessions export pend
+[ "$(jq -c '[.messages[].role]' "$T/out")" = '["system","user","assistant"]' ] &&
+    [ "$(jq -r '.messages[0].content' "$T/out")" = "Be brief." ] && [ "$(jq -r .params.temp "$T/out")" = 0.5 ] &&
+    ok "the first answer makes the session, with the system prompt and /set's temp" ||
+    not_ok "session pend: $(cat "$T/out")"
+# the session then answers as --no-cache does, from its blocks
+run sh -c "$TO $KVCHAT run -m $M -t 1 -n 4 --json --no-cache -s pend again < /dev/null"
+want=$(jq -r .answer "$T/out")
+run sh -c "$TO $KVCHAT run -m $M -t 1 -n 4 --json -s pend again < /dev/null"
+[ "$(jq -r .answer "$T/out")" = "$want" ] && [ "$(jq -r .cached_tokens "$T/out")" -gt 0 ] &&
+    ok "resumed from its blocks, --no-cache's answer" || not_ok "resumed: $(cat "$T/out") vs '$want'"
 
 # ---- models list on a terminal: names as a terminal shows them, columns that line up
 # (names follow the store's rule; a file's metadata and a .remote file's
