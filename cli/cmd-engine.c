@@ -210,9 +210,9 @@ static int parse_opts(const struct cmd_entry *e, int argc, char **argv, struct o
         return cmd_usage_error(e, "unexpected argument '%s'", argv[optind]);
     /* the model as every command finds it: -m, else KVCHAT_MODEL, else the
      * config file's model (--membw alone needs none) */
-    static char default_model[4096];
+    static char *default_model; /* the command's, for the process's life */
     if (!o->model && !(is_bench && o->membw)) {
-        int rc = cmd_model_resolve(NULL, false, default_model, sizeof default_model);
+        int rc = cmd_model_resolve(NULL, false, &default_model);
         if (rc)
             return rc;
         o->model = default_model;
@@ -270,10 +270,13 @@ static void engine_close(struct engine *en)
 /* the model and a context for need_ctx tokens: 0, or an exit code (printed) */
 static int engine_open(const struct opts *o, int64_t need_ctx, struct engine *en)
 {
-    char path[4096], err[512], pack_dir[4096];
+    char *path, err[512], pack_dir[4096];
     *en = (struct engine){0};
-    mdl_resolve(o->model, path, sizeof path);
-    if (llm_model_open(path, cmd_model_params(pack_dir, sizeof pack_dir), &en->model, err, sizeof err))
+    mdl_resolve(o->model, &path);
+    int rc = path ? llm_model_open(path, cmd_model_params(pack_dir, sizeof pack_dir), &en->model, err, sizeof err)
+                  : (snprintf(err, sizeof err, "out of memory"), -1);
+    free(path);
+    if (rc)
         return cmd_fail(CMD_EXIT_MODEL, "cannot open model '%s': %s", o->model, err);
     struct llm_ctx_params cp = llm_ctx_default_params();
     cp.n_threads = (int32_t)o->threads;

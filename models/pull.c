@@ -692,6 +692,13 @@ static const char *env2(const char *a, const char *b)
     return v && *v ? v : NULL;
 }
 
+void mdl_pull_result_free(struct mdl_pull_result *res)
+{
+    free(res->path);
+    free(res->url);
+    res->path = res->url = NULL;
+}
+
 int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_result *res,
              char *err, size_t err_size)
 {
@@ -724,7 +731,10 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
         struct stat st;
         if (!p->force && mdl_store_path(nm, path, sizeof path) == 0 && stat(path, &st) == 0) {
             snprintf(res->name, sizeof res->name, "%s", nm);
-            snprintf(res->path, sizeof res->path, "%s", path);
+            if (!(res->path = strdup(path))) {
+                snprintf(err, err_size, "out of memory");
+                return MDL_ERR_FILE;
+            }
             res->size = (uint64_t)st.st_size;
             res->already = true;
             return 0;
@@ -768,7 +778,10 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
     }
     if (!p->force && stat(dest, &st) == 0) {
         snprintf(res->name, sizeof res->name, "%s", c.name);
-        snprintf(res->path, sizeof res->path, "%s", dest);
+        if (!(res->path = strdup(dest))) {
+            snprintf(err, err_size, "out of memory");
+            return MDL_ERR_FILE;
+        }
         res->size = (uint64_t)st.st_size;
         res->already = true;
         return 0;
@@ -894,8 +907,12 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
         note(&c, "cannot write the model's sidecar: %s", merr);
 
     snprintf(res->name, sizeof res->name, "%s", c.name);
-    snprintf(res->path, sizeof res->path, "%s", dest);
-    snprintf(res->url, sizeof res->url, "%s", final_url[0] ? final_url : c.url);
+    res->path = strdup(dest);
+    res->url = strdup(final_url[0] ? final_url : c.url);
+    if (!res->path || !res->url) {
+        snprintf(err, err_size, "out of memory");
+        return MDL_ERR_FILE;
+    }
     snprintf(res->sha256, sizeof res->sha256, "%s", got);
     res->sha256_checked = expect != NULL;
     res->size = (uint64_t)st.st_size;

@@ -63,13 +63,15 @@ int main(int argc, char **argv)
         }
     }
     p.stop = stops;
-    char path[4096], err[4096];
+    char *path, err[4096];
     struct mdl_remote *r;
-    if (mdl_resolve(argv[1], path, sizeof path) || !mdl_is_remote(path)) {
+    if (mdl_resolve(argv[1], &path) || !mdl_is_remote(path)) {
         fprintf(stderr, "remote-chat: no remote model '%s'\n", argv[1]);
         return 1;
     }
-    if (mdl_remote_open(path, &r, err, sizeof err)) {
+    int rc = mdl_remote_open(path, &r, err, sizeof err);
+    free(path);
+    if (rc) {
         fprintf(stderr, "remote-chat: %s\n", err);
         return 1;
     }

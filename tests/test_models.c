@@ -167,7 +167,7 @@ static void test_list_and_rm(void **state)
     char err[512], p[4200], home[4000];
     assert_int_equal(mdl_list(&es, &n, err, sizeof err), 0); /* no store yet */
     assert_int_equal(n, 0);
-    free(es);
+    mdl_list_free(es, n);
     assert_int_equal(mdl_home(home, sizeof home), 0);
     snprintf(p, sizeof p, "%s", home);
     mkdir(p, 0755);
@@ -189,7 +189,7 @@ static void test_list_and_rm(void **state)
     assert_string_equal(es[0].sha256, ""); /* not 64 hex digits: ignored */
     assert_true(es[0].error[0] != 0);      /* not a GGUF */
     assert_int_equal(es[0].n_params, -1);
-    free(es);
+    mdl_list_free(es, n);
 
     /* the sessions hook refuses; --force overrides it */
     in_use_calls = 0;
@@ -197,9 +197,12 @@ static void test_list_and_rm(void **state)
     assert_int_equal(in_use_calls, 1);
     assert_non_null(strstr(err, "used by session 'chat1'"));
     assert_int_equal(mdl_stat("m", &e, err, sizeof err), 0);
+    assert_non_null(strstr(e.path, "/models/m.gguf"));
+    mdl_entry_free(&e);
     assert_int_equal(mdl_rm("m", true, says_in_use, "chat1", err, sizeof err), 0);
     assert_int_equal(in_use_calls, 1); /* not even asked */
     assert_int_equal(mdl_stat("m", &e, err, sizeof err), MDL_ERR_NOT_FOUND);
+    assert_null(e.path);
     snprintf(p, sizeof p, "%s/models/m.meta", home);
     assert_int_equal(access(p, F_OK), -1);
     /* a partial download alone can be removed */
