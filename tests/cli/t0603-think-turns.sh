@@ -19,7 +19,6 @@ xz -dc "$TOP/tests/data/tokenizer/ggml-vocab-qwen2.gguf.xz" >"$T/q2v.gguf"
     --ff 128 --template "$TOP/tests/data/templates/jinja/Qwen-Qwen3-0.6B.jinja" --type Q8_0 --seed 3 >/dev/null
 M=$T/m.gguf
 R="$KVCHAT run -m $M -t 2 --temp 0 -n 6 --json"
-field() { jq -r ".$1" "$T/out"; }
 # session $1's export (left in $T/out) passes jq filter $2: ok $3, or not
 # ok with its parameters and last message
 export_is() {

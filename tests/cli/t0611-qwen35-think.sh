@@ -19,7 +19,6 @@ xz -dc "$TOP/tests/data/tokenizer/ggml-vocab-qwen2.gguf.xz" >"$T/q2v.gguf"
     --type Q8_0 --seed 3 >/dev/null
 M=$T/m.gguf
 R="$KVCHAT run -m $M -t 2 --temp 0 -n 6 --json"
-field() { jq -r ".$1" "$T/out"; }
 export_is() {
     run "$KVCHAT" sessions export "$1"
     jq -e "$2" "$T/out" >/dev/null && ok "$3" || not_ok "$3: $(jq -c '[.params, .messages[-1]]' "$T/out")"
