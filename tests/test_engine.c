@@ -35,6 +35,7 @@
 
 #include "core/llm.h"
 #include "tests/gguf-writer.h"
+#include "tests/tmpdir.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -917,8 +918,7 @@ static void test_qwen35_interrupt(void **state)
 static int setup(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "%s/kvchat-engine.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(tmpdir))
+    if (test_dir_make(tmpdir, sizeof tmpdir, "kvchat-engine"))
         return -1;
     FILE *f = fopen("tests/data/engine/prompt.txt", "r");
     if (!f)
@@ -933,9 +933,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return test_dir_remove(tmpdir);
 }
 
 int main(void)

@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "core/llm.h"
+#include "tests/tmpdir.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -223,16 +224,13 @@ static void test_refusals(void **state)
 static int setup(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "%s/kvchat-fref.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return test_dir_make(tmpdir, sizeof tmpdir, "kvchat-fref");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return test_dir_remove(tmpdir);
 }
 
 int main(void)

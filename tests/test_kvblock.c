@@ -16,6 +16,7 @@
 
 #include "core/llm.h"
 #include "sessions/kvblock.h"
+#include "tests/tmpdir.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -138,9 +139,7 @@ static int teardown(void **state)
 {
     struct fixture *f = *state;
     free(f->rows);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
-    if (system(cmd) != 0)
+    if (test_dir_remove(f->dir))
         return -1;
     free(f);
     fail_write_after = -1;

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "tests/fault-fs.h"
+#include "tests/tmpdir.h"
 
 static char dir[256];
 
@@ -49,8 +50,7 @@ static char *read_file(const char *path)
 
 static int setup(void **state)
 {
-    snprintf(dir, sizeof dir, "%s/kvchat-test-models.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    assert_non_null(mkdtemp(dir));
+    assert_int_equal(test_dir_make(dir, sizeof dir, "kvchat-test-models"), 0);
     char p[512];
     snprintf(p, sizeof p, "%s/home", dir);
     setenv("KVCHAT_HOME", p, 1);
@@ -63,9 +63,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(test_dir_remove(dir), 0);
     return 0;
 }
 

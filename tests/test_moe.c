@@ -21,6 +21,7 @@
 
 #include "core/engine/moe.h"
 #include "core/llm.h"
+#include "tests/tmpdir.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -260,16 +261,13 @@ static void test_bad(void **state)
 static int setup(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/kvchat-test-moe.XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return test_dir_make(tmpdir, sizeof tmpdir, "kvchat-test-moe");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return test_dir_remove(tmpdir);
 }
 
 int main(void)

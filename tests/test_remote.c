@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "tests/fault-fs.h"
+#include "tests/tmpdir.h"
 
 static char err[2048];
 
@@ -457,9 +458,7 @@ static int setup_home(void **state)
 
 static int teardown_home(void **state)
 {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", home);
-    return system(cmd);
+    return test_dir_remove(home);
 }
 
 /* mdl_resolve into a buffer (the tests' paths are short) */
