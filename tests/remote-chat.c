@@ -12,25 +12,11 @@
  * MODEL is a remote model's name in $KVCHAT_HOME's store.
  */
 #include "models/mdl.h"
+#include "tests/json-out.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void json_str(const char *s, size_t n)
-{
-    putchar('"');
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c < 0x20)
-            printf("\\u%04x", c);
-        else
-            putchar(c);
-    }
-    putchar('"');
-}
 
 int main(int argc, char **argv)
 {
