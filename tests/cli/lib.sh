@@ -70,6 +70,37 @@ six_turns() {
     done
 }
 
+# think_turns R SESSION TURN...: each TURN ("on|off MESSAGE") by R with
+# --think in SESSION, first with --no-cache, then resumed: the same answer
+# (differences counted in $bad). $TURN_HOOK as six_turns'; answers in
+# $T/resumed.txt; $total the history's tokens
+think_turns() {
+    r=$1 s=$2
+    shift 2
+    bad=0 i=0 total=0
+    : >"$T/resumed.txt"
+    for turn in "$@"; do
+        set -- $turn
+        i=$((i + 1))
+        run sh -c "$r -s $s --think $1 --no-cache '$2' </dev/null"
+        want=$(field answer)
+        run sh -c "$r -s $s --think $1 '$2' </dev/null"
+        [ "$rc" = 0 ] || { not_ok "turn $i failed: $(cat "$T/err")"; break; }
+        [ "$(field answer)" = "$want" ] || { bad=$((bad + 1)); echo "  turn $i: '$(field answer)', --no-cache '$want'"; }
+        ${TURN_HOOK:-:}
+        printf '%s\n' "$(field answer)" >>"$T/resumed.txt"
+        total=$(( $(field prompt_tokens) + $(field generated_tokens) ))
+    done
+}
+
+# export_is SESSION FILTER WHAT: the session's export (left in $T/out)
+# passes the jq FILTER: ok WHAT, or not ok with its parameters and last
+# message
+export_is() {
+    run "$KVCHAT" sessions export "$1"
+    jq -e "$2" "$T/out" >/dev/null && ok "$3" || not_ok "$3: $(jq -c '[.params, .messages[-1]]' "$T/out")"
+}
+
 # live_same LABEL CMD [blank]: CMD (a chat) given $T/msgs.txt answers as
 # $T/resumed.txt (the chat writes the model's bytes as they come, --json has
 # U+FFFD for a byte that is not UTF-8: compared that way; with "blank",
