@@ -35,6 +35,7 @@
 
 #include "core/llm.h"
 #include "tests/gguf-writer.h"
+#include "tests/open-model.h"
 #include "tests/tmpdir.h"
 
 #include <math.h>
@@ -90,17 +91,6 @@ static float *read_floats(const char *path, int64_t *n)
     fclose(f);
     *n = size / 4;
     return x;
-}
-
-static struct llm_model *open_model(const char *path)
-{
-    struct llm_model *m;
-    char err[256];
-    if (llm_model_open(path, llm_model_default_params(), &m, err, sizeof err)) {
-        print_error("cannot open %s: %s\n", path, err);
-        fail();
-    }
-    return m;
 }
 
 static struct llm_ctx *new_ctx(struct llm_model *m, int n_ctx, int threads, uint32_t kv_type)

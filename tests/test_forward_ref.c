@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "core/llm.h"
+#include "tests/open-model.h"
 #include "tests/tmpdir.h"
 
 #include <inttypes.h>
@@ -94,17 +95,6 @@ static const char *model_path(const struct arch_case *a, const char *type)
         assert_int_equal(system(cmd), 0);
     }
     return path;
-}
-
-static struct llm_model *open_model(const char *path)
-{
-    struct llm_model *m;
-    char err[256];
-    if (llm_model_open(path, llm_model_default_params(), &m, err, sizeof err)) {
-        print_error("cannot open %s: %s\n", path, err);
-        fail();
-    }
-    return m;
 }
 
 /* ids spread over the whole vocabulary */

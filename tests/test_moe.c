@@ -21,6 +21,7 @@
 
 #include "core/engine/moe.h"
 #include "core/llm.h"
+#include "tests/open-model.h"
 #include "tests/tmpdir.h"
 
 #include <math.h>
@@ -149,17 +150,6 @@ static const char *moe_model(const char *type, bool merged)
         assert_int_equal(system(cmd), 0);
     }
     return path;
-}
-
-static struct llm_model *open_model(const char *path)
-{
-    struct llm_model *m;
-    char err[256];
-    if (llm_model_open(path, llm_model_default_params(), &m, err, sizeof err)) {
-        print_error("cannot open %s: %s\n", path, err);
-        fail();
-    }
-    return m;
 }
 
 /* the logits after ids, in one batch or token by token */
