@@ -38,13 +38,11 @@ void cmd_paths_get(struct cmd_paths *p)
 
 void cmd_paths_free(struct cmd_paths *p)
 {
-    free(p->home);
-    free(p->database);
-    free(p->kv_store);
-    free(p->models);
-    free(p->config);
-    free(p->history);
-    memset(p, 0, sizeof *p);
+    char **all[] = {&p->home, &p->database, &p->kv_store, &p->models, &p->config, &p->history};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+        free(*all[i]);
+        *all[i] = NULL;
+    }
 }
 
 bool cmd_path_exists(const char *path)

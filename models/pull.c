@@ -692,6 +692,20 @@ static const char *env2(const char *a, const char *b)
     return v && *v ? v : NULL;
 }
 
+/* NAME is in the store already (at path): nothing to download */
+static int pulled_already(struct mdl_pull_result *res, const char *name, const char *path, const struct stat *st,
+                          char *err, size_t err_size)
+{
+    snprintf(res->name, sizeof res->name, "%s", name);
+    if (!(res->path = strdup(path))) {
+        snprintf(err, err_size, "out of memory");
+        return MDL_ERR_FILE;
+    }
+    res->size = (uint64_t)st->st_size;
+    res->already = true;
+    return 0;
+}
+
 void mdl_pull_result_free(struct mdl_pull_result *res)
 {
     free(res->path);
@@ -729,16 +743,8 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
         const char *nm = p->name ? p->name : ref;
         char path[4096];
         struct stat st;
-        if (!p->force && mdl_store_path(nm, path, sizeof path) == 0 && stat(path, &st) == 0) {
-            snprintf(res->name, sizeof res->name, "%s", nm);
-            if (!(res->path = strdup(path))) {
-                snprintf(err, err_size, "out of memory");
-                return MDL_ERR_FILE;
-            }
-            res->size = (uint64_t)st.st_size;
-            res->already = true;
-            return 0;
-        }
+        if (!p->force && mdl_store_path(nm, path, sizeof path) == 0 && stat(path, &st) == 0)
+            return pulled_already(res, nm, path, &st, err, err_size);
     }
     if (net_tls_check_ca(c.hp.ca_file, err, err_size))
         return MDL_ERR_FILE;
@@ -776,16 +782,8 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
         snprintf(err, err_size, "'%s' is a remote model in the store; choose another name with --name", c.name);
         return MDL_ERR_USAGE;
     }
-    if (!p->force && stat(dest, &st) == 0) {
-        snprintf(res->name, sizeof res->name, "%s", c.name);
-        if (!(res->path = strdup(dest))) {
-            snprintf(err, err_size, "out of memory");
-            return MDL_ERR_FILE;
-        }
-        res->size = (uint64_t)st.st_size;
-        res->already = true;
-        return 0;
-    }
+    if (!p->force && stat(dest, &st) == 0)
+        return pulled_already(res, c.name, dest, &st, err, err_size);
     if (base_mkdir_parents(dest, 0755)) {
         snprintf(err, err_size, "cannot create the directory of '%s': %s", dest, strerror(errno));
         return MDL_ERR_FILE;
