@@ -2167,6 +2167,20 @@ static void remove_stray(struct sess_store *st, const char *path, const char *na
     }
 }
 
+/* a lock held on fd (sess_unlock closes it): SESS_OK with *out, or the
+ * failure said and fd closed */
+static int lock_made(struct sess_store *st, int fd, struct sess_lock **out)
+{
+    struct sess_lock *l = malloc(sizeof *l);
+    if (!l) {
+        close(fd);
+        return sess_fail(st, "out of memory");
+    }
+    l->fd = fd;
+    *out = l;
+    return SESS_OK;
+}
+
 /*
  * gc and the turns that write blocks: a turn writes a block's file, then
  * its row, and only then the session's list of blocks that covers it; in
@@ -2194,14 +2208,7 @@ static int gc_lock(struct sess_store *st, int how, struct sess_lock **out)
         close(fd);
         return sess_fail(st, "cannot lock '%s': %s", path, strerror(e));
     }
-    struct sess_lock *l = malloc(sizeof *l);
-    if (!l) {
-        close(fd);
-        return sess_fail(st, "out of memory");
-    }
-    l->fd = fd;
-    *out = l;
-    return SESS_OK;
+    return lock_made(st, fd, out);
 }
 
 int sess_writer_lock(struct sess_store *st, struct sess_lock **out) { return gc_lock(st, LOCK_SH, out); }
@@ -2341,14 +2348,7 @@ int sess_lock(struct sess_store *st, int64_t id, struct sess_lock **out)
         close(fd);
         return sess_fail(st, "cannot write '%s': %s", path, strerror(e));
     }
-    struct sess_lock *l = malloc(sizeof *l);
-    if (!l) {
-        close(fd);
-        return sess_fail(st, "out of memory");
-    }
-    l->fd = fd;
-    *out = l;
-    return SESS_OK;
+    return lock_made(st, fd, out);
 }
 
 void sess_unlock(struct sess_lock *l)
