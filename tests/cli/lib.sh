@@ -101,6 +101,26 @@ export_is() {
     jq -e "$2" "$T/out" >/dev/null && ok "$3" || not_ok "$3: $(jq -c '[.params, .messages[-1]]' "$T/out")"
 }
 
+# snapshot_rerun LABEL MODEL PROMPT [fresh]: the same prompt run twice with
+# no session (hybrid models): the second answers as the first, resumed from
+# a snapshot with only the last token computed; with "fresh" (nothing of it
+# stored before), the first stores the turn's KV blocks
+snapshot_rerun() {
+    run "$KVCHAT" run -m "$2" -n 8 --temp 0 --json "$3"
+    expect_rc 0
+    a1=$(jq -r .answer "$T/out")
+    if [ "${4:-}" = fresh ]; then
+        [ "$(jq .blocks_written "$T/out")" -gt 0 ] && ok "$1: the turn's KV blocks are stored" ||
+            not_ok "$1: no blocks written: $(cat "$T/out")"
+    fi
+    run "$KVCHAT" run -m "$2" -n 8 --temp 0 --json "$3"
+    expect_rc 0
+    [ "$(jq -r .answer "$T/out")" = "$a1" ] && [ "$(jq .prefilled_tokens "$T/out")" = 1 ] &&
+        [ "$(jq .restored_snapshot_pos "$T/out")" = "$(jq .cached_tokens "$T/out")" ] &&
+        ok "$1: a second run answers the same, resumed from a snapshot" ||
+        not_ok "$1 second run: $(cat "$T/out"), first answer: $a1"
+}
+
 # live_same LABEL CMD [blank]: CMD (a chat) given $T/msgs.txt answers as
 # $T/resumed.txt (the chat writes the model's bytes as they come, --json has
 # U+FFFD for a byte that is not UTF-8: compared that way; with "blank",

@@ -83,16 +83,6 @@ run "$KVCHAT" models info --json "$d/qwen35-Q8_0.gguf"
 # recurrent-state snapshot one token before the prompt's end (issue 23's
 # snapshots, docs/snapshots.md) and answers the same
 q="tell me a long story about the sea, the wind and the boats that sail on it at night under the stars, then another"
-run "$KVCHAT" run -m "$d/qwen35-Q8_0.gguf" -n 8 --temp 0 --json "$q"
-expect_rc 0
-a1=$(jq -r .answer "$T/out")
-[ "$(jq .blocks_written "$T/out")" -gt 0 ] && ok "qwen35: the turn's KV blocks are stored" ||
-    not_ok "qwen35: no blocks written: $(cat "$T/out")"
-run "$KVCHAT" run -m "$d/qwen35-Q8_0.gguf" -n 8 --temp 0 --json "$q"
-expect_rc 0
-[ "$(jq -r .answer "$T/out")" = "$a1" ] && [ "$(jq .prefilled_tokens "$T/out")" = 1 ] &&
-    [ "$(jq .restored_snapshot_pos "$T/out")" = "$(jq .cached_tokens "$T/out")" ] &&
-    ok "qwen35: a second run answers the same, resumed from a snapshot" ||
-    not_ok "qwen35 second run: $(cat "$T/out"), first answer: $a1"
+snapshot_rerun qwen35 "$d/qwen35-Q8_0.gguf" "$q" fresh
 
 finish

@@ -70,14 +70,6 @@ expect_rc 0
 [ "$(jq -r .answer "$T/out")" = "$a2" ] && [ "$c2" -gt 0 ] &&
     ok "$n: turn 2 resumed ($c2 tokens cached) answers as --no-cache" ||
     not_ok "$n turn 2: resumed '$a2' ($c2 cached), --no-cache '$(jq -r .answer "$T/out")'"
-run "$KVCHAT" run -m "$d/$n-Q8_0.gguf" -n 8 --temp 0 --json "$q"
-expect_rc 0
-a1=$(jq -r .answer "$T/out")
-run "$KVCHAT" run -m "$d/$n-Q8_0.gguf" -n 8 --temp 0 --json "$q"
-expect_rc 0
-[ "$(jq -r .answer "$T/out")" = "$a1" ] && [ "$(jq .prefilled_tokens "$T/out")" = 1 ] &&
-    [ "$(jq .restored_snapshot_pos "$T/out")" = "$(jq .cached_tokens "$T/out")" ] &&
-    ok "$n: a second run answers the same, resumed from a snapshot" ||
-    not_ok "$n second run: $(cat "$T/out"), first answer: $a1"
+snapshot_rerun "$n" "$d/$n-Q8_0.gguf" "$q"
 
 finish
