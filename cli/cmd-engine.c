@@ -321,6 +321,23 @@ static int32_t argmax(const float *x, int64_t n)
     return (int32_t)b;
 }
 
+/* eval's and generate's start (after --help): the options, the ids, the model and a
+ * context with room for them (and -n more with more_n): 0 with *ids (the
+ * caller frees it, and closes en), or an exit code (printed) */
+static int start_ids(const struct cmd_entry *e, int argc, char **argv, bool more_n, struct opts *o, int32_t **ids,
+                     int64_t *n, struct engine *en)
+{
+    int rc = parse_opts(e, argc, argv, o);
+    if (rc)
+        return rc;
+    *n = parse_ids(o->prompt, ids);
+    if (*n < 0)
+        return CMD_EXIT_USAGE;
+    if ((rc = engine_open(o, *n + (more_n ? o->n : 0), en)))
+        free(*ids);
+    return rc;
+}
+
 /* ==== eval ==== */
 
 static int eval_exec(int argc, char **argv);
@@ -332,18 +349,12 @@ static int eval_exec(int argc, char **argv)
     if (cmd_wants_help(argc, argv))
         return cmd_help(&cmd_eval_entry);
     struct opts o;
-    int rc = parse_opts(&cmd_eval_entry, argc, argv, &o);
+    int32_t *ids;
+    int64_t n;
+    struct engine en;
+    int rc = start_ids(&cmd_eval_entry, argc, argv, false, &o, &ids, &n, &en);
     if (rc)
         return rc;
-    int32_t *ids;
-    int64_t n = parse_ids(o.prompt, &ids);
-    if (n < 0)
-        return CMD_EXIT_USAGE;
-    struct engine en;
-    if ((rc = engine_open(&o, n, &en))) {
-        free(ids);
-        return rc;
-    }
     /* --split K: ids [0, K) in one batch, then the rest (one batch, or
      * one at a time with --token-by-token); without it, all in one batch
      * or all one at a time */
@@ -399,18 +410,12 @@ static int generate_exec(int argc, char **argv)
     if (cmd_wants_help(argc, argv))
         return cmd_help(&cmd_generate_entry);
     struct opts o;
-    int rc = parse_opts(&cmd_generate_entry, argc, argv, &o);
+    int32_t *ids;
+    int64_t n;
+    struct engine en;
+    int rc = start_ids(&cmd_generate_entry, argc, argv, true, &o, &ids, &n, &en);
     if (rc)
         return rc;
-    int32_t *ids;
-    int64_t n = parse_ids(o.prompt, &ids);
-    if (n < 0)
-        return CMD_EXIT_USAGE;
-    struct engine en;
-    if ((rc = engine_open(&o, n + o.n, &en))) {
-        free(ids);
-        return rc;
-    }
     rc = decode_or_fail(&en, ids, n);
     int64_t nv = llm_model_n_vocab(en.model);
     for (long i = 0; i < o.n && rc == 0; i++) {
