@@ -167,24 +167,26 @@ static int load_with_own_model(struct chat *ch, const char *name)
         return -1;
     }
     struct stat sb;
-    char path[sizeof ch->model_buf];
-    int bad = !info.model_path || !info.model_path[0] || stat(info.model_path, &sb) != 0 ||
-              (size_t)snprintf(path, sizeof path, "%s", info.model_path) >= sizeof path;
+    int bad = !info.model_path || !info.model_path[0] || stat(info.model_path, &sb) != 0;
     if (bad)
         chat_err(ch, "session '%s' was saved with model '%s', which is gone: put it back, or go on with another "
                      "with kvchat %s -m MODEL --switch-model", name, info.model_path ? info.model_path : "?", name);
+    char *path = bad ? NULL : strdup(info.model_path);
     sess_info_free(&info);
-    if (bad)
+    if (!path) {
+        if (!bad)
+            chat_err(ch, "out of memory");
         return -1;
+    }
     const char *was_model = ch->o.model;
-    char saved_buf[sizeof ch->model_buf];
-    memcpy(saved_buf, ch->model_buf, sizeof saved_buf);
-    memcpy(ch->model_buf, path, sizeof path);
+    char *saved_buf = ch->model_buf;
+    ch->model_buf = path;
     ch->o.model = ch->model_buf;
     struct cmd_llm l;
     if (cmd_llm_open(&ch->o, false, &l)) {
-        memcpy(ch->model_buf, saved_buf, sizeof saved_buf);
+        ch->model_buf = saved_buf;
         ch->o.model = was_model;
+        free(path);
         return -1;
     }
     char err[1024];
@@ -194,8 +196,9 @@ static int load_with_own_model(struct chat *ch, const char *name)
     if (sess_conv_init(ch->st, p, &conv, err, sizeof err)) {
         chat_err(ch, "cannot start a conversation: %s", err);
         cmd_llm_close(&l);
-        memcpy(ch->model_buf, saved_buf, sizeof saved_buf);
+        ch->model_buf = saved_buf;
         ch->o.model = was_model;
+        free(path);
         return -1;
     }
     struct sess_conv *old_conv = ch->conv;
@@ -207,12 +210,14 @@ static int load_with_own_model(struct chat *ch, const char *name)
         cmd_llm_close(&ch->l);
         ch->conv = old_conv;
         ch->l = old_l;
-        memcpy(ch->model_buf, saved_buf, sizeof saved_buf);
+        ch->model_buf = saved_buf;
         ch->o.model = was_model;
+        free(path);
         return -1;
     }
     sess_conv_free(old_conv);
     cmd_llm_close(&old_l);
+    free(saved_buf);
     const char *base = strrchr(path, '/');
     chat_note(ch, C_DIM, "session '%s' was saved with model %s: switched to it", name, base ? base + 1 : path);
     return 0;
@@ -392,14 +397,17 @@ static int slash_retry(struct chat *ch, char *arg)
 /* /read FILE: the file's text is the next message, after a note of its size */
 static int slash_read(struct chat *ch, char *arg)
 {
-    char path[4096], err[4600], *text;
+    char *path, err[4600], *text;
     size_t len;
     const char *home = getenv("HOME");
     if (arg[0] == '~' && arg[1] == '/' && home && *home)
-        snprintf(path, sizeof path, "%s%s", home, arg + 1);
+        path = base_strdup_printf("%s%s", home, arg + 1);
     else
-        snprintf(path, sizeof path, "%s", arg);
-    if (cmd_read_text(path, CMD_INPUT_MAX, &text, &len, err, sizeof err)) {
+        path = strdup(arg);
+    int rc = path ? cmd_read_text(path, CMD_INPUT_MAX, &text, &len, err, sizeof err)
+                  : (snprintf(err, sizeof err, "out of memory"), -1);
+    free(path);
+    if (rc) {
         chat_err(ch, "%s", err);
         return 0;
     }
@@ -703,8 +711,10 @@ static void show_files(struct chat *ch, char *line, size_t size)
 {
     struct cmd_paths p;
     cmd_paths_get(&p);
-    snprintf(line, size, "files      database %s, KV blocks %s/, models %s/, config %s, history %s", p.database,
-             p.kv_store, p.models, p.config[0] ? p.config : "(none)", p.history[0] ? p.history : "(none)");
+    snprintf(line, size, "files      database %s, KV blocks %s/, models %s/, config %s, history %s",
+             p.database ? p.database : "", p.kv_store ? p.kv_store : "", p.models ? p.models : "",
+             p.config ? p.config : "(none)", p.history ? p.history : "(none)");
+    cmd_paths_free(&p);
     chat_print_wrapped(ch, line);
 }
 

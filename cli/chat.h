@@ -47,7 +47,7 @@ struct chat {
     int64_t total_prefilled, total_cached, total_generated;
     int64_t total_drafted, total_accepted, total_passes; /* speculative decoding's, in this process */
     bool model_switch;     /* chat_conv_attach: a session of another model is not an error (/load) */
-    char model_buf[4096];  /* the model /load switched to (o.model points here then) */
+    char *model_buf;       /* the model /load switched to, or NULL (o.model points here then) */
 };
 
 

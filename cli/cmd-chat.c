@@ -856,7 +856,7 @@ static int chat_run(struct chat *ch)
     struct cmd_paths paths;
     cmd_paths_get(&paths);
     struct repl_params rp = {
-        .history_path = paths.history[0] ? paths.history : NULL,
+        .history_path = paths.history,
         .complete = chat_complete,
         .ud = ch,
         .interrupt = &chat_interrupt,
@@ -867,6 +867,7 @@ static int chat_run(struct chat *ch)
     };
     const char *warning = NULL;
     ch->repl = repl_open(&rp, &warning);
+    cmd_paths_free(&paths);
     if (!ch->repl)
         return cmd_fail(CMD_EXIT_MODEL, "out of memory");
     if (warning)
@@ -940,6 +941,8 @@ static int chat_exec(int argc, char **argv)
     cmd_answer_free(&ch.ans);
     cmd_llm_close(&ch.l);
     cmd_opts_free(&ch.o);
+    free(ch.model_buf);
+    free(c.own_model); /* o.model may have pointed at either */
     return rc < 0 ? CMD_EXIT_OK : rc;
 }
 

@@ -150,7 +150,7 @@ static void out_kind(unsigned kinds, const char *family)
         if (mdl_list_names(&es, &n, err, sizeof err) == 0) {
             for (size_t i = 0; i < n; i++)
                 out(es[i].name, NULL);
-            free(es);
+            mdl_list_free(es, n);
         }
     }
     if (kinds & K_ALIAS)

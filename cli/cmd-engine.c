@@ -227,9 +227,9 @@ static int parse_opts(const struct cmd_entry *e, int argc, char **argv, struct o
         return cmd_usage_error(e, "unexpected argument '%s'", argv[optind]);
     /* the model as every command finds it: -m, else KVCHAT_MODEL, else the
      * config file's model (--membw alone needs none) */
-    static char default_model[4096];
+    static char *default_model; /* the command's, for the process's life */
     if (!o->model && !(is_bench && o->membw)) {
-        int rc = cmd_model_resolve(NULL, false, default_model, sizeof default_model);
+        int rc = cmd_model_resolve(NULL, false, &default_model);
         if (rc)
             return rc;
         o->model = default_model;
@@ -287,10 +287,13 @@ static void engine_close(struct engine *en)
 /* the model and a context for need_ctx tokens: 0, or an exit code (printed) */
 static int engine_open(const struct opts *o, int64_t need_ctx, struct engine *en)
 {
-    char path[4096], err[512], pack_dir[4096];
+    char *path, err[512], pack_dir[4096];
     *en = (struct engine){0};
-    mdl_resolve(o->model, path, sizeof path);
-    if (llm_model_open(path, cmd_model_params(pack_dir, sizeof pack_dir), &en->model, err, sizeof err))
+    mdl_resolve(o->model, &path);
+    int rc = path ? llm_model_open(path, cmd_model_params(pack_dir, sizeof pack_dir), &en->model, err, sizeof err)
+                  : (snprintf(err, sizeof err, "out of memory"), -1);
+    free(path);
+    if (rc)
         return cmd_fail(CMD_EXIT_MODEL, "cannot open model '%s': %s", o->model, err);
     struct llm_ctx_params cp = llm_ctx_default_params();
     cp.n_threads = (int32_t)o->threads;
@@ -335,6 +338,23 @@ static int32_t argmax(const float *x, int64_t n)
     return (int32_t)b;
 }
 
+/* eval's and generate's start (after --help): the options, the ids, the model and a
+ * context with room for them (and -n more with more_n): 0 with *ids (the
+ * caller frees it, and closes en), or an exit code (printed) */
+static int start_ids(const struct cmd_entry *e, int argc, char **argv, bool more_n, struct opts *o, int32_t **ids,
+                     int64_t *n, struct engine *en)
+{
+    int rc = parse_opts(e, argc, argv, o);
+    if (rc)
+        return rc;
+    *n = parse_ids(o->prompt, ids);
+    if (*n < 0)
+        return CMD_EXIT_USAGE;
+    if ((rc = engine_open(o, *n + (more_n ? o->n : 0), en)))
+        free(*ids);
+    return rc;
+}
+
 /* ==== eval ==== */
 
 static int eval_exec(int argc, char **argv);
@@ -346,18 +366,12 @@ static int eval_exec(int argc, char **argv)
     if (cmd_wants_help(argc, argv))
         return cmd_help(&cmd_eval_entry);
     struct opts o;
-    int rc = parse_opts(&cmd_eval_entry, argc, argv, &o);
+    int32_t *ids;
+    int64_t n;
+    struct engine en;
+    int rc = start_ids(&cmd_eval_entry, argc, argv, false, &o, &ids, &n, &en);
     if (rc)
         return rc;
-    int32_t *ids;
-    int64_t n = parse_ids(o.prompt, &ids);
-    if (n < 0)
-        return CMD_EXIT_USAGE;
-    struct engine en;
-    if ((rc = engine_open(&o, n, &en))) {
-        free(ids);
-        return rc;
-    }
     /* --split K: ids [0, K) in one batch, then the rest (one batch, or
      * one at a time with --token-by-token); without it, all in one batch
      * or all one at a time */
@@ -413,18 +427,12 @@ static int generate_exec(int argc, char **argv)
     if (cmd_wants_help(argc, argv))
         return cmd_help(&cmd_generate_entry);
     struct opts o;
-    int rc = parse_opts(&cmd_generate_entry, argc, argv, &o);
+    int32_t *ids;
+    int64_t n;
+    struct engine en;
+    int rc = start_ids(&cmd_generate_entry, argc, argv, true, &o, &ids, &n, &en);
     if (rc)
         return rc;
-    int32_t *ids;
-    int64_t n = parse_ids(o.prompt, &ids);
-    if (n < 0)
-        return CMD_EXIT_USAGE;
-    struct engine en;
-    if ((rc = engine_open(&o, n + o.n, &en))) {
-        free(ids);
-        return rc;
-    }
     rc = decode_or_fail(&en, ids, n);
     int64_t nv = llm_model_n_vocab(en.model);
     for (long i = 0; i < o.n && rc == 0; i++) {

@@ -458,6 +458,30 @@ static void info_json(const char *path, const struct llm_gguf *g, const struct l
 
 /* ==== the subcommands ==== */
 
+/* models info of the file (or remote entry) at path, given as arg */
+static int info_path(const char *arg, const char *path, bool json, bool all, bool offline)
+{
+    char err[512];
+    if (mdl_is_remote(path))
+        return cmd_models_info_remote(path, json, offline);
+    struct llm_gguf *g;
+    if (llm_gguf_open(path, &g, err, sizeof err))
+        return cmd_fail(CMD_EXIT_MODEL, "cannot open model '%s': %s", arg, err);
+    struct llm_model_meta m;
+    if (llm_model_meta_read(g, &m, err, sizeof err)) {
+        llm_gguf_close(g);
+        return cmd_fail(CMD_EXIT_MODEL, "cannot open model '%s': %s", arg, err);
+    }
+    struct bound bd;
+    bind_check(path, &bd);
+    if (json)
+        info_json(path, g, &m, &bd, all);
+    else
+        info_text(path, g, &m, &bd, all);
+    llm_gguf_close(g);
+    return CMD_EXIT_OK;
+}
+
 int cmd_models_info(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -485,24 +509,11 @@ int cmd_models_info(int argc, char **argv)
     if (optind != argc - 1)
         return cmd_usage_error(&cmd_models_entry, "models info: expected one MODEL");
     const char *arg = argv[optind];
-    char path[4096], err[512];
-    mdl_resolve(arg, path, sizeof path);
-    if (mdl_is_remote(path))
-        return cmd_models_info_remote(path, json, offline);
-    struct llm_gguf *g;
-    if (llm_gguf_open(path, &g, err, sizeof err))
-        return cmd_fail(CMD_EXIT_MODEL, "cannot open model '%s': %s", arg, err);
-    struct llm_model_meta m;
-    if (llm_model_meta_read(g, &m, err, sizeof err)) {
-        llm_gguf_close(g);
-        return cmd_fail(CMD_EXIT_MODEL, "cannot open model '%s': %s", arg, err);
-    }
-    struct bound bd;
-    bind_check(path, &bd);
-    if (json)
-        info_json(path, g, &m, &bd, all);
-    else
-        info_text(path, g, &m, &bd, all);
-    llm_gguf_close(g);
-    return CMD_EXIT_OK;
+    char *path;
+    mdl_resolve(arg, &path);
+    if (!path)
+        return cmd_fail(CMD_EXIT_MODEL, "out of memory");
+    int rc = info_path(arg, path, json, all, offline);
+    free(path);
+    return rc;
 }

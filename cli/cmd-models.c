@@ -197,8 +197,10 @@ static int models_add(int argc, char **argv)
     p.cancel = &cmd_interrupted;
     int rc = mdl_add(file, &p, &res, err, sizeof err);
     cmd_interrupts_restore();
-    if (rc)
+    if (rc) {
+        mdl_add_result_free(&res);
         return cmd_fail(cmd_mdl_exit(rc), "%s", err);
+    }
     char size[32];
     cmd_fmt_size(size, sizeof size, (double)res.size);
     if (res.already) {
@@ -213,6 +215,7 @@ static int models_add(int argc, char **argv)
             fprintf(stderr, "kvchat: %s\n", res.warning);
     }
     cmd_models_first_default(res.name);
+    mdl_add_result_free(&res);
     return CMD_EXIT_OK;
 }
 
@@ -328,12 +331,12 @@ static int models_list(int argc, char **argv)
     }
     struct mdl_entry *es;
     size_t n;
-    char err[512], def[4096] = "", defpath[4096] = "";
+    char err[512], def[4096] = "", *defpath = NULL;
     const char *what;
     if (mdl_list(&es, &n, err, sizeof err))
         return cmd_fail(CMD_EXIT_MODEL, "cannot list models: %s", err);
     if (mdl_default_model(def, sizeof def, &what))
-        mdl_resolve(def, defpath, sizeof defpath);
+        mdl_resolve(def, &defpath);
     if (!json && n == 0) {
         char home[4096] = "?";
         mdl_home(home, sizeof home);
@@ -345,7 +348,8 @@ static int models_list(int argc, char **argv)
     static const char *const head[COL_COUNT] = {"NAME", "SIZE", "QUANT", "ARCH", "PARAMS", "PULLED (UTC)"};
     char (*cells)[COL_COUNT][160] = n ? calloc(n, sizeof *cells) : NULL;
     if (n && !cells) {
-        free(es);
+        mdl_list_free(es, n);
+        free(defpath);
         return cmd_fail(CMD_EXIT_MODEL, "out of memory");
     }
     int w[COL_COUNT];
@@ -373,7 +377,7 @@ static int models_list(int argc, char **argv)
     }
     for (size_t i = 0; !json && i <= n && n; i++) { /* the heading, then the rows */
         const struct mdl_entry *e = i ? &es[i - 1] : NULL;
-        bool is_def = e && defpath[0] && !strcmp(defpath, e->path);
+        bool is_def = e && defpath && !strcmp(defpath, e->path);
         fputs(is_def ? "* " : "  ", stdout);
         for (int k = 0; k < COL_COUNT; k++) {
             put_cell(e ? cells[i - 1][k] : head[k], w[k], k == COL_SIZE || k == COL_PARAMS);
@@ -394,12 +398,13 @@ static int models_list(int argc, char **argv)
     }
     for (size_t i = 0; json && i < n; i++) {
         cmd_json_list_item(stdout, (int64_t)i);
-        list_json(&es[i], defpath[0] && !strcmp(defpath, es[i].path));
+        list_json(&es[i], defpath && !strcmp(defpath, es[i].path));
     }
     free(cells);
     if (json)
         cmd_json_list_end(stdout, (int64_t)n);
-    free(es);
+    mdl_list_free(es, n);
+    free(defpath);
     return CMD_EXIT_OK;
 }
 
@@ -454,11 +459,11 @@ static int models_rm(int argc, char **argv)
     for (int i = first; i < argc; i++) {
         if (argv[i][0] == '-')
             continue;
-        char err[512], path[4096], pack_dir[4096], packed[4096 + 64];
+        char err[512], *path, pack_dir[4096], packed[4096 + 64];
         /* its packed-weight cache file goes with it (named by its real path) */
-        bool has_packed = mdl_resolve(argv[i], path, sizeof path) == 0 &&
-                          cmd_model_params(pack_dir, sizeof pack_dir).pack_dir &&
+        bool has_packed = mdl_resolve(argv[i], &path) == 0 && cmd_model_params(pack_dir, sizeof pack_dir).pack_dir &&
                           llm_pack_cache_file(pack_dir, path, packed, sizeof packed) == 0;
+        free(path);
         int r = mdl_rm(argv[i], force, model_in_use, NULL, err, sizeof err);
         if (!r && has_packed)
             unlink(packed);
@@ -479,7 +484,7 @@ static int models_rm(int argc, char **argv)
 
 static int models_default(int argc, char **argv)
 {
-    char err[512], buf[4096], path[4096];
+    char err[512], buf[4096], *path;
     const char *what;
     if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")))
         return cmd_help(&cmd_models_entry);
@@ -499,7 +504,9 @@ static int models_default(int argc, char **argv)
     const char *name = argv[1];
     if (name[0] == '-')
         return cmd_usage_error(&cmd_models_entry, "models default: unknown option '%s'", name);
-    if (mdl_resolve(name, path, sizeof path)) {
+    int found = mdl_resolve(name, &path);
+    free(path);
+    if (found) {
         if (mdl_alias_find(name))
             return cmd_fail(CMD_EXIT_MODEL, "no model '%s' in the store; pull it first: kvchat models pull %s",
                             name, name);
@@ -531,11 +538,12 @@ static int models_path(int argc, char **argv)
         return cmd_usage_error(&cmd_models_entry, "models path: expected at most one MODEL");
     if (argc == 2 && argv[1][0] == '-')
         return cmd_usage_error(&cmd_models_entry, "models path: unknown option '%s'", argv[1]);
-    char path[4096];
-    int rc = cmd_model_resolve(argc == 2 ? argv[1] : NULL, false, path, sizeof path);
+    char *path;
+    int rc = cmd_model_resolve(argc == 2 ? argv[1] : NULL, false, &path);
     if (rc)
         return rc;
     printf("%s\n", path);
+    free(path);
     return CMD_EXIT_OK;
 }
 

@@ -55,13 +55,13 @@ static int paths_exec(int argc, char **argv)
     size_t n = sizeof rows / sizeof *rows;
     if (json) {
         fputs("{\"home\": ", stdout);
-        if (p.home[0])
+        if (p.home)
             cmd_json_str(stdout, p.home, strlen(p.home));
         else
             fputs("null", stdout);
         for (size_t i = 0; i < n; i++) {
             printf(", \"%s\": ", rows[i].key);
-            if (rows[i].path[0])
+            if (rows[i].path)
                 cmd_json_str(stdout, rows[i].path, strlen(rows[i].path));
             else
                 fputs("null", stdout);
@@ -70,11 +70,13 @@ static int paths_exec(int argc, char **argv)
         for (size_t i = 0; i < n; i++)
             printf(", \"%s\": %s", rows[i].key, cmd_path_exists(rows[i].path) ? "true" : "false");
         fputs("}}\n", stdout);
+        cmd_paths_free(&p);
         return CMD_EXIT_OK;
     }
     for (size_t i = 0; i < n; i++)
-        printf("%-10s %s%s\n", rows[i].label, rows[i].path[0] ? rows[i].path : "(none: set HOME)",
-               rows[i].path[0] && !cmd_path_exists(rows[i].path) ? " (not yet made)" : "");
+        printf("%-10s %s%s\n", rows[i].label, rows[i].path ? rows[i].path : "(none: set HOME)",
+               rows[i].path && !cmd_path_exists(rows[i].path) ? " (not yet made)" : "");
+    cmd_paths_free(&p);
     return CMD_EXIT_OK;
 }
 

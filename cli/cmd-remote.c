@@ -89,15 +89,17 @@ int cmd_models_add_remote(int argc, char **argv)
         return cmd_fail(cmd_remote_status_exit(rc), "cannot add remote model '%s': %s", name, err);
     if (note_buf[0])
         cmd_term_printf(stderr, "kvchat: note: %s\n", note_buf);
-    char path[4096];
+    char *path;
     struct mdl_remote *r;
-    if (mdl_resolve(name, path, sizeof path) == 0 && mdl_remote_open(path, &r, err, sizeof err) == 0) {
+    int found = mdl_resolve(name, &path);
+    if (found == 0 && mdl_remote_open(path, &r, err, sizeof err) == 0) {
         struct mdl_remote_info in;
         mdl_remote_get_info(r, &in);
         cmd_term_printf(stderr, "kvchat: added remote model '%s': %s at %s%s%s\n", name, in.model, in.url,
                 in.api_key_env[0] ? ", key from $" : "", in.api_key_env);
         mdl_remote_close(r);
     }
+    free(path);
     return CMD_EXIT_OK;
 }
 

@@ -410,8 +410,10 @@ static int sessions_exec(int argc, char **argv)
     struct stat sb;
     struct cmd_paths paths;
     cmd_paths_get(&paths);
+    bool no_kv = paths.kv_store && lstat(paths.kv_store, &sb) != 0;
+    cmd_paths_free(&paths);
     int ex = cmd_store_open_existing(&st, err, sizeof err);
-    if (ex == 0 && paths.kv_store[0] && lstat(paths.kv_store, &sb) != 0) {
+    if (ex == 0 && no_kv) {
         switch (which) {
         case 0:
         case 7:

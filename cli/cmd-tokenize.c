@@ -58,14 +58,15 @@ static const char template_usage[] =
 
 struct model_file {
     struct llm_gguf *g;
-    char path[4096];
 };
 
 static int open_model(const char *arg, struct model_file *m)
 {
-    char err[512];
-    mdl_resolve(arg, m->path, sizeof m->path);
-    if (llm_gguf_open(m->path, &m->g, err, sizeof err) < 0)
+    char err[512], *path;
+    mdl_resolve(arg, &path);
+    int rc = path ? llm_gguf_open(path, &m->g, err, sizeof err) : (snprintf(err, sizeof err, "out of memory"), -1);
+    free(path);
+    if (rc < 0)
         return cmd_fail(CMD_EXIT_MODEL, "cannot open model '%s': %s", arg, err);
     return -1;
 }
@@ -141,9 +142,9 @@ static int tokenize_exec(int argc, char **argv)
         default: return cmd_usage_error(e, "unknown option '%s'", argv[optind - 1]);
         }
     }
-    static char default_model[4096]; /* -m, else KVCHAT_MODEL, else the config file's, as every command */
+    static char *default_model; /* -m, else KVCHAT_MODEL, else the config file's, as every command */
     if (!model) {
-        int rc = cmd_model_resolve(NULL, false, default_model, sizeof default_model);
+        int rc = cmd_model_resolve(NULL, false, &default_model);
         if (rc)
             return rc;
         model = default_model;
@@ -269,11 +270,11 @@ static int template_exec(int argc, char **argv)
         }
         return CMD_EXIT_OK;
     }
-    static char default_model[4096];
+    static char *default_model;
     char def[4096];
     const char *def_what;
     if (!model && !name && !file && mdl_default_model(def, sizeof def, &def_what)) {
-        int rc = cmd_model_resolve(NULL, false, default_model, sizeof default_model);
+        int rc = cmd_model_resolve(NULL, false, &default_model);
         if (rc)
             return rc;
         model = default_model; /* the default model's template, as every command finds its model */

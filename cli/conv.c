@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -52,8 +53,9 @@ static int own_model(struct cmd_conv *c, struct cmd_opts *o, const struct sess_i
         return cmd_fail(CMD_EXIT_MODEL, "session '%s' was saved with model '%s', which is gone (%s): put it "
                                         "back, or go on with another with -m MODEL --switch-model",
                         name, info->model_path, strerror(errno));
-    if ((size_t)snprintf(c->own_model, sizeof c->own_model, "%s", info->model_path) >= sizeof c->own_model)
-        return cmd_fail(CMD_EXIT_MODEL, "the model path of session '%s' is too long", name);
+    free(c->own_model);
+    if (!(c->own_model = strdup(info->model_path)))
+        return cmd_fail(CMD_EXIT_MODEL, "out of memory");
     o->model = c->own_model;
     return 0;
 }
@@ -174,8 +176,10 @@ void cmd_conv_close(struct cmd_conv *c)
     sess_conv_free(c->conv);
     sess_store_close(c->st);
     cmd_llm_close(&c->l);
+    free(c->own_model);
     c->conv = NULL;
     c->st = NULL;
+    c->own_model = NULL;
 }
 
 int cmd_conv_text_fits(struct sess_conv *conv, bool special, const char *what, const char *text, size_t len,

@@ -55,7 +55,8 @@ struct cmd_conv {
     const char *session;          /* the session, or NULL (borrowed from the params, or latest) */
     struct sess_restore_stats rs; /* what attaching it restored */
     char latest[256];             /* -c's session */
-    char own_model[4096];         /* the session's own model (o->model points here then) */
+    char *own_model;              /* the session's own model, or NULL (o->model points here then;
+                                     freed by cmd_conv_close) */
     bool pending;                 /* a new session, not made yet (params.new_after_answer) */
 };
 

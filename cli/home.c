@@ -18,39 +18,37 @@
 
 /* ==== paths ==== */
 
-static void copy_path(char *buf, size_t size, char *heap)
-{
-    if (!heap || snprintf(buf, size, "%s", heap) >= (int)size)
-        buf[0] = 0;
-    free(heap);
-}
-
 void cmd_paths_get(struct cmd_paths *p)
 {
+    char home[4096], config[4096];
     memset(p, 0, sizeof *p);
-    if (mdl_home(p->home, sizeof p->home))
-        p->home[0] = 0;
-    if (p->home[0]) {
-        copy_path(p->database, sizeof p->database, sess_store_file(p->home, SESS_STORE_FILE_DATABASE));
-        copy_path(p->kv_store, sizeof p->kv_store, sess_store_file(p->home, SESS_STORE_FILE_KV));
-        copy_path(p->models, sizeof p->models, base_path_join(p->home, "models"));
+    if (mdl_home(home, sizeof home) == 0 && (p->home = strdup(home))) {
+        p->database = sess_store_file(home, SESS_STORE_FILE_DATABASE);
+        p->kv_store = sess_store_file(home, SESS_STORE_FILE_KV);
+        p->models = base_path_join(home, "models");
     }
-    if (mdl_config_path(p->config, sizeof p->config))
-        p->config[0] = 0;
-    const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
-    int n = -1;
+    if (mdl_config_path(config, sizeof config) == 0)
+        p->config = strdup(config);
+    const char *state = getenv("XDG_STATE_HOME"), *h = getenv("HOME");
     if (state && *state)
-        n = snprintf(p->history, sizeof p->history, "%s/kvchat/history", state);
-    else if (home && *home)
-        n = snprintf(p->history, sizeof p->history, "%s/.local/state/kvchat/history", home);
-    if (n < 0 || (size_t)n >= sizeof p->history)
-        p->history[0] = 0;
+        p->history = base_strdup_printf("%s/kvchat/history", state);
+    else if (h && *h)
+        p->history = base_strdup_printf("%s/.local/state/kvchat/history", h);
+}
+
+void cmd_paths_free(struct cmd_paths *p)
+{
+    char **all[] = {&p->home, &p->database, &p->kv_store, &p->models, &p->config, &p->history};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+        free(*all[i]);
+        *all[i] = NULL;
+    }
 }
 
 bool cmd_path_exists(const char *path)
 {
     struct stat sb;
-    return path[0] && stat(path, &sb) == 0;
+    return path && path[0] && stat(path, &sb) == 0;
 }
 
 /* ==== the session store ==== */

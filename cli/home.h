@@ -9,12 +9,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* where kvchat keeps its files (cli/home.c); "" where the environment
- * gives no place */
+/* where kvchat keeps its files (cli/home.c), each malloc'd; NULL where the
+ * environment gives no place. The caller frees them with cmd_paths_free. */
 struct cmd_paths {
-    char home[4096], database[4200], kv_store[4200], models[4200], config[4096], history[4096];
+    char *home, *database, *kv_store, *models, *config, *history;
 };
 void cmd_paths_get(struct cmd_paths *p);
+void cmd_paths_free(struct cmd_paths *p);
+/* path is not NULL, not "" and names something */
 bool cmd_path_exists(const char *path);
 
 struct sess_store;

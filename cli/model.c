@@ -139,8 +139,10 @@ int cmd_models_pull_ref(const char *ref, const struct mdl_pull_params *given, ch
     cmd_interrupts_restore();
     if (ui.drawn)
         fputc('\n', stderr);
-    if (rc)
+    if (rc) {
+        mdl_pull_result_free(&res);
         return cmd_fail(cmd_mdl_exit(rc), "cannot pull '%s': %s", ref, err);
+    }
     if (name_out)
         snprintf(name_out, name_size, "%s", res.name);
     char size[32], rate[32];
@@ -155,6 +157,7 @@ int cmd_models_pull_ref(const char *ref, const struct mdl_pull_params *given, ch
                 res.sha256_checked ? "verified" : "(no checksum was published to check against)");
     }
     cmd_models_first_default(res.name);
+    mdl_pull_result_free(&res);
     return CMD_EXIT_OK;
 }
 
@@ -183,24 +186,26 @@ const char *cmd_model_shown(const char *path, char *buf, size_t size)
 bool cmd_is_store_model(const char *word)
 {
     struct stat st;
-    char path[4096];
     /* a name (not a path, not a file here) that names an entry of the store */
-    return word && mdl_name_valid(word) && !strchr(word, '/') && stat(word, &st) != 0 &&
-           mdl_resolve(word, path, sizeof path) == 0;
+    if (!word || !mdl_name_valid(word) || strchr(word, '/') || stat(word, &st) == 0)
+        return false;
+    char *path;
+    bool found = mdl_resolve(word, &path) == 0;
+    free(path);
+    return found;
 }
 
-int cmd_model_resolve(const char *m_arg, bool offer_pull, char *path, size_t size)
+int cmd_model_resolve(const char *m_arg, bool offer_pull, char **path)
 {
     char buf[4096];
-    const char *what = "-m";
-    if (m_arg) {
-        snprintf(buf, sizeof buf, "%s", m_arg);
-    } else if (!mdl_default_model(buf, sizeof buf, &what)) {
+    const char *what = "-m", *arg = m_arg ? m_arg : buf;
+    *path = NULL;
+    if (!m_arg && !mdl_default_model(buf, sizeof buf, &what)) {
         struct mdl_entry *es;
         size_t n = 0;
         char err[256];
         if (mdl_list(&es, &n, err, sizeof err) == 0)
-            free(es);
+            mdl_list_free(es, n);
         else /* an unreadable store is not "no model" */
             return cmd_fail(CMD_EXIT_MODEL, "no default model, and the model store cannot be read: %s", err);
         if (n > 0)
@@ -222,8 +227,11 @@ int cmd_model_resolve(const char *m_arg, bool offer_pull, char *path, size_t siz
                 int rc = cmd_models_pull_ref(a->name, &p, name, sizeof name);
                 if (rc)
                     return rc;
-                if (mdl_resolve(name, path, size))
+                if (mdl_resolve(name, path)) {
+                    free(*path);
+                    *path = NULL;
                     return cmd_fail(CMD_EXIT_MODEL, "cannot find the model just pulled");
+                }
                 return CMD_EXIT_OK;
             }
         }
@@ -239,11 +247,13 @@ int cmd_model_resolve(const char *m_arg, bool offer_pull, char *path, size_t siz
                 a->about, sz, a->name);
         return CMD_EXIT_MODEL;
     }
-    if (mdl_resolve(buf, path, size)) {
+    if (mdl_resolve(arg, path)) {
+        free(*path);
+        *path = NULL;
         if (strcmp(what, "-m"))
             return cmd_fail(CMD_EXIT_MODEL, "cannot find the default model '%s' (from %s); see 'kvchat models list'",
-                            buf, what);
-        return cmd_fail(CMD_EXIT_MODEL, "cannot find model '%s': no such file or store name", buf);
+                            arg, what);
+        return cmd_fail(CMD_EXIT_MODEL, "cannot find model '%s': no such file or store name", arg);
     }
     return CMD_EXIT_OK;
 }

@@ -487,7 +487,7 @@ void cmd_describe_packed(const struct llm_model *m, FILE *f)
 int cmd_llm_open(const struct cmd_opts *o, bool offer_pull, struct cmd_llm *l)
 {
     memset(l, 0, sizeof *l);
-    int rc = cmd_model_resolve(o->model, offer_pull, l->path, sizeof l->path);
+    int rc = cmd_model_resolve(o->model, offer_pull, &l->path);
     if (rc)
         return rc;
     if (mdl_is_remote(l->path)) /* its server answers: nothing to load here */
@@ -549,6 +549,7 @@ void cmd_llm_close(struct cmd_llm *l)
         llm_vocab_free(l->vocab);
     if (l->model)
         llm_model_close(l->model);
+    free(l->path);
     memset(l, 0, sizeof *l);
 }
 

@@ -182,7 +182,7 @@ void cmd_opts_describe(const struct cmd_opts *o, FILE *f);
 
 /* what a chat or run computes with; cmd_llm_close frees it */
 struct cmd_llm {
-    char path[4096];
+    char *path;                   /* the model's file or remote entry */
     struct cmd_remote *remote;    /* a remote model (then model, vocab, ctx are NULL) */
     struct llm_model *model;
     struct llm_vocab *vocab;
@@ -216,10 +216,10 @@ struct mdl_pull_params;
  * `model` in the config file; a file path or a store name. With none set,
  * prints how to get a model and returns CMD_EXIT_MODEL, unless offer_pull
  * and stdin and stderr are terminals: then it offers to pull the default
- * alias. Returns CMD_EXIT_OK with the file in path, or the exit code after
- * printing the error.
+ * alias. Returns CMD_EXIT_OK with the file in *path (the caller frees it),
+ * or the exit code after printing the error (*path NULL).
  */
-int cmd_model_resolve(const char *m_arg, bool offer_pull, char *path, size_t size);
+int cmd_model_resolve(const char *m_arg, bool offer_pull, char **path);
 /* does word name a model of the store (a name, not a path or a file in the
  * current directory)? For ollama's `run MODEL PROMPT` and `chat MODEL` */
 bool cmd_is_store_model(const char *word);

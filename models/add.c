@@ -191,6 +191,13 @@ static int lock_adds(const char *dir, char *err, size_t err_size)
 static int add_locked(const char *file, const struct mdl_add_params *p, struct mdl_add_result *res,
                       const struct stat *stp, const char *name, char *err, size_t err_size);
 
+void mdl_add_result_free(struct mdl_add_result *res)
+{
+    free(res->path);
+    free(res->target);
+    res->path = res->target = NULL;
+}
+
 int mdl_add(const char *file, const struct mdl_add_params *p, struct mdl_add_result *res, char *err,
             size_t err_size)
 {
@@ -254,8 +261,10 @@ static int add_locked(const char *file, const struct mdl_add_params *p, struct m
         return MDL_ERR_FILE;
     }
     snprintf(res->name, sizeof res->name, "%s", name);
-    snprintf(res->path, sizeof res->path, "%s", dest);
-    snprintf(res->target, sizeof res->target, "%s", abs);
+    if (!(res->path = strdup(dest)) || !(res->target = strdup(abs))) {
+        snprintf(err, err_size, "out of memory");
+        return MDL_ERR_FILE;
+    }
     res->size = (uint64_t)st.st_size;
     bool exists = lstat(dest, &dst) == 0;
     if (exists && stat(dest, &dst) == 0 && dst.st_dev == st.st_dev && dst.st_ino == st.st_ino) {

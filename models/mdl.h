@@ -86,9 +86,10 @@ int mdl_home(char *buf, size_t size);
 /*
  * Resolve a model argument: an existing file path is used as is; otherwise
  * NAME is looked up as models/NAME and models/NAME.gguf in the store.
- * Returns 0 with the path in buf, or -1 (buf then holds the argument).
+ * Returns 0 with the path in *path, or -1 (*path then holds a copy of the
+ * argument, or is NULL when out of memory). The caller frees *path.
  */
-int mdl_resolve(const char *arg, char *buf, size_t size);
+int mdl_resolve(const char *arg, char **path);
 
 /* true if name is a valid store name (see above) */
 bool mdl_name_valid(const char *name);
@@ -96,9 +97,10 @@ bool mdl_name_valid(const char *name);
 /* $KVCHAT_HOME/models/NAME.gguf into buf: 0, or MDL_ERR_USAGE */
 int mdl_store_path(const char *name, char *buf, size_t size);
 
+/* mdl_list's and mdl_stat's: path is the caller's (mdl_entry_free) */
 struct mdl_entry {
     char name[160];
-    char path[4096];
+    char *path;
     uint64_t size;          /* bytes */
     char arch[64];          /* "" if the file cannot be read */
     int64_t n_params;       /* -1 if unknown */
@@ -114,13 +116,16 @@ struct mdl_entry {
 };
 
 /* Every model in the store (local and remote), sorted by name. *out is an array the caller
- * frees with free(); *n its length. An absent store is an empty list. */
+ * frees with mdl_list_free; *n its length. An absent store is an empty list. */
 int mdl_list(struct mdl_entry **out, size_t *n, char *err, size_t err_size);
 /* mdl_list with only name and path filled in: no file is opened (fast,
  * for shell completion) */
 int mdl_list_names(struct mdl_entry **out, size_t *n, char *err, size_t err_size);
-/* One store model (local or remote) by name: 0, MDL_ERR_NOT_FOUND or MDL_ERR_USAGE. */
+/* One store model (local or remote) by name: 0, MDL_ERR_NOT_FOUND or MDL_ERR_USAGE.
+ * The caller frees e with mdl_entry_free whatever the result. */
 int mdl_stat(const char *name, struct mdl_entry *e, char *err, size_t err_size);
+void mdl_entry_free(struct mdl_entry *e);
+void mdl_list_free(struct mdl_entry *es, size_t n);
 
 /*
  * Is the model used by a session? The sessions code provides the answer:
@@ -147,10 +152,11 @@ struct mdl_add_params {
     const volatile sig_atomic_t *cancel; /* set by a signal: stop a copy, leave nothing */
 };
 
+/* the caller frees it with mdl_add_result_free, whatever mdl_add returned */
 struct mdl_add_result {
     char name[160];
-    char path[4096];   /* models/NAME.gguf */
-    char target[4096]; /* the file's absolute path */
+    char *path;        /* models/NAME.gguf */
+    char *target;      /* the file's absolute path */
     enum mdl_add_how how;
     bool already;      /* that file already is the store's NAME: nothing done */
     uint64_t size;
@@ -167,6 +173,7 @@ struct mdl_add_result {
  */
 int mdl_add(const char *file, const struct mdl_add_params *p, struct mdl_add_result *res, char *err,
             size_t err_size);
+void mdl_add_result_free(struct mdl_add_result *res);
 /* "hard link", "symbolic link", "copy" */
 const char *mdl_add_how_name(enum mdl_add_how how);
 /* ==== remote models ====
@@ -399,10 +406,11 @@ struct mdl_pull_params {
 };
 struct mdl_pull_params mdl_pull_default_params(void);
 
+/* the caller frees it with mdl_pull_result_free, whatever mdl_pull returned */
 struct mdl_pull_result {
     char name[160];
-    char path[4096];
-    char url[4096];         /* where the bytes came from at last */
+    char *path;
+    char *url;              /* where the bytes came from at last, or NULL */
     char sha256[65];
     bool sha256_checked;    /* it matched a published or given checksum */
     bool already;           /* NAME was in the store; nothing was downloaded */
@@ -420,6 +428,7 @@ struct mdl_pull_result {
  */
 int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_result *res,
              char *err, size_t err_size);
+void mdl_pull_result_free(struct mdl_pull_result *res);
 
 /* ==== text ==== */
 

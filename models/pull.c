@@ -692,6 +692,27 @@ static const char *env2(const char *a, const char *b)
     return v && *v ? v : NULL;
 }
 
+/* NAME is in the store already (at path): nothing to download */
+static int pulled_already(struct mdl_pull_result *res, const char *name, const char *path, const struct stat *st,
+                          char *err, size_t err_size)
+{
+    snprintf(res->name, sizeof res->name, "%s", name);
+    if (!(res->path = strdup(path))) {
+        snprintf(err, err_size, "out of memory");
+        return MDL_ERR_FILE;
+    }
+    res->size = (uint64_t)st->st_size;
+    res->already = true;
+    return 0;
+}
+
+void mdl_pull_result_free(struct mdl_pull_result *res)
+{
+    free(res->path);
+    free(res->url);
+    res->path = res->url = NULL;
+}
+
 int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_result *res,
              char *err, size_t err_size)
 {
@@ -722,13 +743,8 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
         const char *nm = p->name ? p->name : ref;
         char path[4096];
         struct stat st;
-        if (!p->force && mdl_store_path(nm, path, sizeof path) == 0 && stat(path, &st) == 0) {
-            snprintf(res->name, sizeof res->name, "%s", nm);
-            snprintf(res->path, sizeof res->path, "%s", path);
-            res->size = (uint64_t)st.st_size;
-            res->already = true;
-            return 0;
-        }
+        if (!p->force && mdl_store_path(nm, path, sizeof path) == 0 && stat(path, &st) == 0)
+            return pulled_already(res, nm, path, &st, err, err_size);
     }
     if (net_tls_check_ca(c.hp.ca_file, err, err_size))
         return MDL_ERR_FILE;
@@ -766,13 +782,8 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
         snprintf(err, err_size, "'%s' is a remote model in the store; choose another name with --name", c.name);
         return MDL_ERR_USAGE;
     }
-    if (!p->force && stat(dest, &st) == 0) {
-        snprintf(res->name, sizeof res->name, "%s", c.name);
-        snprintf(res->path, sizeof res->path, "%s", dest);
-        res->size = (uint64_t)st.st_size;
-        res->already = true;
-        return 0;
-    }
+    if (!p->force && stat(dest, &st) == 0)
+        return pulled_already(res, c.name, dest, &st, err, err_size);
     if (base_mkdir_parents(dest, 0755)) {
         snprintf(err, err_size, "cannot create the directory of '%s': %s", dest, strerror(errno));
         return MDL_ERR_FILE;
@@ -894,8 +905,12 @@ int mdl_pull(const char *ref, const struct mdl_pull_params *p, struct mdl_pull_r
         note(&c, "cannot write the model's sidecar: %s", merr);
 
     snprintf(res->name, sizeof res->name, "%s", c.name);
-    snprintf(res->path, sizeof res->path, "%s", dest);
-    snprintf(res->url, sizeof res->url, "%s", final_url[0] ? final_url : c.url);
+    res->path = strdup(dest);
+    res->url = strdup(final_url[0] ? final_url : c.url);
+    if (!res->path || !res->url) {
+        snprintf(err, err_size, "out of memory");
+        return MDL_ERR_FILE;
+    }
     snprintf(res->sha256, sizeof res->sha256, "%s", got);
     res->sha256_checked = expect != NULL;
     res->size = (uint64_t)st.st_size;

@@ -36,7 +36,6 @@
 
 struct mdl_remote {
     char name[160];
-    char path[4096];
     char url[1024];        /* the /v1 base, without a trailing '/' */
     char model[256];
     char key_env[128];
@@ -116,7 +115,6 @@ static int entry_read(const char *path, struct mdl_remote *r, char *err, size_t 
 {
     char v[64];
     memset(r, 0, sizeof *r);
-    snprintf(r->path, sizeof r->path, "%s", path);
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     snprintf(r->name, sizeof r->name, "%.*s", (int)(strlen(base) - strlen(".remote")), base);

@@ -77,20 +77,22 @@ static int is_entry(const char *p)
     return lstat(p, &st) == 0 && (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode));
 }
 
-int mdl_resolve(const char *arg, char *buf, size_t size)
+int mdl_resolve(const char *arg, char **path)
 {
     char home[4096];
-    snprintf(buf, size, "%s", arg);
-    if (is_file(arg) || strchr(arg, '/') || !arg[0] || mdl_home(home, sizeof home))
-        return is_file(arg) ? 0 : -1;
-    static const char *const suffixes[] = {"", ".gguf", ".remote"};
-    for (size_t i = 0; i < 3; i++) {
-        int n = snprintf(buf, size, "%s/models/%s%s", home, arg, suffixes[i]);
-        if (n > 0 && (size_t)n < size && is_file(buf))
-            return 0;
+    if (!is_file(arg) && !strchr(arg, '/') && arg[0] && mdl_home(home, sizeof home) == 0) {
+        static const char *const suffixes[] = {"", ".gguf", ".remote"};
+        for (size_t i = 0; i < 3; i++) {
+            char *p = base_strdup_printf("%s/models/%s%s", home, arg, suffixes[i]);
+            if (p && is_file(p)) {
+                *path = p;
+                return 0;
+            }
+            free(p);
+        }
     }
-    snprintf(buf, size, "%s", arg);
-    return -1;
+    *path = strdup(arg);
+    return *path && is_file(arg) ? 0 : -1;
 }
 
 bool mdl_name_valid(const char *name)
@@ -196,6 +198,19 @@ static int cmp_entry(const void *a, const void *b)
 
 static int list_store(struct mdl_entry **out, size_t *n, bool headers, char *err, size_t err_size);
 
+void mdl_entry_free(struct mdl_entry *e)
+{
+    free(e->path);
+    e->path = NULL;
+}
+
+void mdl_list_free(struct mdl_entry *es, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        mdl_entry_free(&es[i]);
+    free(es);
+}
+
 int mdl_list(struct mdl_entry **out, size_t *n, char *err, size_t err_size)
 {
     return list_store(out, n, true, err, err_size);
@@ -241,9 +256,11 @@ static int list_store(struct mdl_entry **out, size_t *n, bool headers, char *err
         name[L - sl] = 0;
         if (!mdl_name_valid(name))
             continue;
-        if (base_grow((void **)out, &cap, *n + 1, sizeof **out)) {
+        char *path = base_path_join(dir, de->d_name);
+        if (!path || base_grow((void **)out, &cap, *n + 1, sizeof **out)) {
+            free(path);
             closedir(d);
-            free(*out);
+            mdl_list_free(*out, *n);
             *out = NULL;
             *n = 0;
             snprintf(err, err_size, "out of memory");
@@ -252,10 +269,7 @@ static int list_store(struct mdl_entry **out, size_t *n, bool headers, char *err
         struct mdl_entry *e = &(*out)[(*n)++];
         memset(e, 0, sizeof *e);
         snprintf(e->name, sizeof e->name, "%s", name);
-        if (snprintf(e->path, sizeof e->path, "%s/%s", dir, de->d_name) >= (int)sizeof e->path) {
-            (*n)--;
-            continue;
-        }
+        e->path = path;
         e->remote = remote;
         if (!headers)
             continue;
@@ -277,38 +291,35 @@ int mdl_stat(const char *name, struct mdl_entry *e, char *err, size_t err_size)
         snprintf(err, err_size, "'%s' is not a valid model name", name);
         return MDL_ERR_USAGE;
     }
-    if (store_file(name, ".gguf", e->path, sizeof e->path)) {
+    char path[4200];
+    if (store_file(name, ".gguf", path, sizeof path)) {
         snprintf(err, err_size, "cannot find the kvchat home: set KVCHAT_HOME or HOME");
         return MDL_ERR_FILE;
     }
-    snprintf(e->name, sizeof e->name, "%s", name);
-    if (!is_entry(e->path)) {
-        if (store_file(name, ".remote", e->path, sizeof e->path) == 0 && is_file(e->path)) {
-            mdl_remote_fill_entry(e);
-            return 0;
-        }
-        e->name[0] = e->path[0] = 0;
+    bool local = is_entry(path);
+    if (!local && (store_file(name, ".remote", path, sizeof path) || !is_file(path))) {
         snprintf(err, err_size, "no model '%s' in the store", name);
         return MDL_ERR_NOT_FOUND;
     }
-    fill_entry(e);
+    if (!(e->path = strdup(path))) {
+        snprintf(err, err_size, "out of memory");
+        return MDL_ERR_FILE;
+    }
+    snprintf(e->name, sizeof e->name, "%s", name);
+    if (local)
+        fill_entry(e);
+    else
+        mdl_remote_fill_entry(e);
     return 0;
 }
 
-int mdl_rm(const char *name, bool force, mdl_in_use_fn in_use, void *ctx, char *err,
-           size_t err_size)
+static int rm_stat(const char *name, bool force, mdl_in_use_fn in_use, void *ctx, const struct mdl_entry *e,
+                   char *err, size_t err_size)
 {
-    struct mdl_entry e;
     char part[4200], partmeta[4200], meta[4200];
-    int rc = mdl_stat(name, &e, err, err_size);
-    bool have_part = store_file(name, ".part", part, sizeof part) == 0 && is_file(part);
-    if (rc == MDL_ERR_NOT_FOUND && have_part)
-        rc = 0; /* only a partial download: remove it */
-    if (rc)
-        return rc;
-    if (in_use && !force && e.path[0]) {
+    if (in_use && !force && e->path) {
         char who[256] = "";
-        int u = in_use(ctx, name, e.path, who, sizeof who);
+        int u = in_use(ctx, name, e->path, who, sizeof who);
         if (u > 0) {
             snprintf(err, err_size, "model '%s' is used by %s (use --force to remove it anyway)",
                      name, who[0] ? who : "a session");
@@ -320,14 +331,30 @@ int mdl_rm(const char *name, bool force, mdl_in_use_fn in_use, void *ctx, char *
             return MDL_ERR_IN_USE;
         }
     }
+    store_file(name, ".part", part, sizeof part);
     store_file(name, ".meta", meta, sizeof meta);
     store_file(name, ".part.meta", partmeta, sizeof partmeta);
-    if (e.path[0] && is_entry(e.path) && unlink(e.path)) {
-        snprintf(err, err_size, "cannot remove '%s': %s", e.path, strerror(errno));
+    if (e->path && is_entry(e->path) && unlink(e->path)) {
+        snprintf(err, err_size, "cannot remove '%s': %s", e->path, strerror(errno));
         return MDL_ERR_FILE;
     }
     unlink(meta);
     unlink(part);
     unlink(partmeta);
     return 0;
+}
+
+int mdl_rm(const char *name, bool force, mdl_in_use_fn in_use, void *ctx, char *err,
+           size_t err_size)
+{
+    struct mdl_entry e;
+    char part[4200];
+    int rc = mdl_stat(name, &e, err, err_size);
+    bool have_part = store_file(name, ".part", part, sizeof part) == 0 && is_file(part);
+    if (rc == MDL_ERR_NOT_FOUND && have_part)
+        rc = 0; /* only a partial download: remove it */
+    if (!rc)
+        rc = rm_stat(name, force, in_use, ctx, &e, err, err_size);
+    mdl_entry_free(&e);
+    return rc;
 }

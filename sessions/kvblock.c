@@ -398,22 +398,33 @@ static int preadv_full(int fd, struct iovec *iov, int n, uint64_t off)
     return 0;
 }
 
-int kv_block_read(const char *path, const struct kv_block_desc *want, const uint8_t id[32],
-                  const struct kv_block_dst *dst, char *err, size_t err_size)
+/* the file at path, for reading, if it is a regular file (*st its stat):
+ * its descriptor, or KV_BLOCK_MISSING (none, or not a regular file) or
+ * KV_BLOCK_DAMAGED (it cannot be opened), err saying why. O_NONBLOCK: a
+ * FIFO (or a device) in the file's place must not hang us. */
+static int open_regular(const char *path, struct stat *st, char *err, size_t err_size)
 {
-    /* O_NONBLOCK: a FIFO (or a device) in the block's place must not hang us */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
         fail(err, err_size, "%s", strerror(e));
         return e == ENOENT || e == ENOTDIR || e == ELOOP || e == ENXIO ? KV_BLOCK_MISSING : KV_BLOCK_DAMAGED;
     }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
         close(fd);
         fail(err, err_size, "not a regular file");
         return KV_BLOCK_MISSING;
     }
+    return fd;
+}
+
+int kv_block_read(const char *path, const struct kv_block_desc *want, const uint8_t id[32],
+                  const struct kv_block_dst *dst, char *err, size_t err_size)
+{
+    struct stat st;
+    int fd = open_regular(path, &st, err, err_size);
+    if (fd < 0)
+        return fd;
     if (!shape_ok(want)) {
         close(fd);
         return fail(err, err_size, "bad expected shape");
@@ -580,18 +591,10 @@ int kv_snap_parse_header(const uint8_t *buf, size_t size, struct kv_snap_desc *d
 
 int kv_snap_read(const char *path, const struct kv_snap_desc *want, void *state, char *err, size_t err_size)
 {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        fail(err, err_size, "%s", strerror(e));
-        return e == ENOENT || e == ENOTDIR || e == ELOOP || e == ENXIO ? KV_BLOCK_MISSING : KV_BLOCK_DAMAGED;
-    }
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        fail(err, err_size, "not a regular file");
-        return KV_BLOCK_MISSING;
-    }
+    int fd = open_regular(path, &st, err, err_size);
+    if (fd < 0)
+        return fd;
     uint8_t h[KV_SNAP_HEADER_BYTES];
     struct kv_snap_desc d;
     uint32_t crc;

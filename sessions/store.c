@@ -1855,32 +1855,50 @@ int sess_block_record(struct sess_store *st, const struct kv_block_desc *d, cons
     return step_done(st, s);
 }
 
-static int delete_block_row(struct sess_store *st, const uint8_t id[32])
+/* ---- what blocks and snapshots share: a row keyed by id in their table,
+ * and a file named by it ---- */
+
+/* the row of id, by sql ("DELETE FROM TABLE WHERE id = ?1") */
+static int delete_id_row(struct sess_store *st, const char *sql, const uint8_t id[32])
 {
-    sqlite3_stmt *s = prep(st, "DELETE FROM blocks WHERE id = ?1");
+    sqlite3_stmt *s = prep(st, sql);
     if (!s)
         return SESS_ERR;
     sqlite3_bind_blob(s, 1, id, 32, SQLITE_STATIC);
     return step_done(st, s);
 }
 
-int sess_block_forget(struct sess_store *st, const uint8_t id[32])
+static int delete_block_row(struct sess_store *st, const uint8_t id[32])
+{
+    return delete_id_row(st, "DELETE FROM blocks WHERE id = ?1", id);
+}
+
+static int delete_snap_row(struct sess_store *st, const uint8_t id[32])
+{
+    return delete_id_row(st, "DELETE FROM snapshots WHERE id = ?1", id);
+}
+
+/* the row (delete_row), then the file (suffix) */
+static int forget_id(struct sess_store *st, int (*delete_row)(struct sess_store *, const uint8_t *),
+                     const char *suffix, const uint8_t id[32])
 {
     char path[PATH_MAX + 128];
-    if (delete_block_row(st, id))
+    if (delete_row(st, id))
         return SESS_ERR;
-    if (sess_block_path(st, id, false, path, sizeof path) == SESS_OK)
+    if (kv_file_path(st, id, false, suffix, path, sizeof path) == SESS_OK)
         unlink(path);
     return SESS_OK;
 }
 
-int sess_blocks_touch(struct sess_store *st, const uint8_t (*ids)[32], int64_t n, int64_t t)
+/* last_used = t on the rows of ids, by sql ("UPDATE TABLE SET last_used =
+ * ?2 WHERE id = ?1"), in one transaction */
+static int touch_ids(struct sess_store *st, const char *sql, const uint8_t (*ids)[32], int64_t n, int64_t t)
 {
-    if (n == 0 || st->read_only) /* private: not even when a block was last used */
+    if (n == 0)
         return SESS_OK;
     if (begin(st))
         return SESS_ERR;
-    sqlite3_stmt *s = prep(st, "UPDATE blocks SET last_used = ?2 WHERE id = ?1");
+    sqlite3_stmt *s = prep(st, sql);
     int rc = s ? SESS_OK : SESS_ERR;
     for (int64_t i = 0; i < n && rc == SESS_OK; i++) {
         sqlite3_reset(s);
@@ -1891,6 +1909,18 @@ int sess_blocks_touch(struct sess_store *st, const uint8_t (*ids)[32], int64_t n
     }
     sqlite3_finalize(s);
     return finish(st, rc);
+}
+
+int sess_block_forget(struct sess_store *st, const uint8_t id[32])
+{
+    return forget_id(st, delete_block_row, KV_BLOCK_SUFFIX, id);
+}
+
+int sess_blocks_touch(struct sess_store *st, const uint8_t (*ids)[32], int64_t n, int64_t t)
+{
+    if (st->read_only) /* private: not even when a block was last used */
+        return SESS_OK;
+    return touch_ids(st, "UPDATE blocks SET last_used = ?2 WHERE id = ?1", ids, n, t);
 }
 
 int sess_set_blocks(struct sess_store *st, int64_t id, int64_t from, const uint8_t (*ids)[32], int64_t n)
@@ -1961,42 +1991,14 @@ int sess_snaps_in_block(struct sess_store *st, const uint8_t parent[32], int64_t
     return r;
 }
 
-static int delete_snap_row(struct sess_store *st, const uint8_t id[32])
-{
-    sqlite3_stmt *s = prep(st, "DELETE FROM snapshots WHERE id = ?1");
-    if (!s)
-        return SESS_ERR;
-    sqlite3_bind_blob(s, 1, id, 32, SQLITE_STATIC);
-    return step_done(st, s);
-}
-
 int sess_snap_forget(struct sess_store *st, const uint8_t id[32])
 {
-    char path[PATH_MAX + 128];
-    if (delete_snap_row(st, id))
-        return SESS_ERR;
-    if (sess_snap_path(st, id, false, path, sizeof path) == SESS_OK)
-        unlink(path);
-    return SESS_OK;
+    return forget_id(st, delete_snap_row, KV_SNAP_SUFFIX, id);
 }
 
 int sess_snaps_touch(struct sess_store *st, const uint8_t (*ids)[32], int64_t n, int64_t t)
 {
-    if (n == 0)
-        return SESS_OK;
-    if (begin(st))
-        return SESS_ERR;
-    sqlite3_stmt *s = prep(st, "UPDATE snapshots SET last_used = ?2 WHERE id = ?1");
-    int rc = s ? SESS_OK : SESS_ERR;
-    for (int64_t i = 0; i < n && rc == SESS_OK; i++) {
-        sqlite3_reset(s);
-        sqlite3_bind_blob(s, 1, ids[i], 32, SQLITE_STATIC);
-        sqlite3_bind_int64(s, 2, t);
-        if (sqlite3_step(s) != SQLITE_DONE)
-            rc = db_fail(st);
-    }
-    sqlite3_finalize(s);
-    return finish(st, rc);
+    return touch_ids(st, "UPDATE snapshots SET last_used = ?2 WHERE id = ?1", ids, n, t);
 }
 
 /* ==== housekeeping ==== */
@@ -2169,6 +2171,20 @@ static void remove_stray(struct sess_store *st, const char *path, const char *na
     }
 }
 
+/* a lock held on fd (sess_unlock closes it): SESS_OK with *out, or the
+ * failure said and fd closed */
+static int lock_made(struct sess_store *st, int fd, struct sess_lock **out)
+{
+    struct sess_lock *l = malloc(sizeof *l);
+    if (!l) {
+        close(fd);
+        return sess_fail(st, "out of memory");
+    }
+    l->fd = fd;
+    *out = l;
+    return SESS_OK;
+}
+
 /*
  * gc and the turns that write blocks: a turn writes a block's file, then
  * its row, and only then the session's list of blocks that covers it; in
@@ -2196,14 +2212,7 @@ static int gc_lock(struct sess_store *st, int how, struct sess_lock **out)
         close(fd);
         return sess_fail(st, "cannot lock '%s': %s", path, strerror(e));
     }
-    struct sess_lock *l = malloc(sizeof *l);
-    if (!l) {
-        close(fd);
-        return sess_fail(st, "out of memory");
-    }
-    l->fd = fd;
-    *out = l;
-    return SESS_OK;
+    return lock_made(st, fd, out);
 }
 
 int sess_writer_lock(struct sess_store *st, struct sess_lock **out) { return gc_lock(st, LOCK_SH, out); }
@@ -2343,14 +2352,7 @@ int sess_lock(struct sess_store *st, int64_t id, struct sess_lock **out)
         close(fd);
         return sess_fail(st, "cannot write '%s': %s", path, strerror(e));
     }
-    struct sess_lock *l = malloc(sizeof *l);
-    if (!l) {
-        close(fd);
-        return sess_fail(st, "out of memory");
-    }
-    l->fd = fd;
-    *out = l;
-    return SESS_OK;
+    return lock_made(st, fd, out);
 }
 
 void sess_unlock(struct sess_lock *l)

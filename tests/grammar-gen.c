@@ -14,6 +14,7 @@
  * usage: grammar-gen MODEL N_PREDICT SEED|greedy ARG...
  */
 #include "core/llm.h"
+#include "tests/json-out.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,21 +52,6 @@ static char *slurp(const char *path, size_t *n)
         b[len] = 0;
     *n = len;
     return b;
-}
-
-static void json_str(const char *s, size_t n)
-{
-    putchar('"');
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c < 0x20)
-            printf("\\u%04x", c);
-        else
-            putchar(c);
-    }
-    putchar('"');
 }
 
 int main(int argc, char **argv)

@@ -12,25 +12,11 @@
  * MODEL is a remote model's name in $KVCHAT_HOME's store.
  */
 #include "models/mdl.h"
+#include "tests/json-out.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void json_str(const char *s, size_t n)
-{
-    putchar('"');
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c < 0x20)
-            printf("\\u%04x", c);
-        else
-            putchar(c);
-    }
-    putchar('"');
-}
 
 int main(int argc, char **argv)
 {
@@ -63,13 +49,15 @@ int main(int argc, char **argv)
         }
     }
     p.stop = stops;
-    char path[4096], err[4096];
+    char *path, err[4096];
     struct mdl_remote *r;
-    if (mdl_resolve(argv[1], path, sizeof path) || !mdl_is_remote(path)) {
+    if (mdl_resolve(argv[1], &path) || !mdl_is_remote(path)) {
         fprintf(stderr, "remote-chat: no remote model '%s'\n", argv[1]);
         return 1;
     }
-    if (mdl_remote_open(path, &r, err, sizeof err)) {
+    int rc = mdl_remote_open(path, &r, err, sizeof err);
+    free(path);
+    if (rc) {
         fprintf(stderr, "remote-chat: %s\n", err);
         return 1;
     }

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "tests/fault-fs.h"
+#include "tests/tmpdir.h"
 
 ssize_t __real_write(int fd, const void *p, size_t n);
 ssize_t __wrap_write(int fd, const void *p, size_t n);
@@ -44,8 +45,7 @@ static char dir[256];
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof dir, "%s/kvchat-test-base.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    assert_non_null(mkdtemp(dir));
+    assert_int_equal(test_dir_make(dir, sizeof dir, "kvchat-test-base"), 0);
     fail_fsync = fail_rename = fail_write = 0;
     short_write = 0;
     return 0;
@@ -54,9 +54,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(test_dir_remove(dir), 0);
     return 0;
 }
 

@@ -21,6 +21,7 @@
 
 #include "core/llm.h"
 #include "sessions/sess-int.h"
+#include "tests/tmpdir.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -90,9 +91,7 @@ static int teardown(void **state)
     struct fx *f = *state;
     sess_store_close(f->st);
     llm_model_close(f->m);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
-    int rc = system(cmd);
+    int rc = test_dir_remove(f->dir);
     free(f);
     enospc_writes = 0;
     return rc ? -1 : 0;

@@ -24,6 +24,7 @@
 
 #include "core/llm.h"
 #include "sessions/sess.h"
+#include "tests/tmpdir.h"
 
 #include <errno.h>
 #include <sqlite3.h>
@@ -132,9 +133,7 @@ static int group_teardown(void **state)
     (void)state;
     llm_vocab_free(vocab);
     llm_model_close(model);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) ? -1 : 0;
+    return test_dir_remove(dir);
 }
 
 /* a conversation in a fresh context, over the store in home (NULL: none);

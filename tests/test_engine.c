@@ -35,6 +35,8 @@
 
 #include "core/llm.h"
 #include "tests/gguf-writer.h"
+#include "tests/open-model.h"
+#include "tests/tmpdir.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -91,15 +93,20 @@ static float *read_floats(const char *path, int64_t *n)
     return x;
 }
 
-static struct llm_model *open_model(const char *path)
+/* ids[0..n): spread over ids 3..502 */
+static void spread_ids(int32_t *ids, int n)
 {
-    struct llm_model *m;
-    char err[256];
-    if (llm_model_open(path, llm_model_default_params(), &m, err, sizeof err)) {
-        print_error("cannot open %s: %s\n", path, err);
-        fail();
-    }
-    return m;
+    for (int i = 0; i < n; i++)
+        ids[i] = (i * 37 + 11) % 500 + 3;
+}
+
+/* a copy of c's last logits (nv floats): the caller frees it */
+static float *logits_copy(struct llm_ctx *c, int64_t nv)
+{
+    float *x = malloc((size_t)nv * sizeof *x);
+    assert_non_null(x);
+    memcpy(x, llm_ctx_logits(c), (size_t)nv * sizeof *x);
+    return x;
 }
 
 static struct llm_ctx *new_ctx(struct llm_model *m, int n_ctx, int threads, uint32_t kv_type)
@@ -244,8 +251,7 @@ static void test_long_prompt(void **state)
     (void)state;
     static const char *const am[][2] = {{"llama", "F32"}, {"qwen3", "Q8_0"}};
     int32_t ids[600];
-    for (int i = 0; i < 600; i++)
-        ids[i] = (i * 37 + 11) % 500 + 3;
+    spread_ids(ids, 600);
     for (int k = 0; k < 2; k++) {
         char golden[256];
         snprintf(golden, sizeof golden, "tests/data/engine/%s-%s-600.logits", am[k][0], am[k][1]);
@@ -355,8 +361,7 @@ static void test_truncate_and_overflow(void **state)
     assert_int_equal(llm_ctx_decode(c, prompt, 20), 0);
     for (int i = 20; i < 25; i++)
         assert_int_equal(llm_ctx_decode(c, prompt + i, 1), 0);
-    float *l1 = malloc((size_t)nv * sizeof *l1);
-    memcpy(l1, llm_ctx_logits(c), (size_t)nv * sizeof *l1);
+    float *l1 = logits_copy(c, nv);
     assert_int_equal(llm_ctx_truncate(c, 20), 0);
     assert_int_not_equal(llm_ctx_truncate(c, 21), 0);
     for (int i = 20; i < 25; i++)
@@ -697,15 +702,13 @@ static void test_interrupt(void **state)
     (void)state;
     enum { N = 1200, PRE = 100 }; /* 1,100 tokens: passes of 512, 512, 76 */
     int32_t ids[N];
-    for (int i = 0; i < N; i++)
-        ids[i] = (i * 37 + 11) % 500 + 3;
+    spread_ids(ids, N);
     struct llm_model *m = open_model(model_path("qwen3", "F32"));
     int64_t nv = llm_model_n_vocab(m);
     struct llm_ctx *a = new_ctx(m, 2048, 2, LLM_TYPE_F16);
     assert_int_equal(llm_ctx_decode(a, ids, N), 0);
     assert_int_equal(llm_ctx_progress(a), N);
-    float *ref = malloc((size_t)nv * sizeof *ref);
-    memcpy(ref, llm_ctx_logits(a), (size_t)nv * sizeof *ref);
+    float *ref = logits_copy(a, nv);
     size_t kvb = (size_t)llm_ctx_kv_size(a, 0, N);
     uint8_t *kv_ref = malloc(kvb), *kv = malloc(kvb);
     assert_int_equal(llm_ctx_kv_export(a, 0, N, kv_ref, kvb), (int64_t)kvb);
@@ -777,8 +780,7 @@ static void test_qwen35_rstate(void **state)
     (void)state;
     enum { N = 150, K = 70 };
     int32_t ids[N];
-    for (int i = 0; i < N; i++)
-        ids[i] = (i * 37 + 11) % 500 + 3;
+    spread_ids(ids, N);
     for (int ti = 0; ti < 2; ti++) {
         struct llm_model *m = open_model(model_path("qwen35", ti ? "Q8_0" : "F32"));
         int64_t nv = llm_model_n_vocab(m);
@@ -792,8 +794,7 @@ static void test_qwen35_rstate(void **state)
         assert_int_equal(llm_ctx_kv_bytes(a, 1), 2 * 2 * 32 * 2); /* the one attention layer's K and V */
         assert_true(llm_ctx_rstate_valid(a));
         assert_int_equal(llm_ctx_decode(ref, ids, N), 0);
-        float *want = malloc((size_t)nv * sizeof *want);
-        memcpy(want, llm_ctx_logits(ref), (size_t)nv * sizeof *want);
+        float *want = logits_copy(ref, nv);
 
         /* the state at K: one batch, and token by token on another thread count */
         assert_int_equal(llm_ctx_decode(a, ids, K), 0);
@@ -859,14 +860,12 @@ static void test_qwen35_interrupt(void **state)
     (void)state;
     enum { N = 1200, PRE = 100 };
     int32_t ids[N];
-    for (int i = 0; i < N; i++)
-        ids[i] = (i * 37 + 11) % 500 + 3;
+    spread_ids(ids, N);
     struct llm_model *m = open_model(model_path("qwen35", "F32"));
     int64_t nv = llm_model_n_vocab(m);
     struct llm_ctx *a = new_ctx(m, 2048, 2, LLM_TYPE_F16), *b = new_ctx(m, 2048, 2, LLM_TYPE_F16);
     assert_int_equal(llm_ctx_decode(a, ids, N), 0);
-    float *want = malloc((size_t)nv * sizeof *want);
-    memcpy(want, llm_ctx_logits(a), (size_t)nv * sizeof *want);
+    float *want = logits_copy(a, nv);
     uint64_t rs = llm_ctx_rstate_size(a);
     uint8_t *s_end = malloc(rs), *s_pre = malloc(rs), *s = malloc(rs);
     assert_int_equal(llm_ctx_rstate_export(a, s_end, rs), (int64_t)rs);
@@ -917,8 +916,7 @@ static void test_qwen35_interrupt(void **state)
 static int setup(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "%s/kvchat-engine.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(tmpdir))
+    if (test_dir_make(tmpdir, sizeof tmpdir, "kvchat-engine"))
         return -1;
     FILE *f = fopen("tests/data/engine/prompt.txt", "r");
     if (!f)
@@ -933,9 +931,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return test_dir_remove(tmpdir);
 }
 
 int main(void)

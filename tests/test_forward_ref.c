@@ -28,6 +28,8 @@
 #include <cmocka.h>
 
 #include "core/llm.h"
+#include "tests/open-model.h"
+#include "tests/tmpdir.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -99,17 +101,6 @@ static const char *model_path(const struct arch_case *a, const char *type)
         assert_int_equal(system(cmd), 0);
     }
     return path;
-}
-
-static struct llm_model *open_model(const char *path)
-{
-    struct llm_model *m;
-    char err[256];
-    if (llm_model_open(path, llm_model_default_params(), &m, err, sizeof err)) {
-        print_error("cannot open %s: %s\n", path, err);
-        fail();
-    }
-    return m;
 }
 
 /* ids spread over the whole vocabulary */
@@ -357,16 +348,13 @@ static void test_gemma4(void **state)
 static int setup(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "%s/kvchat-fref.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return test_dir_make(tmpdir, sizeof tmpdir, "kvchat-fref");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return test_dir_remove(tmpdir);
 }
 
 int main(void)

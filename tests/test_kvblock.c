@@ -16,6 +16,8 @@
 
 #include "core/llm.h"
 #include "sessions/kvblock.h"
+#include "tests/fault-fs.h"
+#include "tests/tmpdir.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,11 +32,10 @@
 
 /* ==== fault injection ==== */
 
+/* fsync and rename: fail_fsync, fail_rename (fault-fs.h) */
 ssize_t __real_write(int fd, const void *p, size_t n);
-int __real_fsync(int fd);
-int __real_rename(const char *a, const char *b);
 static int fail_write_after = -1; /* fail the Nth write from now (0 = next); -1 never */
-static int fail_fsync, fail_rename, short_writes, fail_hash;
+static int short_writes, fail_hash;
 
 ssize_t __wrap_write(int fd, const void *p, size_t n)
 {
@@ -48,24 +49,6 @@ ssize_t __wrap_write(int fd, const void *p, size_t n)
     if (short_writes && n > 1)
         n = n / 2; /* the writer must loop */
     return __real_write(fd, p, n);
-}
-
-int __wrap_fsync(int fd)
-{
-    if (fail_fsync) {
-        errno = EIO;
-        return -1;
-    }
-    return __real_fsync(fd);
-}
-
-int __wrap_rename(const char *a, const char *b)
-{
-    if (fail_rename) {
-        errno = EXDEV;
-        return -1;
-    }
-    return __real_rename(a, b);
 }
 
 /* mbedTLS's hash step, failing on demand (its name differs by version) */
@@ -138,9 +121,7 @@ static int teardown(void **state)
 {
     struct fixture *f = *state;
     free(f->rows);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
-    if (system(cmd) != 0)
+    if (test_dir_remove(f->dir))
         return -1;
     free(f);
     fail_write_after = -1;

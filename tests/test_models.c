@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "tests/fault-fs.h"
+#include "tests/tmpdir.h"
 
 static char dir[256];
 
@@ -49,8 +50,7 @@ static char *read_file(const char *path)
 
 static int setup(void **state)
 {
-    snprintf(dir, sizeof dir, "%s/kvchat-test-models.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    assert_non_null(mkdtemp(dir));
+    assert_int_equal(test_dir_make(dir, sizeof dir, "kvchat-test-models"), 0);
     char p[512];
     snprintf(p, sizeof p, "%s/home", dir);
     setenv("KVCHAT_HOME", p, 1);
@@ -63,9 +63,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(test_dir_remove(dir), 0);
     return 0;
 }
 
@@ -167,7 +165,7 @@ static void test_list_and_rm(void **state)
     char err[512], p[4200], home[4000];
     assert_int_equal(mdl_list(&es, &n, err, sizeof err), 0); /* no store yet */
     assert_int_equal(n, 0);
-    free(es);
+    mdl_list_free(es, n);
     assert_int_equal(mdl_home(home, sizeof home), 0);
     snprintf(p, sizeof p, "%s", home);
     mkdir(p, 0755);
@@ -189,7 +187,7 @@ static void test_list_and_rm(void **state)
     assert_string_equal(es[0].sha256, ""); /* not 64 hex digits: ignored */
     assert_true(es[0].error[0] != 0);      /* not a GGUF */
     assert_int_equal(es[0].n_params, -1);
-    free(es);
+    mdl_list_free(es, n);
 
     /* the sessions hook refuses; --force overrides it */
     in_use_calls = 0;
@@ -197,9 +195,12 @@ static void test_list_and_rm(void **state)
     assert_int_equal(in_use_calls, 1);
     assert_non_null(strstr(err, "used by session 'chat1'"));
     assert_int_equal(mdl_stat("m", &e, err, sizeof err), 0);
+    assert_non_null(strstr(e.path, "/models/m.gguf"));
+    mdl_entry_free(&e);
     assert_int_equal(mdl_rm("m", true, says_in_use, "chat1", err, sizeof err), 0);
     assert_int_equal(in_use_calls, 1); /* not even asked */
     assert_int_equal(mdl_stat("m", &e, err, sizeof err), MDL_ERR_NOT_FOUND);
+    assert_null(e.path);
     snprintf(p, sizeof p, "%s/models/m.meta", home);
     assert_int_equal(access(p, F_OK), -1);
     /* a partial download alone can be removed */

@@ -21,6 +21,8 @@
 
 #include "core/engine/moe.h"
 #include "core/llm.h"
+#include "tests/open-model.h"
+#include "tests/tmpdir.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -148,17 +150,6 @@ static const char *moe_model(const char *type, bool merged)
         assert_int_equal(system(cmd), 0);
     }
     return path;
-}
-
-static struct llm_model *open_model(const char *path)
-{
-    struct llm_model *m;
-    char err[256];
-    if (llm_model_open(path, llm_model_default_params(), &m, err, sizeof err)) {
-        print_error("cannot open %s: %s\n", path, err);
-        fail();
-    }
-    return m;
 }
 
 /* the logits after ids, in one batch or token by token */
@@ -319,16 +310,13 @@ static void test_gemma4_bind(void **state)
 static int setup(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/kvchat-test-moe.XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return test_dir_make(tmpdir, sizeof tmpdir, "kvchat-test-moe");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return test_dir_remove(tmpdir);
 }
 
 int main(void)

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "tests/fault-fs.h"
+#include "tests/tmpdir.h"
 
 static char err[2048];
 
@@ -457,9 +458,17 @@ static int setup_home(void **state)
 
 static int teardown_home(void **state)
 {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", home);
-    return system(cmd);
+    return test_dir_remove(home);
+}
+
+/* mdl_resolve into a buffer (the tests' paths are short) */
+static int resolve(const char *arg, char *buf, size_t size)
+{
+    char *p;
+    int rc = mdl_resolve(arg, &p);
+    snprintf(buf, size, "%s", p ? p : "");
+    free(p);
+    return rc;
 }
 
 static bool file_has(const char *path, const char *text)
@@ -495,7 +504,7 @@ static void test_entries(void **state)
     assert_int_equal(mdl_remote_add("big", "https://gpu.example:8443/v1/", &p, note, sizeof note, err,
                                     sizeof err), 0);
     assert_string_equal(note, "");
-    assert_int_equal(mdl_resolve("big", path, sizeof path), 0);
+    assert_int_equal(resolve("big", path, sizeof path), 0);
     assert_true(mdl_is_remote(path));
     assert_true(file_has(path, "url = https://gpu.example:8443/v1\n"));
     assert_true(file_has(path, "model = org/Model-7B\n"));
@@ -552,11 +561,13 @@ static void test_entries(void **state)
     assert_string_equal(es[0].api_key_env, "SECRET_KEY_VAR");
     assert_string_equal(es[3].name, "local");
     assert_false(es[3].remote);
-    free(es);
+    mdl_list_free(es, n);
     struct mdl_entry e;
     assert_int_equal(mdl_stat("lan", &e, err, sizeof err), 0);
     assert_true(e.remote);
+    mdl_entry_free(&e);
     assert_int_equal(mdl_stat("nothing", &e, err, sizeof err), MDL_ERR_NOT_FOUND);
+    assert_null(e.path);
 
     /* --force replaces; a failed write keeps the old entry whole and leaves no temporary */
     q = p;
@@ -570,14 +581,14 @@ static void test_entries(void **state)
     assert_int_equal(mdl_remote_add("big", "https://b/v1", &q, note, sizeof note, err, sizeof err), MDL_ERR_FILE);
     fail_rename = 0;
     assert_int_equal(n_files(), before);
-    assert_int_equal(mdl_resolve("big", path, sizeof path), 0);
+    assert_int_equal(resolve("big", path, sizeof path), 0);
     assert_true(file_has(path, "model = org/Model-7B\n"));
     assert_int_equal(mdl_remote_add("big", "https://b/v1", &q, note, sizeof note, err, sizeof err), 0);
     assert_true(file_has(path, "model = other\n"));
 
     /* rm */
     assert_int_equal(mdl_rm("big", false, NULL, NULL, err, sizeof err), 0);
-    assert_int_equal(mdl_resolve("big", path, sizeof path), -1);
+    assert_int_equal(resolve("big", path, sizeof path), -1);
     assert_int_equal(n_files(), before - 1);
     /* a damaged entry is listed with its reason, and does not open */
     strcat(strcpy(path, home), "/models/broken.remote");
@@ -588,6 +599,7 @@ static void test_entries(void **state)
     assert_non_null(strstr(err, "lacks url or model"));
     assert_int_equal(mdl_stat("broken", &e, err, sizeof err), 0);
     assert_non_null(strstr(e.error, "lacks"));
+    mdl_entry_free(&e);
 }
 
 /* ==== the client against canned servers ==== */
@@ -665,7 +677,7 @@ static struct mdl_remote *open_at(int port, const char *key_env, int retries)
     p.timeout_s = 5;
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1", port);
     assert_int_equal(mdl_remote_add("canned", url, &p, note, sizeof note, err, sizeof err), 0);
-    assert_int_equal(mdl_resolve("canned", path, sizeof path), 0);
+    assert_int_equal(resolve("canned", path, sizeof path), 0);
     struct mdl_remote *r;
     assert_int_equal(mdl_remote_open(path, &r, err, sizeof err), 0);
     return r;

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "sessions/sess-int.h"
+#include "tests/tmpdir.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -62,9 +63,7 @@ static int teardown(void **state)
 {
     struct fx *f = *state;
     sess_store_close(f->st);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->home);
-    int rc = system(cmd);
+    int rc = test_dir_remove(f->home);
     free(f);
     return rc == 0 ? 0 : -1;
 }

@@ -21,7 +21,9 @@
  * between them run as each phase's `after` step (five phases a layer),
  * with more they are phases of their own (ten). Every unit computes into
  * the thread's scratch and is committed once, so a preempted thread's unit
- * can be taken over (pool.c).
+ * can be taken over (pool.c). plan() lists a pass's phases; what each kind
+ * of phase does (its units, compute, commit and after steps) is one entry
+ * of kinds[] ("the phase kinds").
  *
  * Per-architecture differences live in the per-token steps (residual_norm:
  * gemma's embedding scale and post norms; qkv_post: biases, q/k norms, the
@@ -90,8 +92,9 @@
  * chunk converted once for all of them) */
 #define ATT_SCORES (1536 << 10)
 
-/* the phases of a pass */
-enum {
+/* the phases of a pass; what each kind does is its entry of kinds[] ("the
+ * phase kinds" below) */
+enum phase_kind_id {
     PH_ATTN_IN,  /* per token: the residual (the embedding, or + the last output), attn norm, quantized */
     PH_QKV,      /* q | k | v = W x */
     PH_QKV_POST, /* per token: biases, q/k norms, RoPE; K and V into the cache */
@@ -117,6 +120,7 @@ enum {
     /* qwen35moe's shared expert after the experts: PH_GLU..PH_DOWN into
      * ctx.sh, then per token xb = moe + sigmoid(shexp_gate . xn) * sh */
     PH_SHEXP_ADD,
+    PH_COUNT
 };
 
 struct phase {
@@ -139,6 +143,29 @@ struct pass {
     struct llm_pool_phase *pp; /* (max_phases) */
     struct llm_pool_job job;
 };
+
+struct mmd;
+
+/* A kind of phase: how many units it has in a pass, what a unit computes
+ * into the thread's scratch, how a chunk's results go into the context's
+ * rows (once per chunk: a preempted thread's chunk can be taken over), and
+ * what one thread does after it. Each kind is one entry of kinds[]. */
+struct phase_kind {
+    const char *name; /* for a reader and a debugger */
+    /* the phase's units in pass ps, and *step units per chunk */
+    int64_t (*units)(const struct pass *ps, const struct phase *ph, int64_t *step);
+    void (*compute)(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, void *scratch);
+    void (*commit)(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, const void *scratch);
+    /* after the phase, on one thread (or NULL): in every pass; and in a
+     * one-token pass, the per-token step that follows it, straight into
+     * the context's rows (with more tokens those steps are phases) */
+    void (*after)(struct pass *ps, int p);
+    void (*after_one)(struct pass *ps, int p);
+    /* a product: its weights, input and output rows (else NULL) */
+    void (*describe)(const struct pass *ps, const struct llm_layer *L, struct mmd *d);
+};
+
+static const struct phase_kind kinds[PH_COUNT];
 
 struct llm_ctx {
     struct llm_model *m;
@@ -492,67 +519,86 @@ struct mmd {
     bool one;                  /* one token: the GEMV's units */
 };
 
+/* ---- each product kind's weights and rows (kinds[].describe) ---- */
+
+/* q | k | v = W xn (recurrent layers: the conv's input | z | alpha | beta), side by side in a row of qkv */
+static void describe_qkv(const struct pass *ps, const struct llm_layer *L, struct mmd *d)
+{
+    d->nw = layer_weights(L, IN_QKV, d->w);
+    for (int i = 1; i < d->nw; i++)
+        d->col[i] = d->col[i - 1] + d->w[i - 1]->m.n_out;
+    d->out = ps->c->qkv;
+    d->ldo = ps->c->m->qkv_width;
+}
+
+/* xb = wo att */
+static void describe_wo(const struct pass *ps, const struct llm_layer *L, struct mmd *d)
+{
+    d->nw = 1;
+    d->w[0] = &L->wo;
+    d->xf = ps->c->att;
+    d->xf_stride = (size_t)ps->c->att_width * sizeof(float);
+    d->out = ps->c->xb;
+    d->ldo = ps->c->m->n_embd;
+}
+
+/* h = act(w_gate xn) * (w_up xn) */
+static void describe_glu(const struct pass *ps, const struct llm_layer *L, struct mmd *d)
+{
+    d->nw = 2;
+    d->w[0] = &L->w_gate, d->w[1] = &L->w_up;
+    d->glu = true;
+    d->act = ps->c->m->ffn_act;
+    d->out = ps->c->h;
+    d->ldo = ps->c->m->n_ff;
+}
+
+/* xb = w_down h (the shared expert's: into sh) */
+static void describe_down(const struct pass *ps, const struct llm_layer *L, struct mmd *d)
+{
+    d->nw = 1;
+    d->w[0] = &L->w_down;
+    d->xf = ps->c->h;
+    d->xf_stride = (size_t)ps->c->m->n_ff * sizeof(float);
+    d->out = L->shexp_gate ? ps->c->sh : ps->c->xb;
+    d->ldo = ps->c->m->n_embd;
+}
+
+/* the router's logits = w_router xn */
+static void describe_router(const struct pass *ps, const struct llm_layer *L, struct mmd *d)
+{
+    d->nw = 1;
+    d->w[0] = &L->w_router;
+    d->out = llm_moe_logits(ps->c->moe);
+    d->ldo = ps->c->m->n_expert;
+}
+
+/* logits = output xn, the rows of the last n_out tokens (gemma2: capped) */
+static void describe_logits(const struct pass *ps, const struct llm_layer *L, struct mmd *d)
+{
+    const struct llm_ctx *c = ps->c;
+    const struct llm_model *m = c->m;
+    d->nw = 1;
+    d->w[0] = &m->output;
+    d->xf = c->xn + (ps->T - ps->n_out) * m->n_embd;
+    d->xq = c->act + (size_t)(ps->T - ps->n_out) * c->act_stride;
+    d->out = c->logits;
+    d->ldo = m->n_vocab;
+    d->softcap = m->final_softcap;
+    d->T = ps->n_out;
+}
+
 static void mm_describe(const struct pass *ps, const struct phase *ph, struct mmd *d)
 {
     const struct llm_ctx *c = ps->c;
     const struct llm_model *m = c->m;
-    const struct llm_layer *L = ph->layer < m->n_layer ? &m->layers[ph->layer] : NULL;
-    int64_t E = m->n_embd;
     memset(d, 0, sizeof *d);
     d->T = ps->T;
     d->xq = c->act;
     d->xq_stride = c->act_stride;
     d->xf = c->xn;
-    d->xf_stride = (size_t)E * sizeof(float);
-    switch (ph->kind) {
-    case PH_QKV:
-        d->nw = layer_weights(L, IN_QKV, d->w);
-        for (int i = 1; i < d->nw; i++)
-            d->col[i] = d->col[i - 1] + d->w[i - 1]->m.n_out;
-        d->out = c->qkv;
-        d->ldo = m->qkv_width;
-        break;
-    case PH_WO:
-        d->nw = 1;
-        d->w[0] = &L->wo;
-        d->xf = c->att;
-        d->xf_stride = (size_t)c->att_width * sizeof(float);
-        d->out = c->xb;
-        d->ldo = E;
-        break;
-    case PH_GLU:
-        d->nw = 2;
-        d->w[0] = &L->w_gate, d->w[1] = &L->w_up;
-        d->glu = true;
-        d->act = m->ffn_act;
-        d->out = c->h;
-        d->ldo = m->n_ff;
-        break;
-    case PH_DOWN:
-        d->nw = 1;
-        d->w[0] = &L->w_down;
-        d->xf = c->h;
-        d->xf_stride = (size_t)m->n_ff * sizeof(float);
-        d->out = L->shexp_gate ? c->sh : c->xb;
-        d->ldo = E;
-        break;
-    case PH_MOE_ROUTER:
-        d->nw = 1;
-        d->w[0] = &L->w_router;
-        d->out = llm_moe_logits(c->moe);
-        d->ldo = m->n_expert;
-        break;
-    default: /* PH_LOGITS: the rows of the last n_out tokens */
-        d->nw = 1;
-        d->w[0] = &m->output;
-        d->xf = c->xn + (ps->T - ps->n_out) * E;
-        d->xq = c->act + (size_t)(ps->T - ps->n_out) * c->act_stride;
-        d->out = c->logits;
-        d->ldo = m->n_vocab;
-        d->softcap = m->final_softcap;
-        d->T = ps->n_out;
-        break;
-    }
+    d->xf_stride = (size_t)m->n_embd * sizeof(float);
+    kinds[ph->kind].describe(ps, ph->layer < m->n_layer ? &m->layers[ph->layer] : NULL, d);
     d->one = d->T == 1;
 }
 
@@ -706,9 +752,10 @@ static int64_t pass_att_rows(const struct pass *ps)
     return r < 1 ? 1 : r > ATT_ROWS ? ATT_ROWS : r;
 }
 
-static int64_t att_units(const struct pass *ps)
+static int64_t att_units(const struct pass *ps, const struct phase *ph, int64_t *step)
 {
     const struct llm_ctx *c = ps->c;
+    *step = 1;
     int64_t rows = pass_att_rows(ps);
     return (ps->T + rows - 1) / rows * c->m->n_head_kv * c->att_split;
 }
@@ -776,7 +823,7 @@ static void att_commit(const struct pass *ps, const struct att_unit *a, const fl
         memcpy(ps->c->att + t * ps->c->att_width + a->h0 * m->head_dim, out, n * sizeof(float));
 }
 
-/* ==== the pool's callbacks ==== */
+/* ==== what the phases share: scratch, stopping, the shared expert, the experts' rows ==== */
 
 /* scratch of a per-token chunk: per token x, xn (n_embd floats each), act
  * (act_stride bytes) and the rope cache (n_rope * rope_dim floats, at the end); or
@@ -834,189 +881,337 @@ static struct llm_moe_io moe_io(const struct llm_ctx *c, int64_t l)
                                .down_i16 = wants_i16(c, l, IN_DOWN)};
 }
 
-static void run_compute(void *arg, int p, int64_t u0, int64_t u1, void *scratch)
+/* ==== the phase kinds ==== */
+
+/* ---- per-token phases: one token a unit, TOK_STEP a chunk, each token
+ * tok_scratch_bytes / TOK_STEP bytes of the scratch ---- */
+
+static size_t tok_scratch(const struct llm_ctx *c) { return tok_scratch_bytes(c) / TOK_STEP; }
+
+static int64_t tokens_units(const struct pass *ps, const struct phase *ph, int64_t *step)
 {
-    struct pass *ps = arg;
-    if (stopping(ps))
-        return;
+    *step = TOK_STEP;
+    return ph->kind == PH_OUT_IN ? ps->n_out : ps->T;
+}
+
+/* PH_ATTN_IN, PH_FFN_IN, PH_OUT_IN: the residual entering attention, the
+ * FFN or the output norm (the last n_out tokens), normed and quantized:
+ * per token x, xn, act; with layer 0's, the token's RoPE cache */
+static int64_t norm_layer(const struct pass *ps, const struct phase *ph)
+{
+    return ph->kind == PH_OUT_IN ? ps->c->m->n_layer : ph->layer;
+}
+
+static int64_t norm_token(const struct pass *ps, const struct phase *ph, int64_t u)
+{
+    return ph->kind == PH_OUT_IN ? ps->T - ps->n_out + u : u;
+}
+
+static void norm_compute(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, void *scratch)
+{
     const struct llm_ctx *c = ps->c;
     const struct llm_model *m = c->m;
-    const struct phase *ph = &ps->ph[p];
     int64_t E = m->n_embd;
+    size_t per = tok_scratch(c);
     uint8_t *s = scratch;
-    size_t per = tok_scratch_bytes(c) / TOK_STEP;
-    switch (ph->kind) {
-    case PH_ATTN_IN:
-    case PH_FFN_IN:
-    case PH_OUT_IN:
-        for (int64_t u = u0; u < u1; u++, s += per) {
-            int64_t t = ph->kind == PH_OUT_IN ? ps->T - ps->n_out + u : u;
-            float *x = (float *)s, *xn = x + E;
-            residual_norm(ps, ph->kind == PH_OUT_IN ? m->n_layer : ph->layer, ph->kind == PH_FFN_IN, t, x, xn,
-                          (uint8_t *)(xn + E));
-            if (ph->kind == PH_ATTN_IN && ph->layer == 0)
-                rope_cache(c, ps->n_past + t, (float *)(s + per) - c->n_rope * m->rope_dim);
-        }
-        break;
-    case PH_SHEXP_ADD:
-        for (int64_t u = u0; u < u1; u++, s += per)
-            shexp_add(c, ph->layer, u, (float *)s);
-        break;
-    case PH_WO_IN:
-    case PH_DOWN_IN:
-        for (int64_t u = u0; u < u1; u++, s += per) {
-            bool wo = ph->kind == PH_WO_IN;
-            int64_t n = wo ? m->layers[ph->layer].wo.m.n_in : m->n_ff;
-            llm_act16_quantize(wo ? c->att + u * c->att_width : c->h + u * n, s, n);
-        }
-        break;
-    case PH_QKV_POST:
-        for (int64_t u = u0; u < u1; u++, s += per) {
-            float *q = (float *)s;
-            uint8_t *kv = (uint8_t *)(q + m->q_rows);
-            float *tmp = (float *)(kv + 2 * (size_t)m->kv_dim * c->kv_elt);
-            qkv_post(ps, ph->layer, u, c->qkv + u * m->qkv_width, q, kv,
-                     kv + (size_t)m->kv_dim * c->kv_elt, tmp);
-        }
-        break;
-    case PH_CONV:
-        for (int64_t u = u0; u < u1; u++, s += per)
-            llm_dn_conv(m, &m->layers[ph->layer], rwindow(c, ph->layer), c->qkv, (size_t)m->qkv_width, u,
-                        (float *)s);
-        break;
-    case PH_RECUR:
-        for (int64_t u = u0; u < u1; u++) { /* one unit a chunk: the head's matrix, then its T rows
-                                               * (and the matrix after cap_t of them) */
-            size_t SS = (size_t)(m->ssm_state * m->ssm_state), ld = (size_t)m->qkv_width;
-            const struct llm_layer *L = &m->layers[ph->layer];
-            float *st = (float *)s, *out = st + SS;
-            int64_t k = ps->cap_t;
-            memcpy(st, rmatrix(c, ph->layer, u), SS * sizeof(float));
-            if (k) { /* the same steps in the same order, the matrix copied on the way */
-                llm_dn_head(m, L, u, st, c->rq, c->qkv, ld, k, out);
-                memcpy(out + ps->T * m->ssm_state, st, SS * sizeof(float));
-                llm_dn_head(m, L, u, st, c->rq + k * llm_dn_rq_width(m), c->qkv + (size_t)k * ld, ld, ps->T - k,
-                            out + k * m->ssm_state);
-            } else {
-                llm_dn_head(m, L, u, st, c->rq, c->qkv, ld, ps->T, out);
-            }
-        }
-        break;
-    case PH_ATTN:
-        for (int64_t u = u0; u < u1; u++) {
-            struct att_unit a = att_unit(ps, u);
-            size_t n = (size_t)((a.t1 - a.t0) * (a.h1 - a.h0) * m->head_dim);
-            att_compute(ps, ph->layer, &a, (float *)s, (float *)s + (n + 15) / 16 * 16);
-        }
-        break;
-    case PH_MOE_GATHER:
-    case PH_MOE_GLU:
-    case PH_MOE_DOWN_IN:
-    case PH_MOE_DOWN:
-    case PH_MOE_SUM: {
-        struct llm_moe_io io = moe_io(c, ph->layer);
-        llm_moe_compute(c->moe, m, &m->layers[ph->layer], (enum llm_moe_phase)(ph->kind - PH_MOE_GATHER), &io,
-                        ps->T, u0, u1, scratch);
-        break;
-    }
-    default: {
-        struct mmd d;
-        mm_describe(ps, ph, &d);
-        float *out = scratch;
-        size_t n_out = (size_t)(PF_ROWS * PF_TOKENS > DEC_STEP * 2 * LLM_DEC_ROWS ? PF_ROWS * PF_TOKENS
-                                                                               : DEC_STEP * 2 * LLM_DEC_ROWS);
-        mm_compute(&d, u0, u1, out, out + n_out, out + 3 * n_out);
-        break;
-    }
+    for (int64_t u = u0; u < u1; u++, s += per) {
+        float *x = (float *)s, *xn = x + E;
+        residual_norm(ps, norm_layer(ps, ph), ph->kind == PH_FFN_IN, norm_token(ps, ph, u), x, xn,
+                      (uint8_t *)(xn + E));
+        if (ph->kind == PH_ATTN_IN && ph->layer == 0)
+            rope_cache(c, ps->n_past + u, (float *)(s + per) - c->n_rope * m->rope_dim);
     }
 }
 
-static void run_commit(void *arg, int p, int64_t u0, int64_t u1, const void *scratch)
+static void norm_commit(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, const void *scratch)
 {
-    struct pass *ps = arg;
-    if (atomic_load_explicit(&ps->stopped, memory_order_relaxed))
-        return;
     struct llm_ctx *c = ps->c;
     const struct llm_model *m = c->m;
-    const struct phase *ph = &ps->ph[p];
-    int64_t E = m->n_embd;
+    int64_t E = m->n_embd, nr = c->n_rope * m->rope_dim;
+    size_t per = tok_scratch(c);
     const uint8_t *s = scratch;
-    size_t per = tok_scratch_bytes(c) / TOK_STEP;
-    switch (ph->kind) {
-    case PH_ATTN_IN:
-    case PH_FFN_IN:
-    case PH_OUT_IN:
-        for (int64_t u = u0; u < u1; u++, s += per) {
-            int64_t t = ph->kind == PH_OUT_IN ? ps->T - ps->n_out + u : u;
-            const float *x = (const float *)s, *xn = x + E;
-            memcpy(c->x + t * E, x, (size_t)E * sizeof(float));
-            memcpy(c->xn + t * E, xn, (size_t)E * sizeof(float));
-            int64_t l = ph->kind == PH_OUT_IN ? m->n_layer : ph->layer;
-            if (wants_i16(c, l, ph->kind == PH_FFN_IN ? IN_GLU : IN_QKV))
-                memcpy(c->act + (size_t)t * c->act_stride, xn + E, llm_act_bytes(LLM_ACT_I16, E));
-            if (ph->kind == PH_ATTN_IN && ph->layer == 0)
-                memcpy(c->rope_cs + t * c->n_rope * m->rope_dim, (const float *)(s + per) - c->n_rope * m->rope_dim,
-                       (size_t)(c->n_rope * m->rope_dim) * sizeof(float));
-        }
-        break;
-    case PH_SHEXP_ADD:
-        for (int64_t u = u0; u < u1; u++, s += per)
-            memcpy(c->xb + u * E, s, (size_t)E * sizeof(float));
-        break;
-    case PH_WO_IN:
-    case PH_DOWN_IN:
-        for (int64_t u = u0; u < u1; u++, s += per)
-            memcpy(c->act + (size_t)u * c->act_stride, s,
-                   llm_act_bytes(LLM_ACT_I16, ph->kind == PH_WO_IN ? m->layers[ph->layer].wo.m.n_in : m->n_ff));
-        break;
-    case PH_QKV_POST:
-        for (int64_t u = u0; u < u1; u++, s += per) {
-            const float *q = (const float *)s;
-            const uint8_t *kv = (const uint8_t *)(q + m->q_rows);
-            memcpy(c->qkv + u * m->qkv_width, q, (size_t)m->q_rows * sizeof(float));
-            kv_store(ps, ph->layer, u, kv, kv + (size_t)m->kv_dim * c->kv_elt);
-        }
-        break;
-    case PH_CONV:
-        for (int64_t u = u0; u < u1; u++, s += per)
-            memcpy(c->rq + u * llm_dn_rq_width(m), s, (size_t)llm_dn_rq_width(m) * sizeof(float));
-        break;
-    case PH_RECUR:
-        for (int64_t u = u0; u < u1; u++) {
-            size_t SS = (size_t)(m->ssm_state * m->ssm_state);
-            const float *st = (const float *)s;
-            memcpy(rmatrix_in(c, c->rstate_next, ph->layer, u), st, SS * sizeof(float));
-            for (int64_t t = 0; t < ps->T; t++)
-                memcpy(c->att + t * c->att_width + u * m->ssm_state, st + SS + t * m->ssm_state,
-                       (size_t)m->ssm_state * sizeof(float));
-            if (ps->cap_t)
-                memcpy(cap_matrix(c, ph->layer, u), st + SS + ps->T * m->ssm_state, SS * sizeof(float));
-        }
-        break;
-    case PH_ATTN:
-        for (int64_t u = u0; u < u1; u++) {
-            struct att_unit a = att_unit(ps, u);
-            att_commit(ps, &a, (const float *)s);
-        }
-        break;
-    case PH_MOE_GATHER:
-    case PH_MOE_GLU:
-    case PH_MOE_DOWN_IN:
-    case PH_MOE_DOWN:
-    case PH_MOE_SUM: {
-        struct llm_moe_io io = moe_io(c, ph->layer);
-        llm_moe_commit(c->moe, m, &m->layers[ph->layer], (enum llm_moe_phase)(ph->kind - PH_MOE_GATHER), &io,
-                       ps->T, u0, u1, scratch);
-        break;
-    }
-    default: {
-        struct mmd d;
-        mm_describe(ps, ph, &d);
-        mm_commit(&d, u0, u1, scratch);
-        break;
-    }
+    for (int64_t u = u0; u < u1; u++, s += per) {
+        int64_t t = norm_token(ps, ph, u);
+        const float *x = (const float *)s, *xn = x + E;
+        memcpy(c->x + t * E, x, (size_t)E * sizeof(float));
+        memcpy(c->xn + t * E, xn, (size_t)E * sizeof(float));
+        if (wants_i16(c, norm_layer(ps, ph), ph->kind == PH_FFN_IN ? IN_GLU : IN_QKV))
+            memcpy(c->act + (size_t)t * c->act_stride, xn + E, llm_act_bytes(LLM_ACT_I16, E));
+        if (ph->kind == PH_ATTN_IN && ph->layer == 0)
+            memcpy(c->rope_cs + t * nr, (const float *)(s + per) - nr, (size_t)nr * sizeof(float));
     }
 }
+
+/* PH_WO_IN, PH_DOWN_IN: each token's input of wo (attention's output) or
+ * of w_down (h), quantized */
+static int64_t quant_width(const struct pass *ps, const struct phase *ph)
+{
+    const struct llm_model *m = ps->c->m;
+    return ph->kind == PH_WO_IN ? m->layers[ph->layer].wo.m.n_in : m->n_ff;
+}
+
+static void quant_compute(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, void *scratch)
+{
+    const struct llm_ctx *c = ps->c;
+    int64_t n = quant_width(ps, ph);
+    size_t per = tok_scratch(c);
+    uint8_t *s = scratch;
+    for (int64_t u = u0; u < u1; u++, s += per)
+        llm_act16_quantize(ph->kind == PH_WO_IN ? c->att + u * c->att_width : c->h + u * n, s, n);
+}
+
+static void quant_commit(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, const void *scratch)
+{
+    struct llm_ctx *c = ps->c;
+    size_t per = tok_scratch(c), n = llm_act_bytes(LLM_ACT_I16, quant_width(ps, ph));
+    const uint8_t *s = scratch;
+    for (int64_t u = u0; u < u1; u++, s += per)
+        memcpy(c->act + (size_t)u * c->act_stride, s, n);
+}
+
+/* PH_QKV_POST: each token's q (back into its row of qkv), K and V (into
+ * the cache) after qkv_post */
+static void qkv_post_compute(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, void *scratch)
+{
+    const struct llm_ctx *c = ps->c;
+    const struct llm_model *m = c->m;
+    size_t per = tok_scratch(c), kvb = (size_t)m->kv_dim * c->kv_elt;
+    uint8_t *s = scratch;
+    for (int64_t u = u0; u < u1; u++, s += per) {
+        float *q = (float *)s;
+        uint8_t *kv = (uint8_t *)(q + m->q_rows);
+        qkv_post(ps, ph->layer, u, c->qkv + u * m->qkv_width, q, kv, kv + kvb, (float *)(kv + 2 * kvb));
+    }
+}
+
+static void qkv_post_commit(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1,
+                            const void *scratch)
+{
+    struct llm_ctx *c = ps->c;
+    const struct llm_model *m = c->m;
+    size_t per = tok_scratch(c), kvb = (size_t)m->kv_dim * c->kv_elt;
+    const uint8_t *s = scratch;
+    for (int64_t u = u0; u < u1; u++, s += per) {
+        const float *q = (const float *)s;
+        const uint8_t *kv = (const uint8_t *)(q + m->q_rows);
+        memcpy(c->qkv + u * m->qkv_width, q, (size_t)m->q_rows * sizeof(float));
+        kv_store(ps, ph->layer, u, kv, kv + kvb);
+    }
+}
+
+/* PH_CONV (recurrent layers): each token's causal conv, q/k norms and
+ * gates, its row of rq */
+static void conv_compute(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, void *scratch)
+{
+    const struct llm_ctx *c = ps->c;
+    const struct llm_model *m = c->m;
+    size_t per = tok_scratch(c);
+    uint8_t *s = scratch;
+    for (int64_t u = u0; u < u1; u++, s += per)
+        llm_dn_conv(m, &m->layers[ph->layer], rwindow(c, ph->layer), c->qkv, (size_t)m->qkv_width, u, (float *)s);
+}
+
+static void conv_commit(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, const void *scratch)
+{
+    struct llm_ctx *c = ps->c;
+    int64_t w = llm_dn_rq_width(c->m);
+    size_t per = tok_scratch(c);
+    const uint8_t *s = scratch;
+    for (int64_t u = u0; u < u1; u++, s += per)
+        memcpy(c->rq + u * w, s, (size_t)w * sizeof(float));
+}
+
+/* after it, once the conv has read the window: the window after the
+ * pass's tokens into the next state (and after cap_t of them into the
+ * capture, from the one before) */
+static void conv_after(struct pass *ps, int p)
+{
+    struct llm_ctx *c = ps->c;
+    const struct llm_model *m = c->m;
+    int64_t l = ps->ph[p].layer;
+    if (ps->cap_t) {
+        float *w = cap_window(c, l);
+        memcpy(w, rwindow(c, l), (size_t)((m->ssm_conv - 1) * m->conv_dim) * sizeof(float));
+        llm_dn_window_update(m, w, c->qkv, (size_t)m->qkv_width, ps->cap_t);
+    }
+    rwindow_next(c, l, ps->T);
+}
+
+/* PH_SHEXP_ADD: each token's xb = the experts' sum + the gated shared expert */
+static void shexp_compute(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, void *scratch)
+{
+    size_t per = tok_scratch(ps->c);
+    uint8_t *s = scratch;
+    for (int64_t u = u0; u < u1; u++, s += per)
+        shexp_add(ps->c, ph->layer, u, (float *)s);
+}
+
+static void shexp_commit(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, const void *scratch)
+{
+    struct llm_ctx *c = ps->c;
+    int64_t E = c->m->n_embd;
+    size_t per = tok_scratch(c);
+    const uint8_t *s = scratch;
+    for (int64_t u = u0; u < u1; u++, s += per)
+        memcpy(c->xb + u * E, s, (size_t)E * sizeof(float));
+}
+
+/* ---- PH_RECUR (recurrent layers): one unit per value head, one a
+ * chunk: the head's matrix, then its T rows of att (and the matrix after
+ * cap_t of them) ---- */
+
+static int64_t recur_units(const struct pass *ps, const struct phase *ph, int64_t *step)
+{
+    *step = 1;
+    return ps->c->m->ssm_heads;
+}
+
+static void recur_compute(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, void *scratch)
+{
+    const struct llm_ctx *c = ps->c;
+    const struct llm_model *m = c->m;
+    const struct llm_layer *L = &m->layers[ph->layer];
+    size_t SS = (size_t)(m->ssm_state * m->ssm_state), ld = (size_t)m->qkv_width;
+    float *st = scratch, *out = st + SS;
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t k = ps->cap_t;
+        memcpy(st, rmatrix(c, ph->layer, u), SS * sizeof(float));
+        if (k) { /* the same steps in the same order, the matrix copied on the way */
+            llm_dn_head(m, L, u, st, c->rq, c->qkv, ld, k, out);
+            memcpy(out + ps->T * m->ssm_state, st, SS * sizeof(float));
+            llm_dn_head(m, L, u, st, c->rq + k * llm_dn_rq_width(m), c->qkv + (size_t)k * ld, ld, ps->T - k,
+                        out + k * m->ssm_state);
+        } else {
+            llm_dn_head(m, L, u, st, c->rq, c->qkv, ld, ps->T, out);
+        }
+    }
+}
+
+static void recur_commit(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, const void *scratch)
+{
+    struct llm_ctx *c = ps->c;
+    const struct llm_model *m = c->m;
+    size_t SS = (size_t)(m->ssm_state * m->ssm_state);
+    const float *st = scratch;
+    for (int64_t u = u0; u < u1; u++) {
+        memcpy(rmatrix_in(c, c->rstate_next, ph->layer, u), st, SS * sizeof(float));
+        for (int64_t t = 0; t < ps->T; t++)
+            memcpy(c->att + t * c->att_width + u * m->ssm_state, st + SS + t * m->ssm_state,
+                   (size_t)m->ssm_state * sizeof(float));
+        if (ps->cap_t)
+            memcpy(cap_matrix(c, ph->layer, u), st + SS + ps->T * m->ssm_state, SS * sizeof(float));
+    }
+}
+
+/* ---- PH_ATTN: the attention units (att_unit), one a chunk ---- */
+
+static void attention_compute(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1,
+                              void *scratch)
+{
+    for (int64_t u = u0; u < u1; u++) {
+        struct att_unit a = att_unit(ps, u);
+        size_t n = (size_t)((a.t1 - a.t0) * (a.h1 - a.h0) * ps->c->m->head_dim);
+        att_compute(ps, ph->layer, &a, scratch, (float *)scratch + (n + 15) / 16 * 16);
+    }
+}
+
+static void attention_commit(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1,
+                             const void *scratch)
+{
+    for (int64_t u = u0; u < u1; u++) {
+        struct att_unit a = att_unit(ps, u);
+        att_commit(ps, &a, scratch);
+    }
+}
+
+/* one token, after attention or the recurrence: its output quantized for wo */
+static void att_one(struct pass *ps, int p)
+{
+    const struct llm_ctx *c = ps->c;
+    int64_t l = ps->ph[p].layer;
+    if (wants_i16(c, l, IN_WO))
+        llm_act16_quantize(c->att, c->act, c->m->layers[l].wo.m.n_in);
+}
+
+/* ---- products (mm_unit's units) ---- */
+
+static int64_t product_units(const struct pass *ps, const struct phase *ph, int64_t *step)
+{
+    struct mmd d;
+    mm_describe(ps, ph, &d);
+    *step = d.one ? DEC_STEP : 1;
+    return mm_units(&d);
+}
+
+static void product_compute(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, void *scratch)
+{
+    struct mmd d;
+    mm_describe(ps, ph, &d);
+    float *out = scratch;
+    size_t n_out = (size_t)(PF_ROWS * PF_TOKENS > DEC_STEP * 2 * LLM_DEC_ROWS ? PF_ROWS * PF_TOKENS
+                                                                           : DEC_STEP * 2 * LLM_DEC_ROWS);
+    mm_compute(&d, u0, u1, out, out + n_out, out + 3 * n_out);
+}
+
+static void product_commit(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1,
+                           const void *scratch)
+{
+    struct mmd d;
+    mm_describe(ps, ph, &d);
+    mm_commit(&d, u0, u1, scratch);
+}
+
+/* one token, after q | k | v: qkv_post in place and K, V into the cache
+ * (recurrent layers: the conv, and the window moved on) */
+static void qkv_one(struct pass *ps, int p)
+{
+    struct llm_ctx *c = ps->c;
+    const struct llm_model *m = c->m;
+    int64_t l = ps->ph[p].layer;
+    if (m->layers[l].recurrent) {
+        llm_dn_conv(m, &m->layers[l], rwindow(c, l), c->qkv, (size_t)m->qkv_width, 0, c->rq);
+        rwindow_next(c, l, 1);
+        return;
+    }
+    uint8_t *kc = c->serial_kv, *vc = kc + (size_t)m->kv_dim * c->kv_elt;
+    qkv_post(ps, l, 0, c->qkv, c->qkv, kc, vc, c->serial_tmp);
+    kv_store(ps, l, 0, kc, vc);
+}
+
+/* one token, after wo: x += attention's, the FFN norm */
+static void wo_one(struct pass *ps, int p)
+{
+    struct llm_ctx *c = ps->c;
+    residual_norm(ps, ps->ph[p].layer, true, 0, c->x, c->xn, c->act);
+}
+
+/* one token, after gate/up: h quantized for w_down */
+static void glu_one(struct pass *ps, int p)
+{
+    const struct llm_ctx *c = ps->c;
+    if (wants_i16(c, ps->ph[p].layer, IN_DOWN))
+        llm_act16_quantize(c->h, c->act, c->m->n_ff);
+}
+
+/* one token, after layer l's FFN: the residual entering the next layer
+ * (or the output norm, if there are logits to make) */
+static void ffn_done_one(struct pass *ps, int64_t l)
+{
+    struct llm_ctx *c = ps->c;
+    if (l + 1 < c->m->n_layer || ps->n_out)
+        residual_norm(ps, l + 1, false, 0, c->x, c->xn, c->act);
+}
+
+/* one token, after w_down (qwen35moe's shared expert: xb += it gated) */
+static void down_one(struct pass *ps, int p)
+{
+    int64_t l = ps->ph[p].layer;
+    if (ps->c->m->layers[l].shexp_gate)
+        shexp_add(ps->c, l, 0, ps->c->xb); /* elementwise: in place is as out of place */
+    ffn_done_one(ps, l);
+}
+
+/* ---- a mixture of experts (moe.h) ---- */
 
 /* after the router of a layer with experts: every token's experts, the
  * pass's rows grouped by expert, and so the units of the product phases */
@@ -1034,111 +1229,132 @@ static void moe_routed(struct pass *ps, int p)
         }
 }
 
-/* one token: the per-token step after phase p, straight into the buffers */
+static enum llm_moe_phase moe_phase(const struct phase *ph) { return (enum llm_moe_phase)(ph->kind - PH_MOE_GATHER); }
+
+/* planned with the most units any routing gives (the router's after step
+ * sets the real numbers) */
+static int64_t moe_units(const struct pass *ps, const struct phase *ph, int64_t *step)
+{
+    const struct llm_ctx *c = ps->c;
+    *step = llm_moe_step(moe_phase(ph), ps->T);
+    return llm_moe_units(c->moe, c->m, &c->m->layers[ph->layer], moe_phase(ph), ps->T, true);
+}
+
+static void moe_compute(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, void *scratch)
+{
+    const struct llm_ctx *c = ps->c;
+    struct llm_moe_io io = moe_io(c, ph->layer);
+    llm_moe_compute(c->moe, c->m, &c->m->layers[ph->layer], moe_phase(ph), &io, ps->T, u0, u1, scratch);
+}
+
+static void moe_commit(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, const void *scratch)
+{
+    const struct llm_ctx *c = ps->c;
+    struct llm_moe_io io = moe_io(c, ph->layer);
+    llm_moe_commit(c->moe, c->m, &c->m->layers[ph->layer], moe_phase(ph), &io, ps->T, u0, u1, scratch);
+}
+
+/* one token, after the experts' gate/up */
+static void moe_glu_one(struct pass *ps, int p)
+{
+    struct llm_moe_io io = moe_io(ps->c, ps->ph[p].layer);
+    llm_moe_after_one(ps->c->moe, ps->c->m, LLM_MOE_GLU, &io);
+}
+
+/* one token, after the experts' down: their weighted sum into xb (then
+ * qwen35moe's shared expert's phases follow) */
+static void moe_down_one(struct pass *ps, int p)
+{
+    int64_t l = ps->ph[p].layer;
+    struct llm_moe_io io = moe_io(ps->c, l);
+    llm_moe_after_one(ps->c->moe, ps->c->m, LLM_MOE_DOWN, &io);
+    if (!ps->c->m->layers[l].shexp_gate)
+        ffn_done_one(ps, l);
+}
+
+/* ---- the table ---- */
+
+#define TOKENS(nm, f) {.name = nm, .units = tokens_units, .compute = f##_compute, .commit = f##_commit}
+#define PRODUCT(nm, d, one) \
+    {.name = nm, .units = product_units, .compute = product_compute, .commit = product_commit, .after_one = one, \
+     .describe = d}
+#define MOE(nm, one) {.name = nm, .units = moe_units, .compute = moe_compute, .commit = moe_commit, .after_one = one}
+
+static const struct phase_kind kinds[PH_COUNT] = {
+    [PH_ATTN_IN] = TOKENS("attn_in", norm),
+    [PH_QKV] = PRODUCT("qkv", describe_qkv, qkv_one),
+    [PH_QKV_POST] = TOKENS("qkv_post", qkv_post),
+    [PH_ATTN] = {.name = "attn", .units = att_units, .compute = attention_compute, .commit = attention_commit,
+                 .after_one = att_one},
+    [PH_CONV] = {.name = "conv", .units = tokens_units, .compute = conv_compute, .commit = conv_commit,
+                 .after = conv_after},
+    [PH_RECUR] = {.name = "recur", .units = recur_units, .compute = recur_compute, .commit = recur_commit,
+                  .after_one = att_one},
+    [PH_WO_IN] = TOKENS("wo_in", quant),
+    [PH_WO] = PRODUCT("wo", describe_wo, wo_one),
+    [PH_FFN_IN] = TOKENS("ffn_in", norm),
+    [PH_GLU] = PRODUCT("glu", describe_glu, glu_one),
+    [PH_DOWN_IN] = TOKENS("down_in", quant),
+    [PH_DOWN] = PRODUCT("down", describe_down, down_one),
+    [PH_OUT_IN] = TOKENS("out_in", norm),
+    [PH_LOGITS] = PRODUCT("logits", describe_logits, NULL),
+    [PH_MOE_ROUTER] = {.name = "moe_router", .units = product_units, .compute = product_compute,
+                       .commit = product_commit, .after = moe_routed, .describe = describe_router},
+    [PH_MOE_GATHER] = MOE("moe_gather", NULL),
+    [PH_MOE_GLU] = MOE("moe_glu", moe_glu_one),
+    [PH_MOE_DOWN_IN] = MOE("moe_down_in", NULL),
+    [PH_MOE_DOWN] = MOE("moe_down", moe_down_one),
+    [PH_MOE_SUM] = MOE("moe_sum", NULL),
+    [PH_SHEXP_ADD] = TOKENS("shexp_add", shexp),
+};
+
+#undef TOKENS
+#undef PRODUCT
+#undef MOE
+
+/* ==== the pool's callbacks: phase p's kind does it ==== */
+
+static void run_compute(void *arg, int p, int64_t u0, int64_t u1, void *scratch)
+{
+    struct pass *ps = arg;
+    if (!stopping(ps))
+        kinds[ps->ph[p].kind].compute(ps, &ps->ph[p], u0, u1, scratch);
+}
+
+static void run_commit(void *arg, int p, int64_t u0, int64_t u1, const void *scratch)
+{
+    struct pass *ps = arg;
+    if (!atomic_load_explicit(&ps->stopped, memory_order_relaxed))
+        kinds[ps->ph[p].kind].commit(ps, &ps->ph[p], u0, u1, scratch);
+}
+
 static void run_after(void *arg, int p)
 {
     struct pass *ps = arg;
-    struct llm_ctx *c = ps->c;
     if (atomic_load_explicit(&ps->stopped, memory_order_relaxed))
         return;
-    const struct llm_model *m = c->m;
-    const struct phase *ph = &ps->ph[p];
-    int64_t l = ph->layer;
-    if (ph->kind == PH_MOE_ROUTER)
-        moe_routed(ps, p);
-    if (ps->T > 1) { /* a prefill pass: only how far it is, and the conv window once the conv read it */
-        if (ph->kind == PH_CONV && ps->cap_t) { /* the window after cap_t tokens, from the one before */
-            float *w = cap_window(c, l);
-            memcpy(w, rwindow(c, l), (size_t)((m->ssm_conv - 1) * m->conv_dim) * sizeof(float));
-            llm_dn_window_update(m, w, c->qkv, (size_t)m->qkv_width, ps->cap_t);
-        }
-        if (ph->kind == PH_CONV)
-            rwindow_next(c, l, ps->T);
-        atomic_store_explicit(&c->progress, ps->n_past + ps->T * (p + 1) / ps->n_ph, memory_order_relaxed);
-        return;
-    }
-    switch (ph->kind) {
-    case PH_QKV: {
-        if (m->layers[l].recurrent) {
-            llm_dn_conv(m, &m->layers[l], rwindow(c, l), c->qkv, (size_t)m->qkv_width, 0, c->rq);
-            rwindow_next(c, l, 1);
-            break;
-        }
-        uint8_t *kc = c->serial_kv, *vc = kc + (size_t)m->kv_dim * c->kv_elt;
-        qkv_post(ps, l, 0, c->qkv, c->qkv, kc, vc, c->serial_tmp);
-        kv_store(ps, l, 0, kc, vc);
-        break;
-    }
-    case PH_ATTN:
-    case PH_RECUR:
-        if (wants_i16(c, l, IN_WO))
-            llm_act16_quantize(c->att, c->act, m->layers[l].wo.m.n_in);
-        break;
-    case PH_WO:
-        residual_norm(ps, l, true, 0, c->x, c->xn, c->act);
-        break;
-    case PH_GLU:
-        if (wants_i16(c, l, IN_DOWN))
-            llm_act16_quantize(c->h, c->act, m->n_ff);
-        break;
-    case PH_MOE_GLU: {
-        struct llm_moe_io io = moe_io(c, l);
-        llm_moe_after_one(c->moe, m, LLM_MOE_GLU, &io);
-        break;
-    }
-    case PH_MOE_DOWN:
-    case PH_DOWN:
-        if (ph->kind == PH_MOE_DOWN) { /* the experts' weighted sum into xb */
-            struct llm_moe_io io = moe_io(c, l);
-            llm_moe_after_one(c->moe, m, LLM_MOE_DOWN, &io);
-            if (m->layers[l].shexp_gate)
-                break; /* the shared expert's phases follow */
-        } else if (m->layers[l].shexp_gate) {
-            shexp_add(c, l, 0, c->xb); /* elementwise: in place is as out of place */
-        }
-        if (l + 1 < m->n_layer || ps->n_out)
-            residual_norm(ps, l + 1, false, 0, c->x, c->xn, c->act);
-        break;
-    default:
-        break;
-    }
+    const struct phase_kind *k = &kinds[ps->ph[p].kind];
+    if (k->after)
+        k->after(ps, p);
+    if (ps->T == 1 && k->after_one)
+        k->after_one(ps, p);
+    else if (ps->T > 1) /* a prefill pass: how far it is */
+        atomic_store_explicit(&ps->c->progress, ps->n_past + ps->T * (p + 1) / ps->n_ph, memory_order_relaxed);
 }
 
 /* ==== a pass ==== */
 
-static void add_phase(struct pass *ps, int kind, int64_t layer, int64_t units, int64_t step)
+static void add_phase(struct pass *ps, int kind, int64_t layer)
 {
-    ps->ph[ps->n_ph] = (struct phase){kind, (int)layer};
+    struct phase ph = {kind, (int)layer};
+    int64_t step, units = kinds[kind].units(ps, &ph, &step);
+    ps->ph[ps->n_ph] = ph;
     ps->pp[ps->n_ph] = (struct llm_pool_phase){units > 0 ? units : 1, step};
     ps->n_ph++;
 }
 
-static void add_product(struct pass *ps, int kind, int64_t layer)
-{
-    struct mmd d;
-    struct phase ph = {kind, (int)layer};
-    mm_describe(ps, &ph, &d);
-    add_phase(ps, kind, layer, mm_units(&d), d.one ? DEC_STEP : 1);
-}
-
-/* the FFN phases of layer l with experts: the router, then moe.c's, each
- * planned with the most units any routing gives (the router's after step
- * sets the real numbers) */
-static void plan_moe(struct pass *ps, int64_t l)
-{
-    const struct llm_ctx *c = ps->c;
-    const struct llm_layer *L = &c->m->layers[l];
-    add_product(ps, PH_MOE_ROUTER, l);
-    for (int k = LLM_MOE_GATHER; k < LLM_MOE_PHASE_COUNT; k++) {
-        if (ps->T == 1 && k != LLM_MOE_GLU && k != LLM_MOE_DOWN)
-            continue; /* one token: the per-row steps are after steps */
-        if (k == LLM_MOE_DOWN_IN && !wants_i16(c, l, IN_DOWN))
-            continue;
-        add_phase(ps, PH_MOE_GATHER + k, l, llm_moe_units(c->moe, c->m, L, k, ps->T, true), llm_moe_step(k, ps->T));
-    }
-}
-
-/* the phases of a pass of ps->T tokens */
+/* the phases of a pass of ps->T tokens (one token: the per-token phases
+ * are the kinds' after_one steps instead) */
 static void plan(struct pass *ps)
 {
     const struct llm_ctx *c = ps->c;
@@ -1146,41 +1362,49 @@ static void plan(struct pass *ps)
     bool one = T == 1;
     ps->n_ph = 0;
     if (!one)
-        add_phase(ps, PH_ATTN_IN, 0, T, TOK_STEP);
+        add_phase(ps, PH_ATTN_IN, 0);
     for (int64_t l = 0; l < nl; l++) {
-        add_product(ps, PH_QKV, l);
-        if (c->m->layers[l].recurrent) {
+        const struct llm_layer *L = &c->m->layers[l];
+        add_phase(ps, PH_QKV, l);
+        if (L->recurrent) {
             if (!one)
-                add_phase(ps, PH_CONV, l, T, TOK_STEP);
-            add_phase(ps, PH_RECUR, l, c->m->ssm_heads, 1);
+                add_phase(ps, PH_CONV, l);
+            add_phase(ps, PH_RECUR, l);
         } else {
             if (!one)
-                add_phase(ps, PH_QKV_POST, l, T, TOK_STEP);
-            add_phase(ps, PH_ATTN, l, att_units(ps), 1);
+                add_phase(ps, PH_QKV_POST, l);
+            add_phase(ps, PH_ATTN, l);
         }
         if (!one && wants_i16(c, l, IN_WO))
-            add_phase(ps, PH_WO_IN, l, T, TOK_STEP);
-        add_product(ps, PH_WO, l);
+            add_phase(ps, PH_WO_IN, l);
+        add_phase(ps, PH_WO, l);
         if (!one)
-            add_phase(ps, PH_FFN_IN, l, T, TOK_STEP);
-        if (c->m->layers[l].exp_gate) {
-            plan_moe(ps, l);
+            add_phase(ps, PH_FFN_IN, l);
+        if (L->exp_gate) { /* the router, then moe.c's phases */
+            add_phase(ps, PH_MOE_ROUTER, l);
+            for (int k = LLM_MOE_GATHER; k < LLM_MOE_PHASE_COUNT; k++) {
+                if (one && k != LLM_MOE_GLU && k != LLM_MOE_DOWN)
+                    continue; /* one token: the per-row steps are after steps */
+                if (k == LLM_MOE_DOWN_IN && !wants_i16(c, l, IN_DOWN))
+                    continue;
+                add_phase(ps, PH_MOE_GATHER + k, l);
+            }
         }
-        if (!c->m->layers[l].exp_gate || c->m->layers[l].shexp_gate) {
-            add_product(ps, PH_GLU, l);
+        if (!L->exp_gate || L->shexp_gate) {
+            add_phase(ps, PH_GLU, l);
             if (!one && wants_i16(c, l, IN_DOWN))
-                add_phase(ps, PH_DOWN_IN, l, T, TOK_STEP);
-            add_product(ps, PH_DOWN, l);
-            if (!one && c->m->layers[l].shexp_gate)
-                add_phase(ps, PH_SHEXP_ADD, l, T, TOK_STEP);
+                add_phase(ps, PH_DOWN_IN, l);
+            add_phase(ps, PH_DOWN, l);
+            if (!one && L->shexp_gate)
+                add_phase(ps, PH_SHEXP_ADD, l);
         }
         if (!one && l + 1 < nl)
-            add_phase(ps, PH_ATTN_IN, l + 1, T, TOK_STEP);
+            add_phase(ps, PH_ATTN_IN, l + 1);
     }
     if (ps->n_out) {
         if (!one)
-            add_phase(ps, PH_OUT_IN, nl, ps->n_out, TOK_STEP);
-        add_product(ps, PH_LOGITS, nl);
+            add_phase(ps, PH_OUT_IN, nl);
+        add_phase(ps, PH_LOGITS, nl);
     }
 }
 

@@ -11,7 +11,6 @@ R="$KVCHAT run -m $M -t 2 --temp 0 -n 8 --json"
 H=$KVCHAT_HOME
 nblk() { find "$H/kv" -name '*.kvblk' | wc -l; }
 kvbytes() { find "$H/kv" -name '*.kvblk' -printf '%s\n' | awk '{s += $1} END {print s + 0}'; }
-field() { jq -r ".$1" "$T/out"; }
 
 # ---- resume computes only the new message
 run sh -c "$R -s a 'Hello there' < /dev/null"

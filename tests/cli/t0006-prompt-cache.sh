@@ -15,7 +15,6 @@ B=64
 H=$KVCHAT_HOME
 R="$KVCHAT run -m $M -t 2 -c 4096 -n 8 --json"
 nblk() { find "$H/kv" -name '*.kvblk' 2>/dev/null | wc -l; }
-field() { jq -r ".$1" "$T/out"; }
 # tokens of the rendered prompt up to and including TEXT (the user turn's opening first)
 ntok() { "$KVCHAT" tokenize -m "$M" --special "<|im_start|>user
 $1" | wc -w; }

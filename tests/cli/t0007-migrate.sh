@@ -15,7 +15,6 @@ mkdir -p "$H/kv/3f"
 cp "$TOP/tests/data/sessions/v1.db" "$H/kvchat.db"
 echo junk > "$H/kv/3f/3f00.kvseg"
 R="$KVCHAT run -m $M -t 2 -n 6 --json"
-field() { jq -r ".$1" "$T/out"; }
 
 run "$KVCHAT" sessions list --json
 expect_rc 0

@@ -14,7 +14,6 @@ mk "$A" 1; mk "$B" 2
 # a model of another vocabulary (placeholder tokens, 300 of them)
 "$MKMODEL" "$T/c.gguf" --arch llama --n-vocab 300 --dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 \
     --scale 0.2 --ctx 4096 >/dev/null
-field() { jq -r ".$1" "$T/out"; }
 params() { "$KVCHAT" sessions export "$1" | jq -c .params; }
 
 # ---- 1. the session's own model

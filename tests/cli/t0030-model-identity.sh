@@ -16,7 +16,6 @@ M=$T/m.gguf
 "$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
     --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 --type F32 >/dev/null
 R="$KVCHAT run -m $M -t 2 --temp 0 -n 12 --json"
-field() { jq -r ".$1" "$T/out"; }
 
 # the crafted file: same size, same mtime, other weights (outside the windows)
 patch_in_place() {

@@ -21,10 +21,7 @@ d=$TOP/tests/data/families
 ids=$(cat "$d/prompt.txt")
 
 for n in gemma2 gemma3 phi3 phi3-long; do
-    "$MKMODEL" "$T/$n-F32.gguf" $(cat "$d/$n.opts") >/dev/null
-    (cd "$T" && sha256sum -c "$d/$n-F32.sha256" >/dev/null 2>&1) &&
-        ok "$n: mkmodel regenerates the F32 file of the goldens" ||
-        not_ok "$n: mkmodel's F32 file differs from the one llama.cpp ran"
+    golden_f32 "$n" "$d"
     for t in F32 Q8_0 Q4_K_M; do
         m=$d/$n-$t.gguf
         [ $t = F32 ] && m=$T/$n-F32.gguf
@@ -47,25 +44,15 @@ for n in gemma2 gemma3 phi3 phi3-long; do
             fi
         esac
     done
-    run "$KVCHAT" generate -m "$T/$n-F32.gguf" -p "$ids" -n 32 -c 256
-    expect_rc 0
-    [ "$(cat "$T/out")" = "$(cat "$d/$n-F32.greedy")" ] && ok "$n: 32 greedy tokens as llama.cpp's" ||
-        not_ok "$n greedy: $(cat "$T/out"), llama.cpp: $(cat "$d/$n-F32.greedy")"
+    golden_greedy "$n" "$T/$n-F32.gguf" "$ids" 256 "$d/$n-F32.greedy"
 done
 
 # batch invariance with the window, the soft-caps and the RoPE variants
 p=$(awk 'BEGIN { x = 17; for (i = 0; i < 300; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%s%d", i ? " " : "", x % 500 + 3 } }')
 for m in "$T/gemma2-F32.gguf" "$d/gemma2-Q4_K_M.gguf" "$T/gemma3-F32.gguf" "$d/gemma3-Q8_0.gguf" "$d/phi3-long-Q4_K_M.gguf"; do
-    ev() { "$KVCHAT" eval -m "$m" -p "$p" "$@" >/dev/null 2>"$T/err"; }
-    ev -t 2 --logits-out "$T/ref.f32" || not_ok "$m: eval failed: $(cat "$T/err")"
-    bad=
-    for how in "-t 1" "--token-by-token -t 2" "--split 1 -t 1" "--split 15 -t 2" "--split 16 -t 1" "--split 17 -t 2" \
-        "--split 299 -t 1" "--split 150 --token-by-token -t 2" "--split 64 -t 2" "--split 256 -t 1"; do
-        # shellcheck disable=SC2086
-        ev $how --logits-out "$T/l.f32" && cmp -s "$T/ref.f32" "$T/l.f32" || bad="$bad [$how]"
-    done
-    KVCHAT_CPU=generic ev -t 2 --logits-out "$T/l.f32" && cmp -s "$T/ref.f32" "$T/l.f32" || bad="$bad [generic]"
-    [ -z "$bad" ] && ok "$(basename "$m"): the same bits every way (12 runs)" || not_ok "$(basename "$m") differs:$bad"
+    same_bits "$(basename "$m")" "$m" "$p" "-t 1" "--token-by-token -t 2" "--split 1 -t 1" "--split 15 -t 2" \
+        "--split 16 -t 1" "--split 17 -t 2" "--split 299 -t 1" "--split 150 --token-by-token -t 2" "--split 64 -t 2" \
+        "--split 256 -t 1" "generic -t 2"
 done
 
 # what the binding reads, from the quantized files llama.cpp made

@@ -22,52 +22,29 @@ M=$T/q.gguf
 H=$KVCHAT_HOME
 BOUND=255
 R="$KVCHAT run -m $M -t 2 -c 4096 --temp 0 -n 12 --json"
-field() { jq -r ".$1" "$T/out"; }
 nsnap() { find "$H/kv" -name '*.kvsnap' | wc -l; }
 sq() { python3 -c "import sqlite3, sys; c = sqlite3.connect('$H/kvchat.db'); print(c.execute(sys.argv[1]).fetchone()[0])" "$1"; }
 
-msg() { # turn i's message: about 380 tokens, different every turn
-    i=$1 w="Question $1 about"
-    j=0
-    while [ $j -lt $((125 + i * 7 % 23)) ]; do w="$w w$((j * i % 97))"; j=$((j + 1)); done
-    echo "$w?"
-}
+msg() { turn_msg "$1" 125 w; } # turn i's message: about 380 tokens, different every turn
 
 # ---- six turns, each resumed in a new process = --no-cache = one live chat
-bad=0 total=0
-: >"$T/resumed.txt"
-: >"$T/msgs.txt"
-for i in 1 2 3 4 5 6; do
-    m=$(msg "$i")
-    echo "$m" >>"$T/msgs.txt"
-    run sh -c "$R -s conv --no-cache '$m' </dev/null"
-    a=$(field answer) p=$(field prompt_tokens)
-    run sh -c "$R -s conv '$m' </dev/null"
-    [ "$rc" = 0 ] || { not_ok "turn $i failed: $(cat "$T/err")"; break; }
-    [ "$(field answer)" = "$a" ] && [ "$(field prompt_tokens)" = "$p" ] ||
-        { bad=$((bad + 1)); echo "  turn $i: --no-cache '$a', resumed '$(field answer)'"; }
+snap_turn() { # each resumed from the snapshot at its history's end, computing only its message
     if [ "$i" -gt 1 ]; then
-        [ "$(field cached_tokens)" = "$total" ] && [ "$(field restored_snapshot_pos)" = "$total" ] &&
-            [ "$(field prefilled_tokens)" = "$(( p - total ))" ] ||
-            { bad=$((bad + 1)); echo "  turn $i: cached $(field cached_tokens), snapshot $(field restored_snapshot_pos), prefilled $(field prefilled_tokens); want $total, $total, $((p - total))"; }
+        [ "$(field restored_snapshot_pos)" = "$total" ] && [ "$(field prefilled_tokens)" = "$(( p - total ))" ] ||
+            { bad=$((bad + 1)); echo "  turn $i: snapshot $(field restored_snapshot_pos), prefilled $(field prefilled_tokens); want $total, $((p - total))"; }
     fi
     [ "$i" = 2 ] && [ "$(( p - total ))" -gt 350 ] && [ "$(( p - total ))" -lt 500 ] && ok "a turn of $(( p - total )) new tokens"
-    printf '%s\n' "$(field answer)" >>"$T/resumed.txt"
-    total=$(( $(field prompt_tokens) + $(field generated_tokens) ))
-    [ "$i" = 3 ] && total3=$total
-done
+    [ "$i" = 3 ] && total3=$(( $(field prompt_tokens) + $(field generated_tokens) ))
+}
+TURN_HOOK=snap_turn
+six_turns "$R" conv 125 w
+TURN_HOOK=
 [ "$bad" = 0 ] && ok "6 turns resumed from snapshots, each computing only its message, each as --no-cache" ||
     not_ok "$bad differences"
 [ "$total" -gt 2300 ] && ok "a history of $total tokens" || not_ok "only $total tokens"
 [ "$(nsnap)" -gt 12 ] && ok "$(nsnap) snapshots (turn ends, retry points, the ladder)" || not_ok "$(nsnap) snapshots"
-run sh -c "$KVCHAT chat live -m $M -t 2 -c 4096 --temp 0 -n 12 <'$T/msgs.txt'"
-expect_rc 0
-python3 -c "import sys; sys.stdout.write(sys.stdin.buffer.read().decode('utf-8', 'replace'))" <"$T/out" >"$T/live.txt"
 # (the chat ends an answer with one newline whether or not it has its own: blank lines aside)
-grep -v '^$' "$T/live.txt" >"$T/live2.txt"
-grep -v '^$' "$T/resumed.txt" >"$T/resumed2.txt"
-cmp -s "$T/live2.txt" "$T/resumed2.txt" && ok "one live process answers the same 6 turns alike" ||
-    { not_ok "the live chat differs"; diff "$T/live2.txt" "$T/resumed2.txt" | head -5; }
+live_same "" "$KVCHAT chat live -m $M -t 2 -c 4096 --temp 0 -n 12" blank
 
 # ---- seeded: a sampled turn resumed = --no-cache
 S="$KVCHAT run -m $M -t 2 -c 4096 --temp 0.9 --seed 7 -n 12 --json"

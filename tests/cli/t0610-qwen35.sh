@@ -18,42 +18,19 @@
 #   kernels, for F32, Q8_0 and Q4_K_M: the recurrence runs one fixed
 #   per-token order on every path.
 . "$TOP/tests/cli/lib.sh"
-. "$TOP/tests/cli/logits-lib.sh"
 d=$TOP/tests/data/qwen35
 
 for n in qwen35 qwen35-rl; do
-    "$MKMODEL" "$T/$n-F32.gguf" $(cat "$d/$n.opts") >/dev/null
-    (cd "$T" && sha256sum -c "$d/$n-F32.sha256" >/dev/null 2>&1) &&
-        ok "$n: mkmodel regenerates the F32 file of the goldens" ||
-        not_ok "$n: mkmodel's F32 file differs from the one llama.cpp ran"
+    golden_f32 "$n" "$d"
     for p in 8 300; do
         ids=$(cat "$d/prompt$p.txt")
+        [ $p = 8 ] && GOLDEN_SHORT=1 || GOLDEN_SHORT=
         for t in F32 Q8_0 Q4_K_M; do
             m=$d/$n-$t.gguf
             [ $t = F32 ] && m=$T/$n-F32.gguf
-            g=$d/$n-$t-p$p
-            run "$KVCHAT" eval -m "$m" -p "$ids" -c 512 --logits-out "$T/l.f32"
-            expect_rc 0
-            e=$(rel_err "$T/l.f32" "$g.logits")
-            tol=2e-2
-            [ $t = F32 ] && tol=1e-4
-            le "$e" $tol && ok "$n $t p$p: within $tol of llama.cpp ($e)" ||
-                not_ok "$n $t p$p: $e from llama.cpp, wanted <= $tol"
-            ours=$(rel_err "$T/l.f32" "$g.f64.f32")
-            theirs=$(rel_err "$g.logits" "$g.f64.f32")
-            if [ $t = F32 ]; then
-                le "$ours" 1e-6 && ok "$n F32 p$p: within 1e-6 of exact ($ours)" ||
-                    not_ok "$n F32 p$p: $ours from exact"
-            fi
-            if [ $t != F32 ] || [ $p = 8 ]; then
-                le "$ours" "$theirs" && ok "$n $t p$p: error $ours <= llama.cpp's $theirs" ||
-                    not_ok "$n $t p$p: error $ours, llama.cpp's $theirs"
-            fi
+            golden_eval "$n $t p$p" $t "$m" "$ids" "$d/$n-$t-p$p"
         done
-        run "$KVCHAT" generate -m "$T/$n-F32.gguf" -p "$ids" -n 32 -c 512
-        expect_rc 0
-        [ "$(cat "$T/out")" = "$(cat "$d/$n-F32-p$p.greedy")" ] && ok "$n p$p: 32 greedy tokens as llama.cpp's" ||
-            not_ok "$n p$p greedy: $(cat "$T/out"), llama.cpp: $(cat "$d/$n-F32-p$p.greedy")"
+        golden_greedy "$n p$p" "$T/$n-F32.gguf" "$ids" 512 "$d/$n-F32-p$p.greedy"
     done
     run "$KVCHAT" eval -m "$T/$n-F32.gguf" -p "$(cat "$d/prompt300.txt")" -c 512 --kv-type f32 --logits-out "$T/l32.f32"
     e=$(rel_err "$T/l32.f32" "$d/$n-F32-p300.f64kv.f32")
@@ -64,18 +41,9 @@ done
 p=$(cat "$d/prompt300.txt")
 for m in "$T/qwen35-F32.gguf" "$d/qwen35-Q8_0.gguf" "$d/qwen35-Q4_K_M.gguf" "$T/qwen35-rl-F32.gguf" \
     "$d/qwen35-rl-Q4_K_M.gguf"; do
-    ev() { "$KVCHAT" eval -m "$m" -p "$p" "$@" >/dev/null 2>"$T/err"; }
-    ev -t 2 --logits-out "$T/ref.f32" || not_ok "$m: eval failed: $(cat "$T/err")"
-    bad=
-    for how in "-t 1" "--token-by-token -t 2" "--split 1 -t 1" "--split 3 -t 2" "--split 16 -t 1" "--split 17 -t 2" \
-        "--split 299 -t 1" "--split 150 --token-by-token -t 2" "--split 64 -t 2" "--split 256 -t 1"; do
-        # shellcheck disable=SC2086
-        ev $how --logits-out "$T/l.f32" && cmp -s "$T/ref.f32" "$T/l.f32" || bad="$bad [$how]"
-    done
-    KVCHAT_CPU=generic ev -t 2 --logits-out "$T/l.f32" && cmp -s "$T/ref.f32" "$T/l.f32" || bad="$bad [generic]"
-    KVCHAT_CPU=generic ev --token-by-token -t 1 --logits-out "$T/l.f32" && cmp -s "$T/ref.f32" "$T/l.f32" ||
-        bad="$bad [generic, token by token]"
-    [ -z "$bad" ] && ok "$(basename "$m"): the same bits every way (13 runs)" || not_ok "$(basename "$m") differs:$bad"
+    same_bits "$(basename "$m")" "$m" "$p" "-t 1" "--token-by-token -t 2" "--split 1 -t 1" "--split 3 -t 2" \
+        "--split 16 -t 1" "--split 17 -t 2" "--split 299 -t 1" "--split 150 --token-by-token -t 2" "--split 64 -t 2" \
+        "--split 256 -t 1" "generic -t 2" "generic --token-by-token -t 1"
 done
 
 # a head size that is not a multiple of the 8 lanes the recurrence sums in
@@ -96,16 +64,7 @@ done
 
 # a prompt longer than a pass (n_batch 512): the conv window and the state
 # carried from pass to pass within one decode
-p=$(awk 'BEGIN { x = 5; for (i = 0; i < 700; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%s%d", i ? " " : "", x % 500 + 3 } }')
-m=$d/qwen35-Q8_0.gguf
-"$KVCHAT" eval -m "$m" -p "$p" -c 1024 --logits-out "$T/ref.f32" >/dev/null 2>&1 || not_ok "700 ids: eval failed"
-bad=
-for how in "--token-by-token -t 1" "--split 511 -t 2" "--split 513 -t 1" "--split 100 -t 2"; do
-    # shellcheck disable=SC2086
-    "$KVCHAT" eval -m "$m" -p "$p" -c 1024 $how --logits-out "$T/l.f32" >/dev/null 2>&1 && cmp -s "$T/ref.f32" "$T/l.f32" ||
-        bad="$bad [$how]"
-done
-[ -z "$bad" ] && ok "700 ids across passes: the same bits" || not_ok "700 ids differ:$bad"
+across_passes "$d/qwen35-Q8_0.gguf"
 
 # what the binding reads: the layer pattern and the state's size
 run "$KVCHAT" models info "$d/qwen35-rl-Q4_K_M.gguf"
@@ -124,16 +83,6 @@ run "$KVCHAT" models info --json "$d/qwen35-Q8_0.gguf"
 # recurrent-state snapshot one token before the prompt's end (issue 23's
 # snapshots, docs/snapshots.md) and answers the same
 q="tell me a long story about the sea, the wind and the boats that sail on it at night under the stars, then another"
-run "$KVCHAT" run -m "$d/qwen35-Q8_0.gguf" -n 8 --temp 0 --json "$q"
-expect_rc 0
-a1=$(jq -r .answer "$T/out")
-[ "$(jq .blocks_written "$T/out")" -gt 0 ] && ok "qwen35: the turn's KV blocks are stored" ||
-    not_ok "qwen35: no blocks written: $(cat "$T/out")"
-run "$KVCHAT" run -m "$d/qwen35-Q8_0.gguf" -n 8 --temp 0 --json "$q"
-expect_rc 0
-[ "$(jq -r .answer "$T/out")" = "$a1" ] && [ "$(jq .prefilled_tokens "$T/out")" = 1 ] &&
-    [ "$(jq .restored_snapshot_pos "$T/out")" = "$(jq .cached_tokens "$T/out")" ] &&
-    ok "qwen35: a second run answers the same, resumed from a snapshot" ||
-    not_ok "qwen35 second run: $(cat "$T/out"), first answer: $a1"
+snapshot_rerun qwen35 "$d/qwen35-Q8_0.gguf" "$q" fresh
 
 finish

@@ -19,11 +19,6 @@ xz -dc "$TOP/tests/data/tokenizer/ggml-vocab-qwen2.gguf.xz" >"$T/q2v.gguf"
     --type Q8_0 --seed 3 >/dev/null
 M=$T/m.gguf
 R="$KVCHAT run -m $M -t 2 --temp 0 -n 6 --json"
-field() { jq -r ".$1" "$T/out"; }
-export_is() {
-    run "$KVCHAT" sessions export "$1"
-    jq -e "$2" "$T/out" >/dev/null && ok "$3" || not_ok "$3: $(jq -c '[.params, .messages[-1]]' "$T/out")"
-}
 for how in on off; do
     case $how in
     on) p=$(printf '<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n<think>\n') ;;
@@ -42,18 +37,7 @@ run sh -c "$R --no-cache --think on hello </dev/null"
     not_ok "thinking on: no reasoning: $(cat "$T/out")"
 
 # ---- run -s, one process per turn: on, off, on
-bad=0 i=0
-: >"$T/resumed.txt"
-for turn in "on hello" "off second" "on third"; do
-    set -- $turn
-    i=$((i + 1))
-    run sh -c "$R -s s --think $1 --no-cache '$2' </dev/null"
-    want=$(field answer)
-    run sh -c "$R -s s --think $1 '$2' </dev/null"
-    [ "$rc" = 0 ] || { not_ok "turn $i failed: $(cat "$T/err")"; break; }
-    [ "$(field answer)" = "$want" ] || { bad=$((bad + 1)); echo "  turn $i: '$(field answer)', --no-cache '$want'"; }
-    printf '%s\n' "$(field answer)" >>"$T/resumed.txt"
-done
+think_turns "$R" s "on hello" "off second" "on third"
 [ "$bad" = 0 ] && ok "on, off, on: each turn resumed answers as --no-cache" || not_ok "on, off, on: $bad differences"
 export_is s '[.messages[] | select(.role == "assistant") | .content | startswith("<think>\n\n</think>\n\n")] == [false, true, false]' \
     "the answers given with thinking off keep their empty think block"

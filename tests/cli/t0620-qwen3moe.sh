@@ -25,14 +25,10 @@
 #   Q4_K_M, IQ4_XS, and across passes (700 ids, n_batch 512);
 # - models info: experts, experts used, active parameters.
 . "$TOP/tests/cli/lib.sh"
-. "$TOP/tests/cli/logits-lib.sh"
 d=$TOP/tests/data/moe
 
 for n in qwen3moe qwen3moe-wide; do
-    "$MKMODEL" "$T/$n-F32.gguf" $(cat "$d/$n.opts") >/dev/null
-    (cd "$T" && sha256sum -c "$d/$n-F32.sha256" >/dev/null 2>&1) &&
-        ok "$n: mkmodel regenerates the F32 file of the goldens" ||
-        not_ok "$n: mkmodel's F32 file differs from the one llama.cpp ran"
+    golden_f32 "$n" "$d"
     for p in p8 p300 hot300; do
         [ $p = hot300 ] && [ $n != qwen3moe ] && continue
         case $p in hot300) ids=$(cat "$d/hot300.txt") ;; *) ids=$(cat "$d/prompt${p#p}.txt") ;; esac
@@ -72,10 +68,7 @@ for n in qwen3moe qwen3moe-wide; do
                     not_ok "$n $t $p: error $ours, llama.cpp's $theirs"
             fi
         done
-        run "$KVCHAT" generate -m "$T/$n-F32.gguf" -p "$ids" -n 32 -c 512
-        expect_rc 0
-        [ "$(cat "$T/out")" = "$(cat "$d/$n-F32-$p.greedy")" ] && ok "$n $p: 32 greedy tokens as llama.cpp's" ||
-            not_ok "$n $p greedy: $(cat "$T/out"), llama.cpp: $(cat "$d/$n-F32-$p.greedy")"
+        golden_greedy "$n $p" "$T/$n-F32.gguf" "$ids" 512 "$d/$n-F32-$p.greedy"
     done
 done
 
@@ -85,38 +78,15 @@ for m in "$T/qwen3moe-F32.gguf" "$d/qwen3moe-Q8_0.gguf" "$d/qwen3moe-Q4_K_M.gguf
     for pf in prompt300 hot300; do
         case $m in *wide*) [ $pf = hot300 ] && continue ;; esac
         p=$(cat "$d/$pf.txt")
-        ev() { "$KVCHAT" eval -m "$m" -p "$p" "$@" >/dev/null 2>"$T/err"; }
-        ev -t 2 --logits-out "$T/ref.f32" || not_ok "$m: eval failed: $(cat "$T/err")"
-        bad= runs=1
-        for how in "-t 1" "--token-by-token -t 2" "--token-by-token -t 1" "--split 1 -t 2" "--split 299 -t 1" \
-            "--split 150 --token-by-token -t 2" "--split 64 -t 1" "--split 127 -t 2" "--split 128 -t 1" \
-            "--split 129 -t 2" "--split 256 -t 1"; do
-            runs=$((runs + 1))
-            # shellcheck disable=SC2086
-            ev $how --logits-out "$T/l.f32" && cmp -s "$T/ref.f32" "$T/l.f32" || bad="$bad [$how]"
-        done
-        for how in "-t 2" "--token-by-token -t 1"; do
-            runs=$((runs + 1))
-            # shellcheck disable=SC2086
-            KVCHAT_CPU=generic ev $how --logits-out "$T/l.f32" && cmp -s "$T/ref.f32" "$T/l.f32" ||
-                bad="$bad [generic $how]"
-        done
-        [ -z "$bad" ] && ok "$(basename "$m") $pf: the same bits every way ($runs runs)" ||
-            not_ok "$(basename "$m") $pf differs:$bad"
+        same_bits "$(basename "$m") $pf" "$m" "$p" "-t 1" "--token-by-token -t 2" "--token-by-token -t 1" \
+            "--split 1 -t 2" "--split 299 -t 1" "--split 150 --token-by-token -t 2" "--split 64 -t 1" \
+            "--split 127 -t 2" "--split 128 -t 1" "--split 129 -t 2" "--split 256 -t 1" "generic -t 2" \
+            "generic --token-by-token -t 1"
     done
 done
 
 # a prompt longer than a pass (n_batch 512): the routing of each pass alone
-p=$(awk 'BEGIN { x = 5; for (i = 0; i < 700; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%s%d", i ? " " : "", x % 500 + 3 } }')
-m=$d/qwen3moe-Q8_0.gguf
-"$KVCHAT" eval -m "$m" -p "$p" -c 1024 --logits-out "$T/ref.f32" >/dev/null 2>&1 || not_ok "700 ids: eval failed"
-bad=
-for how in "--token-by-token -t 1" "--split 511 -t 2" "--split 513 -t 1" "--split 100 -t 2"; do
-    # shellcheck disable=SC2086
-    "$KVCHAT" eval -m "$m" -p "$p" -c 1024 $how --logits-out "$T/l.f32" >/dev/null 2>&1 && cmp -s "$T/ref.f32" "$T/l.f32" ||
-        bad="$bad [$how]"
-done
-[ -z "$bad" ] && ok "700 ids across passes: the same bits" || not_ok "700 ids differ:$bad"
+across_passes "$d/qwen3moe-Q8_0.gguf"
 
 # what the binding reads
 run "$KVCHAT" models info "$d/qwen3moe-Q8_0.gguf"

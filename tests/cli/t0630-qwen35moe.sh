@@ -15,41 +15,19 @@
 # - sessions: a turn resumed from disk (KV blocks and the recurrent-state
 #   snapshot) answers as --no-cache.
 . "$TOP/tests/cli/lib.sh"
-. "$TOP/tests/cli/logits-lib.sh"
 d=$TOP/tests/data/qwen35moe
 n=q35moe
 
-"$MKMODEL" "$T/$n-F32.gguf" $(cat "$d/$n.opts") >/dev/null
-(cd "$T" && sha256sum -c "$d/$n-F32.sha256" >/dev/null 2>&1) &&
-    ok "$n: mkmodel regenerates the F32 file of the goldens" ||
-    not_ok "$n: mkmodel's F32 file differs from the one llama.cpp ran"
+golden_f32 "$n" "$d"
 for p in 8 300; do
     ids=$(cat "$TOP/tests/data/qwen35/prompt$p.txt")
+    [ $p = 8 ] && GOLDEN_SHORT=1 || GOLDEN_SHORT=
     for t in F32 Q8_0; do
         m=$d/$n-$t.gguf
         [ $t = F32 ] && m=$T/$n-F32.gguf
-        g=$d/$n-$t-p$p
-        run "$KVCHAT" eval -m "$m" -p "$ids" -c 512 --logits-out "$T/l.f32"
-        expect_rc 0
-        e=$(rel_err "$T/l.f32" "$g.logits")
-        tol=2e-2
-        [ $t = F32 ] && tol=1e-4
-        le "$e" $tol && ok "$n $t p$p: within $tol of llama.cpp ($e)" ||
-            not_ok "$n $t p$p: $e from llama.cpp, wanted <= $tol"
-        ours=$(rel_err "$T/l.f32" "$g.f64.f32")
-        theirs=$(rel_err "$g.logits" "$g.f64.f32")
-        if [ $t = F32 ]; then
-            le "$ours" 1e-6 && ok "$n F32 p$p: within 1e-6 of exact ($ours)" || not_ok "$n F32 p$p: $ours from exact"
-        fi
-        if [ $t != F32 ] || [ $p = 8 ]; then
-            le "$ours" "$theirs" && ok "$n $t p$p: error $ours <= llama.cpp's $theirs" ||
-                not_ok "$n $t p$p: error $ours, llama.cpp's $theirs"
-        fi
+        golden_eval "$n $t p$p" $t "$m" "$ids" "$d/$n-$t-p$p"
     done
-    run "$KVCHAT" generate -m "$T/$n-F32.gguf" -p "$ids" -n 32 -c 512
-    expect_rc 0
-    [ "$(cat "$T/out")" = "$(cat "$d/$n-F32-p$p.greedy")" ] && ok "$n p$p: 32 greedy tokens as llama.cpp's" ||
-        not_ok "$n p$p greedy: $(cat "$T/out"), llama.cpp: $(cat "$d/$n-F32-p$p.greedy")"
+    golden_greedy "$n p$p" "$T/$n-F32.gguf" "$ids" 512 "$d/$n-F32-p$p.greedy"
 done
 
 # batch invariance: experts, shared expert, recurrence, gated attention;
@@ -60,18 +38,9 @@ done
 for m in "$T/$n-F32.gguf" "$d/$n-Q8_0.gguf" "$T/hot.gguf"; do
     p=$(cat "$TOP/tests/data/qwen35/prompt300.txt")
     [ "$m" = "$T/hot.gguf" ] && p=$(cat "$TOP/tests/data/moe/hot300.txt")
-    ev() { "$KVCHAT" eval -m "$m" -p "$p" "$@" >/dev/null 2>"$T/err"; }
-    ev -t 2 --logits-out "$T/ref.f32" || not_ok "$m: eval failed: $(cat "$T/err")"
-    bad=
-    for how in "-t 1" "--token-by-token -t 2" "--split 1 -t 1" "--split 16 -t 1" "--split 17 -t 2" \
-        "--split 299 -t 1" "--split 150 --token-by-token -t 2"; do
-        # shellcheck disable=SC2086
-        ev $how --logits-out "$T/l.f32" && cmp -s "$T/ref.f32" "$T/l.f32" || bad="$bad [$how]"
-    done
-    KVCHAT_CPU=generic ev -t 2 --logits-out "$T/l.f32" && cmp -s "$T/ref.f32" "$T/l.f32" || bad="$bad [generic]"
-    KVCHAT_CPU=generic ev --token-by-token -t 1 --logits-out "$T/l.f32" && cmp -s "$T/ref.f32" "$T/l.f32" ||
-        bad="$bad [generic, token by token]"
-    [ -z "$bad" ] && ok "$(basename "$m"): the same bits every way (10 runs)" || not_ok "$(basename "$m") differs:$bad"
+    same_bits "$(basename "$m")" "$m" "$p" "-t 1" "--token-by-token -t 2" "--split 1 -t 1" "--split 16 -t 1" \
+        "--split 17 -t 2" "--split 299 -t 1" "--split 150 --token-by-token -t 2" "generic -t 2" \
+        "generic --token-by-token -t 1"
 done
 
 # what the binding reads
@@ -101,14 +70,6 @@ expect_rc 0
 [ "$(jq -r .answer "$T/out")" = "$a2" ] && [ "$c2" -gt 0 ] &&
     ok "$n: turn 2 resumed ($c2 tokens cached) answers as --no-cache" ||
     not_ok "$n turn 2: resumed '$a2' ($c2 cached), --no-cache '$(jq -r .answer "$T/out")'"
-run "$KVCHAT" run -m "$d/$n-Q8_0.gguf" -n 8 --temp 0 --json "$q"
-expect_rc 0
-a1=$(jq -r .answer "$T/out")
-run "$KVCHAT" run -m "$d/$n-Q8_0.gguf" -n 8 --temp 0 --json "$q"
-expect_rc 0
-[ "$(jq -r .answer "$T/out")" = "$a1" ] && [ "$(jq .prefilled_tokens "$T/out")" = 1 ] &&
-    [ "$(jq .restored_snapshot_pos "$T/out")" = "$(jq .cached_tokens "$T/out")" ] &&
-    ok "$n: a second run answers the same, resumed from a snapshot" ||
-    not_ok "$n second run: $(cat "$T/out"), first answer: $a1"
+snapshot_rerun "$n" "$d/$n-Q8_0.gguf" "$q"
 
 finish

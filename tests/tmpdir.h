@@ -1,0 +1,28 @@
+/*
+ * tmpdir.h - a unit test's temporary directory: made with mkdtemp under
+ * $TMPDIR (else /tmp), removed whole with rm -rf. Header-only; for tests.
+ */
+#ifndef KVCHAT_TESTS_TMPDIR_H
+#define KVCHAT_TESTS_TMPDIR_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* dir (size bytes) = a new directory TMPDIR/name.XXXXXX: 0, or -1 */
+static inline int test_dir_make(char *dir, size_t size, const char *name)
+{
+    const char *t = getenv("TMPDIR");
+    int n = snprintf(dir, size, "%s/%s.XXXXXX", t && *t ? t : "/tmp", name);
+    return n > 0 && (size_t)n < size && mkdtemp(dir) ? 0 : -1;
+}
+
+/* rm -rf dir: 0, or -1 */
+static inline int test_dir_remove(const char *dir)
+{
+    char cmd[4200];
+    if (snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir) >= (int)sizeof cmd)
+        return -1;
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+#endif
