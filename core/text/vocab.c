@@ -364,6 +364,7 @@ static int load_tokens(struct llm_vocab *v, const struct llm_gguf *g, char *err,
     v->merge_hash_mask = nm ? msize - 1 : 0;
     v->arena = (char *)mem + at[4];
     v->arena_bytes = bytes ? bytes : 1;
+    memcpy(v->at, at, sizeof at);
     v->n_tokens = (int32_t)n;
     char *p = v->arena;
     const void *scores = si >= 0 ? llm_gguf_arr_data(g, si) : NULL;
@@ -654,8 +655,10 @@ void llm_vocab_free(struct llm_vocab *v)
         return;
     if (v->mem)
         munmap(v->mem, v->mem_bytes);
-    free(v->special);
-    free(v->eog);
+    if (!v->from_cache) { /* else they lay in the mapping */
+        free(v->special);
+        free(v->eog);
+    }
     free(v);
 }
 

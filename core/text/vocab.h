@@ -53,6 +53,7 @@ struct llm_vocab {
     void *mem;            /* the mapping tokens, arena, tok_hash, merges and merge_hash lie in */
     size_t mem_bytes;
     size_t arena_bytes;   /* the texts' bytes, NULs included */
+    size_t at[6];         /* where tokens, merges, tok_hash, merge_hash, arena and their end lie from the tables' start */
     bool from_cache;      /* mem is a cache file's mapping (read-only), which holds special and eog too */
 
     int32_t bos, eos, eot, eom, unk, sep, pad, nl;
