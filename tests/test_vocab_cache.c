@@ -313,28 +313,37 @@ static void test_damaged(void **state)
     uint64_t arena = get64(good, H_ARENA);
     assert_int_equal(nt, 12);
     assert_int_equal(get32(good, H_N_MERGES), 3); /* "nospace" is no merge */
-    assert_true(get32(good, H_N_SPECIAL) > 0 && get32(good, H_N_EOG) > 0);
+    assert_true(get32(good, H_N_SPECIAL) > 0 && get32(good, H_N_EOG) > 1);
+    uint32_t off2 = get32(img, at[0] + 16 * 2); /* token 2, "c" */
+    uint32_t ns = get32(good, H_N_SPECIAL), eog0 = get32(img, at[5] + 4 * ns);
     struct {
         const char *what;
         size_t at;
         uint32_t value;
+        size_t at2; /* a second field changed, when not 0 */
+        uint32_t value2;
     } cases[] = {
-        {"a token hash entry past the tokens", HEADER + at[2] + 4 * 3, nt + 1},
-        {"a merge hash entry past the merges", HEADER + at[3] + 4 * 5, 4},
-        {"a token's text past the arena", HEADER + at[0] + 16 * 2, (uint32_t)arena},
-        {"a token's text with no NUL", HEADER + at[0] + 16 * 2 + 4, 2},
-        {"a token's length past the arena", HEADER + at[0] + 16 * 4 + 4, 0xffffffffu},
-        {"a merge's split past its text", HEADER + at[1] + 12 * 1 + 8, 9},
-        {"a special id past the tokens", HEADER + at[5], nt},
-        {"an end-of-generation id below 0", HEADER + at[5] + 4 * get32(good, H_N_SPECIAL), 0xfffffff0u},
-        {"bos past the tokens", H_BOS, nt},
-        {"more tokens than the tables hold", H_N_TOKENS, nt + 1},
-        {"a token hash with no free slot", 0, 0},
+        {"a token hash entry past the tokens", HEADER + at[2] + 4 * 3, nt + 1, 0, 0},
+        {"a merge hash entry past the merges", HEADER + at[3] + 4 * 5, 4, 0, 0},
+        {"a token's text past the arena", HEADER + at[0] + 16 * 2, (uint32_t)arena, 0, 0},
+        {"a token's text with no NUL", HEADER + at[0] + 16 * 2 + 4, 2, 0, 0},
+        {"a token's length past the arena", HEADER + at[0] + 16 * 4 + 4, 0xffffffffu, 0, 0},
+        {"a merge's split past its text", HEADER + at[1] + 12 * 1 + 8, 9, 0, 0},
+        {"a special id past the tokens", HEADER + at[5], nt, 0, 0},
+        {"an end-of-generation id below 0", HEADER + at[5] + 4 * get32(good, H_N_SPECIAL), 0xfffffff0u, 0, 0},
+        {"an empty token text", HEADER + at[0] + 16 * 2, off2 + 1, HEADER + at[0] + 16 * 2 + 4, 0},
+        {"a merge split at 0", HEADER + at[1] + 12 * 1 + 8, 0, 0, 0},
+        {"end-of-generation ids out of order", HEADER + at[5] + 4 * (ns + 1), eog0, 0, 0},
+        {"bos past the tokens", H_BOS, nt, 0, 0},
+        {"more tokens than the tables hold", H_N_TOKENS, nt + 1, 0, 0},
+        {"a token hash with no free slot", 0, 0, 0, 0},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         memcpy(bad, good, n);
         if (cases[c].at)
             put32(bad, cases[c].at, cases[c].value);
+        if (cases[c].at2)
+            put32(bad, cases[c].at2, cases[c].value2);
         else
             for (uint32_t s = 0; s < tslots; s++)
                 if (!get32(img, at[2] + 4 * s))

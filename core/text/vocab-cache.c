@@ -29,9 +29,10 @@
  *   to a multiple of 32 bytes.
  * A file that does not match (another model file, the file changed, another
  * kvchat's layout), does not have the size its header gives, fails its
- * checksum or any check of its tables (every text inside the arena and
- * NUL-terminated, every hash entry and id in range, a free slot in each
- * hash table so that every probe ends) is not used: the vocabulary is
+ * checksum or any check of its tables (every text inside the arena,
+ * NUL-terminated and not empty, every hash entry and id in range, the
+ * end-of-generation ids sorted, a free slot in each hash table so that
+ * every probe ends) is not used: the vocabulary is
  * built from the GGUF and the file written again (a temporary file synced
  * and renamed in). So a damaged file costs one build, never a crash, a
  * hang or a different token.
@@ -142,9 +143,11 @@ static bool same_identity(const struct vocab_header *a, const struct vocab_heade
 
 static bool id_ok(int32_t id, int32_t n) { return id == LLM_TOKEN_NULL || (id >= 0 && id < n); }
 
+/* a text inside the arena, NUL-terminated and not empty (as built: an
+ * empty token is "[EMPTY_<id>]"; the special-token split needs a length) */
 static bool text_ok(const struct llm_vocab *v, uint32_t off, uint32_t len)
 {
-    return off < v->arena_bytes && len < v->arena_bytes - off && v->arena[off + len] == 0;
+    return len > 0 && off < v->arena_bytes && len < v->arena_bytes - off && v->arena[off + len] == 0;
 }
 
 /* a hash table: entries up to n, and a free slot (every probe ends) */
@@ -254,9 +257,12 @@ static struct llm_vocab *map_cached(const char *file, const struct vocab_header 
     for (int32_t i = 0; ok && i < n; i++)
         ok = text_ok(v, v->tokens[i].off, v->tokens[i].len);
     for (int32_t i = 0; ok && i < v->n_merges; i++)
-        ok = text_ok(v, v->merges[i].off, v->merges[i].len) && v->merges[i].split < v->merges[i].len;
+        ok = text_ok(v, v->merges[i].off, v->merges[i].len) && v->merges[i].split > 0 &&
+             v->merges[i].split < v->merges[i].len;
     for (int32_t i = 0; ok && i < v->n_special + v->n_eog; i++)
         ok = v->special[i] >= 0 && v->special[i] < n;
+    for (int32_t i = 1; ok && i < v->n_eog; i++) /* sorted, for bsearch */
+        ok = v->eog[i - 1] < v->eog[i];
     int32_t ids[] = {v->bos, v->eos, v->eot, v->eom, v->unk, v->sep, v->pad, v->nl};
     for (size_t i = 0; ok && i < sizeof ids / sizeof ids[0]; i++)
         ok = id_ok(ids[i], n);
