@@ -459,14 +459,18 @@ static int models_rm(int argc, char **argv)
     for (int i = first; i < argc; i++) {
         if (argv[i][0] == '-')
             continue;
-        char err[512], *path, pack_dir[4096], packed[4096 + 64];
-        /* its packed-weight cache file goes with it (named by its real path) */
+        char err[512], *path, pack_dir[4096], packed[4096 + 64], vocab[4096 + 64];
+        /* its packed-weight and vocabulary cache files go with it (named by
+         * its real path) */
         bool has_packed = mdl_resolve(argv[i], &path) == 0 && cmd_model_params(pack_dir, sizeof pack_dir).pack_dir &&
-                          llm_pack_cache_file(pack_dir, path, packed, sizeof packed) == 0;
+                          llm_pack_cache_file(pack_dir, path, packed, sizeof packed) == 0 &&
+                          llm_vocab_cache_file(pack_dir, path, vocab, sizeof vocab) == 0;
         free(path);
         int r = mdl_rm(argv[i], force, model_in_use, NULL, err, sizeof err);
-        if (!r && has_packed)
+        if (!r && has_packed) {
             unlink(packed);
+            unlink(vocab);
+        }
         if (r) {
             rc = cmd_fail(r == MDL_ERR_USAGE ? CMD_EXIT_USAGE : CMD_EXIT_MODEL, "cannot remove '%s': %s",
                           argv[i], err);

@@ -499,7 +499,9 @@ int cmd_llm_open(const struct cmd_opts *o, bool offer_pull, struct cmd_llm *l)
     if (llm_model_open(l->path, mp, &l->model, err, sizeof err) < 0)
         return cmd_fail(CMD_EXIT_MODEL, "cannot open model '%s': %s", l->path, err);
     const struct llm_gguf *g = llm_model_gguf(l->model);
-    if (llm_vocab_load(g, &l->vocab, err, sizeof err) < 0) {
+    /* the vocabulary's tables: mapped from their cache file beside the
+     * packed weights', built (and that file written) the first time */
+    if (llm_vocab_load_cached(g, mp.pack_dir, l->path, &l->vocab, err, sizeof err) < 0) {
         cmd_llm_close(l);
         return cmd_fail(CMD_EXIT_MODEL, "cannot read the vocabulary of '%s': %s", l->path, err);
     }

@@ -316,7 +316,8 @@ static void *map_cache(const char *file, const struct pack_header *h, size_t *ma
     return map;
 }
 
-/* temp files of writers that died (name.tmp.PID with no such process) */
+/* temp files of writers that died (name.tmp.PID with no such process),
+ * the vocabulary cache's (core/text/vocab-cache.c) too */
 static void remove_stale_temps(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -324,10 +325,10 @@ static void remove_stale_temps(const char *dir)
         return;
     struct dirent *e;
     while ((e = readdir(d))) {
-        const char *t = strstr(e->d_name, ".kvpack.tmp.");
-        if (!t)
+        const char *t = strstr(e->d_name, ".kvpack.tmp."), *v = strstr(e->d_name, ".kvvocab.tmp.");
+        if (!t && !v)
             continue;
-        long pid = strtol(t + strlen(".kvpack.tmp."), NULL, 10);
+        long pid = strtol(t ? t + strlen(".kvpack.tmp.") : v + strlen(".kvvocab.tmp."), NULL, 10);
         if (pid > 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH) {
             char path[PATH_MAX];
             if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < (int)sizeof path)

@@ -68,7 +68,7 @@ int32_t llm_token_find(const struct llm_vocab *v, const char *text, size_t len)
         if (!e)
             return LLM_TOKEN_NULL;
         const struct llm_token_data *t = &v->tokens[e - 1];
-        if (t->len == len && !memcmp(t->text, text, len))
+        if (t->len == len && !memcmp(llm_tok_text(v, t), text, len))
             return (int32_t)(e - 1);
         h = (h + 1) & v->tok_hash_mask;
     }
@@ -92,8 +92,8 @@ int32_t llm_vocab_merge_rank(const struct llm_vocab *v, const char *a, size_t na
         if (!e)
             return -1;
         const struct llm_merge *m = &v->merges[e - 1];
-        if (m->split == na && m->len == na + 1 + nb && !memcmp(m->text, a, na) &&
-            !memcmp(m->text + na + 1, b, nb))
+        if (m->split == na && m->len == na + 1 + nb && !memcmp(llm_merge_text(v, m), a, na) &&
+            !memcmp(llm_merge_text(v, m) + na + 1, b, nb))
             return (int32_t)(e - 1);
         h = (h + 1) & v->merge_hash_mask;
     }
@@ -196,15 +196,15 @@ static int cmp_special(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
-static bool text_is(const struct llm_token_data *t, const char *s)
+static bool text_is(const struct llm_vocab *v, const struct llm_token_data *t, const char *s)
 {
-    return t->len == strlen(s) && !memcmp(t->text, s, t->len);
+    return t->len == strlen(s) && !memcmp(llm_tok_text(v, t), s, t->len);
 }
 
-static bool text_in(const struct llm_token_data *t, const char *const *list)
+static bool text_in(const struct llm_vocab *v, const struct llm_token_data *t, const char *const *list)
 {
     for (; *list; list++)
-        if (text_is(t, *list))
+        if (text_is(v, t, *list))
             return true;
     return false;
 }
@@ -278,7 +278,7 @@ static void eog_remove(struct llm_vocab *v, int32_t id)
 static int32_t eog_find_text(const struct llm_vocab *v, const char *s)
 {
     for (int32_t i = 0; i < v->n_eog; i++)
-        if (text_is(&v->tokens[v->eog[i]], s))
+        if (text_is(v, &v->tokens[v->eog[i]], s))
             return v->eog[i];
     return LLM_TOKEN_NULL;
 }
@@ -338,7 +338,7 @@ static int load_tokens(struct llm_vocab *v, const struct llm_gguf *g, char *err,
             return seterr(err, es, "%s", "invalid tokenizer.ggml.merges"), -1;
         bytes += s.len + 1;
     }
-    if (bytes > (uint64_t)UINT32_MAX * 4)
+    if (bytes > (uint64_t)UINT32_MAX) /* texts are at 32-bit offsets */
         return seterr(err, es, "%s", "vocabulary too large"), -1;
     /* the tables in one mapping (zeros as mapped), in huge pages where the
      * kernel has them: a vocabulary of 150k tokens and merges is about 12
@@ -367,6 +367,8 @@ static int load_tokens(struct llm_vocab *v, const struct llm_gguf *g, char *err,
     v->merge_hash = nm ? (uint32_t *)((char *)mem + at[3]) : NULL;
     v->merge_hash_mask = nm ? msize - 1 : 0;
     v->arena = (char *)mem + at[4];
+    v->arena_bytes = bytes ? bytes : 1;
+    memcpy(v->at, at, sizeof at);
     v->n_tokens = (int32_t)n;
     char *p = v->arena;
     const void *scores = si >= 0 ? llm_gguf_arr_data(g, si) : NULL;
@@ -374,7 +376,7 @@ static int load_tokens(struct llm_vocab *v, const struct llm_gguf *g, char *err,
     for (uint64_t i = 0; i < n; i++) {
         struct llm_token_data *t = &v->tokens[i];
         llm_gguf_arr_get_str(g, ti, i, &s);
-        t->text = p;
+        t->off = (uint32_t)(p - v->arena);
         if (s.len) {
             memcpy(p, s.ptr, s.len);
             t->len = (uint32_t)s.len;
@@ -402,11 +404,11 @@ static int load_tokens(struct llm_vocab *v, const struct llm_gguf *g, char *err,
             t->attr = ty >= 0 && ty < 7 ? map[ty] : LLM_TOKEN_ATTR_UNDEFINED;
         }
         /* insert, a later duplicate text taking the slot (as llama.cpp's map) */
-        uint32_t h = llm_hash_bytes(t->text, t->len, LLM_HASH_SEED) & v->tok_hash_mask;
+        uint32_t h = llm_hash_bytes(llm_tok_text(v, t), t->len, LLM_HASH_SEED) & v->tok_hash_mask;
         for (;;) {
             uint32_t e = v->tok_hash[h];
             if (!e || (v->tokens[e - 1].len == t->len &&
-                       !memcmp(v->tokens[e - 1].text, t->text, t->len))) {
+                       !memcmp(llm_tok_text(v, &v->tokens[e - 1]), llm_tok_text(v, t), t->len))) {
                 v->tok_hash[h] = (uint32_t)i + 1;
                 break;
             }
@@ -423,7 +425,7 @@ static int load_tokens(struct llm_vocab *v, const struct llm_gguf *g, char *err,
             const char *sp = s.len > 1 ? memchr(p + 1, ' ', s.len - 1) : NULL;
             if (sp) {
                 struct llm_merge *m = &v->merges[v->n_merges];
-                m->text = p;
+                m->off = (uint32_t)(p - v->arena);
                 m->len = (uint32_t)s.len;
                 m->split = (uint32_t)(sp - p);
                 uint32_t h = merge_hash(p, m->split, sp + 1, m->len - m->split - 1) &
@@ -434,7 +436,7 @@ static int load_tokens(struct llm_vocab *v, const struct llm_gguf *g, char *err,
                     if (!e)
                         break;
                     const struct llm_merge *o = &v->merges[e - 1];
-                    if (o->len == m->len && o->split == m->split && !memcmp(o->text, p, m->len)) {
+                    if (o->len == m->len && o->split == m->split && !memcmp(llm_merge_text(v, o), p, m->len)) {
                         dup = true; /* the first rank stays */
                         break;
                     }
@@ -560,7 +562,7 @@ int llm_vocab_load(const struct llm_gguf *g, struct llm_vocab **out, char *err, 
     detect(v, &fim_sep, fim_sep_texts);
     /* control tokens named "unused" are unused */
     for (int32_t i = 0; i < n; i++)
-        if ((v->tokens[i].attr & LLM_TOKEN_ATTR_CONTROL) && strstr(v->tokens[i].text, "unused"))
+        if ((v->tokens[i].attr & LLM_TOKEN_ATTR_CONTROL) && strstr(llm_tok_text(v, &v->tokens[i]), "unused"))
             v->tokens[i].attr |= LLM_TOKEN_ATTR_UNUSED;
 
     /* end-of-generation tokens */
@@ -574,14 +576,14 @@ int llm_vocab_load(const struct llm_gguf *g, struct llm_vocab **out, char *err, 
     eog_add(v, fim_rep);
     eog_add(v, fim_sep);
     for (int32_t i = 0; i < n; i++)
-        if (text_in(&v->tokens[i], eog_texts)) {
+        if (text_in(v, &v->tokens[i], eog_texts)) {
             eog_add(v, i);
             v->tokens[i].attr |= LLM_TOKEN_ATTR_CONTROL;
         }
     for (int32_t i = 0; i < n; i++) {
         struct llm_token_data *t = &v->tokens[i];
-        if (text_is(t, "<|channel|>") || text_is(t, "<|message|>") || text_is(t, "<|start|>") ||
-            text_is(t, "<|constrain|>"))
+        if (text_is(v, t, "<|channel|>") || text_is(v, t, "<|message|>") || text_is(v, t, "<|start|>") ||
+            text_is(v, t, "<|constrain|>"))
             t->attr = LLM_TOKEN_ATTR_USER_DEFINED;
     }
     eog_add(v, v->eos);
@@ -669,8 +671,10 @@ void llm_vocab_free(struct llm_vocab *v)
         return;
     if (v->mem)
         munmap(v->mem, v->mem_bytes);
-    free(v->special);
-    free(v->eog);
+    if (!v->from_cache) { /* else they lay in the mapping */
+        free(v->special);
+        free(v->eog);
+    }
     free(v);
 }
 
@@ -708,7 +712,7 @@ const char *llm_token_text(const struct llm_vocab *v, int32_t id, size_t *len)
         return NULL;
     if (len)
         *len = v->tokens[id].len;
-    return v->tokens[id].text;
+    return llm_tok_text(v, &v->tokens[id]);
 }
 
 /* ==== tokenizing: the split around special tokens ==== */
@@ -765,7 +769,7 @@ static bool split_special(const struct llm_vocab *v, const char *text, int32_t i
         size_t off = f.off, len = f.len, from = f.off;
         for (;;) {
             size_t rest = off + len - from;
-            const char *m = rest >= t->len ? memmem(text + from, rest, t->text, t->len) : NULL;
+            const char *m = rest >= t->len ? memmem(text + from, rest, llm_tok_text(v, t), t->len) : NULL;
             if (!m) {
                 if (len > 0 && !frag_push(b, off, len, LLM_TOKEN_NULL))
                     return false;
@@ -857,7 +861,7 @@ int32_t llm_tokenize_ex(const struct llm_vocab *v, const char *text, size_t len,
             bool control = attr & (LLM_TOKEN_ATTR_CONTROL | LLM_TOKEN_ATTR_UNKNOWN);
             if (!parse_special && control)
                 continue;
-            const unsigned char *tt = (const unsigned char *)v->tokens[id].text;
+            const unsigned char *tt = (const unsigned char *)llm_tok_text(v, &v->tokens[id]);
             uint32_t tl = v->tokens[id].len;
             bool maybe = tl <= len - start && (bytes[tt[0] >> 6] >> (tt[0] & 63) & 1);
             for (uint32_t j = 0; maybe && j + 1 < tl; j++) {
@@ -995,11 +999,12 @@ int32_t llm_token_to_piece(const struct llm_vocab *v, int32_t id, char *buf, int
     if (id < 0 || id >= v->n_tokens)
         return 0;
     const struct llm_token_data *t = &v->tokens[id];
+    const char *tt = llm_tok_text(v, t);
     uint32_t attr = t->attr;
     if (!special && (attr & (LLM_TOKEN_ATTR_UNKNOWN | LLM_TOKEN_ATTR_CONTROL)))
         return 0;
     if (attr & (LLM_TOKEN_ATTR_UNKNOWN | LLM_TOKEN_ATTR_CONTROL | LLM_TOKEN_ATTR_USER_DEFINED))
-        return copy_piece(t->text, t->len, buf, size, lstrip);
+        return copy_piece(tt, t->len, buf, size, lstrip);
     if (attr & LLM_TOKEN_ATTR_NORMAL) {
         /* SPM: ▁ -> ' '; BPE: each code point stands for one byte, and one
          * that stands for none becomes "[UNK_BYTE_0x<utf-8 hex>" + the
@@ -1010,7 +1015,7 @@ int32_t llm_token_to_piece(const struct llm_vocab *v, int32_t id, char *buf, int
             need = t->len;
         } else {
             for (size_t i = 0; i < t->len;) {
-                uint32_t cp = llm_utf8_decode(t->text, t->len, &i);
+                uint32_t cp = llm_utf8_decode(tt, t->len, &i);
                 need += llm_cp_to_byte(cp) >= 0 ? 1 : 12 + 8 + t->len + 1;
             }
         }
@@ -1021,14 +1026,14 @@ int32_t llm_token_to_piece(const struct llm_vocab *v, int32_t id, char *buf, int
         size_t k = 0;
         if (v->type == LLM_VOCAB_SPM || v->escape_spaces) {
             for (size_t i = 0; i < t->len;) {
-                if (i + 3 <= t->len && !memcmp(t->text + i, "\xe2\x96\x81", 3))
+                if (i + 3 <= t->len && !memcmp(tt + i, "\xe2\x96\x81", 3))
                     o[k++] = ' ', i += 3;
                 else
-                    o[k++] = t->text[i++];
+                    o[k++] = tt[i++];
             }
         } else {
             for (size_t i = 0; i < t->len;) {
-                uint32_t cp = llm_utf8_decode(t->text, t->len, &i);
+                uint32_t cp = llm_utf8_decode(tt, t->len, &i);
                 int byte = llm_cp_to_byte(cp);
                 if (byte >= 0) {
                     o[k++] = (char)byte;
@@ -1043,7 +1048,7 @@ int32_t llm_token_to_piece(const struct llm_vocab *v, int32_t id, char *buf, int
                     o[k++] = hex[(unsigned char)enc[j] >> 4];
                     o[k++] = hex[(unsigned char)enc[j] & 15];
                 }
-                memcpy(o + k, t->text, t->len);
+                memcpy(o + k, tt, t->len);
                 k += t->len;
                 o[k++] = ']';
             }
@@ -1056,7 +1061,7 @@ int32_t llm_token_to_piece(const struct llm_vocab *v, int32_t id, char *buf, int
     if (attr & LLM_TOKEN_ATTR_BYTE) {
         char c = 0;
         if (t->len >= 5) {
-            int hi = hexval(t->text[3]), lo = hexval(t->text[4]);
+            int hi = hexval(tt[3]), lo = hexval(tt[4]);
             c = (char)((hi < 0 ? 0 : hi) << 4 | (lo < 0 ? 0 : lo));
         }
         return copy_piece(&c, 1, buf, size, lstrip);

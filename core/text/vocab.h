@@ -24,15 +24,18 @@ enum llm_pre {
     LLM_PRE_COUNT
 };
 
+/* Texts are offsets into v->arena, not pointers, so that the tables hold
+ * no address and a cache file of them can be mapped as it is
+ * (vocab-cache.c). */
 struct llm_token_data {
-    const char *text; /* in v->arena, NUL-terminated */
+    uint32_t off; /* text at v->arena + off, NUL-terminated */
     uint32_t len;
     float score;
     uint32_t attr;
 };
 
 struct llm_merge {
-    const char *text; /* "first second", in v->arena */
+    uint32_t off; /* "first second" at v->arena + off */
     uint32_t len, split; /* first = text[0..split), second = text[split+1..len) */
 };
 
@@ -51,6 +54,9 @@ struct llm_vocab {
     uint32_t merge_hash_mask;
     void *mem;            /* the mapping tokens, arena, tok_hash, merges and merge_hash lie in */
     size_t mem_bytes;
+    size_t arena_bytes;   /* the texts' bytes, NULs included */
+    size_t at[6];         /* where tokens, merges, tok_hash, merge_hash, arena and their end lie from the tables' start */
+    bool from_cache;      /* mem is a cache file's mapping (read-only), which holds special and eog too */
 
     int32_t bos, eos, eot, eom, unk, sep, pad, nl;
     bool add_bos, add_eos, add_space_prefix, clean_spaces, ignore_merges;
@@ -62,6 +68,16 @@ struct llm_vocab {
     int32_t *eog;         /* sorted */
     int32_t n_eog;
 };
+
+/* a token's text, a merge's text */
+static inline const char *llm_tok_text(const struct llm_vocab *v, const struct llm_token_data *t)
+{
+    return v->arena + t->off;
+}
+static inline const char *llm_merge_text(const struct llm_vocab *v, const struct llm_merge *m)
+{
+    return v->arena + m->off;
+}
 
 /* FNV-1a over bytes */
 uint32_t llm_hash_bytes(const char *s, size_t n, uint32_t h);
