@@ -51,7 +51,8 @@ expect_err "the disk of '.*' is full: .* evicted to go on"
 # disk fills (MODE noreserve: the reserve removed first; reserve: the store
 # may give it up) and "two" is sent
 chat_full() {
-    rm -f "$T/fifo" "$T/chat.out"
+    rm -f "$T/fifo"
+    : >"$T/chat.out" # there before the chat's own redirection opens it (after the FIFO's)
     mkfifo "$T/fifo"
     frees=
     [ "$2" = reserve ] && frees=KVCHAT_FAULT_FREES=1
