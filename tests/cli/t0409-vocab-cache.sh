@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0408: the vocabulary's cache file ($KVCHAT_HOME/packed/HASH.kvvocab,
+# t0409: the vocabulary's cache file ($KVCHAT_HOME/packed/HASH.kvvocab,
 # core/text/vocab-cache.c). The first `run` builds the vocabulary and writes
 # the file beside the model's .kvpack; later runs map it (the file is not
 # written again) and answer byte for byte as the first, in sessions too; a
