@@ -403,10 +403,12 @@ enum sess_draft {
     SESS_DRAFT_STORE = 1 << 1, /* what followed the same tokens in the block store */
     SESS_DRAFT_ALL = SESS_DRAFT_NGRAM | SESS_DRAFT_STORE,
 };
-/* the default --draft: on, since drafting cannot change an answer (text
- * with nothing to copy decodes one token a pass, as with off; the lead
- * sets it to SESS_DRAFT_OFF if the quiet-machine figures say otherwise) */
-#define SESS_DRAFT_DEFAULT SESS_DRAFT_ALL
+/* the default --draft: off. The issue asks for on "when it measures no
+ * slower", and on a quiet Zen 3-class machine (docs/speculative.md) it
+ * does not yet: a pass over 2 rows costs 2.15 decode steps, so n-gram
+ * drafting on trained text predicts 0.91x and text with nothing to copy
+ * measured 0.965x; only a question asked again gains (2.55x) */
+#define SESS_DRAFT_DEFAULT SESS_DRAFT_OFF
 /* the most tokens drafted per pass by default, and at most */
 #define SESS_DRAFT_MAX_DEFAULT 8
 #define SESS_DRAFT_MAX_LIMIT (LLM_CTX_MAX_OUTPUTS - 1)
