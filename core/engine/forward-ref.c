@@ -2,8 +2,9 @@
  * forward-ref.c - the reference forward pass: the transformer of every
  * architecture the engine runs (llama, qwen2, qwen3, gemma2, gemma3, phi3,
  * qwen35, qwen3moe, qwen35moe, gpt-oss, gemma4; gemma4's also tested
- * against llama.cpp and the float64 pass), one token at a time on one thread, written to be read beside
- * llama2.c's forward(): one short comment per step, shapes in comments.
+ * against llama.cpp and the float64 pass), one token at a time on one
+ * thread, written to be read beside llama2.c's forward(): one short
+ * comment per step, shapes in comments.
  *
  * It is the engine's math without the engine's scheduling. engine.c cuts
  * the same steps into phases of work units for the pool and batches tokens;
