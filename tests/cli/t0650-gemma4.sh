@@ -98,5 +98,5 @@ done
 run "$KVCHAT" models info "$d/gemma4-moe-Q8_0.gguf"
 expect_rc 0
 expect_out 'experts:        16 a layer on 6 of 6 layers, 4 used a token'
-expect_out 'sliding window: 16 positions on 5 of 6 layers$'
+expect_out 'sliding window: 16 positions on 5 of 6 layers (rope freq base 10000 there)$'
 finish
