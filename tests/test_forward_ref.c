@@ -114,18 +114,15 @@ static void make_prompt(int32_t *ids, int64_t n, int64_t n_vocab)
     }
 }
 
-/* the engine's logits after ids[0..n), on 2 threads in passes of 16 tokens */
-static float *engine_logits_ctx(struct llm_model *m, const int32_t *ids, int64_t n, uint32_t kv_type, int64_t n_ctx)
+/* the engine's logits after ids[0..n) with context params p */
+static float *engine_logits_p(struct llm_model *m, const int32_t *ids, int64_t n, struct llm_ctx_params p)
 {
-    struct llm_ctx_params p = llm_ctx_default_params();
-    p.n_ctx = n_ctx;
-    p.n_batch = 16;
-    p.n_threads = 2;
-    p.kv_type = kv_type;
     struct llm_ctx *c;
     char err[256];
-    assert_int_equal(llm_ctx_init(m, p, &c, err, sizeof err), 0);
-    assert_int_equal(llm_ctx_decode(c, ids, n), LLM_OK);
+    if (llm_ctx_init(m, p, &c, err, sizeof err))
+        fail_msg("%s", err);
+    if (llm_ctx_decode(c, ids, n) != LLM_OK)
+        fail_msg("%s", llm_ctx_errmsg(c));
     int64_t nv = llm_model_n_vocab(m);
     float *out = malloc((size_t)nv * sizeof(float));
     assert_non_null(out);
@@ -134,9 +131,15 @@ static float *engine_logits_ctx(struct llm_model *m, const int32_t *ids, int64_t
     return out;
 }
 
+/* the engine's logits after ids[0..n), on 2 threads in passes of 16 tokens */
 static float *engine_logits(struct llm_model *m, const int32_t *ids, int64_t n, uint32_t kv_type)
 {
-    return engine_logits_ctx(m, ids, n, kv_type, N_CTX);
+    struct llm_ctx_params p = llm_ctx_default_params();
+    p.n_ctx = N_CTX;
+    p.n_batch = 16;
+    p.n_threads = 2;
+    p.kv_type = kv_type;
+    return engine_logits_p(m, ids, n, p);
 }
 
 /* the number of logits of a and b that are not the same bytes (the first's index in *first) */
@@ -280,18 +283,7 @@ static float *engine_logits_g4(struct llm_model *m, const int32_t *ids, int64_t 
     p.n_ctx = 512;
     p.n_batch = way == 0 ? 16 : way == 1 ? 512 : 1;
     p.n_threads = way == 1 ? 1 : 2;
-    struct llm_ctx *c;
-    char err[256];
-    if (llm_ctx_init(m, p, &c, err, sizeof err))
-        fail_msg("%s", err);
-    if (llm_ctx_decode(c, ids, n) != LLM_OK)
-        fail_msg("%s", llm_ctx_errmsg(c));
-    int64_t nv = llm_model_n_vocab(m);
-    float *out = malloc((size_t)nv * sizeof(float));
-    assert_non_null(out);
-    memcpy(out, llm_ctx_logits(c), (size_t)nv * sizeof(float));
-    llm_ctx_free(c);
-    return out;
+    return engine_logits_p(m, ids, n, p);
 }
 
 static void test_gemma4(void **state)

@@ -1,7 +1,7 @@
 /*
  * engine.c - the transformer forward pass (llama, qwen2, qwen3, gemma2,
- * gemma3, phi3, qwen35, qwen3moe), the KV cache and the context that owns
- * them.
+ * gemma3, phi3, qwen35, qwen3moe, qwen35moe, gpt-oss, gemma4), the KV
+ * cache and the context that owns them.
  *
  * One forward pass for any number of tokens: decoding a token is a prefill
  * of one. Every step a token's K, V rows or logits depend on computes each
@@ -59,10 +59,26 @@
  * the dense FFN's products on ffn_*_shexp into ctx.sh, and PH_SHEXP_ADD
  * (docs/moe.md: out = moe + sigmoid(gate . xn) * shared).
  *
- * The cache of layer l holds K (then, separately, V) as
- * [n_head_kv][n_ctx][head_dim] elements of the cache type, so the rows of
- * one head are contiguous for attention and for export. It is only written
- * at positions n_past.. of tokens whose ids were checked first.
+ * gemma4 (issue 24) sizes each layer by itself: head_dim, n_head_kv,
+ * q_dim, kv_dim, rope_dim and n_ff are the layer's (the model's are their
+ * maxima, which size the pass's rows), and the local layers have a RoPE
+ * variant of their own (dimensions, base, no rope_freqs). Its last
+ * shared_kv_layers layers compute q only and attend to an earlier layer's
+ * cache (kv_index); only layers that own KV have a cache. Its steps
+ * between the products are phases for any number of tokens (a token alone
+ * does not take the after_one shortcut): the per-layer inputs before layer
+ * 0 (PH_G4_EMBD, PH_G4_PL, PH_G4_PL_POST), the 26B-A4B's experts after
+ * the dense FFN (PH_G4_MOE_IN: their inputs and the dense output normed
+ * apart; moe.c's phases; PH_G4_MOE_ADD: the sum), and each layer's
+ * per-layer input block (PH_G4_PLG_IN .. PH_G4_PLP); the layer's output
+ * scale is applied where the next layer takes its residual.
+ *
+ * The cache of KV layer kl holds K (then, separately, V) as
+ * [n_head_kv][n_ctx][head_dim] elements of the cache type (its owner
+ * layer's sizes), so the rows of one head are contiguous for attention and
+ * for export. It is only written at positions n_past.. of tokens whose ids
+ * were checked first. The export layout (and the block files) cut the
+ * layers into runs of model.h's kv_unit elements a position (kv_run).
  */
 #include "core/engine/attn.h"
 #include "core/engine/deltanet.h"
@@ -607,15 +623,21 @@ static void describe_qkv(const struct pass *ps, const struct llm_layer *L, struc
     d->ldo = ps->c->m->qkv_width;
 }
 
+/* a product of one weight W into rows of out (ldo floats apart) */
+static void describe_one(struct mmd *d, const struct llm_weight *W, float *out, int64_t ldo)
+{
+    d->nw = 1;
+    d->w[0] = W;
+    d->out = out;
+    d->ldo = ldo;
+}
+
 /* xb = wo att */
 static void describe_wo(const struct pass *ps, const struct llm_layer *L, struct mmd *d)
 {
-    d->nw = 1;
-    d->w[0] = &L->wo;
+    describe_one(d, &L->wo, ps->c->xb, ps->c->m->n_embd);
     d->xf = ps->c->att;
     d->xf_stride = (size_t)ps->c->att_width * sizeof(float);
-    d->out = ps->c->xb;
-    d->ldo = ps->c->m->n_embd;
 }
 
 /* h = act(w_gate xn) * (w_up xn) */
@@ -632,21 +654,15 @@ static void describe_glu(const struct pass *ps, const struct llm_layer *L, struc
 /* xb = w_down h (the shared expert's: into sh) */
 static void describe_down(const struct pass *ps, const struct llm_layer *L, struct mmd *d)
 {
-    d->nw = 1;
-    d->w[0] = &L->w_down;
+    describe_one(d, &L->w_down, L->shexp_gate ? ps->c->sh : ps->c->xb, ps->c->m->n_embd);
     d->xf = ps->c->h;
     d->xf_stride = (size_t)ps->c->m->n_ff * sizeof(float);
-    d->out = L->shexp_gate ? ps->c->sh : ps->c->xb;
-    d->ldo = ps->c->m->n_embd;
 }
 
 /* the router's logits = w_router xn (gemma4: w_router xr) */
 static void describe_router(const struct pass *ps, const struct llm_layer *L, struct mmd *d)
 {
-    d->nw = 1;
-    d->w[0] = &L->w_router;
-    d->out = llm_moe_logits(ps->c->moe);
-    d->ldo = ps->c->m->n_expert;
+    describe_one(d, &L->w_router, llm_moe_logits(ps->c->moe), ps->c->m->n_expert);
     if (ps->c->xr) {
         d->xf = ps->c->xr;
         d->xq = ps->c->act_r;
@@ -657,32 +673,23 @@ static void describe_router(const struct pass *ps, const struct llm_layer *L, st
 static void describe_pl(const struct pass *ps, const struct llm_layer *L, struct mmd *d)
 {
     const struct llm_model *m = ps->c->m;
-    d->nw = 1;
-    d->w[0] = &m->pl_model_proj;
+    describe_one(d, &m->pl_model_proj, ps->c->pl, m->n_layer * m->n_pl);
     d->xf = ps->c->x;
-    d->out = ps->c->pl;
-    d->ldo = m->n_layer * m->n_pl;
 }
 
 /* gemma4: pg = inp_gate x */
 static void describe_plg(const struct pass *ps, const struct llm_layer *L, struct mmd *d)
 {
-    d->nw = 1;
-    d->w[0] = &L->w_pl_gate;
+    describe_one(d, &L->w_pl_gate, ps->c->pg, ps->c->m->n_pl);
     d->xf = ps->c->x;
-    d->out = ps->c->pg;
-    d->ldo = ps->c->m->n_pl;
 }
 
 /* gemma4: xb = proj pg */
 static void describe_plp(const struct pass *ps, const struct llm_layer *L, struct mmd *d)
 {
-    d->nw = 1;
-    d->w[0] = &L->w_pl_proj;
+    describe_one(d, &L->w_pl_proj, ps->c->xb, ps->c->m->n_embd);
     d->xf = ps->c->pg;
     d->xf_stride = (size_t)ps->c->m->n_pl * sizeof(float);
-    d->out = ps->c->xb;
-    d->ldo = ps->c->m->n_embd;
 }
 
 /* logits = output xn, the rows of the last n_out tokens (gemma2: capped) */
@@ -690,12 +697,9 @@ static void describe_logits(const struct pass *ps, const struct llm_layer *L, st
 {
     const struct llm_ctx *c = ps->c;
     const struct llm_model *m = c->m;
-    d->nw = 1;
-    d->w[0] = &m->output;
+    describe_one(d, &m->output, c->logits, m->n_vocab);
     d->xf = c->xn + (ps->T - ps->n_out) * m->n_embd;
     d->xq = c->act + (size_t)(ps->T - ps->n_out) * c->act_stride;
-    d->out = c->logits;
-    d->ldo = m->n_vocab;
     d->softcap = m->final_softcap;
     d->T = ps->n_out;
 }
@@ -1419,6 +1423,21 @@ static void moe_down_one(struct pass *ps, int p)
 
 /* ---- gemma4's per-token phases (one token a unit, as the others) ---- */
 
+/* the commit of a per-token phase: each token's n floats at the start of
+ * its scratch into its row of dst (n apart), and where i16 is set their
+ * I16 form (act_off bytes into the scratch) into its row of act */
+static void commit_rows(const struct llm_ctx *c, int64_t u0, int64_t u1, const void *scratch, float *dst, int64_t n,
+                        bool i16, size_t act_off)
+{
+    size_t per = tok_scratch(c);
+    const uint8_t *s = scratch;
+    for (int64_t u = u0; u < u1; u++, s += per) {
+        memcpy(dst + u * n, s, (size_t)n * sizeof(float));
+        if (i16)
+            memcpy(c->act + (size_t)u * c->act_stride, s + act_off, llm_act_bytes(LLM_ACT_I16, n));
+    }
+}
+
 /* PH_G4_EMBD: each token's embedding into x, quantized for per_layer_model_proj */
 static void g4_embd_compute(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, void *scratch)
 {
@@ -1435,15 +1454,9 @@ static void g4_embd_compute(const struct pass *ps, const struct phase *ph, int64
 
 static void g4_embd_commit(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, const void *scratch)
 {
-    struct llm_ctx *c = ps->c;
+    const struct llm_ctx *c = ps->c;
     int64_t E = c->m->n_embd;
-    size_t per = tok_scratch(c);
-    const uint8_t *s = scratch;
-    for (int64_t u = u0; u < u1; u++, s += per) {
-        memcpy(c->x + u * E, s, (size_t)E * sizeof(float));
-        if (wants_i16(c, c->m->n_layer, M_PL))
-            memcpy(c->act + (size_t)u * c->act_stride, s + E * sizeof(float), llm_act_bytes(LLM_ACT_I16, E));
-    }
+    commit_rows(c, u0, u1, scratch, c->x, E, wants_i16(c, c->m->n_layer, M_PL), (size_t)E * sizeof(float));
 }
 
 /* PH_G4_PL_POST: token t's per-layer inputs from its row of pl (the
@@ -1478,12 +1491,7 @@ static void g4_pl_post_compute(const struct pass *ps, const struct phase *ph, in
 static void g4_pl_post_commit(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1,
                               const void *scratch)
 {
-    struct llm_ctx *c = ps->c;
-    int64_t n = c->m->n_layer * c->m->n_pl;
-    size_t per = tok_scratch(c);
-    const uint8_t *s = scratch;
-    for (int64_t u = u0; u < u1; u++, s += per)
-        memcpy(c->pl + u * n, s, (size_t)n * sizeof(float));
+    commit_rows(ps->c, u0, u1, scratch, ps->c->pl, ps->c->m->n_layer * ps->c->m->n_pl, false, 0);
 }
 
 /* PH_G4_MOE_IN: each token's inputs of the experts beside the dense FFN:
@@ -1573,15 +1581,9 @@ static void g4_plg_in_compute(const struct pass *ps, const struct phase *ph, int
 static void g4_plg_in_commit(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1,
                              const void *scratch)
 {
-    struct llm_ctx *c = ps->c;
+    const struct llm_ctx *c = ps->c;
     int64_t E = c->m->n_embd;
-    size_t per = tok_scratch(c);
-    const uint8_t *s = scratch;
-    for (int64_t u = u0; u < u1; u++, s += per) {
-        memcpy(c->x + u * E, s, (size_t)E * sizeof(float));
-        if (wants_i16(c, ph->layer, IN_PL_GATE))
-            memcpy(c->act + (size_t)u * c->act_stride, s + 2 * E * sizeof(float), llm_act_bytes(LLM_ACT_I16, E));
-    }
+    commit_rows(c, u0, u1, scratch, c->x, E, wants_i16(c, ph->layer, IN_PL_GATE), 2 * (size_t)E * sizeof(float));
 }
 
 /* PH_G4_PLG_POST: each token's pg = gelu(pg) times the layer's per-layer
@@ -1607,15 +1609,9 @@ static void g4_plg_post_compute(const struct pass *ps, const struct phase *ph, i
 static void g4_plg_post_commit(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1,
                                const void *scratch)
 {
-    struct llm_ctx *c = ps->c;
+    const struct llm_ctx *c = ps->c;
     int64_t P = c->m->n_pl;
-    size_t per = tok_scratch(c);
-    const uint8_t *s = scratch;
-    for (int64_t u = u0; u < u1; u++, s += per) {
-        memcpy(c->pg + u * P, s, (size_t)P * sizeof(float));
-        if (wants_i16(c, ph->layer, IN_PL_PROJ))
-            memcpy(c->act + (size_t)u * c->act_stride, s + P * sizeof(float), llm_act_bytes(LLM_ACT_I16, P));
-    }
+    commit_rows(c, u0, u1, scratch, c->pg, P, wants_i16(c, ph->layer, IN_PL_PROJ), (size_t)P * sizeof(float));
 }
 
 /* ---- the table ---- */

@@ -25,11 +25,7 @@
 . "$TOP/tests/cli/logits-lib.sh"
 d=$TOP/tests/data/gemma4
 
-others=generic
-if grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo && grep -qw avx512dq /proc/cpuinfo &&
-    grep -qw avx512_vnni /proc/cpuinfo; then
-    others="avx2 generic"
-fi
+others=$(other_kernels)
 
 for name in gemma4 gemma4-moe; do
     golden_f32 $name "$d"
