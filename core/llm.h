@@ -537,9 +537,9 @@ struct llm_model_params {
      * architecture that is bound before its forward pass exists (refused
      * at open otherwise); such a model takes no context (default false) */
     bool bind_only;
-    /* for tests: also open gemma4, which only the reference pass
-     * (llm_forward_ref) computes yet, its weights prepared as for running;
-     * such a model takes no context (default false) */
+    /* for tests: also open an architecture that only the reference pass
+     * (llm_forward_ref) computes (none today: gemma4 was one), its weights
+     * prepared as for running; such a model takes no context (default false) */
     bool ref_only;
     /* where packed weights are cached between runs (see llm_model_open);
      * NULL (the default): packed in memory at every open */
@@ -549,8 +549,7 @@ struct llm_model_params llm_model_default_params(void);
 
 /*
  * Open a GGUF model (architectures llama, qwen2, qwen3, gemma2, gemma3,
- * phi3, qwen35, qwen3moe, qwen35moe; gemma4 is bound but not yet computable,
- * and refused unless params.bind_only) and bind its tensors where they
+ * phi3, qwen35, qwen3moe, qwen35moe, gpt-oss, gemma4) and bind its tensors where they
  * lie in the mapping; nothing is copied or dequantized.
  * A missing or mis-shaped tensor, or one of a type without kernels, is
  * refused with a message naming it. On success *out is a handle the caller
@@ -579,7 +578,9 @@ const struct llm_model_meta *llm_model_get_meta(const struct llm_model *m);
 const struct llm_gguf *llm_model_gguf(const struct llm_model *m);
 int64_t llm_model_n_vocab(const struct llm_model *m);
 int64_t llm_model_n_layer(const struct llm_model *m);
-/* elements of one token's K (and of its V) row summed over the KV heads */
+/* elements of one token's K (and of its V) row in one run of the KV export
+ * layout: summed over the KV heads of a layer, or (gemma4, whose global and
+ * local layers differ) a common part of every layer's (llm_model_n_layer_kv) */
 int64_t llm_model_n_embd_kv(const struct llm_model *m);
 /* What the binding made of the architecture (for `kvchat models info`):
  * filled from a model opened with tensors bound (not vocab_only). */
@@ -743,9 +744,10 @@ int64_t llm_ctx_kv_export(const struct llm_ctx *c, int64_t a, int64_t b, void *b
  * exported by a context of the same model and kv type; n_past becomes b;
  * the logits are invalid after (decode the next token to get them) */
 int llm_ctx_kv_import(struct llm_ctx *c, int64_t a, int64_t b, const void *buf, size_t size);
-/* Where positions [a, b) of layer l's K (kv = 0) or V (kv = 1) rows live in
- * the cache, for reading them straight from a file: *n_chunks chunks (one per
- * KV head) of *chunk_bytes bytes, chunk g at *base + g * *stride; together
+/* Where positions [a, b) of run l's K (kv = 0) or V (kv = 1) rows live in
+ * the cache (a run: llm_model_n_layer_kv), for reading them straight from a
+ * file: *n_chunks chunks (one per KV head, or one part of a head's rows) of
+ * *chunk_bytes bytes, chunk g at *base + g * *stride; together
  * they are, in order, what llm_ctx_kv_export writes for that layer and kv.
  * Borrowed until the next call. After filling every layer's chunks, call
  * llm_ctx_kv_commit(c, b). LLM_ERR for a bad range (a > n_past, b > n_ctx). */
@@ -778,8 +780,11 @@ int llm_forward_ref(const struct llm_model *m, struct llm_ctx_params params, con
  * key index i: the delta rule's S[i][j] of value head h). They are the
  * same bits on every path that reached the position. */
 
-/* attention layers that keep K/V rows (n_layer for attention-only models); the KV
- * export layout, llm_ctx_kv_size and llm_ctx_kv_rows cover these layers only, in order */
+/* runs of the KV export layout: the attention layers that keep K/V rows (n_layer for
+ * attention-only models; gemma4's layers that share another's KV keep none), in order;
+ * llm_ctx_kv_size and llm_ctx_kv_rows cover these only. Where the layers' widths
+ * differ (gemma4) a layer is cut into runs of llm_model_n_embd_kv elements a position:
+ * K then V of run 0 is the first bytes of the layer's K then V, and so on */
 int64_t llm_model_n_layer_kv(const struct llm_model *m);
 /* bytes of the recurrent state of every recurrent layer (conv windows, delta-rule
  * matrices, ...) after one position; 0 for attention-only models */

@@ -9,7 +9,8 @@
  * (Gated DeltaNet and gated attention, two layer patterns), qwen3moe
  * (experts, with separate and merged gate/up tensors), gpt-oss (sinks,
  * alternate windows, YaRN, biased attention and experts, the clamped
- * SwiGLU; and llama.cpp's MXFP4_MOE file of it), and a llama
+ * SwiGLU; and llama.cpp's MXFP4_MOE file of it), gemma4 (below, on its
+ * committed files and prompts of 8 and 300 ids), and a llama
  * whose 300 logits and 96 FFN rows leave partial row groups and panels
  * (under ASan it finds the overrun fixed in 9c599f5) - models made by
  * tests/mkmodel in F32, F16, BF16 and Q8_0, and the files llama.cpp
@@ -113,6 +114,23 @@ static void make_prompt(int32_t *ids, int64_t n, int64_t n_vocab)
     }
 }
 
+/* the engine's logits after ids[0..n) with context params p */
+static float *engine_logits_p(struct llm_model *m, const int32_t *ids, int64_t n, struct llm_ctx_params p)
+{
+    struct llm_ctx *c;
+    char err[256];
+    if (llm_ctx_init(m, p, &c, err, sizeof err))
+        fail_msg("%s", err);
+    if (llm_ctx_decode(c, ids, n) != LLM_OK)
+        fail_msg("%s", llm_ctx_errmsg(c));
+    int64_t nv = llm_model_n_vocab(m);
+    float *out = malloc((size_t)nv * sizeof(float));
+    assert_non_null(out);
+    memcpy(out, llm_ctx_logits(c), (size_t)nv * sizeof(float));
+    llm_ctx_free(c);
+    return out;
+}
+
 /* the engine's logits after ids[0..n), on 2 threads in passes of 16 tokens */
 static float *engine_logits(struct llm_model *m, const int32_t *ids, int64_t n, uint32_t kv_type)
 {
@@ -121,16 +139,20 @@ static float *engine_logits(struct llm_model *m, const int32_t *ids, int64_t n, 
     p.n_batch = 16;
     p.n_threads = 2;
     p.kv_type = kv_type;
-    struct llm_ctx *c;
-    char err[256];
-    assert_int_equal(llm_ctx_init(m, p, &c, err, sizeof err), 0);
-    assert_int_equal(llm_ctx_decode(c, ids, n), LLM_OK);
-    int64_t nv = llm_model_n_vocab(m);
-    float *out = malloc((size_t)nv * sizeof(float));
-    assert_non_null(out);
-    memcpy(out, llm_ctx_logits(c), (size_t)nv * sizeof(float));
-    llm_ctx_free(c);
-    return out;
+    return engine_logits_p(m, ids, n, p);
+}
+
+/* the number of logits of a and b that are not the same bytes (the first's index in *first) */
+static int64_t n_differ(const float *a, const float *b, int64_t n, int64_t *first)
+{
+    int64_t diff = 0;
+    *first = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof(float))) {
+            diff++;
+            *first = *first < 0 ? i : *first;
+        }
+    return diff;
 }
 
 /* the reference pass's logits and the engine's are the same bytes */
@@ -150,12 +172,7 @@ static void check_same(const char *what, struct llm_model *m, int64_t n, uint32_
         print_error("%s: %s\n", what, err);
         fail();
     }
-    int64_t diff = 0, first = -1;
-    for (int64_t i = 0; i < nv; i++)
-        if (memcmp(&got[i], &want[i], sizeof(float))) {
-            diff++;
-            first = first < 0 ? i : first;
-        }
+    int64_t first, diff = n_differ(got, want, nv, &first);
     if (diff) {
         print_error("%s, %" PRId64 " tokens, kv %s: %" PRId64 " of %" PRId64 " logits differ (first: %" PRId64
                     " ref %.9g engine %.9g)\n",
@@ -218,8 +235,12 @@ static void test_refusals(void **state)
 }
 
 /* ==== gemma4: the reference pass against llama.cpp and the float64 pass ====
- * The engine does not run gemma4 yet, so its reference pass is checked on
- * its own, on tests/data/gemma4 (tests/data/regen-gemma4.sh): the last
+ * and the engine against the reference, bit for bit (f16 KV cache, passes
+ * of 16 tokens on 2 threads, and one pass of all the ids), on
+ * tests/data/gemma4 (tests/data/regen-gemma4.sh): the E2B-like model
+ * (per-layer head sizes and RoPE, shared KV, V = K, per-layer inputs,
+ * double-wide FFN) and the 26B-A4B-like one (experts beside the dense FFN,
+ * per-layer KV heads). For the reference's distance from exact math: the last
  * position's logits after 8 ids (and 300 in F32; the reference's
  * quantized products are slow), f16 KV cache, against the float64 pass's
  * (K and V rounded to f16 as the cache does): F32 within 1e-4 of the range,
@@ -254,6 +275,17 @@ static double rel_dist(const float *a, const float *b, int64_t n)
     return d / (double)(hi - lo);
 }
 
+/* the engine's logits on gemma4's prompts: n_ctx 512, in passes of 16
+ * tokens on 2 threads (way 0), one pass on 1 (way 1), or token by token (way 2) */
+static float *engine_logits_g4(struct llm_model *m, const int32_t *ids, int64_t n, int way)
+{
+    struct llm_ctx_params p = llm_ctx_default_params();
+    p.n_ctx = 512;
+    p.n_batch = way == 0 ? 16 : way == 1 ? 512 : 1;
+    p.n_threads = way == 1 ? 1 : 2;
+    return engine_logits_p(m, ids, n, p);
+}
+
 static void test_gemma4(void **state)
 {
     (void)state;
@@ -276,13 +308,9 @@ static void test_gemma4(void **state)
             } else {
                 snprintf(path, sizeof path, "%s/%s-%s.gguf", d, names[ni], types[ti]);
             }
-            struct llm_model_params mp = llm_model_default_params();
-            mp.ref_only = true;
-            struct llm_model *m;
-            if (llm_model_open(path, mp, &m, err, sizeof err))
-                fail_msg("%s: %s", path, err);
+            struct llm_model *m = open_model(path);
             int64_t nv = llm_model_n_vocab(m);
-            for (int pi = 0; pi < (ti == 0 ? 2 : 1); pi++) {
+            for (int pi = 0; pi < (ti < 2 ? 2 : 1); pi++) {
                 int n = pi ? 300 : 8;
                 int32_t ids[300];
                 snprintf(path, sizeof path, "%s/prompt%d.txt", d, n);
@@ -300,6 +328,18 @@ static void test_gemma4(void **state)
                 float *exact = read_f32(path, nv);
                 snprintf(path, sizeof path, "%s/%s-%s-p%d.logits", d, names[ni], types[ti], n);
                 float *ll = read_f32(path, nv);
+                /* the engine gives the reference's bytes, in passes of 16 tokens,
+                 * in one, and token by token */
+                for (int way = 0; way < 3; way++) {
+                    static const char *const ways[] = {"passes of 16", "one pass", "token by token"};
+                    float *eng = engine_logits_g4(m, ids, n, way);
+                    int64_t first, diff = n_differ(eng, got, nv, &first);
+                    if (diff)
+                        fail_msg("%s %s p%d (%s): the engine's logits differ from the reference's in %" PRId64
+                                 " places (first %" PRId64 ": %.9g, reference %.9g)", names[ni], types[ti], n,
+                                 ways[way], diff, first, eng[first], got[first]);
+                    free(eng);
+                }
                 double ours = rel_dist(got, exact, nv), theirs = rel_dist(ll, exact, nv);
                 fprintf(stderr, "%s %s p%d: reference %.3g, llama.cpp %.3g of the range from the float64 pass\n",
                         names[ni], types[ti], n, ours, theirs);

@@ -403,6 +403,10 @@ static void test_think_split(void **state)
          "c <|en and <|channel|>fin", "ab"},
         {"<|channel|>final<|message|>Just the answer.", "Just the answer.", ""},
         {"<|channel|>analysis<|message|>cut off", "", "cut off"},
+        /* Gemma 4's thought channel */
+        {"<|channel>thought\nThe user greets. <|end|> </think> stay.<channel|>Hi there!", "Hi there!",
+         "\nThe user greets. <|end|> </think> stay."},
+        {"<|channel>thou and <channel|> are text", "<|channel>thou and <channel|> are text", ""},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         size_t len = strlen(cases[c].in);

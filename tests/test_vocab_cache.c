@@ -170,7 +170,8 @@ static void vocab_file(const char *name, char *path, size_t size)
 
 /* built, written, mapped: the same vocabulary, for each kind the cache
  * must carry (SPM with byte tokens, BPE with merges, phi-3's rstrip
- * special tokens, pre-tokenizers that keep or clean spaces) */
+ * special tokens, pre-tokenizers that keep or clean spaces, gemma-4's
+ * spaces as U+2581: lost by version 1 of the file) */
 static void test_same(void **state)
 {
     const char *name = *state;
@@ -410,7 +411,7 @@ static int teardown(void **state)
 
 int main(void)
 {
-    static const char *const names[] = {"llama-spm", "qwen2", "phi-3", "llama-bpe", "command-r", "falcon"};
+    static const char *const names[] = {"llama-spm", "qwen2", "phi-3", "llama-bpe", "command-r", "falcon", "gemma-4"};
     struct CMUnitTest tests[sizeof names / sizeof names[0] + 2];
     size_t n = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)

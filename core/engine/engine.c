@@ -1,7 +1,7 @@
 /*
  * engine.c - the transformer forward pass (llama, qwen2, qwen3, gemma2,
- * gemma3, phi3, qwen35, qwen3moe), the KV cache and the context that owns
- * them.
+ * gemma3, phi3, qwen35, qwen3moe, qwen35moe, gpt-oss, gemma4), the KV
+ * cache and the context that owns them.
  *
  * One forward pass for any number of tokens: decoding a token is a prefill
  * of one. Every step a token's K, V rows or logits depend on computes each
@@ -59,10 +59,26 @@
  * the dense FFN's products on ffn_*_shexp into ctx.sh, and PH_SHEXP_ADD
  * (docs/moe.md: out = moe + sigmoid(gate . xn) * shared).
  *
- * The cache of layer l holds K (then, separately, V) as
- * [n_head_kv][n_ctx][head_dim] elements of the cache type, so the rows of
- * one head are contiguous for attention and for export. It is only written
- * at positions n_past.. of tokens whose ids were checked first.
+ * gemma4 (issue 24) sizes each layer by itself: head_dim, n_head_kv,
+ * q_dim, kv_dim, rope_dim and n_ff are the layer's (the model's are their
+ * maxima, which size the pass's rows), and the local layers have a RoPE
+ * variant of their own (dimensions, base, no rope_freqs). Its last
+ * shared_kv_layers layers compute q only and attend to an earlier layer's
+ * cache (kv_index); only layers that own KV have a cache. Its steps
+ * between the products are phases for any number of tokens (a token alone
+ * does not take the after_one shortcut): the per-layer inputs before layer
+ * 0 (PH_G4_EMBD, PH_G4_PL, PH_G4_PL_POST), the 26B-A4B's experts after
+ * the dense FFN (PH_G4_MOE_IN: their inputs and the dense output normed
+ * apart; moe.c's phases; PH_G4_MOE_ADD: the sum), and each layer's
+ * per-layer input block (PH_G4_PLG_IN .. PH_G4_PLP); the layer's output
+ * scale is applied where the next layer takes its residual.
+ *
+ * The cache of KV layer kl holds K (then, separately, V) as
+ * [n_head_kv][n_ctx][head_dim] elements of the cache type (its owner
+ * layer's sizes), so the rows of one head are contiguous for attention and
+ * for export. It is only written at positions n_past.. of tokens whose ids
+ * were checked first. The export layout (and the block files) cut the
+ * layers into runs of model.h's kv_unit elements a position (kv_run).
  */
 #include "core/engine/attn.h"
 #include "core/engine/deltanet.h"
@@ -120,6 +136,22 @@ enum phase_kind_id {
     /* qwen35moe's shared expert after the experts: PH_GLU..PH_DOWN into
      * ctx.sh, then per token xb = moe + sigmoid(shexp_gate . xn) * sh */
     PH_SHEXP_ADD,
+    /* gemma4 (issue 24): the per-layer inputs before layer 0 (the embedding
+     * quantized, its product by per_layer_model_proj, then per token the
+     * norm and the token's rows); the experts beside the dense FFN (per
+     * token their inputs, then the router and moe.c's phases, then per
+     * token the two branches' sum); after the FFN, the per-layer input's
+     * block (x += the FFN's, quantized; the gate product; per token
+     * gelu(gate) times the layer's input; the projection) */
+    PH_G4_EMBD,
+    PH_G4_PL,
+    PH_G4_PL_POST,
+    PH_G4_MOE_IN,
+    PH_G4_MOE_ADD,
+    PH_G4_PLG_IN,
+    PH_G4_PLG,
+    PH_G4_PLG_POST,
+    PH_G4_PLP,
     PH_COUNT
 };
 
@@ -133,6 +165,8 @@ struct pass {
     struct llm_ctx *c;
     int64_t T, n_past;
     int64_t n_out;             /* rows of logits: those of the last n_out tokens (0: none) */
+    bool one;                  /* one token, its per-token steps the phases' after_one steps (a
+                                  gemma4 token goes through the per-token phases instead) */
     int32_t *tok;              /* (n_batch) the ids */
     int64_t cap_t;             /* 0 < cap_t < T: the recurrent state after the pass's first cap_t
                                   tokens goes to c->cap_buf (llm_ctx_decode_capture); else 0 */
@@ -208,15 +242,24 @@ struct llm_ctx {
     int64_t cap_pos;         /* llm_ctx_decode_capture: the position whose state is wanted (0: none) */
     float *cap_buf;          /* (rstate_floats) where it goes */
     float *h;                /* (n_batch, n_ff) SwiGLU's output */
-    float *sh;               /* (n_batch, n_embd) qwen35moe: the shared expert's output; else NULL */
-    float *rope_cs;          /* (n_batch, n_rope * rope_dim) cos, sin pairs */
+    float *sh;               /* (n_batch, n_embd) qwen35moe: the shared expert's output; gemma4:
+                              * the dense FFN's output normed, beside the experts; else NULL */
+    float *rope_cs;          /* (n_batch, n_rope * rope_stride) cos, sin pairs */
     int n_rope;              /* RoPE variants: 1, or 2 when the sliding-window layers have their own */
     float rope_base[2], rope_scale[2];
+    int64_t rope_dims[2];    /* each variant's rotated dimensions (gemma4's differ) */
+    const float *rope_ff[2]; /* and frequency factors, or NULL */
+    int64_t rope_stride;     /* floats of a variant in rope_cs: the larger rope_dims */
     const float *rope_factors; /* rope_freqs, phi3's factors for n_ctx, or NULL */
-    bool *i16_in;            /* (n_layer * 4 + 1) product inputs wanted as I16: per layer q/k/v,
-                              * wo, gate/up, down, then the output */
-    int64_t att_split, att_per; /* attention units: each KV head's query heads in att_split
-                                 * parts of at most att_per heads */
+    bool *i16_in;            /* (n_layer * IN_COUNT + 2) product inputs wanted as I16: per layer
+                              * IN_*, then the output and gemma4's per_layer_model_proj */
+    int64_t att_per;         /* attention units: the most query heads of one (att_split) */
+    size_t *kv_off;          /* (n_layer_kv) where each layer's K (then V) starts in the mapping */
+    /* gemma4 (else NULL) */
+    float *pl;               /* (n_batch, n_layer n_pl) the per-layer inputs */
+    float *pg;               /* (n_batch, n_pl) a layer's gated per-layer input */
+    float *xr;               /* (n_batch, n_embd) the router's input */
+    uint8_t *act_r;          /* (n_batch, act_stride) its I16 form */
     float *serial_tmp;       /* (2 kv_dim) one token's k, v between the steps of qkv_post */
     uint8_t *serial_kv;      /* (2 kv_dim elements of the cache type) its K and V rows */
     struct llm_pool *pool;
@@ -240,7 +283,8 @@ static int set_err(struct llm_ctx *c, int code, const char *fmt, ...)
 
 /* ==== small kernels ==== */
 
-/* y = x / rms(x) * w, the sum of squares in double as ggml does */
+/* y = x / rms(x) * w, the sum of squares in double as ggml does; w NULL:
+ * no weight (gemma4's V and router input) */
 static void rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
 {
     double sum = 0;
@@ -248,6 +292,11 @@ static void rmsnorm(float *y, const float *x, const float *w, int64_t n, float e
         sum += (double)(x[i] * x[i]);
     float mean = (float)(sum / (double)n);
     float scale = 1.0f / sqrtf(mean + eps);
+    if (!w) {
+        for (int64_t i = 0; i < n; i++)
+            y[i] = x[i] * scale;
+        return;
+    }
     for (int64_t i = 0; i < n; i++)
         y[i] = (x[i] * scale) * w[i];
 }
@@ -257,18 +306,20 @@ static void rmsnorm(float *y, const float *x, const float *w, int64_t n, float e
  * by the frequency factor (rope_freqs, or phi3's long or short factors),
  * times the linear scale; cos and sin times the attention factor
  * (longrope's; 1 otherwise). One variant per RoPE of the model's layers
- * (gemma: the sliding-window layers have their own base and scale), each
- * rope_dim floats */
+ * (gemma: the sliding-window layers have their own base and scale; gemma4
+ * also their own dimensions and no factors), each rope_stride floats */
 static void rope_cache(const struct llm_ctx *c, int64_t pos, float *cs)
 {
     const struct llm_model *m = c->m;
-    for (int v = 0; v < c->n_rope; v++, cs += m->rope_dim) {
-        float theta_scale = powf(c->rope_base[v], -2.0f / (float)m->rope_dim);
+    for (int v = 0; v < c->n_rope; v++, cs += c->rope_stride) {
+        int64_t nd = c->rope_dims[v];
+        const float *factors = c->rope_ff[v];
+        float theta_scale = powf(c->rope_base[v], -2.0f / (float)nd);
         float theta = (float)pos, dims[2];
         if (m->rope_yarn)
             llm_model_yarn_dims(m, c->rope_base[v], dims);
-        for (int64_t i = 0; i < m->rope_dim / 2; i++) {
-            float ff = c->rope_factors ? c->rope_factors[i] : 1.0f;
+        for (int64_t i = 0; i < nd / 2; i++) {
+            float ff = factors ? factors[i] : 1.0f;
             float th = m->rope_yarn ? llm_yarn_theta(theta / ff, c->rope_scale[v], dims, i)
                                     : c->rope_scale[v] * (theta / ff);
             if (m->rope_still && m->rope_still[i]) /* qwen35: position 0 in this section */
@@ -280,12 +331,12 @@ static void rope_cache(const struct llm_ctx *c, int64_t pos, float *cs)
     }
 }
 
-/* rotate the heads of one token's q or k */
-static void rope(const struct llm_model *m, float *v, int64_t n_heads, const float *cs)
+/* rotate the first nd dimensions of the heads (hd apart) of one token's q or k */
+static void rope(const struct llm_model *m, float *v, int64_t n_heads, int64_t hd, int64_t nd, const float *cs)
 {
-    int64_t nd = m->rope_dim, half = nd / 2;
+    int64_t half = nd / 2;
     for (int64_t h = 0; h < n_heads; h++) {
-        float *x = v + h * m->head_dim;
+        float *x = v + h * hd;
         if (m->rope_neox) {
             for (int64_t i = 0; i < half; i++) {
                 float c = cs[2 * i], s = cs[2 * i + 1], x0 = x[i], x1 = x[i + half];
@@ -309,21 +360,12 @@ static void add_bias(float *x, const float *b, int64_t n)
             x[i] += b[i];
 }
 
-/* GELU, tanh approximation: 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x +
- * 0.044715 x^3), computed as x / (1 + e^(-2u)) (the same function; one
- * expf costs a third of a tanhf, and e^(-2u) = inf gives -0 as it should) */
-static float gelu_tanh(float x)
-{
-    float u = 0.79788456080286535587989211986876f * x * (1.0f + 0.044715f * x * x);
-    return x / (1.0f + expf(-2.0f * u));
-}
-
 /* h = act(g) * u over n elements: silu (llama, qwen, phi3) or GELU (gemma) */
 static void glu_rows(float *h, const float *g, const float *u, int64_t n, enum llm_ffn_act act)
 {
     if (act == LLM_FFN_GELU_TANH) {
         for (int64_t i = 0; i < n; i++)
-            h[i] = gelu_tanh(g[i]) * u[i];
+            h[i] = llm_gelu_tanh(g[i]) * u[i];
         return;
     }
     if (act == LLM_FFN_SWIGLU_OAI) {
@@ -337,13 +379,19 @@ static void glu_rows(float *h, const float *g, const float *u, int64_t n, enum l
 
 /* ==== the per-token steps ==== */
 
-/* the product inputs that want I16 activations (ctx.i16_in) */
-enum { IN_QKV = 0, IN_WO = 1, IN_GLU = 2, IN_DOWN = 3 };
+/* the product inputs of a layer that may want I16 activations
+ * (ctx.i16_in); the last five are gemma4's: the router's input, the
+ * experts' gate/up and down inputs, the per-layer input's gate and
+ * projection inputs. Model-wide, after the layers: the output (M_OUTPUT)
+ * and gemma4's per_layer_model_proj (M_PL) */
+enum { IN_QKV, IN_WO, IN_GLU, IN_DOWN, IN_ROUTER, IN_EXP, IN_EXP_DOWN, IN_PL_GATE, IN_PL_PROJ, IN_COUNT };
+enum { M_OUTPUT, M_PL, M_COUNT };
 
 /* the weights that read product input `in` of layer L, into w (5 at most):
  * their number */
-static int layer_weights(const struct llm_layer *L, int in, const struct llm_weight **w)
+static int layer_weights(const struct llm_model *m, const struct llm_layer *L, int in, const struct llm_weight **w)
 {
+    bool g4 = m->arch == LLM_ARCH_GEMMA4, g4_moe = g4 && L->exp_gate;
     switch (in) {
     case IN_QKV:
         w[0] = &L->wq;
@@ -351,11 +399,18 @@ static int layer_weights(const struct llm_layer *L, int in, const struct llm_wei
             w[1] = &L->w_z, w[2] = &L->w_alpha, w[3] = &L->w_beta;
             return 4;
         }
+        if (L->kv_shared) /* gemma4: q only */
+            return 1;
         w[1] = &L->wk, w[2] = &L->wv;
-        return 3;
+        return L->v_from_k ? 2 : 3;
     case IN_WO: w[0] = &L->wo; return 1;
+    case IN_ROUTER: w[0] = &L->w_router; return g4_moe;
+    case IN_EXP: w[0] = &L->exp_gate[0], w[1] = &L->exp_up[0]; return g4_moe ? 2 : 0;
+    case IN_EXP_DOWN: w[0] = &L->exp_down[0]; return g4_moe;
+    case IN_PL_GATE: w[0] = &L->w_pl_gate; return g4 && m->n_pl > 0;
+    case IN_PL_PROJ: w[0] = &L->w_pl_proj; return g4 && m->n_pl > 0;
     case IN_GLU:
-        if (L->exp_gate) { /* a mixture of experts: every expert has the types of the first */
+        if (L->exp_gate && !g4) { /* a mixture of experts: every expert has the types of the first */
             w[0] = &L->exp_gate[0], w[1] = &L->exp_up[0], w[2] = &L->w_router;
             if (!L->shexp_gate)
                 return 3;
@@ -365,7 +420,7 @@ static int layer_weights(const struct llm_layer *L, int in, const struct llm_wei
         w[0] = &L->w_gate, w[1] = &L->w_up;
         return 2;
     default:
-        w[0] = L->exp_down ? &L->exp_down[0] : &L->w_down;
+        w[0] = L->exp_down && !g4 ? &L->exp_down[0] : &L->w_down;
         if (!L->shexp_gate)
             return 1;
         w[1] = &L->w_down;
@@ -401,9 +456,34 @@ static void rwindow_next(const struct llm_ctx *c, int64_t l, int64_t T)
 /* the same places in llm_ctx_decode_capture's buffer */
 static float *cap_window(const struct llm_ctx *c, int64_t l) { return rwindow_in(c, c->cap_buf, l); }
 static float *cap_matrix(const struct llm_ctx *c, int64_t l, int64_t h) { return rmatrix_in(c, c->cap_buf, l, h); }
+/* does product input `in` of layer l want I16 (l = n_layer: model-wide input M_*) */
 static bool wants_i16(const struct llm_ctx *c, int64_t l, int in)
 {
-    return c->i16_in[l < c->m->n_layer ? l * 4 + in : c->m->n_layer * 4];
+    return c->i16_in[l * IN_COUNT + in];
+}
+
+/* token t's embedding row (gemma: times sqrt(n_embd)) into x_out */
+static void embed(const struct pass *ps, int64_t t, float *x_out)
+{
+    const struct llm_model *m = ps->c->m;
+    const struct llm_weight *te = &m->tok_embd;
+    te->ops->to_float(te->rows + (size_t)ps->tok[t] * te->m.row_bytes, x_out, m->n_embd);
+    if (m->embd_scale != 1.0f) /* gemma */
+        for (int64_t i = 0; i < m->n_embd; i++)
+            x_out[i] *= m->embd_scale;
+}
+
+/* x_out = x + xb, xb normed first where post is set (gemma: the block's
+ * output is normed before it joins the residual; into tmp) */
+static void add_block(const struct llm_model *m, const float *x, const float *xb, const float *post, float *x_out,
+                      float *tmp)
+{
+    if (post) {
+        rmsnorm(tmp, xb, post, m->n_embd, m->rms_eps);
+        xb = tmp;
+    }
+    for (int64_t i = 0; i < m->n_embd; i++)
+        x_out[i] = x[i] + xb[i];
 }
 
 /* the residual of token t entering layer l (l == n_layer: the output
@@ -417,26 +497,23 @@ static void residual_norm(const struct pass *ps, int64_t l, bool ffn, int64_t t,
     const struct llm_model *m = c->m;
     int64_t E = m->n_embd;
     if (l == 0 && !ffn) {
-        const struct llm_weight *te = &m->tok_embd;
-        te->ops->to_float(te->rows + (size_t)ps->tok[t] * te->m.row_bytes, x_out, E);
-        if (m->embd_scale != 1.0f) /* gemma */
-            for (int64_t i = 0; i < E; i++)
-                x_out[i] *= m->embd_scale;
-    } else {
-        const float *x = c->x + t * E, *xb = c->xb + t * E;
-        /* gemma: the block's output is normed before it joins the residual */
-        const float *post = ffn ? m->layers[l].attn_post_norm : m->layers[l - 1].ffn_post_norm;
-        if (post) {
-            rmsnorm(xn_out, xb, post, E, m->rms_eps);
-            xb = xn_out;
-        }
-        const float *bo = ffn ? m->layers[l].bo : NULL; /* gpt-oss: attn_output's bias */
-        if (bo)
+        embed(ps, t, x_out);
+    } else if (ffn) {
+        const float *x = c->x + t * E, *xb = c->xb + t * E, *bo = m->layers[l].bo; /* gpt-oss: attn_output's bias */
+        if (bo) {
             for (int64_t i = 0; i < E; i++)
                 x_out[i] = x[i] + (xb[i] + bo[i]);
-        else
+        } else {
+            add_block(m, x, xb, m->layers[l].attn_post_norm, x_out, xn_out);
+        }
+    } else {
+        /* the last block of layer l - 1: the FFN, or gemma4's per-layer
+         * input's; then gemma4's layer_output_scale */
+        const struct llm_layer *P = &m->layers[l - 1];
+        add_block(m, c->x + t * E, c->xb + t * E, m->n_pl > 0 ? P->pl_post_norm : P->ffn_post_norm, x_out, xn_out);
+        if (P->out_scale != 1.0f)
             for (int64_t i = 0; i < E; i++)
-                x_out[i] = x[i] + xb[i];
+                x_out[i] = x_out[i] * P->out_scale;
     }
     const float *w = l == m->n_layer ? m->output_norm : ffn ? m->layers[l].ffn_norm : m->layers[l].attn_norm;
     rmsnorm(xn_out, x_out, w, E, m->rms_eps);
@@ -445,18 +522,24 @@ static void residual_norm(const struct pass *ps, int64_t l, bool ffn, int64_t t,
 }
 
 /* what happens to token t's fresh q, k, v (row qkv_in) before attention:
- * biases, per-head norms (qwen3), RoPE; q into q_out, k and v converted
- * to the cache type into k_out, v_out (kv_dim elements each) */
+ * biases, per-head norms (qwen3; gemma4's V unweighted), RoPE; q into
+ * q_out, k and v converted to the cache type into k_out, v_out (the
+ * layer's kv_dim elements each; gemma4: none where the layer shares KV,
+ * and v is k's product where it has no wv). The layer's sizes (gemma4's
+ * differ by layer) */
 static void qkv_post(const struct pass *ps, int64_t l, int64_t t, const float *qkv_in, float *q_out,
                      uint8_t *k_out, uint8_t *v_out, float *tmp)
 {
     const struct llm_ctx *c = ps->c;
     const struct llm_model *m = c->m;
     const struct llm_layer *L = &m->layers[l];
-    int64_t hd = m->head_dim;
+    int64_t hd = L->head_dim, kv_dim = L->kv_dim, n_head_kv = L->n_head_kv, k_col = L->wq.m.n_out;
+    bool own_kv = !L->kv_shared;
     float *k = tmp, *v = tmp + m->kv_dim;
-    memcpy(k, qkv_in + m->q_rows, (size_t)m->kv_dim * sizeof(float));
-    memcpy(v, qkv_in + m->q_rows + m->kv_dim, (size_t)m->kv_dim * sizeof(float));
+    if (own_kv) {
+        memcpy(k, qkv_in + k_col, (size_t)kv_dim * sizeof(float));
+        memcpy(v, qkv_in + (L->v_from_k ? k_col : k_col + kv_dim), (size_t)kv_dim * sizeof(float));
+    }
     if (m->attn_gate) {
         /* wq's rows are each head's q then its gate: q_out gets the q heads, then the gates */
         float *qg = tmp + 2 * m->kv_dim;
@@ -466,33 +549,42 @@ static void qkv_post(const struct pass *ps, int64_t l, int64_t t, const float *q
         }
         memcpy(q_out, qg, (size_t)(2 * m->q_dim) * sizeof(float));
     } else if (q_out != qkv_in) {
-        memcpy(q_out, qkv_in, (size_t)m->q_dim * sizeof(float));
+        memcpy(q_out, qkv_in, (size_t)L->q_dim * sizeof(float));
     }
-    add_bias(q_out, L->bq, m->q_dim);
-    add_bias(k, L->bk, m->kv_dim);
-    add_bias(v, L->bv, m->kv_dim);
+    add_bias(q_out, L->bq, L->q_dim);
+    add_bias(k, L->bk, kv_dim);
+    add_bias(v, L->bv, kv_dim);
     if (L->q_norm)
         for (int64_t h = 0; h < m->n_head; h++)
             rmsnorm(q_out + h * hd, q_out + h * hd, L->q_norm, hd, m->rms_eps);
     if (L->k_norm)
-        for (int64_t h = 0; h < m->n_head_kv; h++)
+        for (int64_t h = 0; h < n_head_kv; h++)
             rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, m->rms_eps);
-    const float *cs = c->rope_cs + (t * c->n_rope + (L->swa && c->n_rope > 1)) * m->rope_dim;
-    rope(m, q_out, m->n_head, cs);
-    rope(m, k, m->n_head_kv, cs);
-    c->kv_ops->from_float(k, k_out, m->kv_dim);
-    c->kv_ops->from_float(v, v_out, m->kv_dim);
+    if (L->v_norm && own_kv)
+        for (int64_t h = 0; h < n_head_kv; h++)
+            rmsnorm(v + h * hd, v + h * hd, NULL, hd, m->rms_eps);
+    int var = L->swa && c->n_rope > 1;
+    const float *cs = c->rope_cs + (t * c->n_rope + var) * c->rope_stride;
+    rope(m, q_out, m->n_head, hd, c->rope_dims[var], cs);
+    if (!own_kv)
+        return;
+    rope(m, k, n_head_kv, hd, c->rope_dims[var], cs);
+    c->kv_ops->from_float(k, k_out, kv_dim);
+    c->kv_ops->from_float(v, v_out, kv_dim);
 }
 
-/* K and V rows of token t (kv_dim elements of the cache type each) into the
- * cache of layer l at position n_past + t */
+/* K and V rows of token t (the layer's kv_dim elements of the cache type
+ * each) into the cache of layer l at position n_past + t (none where the
+ * layer shares another's) */
 static void kv_store(const struct pass *ps, int64_t l, int64_t t, const uint8_t *k, const uint8_t *v)
 {
     const struct llm_ctx *c = ps->c;
-    const struct llm_model *m = c->m;
-    size_t row = (size_t)m->head_dim * c->kv_elt;
-    int64_t kl = m->layers[l].kv_index;
-    for (int64_t g = 0; g < m->n_head_kv; g++) {
+    const struct llm_layer *L = &c->m->layers[l];
+    size_t row = (size_t)L->head_dim * c->kv_elt;
+    int64_t kl = L->kv_index;
+    if (L->kv_shared)
+        return;
+    for (int64_t g = 0; g < L->n_head_kv; g++) {
         size_t off = (size_t)(g * c->n_ctx + ps->n_past + t) * row;
         memcpy(c->k_cache[kl] + off, k + g * row, row);
         memcpy(c->v_cache[kl] + off, v + g * row, row);
@@ -524,22 +616,28 @@ struct mmd {
 /* q | k | v = W xn (recurrent layers: the conv's input | z | alpha | beta), side by side in a row of qkv */
 static void describe_qkv(const struct pass *ps, const struct llm_layer *L, struct mmd *d)
 {
-    d->nw = layer_weights(L, IN_QKV, d->w);
+    d->nw = layer_weights(ps->c->m, L, IN_QKV, d->w);
     for (int i = 1; i < d->nw; i++)
         d->col[i] = d->col[i - 1] + d->w[i - 1]->m.n_out;
     d->out = ps->c->qkv;
     d->ldo = ps->c->m->qkv_width;
 }
 
+/* a product of one weight W into rows of out (ldo floats apart) */
+static void describe_one(struct mmd *d, const struct llm_weight *W, float *out, int64_t ldo)
+{
+    d->nw = 1;
+    d->w[0] = W;
+    d->out = out;
+    d->ldo = ldo;
+}
+
 /* xb = wo att */
 static void describe_wo(const struct pass *ps, const struct llm_layer *L, struct mmd *d)
 {
-    d->nw = 1;
-    d->w[0] = &L->wo;
+    describe_one(d, &L->wo, ps->c->xb, ps->c->m->n_embd);
     d->xf = ps->c->att;
     d->xf_stride = (size_t)ps->c->att_width * sizeof(float);
-    d->out = ps->c->xb;
-    d->ldo = ps->c->m->n_embd;
 }
 
 /* h = act(w_gate xn) * (w_up xn) */
@@ -556,21 +654,42 @@ static void describe_glu(const struct pass *ps, const struct llm_layer *L, struc
 /* xb = w_down h (the shared expert's: into sh) */
 static void describe_down(const struct pass *ps, const struct llm_layer *L, struct mmd *d)
 {
-    d->nw = 1;
-    d->w[0] = &L->w_down;
+    describe_one(d, &L->w_down, L->shexp_gate ? ps->c->sh : ps->c->xb, ps->c->m->n_embd);
     d->xf = ps->c->h;
     d->xf_stride = (size_t)ps->c->m->n_ff * sizeof(float);
-    d->out = L->shexp_gate ? ps->c->sh : ps->c->xb;
-    d->ldo = ps->c->m->n_embd;
 }
 
-/* the router's logits = w_router xn */
+/* the router's logits = w_router xn (gemma4: w_router xr) */
 static void describe_router(const struct pass *ps, const struct llm_layer *L, struct mmd *d)
 {
-    d->nw = 1;
-    d->w[0] = &L->w_router;
-    d->out = llm_moe_logits(ps->c->moe);
-    d->ldo = ps->c->m->n_expert;
+    describe_one(d, &L->w_router, llm_moe_logits(ps->c->moe), ps->c->m->n_expert);
+    if (ps->c->xr) {
+        d->xf = ps->c->xr;
+        d->xq = ps->c->act_r;
+    }
+}
+
+/* gemma4: pl = per_layer_model_proj x (the scaled embeddings) */
+static void describe_pl(const struct pass *ps, const struct llm_layer *L, struct mmd *d)
+{
+    const struct llm_model *m = ps->c->m;
+    describe_one(d, &m->pl_model_proj, ps->c->pl, m->n_layer * m->n_pl);
+    d->xf = ps->c->x;
+}
+
+/* gemma4: pg = inp_gate x */
+static void describe_plg(const struct pass *ps, const struct llm_layer *L, struct mmd *d)
+{
+    describe_one(d, &L->w_pl_gate, ps->c->pg, ps->c->m->n_pl);
+    d->xf = ps->c->x;
+}
+
+/* gemma4: xb = proj pg */
+static void describe_plp(const struct pass *ps, const struct llm_layer *L, struct mmd *d)
+{
+    describe_one(d, &L->w_pl_proj, ps->c->xb, ps->c->m->n_embd);
+    d->xf = ps->c->pg;
+    d->xf_stride = (size_t)ps->c->m->n_pl * sizeof(float);
 }
 
 /* logits = output xn, the rows of the last n_out tokens (gemma2: capped) */
@@ -578,12 +697,9 @@ static void describe_logits(const struct pass *ps, const struct llm_layer *L, st
 {
     const struct llm_ctx *c = ps->c;
     const struct llm_model *m = c->m;
-    d->nw = 1;
-    d->w[0] = &m->output;
+    describe_one(d, &m->output, c->logits, m->n_vocab);
     d->xf = c->xn + (ps->T - ps->n_out) * m->n_embd;
     d->xq = c->act + (size_t)(ps->T - ps->n_out) * c->act_stride;
-    d->out = c->logits;
-    d->ldo = m->n_vocab;
     d->softcap = m->final_softcap;
     d->T = ps->n_out;
 }
@@ -741,37 +857,57 @@ struct att_unit {
     int64_t t0, t1, g, h0, h1;
 };
 
+/* a layer's attention units: each KV head's gqa query heads in split
+ * parts of at most per heads, enough units for every thread, each KV
+ * head's rows converted as few times as that allows (results do not
+ * depend on it) */
+struct att_split {
+    int64_t n_head_kv, gqa, split, per;
+};
+
+static struct att_split att_split(const struct llm_model *m, int64_t n_head_kv, int n_threads)
+{
+    struct att_split a = {n_head_kv, m->n_head / n_head_kv, 1, 0};
+    while (a.split < a.gqa && (n_head_kv * a.split < n_threads || (a.gqa + a.split - 1) / a.split > LLM_ATTN_MAX_Q))
+        a.split++;
+    a.per = (a.gqa + a.split - 1) / a.split;
+    return a;
+}
+
+static struct att_split layer_att_split(const struct llm_ctx *c, int64_t l)
+{
+    return att_split(c->m, c->m->layers[l].n_head_kv, c->n_threads);
+}
+
 /* query rows per attention unit in this pass: as many as ATT_SCORES
  * scores over the pass's keys allow (results do not depend on it) */
-static int64_t pass_att_rows(const struct pass *ps)
+static int64_t pass_att_rows(const struct pass *ps, const struct att_split *sp)
 {
-    const struct llm_ctx *c = ps->c;
     if (ps->T == 1)
         return 1;
-    int64_t r = ATT_SCORES / (c->att_per * (ps->n_past + ps->T));
+    int64_t r = ATT_SCORES / (sp->per * (ps->n_past + ps->T));
     return r < 1 ? 1 : r > ATT_ROWS ? ATT_ROWS : r;
 }
 
 static int64_t att_units(const struct pass *ps, const struct phase *ph, int64_t *step)
 {
-    const struct llm_ctx *c = ps->c;
+    struct att_split sp = layer_att_split(ps->c, ph->layer);
     *step = 1;
-    int64_t rows = pass_att_rows(ps);
-    return (ps->T + rows - 1) / rows * c->m->n_head_kv * c->att_split;
+    int64_t rows = pass_att_rows(ps, &sp);
+    return (ps->T + rows - 1) / rows * sp.n_head_kv * sp.split;
 }
 
-static struct att_unit att_unit(const struct pass *ps, int64_t u)
+static struct att_unit att_unit(const struct pass *ps, int64_t l, int64_t u)
 {
-    const struct llm_ctx *c = ps->c;
-    const struct llm_model *m = c->m;
-    int64_t rows = pass_att_rows(ps), per_rb = m->n_head_kv * c->att_split;
-    int64_t rb = u / per_rb, g = u % per_rb / c->att_split, part = u % c->att_split, gqa = m->n_head / m->n_head_kv;
+    struct att_split sp = layer_att_split(ps->c, l);
+    int64_t rows = pass_att_rows(ps, &sp), per_rb = sp.n_head_kv * sp.split;
+    int64_t rb = u / per_rb, g = u % per_rb / sp.split, part = u % sp.split, gqa = sp.gqa;
     struct att_unit a;
     a.t0 = rb * rows;
     a.t1 = a.t0 + rows < ps->T ? a.t0 + rows : ps->T;
     a.g = g;
-    a.h0 = g * gqa + part * c->att_per;
-    a.h1 = a.h0 + c->att_per < (g + 1) * gqa ? a.h0 + c->att_per : (g + 1) * gqa;
+    a.h0 = g * gqa + part * sp.per;
+    a.h1 = a.h0 + sp.per < (g + 1) * gqa ? a.h0 + sp.per : (g + 1) * gqa;
     if (a.h1 < a.h0)
         a.h1 = a.h0;
     return a;
@@ -782,7 +918,7 @@ static void att_compute(const struct pass *ps, int64_t l, const struct att_unit 
 {
     const struct llm_ctx *c = ps->c;
     const struct llm_model *m = c->m;
-    int64_t hd = m->head_dim, ld = m->qkv_width, kl = m->layers[l].kv_index;
+    int64_t hd = m->layers[l].head_dim, ld = m->qkv_width, kl = m->layers[l].kv_index;
     if (a->h1 <= a->h0)
         return;
     size_t off = (size_t)(a->g * c->n_ctx * hd) * c->kv_elt;
@@ -815,28 +951,37 @@ static void att_compute(const struct pass *ps, int64_t l, const struct att_unit 
         }
 }
 
-static void att_commit(const struct pass *ps, const struct att_unit *a, const float *out)
+static void att_commit(const struct pass *ps, int64_t l, const struct att_unit *a, const float *out)
 {
-    const struct llm_model *m = ps->c->m;
-    size_t n = (size_t)((a->h1 - a->h0) * m->head_dim);
+    int64_t hd = ps->c->m->layers[l].head_dim;
+    size_t n = (size_t)((a->h1 - a->h0) * hd);
     for (int64_t t = a->t0; t < a->t1; t++, out += n)
-        memcpy(ps->c->att + t * ps->c->att_width + a->h0 * m->head_dim, out, n * sizeof(float));
+        memcpy(ps->c->att + t * ps->c->att_width + a->h0 * hd, out, n * sizeof(float));
 }
 
 /* ==== what the phases share: scratch, stopping, the shared expert, the experts' rows ==== */
 
 /* scratch of a per-token chunk: per token x, xn (n_embd floats each), act
- * (act_stride bytes) and the rope cache (n_rope * rope_dim floats, at the end); or
+ * (act_stride bytes) and the rope cache (n_rope * rope_stride floats, at the end); or
  * for PH_QKV_POST q (q_dim floats), K and V (kv_dim elements of the cache
- * type each) and a k, v temp (2 kv_dim floats) */
+ * type each) and a k, v temp (2 kv_dim floats); or gemma4's: PH_G4_PL_POST
+ * a row of pl, PH_G4_MOE_IN three rows (sh, xr, xn) and two of act */
 static size_t tok_scratch_bytes(const struct llm_ctx *c)
 {
     const struct llm_model *m = c->m;
-    size_t a = (size_t)(2 * m->n_embd + c->n_rope * m->rope_dim) * sizeof(float) + c->act_stride;
+    size_t a = (size_t)(2 * m->n_embd + c->n_rope * c->rope_stride) * sizeof(float) + c->act_stride;
     size_t b = (size_t)(m->q_rows + 2 * m->kv_dim + 2 * m->q_dim) * sizeof(float) + (size_t)(2 * m->kv_dim) * c->kv_elt;
     if (m->n_layer_rec) { /* PH_CONV: a row of rq */
         size_t r = (size_t)llm_dn_rq_width(m) * sizeof(float);
         b = r > b ? r : b;
+    }
+    if (m->arch == LLM_ARCH_GEMMA4) {
+        size_t r = (size_t)(2 * m->n_layer * m->n_pl) * sizeof(float);
+        size_t g = 3 * (size_t)m->n_embd * sizeof(float) + 2 * c->act_stride;
+        size_t pg = (size_t)m->n_pl * sizeof(float) + c->act_stride;
+        b = r > b ? r : b;
+        b = g > b ? g : b;
+        b = pg > b ? pg : b;
     }
     size_t per = ((a > b ? a : b) + 63) / 64 * 64;
     return TOK_STEP * per;
@@ -874,11 +1019,14 @@ static void shexp_add(const struct llm_ctx *c, int64_t l, int64_t t, float *out)
     }
 }
 
+/* the product input of the experts' down products */
+static int moe_down_in(const struct llm_model *m) { return m->arch == LLM_ARCH_GEMMA4 ? IN_EXP_DOWN : IN_DOWN; }
+
 /* where layer l's mixture of experts reads and writes (moe.h) */
 static struct llm_moe_io moe_io(const struct llm_ctx *c, int64_t l)
 {
     return (struct llm_moe_io){.xn = c->xn, .act = c->act, .act_stride = c->act_stride, .out = c->xb,
-                               .down_i16 = wants_i16(c, l, IN_DOWN)};
+                               .down_i16 = wants_i16(c, l, moe_down_in(c->m))};
 }
 
 /* ==== the phase kinds ==== */
@@ -919,7 +1067,7 @@ static void norm_compute(const struct pass *ps, const struct phase *ph, int64_t 
         residual_norm(ps, norm_layer(ps, ph), ph->kind == PH_FFN_IN, norm_token(ps, ph, u), x, xn,
                       (uint8_t *)(xn + E));
         if (ph->kind == PH_ATTN_IN && ph->layer == 0)
-            rope_cache(c, ps->n_past + u, (float *)(s + per) - c->n_rope * m->rope_dim);
+            rope_cache(c, ps->n_past + u, (float *)(s + per) - c->n_rope * c->rope_stride);
     }
 }
 
@@ -927,7 +1075,7 @@ static void norm_commit(const struct pass *ps, const struct phase *ph, int64_t u
 {
     struct llm_ctx *c = ps->c;
     const struct llm_model *m = c->m;
-    int64_t E = m->n_embd, nr = c->n_rope * m->rope_dim;
+    int64_t E = m->n_embd, nr = c->n_rope * c->rope_stride;
     size_t per = tok_scratch(c);
     const uint8_t *s = scratch;
     for (int64_t u = u0; u < u1; u++, s += per) {
@@ -947,7 +1095,7 @@ static void norm_commit(const struct pass *ps, const struct phase *ph, int64_t u
 static int64_t quant_width(const struct pass *ps, const struct phase *ph)
 {
     const struct llm_model *m = ps->c->m;
-    return ph->kind == PH_WO_IN ? m->layers[ph->layer].wo.m.n_in : m->n_ff;
+    return ph->kind == PH_WO_IN ? m->layers[ph->layer].wo.m.n_in : m->layers[ph->layer].w_down.m.n_in;
 }
 
 static void quant_compute(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, void *scratch)
@@ -957,7 +1105,7 @@ static void quant_compute(const struct pass *ps, const struct phase *ph, int64_t
     size_t per = tok_scratch(c);
     uint8_t *s = scratch;
     for (int64_t u = u0; u < u1; u++, s += per)
-        llm_act16_quantize(ph->kind == PH_WO_IN ? c->att + u * c->att_width : c->h + u * n, s, n);
+        llm_act16_quantize(ph->kind == PH_WO_IN ? c->att + u * c->att_width : c->h + u * c->m->n_ff, s, n);
 }
 
 static void quant_commit(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, const void *scratch)
@@ -994,7 +1142,7 @@ static void qkv_post_commit(const struct pass *ps, const struct phase *ph, int64
     for (int64_t u = u0; u < u1; u++, s += per) {
         const float *q = (const float *)s;
         const uint8_t *kv = (const uint8_t *)(q + m->q_rows);
-        memcpy(c->qkv + u * m->qkv_width, q, (size_t)m->q_rows * sizeof(float));
+        memcpy(c->qkv + u * m->qkv_width, q, (size_t)m->layers[ph->layer].wq.m.n_out * sizeof(float));
         kv_store(ps, ph->layer, u, kv, kv + kvb);
     }
 }
@@ -1109,8 +1257,8 @@ static void attention_compute(const struct pass *ps, const struct phase *ph, int
                               void *scratch)
 {
     for (int64_t u = u0; u < u1; u++) {
-        struct att_unit a = att_unit(ps, u);
-        size_t n = (size_t)((a.t1 - a.t0) * (a.h1 - a.h0) * ps->c->m->head_dim);
+        struct att_unit a = att_unit(ps, ph->layer, u);
+        size_t n = (size_t)((a.t1 - a.t0) * (a.h1 - a.h0) * ps->c->m->layers[ph->layer].head_dim);
         att_compute(ps, ph->layer, &a, scratch, (float *)scratch + (n + 15) / 16 * 16);
     }
 }
@@ -1119,8 +1267,8 @@ static void attention_commit(const struct pass *ps, const struct phase *ph, int6
                              const void *scratch)
 {
     for (int64_t u = u0; u < u1; u++) {
-        struct att_unit a = att_unit(ps, u);
-        att_commit(ps, &a, scratch);
+        struct att_unit a = att_unit(ps, ph->layer, u);
+        att_commit(ps, ph->layer, &a, scratch);
     }
 }
 
@@ -1189,8 +1337,9 @@ static void wo_one(struct pass *ps, int p)
 static void glu_one(struct pass *ps, int p)
 {
     const struct llm_ctx *c = ps->c;
-    if (wants_i16(c, ps->ph[p].layer, IN_DOWN))
-        llm_act16_quantize(c->h, c->act, c->m->n_ff);
+    int64_t l = ps->ph[p].layer;
+    if (wants_i16(c, l, IN_DOWN))
+        llm_act16_quantize(c->h, c->act, c->m->layers[l].w_down.m.n_in);
 }
 
 /* one token, after layer l's FFN: the residual entering the next layer
@@ -1272,6 +1421,199 @@ static void moe_down_one(struct pass *ps, int p)
         ffn_done_one(ps, l);
 }
 
+/* ---- gemma4's per-token phases (one token a unit, as the others) ---- */
+
+/* the commit of a per-token phase: each token's n floats at the start of
+ * its scratch into its row of dst (n apart), and where i16 is set their
+ * I16 form (act_off bytes into the scratch) into its row of act */
+static void commit_rows(const struct llm_ctx *c, int64_t u0, int64_t u1, const void *scratch, float *dst, int64_t n,
+                        bool i16, size_t act_off)
+{
+    size_t per = tok_scratch(c);
+    const uint8_t *s = scratch;
+    for (int64_t u = u0; u < u1; u++, s += per) {
+        memcpy(dst + u * n, s, (size_t)n * sizeof(float));
+        if (i16)
+            memcpy(c->act + (size_t)u * c->act_stride, s + act_off, llm_act_bytes(LLM_ACT_I16, n));
+    }
+}
+
+/* PH_G4_EMBD: each token's embedding into x, quantized for per_layer_model_proj */
+static void g4_embd_compute(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, void *scratch)
+{
+    const struct llm_ctx *c = ps->c;
+    int64_t E = c->m->n_embd;
+    size_t per = tok_scratch(c);
+    uint8_t *s = scratch;
+    for (int64_t u = u0; u < u1; u++, s += per) {
+        embed(ps, u, (float *)s);
+        if (wants_i16(c, c->m->n_layer, M_PL))
+            llm_act16_quantize((float *)s, s + E * sizeof(float), E);
+    }
+}
+
+static void g4_embd_commit(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, const void *scratch)
+{
+    const struct llm_ctx *c = ps->c;
+    int64_t E = c->m->n_embd;
+    commit_rows(c, u0, u1, scratch, c->x, E, wants_i16(c, c->m->n_layer, M_PL), (size_t)E * sizeof(float));
+}
+
+/* PH_G4_PL_POST: token t's per-layer inputs from its row of pl (the
+ * product of its embedding x), pl (n_layer n_pl) = (RMSNorm_P(pl /
+ * sqrt(n_embd)) per_layer_proj_norm + its per_layer_token_embd row
+ * sqrt(n_pl)) / sqrt(2), each layer's n_pl normed apart; tmp: n_layer n_pl */
+static void g4_pl_post(const struct pass *ps, int64_t t, float *pl, float *tmp)
+{
+    const struct llm_model *m = ps->c->m;
+    int64_t P = m->n_pl, n = m->n_layer * P;
+    const float *src = ps->c->pl + t * n;
+    float proj_scale = 1.0f / sqrtf((float)m->n_embd), tok_scale = sqrtf((float)P), in_scale = 1.0f / sqrtf(2.0f);
+    for (int64_t i = 0; i < n; i++)
+        pl[i] = src[i] * proj_scale;
+    for (int64_t l = 0; l < m->n_layer; l++)
+        rmsnorm(pl + l * P, pl + l * P, m->pl_proj_norm, P, m->rms_eps);
+    const struct llm_weight *te = &m->pl_tok_embd;
+    te->ops->to_float(te->rows + (size_t)ps->tok[t] * te->m.row_bytes, tmp, n);
+    for (int64_t i = 0; i < n; i++)
+        pl[i] = (pl[i] + tmp[i] * tok_scale) * in_scale;
+}
+
+static void g4_pl_post_compute(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, void *scratch)
+{
+    const struct llm_model *m = ps->c->m;
+    size_t per = tok_scratch(ps->c);
+    uint8_t *s = scratch;
+    for (int64_t u = u0; u < u1; u++, s += per)
+        g4_pl_post(ps, u, (float *)s, (float *)s + m->n_layer * m->n_pl);
+}
+
+static void g4_pl_post_commit(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1,
+                              const void *scratch)
+{
+    commit_rows(ps->c, u0, u1, scratch, ps->c->pl, ps->c->m->n_layer * ps->c->m->n_pl, false, 0);
+}
+
+/* PH_G4_MOE_IN: each token's inputs of the experts beside the dense FFN:
+ * sh = RMSNorm(the dense FFN's xb) post_ffw_norm_1 (kept for the sum),
+ * xr = RMSNorm(x) (no weight) / sqrt(n_embd) ffn_gate_inp.scale (the
+ * router's), xn = RMSNorm(x) pre_ffw_norm_2 (the experts'), x the residual
+ * after attention; each quantized where its product wants that. Scratch
+ * per token: sh, xr, xn, act_r, act */
+static void g4_moe_in_compute(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, void *scratch)
+{
+    const struct llm_ctx *c = ps->c;
+    const struct llm_model *m = c->m;
+    const struct llm_layer *L = &m->layers[ph->layer];
+    int64_t E = m->n_embd;
+    float inv = 1.0f / sqrtf((float)E);
+    size_t per = tok_scratch(c);
+    uint8_t *s = scratch;
+    for (int64_t u = u0; u < u1; u++, s += per) {
+        float *sh = (float *)s, *xr = sh + E, *xn = xr + E;
+        uint8_t *act_r = (uint8_t *)(xn + E), *act = act_r + c->act_stride;
+        const float *x = c->x + u * E;
+        rmsnorm(sh, c->xb + u * E, L->ffn_post_norm_1, E, m->rms_eps);
+        rmsnorm(xr, x, NULL, E, m->rms_eps);
+        for (int64_t i = 0; i < E; i++)
+            xr[i] = (xr[i] * inv) * L->router_scale[i];
+        rmsnorm(xn, x, L->ffn_pre_norm_2, E, m->rms_eps);
+        if (wants_i16(c, ph->layer, IN_ROUTER))
+            llm_act16_quantize(xr, act_r, E);
+        if (wants_i16(c, ph->layer, IN_EXP))
+            llm_act16_quantize(xn, act, E);
+    }
+}
+
+static void g4_moe_in_commit(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1,
+                             const void *scratch)
+{
+    struct llm_ctx *c = ps->c;
+    int64_t E = c->m->n_embd;
+    size_t per = tok_scratch(c), row = (size_t)E * sizeof(float), ab = llm_act_bytes(LLM_ACT_I16, E);
+    const uint8_t *s = scratch;
+    for (int64_t u = u0; u < u1; u++, s += per) {
+        memcpy(c->sh + u * E, s, row);
+        memcpy(c->xr + u * E, s + row, row);
+        memcpy(c->xn + u * E, s + 2 * row, row);
+        if (wants_i16(c, ph->layer, IN_ROUTER))
+            memcpy(c->act_r + (size_t)u * c->act_stride, s + 3 * row, ab);
+        if (wants_i16(c, ph->layer, IN_EXP))
+            memcpy(c->act + (size_t)u * c->act_stride, s + 3 * row + c->act_stride, ab);
+    }
+}
+
+/* PH_G4_MOE_ADD: each token's FFN output, xb = sh + RMSNorm(the experts'
+ * sum) post_ffw_norm_2 */
+static void g4_moe_add_compute(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, void *scratch)
+{
+    const struct llm_ctx *c = ps->c;
+    const struct llm_model *m = c->m;
+    int64_t E = m->n_embd;
+    size_t per = tok_scratch(c);
+    uint8_t *s = scratch;
+    for (int64_t u = u0; u < u1; u++, s += per) {
+        float *y = (float *)s;
+        const float *sh = c->sh + u * E;
+        rmsnorm(y, c->xb + u * E, m->layers[ph->layer].ffn_post_norm_2, E, m->rms_eps);
+        for (int64_t i = 0; i < E; i++)
+            y[i] = sh[i] + y[i];
+    }
+}
+
+/* PH_G4_PLG_IN: each token's x += RMSNorm(the FFN's xb) post_ffw_norm,
+ * quantized for inp_gate; scratch per token: x, a temp, act */
+static void g4_plg_in_compute(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1, void *scratch)
+{
+    const struct llm_ctx *c = ps->c;
+    const struct llm_model *m = c->m;
+    int64_t E = m->n_embd;
+    size_t per = tok_scratch(c);
+    uint8_t *s = scratch;
+    for (int64_t u = u0; u < u1; u++, s += per) {
+        float *x = (float *)s;
+        add_block(m, c->x + u * E, c->xb + u * E, m->layers[ph->layer].ffn_post_norm, x, x + E);
+        if (wants_i16(c, ph->layer, IN_PL_GATE))
+            llm_act16_quantize(x, (uint8_t *)(x + 2 * E), E);
+    }
+}
+
+static void g4_plg_in_commit(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1,
+                             const void *scratch)
+{
+    const struct llm_ctx *c = ps->c;
+    int64_t E = c->m->n_embd;
+    commit_rows(c, u0, u1, scratch, c->x, E, wants_i16(c, ph->layer, IN_PL_GATE), 2 * (size_t)E * sizeof(float));
+}
+
+/* PH_G4_PLG_POST: each token's pg = gelu(pg) times the layer's per-layer
+ * input, quantized for proj; scratch per token: pg, act */
+static void g4_plg_post_compute(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1,
+                                void *scratch)
+{
+    const struct llm_ctx *c = ps->c;
+    const struct llm_model *m = c->m;
+    int64_t P = m->n_pl;
+    size_t per = tok_scratch(c);
+    uint8_t *s = scratch;
+    for (int64_t u = u0; u < u1; u++, s += per) {
+        float *pg = (float *)s;
+        const float *g = c->pg + u * P, *pl = c->pl + (u * m->n_layer + ph->layer) * P;
+        for (int64_t i = 0; i < P; i++)
+            pg[i] = llm_gelu_tanh(g[i]) * pl[i];
+        if (wants_i16(c, ph->layer, IN_PL_PROJ))
+            llm_act16_quantize(pg, (uint8_t *)(pg + P), P);
+    }
+}
+
+static void g4_plg_post_commit(const struct pass *ps, const struct phase *ph, int64_t u0, int64_t u1,
+                               const void *scratch)
+{
+    const struct llm_ctx *c = ps->c;
+    int64_t P = c->m->n_pl;
+    commit_rows(c, u0, u1, scratch, c->pg, P, wants_i16(c, ph->layer, IN_PL_PROJ), (size_t)P * sizeof(float));
+}
+
 /* ---- the table ---- */
 
 #define TOKENS(nm, f) {.name = nm, .units = tokens_units, .compute = f##_compute, .commit = f##_commit}
@@ -1306,6 +1648,16 @@ static const struct phase_kind kinds[PH_COUNT] = {
     [PH_MOE_DOWN] = MOE("moe_down", moe_down_one),
     [PH_MOE_SUM] = MOE("moe_sum", NULL),
     [PH_SHEXP_ADD] = TOKENS("shexp_add", shexp),
+    [PH_G4_EMBD] = TOKENS("g4_embd", g4_embd),
+    [PH_G4_PL] = PRODUCT("g4_pl", describe_pl, NULL),
+    [PH_G4_PL_POST] = TOKENS("g4_pl_post", g4_pl_post),
+    [PH_G4_MOE_IN] = TOKENS("g4_moe_in", g4_moe_in),
+    [PH_G4_MOE_ADD] = {.name = "g4_moe_add", .units = tokens_units, .compute = g4_moe_add_compute,
+                       .commit = shexp_commit},
+    [PH_G4_PLG_IN] = TOKENS("g4_plg_in", g4_plg_in),
+    [PH_G4_PLG] = PRODUCT("g4_plg", describe_plg, NULL),
+    [PH_G4_PLG_POST] = TOKENS("g4_plg_post", g4_plg_post),
+    [PH_G4_PLP] = PRODUCT("g4_plp", describe_plp, NULL),
 };
 
 #undef TOKENS
@@ -1336,7 +1688,7 @@ static void run_after(void *arg, int p)
     const struct phase_kind *k = &kinds[ps->ph[p].kind];
     if (k->after)
         k->after(ps, p);
-    if (ps->T == 1 && k->after_one)
+    if (ps->one && k->after_one)
         k->after_one(ps, p);
     else if (ps->T > 1) /* a prefill pass: how far it is */
         atomic_store_explicit(&ps->c->progress, ps->n_past + ps->T * (p + 1) / ps->n_ph, memory_order_relaxed);
@@ -1353,14 +1705,35 @@ static void add_phase(struct pass *ps, int kind, int64_t layer)
     ps->n_ph++;
 }
 
+/* the router of layer l's experts, then moe.c's phases */
+static void plan_moe(struct pass *ps, int64_t l)
+{
+    add_phase(ps, PH_MOE_ROUTER, l);
+    for (int k = LLM_MOE_GATHER; k < LLM_MOE_PHASE_COUNT; k++) {
+        if (ps->one && k != LLM_MOE_GLU && k != LLM_MOE_DOWN)
+            continue; /* one token: the per-row steps are after steps */
+        if (k == LLM_MOE_DOWN_IN && !wants_i16(ps->c, l, moe_down_in(ps->c->m)))
+            continue;
+        add_phase(ps, PH_MOE_GATHER + k, l);
+    }
+}
+
 /* the phases of a pass of ps->T tokens (one token: the per-token phases
- * are the kinds' after_one steps instead) */
+ * are the kinds' after_one steps instead, but for gemma4, whose steps
+ * between the products are phases for any number of tokens) */
 static void plan(struct pass *ps)
 {
     const struct llm_ctx *c = ps->c;
-    int64_t T = ps->T, nl = c->m->n_layer;
-    bool one = T == 1;
+    const struct llm_model *m = c->m;
+    int64_t T = ps->T, nl = m->n_layer;
+    bool g4 = m->arch == LLM_ARCH_GEMMA4;
+    bool one = ps->one = T == 1 && !g4;
     ps->n_ph = 0;
+    if (g4 && m->n_pl > 0) { /* the per-layer inputs */
+        add_phase(ps, PH_G4_EMBD, nl);
+        add_phase(ps, PH_G4_PL, nl);
+        add_phase(ps, PH_G4_PL_POST, nl);
+    }
     if (!one)
         add_phase(ps, PH_ATTN_IN, 0);
     for (int64_t l = 0; l < nl; l++) {
@@ -1380,23 +1753,26 @@ static void plan(struct pass *ps)
         add_phase(ps, PH_WO, l);
         if (!one)
             add_phase(ps, PH_FFN_IN, l);
-        if (L->exp_gate) { /* the router, then moe.c's phases */
-            add_phase(ps, PH_MOE_ROUTER, l);
-            for (int k = LLM_MOE_GATHER; k < LLM_MOE_PHASE_COUNT; k++) {
-                if (one && k != LLM_MOE_GLU && k != LLM_MOE_DOWN)
-                    continue; /* one token: the per-row steps are after steps */
-                if (k == LLM_MOE_DOWN_IN && !wants_i16(c, l, IN_DOWN))
-                    continue;
-                add_phase(ps, PH_MOE_GATHER + k, l);
-            }
-        }
-        if (!L->exp_gate || L->shexp_gate) {
+        if (L->exp_gate && !g4) /* the experts instead of the FFN (qwen35moe: before the shared one) */
+            plan_moe(ps, l);
+        if (!L->exp_gate || L->shexp_gate || g4) {
             add_phase(ps, PH_GLU, l);
             if (!one && wants_i16(c, l, IN_DOWN))
                 add_phase(ps, PH_DOWN_IN, l);
             add_phase(ps, PH_DOWN, l);
             if (!one && L->shexp_gate)
                 add_phase(ps, PH_SHEXP_ADD, l);
+        }
+        if (L->exp_gate && g4) { /* gemma4's experts beside the dense FFN */
+            add_phase(ps, PH_G4_MOE_IN, l);
+            plan_moe(ps, l);
+            add_phase(ps, PH_G4_MOE_ADD, l);
+        }
+        if (g4 && m->n_pl > 0) { /* the per-layer input's block */
+            add_phase(ps, PH_G4_PLG_IN, l);
+            add_phase(ps, PH_G4_PLG, l);
+            add_phase(ps, PH_G4_PLG_POST, l);
+            add_phase(ps, PH_G4_PLP, l);
         }
         if (!one && l + 1 < nl)
             add_phase(ps, PH_ATTN_IN, l + 1);
@@ -1433,7 +1809,7 @@ static bool forward(struct llm_ctx *c, const int32_t *tok, int64_t T, int64_t n_
         return false;
     memcpy(ps->tok, tok, (size_t)T * sizeof *tok);
     plan(ps);
-    if (T == 1) { /* the first per-token step, here; the others after each phase */
+    if (ps->one) { /* the first per-token step, here; the others after each phase */
         rope_cache(c, c->n_past, c->rope_cs);
         residual_norm(ps, 0, false, 0, c->x, c->xn, c->act);
     }
@@ -1567,16 +1943,29 @@ struct llm_ctx_params llm_ctx_default_params(void)
  * cheaper by the huge page: on the 2-core VMs we measure on, 4 KiB pages
  * cost 3-4 times as much per MB), faulted in as positions come into use
  * (kv_reserve) */
+/* the KV layer kl's owner (its rows' shape: head_dim, n_head_kv, kv_dim) */
+static const struct llm_layer *kv_layer(const struct llm_model *m, int64_t kl)
+{
+    return &m->layers[m->kv_owner[kl]];
+}
+
+/* bytes of K (or of V) of KV layer kl in the mapping */
+static size_t kv_layer_bytes(const struct llm_model *m, int64_t kl, int64_t n_ctx, size_t elt)
+{
+    return ((size_t)(kv_layer(m, kl)->kv_dim * n_ctx) * elt + 63) / 64 * 64;
+}
+
 static bool kv_map(struct llm_ctx *c)
 {
     const struct llm_model *m = c->m;
-    size_t layer_kv = ((size_t)(m->kv_dim * c->n_ctx) * c->kv_elt + 63) / 64 * 64;
-    size_t nkv = (size_t)m->n_layer_kv;
+    size_t nkv = (size_t)m->n_layer_kv, total = 0;
     c->k_cache = calloc(nkv ? nkv : 1, sizeof *c->k_cache);
     c->v_cache = calloc(nkv ? nkv : 1, sizeof *c->v_cache);
     if (!c->k_cache || !c->v_cache)
         return false;
-    c->kv_map_bytes = 2 * nkv * layer_kv + KV_ALIGN;
+    for (int64_t l = 0; l < m->n_layer_kv; l++)
+        total += 2 * kv_layer_bytes(m, l, c->n_ctx, c->kv_elt);
+    c->kv_map_bytes = total + KV_ALIGN;
     void *map = mmap(NULL, c->kv_map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (map == MAP_FAILED)
         return false;
@@ -1587,8 +1976,10 @@ static bool kv_map(struct llm_ctx *c)
     madvise(base, n, MADV_HUGEPAGE);
 #endif
     for (int64_t l = 0; l < m->n_layer_kv; l++) {
-        c->k_cache[l] = base + (size_t)(2 * l) * layer_kv;
-        c->v_cache[l] = base + (size_t)(2 * l + 1) * layer_kv;
+        size_t lb = kv_layer_bytes(m, l, c->n_ctx, c->kv_elt);
+        c->k_cache[l] = base;
+        c->v_cache[l] = base + lb;
+        base += 2 * lb;
     }
     return true;
 }
@@ -1608,10 +1999,11 @@ static void kv_reserve(struct llm_ctx *c, int64_t p)
     p = p < c->n_ctx ? p : c->n_ctx;
 #ifdef MADV_POPULATE_WRITE
     const struct llm_model *m = c->m;
-    size_t row = (size_t)m->head_dim * c->kv_elt, pg = 4096;
+    size_t pg = 4096;
     for (int64_t l = 0; l < m->n_layer_kv; l++)
         for (int kv = 0; kv < 2; kv++)
-            for (int64_t g = 0; g < m->n_head_kv; g++) {
+            for (int64_t g = 0; g < kv_layer(m, l)->n_head_kv; g++) {
+                size_t row = (size_t)kv_layer(m, l)->head_dim * c->kv_elt;
                 uint8_t *h = (kv ? c->v_cache[l] : c->k_cache[l]) + (size_t)(g * c->n_ctx) * row;
                 uintptr_t a = (uintptr_t)(h + (size_t)c->kv_ready * row) / pg * pg;
                 uintptr_t b = (uintptr_t)(h + (size_t)p * row);
@@ -1622,26 +2014,30 @@ static void kv_reserve(struct llm_ctx *c, int64_t p)
 }
 
 /* which product inputs want I16 activations, and the largest I16 row */
+/* the weights that read input `in` of layer l (l = n_layer: model-wide
+ * input M_*), into w (5 at most): their number */
+static int input_weights(const struct llm_model *m, int64_t l, int in, const struct llm_weight **w)
+{
+    if (l < m->n_layer)
+        return layer_weights(m, &m->layers[l], in, w);
+    w[0] = in == M_OUTPUT ? &m->output : &m->pl_model_proj;
+    return in == M_OUTPUT || (in == M_PL && m->n_pl > 0);
+}
+
 static void plan_inputs(struct llm_ctx *c)
 {
     const struct llm_model *m = c->m;
     c->act_stride = 64;
     for (int64_t l = 0; l <= m->n_layer; l++) {
-        const struct llm_weight *ws[4][8];
-        int nw[4];
-        if (l < m->n_layer) {
-            for (int in = 0; in < 4; in++)
-                nw[in] = layer_weights(&m->layers[l], in, ws[in]);
-        } else {
-            ws[0][0] = &m->output, nw[0] = 1;
-        }
-        for (int in = 0; in < (l < m->n_layer ? 4 : 1); in++) {
+        for (int in = 0; in < (l < m->n_layer ? IN_COUNT : M_COUNT); in++) {
+            const struct llm_weight *ws[8];
+            int nw = input_weights(m, l, in, ws);
             bool i16 = false;
-            for (int i = 0; i < nw[in]; i++)
-                i16 = i16 || ws[in][i]->mm->act == LLM_ACT_I16;
-            c->i16_in[l < m->n_layer ? l * 4 + in : m->n_layer * 4] = i16;
-            for (int i = 0; i < (i16 ? nw[in] : 0); i++) { /* the widest (qwen35moe's down inputs differ) */
-                size_t b = (llm_act_bytes(LLM_ACT_I16, ws[in][i]->m.n_in) + 63) / 64 * 64;
+            for (int i = 0; i < nw; i++)
+                i16 = i16 || ws[i]->mm->act == LLM_ACT_I16;
+            c->i16_in[l * IN_COUNT + in] = i16;
+            for (int i = 0; i < (i16 ? nw : 0); i++) { /* the widest (qwen35moe's down inputs differ) */
+                size_t b = (llm_act_bytes(LLM_ACT_I16, ws[i]->m.n_in) + 63) / 64 * 64;
                 c->act_stride = b > c->act_stride ? b : c->act_stride;
             }
         }
@@ -1655,15 +2051,10 @@ static size_t scratch_bytes(const struct llm_ctx *c)
     size_t n_out = PF_ROWS * PF_TOKENS > DEC_STEP * 2 * LLM_DEC_ROWS ? PF_ROWS * PF_TOKENS : DEC_STEP * 2 * LLM_DEC_ROWS;
     size_t ws = 0;
     for (int64_t l = 0; l <= m->n_layer; l++) {
-        const struct llm_weight *w[16];
+        const struct llm_weight *w[5 * IN_COUNT];
         int nw = 0;
-        if (l < m->n_layer) {
-            for (int in = 0; in < 4; in++)
-                nw += layer_weights(&m->layers[l], in, w + nw);
-        } else {
-            w[0] = &m->output;
-            nw = 1;
-        }
+        for (int in = 0; in < (l < m->n_layer ? IN_COUNT : M_COUNT); in++)
+            nw += input_weights(m, l, in, w + nw);
         for (int i = 0; i < nw; i++) {
             size_t s = w[i]->mm->gemm_scratch(w[i]->m.n_in);
             ws = s > ws ? s : ws;
@@ -1694,7 +2085,7 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
         snprintf(err, err_size, "the model was opened without its tensors");
         return -1;
     }
-    if (!m->computable) { /* gemma4 opened for the reference pass */
+    if (!m->computable) { /* opened for the reference pass only */
         snprintf(err, err_size, "architecture '%s' is not supported yet", m->meta.arch);
         return -1;
     }
@@ -1709,9 +2100,9 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
     }
     /* a KV cache larger than the memory left is refused with the numbers,
      * not faulted in until the OOM killer ends the process (memavail.c) */
-    uint64_t kv_need = 2 * (uint64_t)m->n_layer *
-                       (((uint64_t)m->kv_dim * (uint64_t)n_ctx * (p.kv_type == LLM_TYPE_F32 ? 4 : 2) + 63) / 64 * 64),
-             avail;
+    uint64_t kv_need = 0, avail;
+    for (int64_t l = 0; l < m->n_layer_kv; l++)
+        kv_need += 2 * (uint64_t)kv_layer_bytes(m, l, n_ctx, p.kv_type == LLM_TYPE_F32 ? 4 : 2);
     char avail_what[4400];
     if (llm_mem_available(&avail, avail_what, sizeof avail_what) && kv_need > avail) {
         snprintf(err, err_size,
@@ -1738,19 +2129,27 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
     c->n_rope = 1;
     c->rope_base[0] = m->rope_base;
     c->rope_scale[0] = m->rope_freq_scale;
+    c->rope_dims[0] = c->rope_stride = m->rope_dim;
+    c->rope_ff[0] = c->rope_factors;
     for (int64_t l = 0; l < m->n_layer; l++) {
         const struct llm_layer *L = &m->layers[l];
-        if (L->swa && (L->rope_base != m->rope_base || L->rope_freq_scale != m->rope_freq_scale)) {
+        /* gemma4: the local layers' own dimensions, and no factors (rope_freqs are the global layers') */
+        const float *ff = m->arch == LLM_ARCH_GEMMA4 ? L->rope_freqs : c->rope_factors;
+        if (L->swa && (L->rope_base != m->rope_base || L->rope_freq_scale != m->rope_freq_scale ||
+                       L->rope_dim != m->rope_dim || ff != c->rope_factors)) {
             c->n_rope = 2; /* every sliding-window layer has the same (model.c) */
             c->rope_base[1] = L->rope_base;
             c->rope_scale[1] = L->rope_freq_scale;
+            c->rope_dims[1] = L->rope_dim;
+            c->rope_ff[1] = ff;
+            c->rope_stride = L->rope_dim > m->rope_dim ? L->rope_dim : m->rope_dim;
         }
     }
 
     bool ok = kv_map(c);
     size_t f = sizeof(float);
     int64_t B = c->n_batch;
-    c->i16_in = calloc((size_t)(m->n_layer * 4 + 1), sizeof *c->i16_in);
+    c->i16_in = calloc((size_t)(m->n_layer * IN_COUNT + M_COUNT), sizeof *c->i16_in);
     if (!c->i16_in)
         ok = false;
     else
@@ -1789,17 +2188,26 @@ int llm_ctx_init(struct llm_model *m, struct llm_ctx_params p, struct llm_ctx **
     c->h = alloc((size_t)(B * m->n_ff) * f, &ok);
     if (m->n_layer_moe && m->layers[0].shexp_gate)
         c->sh = alloc((size_t)(B * m->n_embd) * f, &ok);
-    c->rope_cs = alloc((size_t)(B * c->n_rope * m->rope_dim) * f, &ok);
+    c->rope_cs = alloc((size_t)(B * c->n_rope * c->rope_stride) * f, &ok);
+    if (m->arch == LLM_ARCH_GEMMA4) {
+        c->pl = alloc((size_t)(B * m->n_layer * m->n_pl) * f, &ok);
+        c->pg = alloc((size_t)(B * m->n_pl) * f, &ok);
+        if (m->n_layer_moe) {
+            c->sh = alloc((size_t)(B * m->n_embd) * f, &ok);
+            c->xr = alloc((size_t)(B * m->n_embd) * f, &ok);
+            c->act_r = alloc(c->act_stride * (size_t)B, &ok);
+        }
+    }
     c->serial_tmp = alloc((size_t)(2 * m->kv_dim + 2 * m->q_dim) * f, &ok);
     c->serial_kv = alloc((size_t)(2 * m->kv_dim) * c->kv_elt, &ok);
     /* enough attention units for every thread, each KV head's rows converted as few times as that allows */
-    int64_t gqa = m->n_head / m->n_head_kv;
-    c->att_split = 1;
-    while (c->att_split < gqa &&
-           (m->n_head_kv * c->att_split < c->n_threads || (gqa + c->att_split - 1) / c->att_split > LLM_ATTN_MAX_Q))
-        c->att_split++;
-    c->att_per = (gqa + c->att_split - 1) / c->att_split;
-    c->max_phases = (int)(m->n_layer * 18 + 3); /* 10 a layer, 13 with experts, 17 with a shared one */
+    c->att_per = 1;
+    for (int64_t l = 0; l < m->n_layer; l++) {
+        int64_t per = layer_att_split(c, l).per;
+        c->att_per = per > c->att_per ? per : c->att_per;
+    }
+    /* 10 a layer, 13 with experts, 17 with a shared one; gemma4: 22 with experts or per-layer inputs */
+    c->max_phases = (int)(m->n_layer * 24 + 6);
     if (m->n_layer_moe && !(c->moe = llm_moe_init(m, B)))
         ok = false;
     for (int s = 0; s < 2; s++) {
@@ -1846,7 +2254,7 @@ void llm_ctx_free(struct llm_ctx *c)
     free(c->k_cache);
     free(c->v_cache);
     void *bufs[] = {c->logits, c->x, c->xb, c->xn, c->act, c->qkv, c->att, c->h, c->sh, c->rope_cs, c->serial_tmp,
-                    c->serial_kv, c->i16_in, c->rq, c->rstate_bak};
+                    c->serial_kv, c->i16_in, c->rq, c->rstate_bak, c->pl, c->pg, c->xr, c->act_r};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         free(bufs[i]);
     for (int s = 0; s < 2; s++) {
@@ -1880,7 +2288,7 @@ int llm_ctx_kv_variant(const struct llm_ctx *c)
 
 uint64_t llm_ctx_kv_bytes(const struct llm_ctx *c, int64_t n_pos)
 {
-    return (uint64_t)n_pos * (uint64_t)c->m->kv_dim * 2 * c->kv_elt * (uint64_t)c->m->n_layer_kv;
+    return (uint64_t)n_pos * (uint64_t)c->m->kv_unit * 2 * c->kv_elt * (uint64_t)c->m->n_kv_runs;
 }
 
 /* the context now holds n positions by other means than decoding: the
@@ -1912,16 +2320,45 @@ uint64_t llm_ctx_kv_size(const struct llm_ctx *c, int64_t a, int64_t b)
     return b > a ? llm_ctx_kv_bytes(c, b - a) : 0;
 }
 
+/* where run r's K (kv = 0) or V rows of positions [a, b) are (llm.h:
+ * llm_ctx_kv_rows): a layer's rows are its heads' (each [n_ctx][head_dim]),
+ * and a run of kv_unit elements a position is some whole heads, or a part
+ * of one head's rows (gemma4's global layers, wider than the local ones) */
+static void kv_run(const struct llm_ctx *c, int64_t r, int kv, int64_t a, int64_t b, uint8_t **base, size_t *stride,
+                   int64_t *n_chunks, size_t *chunk_bytes)
+{
+    const struct llm_model *m = c->m;
+    int64_t kl = 0, u = m->kv_unit;
+    while (kl + 1 < m->n_layer_kv && r >= kv_layer(m, kl)->kv_dim / u)
+        r -= kv_layer(m, kl++)->kv_dim / u;
+    int64_t hd = kv_layer(m, kl)->head_dim;
+    size_t row = (size_t)hd * c->kv_elt;
+    uint8_t *cache = kv ? c->v_cache[kl] : c->k_cache[kl];
+    *stride = (size_t)c->n_ctx * row;
+    if (u >= hd) { /* heads [r u / hd, (r + 1) u / hd) */
+        *base = cache + (size_t)(r * (u / hd) * c->n_ctx + a) * row;
+        *n_chunks = u / hd;
+        *chunk_bytes = (size_t)(b - a) * row;
+    } else { /* part r % (hd / u) of head r / (hd / u)'s rows */
+        int64_t q = hd / u;
+        size_t part = (size_t)(b - a) * (size_t)u * c->kv_elt;
+        *base = cache + (size_t)(r / q * c->n_ctx + a) * row + (size_t)(r % q) * part;
+        *n_chunks = 1;
+        *chunk_bytes = part;
+    }
+}
+
 /* copy rows [a, b) between the cache and buf, in the export layout */
 static void kv_copy(const struct llm_ctx *c, int64_t a, int64_t b, uint8_t *buf, bool to_cache)
 {
-    const struct llm_model *m = c->m;
-    size_t row = (size_t)m->head_dim * c->kv_elt, span = (size_t)(b - a) * row;
-    for (int64_t l = 0; l < m->n_layer_kv; l++)
+    for (int64_t r = 0; r < c->m->n_kv_runs; r++)
         for (int kv = 0; kv < 2; kv++) {
-            uint8_t *cache = kv ? c->v_cache[l] : c->k_cache[l];
-            for (int64_t g = 0; g < m->n_head_kv; g++) {
-                uint8_t *p = cache + (size_t)(g * c->n_ctx + a) * row;
+            uint8_t *base;
+            size_t stride, span;
+            int64_t n;
+            kv_run(c, r, kv, a, b, &base, &stride, &n, &span);
+            for (int64_t g = 0; g < n; g++) {
+                uint8_t *p = base + (size_t)g * stride;
                 if (to_cache)
                     memcpy(p, buf, span);
                 else
@@ -1946,15 +2383,11 @@ int llm_ctx_kv_rows(struct llm_ctx *c, int64_t l, int kv, int64_t a, int64_t b, 
                     size_t *stride, int64_t *n_chunks, size_t *chunk_bytes)
 {
     const struct llm_model *m = c->m;
-    if (l < 0 || l >= m->n_layer_kv || kv < 0 || kv > 1 || a < 0 || a > c->n_past || b < a || b > c->n_ctx)
+    if (l < 0 || l >= m->n_kv_runs || kv < 0 || kv > 1 || a < 0 || a > c->n_past || b < a || b > c->n_ctx)
         return set_err(c, LLM_ERR, "no KV rows for layer %" PRId64 " positions [%" PRId64 ", %" PRId64 ")",
                        l, a, b);
-    size_t row = (size_t)m->head_dim * c->kv_elt;
     kv_reserve(c, b);
-    *base = (kv ? c->v_cache[l] : c->k_cache[l]) + (size_t)a * row;
-    *stride = (size_t)c->n_ctx * row;
-    *n_chunks = m->n_head_kv;
-    *chunk_bytes = (size_t)(b - a) * row;
+    kv_run(c, l, kv, a, b, base, stride, n_chunks, chunk_bytes);
     return LLM_OK;
 }
 

@@ -1,10 +1,10 @@
 /*
  * forward-ref.c - the reference forward pass: the transformer of every
  * architecture the engine runs (llama, qwen2, qwen3, gemma2, gemma3, phi3,
- * qwen35, qwen3moe) and of gemma4, which the engine does not run yet (its
- * definition for when it does; tested against llama.cpp and the float64
- * pass), one token at a time on one thread, written to be read beside
- * llama2.c's forward(): one short comment per step, shapes in comments.
+ * qwen35, qwen3moe, qwen35moe, gpt-oss, gemma4; gemma4's also tested
+ * against llama.cpp and the float64 pass), one token at a time on one
+ * thread, written to be read beside llama2.c's forward(): one short
+ * comment per step, shapes in comments.
  *
  * It is the engine's math without the engine's scheduling. engine.c cuts
  * the same steps into phases of work units for the pool and batches tokens;
@@ -131,14 +131,6 @@ static void add_bias(float *x, const float *b, int64_t n)
     if (b)
         for (int64_t i = 0; i < n; i++)
             x[i] += b[i];
-}
-
-/* GELU's tanh form, 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3),
- * computed as x / (1 + e^(-2u)) */
-static float gelu_tanh(float x)
-{
-    float u = 0.79788456080286535587989211986876f * x * (1.0f + 0.044715f * x * x);
-    return x / (1.0f + expf(-2.0f * u));
 }
 
 /* x (n_embd) += the block's output xb, normed first where the model has a
@@ -331,7 +323,7 @@ static void ffn(struct ref_state *s, int64_t l)
     /* hb = act(hb) * hb2: SiLU, or GELU (tanh) for gemma (the layer's rows: gemma4's vary) */
     for (int64_t i = 0; i < L->n_ff; i++) {
         float g = s->hb[i];
-        s->hb[i] = m->ffn_act == LLM_FFN_GELU_TANH ? gelu_tanh(g) * s->hb2[i] : g / (1.0f + expf(-g)) * s->hb2[i];
+        s->hb[i] = m->ffn_act == LLM_FFN_GELU_TANH ? llm_gelu_tanh(g) * s->hb2[i] : g / (1.0f + expf(-g)) * s->hb2[i];
     }
     /* xb (n_embd) = w_down hb */
     matmul(s, s->xb, &L->w_down, s->hb);
@@ -379,7 +371,7 @@ static void g4_experts(struct ref_state *s, int64_t l)
         matmul(s, s->hb, &L->exp_gate[e], s->xn);
         matmul(s, s->hb2, &L->exp_up[e], s->xn);
         for (int64_t i = 0; i < F; i++)
-            s->hb[i] = gelu_tanh(s->hb[i]) * s->hb2[i];
+            s->hb[i] = llm_gelu_tanh(s->hb[i]) * s->hb2[i];
         matmul(s, s->y, &L->exp_down[e], s->hb);
         float sc = L->exp_down_scale ? L->exp_down_scale[e] : 1.0f;
         for (int64_t i = 0; i < E; i++) {
@@ -412,7 +404,7 @@ static void g4_ffn_and_more(struct ref_state *s, int64_t l)
     if (P > 0) {
         matmul(s, s->pg, &L->w_pl_gate, s->x);
         for (int64_t i = 0; i < P; i++)
-            s->pg[i] = gelu_tanh(s->pg[i]) * s->pl[l * P + i];
+            s->pg[i] = llm_gelu_tanh(s->pg[i]) * s->pl[l * P + i];
         matmul(s, s->xb, &L->w_pl_proj, s->pg);
         residual(m, s->x, s->xb, L->pl_post_norm);
     }
@@ -565,7 +557,7 @@ static bool state_init(struct ref_state *s, const struct llm_model *m, int64_t n
 int llm_forward_ref(const struct llm_model *m, struct llm_ctx_params p, const int32_t *tokens, int64_t n,
                     float *logits, char *err, size_t err_size)
 {
-    if (!m->layers || (!m->computable && m->arch != LLM_ARCH_GEMMA4)) {
+    if (!m->layers) {
         snprintf(err, err_size, "the reference forward pass cannot compute this model");
         return LLM_ERR;
     }

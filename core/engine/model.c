@@ -129,7 +129,7 @@ static const struct {
     {"gemma3", LLM_ARCH_GEMMA3, true},  {"phi3", LLM_ARCH_PHI3, true},
     {"qwen35", LLM_ARCH_QWEN35, true},  {"qwen3moe", LLM_ARCH_QWEN3MOE, true},
     {"qwen35moe", LLM_ARCH_QWEN35MOE, true}, {"gpt-oss", LLM_ARCH_GPTOSS, true},
-    {"gemma4", LLM_ARCH_GEMMA4, false},
+    {"gemma4", LLM_ARCH_GEMMA4, true},
 };
 
 bool llm_arch_runs(const char *arch)
@@ -384,7 +384,7 @@ static int hparams(struct binder *b)
         ai++;
     if (ai == sizeof archs / sizeof *archs)
         return fail(b, "architecture '%s' is not supported (llama, qwen2, qwen3, gemma2, "
-                       "gemma3, phi3, qwen35, qwen3moe, qwen35moe, gpt-oss are; gemma4 is read, not run)",
+                       "gemma3, phi3, qwen35, qwen3moe, qwen35moe, gpt-oss, gemma4 are)",
                    mt->arch);
     m->arch = archs[ai].arch;
     m->computable = archs[ai].computable;
@@ -848,6 +848,51 @@ static int bind_gemma4(struct binder *b)
     return 0;
 }
 
+static int bind_layers(struct binder *b)
+{
+    for (int64_t l = 0; l < b->m->n_layer; l++)
+        if (bind_layer(b, l))
+            return -1;
+    return layer_pattern(b);
+}
+
+static int64_t gcd(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t t = a % b;
+        a = b, b = t;
+    }
+    return a;
+}
+
+/* the KV cache's layers (model.h: kv_owner, kv_unit, n_kv_runs) */
+static int kv_layout(struct binder *b)
+{
+    struct llm_model *m = b->m;
+    m->kv_owner = calloc((size_t)(m->n_layer_kv ? m->n_layer_kv : 1), sizeof *m->kv_owner);
+    if (!m->kv_owner)
+        return fail(b, "out of memory");
+    m->kv_unit = 0;
+    for (int64_t l = 0; l < m->n_layer; l++) {
+        const struct llm_layer *L = &m->layers[l];
+        if (L->recurrent || L->kv_shared)
+            continue;
+        if (L->kv_index < 0 || L->kv_index >= m->n_layer_kv)
+            return fail(b, "layer %" PRId64 ": no place in the KV cache", l);
+        m->kv_owner[L->kv_index] = l;
+        m->kv_unit = gcd(m->kv_unit, L->kv_dim);
+    }
+    m->n_kv_runs = 0;
+    for (int64_t kl = 0; kl < m->n_layer_kv; kl++) {
+        const struct llm_layer *L = &m->layers[m->kv_owner[kl]];
+        if (m->kv_unit % L->head_dim && L->head_dim % m->kv_unit)
+            return fail(b, "layer %" PRId64 ": KV heads of %" PRId64 " do not fit the runs of %" PRId64
+                           " of the other layers", m->kv_owner[kl], L->head_dim, m->kv_unit);
+        m->n_kv_runs += L->kv_dim / m->kv_unit;
+    }
+    return 0;
+}
+
 static int bind_tensors(struct binder *b)
 {
     struct llm_model *m = b->m;
@@ -895,12 +940,9 @@ static int bind_tensors(struct binder *b)
     }
     if ((m->arch == LLM_ARCH_QWEN35 || m->arch == LLM_ARCH_QWEN35MOE) && recurrent_pattern(b))
         return -1;
-    if (m->arch == LLM_ARCH_GEMMA4)
-        return bind_gemma4(b);
-    for (int64_t l = 0; l < m->n_layer; l++)
-        if (bind_layer(b, l))
-            return -1;
-    return layer_pattern(b);
+    if (m->arch == LLM_ARCH_GEMMA4 ? bind_gemma4(b) : bind_layers(b))
+        return -1;
+    return kv_layout(b);
 }
 
 void llm_model_yarn_dims(const struct llm_model *m, float base, float dims[2])
@@ -1003,12 +1045,11 @@ int llm_model_open(const char *path, struct llm_model_params params, struct llm_
         llm_model_close(m);
         return -1;
     }
-    /* phase 1 of issue 17: bound and checked, not yet computed */
-    if (!m->computable && !params.vocab_only && !params.bind_only &&
-        !(params.ref_only && m->arch == LLM_ARCH_GEMMA4)) {
+    /* an architecture bound and checked, not computed (none today) */
+    if (!m->computable && !params.vocab_only && !params.bind_only && !params.ref_only) {
         snprintf(err, err_size,
                  "architecture '%s' is not supported yet: kvchat reads it but cannot run it "
-                 "(llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen35, qwen3moe, qwen35moe run)",
+                 "(llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen35, qwen3moe, qwen35moe, gpt-oss, gemma4 run)",
                  m->meta.arch);
         llm_model_close(m);
         return -1;
@@ -1027,6 +1068,7 @@ void llm_model_close(struct llm_model *m)
     if (!m)
         return;
     free(m->layers);
+    free(m->kv_owner);
     free(m->experts);
     free(m->rope_still);
     llm_model_unpack(m);
@@ -1038,8 +1080,8 @@ const struct llm_model_meta *llm_model_get_meta(const struct llm_model *m) { ret
 const struct llm_gguf *llm_model_gguf(const struct llm_model *m) { return m->gguf; }
 int64_t llm_model_n_vocab(const struct llm_model *m) { return m->n_vocab; }
 int64_t llm_model_n_layer(const struct llm_model *m) { return m->n_layer; }
-int64_t llm_model_n_embd_kv(const struct llm_model *m) { return m->kv_dim; }
-int64_t llm_model_n_layer_kv(const struct llm_model *m) { return m->n_layer_kv; }
+int64_t llm_model_n_embd_kv(const struct llm_model *m) { return m->kv_owner ? m->kv_unit : m->kv_dim; }
+int64_t llm_model_n_layer_kv(const struct llm_model *m) { return m->kv_owner ? m->n_kv_runs : m->n_layer_kv; }
 
 uint64_t llm_model_rstate_layer_floats(const struct llm_model *m)
 {

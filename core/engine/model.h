@@ -72,7 +72,7 @@ struct llm_layer {
      * rows of n_embd). NULL elsewhere. */
     const float *bo, *sinks, *router_b;
     const float *exp_gate_b, *exp_up_b, *exp_down_b;
-    /* gemma4 (issue 24; bound, not yet computed): this layer's own sizes
+    /* gemma4 (issue 24): this layer's own sizes
      * (the model's head_dim, n_head_kv, q_dim, kv_dim, rope_dim, n_ff are
      * their maxima), its RoPE factors (the global layers' rope_freqs, or
      * NULL), V = K's product where attn_v is absent (v_from_k: wv unbound),
@@ -187,7 +187,25 @@ struct llm_model {
     struct llm_weight pl_tok_embd, pl_model_proj;
     const float *pl_proj_norm;
     int64_t n_layer_kv_shared; /* gemma4: the last layers, which read earlier layers' KV */
+    /* the KV cache's layers: kv_owner (n_layer_kv) is the layer whose K/V
+     * rows each holds (its head_dim, n_head_kv give the rows' shape). The
+     * export layout (and the block files) cut them into n_kv_runs runs of
+     * kv_unit elements a position (the gcd of their kv_dim, a multiple or a
+     * divisor of each one's head_dim): one run a layer unless the layers'
+     * widths differ (gemma4's global and local layers) */
+    int64_t *kv_owner;
+    int64_t kv_unit, n_kv_runs;
 };
+
+/* GELU, tanh approximation: 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x +
+ * 0.044715 x^3), computed as x / (1 + e^(-2u)) (the same function; one
+ * expf costs a third of a tanhf, and e^(-2u) = inf gives -0 as it should).
+ * The one definition of engine.c, moe.c and forward-ref.c */
+static inline float llm_gelu_tanh(float x)
+{
+    float u = 0.79788456080286535587989211986876f * x * (1.0f + 0.044715f * x * x);
+    return x / (1.0f + expf(-2.0f * u));
+}
 
 /* gpt-oss's clamped SwiGLU of one gate and up value (LLM_FFN_SWIGLU_OAI) */
 static inline float llm_swiglu_oai(float gate, float up)

@@ -44,6 +44,7 @@ struct llm_moe {
     float *h;          /* (n_rows, n_ff) silu(gate) * up */
     float *y;          /* (n_rows, n_embd) the experts' outputs */
     size_t unit_out;   /* floats of the largest product chunk's output (unit_sizes) */
+    const float *down_scale; /* (n_expert) the routed layer's experts' output scales (gemma4), or NULL */
 };
 
 static void unit_sizes(const struct llm_model *m, size_t *n_out, size_t *ws);
@@ -198,6 +199,7 @@ static int64_t pf_rows(const struct llm_weight *W)
 void llm_moe_route(struct llm_moe *x, const struct llm_model *m, const struct llm_layer *L, int64_t T)
 {
     int64_t X = x->n_expert, k = x->k;
+    x->down_scale = L->exp_down_scale;
     if (L->router_b) /* gpt-oss: the router's bias, added to each token's logits */
         for (int64_t t = 0; t < T; t++)
             for (int64_t e = 0; e < X; e++)
@@ -382,7 +384,8 @@ static void product(const struct llm_moe *x, const struct llm_weight *W, enum ll
 }
 
 /* out = w_0 y_0 + w_1 y_1 + ... over token t's ranks in order (each
- * product rounded, then added: llama.cpp's ggml_mul then ggml_add chain) */
+ * product rounded, then added: llama.cpp's ggml_mul then ggml_add chain);
+ * gemma4: each y_j times its expert's scale first, (y_j s_e) w_j */
 static void sum_token(const struct llm_moe *x, int64_t t, float *out)
 {
     int64_t E = x->n_embd, k = x->k;
@@ -390,7 +393,13 @@ static void sum_token(const struct llm_moe *x, int64_t t, float *out)
         int64_t g = clampi(x->pos[t * k + j], 0, x->n_rows - 1);
         const float *y = x->y + g * E;
         float w = x->w[t * k + j];
-        if (j == 0) {
+        if (x->down_scale) {
+            float sc = x->down_scale[clampi(x->sel[t * k + j], 0, x->n_expert - 1)];
+            for (int64_t i = 0; i < E; i++) {
+                float p = (y[i] * sc) * w;
+                out[i] = j == 0 ? p : out[i] + p;
+            }
+        } else if (j == 0) {
             for (int64_t i = 0; i < E; i++)
                 out[i] = w * y[i];
         } else {
@@ -441,6 +450,9 @@ void llm_moe_compute(const struct llm_moe *x, const struct llm_model *m, const s
             if (m->ffn_act == LLM_FFN_SWIGLU_OAI)
                 for (size_t i = 0; i < n; i++)
                     out[i] = llm_swiglu_oai(tmp[i], tmp[n + i]);
+            else if (m->ffn_act == LLM_FFN_GELU_TANH) /* gemma4 */
+                for (size_t i = 0; i < n; i++)
+                    out[i] = llm_gelu_tanh(tmp[i]) * tmp[n + i];
             else
                 for (size_t i = 0; i < n; i++) /* silu(gate) * up */
                     out[i] = tmp[i] / (1.0f + expf(-tmp[i])) * tmp[n + i];

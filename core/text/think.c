@@ -13,7 +13,9 @@
  * ("<|channel|>analysis<|message|>" ... "<|end|>") is the reasoning, and
  * the headers of its final channel ("<|start|>assistant" before, and
  * "<|channel|>final<|message|>") are dropped; a harmony reasoning ends only
- * at <|end|>, a <think> one only at </think>.
+ * at <|end|>, a <think> one only at </think>. Gemma 4's thought channel
+ * ("<|channel>thought" ... "<channel|>") is a reasoning too, ending only
+ * at "<channel|>".
  */
 #include "core/llm.h"
 
@@ -22,33 +24,34 @@
 
 struct llm_think {
     bool in_reasoning;
-    bool harmony;      /* the reasoning is a harmony analysis message */
+    const char *close; /* the tag that ends the reasoning: </think>, harmony's <|end|>, Gemma 4's <channel|> */
     bool after_close;  /* eating white space after </think> */
     bool seen_text;    /* anything but white space has been passed on */
     char held[64];     /* a possible tag prefix */
     size_t n_held;
 };
 
-/* the tags looked for in the answer (what each does: open <think>
- * reasoning, open a harmony analysis, or nothing: a header dropped) */
-enum { T_THINK, T_ANALYSIS, T_DROP };
+/* the tags looked for in the answer: each opens a reasoning that the
+ * close tag ends, or (close NULL) is a header dropped */
 static const struct {
-    const char *tag;
-    int kind;
+    const char *tag, *close;
 } answer_tags[] = {
-    {"<think>", T_THINK},
-    {"<|channel|>analysis<|message|>", T_ANALYSIS},
-    {"<|start|>assistant<|channel|>analysis<|message|>", T_ANALYSIS},
-    {"<|channel|>final<|message|>", T_DROP},
-    {"<|start|>assistant<|channel|>final<|message|>", T_DROP},
+    {"<think>", "</think>"},
+    {"<|channel|>analysis<|message|>", "<|end|>"},
+    {"<|start|>assistant<|channel|>analysis<|message|>", "<|end|>"},
+    {"<|channel|>final<|message|>", NULL},
+    {"<|start|>assistant<|channel|>final<|message|>", NULL},
+    {"<|channel>thought", "<channel|>"},
 };
 #define N_ANSWER_TAGS (sizeof answer_tags / sizeof *answer_tags)
 
 struct llm_think *llm_think_init(bool in_reasoning)
 {
     struct llm_think *t = calloc(1, sizeof *t);
-    if (t)
+    if (t) {
         t->in_reasoning = in_reasoning;
+        t->close = "</think>"; /* (a reasoning opened by the prompt: Qwen3.5's "<think>\n") */
+    }
     return t;
 }
 
@@ -77,9 +80,8 @@ static int emit(struct llm_think *t, const char *s, size_t n, llm_think_emit_fn 
 static int held_match(const struct llm_think *t)
 {
     if (t->in_reasoning) {
-        const char *close = t->harmony ? "<|end|>" : "</think>";
-        size_t tl = strlen(close);
-        if (t->n_held > tl || memcmp(t->held, close, t->n_held))
+        size_t tl = strlen(t->close);
+        if (t->n_held > tl || memcmp(t->held, t->close, t->n_held))
             return -1;
         return t->n_held == tl ? 1 : 0;
     }
@@ -125,9 +127,9 @@ int llm_think_push(struct llm_think *t, const char *text, size_t n, llm_think_em
                 if (t->in_reasoning) {
                     t->in_reasoning = false;
                     t->after_close = true;
-                } else if (answer_tags[k - 1].kind != T_DROP) {
+                } else if (answer_tags[k - 1].close) {
                     t->in_reasoning = true;
-                    t->harmony = answer_tags[k - 1].kind == T_ANALYSIS;
+                    t->close = answer_tags[k - 1].close;
                 }
             }
             continue;

@@ -22,7 +22,8 @@
  *   pre-tokenizer, tokens, merges, special tokens, end-of-generation
  *   tokens; u32 the two hash masks and whether there is a merge table;
  *   i32 bos, eos, eot, eom, unk, sep, pad, nl; u8 add_bos, add_eos,
- *   add_space_prefix, clean_spaces, ignore_merges; the pre-tokenizer's
+ *   add_space_prefix, clean_spaces, ignore_merges, escape_spaces (gemma4's
+ *   U+2581 for ' ': version 1 lost it); the pre-tokenizer's
  *   name (32 bytes); u32 the path's length and the model file's path;
  *   then the image: the tables as vocab.c lays them out in memory, then
  *   the special ids and the end-of-generation ids (i32 each), zero-padded
@@ -49,7 +50,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define VOCAB_FILE_VERSION 1
+#define VOCAB_FILE_VERSION 2 /* 2: escape_spaces (gemma4) kept */
 #define HEADER_BYTES 4096
 
 struct vocab_header {
@@ -61,7 +62,7 @@ struct vocab_header {
     int32_t type, pre, n_tokens, n_merges, n_special, n_eog;
     uint32_t tok_hash_mask, merge_hash_mask, has_merge_hash;
     int32_t bos, eos, eot, eom, unk, sep, pad, nl;
-    uint8_t add_bos, add_eos, add_space_prefix, clean_spaces, ignore_merges, unused[3];
+    uint8_t add_bos, add_eos, add_space_prefix, clean_spaces, ignore_merges, escape_spaces, unused[2];
     char pre_name[32];
     uint32_t path_len;
     char path[HEADER_BYTES - 256];
@@ -249,7 +250,7 @@ static struct llm_vocab *map_cached(const char *file, const struct vocab_header 
     v->bos = h.bos, v->eos = h.eos, v->eot = h.eot, v->eom = h.eom;
     v->unk = h.unk, v->sep = h.sep, v->pad = h.pad, v->nl = h.nl;
     v->add_bos = h.add_bos, v->add_eos = h.add_eos, v->add_space_prefix = h.add_space_prefix;
-    v->clean_spaces = h.clean_spaces, v->ignore_merges = h.ignore_merges;
+    v->clean_spaces = h.clean_spaces, v->ignore_merges = h.ignore_merges, v->escape_spaces = h.escape_spaces;
     /* the tables: what the tokenizers index with, in range */
     bool ok = table_ok(v->tok_hash, v->tok_hash_mask + 1, v->n_tokens) &&
               (!v->merge_hash || table_ok(v->merge_hash, v->merge_hash_mask + 1, v->n_merges));
@@ -301,7 +302,7 @@ static void write_cached(const char *dir, const char *file, const struct llm_voc
     h->bos = v->bos, h->eos = v->eos, h->eot = v->eot, h->eom = v->eom;
     h->unk = v->unk, h->sep = v->sep, h->pad = v->pad, h->nl = v->nl;
     h->add_bos = v->add_bos, h->add_eos = v->add_eos, h->add_space_prefix = v->add_space_prefix;
-    h->clean_spaces = v->clean_spaces, h->ignore_merges = v->ignore_merges;
+    h->clean_spaces = v->clean_spaces, h->ignore_merges = v->ignore_merges, h->escape_spaces = v->escape_spaces;
     memcpy(h->pre_name, v->pre_name, sizeof h->pre_name);
     /* the checksum: the header with a zero checksum, then the image */
     h->checksum = 0;

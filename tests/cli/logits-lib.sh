@@ -11,6 +11,16 @@ rel_err() {
           if ($2 < lo) lo = $2; if ($2 > hi) hi = $2; n++ }
         END { if (n == 0 || hi <= lo) print "nan"; else printf "%.3g\n", m / (hi - lo) }'
 }
+# other_kernels: the kernel sets (KVCHAT_CPU) to compare with this CPU's
+# own: generic, and avx2 too on a CPU with AVX-512 and VNNI (whose own are avx512)
+other_kernels() {
+    if grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo && grep -qw avx512dq /proc/cpuinfo &&
+        grep -qw avx512_vnni /proc/cpuinfo; then
+        echo "avx2 generic"
+    else
+        echo generic
+    fi
+}
 # le A B: A <= B as numbers (neither "nan")
 le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "nan" && b != "nan" && a + 0 <= b + 0) }'; }
 

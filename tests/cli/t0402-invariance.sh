@@ -14,10 +14,8 @@
 . "$TOP/tests/cli/lib.sh"
 D=$TOP/tests/data/accuracy
 
-others=generic
-if grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo && grep -qw avx512dq /proc/cpuinfo &&
-    grep -qw avx512_vnni /proc/cpuinfo; then
-    others="avx2 generic"
+others=$(other_kernels)
+if [ "$others" != generic ]; then
     echo "# AVX-512 with VNNI: the reference runs the avx512 kernels; avx2 and generic are compared with it"
 else
     echo "# this CPU has no AVX-512 with VNNI: the avx512 kernels are not compared here (the test still runs the rest)"
