@@ -9,8 +9,8 @@
  * whatever tile it falls.
  *
  * Tiles are 2 groups x 4 tokens (8 integer and 8 float accumulators). A
- * few tokens (a verification pass of speculative decoding, up to
- * GEMV_N_MAX) go through the type's gemv_n where it has one: each block of
+ * few tokens (a verification pass of speculative decoding, up to the
+ * type's gemv_n_max) go through the type's gemv_n where it has one: each block of
  * weights widened once in registers for up to 4 tokens, no unpacking to
  * memory (which costs more than the products for so few tokens). Without
  * one, fewer tokens than MIN_TILED run the type's own GEMV once per token
@@ -28,9 +28,6 @@
 #define NG 2        /* groups per tile */
 #define NT 4        /* tokens per tile */
 #define MIN_TILED 4 /* fewer tokens go through the GEMV */
-#ifndef GEMV_N_MAX
-#define GEMV_N_MAX 16 /* up to this many go through the type's gemv_n, if it has one */
-#endif
 
 /* ==== the definition over unpacked units ==== */
 
@@ -294,7 +291,7 @@ void llm_mm_packed_gemm(const struct llm_mat *w, int64_t r0, int64_t r1, const v
                         int64_t nt, float *y, int64_t ldy, void *scratch)
 {
     const struct llm_unpack_ops *u = llm_get_unpack_ops(w->type);
-    if (u->gemv_n && nt <= GEMV_N_MAX) {
+    if (u->gemv_n && nt <= u->gemv_n_max) {
         u->gemv_n(w, r0, r1, a, a_stride, nt, y, ldy);
         return;
     }

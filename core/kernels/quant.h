@@ -245,6 +245,7 @@ struct llm_unpack_ops {
      * runs once per token, or the groups are unpacked) */
     void (*gemv_n)(const struct llm_mat *w, int64_t r0, int64_t r1, const void *a, size_t a_stride, int64_t nt,
                    float *y, int64_t ldy);
+    int gemv_n_max; /* the most tokens for which gemv_n beats unpacking */
 };
 #define LLM_GEMV_N_TILE 4
 /* the unpacking of a packed type (NULL for others) */
