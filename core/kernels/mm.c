@@ -78,6 +78,25 @@ void llm_mm_gemm_by_ref(const struct llm_mat *w, int64_t r0, int64_t r1, const v
             y[t * ldy + r - r0] = mm->dot_ref(w, r, (const uint8_t *)a + (size_t)t * a_stride);
 }
 
+void llm_mm_gemv_n_groups(const struct llm_mat *w, int64_t r0, int64_t r1, const void *act, size_t a_stride,
+                          int64_t nt, float *y, int64_t ldy, llm_gemv_n_group_fn *group)
+{
+    for (int64_t base = r0; base < r1; base += ROWS) {
+        const uint8_t *g = w->data + (size_t)(base / ROWS) * w->group_bytes;
+        int cnt = (int)(r1 - base < ROWS ? r1 - base : ROWS);
+        for (int64_t t0 = 0; t0 < nt; t0 += LLM_GEMV_N_TILE) {
+            int T = nt - t0 < LLM_GEMV_N_TILE ? (int)(nt - t0) : LLM_GEMV_N_TILE;
+            struct llm_act16 a[LLM_GEMV_N_TILE];
+            for (int t = 0; t < T; t++)
+                a[t] = llm_act16_view((const uint8_t *)act + (size_t)(t0 + t) * a_stride, w->n_in);
+            float out[ROWS * LLM_GEMV_N_TILE];
+            group(g, w->n_in, T, a, out);
+            for (int t = 0; t < T; t++)
+                memcpy(y + (t0 + t) * ldy + (base - r0), out + ROWS * t, (size_t)cnt * sizeof(float));
+        }
+    }
+}
+
 /* ==== AVX2 ==== */
 
 #if defined(__x86_64__) && defined(__GNUC__)

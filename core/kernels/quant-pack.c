@@ -358,32 +358,18 @@ static inline __attribute__((always_inline)) void dot_group_n(int kind, int T, i
         _mm256_storeu_ps(out + ROWS * t, acc[t]);
 }
 
-/* y[t * ldy + r - r0] for the rows of [r0, r1), group by group, tokens TN at a time */
-static inline __attribute__((always_inline)) void gemv_n_kind(int kind, const struct llm_mat *w, int64_t r0, int64_t r1,
-                                                              const void *act, size_t a_stride, int64_t nt, float *y,
-                                                              int64_t ldy)
+/* gemv_n's group step (llm_mm_gemv_n_groups): T a constant in each call */
+static inline __attribute__((always_inline)) void group_n(int kind, const uint8_t *g, int64_t n, int T,
+                                                          const struct llm_act16 *a, float *out)
 {
-    for (int64_t base = r0; base < r1; base += ROWS) {
-        const uint8_t *g = w->data + (size_t)(base / ROWS) * w->group_bytes;
-        int cnt = (int)(r1 - base < ROWS ? r1 - base : ROWS);
-        for (int64_t t0 = 0; t0 < nt; t0 += TN) {
-            int T = nt - t0 < TN ? (int)(nt - t0) : TN;
-            struct llm_act16 a[TN];
-            for (int t = 0; t < TN; t++) /* (all TN set: the tiles of fewer read only theirs) */
-                a[t] = llm_act16_view((const uint8_t *)act + (size_t)(t0 + (t < T ? t : 0)) * a_stride, w->n_in);
-            float out[ROWS * TN];
-            if (T == 4)
-                dot_group_n(kind, 4, w->n_in, g, a, out);
-            else if (T == 3)
-                dot_group_n(kind, 3, w->n_in, g, a, out);
-            else if (T == 2)
-                dot_group_n(kind, 2, w->n_in, g, a, out);
-            else
-                dot_group_n(kind, 1, w->n_in, g, a, out);
-            for (int t = 0; t < T; t++)
-                memcpy(y + (t0 + t) * ldy + (base - r0), out + ROWS * t, (size_t)cnt * sizeof(float));
-        }
-    }
+    if (T == 4)
+        dot_group_n(kind, 4, n, g, a, out);
+    else if (T == 3)
+        dot_group_n(kind, 3, n, g, a, out);
+    else if (T == 2)
+        dot_group_n(kind, 2, n, g, a, out);
+    else
+        dot_group_n(kind, 1, n, g, a, out);
 }
 
 /* a block's 16-bit values v for pairs p, 8 rows: w16[(p * 8 + r) * 2 + j] */
@@ -436,10 +422,15 @@ static inline __attribute__((always_inline)) void unpack_kind(int kind, const vo
     {                                                                                              \
         unpack_kind(KIND, g, n, w16, S, M);                                                        \
     }                                                                                              \
+    static void NAME##_group_n_avx2(const uint8_t *g, int64_t n, int T, const struct llm_act16 *a,  \
+                                    float *out)                                                    \
+    {                                                                                              \
+        group_n(KIND, g, n, T, a, out);                                                            \
+    }                                                                                              \
     static void NAME##_gemv_n_avx2(const struct llm_mat *w, int64_t r0, int64_t r1, const void *a, \
                                    size_t a_stride, int64_t nt, float *y, int64_t ldy)             \
     {                                                                                              \
-        gemv_n_kind(KIND, w, r0, r1, a, a_stride, nt, y, ldy);                                     \
+        llm_mm_gemv_n_groups(w, r0, r1, a, a_stride, nt, y, ldy, NAME##_group_n_avx2);             \
     }
 AVX2_KIND(q8_0, Q8)
 AVX2_KIND(q4_0, Q4)
