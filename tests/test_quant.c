@@ -589,6 +589,32 @@ static void check_products(struct mat_case *c, int extreme)
                     }
                 }
         }
+    /* a few tokens: each path's gemv_n (where it has one), any number of
+     * tokens (tiles of LLM_GEMV_N_TILE and their rest), any row range */
+    for (int lv = 0; u && lv < n_paths; lv++) {
+        const struct llm_unpack_ops *pu = &path_un[lv][c->type];
+        if (!pu->gemv_n)
+            continue;
+        for (size_t i = 0; i < sizeof nts / sizeof nts[0]; i++)
+            for (size_t k = 0; k < sizeof rr / sizeof rr[0]; k++) {
+                int nt = nts[i];
+                for (int64_t j = 0; j < NT_MAX * ldy; j++)
+                    y[j] = -1234.5f;
+                pu->gemv_n(&c->w, rr[k][0], rr[k][1], c->act, c->a_stride, nt, y, ldy);
+                for (int t = 0; t < NT_MAX; t++)
+                    for (int64_t r = rr[k][0]; r < rr[k][0] + ldy; r++) {
+                        bool in = t < nt && r < rr[k][1];
+                        float got = y[t * ldy + r - rr[k][0]];
+                        if (in ? !same_float(got, want[t][r]) : got != -1234.5f) {
+                            print_error("%s n=%lld path %s gemv_n of %d tokens rows [%lld,%lld): token %d row %lld: "
+                                        "%a, dot_ref %a\n", name, (long long)n, path_name[lv], nt,
+                                        (long long)rr[k][0], (long long)rr[k][1], t, (long long)r, got,
+                                        in ? want[t][r] : -1234.5f);
+                            fail();
+                        }
+                    }
+            }
+    }
     free(y);
     free(scratch);
 }

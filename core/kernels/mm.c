@@ -8,9 +8,13 @@
  * every element is computed exactly as the one-token GEMV computes it, in
  * whatever tile it falls.
  *
- * Tiles are 2 groups x 4 tokens (8 integer and 8 float accumulators); for
- * fewer tokens than MIN_TILED the type's own GEMV runs once per token (its
- * rows stay in the cache), which is faster than unpacking.
+ * Tiles are 2 groups x 4 tokens (8 integer and 8 float accumulators). A
+ * few tokens (a verification pass of speculative decoding, up to the
+ * type's gemv_n_max) go through the type's gemv_n where it has one: each block of
+ * weights widened once in registers for up to 4 tokens, no unpacking to
+ * memory (which costs more than the products for so few tokens). Without
+ * one, fewer tokens than MIN_TILED run the type's own GEMV once per token
+ * (its rows stay in the cache).
  * Nothing here allocates: the caller gives scratch of
  * llm_mm_packed_scratch(n_in) bytes.
  */
@@ -72,6 +76,25 @@ void llm_mm_gemm_by_ref(const struct llm_mat *w, int64_t r0, int64_t r1, const v
     for (int64_t t = 0; t < nt; t++)
         for (int64_t r = r0; r < r1; r++)
             y[t * ldy + r - r0] = mm->dot_ref(w, r, (const uint8_t *)a + (size_t)t * a_stride);
+}
+
+void llm_mm_gemv_n_groups(const struct llm_mat *w, int64_t r0, int64_t r1, const void *act, size_t a_stride,
+                          int64_t nt, float *y, int64_t ldy, llm_gemv_n_group_fn *group)
+{
+    for (int64_t base = r0; base < r1; base += ROWS) {
+        const uint8_t *g = w->data + (size_t)(base / ROWS) * w->group_bytes;
+        int cnt = (int)(r1 - base < ROWS ? r1 - base : ROWS);
+        for (int64_t t0 = 0; t0 < nt; t0 += LLM_GEMV_N_TILE) {
+            int T = nt - t0 < LLM_GEMV_N_TILE ? (int)(nt - t0) : LLM_GEMV_N_TILE;
+            struct llm_act16 a[LLM_GEMV_N_TILE];
+            for (int t = 0; t < T; t++)
+                a[t] = llm_act16_view((const uint8_t *)act + (size_t)(t0 + t) * a_stride, w->n_in);
+            float out[ROWS * LLM_GEMV_N_TILE];
+            group(g, w->n_in, T, a, out);
+            for (int t = 0; t < T; t++)
+                memcpy(y + (t0 + t) * ldy + (base - r0), out + ROWS * t, (size_t)cnt * sizeof(float));
+        }
+    }
 }
 
 /* ==== AVX2 ==== */
@@ -287,6 +310,10 @@ void llm_mm_packed_gemm(const struct llm_mat *w, int64_t r0, int64_t r1, const v
                         int64_t nt, float *y, int64_t ldy, void *scratch)
 {
     const struct llm_unpack_ops *u = llm_get_unpack_ops(w->type);
+    if (u->gemv_n && nt <= u->gemv_n_max) {
+        u->gemv_n(w, r0, r1, a, a_stride, nt, y, ldy);
+        return;
+    }
     if (nt < MIN_TILED) {
         for (int64_t t = 0; t < nt; t++)
             u->gemv(w, r0, r1, 0, 0, (const uint8_t *)a + (size_t)t * a_stride, y + t * ldy, NULL);

@@ -361,7 +361,7 @@ void llm_quant_iq4_init(struct llm_type_ops *t, struct llm_mm_ops *mm, struct ll
                              .group_row_to_float = row_to_float, .dot_ref = dot_ref,
                              .gemv = llm_mm_gemv_by_ref, .gemm = llm_mm_packed_gemm,
                              .gemm_scratch = llm_mm_packed_scratch};
-    struct llm_unpack_ops u = {QK, false, unpack_ref, unpack_ref, llm_mm_gemv_by_ref};
+    struct llm_unpack_ops u = {QK, false, unpack_ref, unpack_ref, llm_mm_gemv_by_ref, NULL, 0};
 #ifdef HAVE_X86_KERNELS
     if (cpu & LLM_CPU_AVX2) {
         ops.gemv = u.gemv = gemv_avx2;

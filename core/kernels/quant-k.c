@@ -988,7 +988,7 @@ KFUNCS(q6_K, K6)
                          .dot_ref = NAME##_dot_ref, .gemv = llm_mm_gemv_by_ref, .gemm = llm_mm_packed_gemm, \
                          .gemm_scratch = llm_mm_packed_scratch})
 #define KUNPACK(NAME, UL, MIN)                                                                     \
-    ((struct llm_unpack_ops){UL, MIN, NAME##_unpack_ref, NAME##_unpack_ref, llm_mm_gemv_by_ref})
+    ((struct llm_unpack_ops){UL, MIN, NAME##_unpack_ref, NAME##_unpack_ref, llm_mm_gemv_by_ref, NULL, 0})
 
 void llm_quant_k_init(struct llm_type_ops *t, struct llm_mm_ops *mm, struct llm_unpack_ops *un, unsigned cpu)
 {

@@ -1,7 +1,7 @@
 /*
  * quant-neon.c - the AArch64 NEON kernels of the packed 32-element types
- * (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1: their one-token GEMV and the unpacking of
- * their groups for the batched product), of the batched
+ * (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1: their one-token and few-token GEMVs and
+ * the unpacking of their groups for the batched product), of the batched
  * product's tile over unpacked units (mm.c) and of the I16 activation
  * quantizer (act.c). Each computes the bits of the portable definition in
  * quant.h; the tables pick them at run time (llm_cpu_features: NEON on
@@ -82,21 +82,33 @@ AI void fields(int kind, const uint8_t *gb, int c, const uint8x16_t fifth[2], in
     }
 }
 
+#define TN LLM_GEMV_N_TILE /* gemv_n: tokens per tile */
+/* the loops over a tile's tokens, unrolled (T is a constant in each caller) */
+#define FOR_T(t, T) _Pragma("GCC unroll 4") for (int t = 0; t < (T); t++)
+
 /* the 8 rows' exact sums of v * q over one block (the _0 types' offsets
- * not yet taken): rows 0-3 in s[0], 4-7 in s[1] */
-AI void block_isum(bool DP, int kind, const uint8_t *gb, const uint8_t *lo, const int8_t *hi, int32x4_t s[2])
+ * not yet taken) for T tokens (lo[t], hi[t]: token t's block): rows 0-3 in
+ * s[t][0], 4-7 in s[t][1]; the weights zipped (or their fields formed)
+ * once for all the tokens */
+AI void block_isum(bool DP, int kind, int T, const uint8_t *gb, const uint8_t *const *lo, const int8_t *const *hi,
+                   int32x4_t (*s)[2])
 {
-    int32x4_t sl[2] = {vdupq_n_s32(0), vdupq_n_s32(0)}, sh[2] = {vdupq_n_s32(0), vdupq_n_s32(0)};
+    int32x4_t sl[TN][2], sh[TN][2];
+    FOR_T(t, T)
+        for (int i = 0; i < 2; i++)
+            sl[t][i] = sh[t][i] = vdupq_n_s32(0);
     if (kind == Q8) {
         for (int p = 0; p < 16; p += 2) {
             uint16x8_t A = vreinterpretq_u16_u8(vld1q_u8(gb + 16 + 16 * p));
             uint16x8_t B = vreinterpretq_u16_u8(vld1q_u8(gb + 32 + 16 * p));
             /* lane r: row r's elements 2p .. 2p + 3 */
             int8x16_t w[2] = {vreinterpretq_s8_u16(vzip1q_u16(A, B)), vreinterpretq_s8_u16(vzip2q_u16(A, B))};
-            int8x16_t al = bc32(lo + 2 * p), ah = bc32(hi + 2 * p);
-            for (int i = 0; i < 2; i++) {
-                sl[i] = dot4(DP, sl[i], w[i], al);
-                sh[i] = dot4(DP, sh[i], w[i], ah);
+            FOR_T(t, T) {
+                int8x16_t al = bc32(lo[t] + 2 * p), ah = bc32(hi[t] + 2 * p);
+                for (int i = 0; i < 2; i++) {
+                    sl[t][i] = dot4(DP, sl[t][i], w[i], al);
+                    sh[t][i] = dot4(DP, sh[t][i], w[i], ah);
+                }
             }
         }
     } else {
@@ -107,39 +119,56 @@ AI void block_isum(bool DP, int kind, const uint8_t *gb, const uint8_t *lo, cons
         for (int c = 0; c < 4; c++) {
             int8x16_t L[2], H[2];
             fields(kind, gb, c, fifth, L, H);
-            int8x16_t aL = bc32(lo + 4 * c), aH = bc32(lo + 16 + 4 * c);
-            int8x16_t hL = bc32(hi + 4 * c), hH = bc32(hi + 16 + 4 * c);
-            for (int i = 0; i < 2; i++) {
-                sl[i] = dot4(DP, dot4(DP, sl[i], L[i], aL), H[i], aH);
-                sh[i] = dot4(DP, dot4(DP, sh[i], L[i], hL), H[i], hH);
+            FOR_T(t, T) {
+                int8x16_t aL = bc32(lo[t] + 4 * c), aH = bc32(lo[t] + 16 + 4 * c);
+                int8x16_t hL = bc32(hi[t] + 4 * c), hH = bc32(hi[t] + 16 + 4 * c);
+                for (int i = 0; i < 2; i++) {
+                    sl[t][i] = dot4(DP, dot4(DP, sl[t][i], L[i], aL), H[i], aH);
+                    sh[t][i] = dot4(DP, dot4(DP, sh[t][i], L[i], hL), H[i], hH);
+                }
             }
         }
     }
-    for (int i = 0; i < 2; i++)
-        s[i] = vaddq_s32(sl[i], vshlq_n_s32(sh[i], 7));
+    FOR_T(t, T)
+        for (int i = 0; i < 2; i++)
+            s[t][i] = vaddq_s32(sl[t][i], vshlq_n_s32(sh[t][i], 7));
+}
+
+/* one block of a group for T tokens: acc[t] with the block's steps of the
+ * definition for token t (a[t]) */
+AI void block_step_n(bool DP, int kind, int T, const uint8_t *gb, const struct llm_act16 *a, int64_t b,
+                     float32x4_t (*acc)[2])
+{
+    const uint8_t *lo[TN];
+    const int8_t *hi[TN];
+    FOR_T(t, T)
+        lo[t] = a[t].lo + b * QK, hi[t] = a[t].hi + b * QK;
+    int32x4_t is[TN][2];
+    block_isum(DP, kind, T, gb, lo, hi, is);
+    FOR_T(t, T) {
+        float32x4_t da = vdupq_n_f32(a[t].d[b]);
+        /* wrapping: a stale thread may read an activation being rewritten (pool.h) */
+        int32_t asum = (int32_t)((uint32_t)a[t].s16[2 * b] + (uint32_t)a[t].s16[2 * b + 1]);
+        if (kind == Q4 || kind == Q5) {
+            int32x4_t off = vdupq_n_s32((int32_t)((kind == Q4 ? 8u : 16u) * (uint32_t)asum));
+            for (int i = 0; i < 2; i++)
+                is[t][i] = vsubq_s32(is[t][i], off);
+        }
+        for (int i = 0; i < 2; i++) {
+            float32x4_t sc = vmulq_f32(ldh4(gb + 8 * i), da);
+            acc[t][i] = vfmaq_f32(acc[t][i], vcvtq_f32_s32(is[t][i]), sc);
+            if (has_min(kind)) {
+                float32x4_t m = vmulq_f32(ldh4(gb + M_OFF + 8 * i), da);
+                acc[t][i] = vfmaq_f32(acc[t][i], vdupq_n_f32((float)asum), m);
+            }
+        }
+    }
 }
 
 /* one block of a group: acc with the block's steps of the definition */
 AI void block_step(bool DP, int kind, const uint8_t *gb, const struct llm_act16 *a, int64_t b, float32x4_t acc[2])
 {
-    float32x4_t da = vdupq_n_f32(a->d[b]);
-    /* wrapping: a stale thread may read an activation being rewritten (pool.h) */
-    int32_t asum = (int32_t)((uint32_t)a->s16[2 * b] + (uint32_t)a->s16[2 * b + 1]);
-    int32x4_t is[2];
-    block_isum(DP, kind, gb, a->lo + b * QK, a->hi + b * QK, is);
-    if (kind == Q4 || kind == Q5) {
-        int32x4_t off = vdupq_n_s32((int32_t)((kind == Q4 ? 8u : 16u) * (uint32_t)asum));
-        for (int i = 0; i < 2; i++)
-            is[i] = vsubq_s32(is[i], off);
-    }
-    for (int i = 0; i < 2; i++) {
-        float32x4_t s = vmulq_f32(ldh4(gb + 8 * i), da);
-        acc[i] = vfmaq_f32(acc[i], vcvtq_f32_s32(is[i]), s);
-        if (has_min(kind)) {
-            float32x4_t m = vmulq_f32(ldh4(gb + M_OFF + 8 * i), da);
-            acc[i] = vfmaq_f32(acc[i], vdupq_n_f32((float)asum), m);
-        }
-    }
+    block_step_n(DP, kind, 1, gb, a, b, (float32x4_t (*)[2])acc);
 }
 
 /* the 8 results of group g0 (and of g1 if not NULL), block by block */
@@ -178,6 +207,31 @@ AI void gemv_kind(bool DP, int kind, const struct llm_mat *w, int64_t r0, int64_
         for (int r = 0; two && r < ROWS && sa + r < s1; r++)
             y1[sa - s0 + r] = out1[r];
     }
+}
+
+/* gemv_n: a group's 8 results for T tokens (out[8 t + r]), block by block */
+AI void dot_group_n(bool DP, int kind, int T, int64_t n, const uint8_t *g, const struct llm_act16 *a, float *out)
+{
+    float32x4_t acc[TN][2];
+    FOR_T(t, T)
+        acc[t][0] = acc[t][1] = vdupq_n_f32(0);
+    for (int64_t b = 0; b < n / QK; b++)
+        block_step_n(DP, kind, T, g + (size_t)b * gbb_of[kind], a, b, acc);
+    FOR_T(t, T)
+        vst1q_f32(out + ROWS * t, acc[t][0]), vst1q_f32(out + ROWS * t + 4, acc[t][1]);
+}
+
+/* gemv_n's group step (llm_mm_gemv_n_groups): T a constant in each call */
+AI void group_n(bool DP, int kind, const uint8_t *g, int64_t n, int T, const struct llm_act16 *a, float *out)
+{
+    if (T == 4)
+        dot_group_n(DP, kind, 4, n, g, a, out);
+    else if (T == 3)
+        dot_group_n(DP, kind, 3, n, g, a, out);
+    else if (T == 2)
+        dot_group_n(DP, kind, 2, n, g, a, out);
+    else
+        dot_group_n(DP, kind, 1, n, g, a, out);
 }
 
 /* the 8 rows' values of 4 consecutive elements (fields minus off; v[0]:
@@ -241,6 +295,26 @@ AI void unpack_kind(int kind, const void *group, int64_t n, int16_t *w16, float 
     static void NAME##_unpack_neon(const void *g, int64_t n, int16_t *w16, float *S, float *M)     \
     {                                                                                              \
         unpack_kind(KIND, g, n, w16, S, M);                                                        \
+    }                                                                                              \
+    static void NAME##_group_n_neon(const uint8_t *g, int64_t n, int T, const struct llm_act16 *a,  \
+                                    float *out)                                                    \
+    {                                                                                              \
+        group_n(false, KIND, g, n, T, a, out);                                                     \
+    }                                                                                              \
+    static void NAME##_group_n_sdot(const uint8_t *g, int64_t n, int T, const struct llm_act16 *a,  \
+                                    float *out)                                                    \
+    {                                                                                              \
+        group_n(true, KIND, g, n, T, a, out);                                                      \
+    }                                                                                              \
+    static void NAME##_gemv_n_neon(const struct llm_mat *w, int64_t r0, int64_t r1, const void *a, \
+                                   size_t a_stride, int64_t nt, float *y, int64_t ldy)             \
+    {                                                                                              \
+        llm_mm_gemv_n_groups(w, r0, r1, a, a_stride, nt, y, ldy, NAME##_group_n_neon);             \
+    }                                                                                              \
+    static void NAME##_gemv_n_sdot(const struct llm_mat *w, int64_t r0, int64_t r1, const void *a, \
+                                   size_t a_stride, int64_t nt, float *y, int64_t ldy)             \
+    {                                                                                              \
+        llm_mm_gemv_n_groups(w, r0, r1, a, a_stride, nt, y, ldy, NAME##_group_n_sdot);             \
     }
 NEON_KIND(q8_0, Q8)
 NEON_KIND(q4_0, Q4)
@@ -253,7 +327,9 @@ void llm_quant_pack_neon(struct llm_mm_ops *mm, struct llm_unpack_ops *un, unsig
     bool dp = cpu & LLM_CPU_DOTPROD;
 #define FAST(NAME, TYPE)                                                                           \
     mm[TYPE].gemv = un[TYPE].gemv = dp ? NAME##_gemv_sdot : NAME##_gemv_neon;                      \
-    un[TYPE].unpack = NAME##_unpack_neon;
+    un[TYPE].unpack = NAME##_unpack_neon;                                                          \
+    un[TYPE].gemv_n = dp ? NAME##_gemv_n_sdot : NAME##_gemv_n_neon;                                \
+    un[TYPE].gemv_n_max = 8; /* AVX2's (the same shape); not measured on ARM */
     FAST(q8_0, LLM_TYPE_Q8_0)
     FAST(q4_0, LLM_TYPE_Q4_0)
     FAST(q5_0, LLM_TYPE_Q5_0)

@@ -238,14 +238,31 @@ struct llm_unpack_ops {
     /* the type's one-token product (llm_mm_ops.gemv), for few tokens */
     void (*gemv)(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1, const void *a,
                  float *y0, float *y1);
+    /* few tokens (a verification pass): y[t * ldy + r - r0] = W_r . a_t for
+     * r in [r0, r1) (r0 a multiple of 8), t < nt, each block of weights
+     * loaded and widened once for up to LLM_GEMV_N_TILE tokens, each token's
+     * float steps the GEMV's; NULL where the type has none (then the GEMV
+     * runs once per token, or the groups are unpacked) */
+    void (*gemv_n)(const struct llm_mat *w, int64_t r0, int64_t r1, const void *a, size_t a_stride, int64_t nt,
+                   float *y, int64_t ldy);
+    int gemv_n_max; /* the most tokens for which gemv_n beats unpacking */
 };
+#define LLM_GEMV_N_TILE 4
 /* the unpacking of a packed type (NULL for others) */
 const struct llm_unpack_ops *llm_get_unpack_ops(uint32_t type);
 /* the batched product of any packed type (mm.c): few tokens through the
- * type's gemv, more through its groups unpacked and llm_mm_units */
+ * type's gemv_n (or its gemv), more through its groups unpacked and
+ * llm_mm_units */
 void llm_mm_packed_gemm(const struct llm_mat *w, int64_t r0, int64_t r1, const void *a, size_t a_stride,
                         int64_t nt, float *y, int64_t ldy, void *scratch);
 size_t llm_mm_packed_scratch(int64_t n_in);
+/* gemv_n for kernels that take one group at a time (AVX2, NEON): the
+ * groups of [r0, r1) in order, LLM_GEMV_N_TILE tokens at a time; group()
+ * gives a group's 8 results for T (1 .. LLM_GEMV_N_TILE) tokens a[0 .. T),
+ * out[8 t + r] */
+typedef void llm_gemv_n_group_fn(const uint8_t *g, int64_t n, int T, const struct llm_act16 *a, float *out);
+void llm_mm_gemv_n_groups(const struct llm_mat *w, int64_t r0, int64_t r1, const void *a, size_t a_stride,
+                          int64_t nt, float *y, int64_t ldy, llm_gemv_n_group_fn *group);
 /* the definition over unpacked units, for nt tokens and the 8 rows of one
  * group (y[t * ldy + r], r < 8): the scalar reference and the fast one */
 void llm_mm_units_ref(const struct llm_unpack_ops *u, int64_t n, const int16_t *w16, const float *S,
