@@ -3,8 +3,7 @@
 # the answer on stdout, --json, exit codes, a closed pipe, Ctrl-C.
 . "$TOP/tests/cli/lib.sh"
 M=$T/m.gguf
-"$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
-    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 >/dev/null
+qwen2_tiny "$M"
 R="$KVCHAT run -m $M -t 2 --temp 0 -n 8"
 
 run sh -c "echo 'Hello there' | $R"
