@@ -616,41 +616,12 @@ struct bpe_work {
     bool oom;
 };
 
+BASE_HEAP_DEFINE(bigram_heap, struct bpe_bigram, bpe_before)
+
 static void heap_push(struct bpe_work *w, struct bpe_bigram x)
 {
-    if (base_grow((void **)&w->heap, &w->heap_cap, w->heap_n + 1, sizeof *w->heap)) {
+    if (bigram_heap_push(&w->heap, &w->heap_n, &w->heap_cap, x))
         w->oom = true;
-        return;
-    }
-    size_t i = w->heap_n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!bpe_before(&x, &w->heap[parent]))
-            break;
-        w->heap[i] = w->heap[parent];
-        i = parent;
-    }
-    w->heap[i] = x;
-}
-
-static struct bpe_bigram heap_pop(struct bpe_work *w)
-{
-    struct bpe_bigram top = w->heap[0], x = w->heap[--w->heap_n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= w->heap_n)
-            break;
-        if (c + 1 < w->heap_n && bpe_before(&w->heap[c + 1], &w->heap[c]))
-            c++;
-        if (!bpe_before(&w->heap[c], &x))
-            break;
-        w->heap[i] = w->heap[c];
-        i = c;
-    }
-    if (w->heap_n)
-        w->heap[i] = x;
-    return top;
 }
 
 static void add_bigram(const struct llm_vocab *v, const char *word, struct bpe_work *w,
@@ -699,7 +670,7 @@ static void bpe_word(const struct llm_vocab *v, const char *word, size_t len, st
     for (int32_t i = 1; i < n; i++)
         add_bigram(v, word, w, i - 1, i);
     while (w->heap_n && !w->oom) {
-        struct bpe_bigram b = heap_pop(w);
+        struct bpe_bigram b = bigram_heap_pop(w->heap, &w->heap_n);
         struct bpe_sym *l = &w->sym[b.left], *r = &w->sym[b.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
             continue;
