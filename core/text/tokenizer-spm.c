@@ -20,11 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct spm_sym {
-    int32_t prev, next;
-    uint32_t off, n;
-};
-
 struct spm_bigram {
     float score;
     int32_t left, right;
@@ -44,7 +39,7 @@ struct spm_heap {
 
 BASE_HEAP_DEFINE(bigram_heap, struct spm_bigram, spm_before)
 
-static bool try_bigram(const struct llm_vocab *v, const char *text, struct spm_sym *s,
+static bool try_bigram(const struct llm_vocab *v, const char *text, struct llm_tok_sym *s,
                        struct spm_heap *q, int32_t left, int32_t right)
 {
     if (left < 0 || right < 0)
@@ -78,34 +73,21 @@ void llm_spm_tokenize(const struct llm_vocab *v, const char *text, size_t len,
         out->oom = true;
         return;
     }
-    struct spm_sym *s = malloc(len * sizeof *s);
+    struct llm_tok_sym *s = malloc(len * sizeof *s);
     struct spm_heap q = {0};
     if (!s) {
         out->oom = true;
         return;
     }
-    int32_t n = 0;
-    for (size_t off = 0; off < len;) {
-        size_t k = llm_utf8_len((unsigned char)text[off]);
-        if (k > len - off)
-            k = len - off;
-        s[n] = (struct spm_sym){n - 1, off + k == len ? -1 : n + 1, (uint32_t)off, (uint32_t)k};
-        off += k;
-        n++;
-    }
+    int32_t n = llm_tok_syms(text, len, s);
     bool ok = true;
     for (int32_t i = 1; i < n && ok; i++)
         ok = try_bigram(v, text, s, &q, i - 1, i);
     while (ok && q.n) {
         struct spm_bigram b = bigram_heap_pop(q.h, &q.n);
-        struct spm_sym *l = &s[b.left], *r = &s[b.right];
-        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
+        if (!llm_tok_sym_merge(s, b.left, b.right, b.size))
             continue;
-        l->n += r->n;
-        r->n = 0;
-        l->next = r->next;
-        if (r->next >= 0)
-            s[r->next].prev = b.left;
+        const struct llm_tok_sym *l = &s[b.left];
         ok = try_bigram(v, text, s, &q, l->prev, b.left) &&
              try_bigram(v, text, s, &q, b.left, l->next);
     }
