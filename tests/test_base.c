@@ -157,6 +157,24 @@ static void test_heap(void **state)
     free(h);
 }
 
+static void test_utf8_seq(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *s;
+        size_t n, want;
+    } cases[] = {
+        {"a", 1, 1},          {"\n", 1, 1},           {"\xc3\xa9", 2, 2},      {"\xc3\xa9", 1, 0},
+        {"\xe2\x82\xac", 3, 3}, {"\xf0\x9f\x98\x80", 4, 4}, {"\xf4\x8f\xbf\xbf", 4, 4},
+        {"\x80", 1, 0},       {"\xc0\xaf", 2, 0},       {"\xc1\xbf", 2, 0},       /* stray, overlong */
+        {"\xe0\x9f\xbf", 3, 0}, {"\xed\xa0\x80", 3, 0},  {"\xf0\x8f\xbf\xbf", 4, 0}, /* overlong, surrogate */
+        {"\xf4\x90\x80\x80", 4, 0}, {"\xf5\x80\x80\x80", 4, 0}, {"\xe2\x82", 2, 0}, /* > U+10FFFF, cut */
+        {"\xe2\x28\xac", 3, 0}, {"", 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        assert_int_equal(base_utf8_seq(cases[i].s, cases[i].n), cases[i].want);
+}
+
 static void test_buf(void **state)
 {
     (void)state;
@@ -291,6 +309,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grow),
         cmocka_unit_test(test_heap),
+        cmocka_unit_test(test_utf8_seq),
         cmocka_unit_test(test_buf),
         cmocka_unit_test(test_paths),
         cmocka_unit_test_setup_teardown(test_mkdir_p, setup, teardown),

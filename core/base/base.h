@@ -95,6 +95,13 @@ int base_buf_printf(struct base_buf *b, const char *fmt, ...) __attribute__((for
 int base_buf_vprintf(struct base_buf *b, const char *fmt, va_list ap);
 void base_buf_free(struct base_buf *b);
 
+/* ==== text ==== */
+
+/* the length (1 to 4) of the valid UTF-8 sequence at p, n bytes left; 0
+ * if it is invalid (a stray continuation, an overlong form, a surrogate,
+ * above U+10FFFF) or cut short by n */
+size_t base_utf8_seq(const void *p, size_t n);
+
 /* ==== paths ==== */
 
 /* "dir/name" (dir "" gives name): caller frees; NULL when out of memory */
