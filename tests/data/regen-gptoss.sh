@@ -37,12 +37,7 @@ regen_model gptoss "--arch gpt-oss --dim 256 --layers 3 --heads 4 --kv-heads 2 -
 "$LLREF" quantize "$f32" "$d/gptoss-MXFP4.gguf" MXFP4_MOE >/dev/null 2>&1
 for p in p8 p300 hot300; do
     case $p in hot300) ids=$(cat "$m/hot300.txt") ;; *) ids=$(cat "$m/prompt${p#p}.txt") ;; esac
-    "$LLREF" greedy "$f32" -p "$ids" -n 32 2>/dev/null >"$d/gptoss-F32-$p.greedy"
-    for type in F32 MXFP4; do
-        f=$f32
-        [ $type = MXFP4 ] && f=$d/gptoss-MXFP4.gguf
-        regen_logits "$f" "$ids" "$d/gptoss-$type-$p" tests/data/f64-gptoss.py
-    done
+    regen_goldens gptoss $p tests/data/f64-gptoss.py F32 MXFP4  # MXFP4: the file made above
     /usr/bin/python3 tests/data/f64-gptoss.py "$f32" -p "$ids" --kv f64 -o "$d/gptoss-F32-$p.f64kv.f32" >/dev/null
     echo "gptoss $p: $(cat "$d/gptoss-F32-$p.greedy")"
 done

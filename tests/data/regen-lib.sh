@@ -5,7 +5,7 @@
 # the same way.
 # Sourced (". tests/data/regen-lib.sh") from the top directory by a script
 # that has run `set -eu` and set LLREF; it sets d and tmp (regen_init), f32
-# (regen_model) and model (regen_quant).
+# (regen_model) and model (regen_quant, regen_goldens).
 
 # regen_init DIR: DIR made (as $d) and a scratch folder $tmp, removed on exit
 regen_init() {
@@ -50,6 +50,19 @@ regen_quant() {
 regen_logits() {
     "$LLREF" logits "$1" -p "$2" -o "$3.logits" >/dev/null 2>&1
     /usr/bin/python3 "$4" "$1" -p "$2" -o "$3.f64.f32" >/dev/null
+}
+
+# regen_goldens NAME TAG F64PY TYPE...: on the prompt $ids, llama.cpp's 32
+# greedy tokens after it on $f32 ($d/NAME-F32-TAG.greedy), and for each TYPE
+# (regen_quant) llama.cpp's and the float64 logits ($d/NAME-TYPE-TAG.*)
+regen_goldens() {
+    _name=$1 _tag=$2 _f64=$3
+    shift 3
+    "$LLREF" greedy "$f32" -p "$ids" -n 32 2>/dev/null >"$d/$_name-F32-$_tag.greedy"
+    for _type; do
+        regen_quant "$_name" "$_type"
+        regen_logits "$model" "$ids" "$d/$_name-$_type-$_tag" "$_f64"
+    done
 }
 
 # regen_relchange A B LABEL: prints "LABEL: x", x = max |A - B| / range of B

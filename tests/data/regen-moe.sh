@@ -47,11 +47,7 @@ for name in qwen3moe qwen3moe-wide; do
     regen_model $name "$(opts $name)"
     for p in 8 300; do
         ids=$(cat "$d/prompt$p.txt")
-        "$LLREF" greedy "$f32" -p "$ids" -n 32 2>/dev/null >"$d/$name-F32-p$p.greedy"
-        for type in F32 Q8_0 Q4_K_M IQ4_XS; do
-            regen_quant $name $type
-            regen_logits "$model" "$ids" "$d/$name-$type-p$p" tests/data/f64-moe.py
-        done
+        regen_goldens $name p$p tests/data/f64-moe.py F32 Q8_0 Q4_K_M IQ4_XS
         /usr/bin/python3 tests/data/f64-moe.py "$f32" -p "$ids" --kv f64 -o "$d/$name-F32-p$p.f64kv.f32" >/dev/null
         echo "$name p$p: $(cat "$d/$name-F32-p$p.greedy")"
     done

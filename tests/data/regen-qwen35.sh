@@ -43,11 +43,7 @@ for name in qwen35 qwen35-rl; do
     regen_model $name "$(opts $name)"
     for p in 8 300; do
         ids=$(cat "$d/prompt$p.txt")
-        "$LLREF" greedy "$f32" -p "$ids" -n 32 2>/dev/null >"$d/$name-F32-p$p.greedy"
-        for type in F32 Q8_0 Q4_K_M; do
-            regen_quant $name $type
-            regen_logits "$model" "$ids" "$d/$name-$type-p$p" tests/data/f64-qwen35.py
-        done
+        regen_goldens $name p$p tests/data/f64-qwen35.py F32 Q8_0 Q4_K_M
         echo "$name p$p: $(cat "$d/$name-F32-p$p.greedy")"
     done
     /usr/bin/python3 tests/data/f64-qwen35.py "$f32" -p "$(cat "$d/prompt300.txt")" --kv f64 \

@@ -29,10 +29,6 @@ name=q35moe
 regen_model $name "--arch qwen35moe --dim 64 --layers 4 --heads 2 --kv-heads 1 --head-dim 32 --rope-dim 8 --ff 128 --ff-exp 32 --ff-shexp 64 --experts 8 --experts-used 2 --ssm-state 16 --ssm-groups 1 --ssm-heads 2 --ssm-conv 4 --ctx 4096 --rope-theta 1000000 --seed 41"
 for p in 8 300; do
     ids=$(cat tests/data/qwen35/prompt$p.txt)
-    "$LLREF" greedy "$f32" -p "$ids" -n 32 2>/dev/null >"$d/$name-F32-p$p.greedy"
-    for type in F32 Q8_0; do
-        regen_quant $name $type
-        regen_logits "$model" "$ids" "$d/$name-$type-p$p" tests/data/f64-qwen35.py
-    done
+    regen_goldens $name p$p tests/data/f64-qwen35.py F32 Q8_0
     echo "$name p$p: $(cat "$d/$name-F32-p$p.greedy")"
 done
