@@ -175,6 +175,17 @@ static void test_utf8_seq(void **state)
         assert_int_equal(base_utf8_seq(cases[i].s, cases[i].n), cases[i].want);
 }
 
+static void test_hexval(void **state)
+{
+    (void)state;
+    const char *digits = "0123456789abcdef", *upper = "ABCDEF";
+    for (int c = -128; c < 256; c++) {
+        const char *at = c > 0 ? strchr(digits, c) : NULL, *up = c > 0 ? strchr(upper, c) : NULL;
+        int want = at ? (int)(at - digits) : up ? 10 + (int)(up - upper) : -1;
+        assert_int_equal(base_hexval(c), want);
+    }
+}
+
 static void test_buf(void **state)
 {
     (void)state;
@@ -310,6 +321,7 @@ int main(void)
         cmocka_unit_test(test_grow),
         cmocka_unit_test(test_heap),
         cmocka_unit_test(test_utf8_seq),
+        cmocka_unit_test(test_hexval),
         cmocka_unit_test(test_buf),
         cmocka_unit_test(test_paths),
         cmocka_unit_test_setup_teardown(test_mkdir_p, setup, teardown),

@@ -113,6 +113,17 @@ size_t base_utf8_seq(const void *s, size_t n)
     return k;
 }
 
+int base_hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
 /* ==== paths ==== */
 
 char *base_strdup_printf(const char *fmt, ...)

@@ -102,6 +102,9 @@ void base_buf_free(struct base_buf *b);
  * above U+10FFFF) or cut short by n */
 size_t base_utf8_seq(const void *p, size_t n);
 
+/* the value of the hex digit c (0-9, a-f, A-F), -1 if c is none */
+int base_hexval(int c);
+
 /* ==== paths ==== */
 
 /* "dir/name" (dir "" gives name): caller frees; NULL when out of memory */

@@ -1009,17 +1009,6 @@ static int32_t copy_piece(const char *s, size_t n, char *buf, int32_t size, int3
     return (int32_t)n;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int32_t llm_token_to_piece(const struct llm_vocab *v, int32_t id, char *buf, int32_t size,
                            int32_t lstrip, bool special)
 {
@@ -1088,7 +1077,7 @@ int32_t llm_token_to_piece(const struct llm_vocab *v, int32_t id, char *buf, int
     if (attr & LLM_TOKEN_ATTR_BYTE) {
         char c = 0;
         if (t->len >= 5) {
-            int hi = hexval(tt[3]), lo = hexval(tt[4]);
+            int hi = base_hexval(tt[3]), lo = base_hexval(tt[4]);
             c = (char)((hi < 0 ? 0 : hi) << 4 | (lo < 0 ? 0 : lo));
         }
         return copy_piece(&c, 1, buf, size, lstrip);
