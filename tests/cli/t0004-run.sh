@@ -66,10 +66,7 @@ grep -qi "broken pipe" "$T/err" && not_ok "broken pipe reported" || ok "no broke
 $KVCHAT run -m $M -t 2 --temp 0.9 --seed 1 -n 100000 -c 4096 'go on' < /dev/null > "$T/int.out" 2> "$T/int.err" &
 pid=$!
 sleep 2
-kill -INT $pid
-wait $pid
-rc=$?
-[ "$rc" = 130 ] && ok "SIGINT exits 130" || not_ok "SIGINT exit $rc"
+expect_interrupted $pid "SIGINT"
 [ -s "$T/int.out" ] && ok "partial answer printed" || not_ok "no partial answer"
 
 run "$KVCHAT" run --help
