@@ -55,6 +55,19 @@ golden_greedy() {
         not_ok "$1 greedy: $(cat "$T/out"), llama.cpp: $(cat "$5")"
 }
 
+# accuracy_model NAME HOW REST: $model, the file of a line of
+# tests/data/accuracy/models.txt: HOW "mk", made by mkmodel with the options
+# REST as $T/NAME.gguf; else the committed file REST (from the top)
+accuracy_model() {
+    if [ "$2" = mk ]; then
+        model=$T/$1.gguf
+        # shellcheck disable=SC2086
+        "$MKMODEL" "$model" $3 >/dev/null
+    else
+        model=$TOP/$3
+    fi
+}
+
 # golden_prompt NAME DIR TAG IDS TYPE...: golden_eval of each TYPE's file
 # (F32: mkmodel's $T/NAME-F32.gguf, else DIR/NAME-TYPE.gguf) on IDS against
 # DIR/NAME-TYPE-TAG.*, then golden_greedy of the F32 file (context 512)
