@@ -18,6 +18,7 @@
  * commands that wait on the network.
  */
 #include "cli/term.h"
+#include "core/base/base.h"
 
 #include <signal.h>
 #include <stdarg.h>
@@ -27,26 +28,10 @@
 
 static const char fffd[] = "\xef\xbf\xbd";
 
-/* length of the valid UTF-8 sequence at p (n bytes left), 0 if invalid */
-static size_t utf8_seq(const unsigned char *p, size_t n)
-{
-    size_t k = p[0] < 0x80 ? 1 : p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3
-             : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
-    if (k == 0 || k > n)
-        return 0;
-    for (size_t i = 1; i < k; i++)
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-    if ((k == 3 && p[0] == 0xe0 && p[1] < 0xa0) || (k == 3 && p[0] == 0xed && p[1] > 0x9f) ||
-        (k == 4 && p[0] == 0xf0 && p[1] < 0x90) || (k == 4 && p[0] == 0xf4 && p[1] > 0x8f))
-        return 0;
-    return k;
-}
-
 size_t cmd_term_unsafe(const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
-    size_t k = utf8_seq(p, n);
+    size_t k = base_utf8_seq(p, n);
     if (k == 0) { /* the maximal invalid subpart is one U+FFFD (Unicode's practice, Python's too) */
         size_t want = p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3
                     : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 1;
@@ -73,7 +58,7 @@ int cmd_term_clean(const char *s, size_t n, int (*put)(void *ud, const char *s, 
     while (i < n) {
         size_t bad = cmd_term_unsafe(s + i, n - i);
         if (!bad) {
-            size_t k = utf8_seq((const unsigned char *)s + i, n - i);
+            size_t k = base_utf8_seq(s + i, n - i);
             i += k ? k : 1;
             continue;
         }

@@ -15,6 +15,7 @@
  * timeout and ends early when the cancel flag is set.
  */
 #include "models/net.h"
+#include "core/base/base.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -41,12 +42,6 @@ static int64_t parse_port(const char *s, size_t n)
         v = v * 10 + (s[i] - '0');
     }
     return v;
-}
-
-static int hexdig(char c)
-{
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                          : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
 static void copy_str(char *dst, size_t size, const char *s, size_t n)
@@ -275,7 +270,7 @@ static int proxy_connect(const struct http_params *p, const struct http_url *u, 
         size_t cn = 0;
         for (const char *q = s; q < at && cn + 1 < sizeof cred; q++) {
             int hi, lo;
-            if (*q == '%' && q + 2 < at && (hi = hexdig(q[1])) >= 0 && (lo = hexdig(q[2])) >= 0) {
+            if (*q == '%' && q + 2 < at && (hi = base_hexval(q[1])) >= 0 && (lo = base_hexval(q[2])) >= 0) {
                 cred[cn++] = (char)(hi * 16 + lo);
                 q += 2;
             } else {

@@ -11,6 +11,7 @@
  * a short file taken as whole.
  */
 #include "models/net.h"
+#include "core/base/base.h"
 
 #include <ctype.h>
 #include <netinet/in.h>
@@ -252,14 +253,6 @@ void http_body_init(struct http_body *b, const struct http_resp *r)
     }
 }
 
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c = tolower(c);
-    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
 /* a complete chunk-size line in b->line (without the LF) */
 static int chunk_size_line(struct http_body *b, char *err, size_t err_size)
 {
@@ -267,12 +260,12 @@ static int chunk_size_line(struct http_body *b, char *err, size_t err_size)
     if (n && b->line[n - 1] == '\r')
         n--;
     uint64_t v = 0;
-    for (; i < n && hexval((unsigned char)b->line[i]) >= 0; i++) {
+    for (; i < n && base_hexval((unsigned char)b->line[i]) >= 0; i++) {
         if (v >> 59) {
             snprintf(err, err_size, "chunk size too large");
             return NET_ERR_FATAL;
         }
-        v = v * 16 + (uint64_t)hexval((unsigned char)b->line[i]);
+        v = v * 16 + (uint64_t)base_hexval((unsigned char)b->line[i]);
     }
     if (i == 0 || (i < n && b->line[i] != ';' && b->line[i] != ' ' && b->line[i] != '\t')) {
         snprintf(err, err_size, "malformed chunk size line");

@@ -894,19 +894,8 @@ void sess_store_close(struct sess_store *st)
 
 /* ==== names ==== */
 
-/* length of the valid UTF-8 sequence at p, 0 if invalid */
-static int utf8_len(const unsigned char *p)
-{
-    int n = p[0] < 0x80 ? 1 : p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3
-          : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
-    for (int i = 1; i < n; i++)
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-    if ((n == 3 && p[0] == 0xe0 && p[1] < 0xa0) || (n == 3 && p[0] == 0xed && p[1] > 0x9f) ||
-        (n == 4 && p[0] == 0xf0 && p[1] < 0x90) || (n == 4 && p[0] == 0xf4 && p[1] > 0x8f))
-        return 0;
-    return n;
-}
+/* length of the valid UTF-8 sequence at p (a NUL-terminated string), 0 if invalid */
+static int utf8_len(const unsigned char *p) { return (int)base_utf8_seq(p, strnlen((const char *)p, 4)); }
 
 /* What keeps code point cp out of a new session name. Names are shown on
  * terminals and typed back: nothing that is a control, white space,

@@ -110,6 +110,82 @@ static void test_grow(void **state)
     free(v);
 }
 
+/* the heap: (key, seq) pairs, first the least key, ties by seq */
+struct kv {
+    int key, seq;
+};
+static bool kv_before(const struct kv *a, const struct kv *b)
+{
+    return a->key < b->key || (a->key == b->key && a->seq < b->seq);
+}
+BASE_HEAP_DEFINE(kv_heap, struct kv, kv_before)
+
+static void test_heap(void **state)
+{
+    (void)state;
+    struct kv *h = NULL;
+    size_t n = 0, cap = 0;
+    int count[50] = {0};
+    uint32_t x = 12345;
+    /* 1000 pushes of keys 0..49, popping one after every third: each pop is
+     * the least pushed and not yet popped (checked against the counts) */
+    for (int i = 0; i < 1000; i++) {
+        x = x * 1103515245u + 12345u;
+        struct kv e = {(int)(x >> 16) % 50, i};
+        assert_int_equal(kv_heap_push(&h, &n, &cap, e), 0);
+        count[e.key]++;
+        if (i % 3 == 2) {
+            struct kv t = kv_heap_pop(h, &n);
+            int least = 0;
+            while (!count[least])
+                least++;
+            assert_int_equal(t.key, least);
+            count[least]--;
+        }
+    }
+    assert_int_equal(n, 1000 - 333);
+    struct kv prev = kv_heap_pop(h, &n);
+    count[prev.key]--;
+    while (n) {
+        struct kv t = kv_heap_pop(h, &n);
+        assert_true(kv_before(&prev, &t));
+        count[t.key]--;
+        prev = t;
+    }
+    for (int k = 0; k < 50; k++)
+        assert_int_equal(count[k], 0);
+    free(h);
+}
+
+static void test_utf8_seq(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *s;
+        size_t n, want;
+    } cases[] = {
+        {"a", 1, 1},          {"\n", 1, 1},           {"\xc3\xa9", 2, 2},      {"\xc3\xa9", 1, 0},
+        {"\xe2\x82\xac", 3, 3}, {"\xf0\x9f\x98\x80", 4, 4}, {"\xf4\x8f\xbf\xbf", 4, 4},
+        {"\x80", 1, 0},       {"\xc0\xaf", 2, 0},       {"\xc1\xbf", 2, 0},       /* stray, overlong */
+        {"\xe0\x9f\xbf", 3, 0}, {"\xed\xa0\x80", 3, 0},  {"\xf0\x8f\xbf\xbf", 4, 0}, /* overlong, surrogate */
+        {"\xf4\x90\x80\x80", 4, 0}, {"\xf5\x80\x80\x80", 4, 0}, {"\xe2\x82", 2, 0}, /* > U+10FFFF, cut */
+        {"\xe2\x28\xac", 3, 0}, {"", 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        assert_int_equal(base_utf8_seq(cases[i].s, cases[i].n), cases[i].want);
+}
+
+static void test_hexval(void **state)
+{
+    (void)state;
+    const char *digits = "0123456789abcdef", *upper = "ABCDEF";
+    for (int c = -128; c < 256; c++) {
+        const char *at = c > 0 ? strchr(digits, c) : NULL, *up = c > 0 ? strchr(upper, c) : NULL;
+        int want = at ? (int)(at - digits) : up ? 10 + (int)(up - upper) : -1;
+        assert_int_equal(base_hexval(c), want);
+    }
+}
+
 static void test_buf(void **state)
 {
     (void)state;
@@ -243,6 +319,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grow),
+        cmocka_unit_test(test_heap),
+        cmocka_unit_test(test_utf8_seq),
+        cmocka_unit_test(test_hexval),
         cmocka_unit_test(test_buf),
         cmocka_unit_test(test_paths),
         cmocka_unit_test_setup_teardown(test_mkdir_p, setup, teardown),

@@ -93,6 +93,37 @@ void base_buf_free(struct base_buf *b)
     memset(b, 0, sizeof *b);
 }
 
+/* ==== text ==== */
+
+size_t base_utf8_seq(const void *s, size_t n)
+{
+    const unsigned char *p = s;
+    if (n == 0)
+        return 0;
+    size_t k = p[0] < 0x80 ? 1 : p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+             : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
+    if (k == 0 || k > n)
+        return 0;
+    for (size_t i = 1; i < k; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    if ((k == 3 && p[0] == 0xe0 && p[1] < 0xa0) || (k == 3 && p[0] == 0xed && p[1] > 0x9f) ||
+        (k == 4 && p[0] == 0xf0 && p[1] < 0x90) || (k == 4 && p[0] == 0xf4 && p[1] > 0x8f))
+        return 0;
+    return k;
+}
+
+int base_hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
 /* ==== paths ==== */
 
 char *base_strdup_printf(const char *fmt, ...)

@@ -33,6 +33,53 @@
  */
 int base_grow(void **p, size_t *cap, size_t need, size_t elem);
 
+/*
+ * A binary heap of TYPE in a growing array (items, n, cap), first the
+ * element that before(a, b) ranks first (ties stay as the sift leaves them,
+ * so the order of pops is a function of the pushes alone).
+ * BASE_HEAP_DEFINE(name, TYPE, before) defines two static functions:
+ *     int name_push(TYPE **items, size_t *n, size_t *cap, TYPE x)
+ *         0, or -1 (ENOMEM) with the heap unchanged;
+ *     TYPE name_pop(TYPE *items, size_t *n)   (*n > 0) removes the first.
+ * before is a function bool (const TYPE *, const TYPE *).
+ */
+#define BASE_HEAP_DEFINE(name, TYPE, before)                                                        \
+    static int name##_push(TYPE **items, size_t *n, size_t *cap, TYPE x)                            \
+    {                                                                                               \
+        if (base_grow((void **)items, cap, *n + 1, sizeof **items))                                 \
+            return -1;                                                                              \
+        TYPE *h = *items;                                                                           \
+        size_t i = (*n)++;                                                                          \
+        while (i > 0) {                                                                             \
+            size_t parent = (i - 1) / 2;                                                            \
+            if (!before(&x, &h[parent]))                                                            \
+                break;                                                                              \
+            h[i] = h[parent];                                                                       \
+            i = parent;                                                                             \
+        }                                                                                           \
+        h[i] = x;                                                                                   \
+        return 0;                                                                                   \
+    }                                                                                               \
+    static TYPE name##_pop(TYPE *h, size_t *n)                                                      \
+    {                                                                                               \
+        TYPE top = h[0], x = h[--*n];                                                               \
+        size_t i = 0;                                                                               \
+        for (;;) {                                                                                  \
+            size_t c = 2 * i + 1;                                                                   \
+            if (c >= *n)                                                                            \
+                break;                                                                              \
+            if (c + 1 < *n && before(&h[c + 1], &h[c]))                                             \
+                c++;                                                                                \
+            if (!before(&h[c], &x))                                                                 \
+                break;                                                                              \
+            h[i] = h[c];                                                                            \
+            i = c;                                                                                  \
+        }                                                                                           \
+        if (*n)                                                                                     \
+            h[i] = x;                                                                               \
+        return top;                                                                                 \
+    }
+
 /* A growing byte string: {0} is empty; s is NUL-terminated once anything
  * was added (even nothing: base_buf_add(b, "", 0) makes s ""). The caller
  * owns s (frees with base_buf_free, or takes it). */
@@ -47,6 +94,16 @@ int base_buf_puts(struct base_buf *b, const char *s);
 int base_buf_printf(struct base_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int base_buf_vprintf(struct base_buf *b, const char *fmt, va_list ap);
 void base_buf_free(struct base_buf *b);
+
+/* ==== text ==== */
+
+/* the length (1 to 4) of the valid UTF-8 sequence at p, n bytes left; 0
+ * if it is invalid (a stray continuation, an overlong form, a surrogate,
+ * above U+10FFFF) or cut short by n */
+size_t base_utf8_seq(const void *p, size_t n);
+
+/* the value of the hex digit c (0-9, a-f, A-F), -1 if c is none */
+int base_hexval(int c);
 
 /* ==== paths ==== */
 

@@ -195,6 +195,27 @@ static void unpack_ref(const void *group, int64_t n, int16_t *w16, float *S, flo
     }
 }
 
+/* the rows [r0, r1) into y0 and [s0, s1) into y1, ROWS at a time (a range's
+ * last group may be partial): every ISA's gemv is this loop around its own
+ * dot_group, which it inlines */
+static inline __attribute__((always_inline)) void
+gemv_groups(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1, const void *act,
+            float *y0, float *y1,
+            void (*dot_group)(const uint8_t *g, int64_t n, const struct llm_act16 *a, float out[ROWS]))
+{
+    struct llm_act16 a = llm_act16_view(act, w->n_in);
+    for (int k = 0; k < 2; k++) {
+        int64_t b = k ? s0 : r0, e = k ? s1 : r1;
+        float *y = k ? y1 : y0;
+        for (int64_t r = b; r < e; r += ROWS) {
+            float out[ROWS];
+            dot_group(w->data + (size_t)(r / ROWS) * w->group_bytes, w->n_in, &a, out);
+            for (int i = 0; i < ROWS && r + i < e; i++)
+                y[r - b + i] = out[i];
+        }
+    }
+}
+
 /* ==== AVX2 ==== */
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -234,7 +255,7 @@ static inline int32_t ld32s(const void *p)
 }
 
 /* the 8 rows of one group: acc over every unit, the definition's steps on 8 lanes */
-static __m256 dot_group(const uint8_t *g, int64_t n, const struct llm_act16 *a)
+static void dot_group_avx2(const uint8_t *g, int64_t n, const struct llm_act16 *a, float out[ROWS])
 {
     __m256 acc = _mm256_setzero_ps();
     for (int64_t u = 0; u < n / QK; u++) {
@@ -250,23 +271,13 @@ static __m256 dot_group(const uint8_t *g, int64_t n, const struct llm_act16 *a)
         __m256 sd = _mm256_mul_ps(_mm256_loadu_ps((const float *)ub), _mm256_set1_ps(a->d[u]));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), sd, acc);
     }
-    return acc;
+    _mm256_storeu_ps(out, acc);
 }
 
 static void gemv_avx2(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1, const void *act,
                       float *y0, float *y1)
 {
-    struct llm_act16 a = llm_act16_view(act, w->n_in);
-    for (int k = 0; k < 2; k++) {
-        int64_t b = k ? s0 : r0, e = k ? s1 : r1;
-        float *y = k ? y1 : y0;
-        for (int64_t r = b; r < e; r += ROWS) {
-            float out[ROWS];
-            _mm256_storeu_ps(out, dot_group(w->data + (size_t)(r / ROWS) * w->group_bytes, w->n_in, &a));
-            for (int i = 0; i < ROWS && r + i < e; i++)
-                y[r - b + i] = out[i];
-        }
-    }
+    gemv_groups(w, r0, r1, s0, s1, act, y0, y1, dot_group_avx2);
 }
 
 static void unpack_avx2(const void *group, int64_t n, int16_t *w16, float *S, float *M)
@@ -290,7 +301,7 @@ static void unpack_avx2(const void *group, int64_t n, int16_t *w16, float *S, fl
 #define HAVE_NEON_KERNELS 1
 #include <arm_neon.h>
 
-/* the 8 rows of one group, as dot_group above: for each pair p, the rows'
+/* the 8 rows of one group, as dot_group_avx2 above: for each pair p, the rows'
  * two values widened to 16 bits times the token's pair, exact 32-bit
  * products added pairwise (row r's two elements), per row; then the
  * unit's float steps, rows 0-3 and 4-7 in two registers */
@@ -321,17 +332,7 @@ static void dot_group_neon(const uint8_t *g, int64_t n, const struct llm_act16 *
 static void gemv_neon(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1, const void *act,
                       float *y0, float *y1)
 {
-    struct llm_act16 a = llm_act16_view(act, w->n_in);
-    for (int k = 0; k < 2; k++) {
-        int64_t b = k ? s0 : r0, e = k ? s1 : r1;
-        float *y = k ? y1 : y0;
-        for (int64_t r = b; r < e; r += ROWS) {
-            float out[ROWS];
-            dot_group_neon(w->data + (size_t)(r / ROWS) * w->group_bytes, w->n_in, &a, out);
-            for (int i = 0; i < ROWS && r + i < e; i++)
-                y[r - b + i] = out[i];
-        }
-    }
+    gemv_groups(w, r0, r1, s0, s1, act, y0, y1, dot_group_neon);
 }
 
 static void unpack_neon(const void *group, int64_t n, int16_t *w16, float *S, float *M)

@@ -246,17 +246,6 @@ static int64_t utf8_take(struct parser *ps)
     return cp;
 }
 
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* a character of a literal or class, escapes decoded; -1 after an error */
 static int64_t take_char(struct parser *ps)
 {
@@ -290,7 +279,7 @@ static int64_t take_char(struct parser *ps)
     }
     uint32_t v = 0;
     for (int i = 0; i < digits; i++) {
-        int h = ps->p < ps->end ? hexval((unsigned char)*ps->p) : -1;
+        int h = ps->p < ps->end ? base_hexval((unsigned char)*ps->p) : -1;
         if (h < 0)
             return perr(ps, "'\\%c' wants %d hex digits", e, digits);
         v = v << 4 | (uint32_t)h;

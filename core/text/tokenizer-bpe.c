@@ -593,11 +593,6 @@ static const struct step *steps_for(enum llm_pre pre, size_t *n)
 
 /* ==== merging one word ==== */
 
-struct bpe_sym {
-    int32_t prev, next;
-    uint32_t off, n;
-};
-
 struct bpe_bigram {
     int32_t rank, left, right;
     uint32_t size;
@@ -609,48 +604,19 @@ static bool bpe_before(const struct bpe_bigram *a, const struct bpe_bigram *b)
 }
 
 struct bpe_work {
-    struct bpe_sym *sym;
+    struct llm_tok_sym *sym;
     size_t sym_cap;
     struct bpe_bigram *heap;
     size_t heap_n, heap_cap;
     bool oom;
 };
 
+BASE_HEAP_DEFINE(bigram_heap, struct bpe_bigram, bpe_before)
+
 static void heap_push(struct bpe_work *w, struct bpe_bigram x)
 {
-    if (base_grow((void **)&w->heap, &w->heap_cap, w->heap_n + 1, sizeof *w->heap)) {
+    if (bigram_heap_push(&w->heap, &w->heap_n, &w->heap_cap, x))
         w->oom = true;
-        return;
-    }
-    size_t i = w->heap_n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!bpe_before(&x, &w->heap[parent]))
-            break;
-        w->heap[i] = w->heap[parent];
-        i = parent;
-    }
-    w->heap[i] = x;
-}
-
-static struct bpe_bigram heap_pop(struct bpe_work *w)
-{
-    struct bpe_bigram top = w->heap[0], x = w->heap[--w->heap_n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= w->heap_n)
-            break;
-        if (c + 1 < w->heap_n && bpe_before(&w->heap[c + 1], &w->heap[c]))
-            c++;
-        if (!bpe_before(&w->heap[c], &x))
-            break;
-        w->heap[i] = w->heap[c];
-        i = c;
-    }
-    if (w->heap_n)
-        w->heap[i] = x;
-    return top;
 }
 
 static void add_bigram(const struct llm_vocab *v, const char *word, struct bpe_work *w,
@@ -658,7 +624,7 @@ static void add_bigram(const struct llm_vocab *v, const char *word, struct bpe_w
 {
     if (left < 0 || right < 0)
         return;
-    const struct bpe_sym *l = &w->sym[left], *r = &w->sym[right];
+    const struct llm_tok_sym *l = &w->sym[left], *r = &w->sym[right];
     int32_t rank = llm_vocab_merge_rank(v, word + l->off, l->n, word + r->off, r->n);
     if (rank < 0)
         return;
@@ -678,7 +644,7 @@ static void bpe_word(const struct llm_vocab *v, const char *word, size_t len, st
         }
     }
     if (len > w->sym_cap) {
-        struct bpe_sym *p = realloc(w->sym, len * sizeof *p);
+        struct llm_tok_sym *p = realloc(w->sym, len * sizeof *p);
         if (!p) {
             w->oom = true;
             return;
@@ -686,33 +652,20 @@ static void bpe_word(const struct llm_vocab *v, const char *word, size_t len, st
         w->sym = p;
         w->sym_cap = len;
     }
-    int32_t n = 0;
-    for (size_t off = 0; off < len;) {
-        size_t k = llm_utf8_len((unsigned char)word[off]);
-        if (k > len - off)
-            k = len - off;
-        w->sym[n] = (struct bpe_sym){n - 1, off + k == len ? -1 : n + 1, (uint32_t)off, (uint32_t)k};
-        off += k;
-        n++;
-    }
+    int32_t n = llm_tok_syms(word, len, w->sym);
     w->heap_n = 0;
     for (int32_t i = 1; i < n; i++)
         add_bigram(v, word, w, i - 1, i);
     while (w->heap_n && !w->oom) {
-        struct bpe_bigram b = heap_pop(w);
-        struct bpe_sym *l = &w->sym[b.left], *r = &w->sym[b.right];
-        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
+        struct bpe_bigram b = bigram_heap_pop(w->heap, &w->heap_n);
+        if (!llm_tok_sym_merge(w->sym, b.left, b.right, b.size))
             continue;
-        l->n += r->n;
-        r->n = 0;
-        l->next = r->next;
-        if (r->next >= 0)
-            w->sym[r->next].prev = b.left;
+        const struct llm_tok_sym *l = &w->sym[b.left];
         add_bigram(v, word, w, l->prev, b.left);
         add_bigram(v, word, w, b.left, l->next);
     }
     for (int32_t i = 0; i != -1; i = w->sym[i].next) {
-        const struct bpe_sym *s = &w->sym[i];
+        const struct llm_tok_sym *s = &w->sym[i];
         int32_t id = llm_token_find(v, word + s->off, s->n);
         if (id >= 0) {
             llm_tokbuf_push(out, id);

@@ -20,11 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct spm_sym {
-    int32_t prev, next;
-    uint32_t off, n;
-};
-
 struct spm_bigram {
     float score;
     int32_t left, right;
@@ -42,43 +37,9 @@ struct spm_heap {
     size_t n, cap;
 };
 
-static bool spm_heap_push(struct spm_heap *q, struct spm_bigram x)
-{
-    if (base_grow((void **)&q->h, &q->cap, q->n + 1, sizeof *q->h))
-        return false;
-    size_t i = q->n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!spm_before(&x, &q->h[parent]))
-            break;
-        q->h[i] = q->h[parent];
-        i = parent;
-    }
-    q->h[i] = x;
-    return true;
-}
+BASE_HEAP_DEFINE(bigram_heap, struct spm_bigram, spm_before)
 
-static struct spm_bigram spm_heap_pop(struct spm_heap *q)
-{
-    struct spm_bigram top = q->h[0], x = q->h[--q->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= q->n)
-            break;
-        if (c + 1 < q->n && spm_before(&q->h[c + 1], &q->h[c]))
-            c++;
-        if (!spm_before(&q->h[c], &x))
-            break;
-        q->h[i] = q->h[c];
-        i = c;
-    }
-    if (q->n)
-        q->h[i] = x;
-    return top;
-}
-
-static bool try_bigram(const struct llm_vocab *v, const char *text, struct spm_sym *s,
+static bool try_bigram(const struct llm_vocab *v, const char *text, struct llm_tok_sym *s,
                        struct spm_heap *q, int32_t left, int32_t right)
 {
     if (left < 0 || right < 0)
@@ -87,7 +48,7 @@ static bool try_bigram(const struct llm_vocab *v, const char *text, struct spm_s
     int32_t id = llm_token_find(v, text + s[left].off, size);
     if (id < 0)
         return true;
-    return spm_heap_push(q, (struct spm_bigram){v->tokens[id].score, left, right, size});
+    return bigram_heap_push(&q->h, &q->n, &q->cap, (struct spm_bigram){v->tokens[id].score, left, right, size}) == 0;
 }
 
 static void byte_token(const struct llm_vocab *v, unsigned char c, struct llm_tokbuf *out)
@@ -112,34 +73,21 @@ void llm_spm_tokenize(const struct llm_vocab *v, const char *text, size_t len,
         out->oom = true;
         return;
     }
-    struct spm_sym *s = malloc(len * sizeof *s);
+    struct llm_tok_sym *s = malloc(len * sizeof *s);
     struct spm_heap q = {0};
     if (!s) {
         out->oom = true;
         return;
     }
-    int32_t n = 0;
-    for (size_t off = 0; off < len;) {
-        size_t k = llm_utf8_len((unsigned char)text[off]);
-        if (k > len - off)
-            k = len - off;
-        s[n] = (struct spm_sym){n - 1, off + k == len ? -1 : n + 1, (uint32_t)off, (uint32_t)k};
-        off += k;
-        n++;
-    }
+    int32_t n = llm_tok_syms(text, len, s);
     bool ok = true;
     for (int32_t i = 1; i < n && ok; i++)
         ok = try_bigram(v, text, s, &q, i - 1, i);
     while (ok && q.n) {
-        struct spm_bigram b = spm_heap_pop(&q);
-        struct spm_sym *l = &s[b.left], *r = &s[b.right];
-        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
+        struct spm_bigram b = bigram_heap_pop(q.h, &q.n);
+        if (!llm_tok_sym_merge(s, b.left, b.right, b.size))
             continue;
-        l->n += r->n;
-        r->n = 0;
-        l->next = r->next;
-        if (r->next >= 0)
-            s[r->next].prev = b.left;
+        const struct llm_tok_sym *l = &s[b.left];
         ok = try_bigram(v, text, s, &q, l->prev, b.left) &&
              try_bigram(v, text, s, &q, b.left, l->next);
     }

@@ -37,6 +37,33 @@ uint32_t llm_hash_bytes(const char *s, size_t n, uint32_t h)
     return h;
 }
 
+int32_t llm_tok_syms(const char *text, size_t len, struct llm_tok_sym *sym)
+{
+    int32_t n = 0;
+    for (size_t off = 0; off < len;) {
+        size_t k = llm_utf8_len((unsigned char)text[off]);
+        if (k > len - off)
+            k = len - off;
+        sym[n] = (struct llm_tok_sym){n - 1, off + k == len ? -1 : n + 1, (uint32_t)off, (uint32_t)k};
+        off += k;
+        n++;
+    }
+    return n;
+}
+
+bool llm_tok_sym_merge(struct llm_tok_sym *sym, int32_t left, int32_t right, uint32_t size)
+{
+    struct llm_tok_sym *l = &sym[left], *r = &sym[right];
+    if (l->n == 0 || r->n == 0 || l->n + r->n != size)
+        return false;
+    l->n += r->n;
+    r->n = 0;
+    l->next = r->next;
+    if (r->next >= 0)
+        sym[r->next].prev = left;
+    return true;
+}
+
 void llm_tokbuf_push(struct llm_tokbuf *b, int32_t id)
 {
     if (base_grow((void **)&b->ids, &b->cap, b->n + 1, sizeof *b->ids)) {
@@ -982,17 +1009,6 @@ static int32_t copy_piece(const char *s, size_t n, char *buf, int32_t size, int3
     return (int32_t)n;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int32_t llm_token_to_piece(const struct llm_vocab *v, int32_t id, char *buf, int32_t size,
                            int32_t lstrip, bool special)
 {
@@ -1061,7 +1077,7 @@ int32_t llm_token_to_piece(const struct llm_vocab *v, int32_t id, char *buf, int
     if (attr & LLM_TOKEN_ATTR_BYTE) {
         char c = 0;
         if (t->len >= 5) {
-            int hi = hexval(tt[3]), lo = hexval(tt[4]);
+            int hi = base_hexval(tt[3]), lo = base_hexval(tt[4]);
             c = (char)((hi < 0 ? 0 : hi) << 4 | (lo < 0 ? 0 : lo));
         }
         return copy_piece(&c, 1, buf, size, lstrip);

@@ -95,6 +95,21 @@ struct llm_tokbuf {
 };
 void llm_tokbuf_push(struct llm_tokbuf *b, int32_t id);
 
+/* The symbols the BPE and SPM tokenizers merge pairwise: a doubly linked
+ * list over a word's UTF-8 characters (off, n: its bytes); a symbol merged
+ * away has n == 0. */
+struct llm_tok_sym {
+    int32_t prev, next;
+    uint32_t off, n;
+};
+/* text's len bytes (len > 0) as one symbol per UTF-8 character (a truncated
+ * last one as it stands) into sym, room for len: returns their number */
+int32_t llm_tok_syms(const char *text, size_t len, struct llm_tok_sym *sym);
+/* merge the symbol right into left when the two still stand with size bytes
+ * between them (a queued pair not made stale by an earlier merge): true if
+ * merged */
+bool llm_tok_sym_merge(struct llm_tok_sym *sym, int32_t left, int32_t right, uint32_t size);
+
 /* Tokenize one fragment of text (no special tokens in it) onto out. */
 void llm_spm_tokenize(const struct llm_vocab *v, const char *text, size_t len,
                       struct llm_tokbuf *out);

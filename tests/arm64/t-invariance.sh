@@ -24,13 +24,7 @@ A64=$TOP/tests/arm64/kvchat
 ids() { awk -v n="$1" 'BEGIN { x = 4242; for (i = 0; i < n; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%s%d", i ? " " : "", x % 257 + 3 } }'; }
 
 while read -r name how rest; do
-    if [ "$how" = mk ]; then
-        model=$T/$name.gguf
-        # shellcheck disable=SC2086
-        "$MKMODEL" "$model" $rest >/dev/null
-    else
-        model=$TOP/$rest
-    fi
+    accuracy_model "$name" "$how" "$rest"
     for n in 8 64 200; do
         p=$(ids "$n")
         if ! "$KVCHAT" eval -m "$model" -p "$p" -t 2 --logits-out "$T/ref.f32" >/dev/null 2>"$T/err"; then

@@ -24,6 +24,25 @@ expect_out() { grep -q -e "$1" "$T/out" && ok "stdout has '$1'" || { not_ok "std
 expect_err() { grep -q -e "$1" "$T/err" && ok "stderr has '$1'" || { not_ok "stderr lacks '$1'"; sed 's/^/  stderr: /' "$T/err"; }; }
 expect_out_empty() { [ ! -s "$T/out" ] && ok "stdout empty" || { not_ok "stdout not empty"; sed 's/^/  stdout: /' "$T/out"; }; }
 
+# expect_interrupted PID LABEL: Ctrl-C (SIGINT) to the background command
+# PID, which must then exit 130 (its status stays in $rc)
+expect_interrupted() {
+    kill -INT "$1"
+    wait "$1"
+    rc=$?
+    [ "$rc" = 130 ] && ok "$2: exit 130" || not_ok "$2: exit $rc, wanted 130"
+}
+
+# qwen2_tiny FILE [OPTION...]: the small qwen2 most tests chat with, made by
+# mkmodel: 2 layers of dim 64, the real qwen2 vocabulary (so text round-trips),
+# tied embeddings, weights scaled 0.2; OPTIONs are added (a later one wins)
+qwen2_tiny() {
+    _file=$1
+    shift
+    "$MKMODEL" "$_file" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
+        --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 "$@" >/dev/null
+}
+
 . "$TOP/tests/cli/logits-lib.sh"
 
 # ==== sessions: turns resumed from disk answer as --no-cache (t0602, t0604, t0621) ====

@@ -65,6 +65,33 @@ golden_greedy() {
         not_ok "$1 greedy: $(cat "$T/out"), llama.cpp: $(cat "$5")"
 }
 
+# accuracy_model NAME HOW REST: $model, the file of a line of
+# tests/data/accuracy/models.txt: HOW "mk", made by mkmodel with the options
+# REST as $T/NAME.gguf; else the committed file REST (from the top)
+accuracy_model() {
+    if [ "$2" = mk ]; then
+        model=$T/$1.gguf
+        # shellcheck disable=SC2086
+        "$MKMODEL" "$model" $3 >/dev/null
+    else
+        model=$TOP/$3
+    fi
+}
+
+# golden_prompt NAME DIR TAG IDS TYPE...: golden_eval of each TYPE's file
+# (F32: mkmodel's $T/NAME-F32.gguf, else DIR/NAME-TYPE.gguf) on IDS against
+# DIR/NAME-TYPE-TAG.*, then golden_greedy of the F32 file (context 512)
+golden_prompt() {
+    _n=$1 _d=$2 _tag=$3 _ids=$4
+    shift 4
+    for _t; do
+        _m=$_d/$_n-$_t.gguf
+        [ "$_t" = F32 ] && _m=$T/$_n-F32.gguf
+        golden_eval "$_n $_t $_tag" "$_t" "$_m" "$_ids" "$_d/$_n-$_t-$_tag"
+    done
+    golden_greedy "$_n $_tag" "$T/$_n-F32.gguf" "$_ids" 512 "$_d/$_n-F32-$_tag.greedy"
+}
+
 # across_passes MODEL: 700 ids (more than a pass, n_batch 512) give the same
 # bits token by token and split across passes
 across_passes() {

@@ -5,8 +5,7 @@
 export TERM=xterm LC_ALL=C.UTF-8
 unset COLUMNS LINES
 M="$T/m.gguf"
-"$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
-    --heads 4 --kv-heads 2 --ff 128 --tied --seed 2 --scale 4 >/dev/null || { echo "mkmodel failed"; exit 1; }
+qwen2_tiny "$M" --seed 2 --scale 4 || { echo "mkmodel failed"; exit 1; }
 # one thread: steady on a loaded machine
 K="$KVCHAT -m $M -t 1"
 n_drive=0

@@ -3,8 +3,7 @@
 # the answer on stdout, --json, exit codes, a closed pipe, Ctrl-C.
 . "$TOP/tests/cli/lib.sh"
 M=$T/m.gguf
-"$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
-    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 >/dev/null
+qwen2_tiny "$M"
 R="$KVCHAT run -m $M -t 2 --temp 0 -n 8"
 
 run sh -c "echo 'Hello there' | $R"
@@ -67,10 +66,7 @@ grep -qi "broken pipe" "$T/err" && not_ok "broken pipe reported" || ok "no broke
 $KVCHAT run -m $M -t 2 --temp 0.9 --seed 1 -n 100000 -c 4096 'go on' < /dev/null > "$T/int.out" 2> "$T/int.err" &
 pid=$!
 sleep 2
-kill -INT $pid
-wait $pid
-rc=$?
-[ "$rc" = 130 ] && ok "SIGINT exits 130" || not_ok "SIGINT exit $rc"
+expect_interrupted $pid "SIGINT"
 [ -s "$T/int.out" ] && ok "partial answer printed" || not_ok "no partial answer"
 
 run "$KVCHAT" run --help

@@ -5,8 +5,7 @@
 # writer per session, and eviction under --cache-max.
 . "$TOP/tests/cli/lib.sh"
 M=$T/m.gguf
-"$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
-    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 --ctx 4096 >/dev/null
+qwen2_tiny "$M" --ctx 4096
 R="$KVCHAT run -m $M -t 2 --temp 0 -n 8 --json"
 H=$KVCHAT_HOME
 nblk() { find "$H/kv" -name '*.kvblk' | wc -l; }
@@ -109,8 +108,7 @@ damage non-empty-directory sh -c "rm -f '$v' && mkdir -p '$v/inside' && echo x >
 
 # another model under the same file name: nothing is reused, nothing is wrong
 cp "$M" "$T/m.orig"
-"$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
-    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 --seed 9 >/dev/null
+qwen2_tiny "$M" --seed 9
 run "$KVCHAT" sessions fork a a-other; expect_rc 0
 # (the file changed at the session's path: it goes on with the file as it is
 # now, recomputed, and says so; issue 29)

@@ -9,8 +9,7 @@
 # neither reads nor writes; 10-turn sessions answer as --no-cache does.
 . "$TOP/tests/cli/lib.sh"
 M=$T/m.gguf
-"$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
-    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 >/dev/null
+qwen2_tiny "$M"
 B=64
 H=$KVCHAT_HOME
 R="$KVCHAT run -m $M -t 2 -c 4096 -n 8 --json"

@@ -8,8 +8,7 @@
 # A store at schema 5 migrates to 6 (snapshots) keeping its blocks.
 . "$TOP/tests/cli/lib.sh"
 M=$T/m.gguf
-"$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
-    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 >/dev/null
+qwen2_tiny "$M"
 H=$KVCHAT_HOME
 mkdir -p "$H/kv/3f"
 cp "$TOP/tests/data/sessions/v1.db" "$H/kvchat.db"

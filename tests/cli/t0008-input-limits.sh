@@ -6,10 +6,8 @@
 # refused, not cut off. A file named by an option that is not a regular file
 # (/dev/zero) is refused at once (issue 29: no read of a device or FIFO).
 . "$TOP/tests/cli/lib.sh"
-V=$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf
 M=$T/m.gguf
-"$MKMODEL" "$M" --arch qwen2 --vocab "$V" --dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 --tied \
-    --scale 0.2 >/dev/null || exit 1
+qwen2_tiny "$M" || exit 1
 
 # bounded CMD...: run CMD (stdin, stdout and stderr as given to it) with its
 # RSS watched: killed past 1 GiB (then status 99) or after 120 s (status

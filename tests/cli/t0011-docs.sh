@@ -12,8 +12,7 @@
 . "$TOP/tests/cli/lib.sh"
 MAN=$TOP/man/kvchat.1
 M=$T/m.gguf
-"$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
-    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 >/dev/null || exit 1
+qwen2_tiny "$M" || exit 1
 
 # ---- kvchat --help: the models and sessions lines name every subcommand of
 # models --help and sessions --help (issue 29: it omitted sessions search)

@@ -6,8 +6,7 @@
 # that reason, and one of exactly 494 bytes works, sessions and all.
 . "$TOP/tests/cli/lib.sh"
 M=$T/m.gguf
-"$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
-    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 >/dev/null || exit 1
+qwen2_tiny "$M" || exit 1
 R="$KVCHAT run -m $M -t 1 --temp 0 -n 4"
 # the defaults under a HOME of the test's own, never the user's
 export HOME="$T/fakehome"

@@ -6,13 +6,10 @@
 # existing session with another system prompt is refused, the session
 # unchanged; -c beyond the model's trained positions warns.
 . "$TOP/tests/cli/lib.sh"
-V=$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf
 M=$T/m.gguf
-"$MKMODEL" "$M" --arch qwen2 --vocab "$V" --dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 --tied \
-    --scale 0.2 --ctx 65536 >/dev/null || exit 1
+qwen2_tiny "$M" --ctx 65536 || exit 1
 M8=$T/m8k.gguf
-"$MKMODEL" "$M8" --arch qwen2 --vocab "$V" --dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 --tied \
-    --scale 0.2 --ctx 8192 >/dev/null || exit 1
+qwen2_tiny "$M8" --ctx 8192 || exit 1
 # a long answer: sampled, no stop before the signal
 LONG="-m $M -t 1 --temp 0.9 --seed 1 -n 100000 -c 32768"
 

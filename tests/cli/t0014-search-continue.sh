@@ -5,8 +5,7 @@
 # the context size); `kvchat paths`.
 . "$TOP/tests/cli/lib.sh"
 M=$T/m.gguf
-"$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
-    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 --ctx 4096 >/dev/null || exit 1
+qwen2_tiny "$M" --ctx 4096 || exit 1
 R="$KVCHAT run -m $M -t 1 --temp 0 -n 4"
 
 # ---- search

@@ -6,9 +6,7 @@
 # turn, --seed re-seeds an existing session, one rule for names, forks
 # carry the sampler state of their turn and refuse --at past the end.
 . "$TOP/tests/cli/lib.sh"
-V=$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf
-mk() { "$MKMODEL" "$1" --arch qwen2 --vocab "$V" --dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 --tied \
-    --scale 0.2 --ctx 4096 --seed "$2" >/dev/null; }
+mk() { qwen2_tiny "$1" --ctx 4096 --seed "$2"; }
 A=$T/a.gguf B=$T/b.gguf
 mk "$A" 1; mk "$B" 2
 # a model of another vocabulary (placeholder tokens, 300 of them)

@@ -7,8 +7,7 @@
 # before the damage - never a wrong answer in silence.
 . "$TOP/tests/cli/lib.sh"
 M=$T/m.gguf
-"$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
-    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 --ctx 4096 >/dev/null
+qwen2_tiny "$M" --ctx 4096
 R="$KVCHAT run -m $M -t 2 --temp 0 -n 4"
 for s in s1 s2 s3; do for t in 1 2 3; do $R -s $s "turn $t of $s" < /dev/null > /dev/null 2>&1; done; done
 H=$KVCHAT_HOME

@@ -9,8 +9,7 @@
 # Every command /help lists must be walked here (checked at the end).
 . "$TOP/tests/cli/lib.sh"
 M=$T/m.gguf
-"$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
-    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 --seed 3 >/dev/null || exit 1
+qwen2_tiny "$M" --seed 3 || exit 1
 C="$KVCHAT -m $M -t 1 --temp 0 -n 4"
 msgs() { "$KVCHAT" sessions export "$1" | jq -c '[.messages[] | [.role, .content]]'; }
 

@@ -6,9 +6,7 @@
 # and the chat goes on with A; --switch-model keeps A (the history computed
 # again).
 . "$TOP/tests/cli/lib.sh"
-V=$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf
-mk() { "$MKMODEL" "$1" --arch qwen2 --vocab "$V" --dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 --tied \
-    --scale 0.2 --seed "$2" >/dev/null; }
+mk() { qwen2_tiny "$1" --seed "$2"; }
 A=$T/a.gguf B=$T/b.gguf
 mk "$A" 1; mk "$B" 2
 model_of() { "$KVCHAT" sessions list --json | jq -r --arg n "$1" '.[] | select(.name == $n) | .model'; }

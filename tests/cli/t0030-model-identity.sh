@@ -13,8 +13,7 @@
 # name given to a remote model is said as another model of that name.
 . "$TOP/tests/cli/lib.sh"
 M=$T/m.gguf
-"$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
-    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 --type F32 >/dev/null
+qwen2_tiny "$M" --type F32
 R="$KVCHAT run -m $M -t 2 --temp 0 -n 12 --json"
 
 # the crafted file: same size, same mtime, other weights (outside the windows)

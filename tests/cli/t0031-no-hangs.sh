@@ -8,8 +8,7 @@
 # `timeout`, so a regression fails (124) instead of hanging the suite.
 . "$TOP/tests/cli/lib.sh"
 M=$T/m.gguf
-"$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
-    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 >/dev/null
+qwen2_tiny "$M"
 C=$XDG_CONFIG_HOME/kvchat/config
 mkdir -p "$XDG_CONFIG_HOME/kvchat"
 R="timeout -k 5 20 $KVCHAT run -m $M -t 2 --temp 0 -n 2"

@@ -8,8 +8,7 @@
 # commands without a session.
 . "$TOP/tests/cli/lib.sh"
 M=$T/m.gguf
-"$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
-    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 --ctx 4096 >/dev/null
+qwen2_tiny "$M" --ctx 4096
 R="timeout -k 5 120 $KVCHAT run -m $M -t 2 --temp 0 -n 40 --json"
 N=12
 

@@ -8,8 +8,7 @@
 # list; a model store that cannot be read is not "no model configured".
 . "$TOP/tests/cli/lib.sh"
 M=$T/m.gguf
-"$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
-    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 >/dev/null
+qwen2_tiny "$M"
 R="timeout -k 5 60 $KVCHAT run -m $M -t 2 --temp 0"
 
 run sh -c "$R -n 0 --json -s s 'hello' < /dev/null"

@@ -8,8 +8,7 @@
 # says Q4_K_M, and its columns and those of models aliases line up.
 . "$TOP/tests/cli/lib.sh"
 M=$T/m.gguf
-"$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
-    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 >/dev/null
+qwen2_tiny "$M"
 unset KVCHAT_MODEL
 run "$KVCHAT" models add --name tiny "$M"
 expect_rc 0

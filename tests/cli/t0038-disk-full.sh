@@ -17,8 +17,7 @@
 #   no session half made.
 . "$TOP/tests/cli/lib.sh"
 M=$T/m.gguf
-"$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
-    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 >/dev/null || exit 1
+qwen2_tiny "$M" || exit 1
 SO=$TOP/tests/fault-full.so
 [ -f "$SO" ] || { not_ok "$SO is not built (make check-cli builds it)"; finish; exit 1; }
 # the sanitizers' runtime must come first among preloaded libraries

@@ -14,13 +14,7 @@
 D=$TOP/tests/data/accuracy
 
 while read -r name how rest; do
-    if [ "$how" = mk ]; then
-        model=$T/$name.gguf
-        # shellcheck disable=SC2086
-        "$MKMODEL" "$model" $rest >/dev/null
-    else
-        model=$TOP/$rest
-    fi
+    accuracy_model "$name" "$how" "$rest"
     for p in p8 p200; do
         ids=$(cat "$D/$p.txt")
         run "$KVCHAT" eval -m "$model" -p "$ids" --logits-out "$T/l.f32"

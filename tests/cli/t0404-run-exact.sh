@@ -9,8 +9,7 @@
 . "$TOP/tests/cli/lib.sh"
 M=${E2E_MODEL:-$T/m.gguf}
 if [ -z "${E2E_MODEL:-}" ]; then
-    "$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
-        --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 --type Q8_0 >/dev/null
+    qwen2_tiny "$M" --type Q8_0
 fi
 TURNS=${E2E_TURNS:-10}
 

@@ -8,8 +8,7 @@
 # `models rm` removes it.
 . "$TOP/tests/cli/lib.sh"
 M=$T/m.gguf
-"$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
-    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 >/dev/null
+qwen2_tiny "$M"
 P=$KVCHAT_HOME/packed
 R="$KVCHAT run -m $M -t 2 -n 12 --temp 0"
 msg=$(printf 'Hello <|im_start|> world, 3333 tokens?! \344\275\240\345\245\275')

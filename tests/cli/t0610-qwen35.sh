@@ -25,12 +25,7 @@ for n in qwen35 qwen35-rl; do
     for p in 8 300; do
         ids=$(cat "$d/prompt$p.txt")
         [ $p = 8 ] && GOLDEN_SHORT=1 || GOLDEN_SHORT=
-        for t in F32 Q8_0 Q4_K_M; do
-            m=$d/$n-$t.gguf
-            [ $t = F32 ] && m=$T/$n-F32.gguf
-            golden_eval "$n $t p$p" $t "$m" "$ids" "$d/$n-$t-p$p"
-        done
-        golden_greedy "$n p$p" "$T/$n-F32.gguf" "$ids" 512 "$d/$n-F32-p$p.greedy"
+        golden_prompt "$n" "$d" p$p "$ids" F32 Q8_0 Q4_K_M
     done
     run "$KVCHAT" eval -m "$T/$n-F32.gguf" -p "$(cat "$d/prompt300.txt")" -c 512 --kv-type f32 --logits-out "$T/l32.f32"
     e=$(rel_err "$T/l32.f32" "$d/$n-F32-p300.f64kv.f32")

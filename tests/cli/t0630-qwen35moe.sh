@@ -22,12 +22,7 @@ golden_f32 "$n" "$d"
 for p in 8 300; do
     ids=$(cat "$TOP/tests/data/qwen35/prompt$p.txt")
     [ $p = 8 ] && GOLDEN_SHORT=1 || GOLDEN_SHORT=
-    for t in F32 Q8_0; do
-        m=$d/$n-$t.gguf
-        [ $t = F32 ] && m=$T/$n-F32.gguf
-        golden_eval "$n $t p$p" $t "$m" "$ids" "$d/$n-$t-p$p"
-    done
-    golden_greedy "$n p$p" "$T/$n-F32.gguf" "$ids" 512 "$d/$n-F32-p$p.greedy"
+    golden_prompt "$n" "$d" p$p "$ids" F32 Q8_0
 done
 
 # batch invariance: experts, shared expert, recurrence, gated attention;

@@ -191,19 +191,13 @@ add long long
 pid=$!
 i=0
 while ! grep -q "tick 3" "$T/long.out" && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
-kill -INT $pid
-wait $pid
-rc=$?
-[ "$rc" = 130 ] && ok "Ctrl-C: exit 130" || not_ok "Ctrl-C: exit $rc"
+expect_interrupted $pid "Ctrl-C"
 grep -q "^tick 0 tick 1 tick 2 tick 3" "$T/long.out" && ok "the partial answer was printed" || not_ok "long.out: $(cat "$T/long.out")"
 grep -q "tick 199" "$T/long.out" && not_ok "it went on to the end" || ok "it stopped"
 "$KVCHAT" run -m stallfirst "hi" >"$T/sf.out" 2>"$T/sf.err" &
 pid=$!
 sleep 0.3
-kill -INT $pid
-wait $pid
-rc=$?
-[ "$rc" = 130 ] && ok "Ctrl-C while waiting for the first byte: exit 130" || not_ok "exit $rc"
+expect_interrupted $pid "Ctrl-C while waiting for the first byte"
 
 # ---- https: the test CA, by --ca-file and by KVCHAT_CA_FILE; an untrusted certificate ----
 mk_ca

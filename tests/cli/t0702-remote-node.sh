@@ -139,10 +139,7 @@ pid=$!
 i=0
 while [ ! -s "$T/long.out" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 sleep 0.3
-kill -INT $pid
-wait $pid
-rc=$?
-[ "$rc" = 130 ] && ok "Ctrl-C: exit 130" || not_ok "exit $rc"
+expect_interrupted $pid "Ctrl-C"
 [ -s "$T/long.out" ] && ok "the partial answer was printed" || not_ok "nothing printed"
 run "$KVCHAT" run -m tiny --json --temp 0 -n 4 "Still there?"
 expect_rc 0

@@ -9,8 +9,7 @@
 # disk answers byte for byte what --no-cache answers, greedy and seeded.
 . "$TOP/tests/cli/lib.sh"
 M=$T/m.gguf
-"$MKMODEL" "$M" --arch qwen2 --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
-    --heads 4 --kv-heads 2 --ff 128 --tied --scale 0.2 >/dev/null
+qwen2_tiny "$M"
 S=$TOP/tests/grammar/schemas/s007.json  # {"from": {"x", "y"}, "to": {"x", "y"}} with $defs
 R="$KVCHAT run -m $M -t 1"
 

@@ -21,16 +21,11 @@ kvchat's code:
 Same command line and output as f64ref.py: MODEL -p IDS -o OUT.f32 [--kv f16|f64].
 F64REF names f64ref.py (default /work/shared/peer/f64ref.py).
 """
-import importlib.util
-import os
 import sys
 
 import numpy as np
 
-spec = importlib.util.spec_from_file_location(
-    'f64ref', os.environ.get('F64REF', '/work/shared/peer/f64ref.py'))
-R = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(R)
+from f64_common import R, attention, gelu_tanh, meta_getter
 R.ARCHS = R.ARCHS + ('gemma2', 'gemma3')
 
 
@@ -40,9 +35,7 @@ class GemmaModel(R.Model):
         if self.arch not in ('gemma2', 'gemma3'):
             return
         r = R.gguf.GGUFReader(path)
-
-        def get(key, default):
-            return r.fields[key].contents() if key in r.fields else default
+        get = meta_getter(r, path)
         a, g2 = self.arch, self.arch == 'gemma2'
         self.n_swa = int(get(f'{a}.attention.sliding_window', 4096 if g2 else 0))
         self.period = int(get(f'{a}.attention.sliding_window_pattern', 2 if g2 else 6))
@@ -61,25 +54,6 @@ def rope_with(m, x, pos, base, scale):
         return R.rope(m, x, pos)
     finally:
         m.base, m.pos_scale = saved
-
-
-def attention(q, k, v, window, cap):
-    T, H, D = q.shape
-    grp = H // k.shape[1]
-    k, v = np.repeat(k, grp, axis=1), np.repeat(v, grp, axis=1)
-    s = np.einsum('thd,shd->hts', q, k) / np.sqrt(D)
-    if cap:
-        s = cap * np.tanh(s / cap)
-    t = np.arange(T)
-    masked = (t[None, :] > t[:, None]) | ((t[:, None] - t[None, :] >= window) if window else False)
-    s = np.where(masked, -np.inf, s)
-    p = np.exp(s - s.max(-1, keepdims=True))
-    p /= p.sum(-1, keepdims=True)
-    return np.einsum('hts,shd->thd', p, v).reshape(T, H * D)
-
-
-def gelu_tanh(x):
-    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * x * (1 + 0.044715 * x * x)))
 
 
 def block(m, l, x, pos, kv16):

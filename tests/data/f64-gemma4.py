@@ -50,16 +50,12 @@ usage: f64-gemma4.py MODEL -p IDS -o OUT.f32 [--kv f16|f64]
 F64_G4_NO_DOWN_SCALE=1 leaves ffn_down_exps.scale out (a check, not the model).
 F64REF names f64ref.py (default /work/shared/peer/f64ref.py).
 """
-import importlib.util
 import os
 import sys
 
 import numpy as np
 
-spec = importlib.util.spec_from_file_location(
-    'f64ref', os.environ.get('F64REF', '/work/shared/peer/f64ref.py'))
-R = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(R)
+from f64_common import R, attention, gelu_tanh, meta_getter
 
 
 def per_layer(v, n):
@@ -74,14 +70,7 @@ def per_layer(v, n):
 class Gemma4Model(R.Model):
     def __init__(self, path):
         r = R.gguf.GGUFReader(path)
-        f = r.fields
-
-        def get(key, default=KeyError):
-            if key in f:
-                return f[key].contents()
-            if default is KeyError:
-                R.die(f'{path}: metadata {key} is missing')
-            return default
+        get = meta_getter(r, path)
         self.arch = a = get('general.architecture')
         if a != 'gemma4':
             R.die(f'architecture {a!r} is not gemma4')
@@ -130,23 +119,6 @@ def rope_layer(m, l, x, pos):
         return R.rope(m, x, pos)
     finally:
         m.freq_factors = ff
-
-
-def attention(q, k, v, window):
-    T, H, D = q.shape
-    grp = H // k.shape[1]
-    k, v = np.repeat(k, grp, axis=1), np.repeat(v, grp, axis=1)
-    s = np.einsum('thd,shd->hts', q, k)           # scale 1
-    t = np.arange(T)
-    masked = (t[None, :] > t[:, None]) | ((t[:, None] - t[None, :] >= window) if window else False)
-    s = np.where(masked, -np.inf, s)
-    p = np.exp(s - s.max(-1, keepdims=True))
-    p /= p.sum(-1, keepdims=True)
-    return np.einsum('hts,shd->thd', p, v).reshape(T, H * D)
-
-
-def gelu_tanh(x):
-    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * x * (1 + 0.044715 * x * x)))
 
 
 def norm1(x, eps):
@@ -209,7 +181,7 @@ def block(m, l, x, pos, kv16, kvs, pli):
         if m.swa[src] != m.swa[l]:
             R.die(f'layer {l} would reuse the KV of layer {src}, which is not of its kind')
         k, v = kvs[src]
-    a = R.linear(m, p + 'attn_output', attention(q, k, v, m.n_swa if m.swa[l] else 0))
+    a = R.linear(m, p + 'attn_output', attention(q, k, v, m.n_swa if m.swa[l] else 0, scaled=False))
     x = x + R.rmsnorm(a, m.w(p + 'post_attention_norm.weight'), m.eps)
     h = R.rmsnorm(x, m.w(p + 'ffn_norm.weight'), m.eps)
     f = R.linear(m, p + 'ffn_down', gelu_tanh(R.linear(m, p + 'ffn_gate', h)) * R.linear(m, p + 'ffn_up', h))

@@ -33,31 +33,19 @@ kvchat's code:
 Same command line and output as f64ref.py: MODEL -p IDS -o OUT.f32 [--kv f16|f64].
 F64REF names f64ref.py (default /work/shared/peer/f64ref.py).
 """
-import importlib.util
 import math
-import os
 import sys
 
 import numpy as np
 
-spec = importlib.util.spec_from_file_location(
-    'f64ref', os.environ.get('F64REF', '/work/shared/peer/f64ref.py'))
-R = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(R)
+from f64_common import R, meta_getter
 
 
 class GptOssModel(R.Model):
     def __init__(self, path):
         r = R.gguf.GGUFReader(path)
-        f = r.fields
         a = 'gpt-oss'
-
-        def get(key, default=KeyError):
-            if key in f:
-                return f[key].contents()
-            if default is KeyError:
-                R.die(f'{path}: metadata {key} is missing')
-            return default
+        get = meta_getter(r, path)
         if get('general.architecture') != a:
             R.die('f64-gptoss.py: the model is not gpt-oss')
         self.arch = a

@@ -19,16 +19,12 @@ With F64_ROUTES=1 in the environment it prints, per layer, how many of the
 prompt's tokens each expert got (to stderr).
 F64REF names f64ref.py (default /work/shared/peer/f64ref.py).
 """
-import importlib.util
 import os
 import sys
 
 import numpy as np
 
-spec = importlib.util.spec_from_file_location(
-    'f64ref', os.environ.get('F64REF', '/work/shared/peer/f64ref.py'))
-R = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(R)
+from f64_common import R, meta_getter
 R.ARCHS = R.ARCHS + ('qwen3moe',)
 
 
@@ -39,11 +35,7 @@ class MoeModel(R.Model):
             return
         r = R.gguf.GGUFReader(path)
         a = self.arch
-
-        def get(key):
-            if key not in r.fields:
-                R.die(f'{path}: metadata {key} is missing')
-            return r.fields[key].contents()
+        get = meta_getter(r, path)
         self.n_expert = int(get(f'{a}.expert_count'))
         self.n_used = int(get(f'{a}.expert_used_count'))
         self.n_ff_exp = int(get(f'{a}.expert_feed_forward_length'))

@@ -35,16 +35,11 @@ Same command line and output as f64ref.py: MODEL -p IDS -o OUT.f32 [--kv f16|f64
 (--kv f16 rounds the attention layers' K and V to f16, as an f16 KV cache).
 F64REF names f64ref.py (default /work/shared/peer/f64ref.py).
 """
-import importlib.util
-import os
 import sys
 
 import numpy as np
 
-spec = importlib.util.spec_from_file_location(
-    'f64ref', os.environ.get('F64REF', '/work/shared/peer/f64ref.py'))
-R = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(R)
+from f64_common import R, meta_getter
 R.ARCHS = R.ARCHS + ('qwen35', 'qwen35moe')
 HYBRID = ('qwen35', 'qwen35moe')
 
@@ -56,13 +51,7 @@ class Qwen35Model(R.Model):
             return
         r = R.gguf.GGUFReader(path)
         a = self.arch
-
-        def get(key, default=None):
-            if key in r.fields:
-                return r.fields[key].contents()
-            if default is None:
-                R.die(f'{path}: metadata {key} is missing')
-            return default
+        get = meta_getter(r, path)
         self.neox = True
         self.conv_k = int(get(f'{a}.ssm.conv_kernel'))
         self.d_state = int(get(f'{a}.ssm.state_size'))

@@ -24,14 +24,13 @@ set -eu
 LLREF=${LLREF:-$HOME/.cache/llref/llref}
 F64REF=${F64REF:-$(cd "$(dirname "$0")/../../.." && pwd)/shared/peer/f64ref.py}
 PYTHON=${PYTHON:-/usr/bin/python3}
-out=tests/data/accuracy
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$out"
+. tests/data/regen-lib.sh
+regen_init tests/data/accuracy
+out=$d
 
 # the prompts: ids below 260 (the smallest vocabulary here)
-awk 'BEGIN { x = 12345; for (i = 0; i < 8; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%s%d", i ? " " : "", x % 257 + 3 } print "" }' >"$out/p8.txt"
-awk 'BEGIN { x = 777; for (i = 0; i < 200; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%s%d", i ? " " : "", x % 257 + 3 } print "" }' >"$out/p200.txt"
+regen_ids 8 12345 257 3 >"$out/p8.txt"
+regen_ids 200 777 257 3 >"$out/p200.txt"
 
 # the mixed file, once (deterministic: the same seed gives the same bytes)
 if [ ! -f "$out/mixed-Q4_K_M.gguf" ]; then

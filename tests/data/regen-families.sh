@@ -41,10 +41,8 @@
 #        after `make tests/mkmodel`)
 set -eu
 LLREF=${1:-${LLREF_HOME:-$HOME/.cache/llref}/llref}
-d=tests/data/families
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$d"
+. tests/data/regen-lib.sh
+regen_init tests/data/families
 rm -f "$d"/*.gguf "$d"/*.logits "$d"/*.greedy "$d"/*.sha256 "$d"/*.opts "$d"/*.f32
 i=0 ids=
 while [ $i -lt 100 ]; do ids="$ids $(( (i * 37 + 11) % 500 + 3 ))"; i=$((i + 1)); done
@@ -59,18 +57,11 @@ opts() {
     esac
 }
 for name in gemma2 gemma3 phi3 phi3-long; do
-    opts $name >"$d/$name.opts"
-    f32=$tmp/$name-F32.gguf
-    tests/mkmodel "$f32" $(opts $name) >/dev/null
-    (cd "$tmp" && sha256sum "$name-F32.gguf") >"$d/$name-F32.sha256"
+    regen_model $name "$(opts $name)"
     "$LLREF" greedy "$f32" -p "$ids" -n 32 2>/dev/null >"$d/$name-F32.greedy"
     for type in F32 Q8_0 Q4_K_M; do
-        m=$f32
-        if [ $type != F32 ]; then
-            m=$d/$name-$type.gguf
-            "$LLREF" quantize "$f32" "$m" $type >/dev/null 2>&1
-        fi
-        "$LLREF" logits "$m" -p "$ids" -o "$d/$name-$type.logits" >/dev/null 2>&1
+        regen_quant $name $type
+        "$LLREF" logits "$model" -p "$ids" -o "$d/$name-$type.logits" >/dev/null 2>&1
     done
     echo "$name: $(cat "$d/$name-F32.greedy")"
     case $name in gemma*)
@@ -93,6 +84,6 @@ if [ -x /usr/bin/python3 ]; then
         set -- $v
         tests/mkmodel "$tmp/v.gguf" $(cat "$d/$1.opts") "$2" "$3" >/dev/null
         "$LLREF" logits "$tmp/v.gguf" -p "$ids" -o "$tmp/v.f32" >/dev/null 2>&1
-        /usr/bin/python3 -c "import numpy as n; a=n.fromfile('$tmp/v.f32',n.float32); b=n.fromfile('$d/$1-F32.logits',n.float32); print('$v: %.3g' % (abs(a-b).max()/(b.max()-b.min())))"
+        regen_relchange "$tmp/v.f32" "$d/$1-F32.logits" "$v"
     done
 fi

@@ -42,13 +42,10 @@
 #        `make tests/mkmodel`; needs /usr/bin/python3 with numpy)
 set -eu
 LLREF=${1:-${LLREF_HOME:-$HOME/.cache/llref}/llref}
-d=tests/data/gemma4
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$d"
+. tests/data/regen-lib.sh
+regen_init tests/data/gemma4
 rm -f "$d"/*
-awk 'BEGIN { x = 29; for (i = 0; i < 300; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%s%d", i ? " " : "", x % 500 + 3 }; print "" }' >"$d/prompt300.txt"
-cut -d' ' -f1-8 "$d/prompt300.txt" >"$d/prompt8.txt"
+regen_prompts 29
 opts() {
     case $1 in
     gemma4) echo "--arch gemma4 --dim 256 --layers 8 --heads 4 --kv-heads 1 --head-dim 64 --head-dim-swa 32 --ff 512 --swa 16 --swa-pattern 4 --shared-kv 4 --double-wide --per-layer 32 --rope-theta 1000000 --rope-theta-swa 10000 --rope-partial 0.25 --final-softcap 30 --ctx 32768 --scale 0.06 --embd-scale 0.05 --seed 51" ;;
@@ -56,22 +53,10 @@ opts() {
     esac
 }
 for name in gemma4 gemma4-moe; do
-    opts $name >"$d/$name.opts"
-    f32=$tmp/$name-F32.gguf
-    tests/mkmodel "$f32" $(opts $name) >/dev/null
-    (cd "$tmp" && sha256sum "$name-F32.gguf") >"$d/$name-F32.sha256"
+    regen_model $name "$(opts $name)"
     for p in 8 300; do
         ids=$(cat "$d/prompt$p.txt")
-        "$LLREF" greedy "$f32" -p "$ids" -n 32 2>/dev/null >"$d/$name-F32-p$p.greedy"
-        for type in F32 Q8_0 Q4_K_M; do
-            m=$f32
-            if [ $type != F32 ]; then
-                m=$d/$name-$type.gguf
-                [ -f "$m" ] || "$LLREF" quantize "$f32" "$m" $type >/dev/null 2>&1
-            fi
-            "$LLREF" logits "$m" -p "$ids" -o "$d/$name-$type-p$p.logits" >/dev/null 2>&1
-            /usr/bin/python3 tests/data/f64-gemma4.py "$m" -p "$ids" -o "$d/$name-$type-p$p.f64.f32" >/dev/null
-        done
+        regen_goldens $name p$p tests/data/f64-gemma4.py F32 Q8_0 Q4_K_M
         /usr/bin/python3 tests/data/f64-gemma4.py "$f32" -p "$ids" --kv f64 -o "$d/$name-F32-p$p.f64kv.f32" >/dev/null
         echo "$name p$p: $(cat "$d/$name-F32-p$p.greedy")"
     done
@@ -80,7 +65,7 @@ done
 for name in gemma4 gemma4-moe; do
     for p in 8 300; do
         for type in F32 Q8_0 Q4_K_M; do
-            /usr/bin/python3 -c "import numpy as n; a=n.fromfile('$d/$name-$type-p$p.logits',n.float32); b=n.fromfile('$d/$name-$type-p$p.f64.f32',n.float32); print('llama.cpp $name $type p$p vs f64: %.3g' % (abs(a-b).max()/(b.max()-b.min())))"
+            regen_relchange "$d/$name-$type-p$p.logits" "$d/$name-$type-p$p.f64.f32" "llama.cpp $name $type p$p vs f64"
         done
     done
 done
@@ -90,17 +75,17 @@ for v in "--swa 100000" "--swa-pattern 2" "--shared-kv 0" "--per-layer 0" "--rop
          "--rope-theta-swa 1000000" "--head-dim-swa 64" "--v-from-k none" "--no-layer-scale" "--final-softcap 1000"; do
     tests/mkmodel "$tmp/v.gguf" $(cat "$d/$name.opts") $v >/dev/null
     "$LLREF" logits "$tmp/v.gguf" -p "$ids" -o "$tmp/v.f32" >/dev/null 2>&1
-    /usr/bin/python3 -c "import numpy as n; a=n.fromfile('$tmp/v.f32',n.float32); b=n.fromfile('$d/$name-F32-p300.logits',n.float32); print('$v: %.3g' % (abs(a-b).max()/(b.max()-b.min())))"
+    regen_relchange "$tmp/v.f32" "$d/$name-F32-p300.logits" "$v"
 done
 name=gemma4-moe
 for v in "--experts-used 2" "--kv-heads-global 4"; do
     tests/mkmodel "$tmp/v.gguf" $(cat "$d/$name.opts") $v >/dev/null
     "$LLREF" logits "$tmp/v.gguf" -p "$ids" -o "$tmp/v.f32" >/dev/null 2>&1
-    /usr/bin/python3 -c "import numpy as n; a=n.fromfile('$tmp/v.f32',n.float32); b=n.fromfile('$d/$name-F32-p300.logits',n.float32); print('$name $v: %.3g' % (abs(a-b).max()/(b.max()-b.min())))"
+    regen_relchange "$tmp/v.f32" "$d/$name-F32-p300.logits" "$name $v"
 done
 # llama.cpp applies ffn_down_exps.scale: the float64 pass without it is far
 # from llama.cpp's logits (with it: the figures above)
 m=$tmp/gemma4-moe-F32.gguf
 tests/mkmodel "$m" $(cat "$d/$name.opts") >/dev/null
 F64_G4_NO_DOWN_SCALE=1 /usr/bin/python3 tests/data/f64-gemma4.py "$m" -p "$ids" -o "$tmp/a.f32" >/dev/null
-/usr/bin/python3 -c "import numpy as n; a=n.fromfile('$tmp/a.f32',n.float32); b=n.fromfile('$d/$name-F32-p300.logits',n.float32); print('$name: f64 without ffn_down_exps.scale vs llama.cpp: %.3g' % (abs(a-b).max()/(b.max()-b.min())))"
+regen_relchange "$tmp/a.f32" "$d/$name-F32-p300.logits" "$name: f64 without ffn_down_exps.scale vs llama.cpp"

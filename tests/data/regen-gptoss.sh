@@ -29,26 +29,15 @@
 #        whose quantize knows MXFP4_MOE: see regen-quant.sh)
 set -eu
 LLREF=${1:-${LLREF_HOME:-$HOME/.cache/llref}/llref}
-d=tests/data/gptoss
+. tests/data/regen-lib.sh
+regen_init tests/data/gptoss
 m=tests/data/moe
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$d"
 rm -f "$d"/*
-echo "--arch gpt-oss --dim 256 --layers 3 --heads 4 --kv-heads 2 --head-dim 64 --ff 512 --experts 8 --experts-used 4 --ff-exp 128 --hot 300:340 --ctx 4096 --rope-theta 150000 --seed 51" >"$d/gptoss.opts"
-f32=$tmp/gptoss-F32.gguf
-tests/mkmodel "$f32" $(cat "$d/gptoss.opts") >/dev/null
-(cd "$tmp" && sha256sum gptoss-F32.gguf) >"$d/gptoss-F32.sha256"
+regen_model gptoss "--arch gpt-oss --dim 256 --layers 3 --heads 4 --kv-heads 2 --head-dim 64 --ff 512 --experts 8 --experts-used 4 --ff-exp 128 --hot 300:340 --ctx 4096 --rope-theta 150000 --seed 51"
 "$LLREF" quantize "$f32" "$d/gptoss-MXFP4.gguf" MXFP4_MOE >/dev/null 2>&1
 for p in p8 p300 hot300; do
     case $p in hot300) ids=$(cat "$m/hot300.txt") ;; *) ids=$(cat "$m/prompt${p#p}.txt") ;; esac
-    "$LLREF" greedy "$f32" -p "$ids" -n 32 2>/dev/null >"$d/gptoss-F32-$p.greedy"
-    for type in F32 MXFP4; do
-        f=$f32
-        [ $type = MXFP4 ] && f=$d/gptoss-MXFP4.gguf
-        "$LLREF" logits "$f" -p "$ids" -o "$d/gptoss-$type-$p.logits" >/dev/null 2>&1
-        /usr/bin/python3 tests/data/f64-gptoss.py "$f" -p "$ids" -o "$d/gptoss-$type-$p.f64.f32" >/dev/null
-    done
+    regen_goldens gptoss $p tests/data/f64-gptoss.py F32 MXFP4  # MXFP4: the file made above
     /usr/bin/python3 tests/data/f64-gptoss.py "$f32" -p "$ids" --kv f64 -o "$d/gptoss-F32-$p.f64kv.f32" >/dev/null
     echo "gptoss $p: $(cat "$d/gptoss-F32-$p.greedy")"
 done

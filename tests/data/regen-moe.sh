@@ -31,14 +31,11 @@
 #        `make tests/mkmodel`; needs /usr/bin/python3 with numpy)
 set -eu
 LLREF=${1:-${LLREF_HOME:-$HOME/.cache/llref}/llref}
-d=tests/data/moe
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$d"
+. tests/data/regen-lib.sh
+regen_init tests/data/moe
 rm -f "$d"/*
-awk 'BEGIN { x = 19; for (i = 0; i < 300; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%s%d", i ? " " : "", x % 500 + 3 }; print "" }' >"$d/prompt300.txt"
-cut -d' ' -f1-8 "$d/prompt300.txt" >"$d/prompt8.txt"
-awk 'BEGIN { x = 23; for (i = 0; i < 300; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%s%d", i ? " " : "", x % 40 + 300 }; print "" }' >"$d/hot300.txt"
+regen_prompts 19
+regen_ids 300 23 40 300 >"$d/hot300.txt"
 
 opts() {
     case $1 in
@@ -47,22 +44,10 @@ opts() {
     esac
 }
 for name in qwen3moe qwen3moe-wide; do
-    opts $name >"$d/$name.opts"
-    f32=$tmp/$name-F32.gguf
-    tests/mkmodel "$f32" $(opts $name) >/dev/null
-    (cd "$tmp" && sha256sum "$name-F32.gguf") >"$d/$name-F32.sha256"
+    regen_model $name "$(opts $name)"
     for p in 8 300; do
         ids=$(cat "$d/prompt$p.txt")
-        "$LLREF" greedy "$f32" -p "$ids" -n 32 2>/dev/null >"$d/$name-F32-p$p.greedy"
-        for type in F32 Q8_0 Q4_K_M IQ4_XS; do
-            m=$f32
-            if [ $type != F32 ]; then
-                m=$d/$name-$type.gguf
-                [ -f "$m" ] || "$LLREF" quantize "$f32" "$m" $type >/dev/null 2>&1
-            fi
-            "$LLREF" logits "$m" -p "$ids" -o "$d/$name-$type-p$p.logits" >/dev/null 2>&1
-            /usr/bin/python3 tests/data/f64-moe.py "$m" -p "$ids" -o "$d/$name-$type-p$p.f64.f32" >/dev/null
-        done
+        regen_goldens $name p$p tests/data/f64-moe.py F32 Q8_0 Q4_K_M IQ4_XS
         /usr/bin/python3 tests/data/f64-moe.py "$f32" -p "$ids" --kv f64 -o "$d/$name-F32-p$p.f64kv.f32" >/dev/null
         echo "$name p$p: $(cat "$d/$name-F32-p$p.greedy")"
     done
@@ -72,8 +57,7 @@ done
 ids=$(cat "$d/hot300.txt")
 f32=$tmp/qwen3moe-F32.gguf
 "$LLREF" greedy "$f32" -p "$ids" -n 32 2>/dev/null >"$d/qwen3moe-F32-hot300.greedy"
-"$LLREF" logits "$f32" -p "$ids" -o "$d/qwen3moe-F32-hot300.logits" >/dev/null 2>&1
-/usr/bin/python3 tests/data/f64-moe.py "$f32" -p "$ids" -o "$d/qwen3moe-F32-hot300.f64.f32" >/dev/null
+regen_logits "$f32" "$ids" "$d/qwen3moe-F32-hot300" tests/data/f64-moe.py
 echo "hot300:" >>"$d/qwen3moe.routes"
 F64_ROUTES=1 /usr/bin/python3 tests/data/f64-moe.py "$f32" -p "$ids" -o "$tmp/r.f32" 2>>"$d/qwen3moe.routes" >/dev/null
 cat "$d"/*.routes

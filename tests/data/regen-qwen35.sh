@@ -28,13 +28,10 @@
 #        `make tests/mkmodel`; needs /usr/bin/python3 with numpy)
 set -eu
 LLREF=${1:-${LLREF_HOME:-$HOME/.cache/llref}/llref}
-d=tests/data/qwen35
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$d"
+. tests/data/regen-lib.sh
+regen_init tests/data/qwen35
 rm -f "$d"/*
-awk 'BEGIN { x = 17; for (i = 0; i < 300; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%s%d", i ? " " : "", x % 500 + 3 }; print "" }' >"$d/prompt300.txt"
-cut -d' ' -f1-8 "$d/prompt300.txt" >"$d/prompt8.txt"
+regen_prompts 17
 
 opts() {
     case $1 in
@@ -43,22 +40,10 @@ opts() {
     esac
 }
 for name in qwen35 qwen35-rl; do
-    opts $name >"$d/$name.opts"
-    f32=$tmp/$name-F32.gguf
-    tests/mkmodel "$f32" $(opts $name) >/dev/null
-    (cd "$tmp" && sha256sum "$name-F32.gguf") >"$d/$name-F32.sha256"
+    regen_model $name "$(opts $name)"
     for p in 8 300; do
         ids=$(cat "$d/prompt$p.txt")
-        "$LLREF" greedy "$f32" -p "$ids" -n 32 2>/dev/null >"$d/$name-F32-p$p.greedy"
-        for type in F32 Q8_0 Q4_K_M; do
-            m=$f32
-            if [ $type != F32 ]; then
-                m=$d/$name-$type.gguf
-                [ -f "$m" ] || "$LLREF" quantize "$f32" "$m" $type >/dev/null 2>&1
-            fi
-            "$LLREF" logits "$m" -p "$ids" -o "$d/$name-$type-p$p.logits" >/dev/null 2>&1
-            /usr/bin/python3 tests/data/f64-qwen35.py "$m" -p "$ids" -o "$d/$name-$type-p$p.f64.f32" >/dev/null
-        done
+        regen_goldens $name p$p tests/data/f64-qwen35.py F32 Q8_0 Q4_K_M
         echo "$name p$p: $(cat "$d/$name-F32-p$p.greedy")"
     done
     /usr/bin/python3 tests/data/f64-qwen35.py "$f32" -p "$(cat "$d/prompt300.txt")" --kv f64 \

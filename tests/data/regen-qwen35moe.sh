@@ -22,27 +22,13 @@
 #        `make tests/mkmodel`; needs /usr/bin/python3 with numpy)
 set -eu
 LLREF=${1:-${LLREF_HOME:-$HOME/.cache/llref}/llref}
-d=tests/data/qwen35moe
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$d"
+. tests/data/regen-lib.sh
+regen_init tests/data/qwen35moe
 rm -f "$d"/*
 name=q35moe
-echo "--arch qwen35moe --dim 64 --layers 4 --heads 2 --kv-heads 1 --head-dim 32 --rope-dim 8 --ff 128 --ff-exp 32 --ff-shexp 64 --experts 8 --experts-used 2 --ssm-state 16 --ssm-groups 1 --ssm-heads 2 --ssm-conv 4 --ctx 4096 --rope-theta 1000000 --seed 41" >"$d/$name.opts"
-f32=$tmp/$name-F32.gguf
-tests/mkmodel "$f32" $(cat "$d/$name.opts") >/dev/null
-(cd "$tmp" && sha256sum "$name-F32.gguf") >"$d/$name-F32.sha256"
+regen_model $name "--arch qwen35moe --dim 64 --layers 4 --heads 2 --kv-heads 1 --head-dim 32 --rope-dim 8 --ff 128 --ff-exp 32 --ff-shexp 64 --experts 8 --experts-used 2 --ssm-state 16 --ssm-groups 1 --ssm-heads 2 --ssm-conv 4 --ctx 4096 --rope-theta 1000000 --seed 41"
 for p in 8 300; do
     ids=$(cat tests/data/qwen35/prompt$p.txt)
-    "$LLREF" greedy "$f32" -p "$ids" -n 32 2>/dev/null >"$d/$name-F32-p$p.greedy"
-    for type in F32 Q8_0; do
-        m=$f32
-        if [ $type != F32 ]; then
-            m=$d/$name-$type.gguf
-            [ -f "$m" ] || "$LLREF" quantize "$f32" "$m" $type >/dev/null 2>&1
-        fi
-        "$LLREF" logits "$m" -p "$ids" -o "$d/$name-$type-p$p.logits" >/dev/null 2>&1
-        /usr/bin/python3 tests/data/f64-qwen35.py "$m" -p "$ids" -o "$d/$name-$type-p$p.f64.f32" >/dev/null
-    done
+    regen_goldens $name p$p tests/data/f64-qwen35.py F32 Q8_0
     echo "$name p$p: $(cat "$d/$name-F32-p$p.greedy")"
 done

@@ -6,6 +6,7 @@
  *        /tmp/gguf-work tests/fuzz/corpus/gguf
  */
 #include "core/llm.h"
+#include "tests/fuzz/fuzz.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -16,10 +17,9 @@ static volatile uint64_t sink;
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     /* a private copy: the reader must not read past size */
-    uint8_t *buf = malloc(size ? size : 1);
+    uint8_t *buf = fuzz_copy(data, size);
     if (!buf)
         return 0;
-    memcpy(buf, data, size);
     struct llm_gguf *g;
     char err[512];
     if (llm_gguf_open_memory(buf, size, &g, err, sizeof err)) {

@@ -11,6 +11,7 @@
  *        /tmp/http-work tests/fuzz/corpus/http
  */
 #include "models/net.h"
+#include "tests/fuzz/fuzz.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -98,14 +99,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    size_t piece = (size_t)(data[0] % 16) + 1;
-    if (data[0] >= 128)
-        piece = (size_t)data[0] * 7;
+    size_t piece = fuzz_piece(data[0]);
     /* a private copy: the parser must not read past size */
-    char *buf = malloc(size - 1 ? size - 1 : 1);
+    char *buf = fuzz_copy(data + 1, size - 1);
     if (!buf)
         return 0;
-    memcpy(buf, data + 1, size - 1);
     struct outcome a, b;
     parse(buf, size - 1, piece, &a);
     parse(buf, size - 1, size, &b);

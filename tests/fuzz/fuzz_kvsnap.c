@@ -6,6 +6,7 @@
  * The corpus: KVCHAT_WRITE_CORPUS=tests/fuzz/corpus/kvsnap tests/test_kvblock
  */
 #include "sessions/kvblock.h"
+#include "tests/fuzz/fuzz.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,10 +16,9 @@ static volatile uint64_t sink;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    uint8_t *buf = malloc(size ? size : 1);
+    uint8_t *buf = fuzz_copy(data, size);
     if (!buf)
         return 0;
-    memcpy(buf, data, size);
     struct kv_snap_desc d;
     uint32_t crc;
     char err[256] = "";

@@ -10,6 +10,7 @@
  *        /tmp/sse-work tests/fuzz/corpus/sse
  */
 #include "models/proto.h"
+#include "tests/fuzz/fuzz.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -85,13 +86,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    size_t piece = (size_t)(data[0] % 16) + 1;
-    if (data[0] >= 128)
-        piece = (size_t)data[0] * 7;
-    char *buf = malloc(size - 1 ? size - 1 : 1);
+    size_t piece = fuzz_piece(data[0]);
+    char *buf = fuzz_copy(data + 1, size - 1);
     if (!buf)
         return 0;
-    memcpy(buf, data + 1, size - 1);
     struct run a, b;
     int ra = feed(buf, size - 1, piece, &a);
     int rb = feed(buf, size - 1, size, &b);

@@ -8,6 +8,7 @@
  *        /tmp/vocab-work tests/fuzz/corpus/vocab
  */
 #include "core/llm.h"
+#include "tests/fuzz/fuzz.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,10 +18,9 @@ static const char sample[] = "Hello, world! <|im_start|> <s> caf\xc3\xa9 \xf0\x9
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    uint8_t *buf = malloc(size ? size : 1);
+    uint8_t *buf = fuzz_copy(data, size);
     if (!buf)
         return 0;
-    memcpy(buf, data, size);
     struct llm_gguf *g;
     struct llm_vocab *v;
     char err[512];
