@@ -16,7 +16,7 @@
  * (MADV_POPULATE_READ in 16 MB steps) while the opener tokenizes and
  * restores, instead of faulting in one by one during the first prefill.
  *
- * The cache file (PACK_FILE_VERSION 5), one per model path, named by a
+ * The cache file (PACK_FILE_VERSION 6), one per model path, named by a
  * 64-bit FNV-1a hash of the model's real path:
  *   4096-byte header: "KVCPACK\0", u32 version, u32 types (bit t: weights of
  *   type t < 32 are packed), u64 size, device, inode, mtime s, mtime ns of the
@@ -59,7 +59,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PACK_FILE_VERSION 5
+#define PACK_FILE_VERSION 6
 #define HEADER_BYTES 4096
 #define PACK_ITEM_GROUPS 64 /* groups of 8 rows per work item while packing */
 
