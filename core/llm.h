@@ -158,6 +158,12 @@ uint32_t llm_gguf_alignment(const struct llm_gguf *g);
 uint64_t llm_gguf_data_offset(const struct llm_gguf *g);
 /* the whole file, borrowed (for fingerprints) */
 const uint8_t *llm_gguf_bytes(const struct llm_gguf *g);
+/* the whole pages inside [p, p + n) of the file's mapping given back to the
+ * system: read again, they come back from the page cache. For code that
+ * reads a large part of the file once (a fingerprint, packing), so that
+ * the process does not keep it all resident (issue 24: peak RSS at most
+ * the file plus KV plus 10%). Nothing for a GGUF opened from memory. */
+void llm_gguf_release(const struct llm_gguf *g, const void *p, size_t n);
 
 /* -- metadata: keys are indexed 0..n_kv-1 in file order -- */
 int64_t llm_gguf_n_kv(const struct llm_gguf *g);

@@ -60,6 +60,13 @@ const struct mdl_alias mdl_aliases[] = {
      * same name is 18,556,686,912 bytes); it fits a 24 GB machine */
     {"qwen3:30b-a3b", "Qwen/Qwen3-30B-A3B-GGUF", "Qwen3-30B-A3B-Q4_K_M.gguf", 18557 * MB,
      "Qwen3 30B-A3B (mixture of experts, 3.3B active), Q4_K_M", "qwen3moe", "qwen2", "chatml"},
+    /* gpt-oss-20b (gpt-oss: 32 experts, 4 a token, 3.6 B active; its experts
+     * MXFP4 in every quantization): unsloth's Q4_K_M, name and size (11.6 GB)
+     * from the repository's file listing. No o200k vocabulary file is at
+     * hand (tests/data/tokenizer), so the test's synthetic model has the
+     * placeholder vocabulary ("") */
+    {"gpt-oss:20b", "unsloth/gpt-oss-20b-GGUF", "gpt-oss-20b-Q4_K_M.gguf", 11600 * MB,
+     "gpt-oss 20B (mixture of experts, 3.6B active), Q4_K_M", "gpt-oss", "", "gpt-oss"},
     {NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL},
 };
 

@@ -367,7 +367,8 @@ struct mdl_alias {
     /* what the file is, for the test that walks the table
      * (tests/test_models.c: a synthetic model of each) */
     const char *arch;      /* general.architecture: "qwen2" */
-    const char *vocab;     /* the vocabulary of tests/data/tokenizer it has: "qwen2" */
+    const char *vocab;     /* the vocabulary of tests/data/tokenizer it has: "qwen2"
+                            * ("": none there; the test's placeholder) */
     const char *tmpl;      /* its chat template's family: "chatml" */
 };
 /* the table, ended by a NULL name */

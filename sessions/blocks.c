@@ -113,9 +113,16 @@ int sess_model_fingerprint(const struct llm_gguf *g, uint8_t out[32])
     llm_sha256_update(h, "kvchat-fingerprint-2", 20);
     llm_sha256_update(h, &size, 8);
     llm_sha256_update(h, llm_gguf_bytes(g), data); /* header, metadata, tensor infos */
+    /* in steps, each given back once hashed: the first open of a large
+     * model then holds its packed weights, not them and the whole file */
+    const uint64_t step = 16u << 20;
     for (int64_t i = 0; i < llm_gguf_n_tensors(g); i++) {
         const struct llm_tensor_info *t = llm_gguf_tensor(g, i);
-        llm_sha256_update(h, t->data, t->n_bytes);
+        for (uint64_t off = 0; off < t->n_bytes; off += step) {
+            size_t n = (size_t)(t->n_bytes - off < step ? t->n_bytes - off : step);
+            llm_sha256_update(h, (const uint8_t *)t->data + off, n);
+            llm_gguf_release(g, (const uint8_t *)t->data + off, n);
+        }
     }
     return llm_sha256_final(h, out) == LLM_OK ? SESS_OK : SESS_ERR;
 }

@@ -790,6 +790,28 @@ static void test_gguf_refuses_bad_k_tensors(void **state)
     }
 }
 
+/* the table types pack into no more than their stored bytes (IQ4_XS: its
+ * f16 scale per 256 elements and 6-bit scales per 32 kept a byte each,
+ * 1.5% more), so packing a model of them costs no memory beyond the file
+ * pages it gives back (issue 24: peak RSS at most file + KV + 10%) */
+static void test_packed_sizes(void **state)
+{
+    (void)state;
+    static const struct { uint32_t type; size_t bytes, per; } st[] = {
+        {LLM_TYPE_IQ4_NL, 18, 32}, {LLM_TYPE_MXFP4, 17, 32}, {LLM_TYPE_IQ4_XS, 136, 256}};
+    for (size_t i = 0; i < sizeof st / sizeof *st; i++)
+        for (int64_t n = 256; n <= 8192; n += 256) {
+            const struct llm_mm_ops *mm = llm_get_mm_ops(st[i].type);
+            size_t stored = (size_t)LLM_PACK_ROWS * (size_t)(n / (int64_t)st[i].per) * st[i].bytes;
+            size_t packed = mm->group_bytes(n);
+            if (st[i].type == LLM_TYPE_IQ4_XS ? packed * 1000 > stored * 1016 : packed != stored) {
+                print_error("%s n=%lld: a group of %d rows packs into %zu bytes, stored %zu\n",
+                            llm_type_name(st[i].type), (long long)n, LLM_PACK_ROWS, packed, stored);
+                fail();
+            }
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -800,6 +822,7 @@ int main(void)
         cmocka_unit_test(test_float_big_batch),
         cmocka_unit_test(test_legacy_quantizers),
         cmocka_unit_test(test_gguf_refuses_bad_k_tensors),
+        cmocka_unit_test(test_packed_sizes),
     };
     return cmocka_run_group_tests(tests, setup_paths, NULL);
 }

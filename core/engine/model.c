@@ -1009,9 +1009,15 @@ void llm_model_arch_info(const struct llm_model *m, struct llm_model_arch_info *
         out->fused_gate_up_exps = m->fused_gate_up_exps;
         out->moe_gating = m->moe_gating == LLM_MOE_SOFTMAX_WEIGHT ? "top-k, softmax over k"
                           : m->moe_norm ? "softmax, top-k, renormalised" : "softmax, top-k";
-        /* the unchosen experts' gate, up and down elements */
-        out->n_params_active = m->meta.n_params - m->n_layer_moe * (m->n_expert - m->n_expert_used) * 3 *
-                                                      m->n_embd * m->n_ff_exp;
+        /* the unchosen experts' gate, up and down elements, and their
+         * biases where they have them (gpt-oss) */
+        int64_t per_expert = 3 * m->n_embd * m->n_ff_exp;
+        for (int64_t l = 0; l < m->n_layer; l++)
+            if (m->layers[l].exp_gate_b) {
+                per_expert += 2 * m->n_ff_exp + m->n_embd;
+                break;
+            }
+        out->n_params_active = m->meta.n_params - m->n_layer_moe * (m->n_expert - m->n_expert_used) * per_expert;
     }
     if (m->n_layer_rec) {
         out->ssm_conv = m->ssm_conv;

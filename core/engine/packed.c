@@ -16,7 +16,7 @@
  * (MADV_POPULATE_READ in 16 MB steps) while the opener tokenizes and
  * restores, instead of faulting in one by one during the first prefill.
  *
- * The cache file (PACK_FILE_VERSION 5), one per model path, named by a
+ * The cache file (PACK_FILE_VERSION 6), one per model path, named by a
  * 64-bit FNV-1a hash of the model's real path:
  *   4096-byte header: "KVCPACK\0", u32 version, u32 types (bit t: weights of
  *   type t < 32 are packed), u64 size, device, inode, mtime s, mtime ns of the
@@ -59,7 +59,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PACK_FILE_VERSION 5
+#define PACK_FILE_VERSION 6
 #define HEADER_BYTES 4096
 #define PACK_ITEM_GROUPS 64 /* groups of 8 rows per work item while packing */
 
@@ -168,18 +168,9 @@ static int plan_make(struct llm_model *m, struct plan *p)
 
 /* ==== packing in memory ==== */
 
-/* the whole pages inside [p, p + n) of the file mapping: given back (they
- * come again from the page cache if anything reads them) */
-static void drop_pages(const uint8_t *p, size_t n)
-{
-    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = ((uintptr_t)p + pg - 1) / pg * pg,
-              e = ((uintptr_t)p + n) / pg * pg;
-    if (e > a)
-        madvise((void *)a, e - a, MADV_DONTNEED);
-}
-
 struct pack_work {
     const struct plan *p;
+    const struct llm_gguf *g; /* the model's file, whose pages packing gives back */
     const int64_t *first; /* first work item of each weight */
     int64_t items;
     void *map;
@@ -206,14 +197,14 @@ static void *pack_worker(void *arg)
         }
         /* at once, so the file's pages and the packed copy are not both held */
         int64_t r0 = g0 * gr, r1 = g1 * gr < W->m.n_out ? g1 * gr : W->m.n_out;
-        drop_pages(W->rows + (size_t)r0 * W->m.row_bytes, (size_t)(r1 - r0) * W->m.row_bytes);
+        llm_gguf_release(pw->g, W->rows + (size_t)r0 * W->m.row_bytes, (size_t)(r1 - r0) * W->m.row_bytes);
     }
     return NULL;
 }
 
 /* the planned weights packed into a new anonymous mapping (by as many
  * OpenMP threads as cores), or NULL */
-static void *pack_in_memory(const struct plan *p)
+static void *pack_in_memory(const struct plan *p, const struct llm_gguf *g)
 {
     int64_t *first = malloc((size_t)(p->nw + 1) * sizeof *first); /* first work item of each */
     if (!first)
@@ -229,7 +220,7 @@ static void *pack_in_memory(const struct plan *p)
     first[0] = 0;
     for (int64_t i = 0; i < p->nw; i++)
         first[i + 1] = first[i] + (groups_of(p->w[i]) + PACK_ITEM_GROUPS - 1) / PACK_ITEM_GROUPS;
-    struct pack_work pw = {p, first, first[p->nw], map, 0};
+    struct pack_work pw = {p, g, first, first[p->nw], map, 0};
     /* OpenMP here (one-off bulk work, items taken from a shared counter):
      * as many threads as cores, or OMP_NUM_THREADS; the forward pass stays
      * on the engine's pool */
@@ -239,7 +230,7 @@ static void *pack_in_memory(const struct plan *p)
     /* the pages items shared (tied embeddings: the few rows decode looks
      * up come back alone) */
     for (int64_t i = 0; i < p->nw; i++)
-        drop_pages(p->w[i]->rows, (size_t)p->w[i]->m.n_out * p->w[i]->m.row_bytes);
+        llm_gguf_release(g, p->w[i]->rows, (size_t)p->w[i]->m.n_out * p->w[i]->m.row_bytes);
     free(first);
     return map;
 }
@@ -412,7 +403,7 @@ int llm_model_pack(struct llm_model *m, const char *dir, const char *model_path)
 #endif
         if (pthread_create(&pk->faulter, NULL, prefault, pk) == 0)
             pk->faulting = true;
-    } else if ((pk->map = pack_in_memory(&p))) {
+    } else if ((pk->map = pack_in_memory(&p, m->gguf))) {
         pk->map_bytes = p.total;
         pk->data = pk->map;
     } else {

@@ -535,6 +535,18 @@ bool llm_gguf_ctime(const struct llm_gguf *g, uint64_t ctime[2])
 uint32_t llm_gguf_alignment(const struct llm_gguf *g) { return g->alignment; }
 uint64_t llm_gguf_data_offset(const struct llm_gguf *g) { return g->data_offset; }
 const uint8_t *llm_gguf_bytes(const struct llm_gguf *g) { return g->base; }
+
+void llm_gguf_release(const struct llm_gguf *g, const void *p, size_t n)
+{
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), lo = (uintptr_t)g->base, hi = lo + g->size;
+    uintptr_t a = ((uintptr_t)p + pg - 1) / pg * pg, e = ((uintptr_t)p + n) / pg * pg;
+    if (!g->mapped || a < lo || e > hi)
+        return;
+    /* a private read-only file mapping: the pages are the page cache's,
+     * never written, so dropping them loses nothing */
+    if (e > a)
+        madvise((void *)a, e - a, MADV_DONTNEED);
+}
 int64_t llm_gguf_n_kv(const struct llm_gguf *g) { return g->n_kv; }
 int64_t llm_gguf_n_tensors(const struct llm_gguf *g) { return g->n_tensors; }
 

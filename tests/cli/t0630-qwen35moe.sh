@@ -45,6 +45,11 @@ expect_out 'rope:           imrope, freq base 1e+06, 8 dims$'
 expect_out 'recurrent:      Gated DeltaNet on 3 of 4 layers, RRRA (R recurrent, A attention)$'
 expect_out 'experts:        8 a layer on 4 of 4 layers, 2 used a token (softmax, top-k, renormalised), 32 rows each$'
 expect_out 'runs:           yes$'
+run "$KVCHAT" models info --json "$d/$n-Q8_0.gguf"
+# active: all but the 6 unchosen experts' gate, up and down on 4 layers (the shared expert counts)
+[ "$(jq '.n_params - .n_params_active' "$T/out")" = $((4 * 6 * 3 * 64 * 32)) ] &&
+    ok "active parameters leave out the unchosen experts only" ||
+    not_ok "active parameters: $(jq '[.n_params, .n_params_active]' "$T/out")"
 
 # sessions: resumed from the blocks and the recurrent-state snapshot = --no-cache
 q="tell me a long story about the sea, the wind and the boats that sail on it at night under the stars, then another"

@@ -18,7 +18,7 @@
 #   by token, --split K for K = 1, n - 1, 64, 127, 128, 129, 256, half as a
 #   batch and the rest token by token, the portable kernels), F32 and MXFP4,
 #   spread and hot prompts;
-# - models info: experts, gating, window.
+# - models info: experts, gating, window, active parameters.
 . "$TOP/tests/cli/lib.sh"
 . "$TOP/tests/cli/logits-lib.sh"
 d=$TOP/tests/data/gptoss
@@ -91,4 +91,10 @@ expect_rc 0
 expect_out 'experts:        8 a layer on 3 of 3 layers, 4 used a token (top-k, softmax over k), 128 rows each$'
 expect_out 'sliding window: 128 positions on 2 of 3 layers$'
 expect_out 'rope:           neox, freq base 150000, 64 dims, scaling yarn x32$'
+# active: all but the 4 unchosen experts' gate, up and down weights and
+# their biases (128 + 128 + 256) on each of the 3 layers
+run "$KVCHAT" models info --json "$d/gptoss-MXFP4.gguf"
+[ "$(jq '.n_params - .n_params_active' "$T/out")" = $((3 * 4 * (3 * 256 * 128 + 128 + 128 + 256))) ] &&
+    ok "active parameters leave out the unchosen experts and their biases" ||
+    not_ok "active parameters: $(jq '[.n_params, .n_params_active]' "$T/out")"
 finish
