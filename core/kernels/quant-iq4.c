@@ -543,7 +543,9 @@ void llm_quant_iq4_init(struct llm_type_ops *t, struct llm_mm_ops *mm, struct ll
                          .pack = NAME##_pack, .group_row_to_float = NAME##_row_to_float, .dot_ref = dot_ref,    \
                          .gemv = llm_mm_gemv_by_ref, .gemm = llm_mm_packed_gemm,                               \
                          .gemm_scratch = llm_mm_packed_scratch})
-#define IQ4_UNPACK(NAME) ((struct llm_unpack_ops){QK, false, NAME##_unpack_ref, NAME##_unpack_ref, llm_mm_gemv_by_ref})
+#define IQ4_UNPACK(NAME)                                                                                       \
+    ((struct llm_unpack_ops){.ul = QK, .unpack_ref = NAME##_unpack_ref, .unpack = NAME##_unpack_ref,             \
+                             .gemv = llm_mm_gemv_by_ref})
     mm[LLM_TYPE_IQ4_NL] = IQ4_OPS(iq4_nl);
     mm[LLM_TYPE_IQ4_XS] = IQ4_OPS(iq4_xs);
     mm[LLM_TYPE_MXFP4] = IQ4_OPS(mxfp4);
