@@ -376,6 +376,7 @@ static void *prefault(void *arg)
             sum ^= ((volatile const uint8_t *)p)[i];
         (void)sum;
     }
+    base_trace("packed weights: prefault thread done");
     return NULL;
 }
 
