@@ -226,6 +226,6 @@ int llm_model_pack(struct llm_model *m, const char *dir, const char *model_path)
 void llm_model_unpack(struct llm_model *m); /* waits for the writer, frees */
 /* the first pass begins: the background touching of the mapped weights
  * (packed.c's prefault) stops, leaving both cores to the pass */
-void llm_model_touch_stop(struct llm_model *m);
+void llm_model_touch_stop(const struct llm_model *m);
 
 #endif

@@ -400,7 +400,7 @@ static void *prefault(void *arg)
     return NULL;
 }
 
-void llm_model_touch_stop(struct llm_model *m)
+void llm_model_touch_stop(const struct llm_model *m)
 {
     if (m->packed)
         atomic_store_explicit(&m->packed->stop_touching, true, memory_order_relaxed);
