@@ -561,8 +561,10 @@ static int run_exec(int argc, char **argv)
         .new_after_answer = true,
     };
     /* the session: its name checked, -c's found, its own model; before any work */
+    base_trace("run: options read");
     if (!rc)
         rc = cmd_conv_begin(&c, &o, &p);
+    base_trace("run: session looked up");
     if (!rc)
         rc = read_prompt(&a, &prompt, &files_len, &file_bytes);
     if (!rc) {
@@ -583,9 +585,12 @@ static int run_exec(int argc, char **argv)
     }
     if (!rc)
         rc = prompt_fits(&c, &o, &a, &prompt, files_len, file_bytes);
+    base_trace("run: prompt fits");
     if (!rc)
         rc = run_turn(&c, &o, a.json, prompt.s);
+    base_trace("run: turn done");
     cmd_conv_close(&c);
+    base_trace("run: closed");
     base_buf_free(&prompt);
     free(a.words);
     free(a.files);

@@ -120,6 +120,7 @@ int cmd_conv_open(struct cmd_conv *c, struct cmd_opts *o, const struct cmd_conv_
             cmd_term_printf(stderr, "kvchat: the KV cache on disk is off for this %s\n", p->what);
         }
     }
+    base_trace("store: opened");
     char err[1024];
     struct sess_conv_params cp = cmd_opts_conv_params(o, &c->l);
     cp.turn_start_ms = p->turn_start_ms;
@@ -127,11 +128,13 @@ int cmd_conv_open(struct cmd_conv *c, struct cmd_opts *o, const struct cmd_conv_
     if (rc)
         return rc == SESS_ERR_STORE ? cmd_fail(CMD_EXIT_SESSION, "%s", err)
                                     : cmd_fail(CMD_EXIT_MODEL, "cannot start the conversation: %s", err);
+    base_trace("conversation: started (model fingerprint)");
     if (!c->session || c->pending)
         return 0;
     cmd_progress_start(p->prog, c->conv);
     rc = sess_conv_attach(c->conv, c->session, true, &c->rs);
     cmd_progress_end(p->prog);
+    base_trace("session: attached (messages read, blocks and snapshot restored)");
     if (rc) {
         cmd_fail(CMD_EXIT_SESSION, "%s", sess_conv_errmsg(c->conv));
         if (rc == SESS_ERR_MODEL && p->model_hint)

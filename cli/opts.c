@@ -496,8 +496,10 @@ int cmd_llm_open(const struct cmd_opts *o, bool offer_pull, struct cmd_llm *l)
     struct llm_model_params mp = cmd_model_params(pack_dir, sizeof pack_dir);
     if (o->private_mode) /* the packed-weight cache is a file in the store too */
         mp.pack_dir = NULL;
+    base_trace("model: resolved");
     if (llm_model_open(l->path, mp, &l->model, err, sizeof err) < 0)
         return cmd_fail(CMD_EXIT_MODEL, "cannot open model '%s': %s", l->path, err);
+    base_trace("model: opened (GGUF parsed, tensors bound, packed weights mapped)");
     const struct llm_gguf *g = llm_model_gguf(l->model);
     /* the vocabulary's tables: mapped from their cache file beside the
      * packed weights', built (and that file written) the first time */
@@ -505,6 +507,7 @@ int cmd_llm_open(const struct cmd_opts *o, bool offer_pull, struct cmd_llm *l)
         cmd_llm_close(l);
         return cmd_fail(CMD_EXIT_MODEL, "cannot read the vocabulary of '%s': %s", l->path, err);
     }
+    base_trace("model: vocabulary loaded");
     struct llm_str jinja = {0};
     bool has = llm_gguf_find_str(g, "tokenizer.chat_template", &jinja) == 0;
     bool fell_back = false;
@@ -525,6 +528,7 @@ int cmd_llm_open(const struct cmd_opts *o, bool offer_pull, struct cmd_llm *l)
         cmd_llm_close(l);
         return cmd_fail(CMD_EXIT_MODEL, "cannot make a context for '%s': %s", l->path, err);
     }
+    base_trace("model: context made (KV cache mapped)");
     /* positions past the trained length: allowed, but the user should know */
     int64_t n_train = llm_model_get_meta(l->model)->n_ctx_train;
     if (n_train > 0 && llm_ctx_n_ctx(l->ctx) > n_train)

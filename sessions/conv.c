@@ -1819,6 +1819,7 @@ static int generate(struct sess_conv *c, int64_t ans_start, const char *pre, ses
             t = llm_sampler_sample_at(c->smp, logits, NULL, c->n_tokens);
         }
         if (n_gen == 0) {
+            base_trace("turn: first token sampled");
             t_first = now_ms();
             ts->ttft_ms = t_first - t0;
         }
@@ -2000,7 +2001,9 @@ static int prepare(struct sess_conv *c, volatile sig_atomic_t *interrupt, struct
     struct sess_kv_restore r;
     int64_t before = c->n_kv;
     /* the last token is always computed: its logits are the answer's start */
+    base_trace("turn: message tokenized");
     ts->store_failed |= restore_blocks(c, c->n_tokens - 1, &r);
+    base_trace("turn: blocks and snapshot restored");
     ts->restored_tokens = c->n_kv > before ? c->n_kv - before : 0;
     ts->restored_blocks = r.blocks;
     ts->restore_ms = r.ms;
@@ -2023,6 +2026,7 @@ static int prepare(struct sess_conv *c, volatile sig_atomic_t *interrupt, struct
     c->snap_at[c->n_snap_at++] = c->n_tokens - 1;
     int64_t done;
     int rc = sync_kv_interruptible(c, &done, interrupt);
+    base_trace("turn: prefilled");
     c->n_snap_at = 0;
     ts->prefilled_tokens = done;
     return rc;
@@ -2158,8 +2162,10 @@ int sess_conv_say(struct sess_conv *c, const char *user_text, sess_text_fn on_te
         t_turn = c->p.turn_start_ms;
     c->p.turn_start_ms = 0;
     rc = generate(c, ans_start, answer_prefix(c), on_text, ud, interrupt, ts, t_turn);
+    base_trace("turn: answered");
     if (rc == SESS_OK)
         rc = persist(c, user_idx, ts);
+    base_trace("turn: saved");
     finish_stats(c, ts);
     return rc;
 }

@@ -4,7 +4,9 @@
  * order, NUL-terminated, printf), path joining, `mkdir -p` (made, existing,
  * a file in the way), and the atomic file write: the whole new file or
  * the old one, never a temporary left behind, when a write, the fsync or
- * the rename fails (write, fsync and rename are wrapped).
+ * the rename fails (write, fsync and rename are wrapped); the phase trace
+ * (off until started, marks in order, times and faults never going back,
+ * at most BASE_TRACE_MAX kept).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -80,6 +82,36 @@ static int entries(const char *d)
         n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
     closedir(dd);
     return n;
+}
+
+/* the trace: nothing kept before base_trace_start; then each mark in
+ * order, its literal borrowed, wall and CPU time and faults never going
+ * back (CPU time spent between two marks shows); past BASE_TRACE_MAX
+ * marks the rest are dropped */
+static void test_trace(void **state)
+{
+    (void)state;
+    const struct base_trace_mark *m;
+    base_trace("before the start");
+    assert_int_equal(base_trace_marks(&m), 0);
+    base_trace_start();
+    base_trace("one");
+    volatile double x = 0;
+    for (int i = 0; i < 20000000; i++)
+        x += i * 0.5;
+    base_trace("two");
+    assert_int_equal(base_trace_marks(&m), 2);
+    assert_string_equal(m[0].what, "one");
+    assert_string_equal(m[1].what, "two");
+    assert_true(m[0].wall_ms >= 0 && m[1].wall_ms >= m[0].wall_ms);
+    assert_true(m[0].cpu_ms >= 0 && m[1].cpu_ms > m[0].cpu_ms); /* the loop's time */
+    assert_true(m[0].faults >= 0 && m[1].faults >= m[0].faults);
+    assert_true(base_trace_zero_ms() > 0);
+    for (int i = 0; i < BASE_TRACE_MAX + 10; i++)
+        base_trace("many");
+    assert_int_equal(base_trace_marks(&m), BASE_TRACE_MAX);
+    assert_string_equal(m[1].what, "two");
+    assert_string_equal(m[BASE_TRACE_MAX - 1].what, "many");
 }
 
 static void test_grow(void **state)
@@ -318,6 +350,7 @@ static void test_atomic(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_trace),
         cmocka_unit_test(test_grow),
         cmocka_unit_test(test_heap),
         cmocka_unit_test(test_utf8_seq),

@@ -13,8 +13,11 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ==== growing memory ==== */
@@ -303,4 +306,50 @@ int base_write_file_atomic(const char *path, const void *data, size_t n, mode_t 
     }
     base_atomic_write(&a, data, n);
     return base_atomic_commit(&a);
+}
+
+/* ==== a phase trace ==== */
+
+static struct base_trace_mark trace_marks[BASE_TRACE_MAX];
+static atomic_int trace_n = -1; /* -1: off */
+static struct base_trace_mark trace_zero;
+
+static void trace_now(struct base_trace_mark *m)
+{
+    struct timespec t;
+    struct rusage ru;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    getrusage(RUSAGE_SELF, &ru);
+    m->wall_ms = t.tv_sec * 1e3 + t.tv_nsec / 1e6 - trace_zero.wall_ms;
+    m->cpu_ms = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3 -
+                trace_zero.cpu_ms;
+    m->faults = ru.ru_minflt + ru.ru_majflt - trace_zero.faults;
+}
+
+void base_trace_start(void)
+{
+    trace_now(&trace_zero);
+    atomic_store(&trace_n, 0);
+}
+
+void base_trace(const char *what)
+{
+    if (atomic_load_explicit(&trace_n, memory_order_relaxed) < 0)
+        return;
+    int i = atomic_fetch_add(&trace_n, 1);
+    if (i >= BASE_TRACE_MAX) {
+        atomic_store(&trace_n, BASE_TRACE_MAX);
+        return;
+    }
+    trace_now(&trace_marks[i]);
+    trace_marks[i].what = what;
+}
+
+double base_trace_zero_ms(void) { return trace_zero.wall_ms; }
+
+int base_trace_marks(const struct base_trace_mark **marks)
+{
+    int n = atomic_load(&trace_n);
+    *marks = trace_marks;
+    return n < 0 ? 0 : n < BASE_TRACE_MAX ? n : BASE_TRACE_MAX;
 }

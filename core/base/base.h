@@ -159,4 +159,28 @@ void base_atomic_abort(struct base_atomic *a);
  * created), _RENAME or _DIR_SYNC as base_atomic_commit (errno) */
 int base_write_file_atomic(const char *path, const void *data, size_t n, mode_t mode);
 
+/* ==== a phase trace ==== */
+
+/*
+ * Where a process's time goes, for the one who tunes it (KVCHAT_TRACE=1,
+ * printed by cli/ at exit): base_trace_start() turns it on; each
+ * base_trace(what) then keeps the wall time, the process's CPU time and
+ * its page faults at that moment (at most BASE_TRACE_MAX marks; what is a
+ * string literal, borrowed). Off, a mark costs one load. Any thread may
+ * mark.
+ */
+enum { BASE_TRACE_MAX = 64 };
+struct base_trace_mark {
+    const char *what;
+    double wall_ms, cpu_ms; /* since base_trace_start */
+    long faults;            /* minor + major, since base_trace_start */
+};
+void base_trace_start(void);
+void base_trace(const char *what);
+/* the marks so far: their number, *marks borrowed */
+int base_trace_marks(const struct base_trace_mark **marks);
+/* base_trace_start's CLOCK_MONOTONIC time, in ms (to line the marks up with
+ * a profiler's samples: perf record -k CLOCK_MONOTONIC) */
+double base_trace_zero_ms(void);
+
 #endif

@@ -1850,6 +1850,7 @@ static int decode(struct llm_ctx *c, const int32_t *tokens, int64_t n, int64_t n
     if (bak)
         memcpy(c->rstate_bak, c->rstate, c->rstate_floats * sizeof(float));
     c->logits_valid = false;
+    llm_model_touch_stop(c->m);
     kv_reserve(c, c->n_past + n);
     int64_t start = c->n_past;
     for (int64_t i = 0; i < n;) {

@@ -242,5 +242,8 @@ const float *llm_model_rope_factors(const struct llm_model *m, int64_t n_ctx);
  * dir NULL: no cache file. 0, or -1 when there is no memory for them. */
 int llm_model_pack(struct llm_model *m, const char *dir, const char *model_path);
 void llm_model_unpack(struct llm_model *m); /* waits for the writer, frees */
+/* the first pass begins: the background touching of the mapped weights
+ * (packed.c's prefault) stops, leaving both cores to the pass */
+void llm_model_touch_stop(const struct llm_model *m);
 
 #endif

@@ -203,52 +203,76 @@ static inline __attribute__((always_inline)) __m512 f8x2(const float *a, const f
     return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(a)), _mm256_loadu_ps(b), 1);
 }
 
+/* one tile: tokens [t0, t0 + tn) of nt, in a tile of NTT (tn <= NTT; the
+ * tile's other lanes compute token t0 again, unstored) */
+static inline __attribute__((always_inline)) void units_avx512_tile(int UL, bool MIN, int NTT, int64_t n, int ng,
+                                                                    const int16_t *w16, size_t wstride,
+                                                                    const float *S, const float *M, size_t sstride,
+                                                                    const void *act, size_t a_stride, int64_t t0,
+                                                                    int tn, float *y, int64_t ldy)
+{
+    int64_t nu = n / UL;
+    size_t w1 = ng > 1 ? wstride : 0, s1 = ng > 1 ? sstride : 0; /* one group: its own twice */
+    struct llm_act16 a[NT5];
+    for (int t = 0; t < NTT; t++)
+        a[t] = llm_act16_view((const uint8_t *)act + (size_t)(t0 + (t < tn ? t : 0)) * a_stride, n);
+    __m512 acc[NT5];
+    for (int t = 0; t < NTT; t++)
+        acc[t] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < nu; k++) {
+        __m512i is[NT5];
+        for (int t = 0; t < NTT; t++)
+            is[t] = _mm512_setzero_si512();
+        const int16_t *wk = w16 + k * UL * ROWS;
+#pragma GCC unroll 2
+        for (int p = 0; p < UL / 2; p++) {
+            __m512i wv = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(wk + 16 * p))),
+                _mm256_loadu_si256((const __m256i *)(wk + w1 + 16 * p)), 1);
+#pragma GCC unroll 8
+            for (int t = 0; t < NTT; t++)
+                is[t] = _mm512_dpwssd_epi32(is[t], wv, _mm512_set1_epi32(ld32s(a[t].q + k * UL + 2 * p)));
+        }
+        __m512 s = f8x2(S + k * ROWS, S + s1 + k * ROWS);
+        __m512 m = MIN ? f8x2(M + k * ROWS, M + s1 + k * ROWS) : s;
+#pragma GCC unroll 8
+        for (int t = 0; t < NTT; t++) {
+            __m512 da = _mm512_set1_ps(a[t].d[k * UL / 32]);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[t]), _mm512_mul_ps(s, da), acc[t]);
+            if (MIN) {
+                int32_t as = UL == 16 ? a[t].s16[k] : a[t].s16[2 * k] + a[t].s16[2 * k + 1];
+                acc[t] = _mm512_fmadd_ps(_mm512_set1_ps((float)as), _mm512_mul_ps(m, da), acc[t]);
+            }
+        }
+    }
+    for (int t = 0; t < tn; t++) {
+        if (ng > 1)
+            _mm512_storeu_ps(y + (t0 + t) * ldy, acc[t]);
+        else
+            _mm256_storeu_ps(y + (t0 + t) * ldy, _mm512_castps512_ps256(acc[t]));
+    }
+}
+
+/* tiles of 8 tokens; the last few in a tile of 4 or 2, not 8 (a chat
+ * turn's 12 or 25 tokens computed 16 or 32 times before). Each token's
+ * lanes are its own, so its bits do not depend on the tile it falls in. */
 static inline __attribute__((always_inline)) void units_avx512(int UL, bool MIN, int64_t n, int ng,
                                                                const int16_t *w16, size_t wstride, const float *S,
                                                                const float *M, size_t sstride, const void *act,
                                                                size_t a_stride, int64_t nt, float *y, int64_t ldy)
 {
-    int64_t nu = n / UL;
-    size_t w1 = ng > 1 ? wstride : 0, s1 = ng > 1 ? sstride : 0; /* one group: its own twice */
-    for (int64_t t0 = 0; t0 < nt; t0 += NT5) {
-        int tn = nt - t0 < NT5 ? (int)(nt - t0) : NT5;
-        struct llm_act16 a[NT5];
-        for (int t = 0; t < NT5; t++)
-            a[t] = llm_act16_view((const uint8_t *)act + (size_t)(t0 + (t < tn ? t : 0)) * a_stride, n);
-        __m512 acc[NT5];
-        for (int t = 0; t < NT5; t++)
-            acc[t] = _mm512_setzero_ps();
-        for (int64_t k = 0; k < nu; k++) {
-            __m512i is[NT5];
-            for (int t = 0; t < NT5; t++)
-                is[t] = _mm512_setzero_si512();
-            const int16_t *wk = w16 + k * UL * ROWS;
-#pragma GCC unroll 2
-            for (int p = 0; p < UL / 2; p++) {
-                __m512i wv = _mm512_inserti64x4(
-                    _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(wk + 16 * p))),
-                    _mm256_loadu_si256((const __m256i *)(wk + w1 + 16 * p)), 1);
-#pragma GCC unroll 8
-                for (int t = 0; t < NT5; t++)
-                    is[t] = _mm512_dpwssd_epi32(is[t], wv, _mm512_set1_epi32(ld32s(a[t].q + k * UL + 2 * p)));
-            }
-            __m512 s = f8x2(S + k * ROWS, S + s1 + k * ROWS);
-            __m512 m = MIN ? f8x2(M + k * ROWS, M + s1 + k * ROWS) : s;
-#pragma GCC unroll 8
-            for (int t = 0; t < NT5; t++) {
-                __m512 da = _mm512_set1_ps(a[t].d[k * UL / 32]);
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[t]), _mm512_mul_ps(s, da), acc[t]);
-                if (MIN) {
-                    int32_t as = UL == 16 ? a[t].s16[k] : a[t].s16[2 * k] + a[t].s16[2 * k + 1];
-                    acc[t] = _mm512_fmadd_ps(_mm512_set1_ps((float)as), _mm512_mul_ps(m, da), acc[t]);
-                }
-            }
-        }
-        for (int t = 0; t < tn; t++) {
-            if (ng > 1)
-                _mm512_storeu_ps(y + (t0 + t) * ldy, acc[t]);
-            else
-                _mm256_storeu_ps(y + (t0 + t) * ldy, _mm512_castps512_ps256(acc[t]));
+    for (int64_t t0 = 0; t0 < nt;) {
+        int64_t left = nt - t0;
+        if (left > 4) {
+            int tn = left < NT5 ? (int)left : NT5;
+            units_avx512_tile(UL, MIN, NT5, n, ng, w16, wstride, S, M, sstride, act, a_stride, t0, tn, y, ldy);
+            t0 += tn;
+        } else if (left > 2) {
+            units_avx512_tile(UL, MIN, 4, n, ng, w16, wstride, S, M, sstride, act, a_stride, t0, (int)left, y, ldy);
+            t0 += left;
+        } else {
+            units_avx512_tile(UL, MIN, 2, n, ng, w16, wstride, S, M, sstride, act, a_stride, t0, (int)left, y, ldy);
+            t0 += left;
         }
     }
 }
