@@ -296,6 +296,140 @@ static void gemv_blis(uint32_t t, const struct llm_mat *w, int64_t r0, int64_t r
     atomic_fetch_add_explicit(&ukr_calls, (uint64_t)calls, memory_order_relaxed);
 }
 
+/* ==== decode: kvchat's GEMV in the micro-kernel's order ====
+ *
+ * One token on the micro-kernel uses 1/TR of its arithmetic (skx: 1 of 12
+ * token columns), and at 2 GB of F32 weights a token that made decode
+ * compute-bound (measured: docs/kernels.md). These GEMVs read the same
+ * panels and compute the definition above exactly as the micro-kernel
+ * does: per output one FMA chain over each k-block from +0, in order, the
+ * blocks added in order (the first block's sum taken as it is). A vector
+ * lane is one output row (element k of the panel's rows is one contiguous
+ * vector), so no lane ever meets another and the bits are the kernel's.
+ * The two ranges of a unit are read together (two streams, 2 x WR/VL
+ * independent chains), each prefetched PF_FMM bytes ahead.
+ */
+#ifndef PF_FMM
+#define PF_FMM 1024
+#endif
+
+static _Atomic uint64_t gemv_panels;
+uint64_t llm_fmm_gemv_panels(void) { return atomic_load_explicit(&gemv_panels, memory_order_relaxed); }
+
+/* the rows [a0, a1) of panel results out (a whole panel from row pr0) into y */
+static void put_rows(float *y, int64_t a0, int64_t a1, int64_t pr0, int wr, const float *out)
+{
+    int64_t lo = a0 > pr0 ? a0 : pr0, hi = a1 < pr0 + wr ? a1 : pr0 + wr;
+    if (lo < hi)
+        memcpy(y + (lo - a0), out + (lo - pr0), (size_t)(hi - lo) * sizeof(float));
+}
+
+/* the panels of rows [r0, r1) and [s0, s1), two at a time (one of each
+ * range while both last), through panels(t, pan, np, n, x, out) */
+#define GEMV_DRIVER(NAME, PANELS)                                                                              \
+    static void NAME(uint32_t t, const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1,     \
+                     const void *a, float *y0, float *y1)                                                      \
+    {                                                                                                          \
+        int wr = F.wr;                                                                                         \
+        _Alignas(64) float out[2][MAX_PANEL];                                                                  \
+        int64_t pa = r0 / wr, pa1 = r0 < r1 ? (r1 + wr - 1) / wr : pa;                                        \
+        int64_t pb = s0 / wr, pb1 = s0 < s1 ? (s1 + wr - 1) / wr : pb, panels = 0;                             \
+        while (pa < pa1 || pb < pb1) {                                                                         \
+            const uint8_t *pan[2];                                                                             \
+            int64_t at[2];                                                                                     \
+            int np = 0, which[2];                                                                              \
+            if (pa < pa1)                                                                                      \
+                which[np] = 0, at[np] = pa++, np++;                                                            \
+            if (pb < pb1)                                                                                      \
+                which[np] = 1, at[np] = pb++, np++;                                                            \
+            for (int q = 0; q < np; q++)                                                                       \
+                pan[q] = w->data + (size_t)at[q] * w->group_bytes;                                             \
+            PANELS(t, pan, np, w->n_in, (const float *)a, out);                                                \
+            for (int q = 0; q < np; q++) {                                                                     \
+                if (which[q] == 0)                                                                             \
+                    put_rows(y0, r0, r1, at[q] * wr, wr, out[q]);                                              \
+                else                                                                                           \
+                    put_rows(y1, s0, s1, at[q] * wr, wr, out[q]);                                              \
+            }                                                                                                  \
+            panels += np;                                                                                      \
+        }                                                                                                      \
+        atomic_fetch_add_explicit(&gemv_panels, (uint64_t)panels, memory_order_relaxed);                       \
+    }
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+/* 16 elements of a panel from element i, as f32 (exact) */
+static inline __attribute__((always_inline)) __m512 wload16(uint32_t t, const uint8_t *panel, size_t i)
+{
+    if (t == LLM_TYPE_F32)
+        return _mm512_loadu_ps((const float *)panel + i);
+    __m256i h = _mm256_loadu_si256((const __m256i *)(panel + 2 * i));
+    if (t == LLM_TYPE_F16)
+        return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* np (1 or 2) panels of NV x 16 rows: out[q][j] = row j of panel q . x */
+static inline __attribute__((always_inline)) void panels512_nv(uint32_t t, int nv, const uint8_t *const pan[2],
+                                                               int np, int64_t n, const float *x,
+                                                               float out[2][MAX_PANEL])
+{
+    size_t wr = (size_t)nv * 16, es = esize(t), line = 64 / es;
+    __m512 y[2][2] = {{_mm512_setzero_ps(), _mm512_setzero_ps()}, {_mm512_setzero_ps(), _mm512_setzero_ps()}}, c[2][2];
+    for (int64_t k0 = 0; k0 < n; k0 += KC) {
+        int64_t k1 = k0 + KC < n ? k0 + KC : n;
+        for (int q = 0; q < 2; q++)
+            for (int v = 0; v < 2; v++)
+                c[q][v] = _mm512_setzero_ps();
+        for (int64_t k = k0; k < k1; k++) {
+            __m512 xb = _mm512_set1_ps(x[k]);
+            size_t i = (size_t)k * wr;
+            /* one prefetch per 64 bytes read */
+            for (size_t l = 0; l < wr; l += line)
+                if ((i + l) % line == 0)
+                    for (int q = 0; q < np; q++)
+                        _mm_prefetch((const char *)pan[q] + (i + l) * es + PF_FMM, _MM_HINT_T0);
+            for (int q = 0; q < 2; q++)
+                if (q < np)
+                    for (int v = 0; v < nv; v++)
+                        c[q][v] = _mm512_fmadd_ps(wload16(t, pan[q], i + 16 * (size_t)v), xb, c[q][v]);
+        }
+        for (int q = 0; q < 2; q++)
+            for (int v = 0; v < nv; v++)
+                y[q][v] = k0 ? _mm512_add_ps(y[q][v], c[q][v]) : c[q][v];
+    }
+    for (int q = 0; q < np; q++)
+        for (int v = 0; v < nv; v++)
+            _mm512_store_ps(out[q] + 16 * v, y[q][v]);
+}
+
+static void panels512(uint32_t t, const uint8_t *const pan[2], int np, int64_t n, const float *x,
+                      float out[2][MAX_PANEL])
+{
+    /* the type and width constant in each copy */
+#define CASE(T, NV)                                                                                            \
+    if (t == T && F.wr == 16 * NV) {                                                                           \
+        if (np == 2)                                                                                           \
+            panels512_nv(T, NV, pan, 2, n, x, out);                                                            \
+        else                                                                                                   \
+            panels512_nv(T, NV, pan, 1, n, x, out);                                                            \
+        return;                                                                                                \
+    }
+    CASE(LLM_TYPE_F32, 2)
+    CASE(LLM_TYPE_F32, 1)
+    CASE(LLM_TYPE_F16, 2)
+    CASE(LLM_TYPE_F16, 1)
+    CASE(LLM_TYPE_BF16, 2)
+    CASE(LLM_TYPE_BF16, 1)
+#undef CASE
+}
+GEMV_DRIVER(gemv_avx512, panels512)
+#pragma GCC pop_options
+#endif
+
 /* ==== the portable path: each element by its definition ==== */
 
 static void gemv_ref(uint32_t t, const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1,
@@ -315,6 +449,11 @@ static void gemm_ref(uint32_t t, const struct llm_mat *w, int64_t r0, int64_t r1
             y[i * ldy + r - r0] = dot_of(t, w, r, (const uint8_t *)a + (size_t)i * a_stride);
 }
 
+#if defined(__x86_64__)
+#define GEMV_FAST gemv_avx512
+#else
+#define GEMV_FAST gemv_ref
+#endif
 #define PRODUCTS(NAME, TYPE)                                                                                   \
     static size_t NAME##_group_bytes(int64_t n) { return ((size_t)n + SLACK) * (size_t)F.wr * esize(TYPE); }             \
     static void NAME##_pack(const void *rows, size_t stride, int64_t n_rows, int64_t n, void *group)           \
@@ -332,6 +471,11 @@ static void gemm_ref(uint32_t t, const struct llm_mat *w, int64_t r0, int64_t r1
                                  size_t a_stride, int64_t nt, float *y, int64_t ldy, void *scratch)            \
     {                                                                                                          \
         gemm_blis(TYPE, w, r0, r1, a, a_stride, nt, y, ldy, scratch);                                          \
+    }                                                                                                          \
+    static void NAME##_gemv_fast(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1,      \
+                                 const void *a, float *y0, float *y1)                                          \
+    {                                                                                                          \
+        GEMV_FAST(TYPE, w, r0, r1, s0, s1, a, y0, y1);                                                         \
     }                                                                                                          \
     static void NAME##_gemv_ref(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1,       \
                                 const void *a, float *y0, float *y1)                                           \
@@ -456,11 +600,18 @@ void llm_fmm_init(struct llm_mm_ops *mm, unsigned cpu)
     bool blis = cpu && kernel_ok();
     if (blis)
         F.blis = true;
+    /* decode: kvchat's GEMV in the kernel's order where this CPU has one */
+    bool fast = (F.wr == 16 || F.wr == 32) && (cpu & LLM_CPU_AVX512);
+#if !defined(__x86_64__)
+    fast = false;
+#endif
 #define REG(NAME, TYPE)                                                                                        \
     mm[TYPE] = (struct llm_mm_ops){.act = LLM_ACT_F32, .packed = true, .group_rows = F.wr,                     \
                                    .group_bytes = NAME##_group_bytes, .pack = NAME##_pack,                     \
                                    .group_row_to_float = NAME##_row, .dot_ref = NAME##_dot,                    \
-                                   .gemv = blis ? NAME##_gemv_blis : NAME##_gemv_ref,                          \
+                                   .gemv = fast   ? NAME##_gemv_fast                                           \
+                                           : blis ? NAME##_gemv_blis                                           \
+                                                  : NAME##_gemv_ref,                                           \
                                    .gemm = blis ? NAME##_gemm_blis : NAME##_gemm_ref,                          \
                                    .gemm_scratch = llm_fmm_scratch};
     REG(f32, LLM_TYPE_F32)
