@@ -46,6 +46,9 @@
 
 #include <math.h>
 #include <stdatomic.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,7 +181,31 @@ static void pack_tokens(const void *x, size_t stride, int64_t tn, int64_t k0, in
     int tr = F.tr;
     for (int64_t p = 0; p * tr < tn; p++) {
         float *d = dst + (size_t)p * (size_t)kc * (size_t)tr;
-        for (int i = 0; i < tr; i++) {
+        int i = 0;
+#if defined(__x86_64__)
+        /* four whole tokens at a time: 4 x 4 blocks transposed in
+         * registers (the element-wise stores at stride tr cost as much as
+         * the micro-kernel's arithmetic on a 32-row unit) */
+        for (; i + 4 <= tr && p * tr + i + 4 <= tn; i += 4) {
+            const float *xt[4];
+            for (int j = 0; j < 4; j++)
+                xt[j] = (const float *)((const uint8_t *)x + (size_t)(p * tr + i + j) * stride) + k0;
+            int64_t k = 0;
+            for (; k + 4 <= kc; k += 4) {
+                __m128 r0 = _mm_loadu_ps(xt[0] + k), r1 = _mm_loadu_ps(xt[1] + k), r2 = _mm_loadu_ps(xt[2] + k),
+                       r3 = _mm_loadu_ps(xt[3] + k);
+                _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+                _mm_storeu_ps(d + k * tr + i, r0);
+                _mm_storeu_ps(d + (k + 1) * tr + i, r1);
+                _mm_storeu_ps(d + (k + 2) * tr + i, r2);
+                _mm_storeu_ps(d + (k + 3) * tr + i, r3);
+            }
+            for (; k < kc; k++)
+                for (int j = 0; j < 4; j++)
+                    d[k * tr + i + j] = xt[j][k];
+        }
+#endif
+        for (; i < tr; i++) {
             int64_t t = p * tr + i;
             if (t >= tn) {
                 for (int64_t k = 0; k < kc; k++)
@@ -357,8 +384,6 @@ static void put_rows(float *y, int64_t a0, int64_t a1, int64_t pr0, int wr, cons
     }
 
 #if defined(__x86_64__)
-#include <immintrin.h>
-
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
 /* 16 elements of a panel from element i, as f32 (exact) */
