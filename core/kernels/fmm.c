@@ -455,6 +455,77 @@ static void panels512(uint32_t t, const uint8_t *const pan[2], int np, int64_t n
 }
 GEMV_DRIVER(gemv_avx512, panels512)
 #pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+/* the same on 8-lane registers (AVX2 CPUs: zen3's and haswell's 16-row
+ * panels, two per unit, four chains) */
+static inline __attribute__((always_inline)) __m256 wload8(uint32_t t, const uint8_t *panel, size_t i)
+{
+    if (t == LLM_TYPE_F32)
+        return _mm256_loadu_ps((const float *)panel + i);
+    __m128i h = _mm_loadu_si128((const __m128i *)(panel + 2 * i));
+    if (t == LLM_TYPE_F16)
+        return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+static inline __attribute__((always_inline)) void panels256_nv(uint32_t t, int nv, const uint8_t *const pan[2],
+                                                               int np, int64_t n, const float *x,
+                                                               float out[2][MAX_PANEL])
+{
+    size_t wr = (size_t)nv * 8, es = esize(t), line = 64 / es;
+    __m256 y[2][4], c[2][4];
+    for (int q = 0; q < 2; q++)
+        for (int v = 0; v < 4; v++)
+            y[q][v] = _mm256_setzero_ps();
+    for (int64_t k0 = 0; k0 < n; k0 += KC) {
+        int64_t k1 = k0 + KC < n ? k0 + KC : n;
+        for (int q = 0; q < 2; q++)
+            for (int v = 0; v < 4; v++)
+                c[q][v] = _mm256_setzero_ps();
+        for (int64_t k = k0; k < k1; k++) {
+            __m256 xb = _mm256_set1_ps(x[k]);
+            size_t i = (size_t)k * wr;
+            for (size_t l = 0; l < wr; l += line)
+                if ((i + l) % line == 0)
+                    for (int q = 0; q < np; q++)
+                        _mm_prefetch((const char *)pan[q] + (i + l) * es + PF_FMM, _MM_HINT_T0);
+            for (int q = 0; q < 2; q++)
+                if (q < np)
+                    for (int v = 0; v < nv; v++)
+                        c[q][v] = _mm256_fmadd_ps(wload8(t, pan[q], i + 8 * (size_t)v), xb, c[q][v]);
+        }
+        for (int q = 0; q < 2; q++)
+            for (int v = 0; v < nv; v++)
+                y[q][v] = k0 ? _mm256_add_ps(y[q][v], c[q][v]) : c[q][v];
+    }
+    for (int q = 0; q < np; q++)
+        for (int v = 0; v < nv; v++)
+            _mm256_store_ps(out[q] + 8 * v, y[q][v]);
+}
+
+static void panels256(uint32_t t, const uint8_t *const pan[2], int np, int64_t n, const float *x,
+                      float out[2][MAX_PANEL])
+{
+#define CASE(T, NV)                                                                                            \
+    if (t == T && F.wr == 8 * NV) {                                                                            \
+        if (np == 2)                                                                                           \
+            panels256_nv(T, NV, pan, 2, n, x, out);                                                            \
+        else                                                                                                   \
+            panels256_nv(T, NV, pan, 1, n, x, out);                                                            \
+        return;                                                                                                \
+    }
+    CASE(LLM_TYPE_F32, 4)
+    CASE(LLM_TYPE_F32, 2)
+    CASE(LLM_TYPE_F16, 4)
+    CASE(LLM_TYPE_F16, 2)
+    CASE(LLM_TYPE_BF16, 4)
+    CASE(LLM_TYPE_BF16, 2)
+#undef CASE
+}
+GEMV_DRIVER(gemv_avx2, panels256)
+#pragma GCC pop_options
 #endif
 
 /* ==== the portable path: each element by its definition ==== */
@@ -478,8 +549,10 @@ static void gemm_ref(uint32_t t, const struct llm_mat *w, int64_t r0, int64_t r1
 
 #if defined(__x86_64__)
 #define GEMV_FAST gemv_avx512
+#define GEMV_FAST8 gemv_avx2
 #else
 #define GEMV_FAST gemv_ref
+#define GEMV_FAST8 gemv_ref
 #endif
 #define PRODUCTS(NAME, TYPE)                                                                                   \
     static size_t NAME##_group_bytes(int64_t n) { return ((size_t)n + SLACK) * (size_t)F.wr * esize(TYPE); }             \
@@ -503,6 +576,11 @@ static void gemm_ref(uint32_t t, const struct llm_mat *w, int64_t r0, int64_t r1
                                  const void *a, float *y0, float *y1)                                          \
     {                                                                                                          \
         GEMV_FAST(TYPE, w, r0, r1, s0, s1, a, y0, y1);                                                         \
+    }                                                                                                          \
+    static void NAME##_gemv_fast8(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1,     \
+                                  const void *a, float *y0, float *y1)                                         \
+    {                                                                                                          \
+        GEMV_FAST8(TYPE, w, r0, r1, s0, s1, a, y0, y1);                                                        \
     }                                                                                                          \
     static void NAME##_gemv_ref(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1,       \
                                 const void *a, float *y0, float *y1)                                           \
@@ -627,18 +705,20 @@ void llm_fmm_init(struct llm_mm_ops *mm, unsigned cpu)
     bool blis = cpu && kernel_ok();
     if (blis)
         F.blis = true;
-    /* decode: kvchat's GEMV in the kernel's order where this CPU has one */
-    bool fast = (F.wr == 16 || F.wr == 32) && (cpu & LLM_CPU_AVX512);
+    /* decode: kvchat's GEMV in the kernel's order where this CPU has one
+     * (16 or 8 lanes) */
+    bool fast = (F.wr == 16 || F.wr == 32) && (cpu & LLM_CPU_AVX512), fast8 = (F.wr == 16 || F.wr == 32) && (cpu & LLM_CPU_AVX2);
 #if !defined(__x86_64__)
-    fast = false;
+    fast = fast8 = false;
 #endif
 #define REG(NAME, TYPE)                                                                                        \
     mm[TYPE] = (struct llm_mm_ops){.act = LLM_ACT_F32, .packed = true, .group_rows = F.wr,                     \
                                    .group_bytes = NAME##_group_bytes, .pack = NAME##_pack,                     \
                                    .group_row_to_float = NAME##_row, .dot_ref = NAME##_dot,                    \
-                                   .gemv = fast   ? NAME##_gemv_fast                                           \
-                                           : blis ? NAME##_gemv_blis                                           \
-                                                  : NAME##_gemv_ref,                                           \
+                                   .gemv = fast    ? NAME##_gemv_fast                                          \
+                                           : fast8 ? NAME##_gemv_fast8                                         \
+                                           : blis  ? NAME##_gemv_blis                                          \
+                                                   : NAME##_gemv_ref,                                          \
                                    .gemm = blis ? NAME##_gemm_blis : NAME##_gemm_ref,                          \
                                    .gemm_scratch = llm_fmm_scratch};
     REG(f32, LLM_TYPE_F32)
