@@ -386,144 +386,97 @@ static void put_rows(float *y, int64_t a0, int64_t a1, int64_t pr0, int wr, cons
     }
 
 #if defined(__x86_64__)
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
-/* 16 elements of a panel from element i, as f32 (exact) */
-static inline __attribute__((always_inline)) __m512 wload16(uint32_t t, const uint8_t *panel, size_t i)
-{
-    if (t == LLM_TYPE_F32)
-        return _mm512_loadu_ps((const float *)panel + i);
-    __m256i h = _mm256_loadu_si256((const __m256i *)(panel + 2 * i));
-    if (t == LLM_TYPE_F16)
-        return _mm512_cvtph_ps(h);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
-/* np (1 or 2) panels of NV x 16 rows: out[q][j] = row j of panel q . x */
-static inline __attribute__((always_inline)) void panels512_nv(uint32_t t, int nv, const uint8_t *const pan[2],
-                                                               int np, int64_t n, const float *x,
-                                                               float out[2][MAX_PANEL])
-{
-    size_t wr = (size_t)nv * 16, es = esize(t), line = 64 / es;
-    __m512 y[2][2] = {{_mm512_setzero_ps(), _mm512_setzero_ps()}, {_mm512_setzero_ps(), _mm512_setzero_ps()}}, c[2][2];
-    for (int64_t k0 = 0; k0 < n; k0 += KC) {
-        int64_t k1 = k0 + KC < n ? k0 + KC : n;
-        for (int q = 0; q < 2; q++)
-            for (int v = 0; v < 2; v++)
-                c[q][v] = _mm512_setzero_ps();
-        for (int64_t k = k0; k < k1; k++) {
-            __m512 xb = _mm512_set1_ps(x[k]);
-            size_t i = (size_t)k * wr;
-            /* one prefetch per 64 bytes read */
-            for (size_t l = 0; l < wr; l += line)
-                if ((i + l) % line == 0)
-                    for (int q = 0; q < np; q++)
-                        _mm_prefetch((const char *)pan[q] + (i + l) * es + PF_FMM, _MM_HINT_T0);
-            for (int q = 0; q < 2; q++)
-                if (q < np)
-                    for (int v = 0; v < nv; v++)
-                        c[q][v] = _mm512_fmadd_ps(wload16(t, pan[q], i + 16 * (size_t)v), xb, c[q][v]);
-        }
-        for (int q = 0; q < 2; q++)
-            for (int v = 0; v < nv; v++)
-                y[q][v] = k0 ? _mm512_add_ps(y[q][v], c[q][v]) : c[q][v];
+/*
+ * The GEMV on VL-lane registers of type V (one 16-bit load of VL elements
+ * of type H for F16 and BF16), for panels of 16 or 32 rows: NAME##_nv does
+ * np (1 or 2) panels of nv x VL rows, out[q][j] = row j of panel q . x,
+ * with the type, nv and np constant in each copy NAME dispatches to.
+ */
+#define PANELS(NAME, V, VL, H, LOADF, LOADH, CVTPH, WIDEN16, ZERO, SET1, FMADD, ADD, STORE)                   \
+    static inline __attribute__((always_inline)) V NAME##_load(uint32_t t, const uint8_t *panel, size_t i)    \
+    {                                                                                                          \
+        if (t == LLM_TYPE_F32)                                                                                 \
+            return LOADF((const float *)panel + i);                                                            \
+        H h = LOADH((const H *)(panel + 2 * i));                                                               \
+        return t == LLM_TYPE_F16 ? CVTPH(h) : WIDEN16(h);                                                      \
+    }                                                                                                          \
+    static inline __attribute__((always_inline)) void NAME##_nv(uint32_t t, int nv, const uint8_t *const pan[2], \
+                                                                int np, int64_t n, const float *x,             \
+                                                                float out[2][MAX_PANEL])                       \
+    {                                                                                                          \
+        size_t wr = (size_t)nv * VL, es = esize(t), line = 64 / es;                                            \
+        V y[2][32 / VL], c[2][32 / VL];                                                                        \
+        for (int q = 0; q < 2; q++)                                                                            \
+            for (int v = 0; v < 32 / VL; v++)                                                                  \
+                y[q][v] = ZERO();                                                                              \
+        for (int64_t k0 = 0; k0 < n; k0 += KC) {                                                               \
+            int64_t k1 = k0 + KC < n ? k0 + KC : n;                                                            \
+            for (int q = 0; q < 2; q++)                                                                        \
+                for (int v = 0; v < 32 / VL; v++)                                                              \
+                    c[q][v] = ZERO();                                                                          \
+            for (int64_t k = k0; k < k1; k++) {                                                                \
+                V xb = SET1(x[k]);                                                                             \
+                size_t i = (size_t)k * wr;                                                                     \
+                /* one prefetch per 64 bytes read */                                                           \
+                for (size_t l = 0; l < wr; l += line)                                                          \
+                    if ((i + l) % line == 0)                                                                   \
+                        for (int q = 0; q < np; q++)                                                           \
+                            _mm_prefetch((const char *)pan[q] + (i + l) * es + PF_FMM, _MM_HINT_T0);           \
+                for (int q = 0; q < 2; q++)                                                                    \
+                    if (q < np)                                                                                \
+                        for (int v = 0; v < nv; v++)                                                           \
+                            c[q][v] = FMADD(NAME##_load(t, pan[q], i + VL * (size_t)v), xb, c[q][v]);          \
+            }                                                                                                  \
+            for (int q = 0; q < 2; q++)                                                                        \
+                for (int v = 0; v < nv; v++)                                                                   \
+                    y[q][v] = k0 ? ADD(y[q][v], c[q][v]) : c[q][v];                                            \
+        }                                                                                                      \
+        for (int q = 0; q < np; q++)                                                                           \
+            for (int v = 0; v < nv; v++)                                                                       \
+                STORE(out[q] + VL * v, y[q][v]);                                                               \
+    }                                                                                                          \
+    static void NAME(uint32_t t, const uint8_t *const pan[2], int np, int64_t n, const float *x,               \
+                     float out[2][MAX_PANEL])                                                                  \
+    {                                                                                                          \
+        int nv = F.wr / VL;                                                                                    \
+        PANELS_CASE(NAME, LLM_TYPE_F32, 32 / VL)                                                               \
+        PANELS_CASE(NAME, LLM_TYPE_F32, 16 / VL)                                                               \
+        PANELS_CASE(NAME, LLM_TYPE_F16, 32 / VL)                                                               \
+        PANELS_CASE(NAME, LLM_TYPE_F16, 16 / VL)                                                               \
+        PANELS_CASE(NAME, LLM_TYPE_BF16, 32 / VL)                                                              \
+        PANELS_CASE(NAME, LLM_TYPE_BF16, 16 / VL)                                                              \
     }
-    for (int q = 0; q < np; q++)
-        for (int v = 0; v < nv; v++)
-            _mm512_store_ps(out[q] + 16 * v, y[q][v]);
-}
-
-static void panels512(uint32_t t, const uint8_t *const pan[2], int np, int64_t n, const float *x,
-                      float out[2][MAX_PANEL])
-{
-    /* the type and width constant in each copy */
-#define CASE(T, NV)                                                                                            \
-    if (t == T && F.wr == 16 * NV) {                                                                           \
+/* one copy with the type T and NV vectors a panel constant */
+#define PANELS_CASE(NAME, T, NV)                                                                               \
+    if (t == T && nv == NV) {                                                                                  \
         if (np == 2)                                                                                           \
-            panels512_nv(T, NV, pan, 2, n, x, out);                                                            \
+            NAME##_nv(T, NV, pan, 2, n, x, out);                                                               \
         else                                                                                                   \
-            panels512_nv(T, NV, pan, 1, n, x, out);                                                            \
+            NAME##_nv(T, NV, pan, 1, n, x, out);                                                               \
         return;                                                                                                \
     }
-    CASE(LLM_TYPE_F32, 2)
-    CASE(LLM_TYPE_F32, 1)
-    CASE(LLM_TYPE_F16, 2)
-    CASE(LLM_TYPE_F16, 1)
-    CASE(LLM_TYPE_BF16, 2)
-    CASE(LLM_TYPE_BF16, 1)
-#undef CASE
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+static inline __attribute__((always_inline)) __m512 widen16_512(__m256i h)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
+PANELS(panels512, __m512, 16, __m256i, _mm512_loadu_ps, _mm256_loadu_si256, _mm512_cvtph_ps, widen16_512,
+       _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, _mm512_store_ps)
 GEMV_DRIVER(gemv_avx512, panels512)
 #pragma GCC pop_options
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
 /* the same on 8-lane registers (AVX2 CPUs: zen3's and haswell's 16-row
  * panels, two per unit, four chains) */
-static inline __attribute__((always_inline)) __m256 wload8(uint32_t t, const uint8_t *panel, size_t i)
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+static inline __attribute__((always_inline)) __m256 widen16_256(__m128i h)
 {
-    if (t == LLM_TYPE_F32)
-        return _mm256_loadu_ps((const float *)panel + i);
-    __m128i h = _mm_loadu_si128((const __m128i *)(panel + 2 * i));
-    if (t == LLM_TYPE_F16)
-        return _mm256_cvtph_ps(h);
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
-
-static inline __attribute__((always_inline)) void panels256_nv(uint32_t t, int nv, const uint8_t *const pan[2],
-                                                               int np, int64_t n, const float *x,
-                                                               float out[2][MAX_PANEL])
-{
-    size_t wr = (size_t)nv * 8, es = esize(t), line = 64 / es;
-    __m256 y[2][4], c[2][4];
-    for (int q = 0; q < 2; q++)
-        for (int v = 0; v < 4; v++)
-            y[q][v] = _mm256_setzero_ps();
-    for (int64_t k0 = 0; k0 < n; k0 += KC) {
-        int64_t k1 = k0 + KC < n ? k0 + KC : n;
-        for (int q = 0; q < 2; q++)
-            for (int v = 0; v < 4; v++)
-                c[q][v] = _mm256_setzero_ps();
-        for (int64_t k = k0; k < k1; k++) {
-            __m256 xb = _mm256_set1_ps(x[k]);
-            size_t i = (size_t)k * wr;
-            for (size_t l = 0; l < wr; l += line)
-                if ((i + l) % line == 0)
-                    for (int q = 0; q < np; q++)
-                        _mm_prefetch((const char *)pan[q] + (i + l) * es + PF_FMM, _MM_HINT_T0);
-            for (int q = 0; q < 2; q++)
-                if (q < np)
-                    for (int v = 0; v < nv; v++)
-                        c[q][v] = _mm256_fmadd_ps(wload8(t, pan[q], i + 8 * (size_t)v), xb, c[q][v]);
-        }
-        for (int q = 0; q < 2; q++)
-            for (int v = 0; v < nv; v++)
-                y[q][v] = k0 ? _mm256_add_ps(y[q][v], c[q][v]) : c[q][v];
-    }
-    for (int q = 0; q < np; q++)
-        for (int v = 0; v < nv; v++)
-            _mm256_store_ps(out[q] + 8 * v, y[q][v]);
-}
-
-static void panels256(uint32_t t, const uint8_t *const pan[2], int np, int64_t n, const float *x,
-                      float out[2][MAX_PANEL])
-{
-#define CASE(T, NV)                                                                                            \
-    if (t == T && F.wr == 8 * NV) {                                                                            \
-        if (np == 2)                                                                                           \
-            panels256_nv(T, NV, pan, 2, n, x, out);                                                            \
-        else                                                                                                   \
-            panels256_nv(T, NV, pan, 1, n, x, out);                                                            \
-        return;                                                                                                \
-    }
-    CASE(LLM_TYPE_F32, 4)
-    CASE(LLM_TYPE_F32, 2)
-    CASE(LLM_TYPE_F16, 4)
-    CASE(LLM_TYPE_F16, 2)
-    CASE(LLM_TYPE_BF16, 4)
-    CASE(LLM_TYPE_BF16, 2)
-#undef CASE
-}
+PANELS(panels256, __m256, 8, __m128i, _mm256_loadu_ps, _mm_loadu_si128, _mm256_cvtph_ps, widen16_256,
+       _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, _mm256_store_ps)
 GEMV_DRIVER(gemv_avx2, panels256)
 #pragma GCC pop_options
 #endif
