@@ -5,8 +5,8 @@
  * kernel, MR x NR, called on packed panels), with kvchat's own fixed
  * k-blocking (LLM_FMM_KC) and work split, and the same definition in plain
  * C for the portable path (quant.h: one fused multiply-add chain per
- * output and k-block, the blocks added in order). One token on an AVX-512
- * CPU runs kvchat's own GEMV on the same panels in the kernel's order
+ * output and k-block, the blocks added in order). One token on an x86 CPU
+ * (AVX2 or AVX-512) runs kvchat's own GEMV on the same panels in the kernel's order
  * (the kernel would compute a whole MR x NR tile for one token column).
  *
  * Why the micro-kernel and not BLIS's sgemm: sgemm's summation order

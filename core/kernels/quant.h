@@ -224,8 +224,8 @@ int llm_fmm_panel_rows(void);
 bool llm_fmm_blis(void);
 uint64_t llm_fmm_ukr_calls(void);
 /* the panels one-token products read through kvchat's GEMV in the
- * micro-kernel's order (where the CPU has one: decode no longer calls the
- * micro-kernel) */
+ * micro-kernel's order (x86 with AVX2 or AVX-512: there decode no longer
+ * calls the micro-kernel) */
 uint64_t llm_fmm_gemv_panels(void);
 
 /* ==== inside the quant files ====
