@@ -345,6 +345,7 @@ static void gemv_blis(uint32_t t, const struct llm_mat *w, int64_t r0, int64_t r
 static _Atomic uint64_t gemv_panels;
 uint64_t llm_fmm_gemv_panels(void) { return atomic_load_explicit(&gemv_panels, memory_order_relaxed); }
 
+#if defined(__x86_64__)
 /* the rows [a0, a1) of panel results out (a whole panel from row pr0) into y */
 static void put_rows(float *y, int64_t a0, int64_t a1, int64_t pr0, int wr, const float *out)
 {
@@ -385,7 +386,6 @@ static void put_rows(float *y, int64_t a0, int64_t a1, int64_t pr0, int wr, cons
         atomic_fetch_add_explicit(&gemv_panels, (uint64_t)panels, memory_order_relaxed);                       \
     }
 
-#if defined(__x86_64__)
 /*
  * The GEMV on VL-lane registers of type V (one 16-bit load of VL elements
  * of type H for F16 and BF16), for panels of 16 or 32 rows: NAME##_nv does
