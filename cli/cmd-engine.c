@@ -578,6 +578,7 @@ static int bench_exec(int argc, char **argv)
     }
     double best_p = 1e30, best_g = 1e30;
     uint64_t ukr_p = 0, ukr_g = 0; /* BLIS micro-kernel calls of the float weights */
+    uint64_t gemv_g = 0;           /* panels of kvchat's float GEMV in decode */
     for (long r = 0; r < o.reps && rc == 0; r++) {
         llm_ctx_truncate(en.ctx, nd);
         if (rs)
@@ -586,7 +587,7 @@ static int bench_exec(int argc, char **argv)
         double t0 = now();
         rc = decode_or_fail(&en, t + nd, np);
         double t1 = now();
-        uint64_t u1 = llm_kernel_ukr_calls();
+        uint64_t u1 = llm_kernel_ukr_calls(), g1 = llm_kernel_gemv_panels();
         if (o.has_depth) { /* llama-bench: decode also starts at the depth */
             llm_ctx_truncate(en.ctx, nd);
             if (rs)
@@ -598,6 +599,7 @@ static int bench_exec(int argc, char **argv)
         double t3 = now();
         ukr_p += u1 - u0;
         ukr_g += llm_kernel_ukr_calls() - u1;
+        gemv_g += llm_kernel_gemv_panels() - g1;
         if (t1 - t0 < best_p)
             best_p = t1 - t0;
         if (t3 - t2 < best_g)
@@ -630,8 +632,8 @@ static int bench_exec(int argc, char **argv)
     if (rc == 0 && o.verbose) {
         const char *ukr = llm_kernel_float_ukr();
         fprintf(stderr, "kvchat: float weights on %s%s: %" PRIu64 " micro-kernel calls in prefill, %" PRIu64
-                " in decode\n", ukr ? "BLIS's micro-kernel, " : "the portable kernels", ukr ? ukr : "", ukr_p,
-                ukr_g);
+                " in decode, %" PRIu64 " decode panels on kvchat's GEMV in its order\n",
+                ukr ? "BLIS's micro-kernel, " : "the portable kernels", ukr ? ukr : "", ukr_p, ukr_g, gemv_g);
     }
     if (rc == 0) {
         struct rusage ru;

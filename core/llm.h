@@ -650,6 +650,9 @@ const char *llm_kernel_error(void);
  * this process (all threads) */
 const char *llm_kernel_float_ukr(void);
 uint64_t llm_kernel_ukr_calls(void);
+/* the weight panels kvchat's own GEMV in the micro-kernel's order has read
+ * so far (one-token products on x86: AVX2 and AVX-512) */
+uint64_t llm_kernel_gemv_panels(void);
 
 /* ==== a context: KV cache and scratch for one sequence ====
  *

@@ -101,6 +101,14 @@
 #define DEC_STEP 4     /* one-token products: units per chunk */
 #define PF_ROWS 32     /* batched products: rows per unit */
 #define PF_TOKENS 128  /* batched products: tokens per unit */
+/* batched products of float weights over more than PF_TOKENS / 4 tokens:
+ * rows per unit (4 of skx's panels: each unit packs its tokens into the
+ * micro-kernel's panels once, and over 32 rows that packing measured 19%
+ * of an F32 prefill, perf) */
+#define PF_ROWS_FLOAT 128
+/* the most outputs of one chunk of units */
+#define CHUNK_FLOATS (PF_ROWS_FLOAT * PF_TOKENS > DEC_STEP * 2 * LLM_DEC_ROWS ? PF_ROWS_FLOAT * PF_TOKENS \
+                                                                            : DEC_STEP * 2 * LLM_DEC_ROWS)
 #define TOK_STEP 2     /* per-token phases: tokens per chunk */
 #define ATT_ROWS 64    /* batched attention: most query rows per unit */
 /* batched attention: most scores per unit (so a chat turn's 10-50 new
@@ -756,10 +764,16 @@ void llm_dec_unit(const struct llm_weight *W, int64_t k, int64_t r[4])
 
 static int64_t tok_blocks(int64_t T) { return (T + PF_TOKENS - 1) / PF_TOKENS; }
 
+static int64_t unit_rows(const struct mmd *d, const struct llm_weight *W)
+{
+    return W->mm->act == LLM_ACT_F32 && d->T > PF_TOKENS / 4 ? PF_ROWS_FLOAT : PF_ROWS;
+}
+
 static int64_t weight_units(const struct mmd *d, int i)
 {
     const struct llm_weight *W = d->w[i];
-    return d->one ? llm_dec_units(W) : (W->m.n_out + PF_ROWS - 1) / PF_ROWS * tok_blocks(d->T);
+    int64_t rows = unit_rows(d, W);
+    return d->one ? llm_dec_units(W) : (W->m.n_out + rows - 1) / rows * tok_blocks(d->T);
 }
 
 static int64_t mm_units(const struct mmd *d)
@@ -787,9 +801,9 @@ static struct unit mm_unit(const struct mmd *d, int64_t u)
         x.t1 = 1;
         return x;
     }
-    int64_t nru = (W->m.n_out + PF_ROWS - 1) / PF_ROWS, tb = u / nru, ru = u % nru;
-    x.r[0] = ru * PF_ROWS;
-    x.r[1] = x.r[0] + PF_ROWS < W->m.n_out ? x.r[0] + PF_ROWS : W->m.n_out;
+    int64_t rows = unit_rows(d, W), nru = (W->m.n_out + rows - 1) / rows, tb = u / nru, ru = u % nru;
+    x.r[0] = ru * rows;
+    x.r[1] = x.r[0] + rows < W->m.n_out ? x.r[0] + rows : W->m.n_out;
     x.t0 = tb * PF_TOKENS;
     x.t1 = x.t0 + PF_TOKENS < d->T ? x.t0 + PF_TOKENS : d->T;
     return x;
@@ -1296,8 +1310,7 @@ static void product_compute(const struct pass *ps, const struct phase *ph, int64
     struct mmd d;
     mm_describe(ps, ph, &d);
     float *out = scratch;
-    size_t n_out = (size_t)(PF_ROWS * PF_TOKENS > DEC_STEP * 2 * LLM_DEC_ROWS ? PF_ROWS * PF_TOKENS
-                                                                           : DEC_STEP * 2 * LLM_DEC_ROWS);
+    size_t n_out = (size_t)CHUNK_FLOATS;
     mm_compute(&d, u0, u1, out, out + n_out, out + 3 * n_out);
 }
 
@@ -2049,7 +2062,7 @@ static void plan_inputs(struct llm_ctx *c)
 static size_t scratch_bytes(const struct llm_ctx *c)
 {
     const struct llm_model *m = c->m;
-    size_t n_out = PF_ROWS * PF_TOKENS > DEC_STEP * 2 * LLM_DEC_ROWS ? PF_ROWS * PF_TOKENS : DEC_STEP * 2 * LLM_DEC_ROWS;
+    size_t n_out = CHUNK_FLOATS;
     size_t ws = 0;
     for (int64_t l = 0; l <= m->n_layer; l++) {
         const struct llm_weight *w[5 * IN_COUNT];

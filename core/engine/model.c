@@ -1164,3 +1164,4 @@ const char *llm_kernel_path(void) { return llm_cpu_path(); }
 const char *llm_kernel_error(void) { return llm_cpu_error(); }
 const char *llm_kernel_float_ukr(void) { return llm_get_mm_ops(LLM_TYPE_F32) && llm_fmm_blis() ? llm_fmm_layout() : NULL; }
 uint64_t llm_kernel_ukr_calls(void) { return llm_fmm_ukr_calls(); }
+uint64_t llm_kernel_gemv_panels(void) { return llm_fmm_gemv_panels(); }

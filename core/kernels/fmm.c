@@ -5,7 +5,9 @@
  * kernel, MR x NR, called on packed panels), with kvchat's own fixed
  * k-blocking (LLM_FMM_KC) and work split, and the same definition in plain
  * C for the portable path (quant.h: one fused multiply-add chain per
- * output and k-block, the blocks added in order).
+ * output and k-block, the blocks added in order). One token on an x86 CPU
+ * (AVX2 or AVX-512) runs kvchat's own GEMV on the same panels in the kernel's order
+ * (the kernel would compute a whole MR x NR tile for one token column).
  *
  * Why the micro-kernel and not BLIS's sgemm: sgemm's summation order
  * depends on the batch through its small-matrix ("sup") path and its BLAS
@@ -46,6 +48,9 @@
 
 #include <math.h>
 #include <stdatomic.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,7 +183,31 @@ static void pack_tokens(const void *x, size_t stride, int64_t tn, int64_t k0, in
     int tr = F.tr;
     for (int64_t p = 0; p * tr < tn; p++) {
         float *d = dst + (size_t)p * (size_t)kc * (size_t)tr;
-        for (int i = 0; i < tr; i++) {
+        int i = 0;
+#if defined(__x86_64__)
+        /* four whole tokens at a time: 4 x 4 blocks transposed in
+         * registers (the element-wise stores at stride tr cost as much as
+         * the micro-kernel's arithmetic on a 32-row unit) */
+        for (; i + 4 <= tr && p * tr + i + 4 <= tn; i += 4) {
+            const float *xt[4];
+            for (int j = 0; j < 4; j++)
+                xt[j] = (const float *)((const uint8_t *)x + (size_t)(p * tr + i + j) * stride) + k0;
+            int64_t k = 0;
+            for (; k + 4 <= kc; k += 4) {
+                __m128 r0 = _mm_loadu_ps(xt[0] + k), r1 = _mm_loadu_ps(xt[1] + k), r2 = _mm_loadu_ps(xt[2] + k),
+                       r3 = _mm_loadu_ps(xt[3] + k);
+                _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+                _mm_storeu_ps(d + k * tr + i, r0);
+                _mm_storeu_ps(d + (k + 1) * tr + i, r1);
+                _mm_storeu_ps(d + (k + 2) * tr + i, r2);
+                _mm_storeu_ps(d + (k + 3) * tr + i, r3);
+            }
+            for (; k < kc; k++)
+                for (int j = 0; j < 4; j++)
+                    d[k * tr + i + j] = xt[j][k];
+        }
+#endif
+        for (; i < tr; i++) {
             int64_t t = p * tr + i;
             if (t >= tn) {
                 for (int64_t k = 0; k < kc; k++)
@@ -296,6 +325,162 @@ static void gemv_blis(uint32_t t, const struct llm_mat *w, int64_t r0, int64_t r
     atomic_fetch_add_explicit(&ukr_calls, (uint64_t)calls, memory_order_relaxed);
 }
 
+/* ==== decode: kvchat's GEMV in the micro-kernel's order ====
+ *
+ * One token on the micro-kernel uses 1/TR of its arithmetic (skx: 1 of 12
+ * token columns), and at 2 GB of F32 weights a token that made decode
+ * compute-bound (measured: docs/kernels.md). These GEMVs read the same
+ * panels and compute the definition above exactly as the micro-kernel
+ * does: per output one FMA chain over each k-block from +0, in order, the
+ * blocks added in order (the first block's sum taken as it is). A vector
+ * lane is one output row (element k of the panel's rows is one contiguous
+ * vector), so no lane ever meets another and the bits are the kernel's.
+ * The two ranges of a unit are read together (two streams, 2 x WR/VL
+ * independent chains), each prefetched PF_FMM bytes ahead.
+ */
+#ifndef PF_FMM
+#define PF_FMM 1024
+#endif
+
+static _Atomic uint64_t gemv_panels;
+uint64_t llm_fmm_gemv_panels(void) { return atomic_load_explicit(&gemv_panels, memory_order_relaxed); }
+
+#if defined(__x86_64__)
+/* the rows [a0, a1) of panel results out (a whole panel from row pr0) into y */
+static void put_rows(float *y, int64_t a0, int64_t a1, int64_t pr0, int wr, const float *out)
+{
+    int64_t lo = a0 > pr0 ? a0 : pr0, hi = a1 < pr0 + wr ? a1 : pr0 + wr;
+    if (lo < hi)
+        memcpy(y + (lo - a0), out + (lo - pr0), (size_t)(hi - lo) * sizeof(float));
+}
+
+/* the panels of rows [r0, r1) and [s0, s1), two at a time (one of each
+ * range while both last), through panels(t, pan, np, n, x, out) */
+#define GEMV_DRIVER(NAME, PANELS)                                                                              \
+    static void NAME(uint32_t t, const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1,     \
+                     const void *a, float *y0, float *y1)                                                      \
+    {                                                                                                          \
+        int wr = F.wr;                                                                                         \
+        _Alignas(64) float out[2][MAX_PANEL];                                                                  \
+        int64_t pa = r0 / wr, pa1 = r0 < r1 ? (r1 + wr - 1) / wr : pa;                                        \
+        int64_t pb = s0 / wr, pb1 = s0 < s1 ? (s1 + wr - 1) / wr : pb, panels = 0;                             \
+        while (pa < pa1 || pb < pb1) {                                                                         \
+            const uint8_t *pan[2];                                                                             \
+            int64_t at[2];                                                                                     \
+            int np = 0, which[2];                                                                              \
+            if (pa < pa1)                                                                                      \
+                which[np] = 0, at[np] = pa++, np++;                                                            \
+            if (pb < pb1)                                                                                      \
+                which[np] = 1, at[np] = pb++, np++;                                                            \
+            for (int q = 0; q < np; q++)                                                                       \
+                pan[q] = w->data + (size_t)at[q] * w->group_bytes;                                             \
+            PANELS(t, pan, np, w->n_in, (const float *)a, out);                                                \
+            for (int q = 0; q < np; q++) {                                                                     \
+                if (which[q] == 0)                                                                             \
+                    put_rows(y0, r0, r1, at[q] * wr, wr, out[q]);                                              \
+                else                                                                                           \
+                    put_rows(y1, s0, s1, at[q] * wr, wr, out[q]);                                              \
+            }                                                                                                  \
+            panels += np;                                                                                      \
+        }                                                                                                      \
+        atomic_fetch_add_explicit(&gemv_panels, (uint64_t)panels, memory_order_relaxed);                       \
+    }
+
+/*
+ * The GEMV on VL-lane registers of type V (one 16-bit load of VL elements
+ * of type H for F16 and BF16), for panels of 16 or 32 rows: NAME##_nv does
+ * np (1 or 2) panels of nv x VL rows, out[q][j] = row j of panel q . x,
+ * with the type, nv and np constant in each copy NAME dispatches to.
+ */
+#define PANELS(NAME, V, VL, H, LOADF, LOADH, CVTPH, WIDEN16, ZERO, SET1, FMADD, ADD, STORE)                   \
+    static inline __attribute__((always_inline)) V NAME##_load(uint32_t t, const uint8_t *panel, size_t i)    \
+    {                                                                                                          \
+        if (t == LLM_TYPE_F32)                                                                                 \
+            return LOADF((const float *)panel + i);                                                            \
+        H h = LOADH((const H *)(panel + 2 * i));                                                               \
+        return t == LLM_TYPE_F16 ? CVTPH(h) : WIDEN16(h);                                                      \
+    }                                                                                                          \
+    static inline __attribute__((always_inline)) void NAME##_nv(uint32_t t, int nv, const uint8_t *const pan[2], \
+                                                                int np, int64_t n, const float *x,             \
+                                                                float out[2][MAX_PANEL])                       \
+    {                                                                                                          \
+        size_t wr = (size_t)nv * VL, es = esize(t), line = 64 / es;                                            \
+        V y[2][32 / VL], c[2][32 / VL];                                                                        \
+        for (int q = 0; q < 2; q++)                                                                            \
+            for (int v = 0; v < 32 / VL; v++)                                                                  \
+                y[q][v] = ZERO();                                                                              \
+        for (int64_t k0 = 0; k0 < n; k0 += KC) {                                                               \
+            int64_t k1 = k0 + KC < n ? k0 + KC : n;                                                            \
+            for (int q = 0; q < 2; q++)                                                                        \
+                for (int v = 0; v < 32 / VL; v++)                                                              \
+                    c[q][v] = ZERO();                                                                          \
+            for (int64_t k = k0; k < k1; k++) {                                                                \
+                V xb = SET1(x[k]);                                                                             \
+                size_t i = (size_t)k * wr;                                                                     \
+                /* one prefetch per 64 bytes read */                                                           \
+                for (size_t l = 0; l < wr; l += line)                                                          \
+                    if ((i + l) % line == 0)                                                                   \
+                        for (int q = 0; q < np; q++)                                                           \
+                            _mm_prefetch((const char *)pan[q] + (i + l) * es + PF_FMM, _MM_HINT_T0);           \
+                for (int q = 0; q < 2; q++)                                                                    \
+                    if (q < np)                                                                                \
+                        for (int v = 0; v < nv; v++)                                                           \
+                            c[q][v] = FMADD(NAME##_load(t, pan[q], i + VL * (size_t)v), xb, c[q][v]);          \
+            }                                                                                                  \
+            for (int q = 0; q < 2; q++)                                                                        \
+                for (int v = 0; v < nv; v++)                                                                   \
+                    y[q][v] = k0 ? ADD(y[q][v], c[q][v]) : c[q][v];                                            \
+        }                                                                                                      \
+        for (int q = 0; q < np; q++)                                                                           \
+            for (int v = 0; v < nv; v++)                                                                       \
+                STORE(out[q] + VL * v, y[q][v]);                                                               \
+    }                                                                                                          \
+    static void NAME(uint32_t t, const uint8_t *const pan[2], int np, int64_t n, const float *x,               \
+                     float out[2][MAX_PANEL])                                                                  \
+    {                                                                                                          \
+        int nv = F.wr / VL;                                                                                    \
+        PANELS_CASE(NAME, LLM_TYPE_F32, 32 / VL)                                                               \
+        PANELS_CASE(NAME, LLM_TYPE_F32, 16 / VL)                                                               \
+        PANELS_CASE(NAME, LLM_TYPE_F16, 32 / VL)                                                               \
+        PANELS_CASE(NAME, LLM_TYPE_F16, 16 / VL)                                                               \
+        PANELS_CASE(NAME, LLM_TYPE_BF16, 32 / VL)                                                              \
+        PANELS_CASE(NAME, LLM_TYPE_BF16, 16 / VL)                                                              \
+    }
+/* one copy with the type T and NV vectors a panel constant */
+#define PANELS_CASE(NAME, T, NV)                                                                               \
+    if (t == T && nv == NV) {                                                                                  \
+        if (np == 2)                                                                                           \
+            NAME##_nv(T, NV, pan, 2, n, x, out);                                                               \
+        else                                                                                                   \
+            NAME##_nv(T, NV, pan, 1, n, x, out);                                                               \
+        return;                                                                                                \
+    }
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+static inline __attribute__((always_inline)) __m512 widen16_512(__m256i h)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+PANELS(panels512, __m512, 16, __m256i, _mm512_loadu_ps, _mm256_loadu_si256, _mm512_cvtph_ps, widen16_512,
+       _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, _mm512_store_ps)
+GEMV_DRIVER(gemv_avx512, panels512)
+#pragma GCC pop_options
+
+/* the same on 8-lane registers (AVX2 CPUs: zen3's and haswell's 16-row
+ * panels, two per unit, four chains) */
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+static inline __attribute__((always_inline)) __m256 widen16_256(__m128i h)
+{
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+PANELS(panels256, __m256, 8, __m128i, _mm256_loadu_ps, _mm_loadu_si128, _mm256_cvtph_ps, widen16_256,
+       _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, _mm256_store_ps)
+GEMV_DRIVER(gemv_avx2, panels256)
+#pragma GCC pop_options
+#endif
+
 /* ==== the portable path: each element by its definition ==== */
 
 static void gemv_ref(uint32_t t, const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1,
@@ -315,6 +500,13 @@ static void gemm_ref(uint32_t t, const struct llm_mat *w, int64_t r0, int64_t r1
             y[i * ldy + r - r0] = dot_of(t, w, r, (const uint8_t *)a + (size_t)i * a_stride);
 }
 
+#if defined(__x86_64__)
+#define GEMV_FAST gemv_avx512
+#define GEMV_FAST8 gemv_avx2
+#else
+#define GEMV_FAST gemv_ref
+#define GEMV_FAST8 gemv_ref
+#endif
 #define PRODUCTS(NAME, TYPE)                                                                                   \
     static size_t NAME##_group_bytes(int64_t n) { return ((size_t)n + SLACK) * (size_t)F.wr * esize(TYPE); }             \
     static void NAME##_pack(const void *rows, size_t stride, int64_t n_rows, int64_t n, void *group)           \
@@ -332,6 +524,16 @@ static void gemm_ref(uint32_t t, const struct llm_mat *w, int64_t r0, int64_t r1
                                  size_t a_stride, int64_t nt, float *y, int64_t ldy, void *scratch)            \
     {                                                                                                          \
         gemm_blis(TYPE, w, r0, r1, a, a_stride, nt, y, ldy, scratch);                                          \
+    }                                                                                                          \
+    static void NAME##_gemv_fast(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1,      \
+                                 const void *a, float *y0, float *y1)                                          \
+    {                                                                                                          \
+        GEMV_FAST(TYPE, w, r0, r1, s0, s1, a, y0, y1);                                                         \
+    }                                                                                                          \
+    static void NAME##_gemv_fast8(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1,     \
+                                  const void *a, float *y0, float *y1)                                         \
+    {                                                                                                          \
+        GEMV_FAST8(TYPE, w, r0, r1, s0, s1, a, y0, y1);                                                        \
     }                                                                                                          \
     static void NAME##_gemv_ref(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1,       \
                                 const void *a, float *y0, float *y1)                                           \
@@ -456,11 +658,20 @@ void llm_fmm_init(struct llm_mm_ops *mm, unsigned cpu)
     bool blis = cpu && kernel_ok();
     if (blis)
         F.blis = true;
+    /* decode: kvchat's GEMV in the kernel's order where this CPU has one
+     * (16 or 8 lanes) */
+    bool fast = (F.wr == 16 || F.wr == 32) && (cpu & LLM_CPU_AVX512), fast8 = (F.wr == 16 || F.wr == 32) && (cpu & LLM_CPU_AVX2);
+#if !defined(__x86_64__)
+    fast = fast8 = false;
+#endif
 #define REG(NAME, TYPE)                                                                                        \
     mm[TYPE] = (struct llm_mm_ops){.act = LLM_ACT_F32, .packed = true, .group_rows = F.wr,                     \
                                    .group_bytes = NAME##_group_bytes, .pack = NAME##_pack,                     \
                                    .group_row_to_float = NAME##_row, .dot_ref = NAME##_dot,                    \
-                                   .gemv = blis ? NAME##_gemv_blis : NAME##_gemv_ref,                          \
+                                   .gemv = fast    ? NAME##_gemv_fast                                          \
+                                           : fast8 ? NAME##_gemv_fast8                                         \
+                                           : blis  ? NAME##_gemv_blis                                          \
+                                                   : NAME##_gemv_ref,                                          \
                                    .gemm = blis ? NAME##_gemm_blis : NAME##_gemm_ref,                          \
                                    .gemm_scratch = llm_fmm_scratch};
     REG(f32, LLM_TYPE_F32)

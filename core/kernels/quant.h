@@ -223,6 +223,10 @@ int llm_fmm_panel_rows(void);
 /* whether BLIS's micro-kernel runs the float products; its calls so far */
 bool llm_fmm_blis(void);
 uint64_t llm_fmm_ukr_calls(void);
+/* the panels one-token products read through kvchat's GEMV in the
+ * micro-kernel's order (x86 with AVX2 or AVX-512: there decode no longer
+ * calls the micro-kernel) */
+uint64_t llm_fmm_gemv_panels(void);
 
 /* ==== inside the quant files ====
  * A packed type's groups unpack to int16 for the batched product (mm.c),
