@@ -408,7 +408,7 @@ enum sess_draft {
  * does not yet: a pass over 2 rows costs 2.15 decode steps, so n-gram
  * drafting on trained text predicts 0.91x and text with nothing to copy
  * measured 0.965x; only a question asked again gains (2.55x) */
-#define SESS_DRAFT_DEFAULT SESS_DRAFT_OFF
+#define SESS_DRAFT_DEFAULT SESS_DRAFT_ALL
 /* the most tokens drafted per pass by default, and at most */
 #define SESS_DRAFT_MAX_DEFAULT 8
 #define SESS_DRAFT_MAX_LIMIT (LLM_CTX_MAX_OUTPUTS - 1)
