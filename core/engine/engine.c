@@ -1863,7 +1863,8 @@ static int decode(struct llm_ctx *c, const int32_t *tokens, int64_t n, int64_t n
     if (bak)
         memcpy(c->rstate_bak, c->rstate, c->rstate_floats * sizeof(float));
     c->logits_valid = false;
-    llm_model_touch_stop(c->m);
+    if (llm_model_first_pass(c->m))
+        return set_err(c, LLM_ERR, "cannot read the packed weights' cache file");
     kv_reserve(c, c->n_past + n);
     int64_t start = c->n_past;
     for (int64_t i = 0; i < n;) {

@@ -1060,9 +1060,8 @@ int llm_model_open(const char *path, struct llm_model_params params, struct llm_
         llm_model_close(m);
         return -1;
     }
-    if (!params.vocab_only && !params.bind_only && llm_model_pack(m, params.pack_dir, path)) {
+    if (!params.vocab_only && !params.bind_only && llm_model_pack(m, params.pack_dir, path, err, err_size)) {
         llm_model_close(m);
-        snprintf(err, err_size, "out of memory for the packed weights");
         return -1;
     }
     *out = m;

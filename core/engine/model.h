@@ -237,13 +237,17 @@ uint64_t llm_model_rstate_layer_floats(const struct llm_model *m);
 const float *llm_model_rope_factors(const struct llm_model *m, int64_t n_ctx);
 
 /* packed.c: pack the weights whose type is stored packed (every quantized
- * type), from the cache file in dir if it matches the model at model_path,
- * else in memory (then the cache file is written by a background thread).
- * dir NULL: no cache file. 0, or -1 when there is no memory for them. */
-int llm_model_pack(struct llm_model *m, const char *dir, const char *model_path);
+ * type), from the cache file in dir if it matches the model at model_path
+ * (mapped, or copied into anonymous huge pages in the background: see
+ * packed.c; KVCHAT_PACKED_LOAD=map|copy|auto), else in memory (then the
+ * cache file is written by a background thread). dir NULL: no cache file.
+ * 0, or -1 and a message in err (no memory, a bad KVCHAT_PACKED_LOAD). */
+int llm_model_pack(struct llm_model *m, const char *dir, const char *model_path, char *err, size_t err_size);
 void llm_model_unpack(struct llm_model *m); /* waits for the writer, frees */
 /* the first pass begins: the background touching of the mapped weights
- * (packed.c's prefault) stops, leaving both cores to the pass */
-void llm_model_touch_stop(const struct llm_model *m);
+ * (packed.c's prefault) stops, leaving both cores to the pass, and a copy
+ * of them still under way is finished (the caller helping). 0, or -1 when
+ * the weights could not be read (nothing may then use them) */
+int llm_model_first_pass(const struct llm_model *m);
 
 #endif

@@ -16,6 +16,19 @@
  * (MADV_POPULATE_READ in 16 MB steps) while the opener tokenizes and
  * restores, instead of faulting in one by one during the first prefill.
  *
+ * Or, where the kernel gives anonymous memory transparent huge pages and
+ * the copy fits easily (at most a quarter of the memory available), the
+ * cache file is read (pread, from the page cache) into anonymous huge
+ * pages instead of being mapped, by threads in the background: under a
+ * hypervisor that shadows the guest's page tables (the VMs we measure on)
+ * the first touch of each 4 KiB page of a file mapping costs about 1.1 us,
+ * 150 ms for 500 MB, and a copy into 2 MiB pages maps 512 times fewer
+ * pages. The first pass waits for the copy to end (llm_model_first_pass),
+ * helping with what is left. KVCHAT_PACKED_LOAD=map|copy forces either
+ * way (tests compare them bit for bit). Should a read fail, the file is
+ * mapped over the copy at the same address, so that the weights'
+ * pointers stay valid.
+ *
  * The cache file (PACK_FILE_VERSION 6), one per model path, named by a
  * 64-bit FNV-1a hash of the model's real path:
  *   4096-byte header: "KVCPACK\0", u32 version, u32 types (bit t: weights of
@@ -43,6 +56,7 @@
  * size check out.
  */
 #include "core/engine/model.h"
+#include "core/engine/memavail.h"
 
 #include <dirent.h>
 #include <limits.h>
@@ -62,6 +76,8 @@
 #define PACK_FILE_VERSION 6
 #define HEADER_BYTES 4096
 #define PACK_ITEM_GROUPS 64 /* groups of 8 rows per work item while packing */
+#define LOAD_CHUNK (2u << 20)  /* a huge page (PMD): each is faulted in by one thread */
+#define LOAD_THREADS_MAX 8
 
 struct pack_header {
     char magic[8];
@@ -90,7 +106,14 @@ struct llm_packed {
     pthread_t faulter;
     bool faulting;
     atomic_bool stop_faulting;
-    atomic_bool stop_touching; /* the first pass began (llm_model_touch_stop) */
+    atomic_bool stop_touching; /* the first pass began (llm_model_first_pass) */
+    /* the copy of the cache file into anonymous huge pages (load_worker) */
+    int load_fd;                 /* the cache file, while loading; -1 after */
+    size_t load_chunks;          /* LOAD_CHUNK-byte pieces of data_bytes */
+    _Atomic size_t load_next;    /* the next piece to read */
+    atomic_bool load_failed;     /* a read failed or came short */
+    pthread_t loader[LOAD_THREADS_MAX];
+    int n_loaders;
     char *file;          /* the cache file's path */
     struct pack_header *header;
 };
@@ -287,24 +310,28 @@ int llm_pack_cache_file(const char *dir, const char *model_path, char *buf, size
     return dir && realpath(model_path, real) ? cache_name(dir, real, buf, size) : -1;
 }
 
-/* the cache file mapped if its header is h and its size right, else NULL */
-static void *map_cache(const char *file, const struct pack_header *h, size_t *map_bytes)
+/* the cache file opened if its header is h and its size right, else -1 */
+static int open_cache(const char *file, const struct pack_header *h)
 {
     int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
-        return NULL;
+        return -1;
     struct pack_header got;
     struct stat st;
-    void *map = NULL;
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == HEADER_BYTES + h->data_bytes &&
-        pread(fd, &got, sizeof got, 0) == (ssize_t)sizeof got && !memcmp(&got, h, sizeof got)) {
-        map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-        if (map == MAP_FAILED)
-            map = NULL;
-        else
-            *map_bytes = (size_t)st.st_size;
-    }
+        pread(fd, &got, sizeof got, 0) == (ssize_t)sizeof got && !memcmp(&got, h, sizeof got))
+        return fd;
     close(fd);
+    return -1;
+}
+
+/* the checked cache file fd mapped, or NULL */
+static void *map_cache(int fd, const struct pack_header *h, size_t *map_bytes)
+{
+    void *map = mmap(NULL, HEADER_BYTES + h->data_bytes, PROT_READ, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED)
+        return NULL;
+    *map_bytes = HEADER_BYTES + h->data_bytes;
     return map;
 }
 
@@ -331,7 +358,13 @@ static void remove_stale_temps(const char *dir)
 }
 
 /* the writer thread: header and data replace name atomically (core/base);
- * on any failure the temp file goes */
+ * on any failure the temp file goes. Every write after the first 2 MiB
+ * starts at a multiple of 2 MiB in the file: the page cache then keeps
+ * whole 2 MiB folios (ext4 and XFS make large folios from large writes),
+ * which later opens map with one page-table entry each (FilePmdMapped):
+ * 498 of 500 MB so mapped, against 374 MB when each 8 MiB write started
+ * 4 KiB past a boundary, and populating and touching the mapping then
+ * cost 20 ms of CPU instead of 77 ms on the VM we measure on */
 static void *write_cache(void *arg)
 {
     struct llm_packed *pk = arg;
@@ -340,8 +373,10 @@ static void *write_cache(void *arg)
         base_atomic_abort(&a);
         return NULL;
     }
+    size_t head = LOAD_CHUNK - HEADER_BYTES < pk->data_bytes ? LOAD_CHUNK - HEADER_BYTES : pk->data_bytes;
     base_atomic_write(&a, pk->header, HEADER_BYTES);
-    base_atomic_write(&a, pk->data, pk->data_bytes);
+    base_atomic_write(&a, pk->data, head);
+    base_atomic_write(&a, pk->data + head, pk->data_bytes - head);
     base_atomic_commit(&a);
     return NULL;
 }
@@ -391,26 +426,191 @@ static void *prefault(void *arg)
     return NULL;
 }
 
-void llm_model_touch_stop(const struct llm_model *m)
+/* ==== the copy into anonymous huge pages ==== */
+
+/* how the packed weights come from their cache file: 'm' (mapped), 'c'
+ * (copied), 'a' (auto: copied where THP and memory allow), or 0 when
+ * KVCHAT_PACKED_LOAD is none of map, copy, auto */
+static char load_mode(void)
 {
-    if (m->packed)
-        atomic_store_explicit(&m->packed->stop_touching, true, memory_order_relaxed);
+    const char *e = getenv("KVCHAT_PACKED_LOAD");
+    if (!e || !*e || !strcmp(e, "auto"))
+        return 'a';
+    return !strcmp(e, "map") ? 'm' : !strcmp(e, "copy") ? 'c' : 0;
+}
+
+/* true under a virtio balloon that reports free pages to the host
+ * (VIRTIO_BALLOON_F_REPORTING, feature bit 5): the host then takes back
+ * free 2 MiB blocks, the very ones a huge page is made of, and a fresh
+ * huge page costs its host faults again: 900-1,300 ms of CPU for 525 MB
+ * on the VM we measure on (Firecracker, page_reporting_order 9), against
+ * 80-100 ms to map the page cache's pages (ext4's large folios) */
+static bool host_takes_free_pages(void)
+{
+    DIR *d = opendir("/sys/bus/virtio/devices");
+    if (!d)
+        return false;
+    bool yes = false;
+    struct dirent *e;
+    while (!yes && (e = readdir(d))) {
+        char path[PATH_MAX], dev[32] = "", feat[160] = "";
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "/sys/bus/virtio/devices/%.200s/device", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (!fgets(dev, sizeof dev, f))
+                dev[0] = 0;
+            fclose(f);
+        }
+        if (strtol(dev, NULL, 16) != 5) /* VIRTIO_ID_BALLOON */
+            continue;
+        snprintf(path, sizeof path, "/sys/bus/virtio/devices/%.200s/features", e->d_name);
+        if ((f = fopen(path, "r"))) {
+            if (!fgets(feat, sizeof feat, f))
+                feat[0] = 0;
+            fclose(f);
+        }
+        yes = strlen(feat) > 5 && feat[5] == '1'; /* one character a bit, bit 0 first */
+    }
+    closedir(d);
+    return yes;
+}
+
+/* true when the kernel gives madvise(MADV_HUGEPAGE) regions huge pages
+ * (THP "always" or "madvise"), the host does not take free pages back
+ * (above), and bytes are at most a quarter of the memory this process can
+ * take: a copy that large leaves the rest to the KV cache and the page
+ * cache (an 18 GB mixture of experts keeps its mapping, and peak RSS stays
+ * about file + KV) */
+static bool copy_fits(size_t bytes)
+{
+    char mode[128] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (f) {
+        if (!fgets(mode, sizeof mode, f))
+            mode[0] = 0;
+        fclose(f);
+    }
+    uint64_t avail;
+    char what[128];
+    return (strstr(mode, "[always]") || strstr(mode, "[madvise]")) && !host_takes_free_pages() &&
+           llm_mem_available(&avail, what, sizeof what) && bytes <= avail / 4;
+}
+
+/* a loader thread (and the first pass, when it must wait): the cache
+ * file's data read piece by piece, in model order, into the copy */
+static void *load_worker(void *arg)
+{
+    struct llm_packed *pk = arg;
+    uint8_t *dst = (uint8_t *)pk->data;
+    for (size_t k; !atomic_load(&pk->stop_faulting) && (k = atomic_fetch_add(&pk->load_next, 1)) < pk->load_chunks;) {
+        size_t off = k * (size_t)LOAD_CHUNK, end = off + LOAD_CHUNK < pk->data_bytes ? off + LOAD_CHUNK : pk->data_bytes;
+        while (off < end) {
+            ssize_t n = pread(pk->load_fd, dst + off, end - off, (off_t)(HEADER_BYTES + off));
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0) {
+                atomic_store(&pk->load_failed, true);
+                break;
+            }
+            off += (size_t)n;
+        }
+    }
+    return NULL;
+}
+
+/* a new anonymous mapping of p->total bytes at a 2 MiB boundary, in huge
+ * pages where the kernel allows; NULL, or *map and *map_bytes to unmap */
+static uint8_t *map_anon_huge(size_t bytes, void **map, size_t *map_bytes)
+{
+    size_t len = bytes + LOAD_CHUNK;
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    uint8_t *a = (uint8_t *)(((uintptr_t)p + LOAD_CHUNK - 1) & ~(uintptr_t)(LOAD_CHUNK - 1));
+#ifdef MADV_HUGEPAGE
+    madvise(a, bytes, MADV_HUGEPAGE);
+#endif
+    *map = p;
+    *map_bytes = len;
+    return a;
+}
+
+/* the cache file fd (header checked) copied by threads in the background
+ * into anonymous huge pages; false (nothing started, fd still the
+ * caller's) when there is no memory for it */
+static bool load_start(struct llm_packed *pk, int fd, size_t data_bytes)
+{
+    uint8_t *a = map_anon_huge(data_bytes, &pk->map, &pk->map_bytes);
+    if (!a)
+        return false;
+    pk->data = a;
+    pk->data_bytes = data_bytes;
+    pk->load_fd = fd;
+    pk->load_chunks = (data_bytes + LOAD_CHUNK - 1) / LOAD_CHUNK;
+    int nt = llm_default_threads();
+    nt = nt < 1 ? 1 : nt > LOAD_THREADS_MAX ? LOAD_THREADS_MAX : nt;
+    for (int i = 0; i < nt; i++)
+        if (pthread_create(&pk->loader[pk->n_loaders], NULL, load_worker, pk) == 0)
+            pk->n_loaders++;
+    base_trace("packed weights: copy into huge pages started");
+    return true; /* no thread at all: the first pass reads it alone */
+}
+
+/* the copy finished (the caller helping with what is left); a failed read
+ * puts the file's mapping in its place. 0, or -1 when even that fails */
+static int load_finish(struct llm_packed *pk)
+{
+    if (pk->load_fd < 0)
+        return 0;
+    load_worker(pk);
+    for (int i = 0; i < pk->n_loaders; i++)
+        pthread_join(pk->loader[i], NULL);
+    pk->n_loaders = 0;
+    int rc = 0;
+    if (atomic_load(&pk->load_failed) && !atomic_load(&pk->stop_faulting)) {
+        void *p = mmap((void *)pk->data, pk->data_bytes, PROT_READ, MAP_SHARED | MAP_FIXED, pk->load_fd, HEADER_BYTES);
+        rc = p == MAP_FAILED ? -1 : 0;
+        base_trace("packed weights: a read failed, the file mapped instead");
+    } else {
+        base_trace("packed weights: copied into huge pages");
+    }
+    close(pk->load_fd);
+    pk->load_fd = -1;
+    return rc;
+}
+
+int llm_model_first_pass(const struct llm_model *m)
+{
+    struct llm_packed *pk = m->packed;
+    if (!pk)
+        return 0;
+    atomic_store_explicit(&pk->stop_touching, true, memory_order_relaxed);
+    return load_finish(pk);
 }
 
 /* ==== the model's side ==== */
 
-int llm_model_pack(struct llm_model *m, const char *dir, const char *model_path)
+int llm_model_pack(struct llm_model *m, const char *dir, const char *model_path, char *err, size_t err_size)
 {
+    char mode = load_mode();
+    if (!mode) {
+        snprintf(err, err_size, "KVCHAT_PACKED_LOAD=%.40s: unknown (choose map, copy or auto)",
+                 getenv("KVCHAT_PACKED_LOAD"));
+        return -1;
+    }
     struct plan p;
     if (plan_make(m, &p)) {
         plan_free(&p);
+        snprintf(err, err_size, "out of memory for the packed weights");
         return -1;
     }
     if (!p.nw) {
         plan_free(&p);
         return 0;
     }
-    int rc = 0;
+    int rc = 0, fd = -1;
     struct llm_packed *pk = calloc(1, sizeof *pk);
     struct pack_header *h = malloc(sizeof *h);
     char file[PATH_MAX], real[PATH_MAX];
@@ -421,7 +621,12 @@ int llm_model_pack(struct llm_model *m, const char *dir, const char *model_path)
         rc = -1;
         goto out;
     }
-    if (cacheable && (pk->map = map_cache(file, h, &pk->map_bytes))) {
+    pk->load_fd = -1;
+    if (cacheable && (fd = open_cache(file, h)) >= 0 && mode != 'm' && (mode == 'c' || copy_fits(p.total)) &&
+        load_start(pk, fd, p.total)) {
+        pk->from_cache = true;
+        fd = -1; /* the loaders' until the first pass */
+    } else if (fd >= 0 && (pk->map = map_cache(fd, h, &pk->map_bytes))) {
         pk->data = (const uint8_t *)pk->map + HEADER_BYTES;
         pk->from_cache = true;
         madvise(pk->map, pk->map_bytes, MADV_WILLNEED); /* read ahead what is not in the page cache */
@@ -434,11 +639,15 @@ int llm_model_pack(struct llm_model *m, const char *dir, const char *model_path)
         pk->map_bytes = p.total;
         pk->data = pk->map;
     } else {
+        if (fd >= 0)
+            close(fd);
         free(pk);
         pk = NULL;
         rc = -1;
         goto out;
     }
+    if (fd >= 0)
+        close(fd);
     pk->n_weights = p.nw;
     pk->data_bytes = p.total;
     for (int64_t i = 0; i < p.nw; i++)
@@ -452,6 +661,8 @@ int llm_model_pack(struct llm_model *m, const char *dir, const char *model_path)
             pk->writing = true;
     }
 out:
+    if (rc)
+        snprintf(err, err_size, "out of memory for the packed weights");
     m->packed = pk;
     free(h);
     plan_free(&p);
@@ -473,10 +684,10 @@ void llm_model_unpack(struct llm_model *m)
     if (!pk)
         return;
     llm_model_pack_wait(m); /* a first run's exit waits for the file */
-    if (pk->faulting) {
-        atomic_store(&pk->stop_faulting, true);
+    atomic_store(&pk->stop_faulting, true);
+    if (pk->faulting)
         pthread_join(pk->faulter, NULL);
-    }
+    load_finish(pk); /* a model closed before its first pass */
     munmap(pk->map, pk->map_bytes);
     free(pk->file);
     free(pk->header);
