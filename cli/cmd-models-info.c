@@ -326,7 +326,10 @@ static void info_text(const char *path, const struct llm_gguf *g, const struct l
             fprintf(f, ", value dim %" PRId64, m->head_dim_v);
         fprintf(f, ")\n");
     }
-    fprintf(f, "feed forward:   %" PRId64 "\n", m->n_ff);
+    if (bd->ok && ai->n_ff_max != ai->n_ff_layer0) /* gemma4's per-layer rows */
+        fprintf(f, "feed forward:   %" PRId64 " (up to %" PRId64 " on later layers)\n", ai->n_ff_layer0, ai->n_ff_max);
+    else
+        fprintf(f, "feed forward:   %" PRId64 "\n", bd->ok ? ai->n_ff_layer0 : m->n_ff);
     fprintf(f, "rms norm eps:   %g\n", m->rms_eps);
     fprintf(f, "rope:           %s, freq base %g, %" PRId64 " dims", m->rope_type, m->rope_freq_base,
             m->rope_dim);
@@ -462,7 +465,7 @@ static void info_json(const char *path, const struct llm_gguf *g, const struct l
     json_int(f, "context_length", m->n_ctx_train, true);
     json_int(f, "embedding_length", m->n_embd, true);
     json_int(f, "block_count", m->n_layer, true);
-    json_int(f, "feed_forward_length", m->n_ff, true);
+    json_int(f, "feed_forward_length", bd->ok ? bd->a.n_ff_layer0 : m->n_ff, true); /* layer 0's, as llama.cpp */
     json_int(f, "head_count", m->n_head, true);
     json_int(f, "head_count_kv", bd->ok ? bd->a.n_head_kv_layer0 : m->n_head_kv, true); /* layer 0's, as llama.cpp */
     json_int(f, "key_length", m->head_dim_k, true);

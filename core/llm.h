@@ -626,6 +626,7 @@ struct llm_model_arch_info {
     int64_t head_dim_swa, n_head_kv_swa, rope_dim_swa;
     int64_t head_dim_full, n_head_kv_full, rope_dim_full;
     int64_t n_head_kv_layer0;  /* layer 0's KV heads (llama.cpp's n_head_kv()) */
+    int64_t n_ff_layer0, n_ff_max; /* layer 0's FFN rows (llama.cpp's n_ff()), the most of any layer's */
     /* gemma4: the last n_layer_kv_shared layers own no K/V and read the
      * KV of layer kv_src_swa (local ones) or kv_src_full (global ones);
      * per-layer inputs of n_per_layer values a layer (0: none); the

@@ -1031,7 +1031,10 @@ void llm_model_arch_info(const struct llm_model *m, struct llm_model_arch_info *
         out->n_params_active -= (m->n_vocab - 1) * m->n_pl * m->n_layer;
         out->n_per_layer = m->n_pl;
     }
-    out->n_head_kv_layer0 = L0->n_head_kv;
+    out->n_head_kv_layer0 = m->layers[0].n_head_kv;
+    out->n_ff_layer0 = m->layers[0].n_ff;
+    for (int64_t l = 0; l < m->n_layer; l++)
+        out->n_ff_max = m->layers[l].n_ff > out->n_ff_max ? m->layers[l].n_ff : out->n_ff_max;
     for (int64_t l = m->n_layer - 1; l >= 0; l--) { /* the first layer of each kind */
         const struct llm_layer *L = &m->layers[l];
         if (L->recurrent)

@@ -115,6 +115,18 @@ for kv in n_params=34358416 n_params_active=17286304 head_count_kv=2 key_length=
     [ "$got" = "$want" ] && ok "gemma4 $k = $want" || not_ok "gemma4 $k: '$got', by hand '$want'"
 done
 
+# a dense gemma4 whose shared-KV layers have a double-wide FFN (E2B's):
+# feed_forward_length is an array; layer 0's (128) is llama.cpp's n_ff()
+"$MKMODEL" "$T/gemma4-dense.gguf" --arch gemma4 --vocab "$T/g4v.gguf" --dim 64 --layers 8 --heads 2 --kv-heads 1 \
+    --head-dim 32 --head-dim-swa 16 --ff 128 --swa 16 --swa-pattern 4 --shared-kv 4 --double-wide --per-layer 0 \
+    --tied >/dev/null
+run "$KVCHAT" models info "$T/gemma4-dense.gguf"
+expect_rc 0
+expect_out 'feed forward:   128 (up to 256 on later layers)'
+expect_out 'heads:          2 (kv heads 1 local, 1 global; head dim 16 local, 32 global)'
+run "$KVCHAT" models info --json "$T/gemma4-dense.gguf"
+[ "$(jq .feed_forward_length "$T/out")" = 128 ] && ok "gemma4 feed_forward_length 128" || not_ok "gemma4 n_ff"
+
 # --all lists every key, abbreviating long arrays
 run "$KVCHAT" models info --all "$T/qwen2-vocab.gguf"
 expect_rc 0
