@@ -52,13 +52,9 @@ if [ ! -f "$m" ]; then
         bench/gguf-deepen "$dir/qwen3moe-30b-a3b-L4-Q4_K_M.gguf" "$m.tmp" 48 2>/dev/null
         ;;
     requantize)
-        lh=$(dirname "$LLREF")
-        lib=$(sed -n 's/^LLREF_LIBDIR="\(.*\)" exec.*/\1/p' "$LLREF")
-        cc -O2 -std=c11 -o "$dir/llama-quantize" bench/llama-quantize.c -I"$lh/src/include" \
-            -I"$lh/src/ggml/include" -L"$lib" -lllama -lggml -lggml-base -lm -Wl,-rpath,"$lib"
         # shellcheck disable=SC2086
         nice tests/mkmodel "$dir/qwen3moe-30b-a3b-Q8_0.gguf" $shape --layers 48 --type Q8_0 --stream --fast-random >/dev/null
-        nice "$dir/llama-quantize" "$dir/qwen3moe-30b-a3b-Q8_0.gguf" "$m.tmp" Q4_K_M -t 2 >/dev/null 2>&1
+        BENCH_DIR=$dir LLREF=$LLREF sh bench/llama-quantize.sh "$dir/qwen3moe-30b-a3b-Q8_0.gguf" "$m.tmp" Q4_K_M
         rm -f "$dir/qwen3moe-30b-a3b-Q8_0.gguf"
         ;;
     *) echo "bench-bigmoe: ROUTE is deepen or requantize"; exit 1 ;;

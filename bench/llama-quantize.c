@@ -4,9 +4,9 @@
  * full-size Qwen3-30B-A3B shape is 32 GB in Q8_0 against 60 GB in F16, and
  * disk is short), and llref's `quantize` does not allow requantizing, so
  * this harness calls llama.cpp's public llama_model_quantize with
- * allow_requantize set. Built by those scripts against the llama.cpp
- * library that ../shared/peer/setup.sh installs; not part of `make`, not
- * a test.
+ * allow_requantize set. Built and run by bench/llama-quantize.sh against
+ * the llama.cpp library that ../shared/peer/setup.sh installs; not part of
+ * `make`, not a test.
  *   usage: llama-quantize IN.gguf OUT.gguf [TYPE (Q4_K_M)] [-t 2]
  */
 #include "llama.h"
