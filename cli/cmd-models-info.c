@@ -221,7 +221,7 @@ static void arch_text(FILE *f, const struct llm_model_meta *m, const struct boun
                 a->n_swa, a->n_swa_layers, m->n_layer);
         if (a->rope_base_swa != (float)m->rope_freq_base)
             fprintf(f, " (rope freq base %g there)", a->rope_base_swa);
-        if (a->n_swa_layers < m->n_layer && bd->swa_pattern[0])
+        if (!strcmp(m->arch, "gemma4") && bd->swa_pattern[0]) /* its sliding_window_pattern array */
             fprintf(f, ": %s (L local, G global)", bd->swa_pattern);
         fprintf(f, "\n");
     } else if (m->n_swa > 0) {
