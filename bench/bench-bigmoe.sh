@@ -47,9 +47,16 @@ if [ ! -f "$m" ]; then
     make tests/mkmodel tests/data/vocab/ggml-vocab-qwen2.gguf >/dev/null
     case $route in
     deepen)
-        [ -f "$dir/qwen3moe-30b-a3b-L4-Q4_K_M.gguf" ] || LAYERS=4 sh bench/bench-moe.sh
+        src=$dir/qwen3moe-30b-a3b-L4-Q4_K_M.gguf # bench-moe.sh's file, if it made one
+        if [ ! -f "$src" ]; then
+            # shellcheck disable=SC2086
+            nice tests/mkmodel "$dir/qwen3moe-30b-a3b-L4-F16.gguf" $shape --layers 4 --type F16 >/dev/null
+            nice "$LLREF" quantize "$dir/qwen3moe-30b-a3b-L4-F16.gguf" "$src.tmp" Q4_K_M >/dev/null 2>&1
+            mv "$src.tmp" "$src"
+            rm -f "$dir/qwen3moe-30b-a3b-L4-F16.gguf"
+        fi
         make bench/gguf-deepen >/dev/null
-        bench/gguf-deepen "$dir/qwen3moe-30b-a3b-L4-Q4_K_M.gguf" "$m.tmp" 48 2>/dev/null
+        bench/gguf-deepen "$src" "$m.tmp" 48 2>/dev/null
         ;;
     requantize)
         # shellcheck disable=SC2086
