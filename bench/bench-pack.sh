@@ -3,17 +3,18 @@
 # OpenMP) of the largest model a test can make, 1 thread against 2
 # (OMP_NUM_THREADS), issue 28's acceptance (2 threads >= 1.7x faster): a
 # 7B-shaped Q4_K_M model (dim 4096, 32 layers, 32 heads, 8 KV heads, ff
-# 14336, made as F32 by tests/mkmodel, about 28 GB, then quantized by
-# `llref quantize` and the F32 removed; without llref, Q8_0 by mkmodel).
-# Each run opens the model in a new process with an empty home whose cache
+# 14336, made as Q8_0 by tests/mkmodel, 7.7 GB, written as it is made
+# (--stream, --fast-random), then requantized to Q4_K_M by llama.cpp's
+# quantizer (bench/llama-quantize.sh) and the Q8_0 removed; without llref,
+# the Q8_0 itself). Each run opens the model in a new process with an empty home whose cache
 # directory cannot be written, so the packing is done in memory and
 # nothing is written: the figure is the whole `kvchat eval -p 1` (open,
-# pack, one token), best of REPS. Disk: about 32 GB while it is made, 4-7
+# pack, one token), best of REPS. Disk: about 12 GB while it is made, 4-8
 # GB kept in BENCH_DIR. Part of `make bench` only when PACK_BENCH=1 (it is
 # long); not a test.
 #
 # Environment: BENCH_DIR (as bench/bench.sh), LLREF, REPS (3), SHAPE (the
-# mkmodel options of the model).
+# mkmodel options of the model), MAKE_ONLY=1 (make the model, time nothing).
 set -eu
 LLREF=${LLREF:-$HOME/.cache/llref/llref}
 dir=${BENCH_DIR:-${TMPDIR:-/tmp}/kvchat-bench}
@@ -24,15 +25,17 @@ mkdir -p "$dir"
 if [ -x "$LLREF" ]; then
     m=$dir/big-Q4_K_M.gguf
     if [ ! -f "$m" ]; then
-        nice tests/mkmodel "$dir/big-F32.gguf" $shape >/dev/null
-        nice "$LLREF" quantize "$dir/big-F32.gguf" "$m" Q4_K_M >/dev/null 2>&1
-        rm -f "$dir/big-F32.gguf"
+        nice tests/mkmodel "$dir/big-Q8_0.tmp.gguf" $shape --type Q8_0 --stream --fast-random >/dev/null
+        BENCH_DIR=$dir LLREF=$LLREF sh bench/llama-quantize.sh "$dir/big-Q8_0.tmp.gguf" "$m.tmp" Q4_K_M
+        mv "$m.tmp" "$m"
+        rm -f "$dir/big-Q8_0.tmp.gguf"
     fi
 else
     echo "bench-pack: no llref at $LLREF: a Q8_0 model instead"
     m=$dir/big-Q8_0.gguf
-    [ -f "$m" ] || nice tests/mkmodel "$m" $shape --type Q8_0 >/dev/null
+    [ -f "$m" ] || nice tests/mkmodel "$m" $shape --type Q8_0 --stream --fast-random >/dev/null
 fi
+[ "${MAKE_ONLY:-0}" = 1 ] && { echo "bench-pack: made $m"; exit 0; }
 home=$(mktemp -d "${TMPDIR:-/tmp}/kvchat-bench-home.XXXXXX")
 trap 'rm -rf "$home"' EXIT
 : >"$home/packed" # a file where the cache directory would be: nothing is written

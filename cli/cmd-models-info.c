@@ -175,6 +175,7 @@ struct bound {
     struct llm_model_arch_info a;
     char why[512]; /* why it does not run, or "" */
     char pattern[4100]; /* hybrid models: R (recurrent) or A (attention) per layer, or "" */
+    char swa_pattern[4100]; /* windowed models: L (local) or G (global) per layer, or "" */
 };
 
 static void bind_check(const char *path, struct bound *bd)
@@ -191,6 +192,11 @@ static void bind_check(const char *path, struct bound *bd)
         int64_t n = llm_model_n_layer(mdl);
         for (int64_t l = 0; l < n && l + 1 < (int64_t)sizeof bd->pattern; l++)
             bd->pattern[l] = llm_model_layer_recurrent(mdl, l) ? 'R' : 'A';
+    }
+    if (bd->a.n_swa_layers) {
+        int64_t n = llm_model_n_layer(mdl);
+        for (int64_t l = 0; l < n && l + 1 < (int64_t)sizeof bd->swa_pattern; l++)
+            bd->swa_pattern[l] = llm_model_layer_swa(mdl, l) ? 'L' : 'G';
     }
     llm_model_close(mdl);
     if (!bd->a.computable) {
@@ -215,6 +221,8 @@ static void arch_text(FILE *f, const struct llm_model_meta *m, const struct boun
                 a->n_swa, a->n_swa_layers, m->n_layer);
         if (a->rope_base_swa != (float)m->rope_freq_base)
             fprintf(f, " (rope freq base %g there)", a->rope_base_swa);
+        if (!strcmp(m->arch, "gemma4") && bd->swa_pattern[0]) /* its sliding_window_pattern array */
+            fprintf(f, ": %s (L local, G global)", bd->swa_pattern);
         fprintf(f, "\n");
     } else if (m->n_swa > 0) {
         fprintf(f, "sliding window: %" PRId64 " declared, not used (as llama.cpp)\n", m->n_swa);
@@ -239,13 +247,20 @@ static void arch_text(FILE *f, const struct llm_model_meta *m, const struct boun
                    " value heads on %" PRId64 " key heads, heads of %" PRId64 "\n",
                 sz, a->rstate_bytes, a->ssm_conv, a->ssm_heads, a->ssm_groups, a->ssm_state);
     }
-    if (a->n_expert) {
+    if (a->n_layer_kv_shared)
+        fprintf(f, "shared KV:      the last %" PRId64 " layers have no K/V of their own: they read layer %" PRId64
+                   "'s (local) and %" PRId64 "'s (global); %" PRId64 " layers hold KV\n",
+                a->n_layer_kv_shared, a->kv_src_swa, a->kv_src_full, m->n_layer - a->n_layer_kv_shared);
+    if (a->n_per_layer)
+        fprintf(f, "per-layer input: %" PRId64 " values a layer\n", a->n_per_layer);
+    if (a->n_expert)
+        fprintf(f, "experts:        %" PRId64 " a layer on %" PRId64 " of %" PRId64 " layers%s, %" PRId64
+                   " used a token (%s), %" PRId64 " rows each%s\n",
+                a->n_expert, a->n_layer_moe, m->n_layer, a->experts_beside_ffn ? " beside the dense FFN" : "",
+                a->n_expert_used, a->moe_gating, a->n_ff_exp, a->fused_gate_up_exps ? ", gate+up merged" : "");
+    if (a->n_params_active) {
         char act[64];
         cmd_fmt_count(act, sizeof act, (double)a->n_params_active);
-        fprintf(f, "experts:        %" PRId64 " a layer on %" PRId64 " of %" PRId64 " layers, %" PRId64
-                   " used a token (%s), %" PRId64 " rows each%s\n",
-                a->n_expert, a->n_layer_moe, m->n_layer, a->n_expert_used, a->moe_gating, a->n_ff_exp,
-                a->fused_gate_up_exps ? ", gate+up merged" : "");
         fprintf(f, "active params:  %s a token (%" PRId64 ")\n", act, a->n_params_active);
     }
     if (a->fused_qkv || a->fused_gate_up || a->post_norms || a->qk_norm || a->gelu ||
@@ -298,15 +313,28 @@ static void info_text(const char *path, const struct llm_gguf *g, const struct l
     fprintf(f, "context length: %" PRId64 "\n", m->n_ctx_train);
     fprintf(f, "embedding:      %" PRId64 "\n", m->n_embd);
     fprintf(f, "layers:         %" PRId64 "\n", m->n_layer);
-    fprintf(f, "heads:          %" PRId64 " (kv heads %" PRId64 ", head dim %" PRId64, m->n_head,
-            m->n_head_kv, m->head_dim_k);
-    if (m->head_dim_v != m->head_dim_k)
-        fprintf(f, ", value dim %" PRId64, m->head_dim_v);
-    fprintf(f, ")\n");
-    fprintf(f, "feed forward:   %" PRId64 "\n", m->n_ff);
+    const struct llm_model_arch_info *ai = &bd->a;
+    if (bd->ok && ai->head_dim_swa && ai->head_dim_full &&
+        (ai->head_dim_swa != ai->head_dim_full || ai->n_head_kv_swa != ai->n_head_kv_full))
+        fprintf(f, "heads:          %" PRId64 " (kv heads %" PRId64 " local, %" PRId64 " global; head dim %" PRId64
+                   " local, %" PRId64 " global)\n",
+                m->n_head, ai->n_head_kv_swa, ai->n_head_kv_full, ai->head_dim_swa, ai->head_dim_full);
+    else {
+        fprintf(f, "heads:          %" PRId64 " (kv heads %" PRId64 ", head dim %" PRId64, m->n_head,
+                bd->ok ? ai->n_head_kv_layer0 : m->n_head_kv, m->head_dim_k);
+        if (m->head_dim_v != m->head_dim_k)
+            fprintf(f, ", value dim %" PRId64, m->head_dim_v);
+        fprintf(f, ")\n");
+    }
+    if (bd->ok && ai->n_ff_max != ai->n_ff_layer0) /* gemma4's per-layer rows */
+        fprintf(f, "feed forward:   %" PRId64 " (up to %" PRId64 " on later layers)\n", ai->n_ff_layer0, ai->n_ff_max);
+    else
+        fprintf(f, "feed forward:   %" PRId64 "\n", bd->ok ? ai->n_ff_layer0 : m->n_ff);
     fprintf(f, "rms norm eps:   %g\n", m->rms_eps);
     fprintf(f, "rope:           %s, freq base %g, %" PRId64 " dims", m->rope_type, m->rope_freq_base,
             m->rope_dim);
+    if (bd->ok && ai->rope_dim_swa && ai->rope_dim_full && ai->rope_dim_swa != ai->rope_dim_full)
+        fprintf(f, " (local layers %" PRId64 ")", ai->rope_dim_swa);
     if (m->rope_scaling[0])
         fprintf(f, ", scaling %s x%g", m->rope_scaling, m->rope_scaling_factor);
     fprintf(f, "\n");
@@ -385,8 +413,28 @@ static void arch_json(FILE *f, const struct bound *bd)
     if (a->n_expert)
         fprintf(f, ", \"expert_count\": %" PRId64 ", \"expert_used_count\": %" PRId64
                    ", \"expert_feed_forward_length\": %" PRId64 ", \"expert_layers\": %" PRId64
-                   ", \"expert_gating\": \"%s\", \"n_params_active\": %" PRId64,
-                a->n_expert, a->n_expert_used, a->n_ff_exp, a->n_layer_moe, a->moe_gating, a->n_params_active);
+                   ", \"expert_gating\": \"%s\", \"experts_beside_dense_ffn\": %s",
+                a->n_expert, a->n_expert_used, a->n_ff_exp, a->n_layer_moe, a->moe_gating,
+                a->experts_beside_ffn ? "true" : "false");
+    if (a->n_params_active)
+        fprintf(f, ", \"n_params_active\": %" PRId64, a->n_params_active);
+    if (a->n_swa_layers) {
+        fprintf(f, ", \"sliding_window_pattern\": ");
+        cmd_json_str(f, bd->swa_pattern, strlen(bd->swa_pattern));
+        fprintf(f, ", \"key_length_swa\": %" PRId64 ", \"head_count_kv_swa\": %" PRId64
+                   ", \"rope_dimension_count_swa\": %" PRId64,
+                a->head_dim_swa, a->n_head_kv_swa, a->rope_dim_swa);
+    }
+    if (a->head_dim_full)
+        fprintf(f, ", \"key_length_global\": %" PRId64 ", \"head_count_kv_global\": %" PRId64
+                   ", \"rope_dimension_count_global\": %" PRId64,
+                a->head_dim_full, a->n_head_kv_full, a->rope_dim_full);
+    if (a->n_layer_kv_shared)
+        fprintf(f, ", \"shared_kv_layers\": %" PRId64 ", \"shared_kv_source_swa\": %" PRId64
+                   ", \"shared_kv_source_global\": %" PRId64,
+                a->n_layer_kv_shared, a->kv_src_swa, a->kv_src_full);
+    if (a->n_per_layer)
+        fprintf(f, ", \"embedding_length_per_layer_input\": %" PRId64, a->n_per_layer);
     if (a->n_layer_rec)
         fprintf(f, ", \"ssm_conv_kernel\": %" PRId64 ", \"ssm_state_size\": %" PRId64
                    ", \"ssm_group_count\": %" PRId64 ", \"ssm_time_step_rank\": %" PRId64,
@@ -417,9 +465,9 @@ static void info_json(const char *path, const struct llm_gguf *g, const struct l
     json_int(f, "context_length", m->n_ctx_train, true);
     json_int(f, "embedding_length", m->n_embd, true);
     json_int(f, "block_count", m->n_layer, true);
-    json_int(f, "feed_forward_length", m->n_ff, true);
+    json_int(f, "feed_forward_length", bd->ok ? bd->a.n_ff_layer0 : m->n_ff, true); /* layer 0's, as llama.cpp */
     json_int(f, "head_count", m->n_head, true);
-    json_int(f, "head_count_kv", m->n_head_kv, true);
+    json_int(f, "head_count_kv", bd->ok ? bd->a.n_head_kv_layer0 : m->n_head_kv, true); /* layer 0's, as llama.cpp */
     json_int(f, "key_length", m->head_dim_k, true);
     json_int(f, "value_length", m->head_dim_v, true);
     fprintf(f, ", \"rms_norm_eps\": %.9g, \"rope_freq_base\": %.9g", m->rms_eps, m->rope_freq_base);

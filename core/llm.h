@@ -618,7 +618,22 @@ struct llm_model_arch_info {
     int64_t n_layer_moe;    /* layers whose FFN is the experts */
     bool fused_gate_up_exps; /* one ffn_gate_up_exps tensor, bound as per-expert row ranges */
     const char *moe_gating; /* "softmax, top-k, renormalised" or "top-k, softmax over k" */
-    int64_t n_params_active; /* parameters a token uses: all but the unchosen experts' */
+    int64_t n_params_active; /* parameters a token uses: all but the unchosen experts' and
+                              * the other tokens' per-layer input rows (gemma4); 0 when
+                              * the model has neither */
+    /* per-layer attention sizes: the sliding-window (local) layers' and the
+     * others' (global), which differ in gemma4; 0 where a kind is absent */
+    int64_t head_dim_swa, n_head_kv_swa, rope_dim_swa;
+    int64_t head_dim_full, n_head_kv_full, rope_dim_full;
+    int64_t n_head_kv_layer0;  /* layer 0's KV heads (llama.cpp's n_head_kv()) */
+    int64_t n_ff_layer0, n_ff_max; /* layer 0's FFN rows (llama.cpp's n_ff()), the most of any layer's */
+    /* gemma4: the last n_layer_kv_shared layers own no K/V and read the
+     * KV of layer kv_src_swa (local ones) or kv_src_full (global ones);
+     * per-layer inputs of n_per_layer values a layer (0: none); the
+     * experts beside a dense FFN (the 26B-A4B) */
+    int64_t n_layer_kv_shared, kv_src_swa, kv_src_full;
+    int64_t n_per_layer;
+    bool experts_beside_ffn;
 };
 void llm_model_arch_info(const struct llm_model *m, struct llm_model_arch_info *out);
 /* true when layer l attends only to the last n_swa positions */

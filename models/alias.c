@@ -67,6 +67,30 @@ const struct mdl_alias mdl_aliases[] = {
      * placeholder vocabulary ("") */
     {"gpt-oss:20b", "unsloth/gpt-oss-20b-GGUF", "gpt-oss-20b-Q4_K_M.gguf", 11600 * MB,
      "gpt-oss 20B (mixture of experts, 3.6B active), Q4_K_M", "gpt-oss", "", "gpt-oss"},
+    /* Qwen3.6-35B-A3B (qwen35moe: the Qwen3.5 hybrid trunk, 256 experts, 8
+     * used and a shared one, 3 B active): ggml-org's Q4_K_M, its repository
+     * and file name as public download manifests and run records give them
+     * (one records revision baec3eb, sha256 671e47e0..., and llama.cpp's
+     * model size 20,408,576,512 bytes: it fits a 24 GB machine, barely) */
+    {"qwen3.6:35b-a3b", "ggml-org/Qwen3.6-35B-A3B-GGUF", "Qwen3.6-35B-A3B-Q4_K_M.gguf", 20409 * MB,
+     "Qwen3.6 35B-A3B (mixture of experts, 3B active), Q4_K_M", "qwen35moe", "qwen2", "chatml"},
+    /* Gemma 4 (gemma4, text only here: the repositories' mmproj files are
+     * not needed). unsloth's repositories and Q4_K_M file names as public
+     * model catalogues and download scripts give them: E2B 2,963 MB (a
+     * catalogue that also records its sha256, 9378bc47...), E4B
+     * 4,977,171,584 bytes (a catalogue's size_bytes). 26B-A4B (128
+     * experts, 8 used, beside a dense FFN; 3.8 B active): unsloth's
+     * UD-Q4_K_M, the name from huggingface:// references and a hub cache
+     * path (revision 8bacec5), its size about 17 GB (a listing's figure;
+     * estimated: no exact size was found). Its experts' width (704) is not
+     * a multiple of 256, so those tensors fall back to Q5_0/Q8_0/IQ4_NL,
+     * which kvchat reads. */
+    {"gemma4:e2b", "unsloth/gemma-4-E2B-it-GGUF", "gemma-4-E2B-it-Q4_K_M.gguf", 2963 * MB,
+     "Gemma 4 E2B Instruct (text), Q4_K_M", "gemma4", "gemma-4", "gemma4"},
+    {"gemma4:e4b", "unsloth/gemma-4-E4B-it-GGUF", "gemma-4-E4B-it-Q4_K_M.gguf", 4977 * MB,
+     "Gemma 4 E4B Instruct (text), Q4_K_M", "gemma4", "gemma-4", "gemma4"},
+    {"gemma4:26b-a4b", "unsloth/gemma-4-26B-A4B-it-GGUF", "gemma-4-26B-A4B-it-UD-Q4_K_M.gguf", 17000 * MB,
+     "Gemma 4 26B-A4B Instruct (mixture of experts, 3.8B active), UD-Q4_K_M", "gemma4", "gemma-4", "gemma4"},
     {NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL},
 };
 

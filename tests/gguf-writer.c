@@ -1,7 +1,10 @@
 /*
  * gguf-writer.c - builds GGUF files for tests and the test-model generator.
  * Keeps key/value bytes and tensors in memory, then lays out the file:
- * header, key/values, tensor infos, padding, aligned tensor data.
+ * header, key/values, tensor infos, padding, aligned tensor data. For
+ * files larger than memory (bench-bigmoe.sh's 32 GB source), gw_stream
+ * writes each tensor's data to the file as it comes, behind room kept for
+ * the header, which gw_write_file fills exactly with a padding key.
  */
 #include "tests/gguf-writer.h"
 
@@ -57,7 +60,14 @@ struct gw {
     struct gw_buf kv;
     struct gw_tensor *t;
     uint64_t n_t, cap_t;
+    FILE *stream; /* gw_stream: the output file; data at room + offset */
+    uint64_t max_t, room, data_n;
 };
+
+/* the streamed file's padding key: "mkmodel.padding", a string of spaces;
+ * its bytes besides the string: key length, key, type, string length */
+#define PAD_KEY "mkmodel.padding"
+#define PAD_KEY_BYTES (8 + sizeof PAD_KEY - 1 + 4 + 8)
 
 static const size_t elem_size[LLM_GGUF_TYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
 
@@ -76,6 +86,8 @@ void gw_free(struct gw *w)
     for (uint64_t i = 0; i < w->n_t; i++)
         free(w->t[i].data);
     free(w->t);
+    if (w->stream)
+        fclose(w->stream);
     gw_buf_free(&w->kv);
     free(w);
 }
@@ -90,6 +102,10 @@ void gw_set_alignment(struct gw *w, uint32_t alignment)
 
 static void kv_head(struct gw *w, const char *key, enum llm_gguf_type t)
 {
+    if (w->room) {
+        fprintf(stderr, "gguf-writer: key %s after the first streamed tensor\n", key);
+        abort();
+    }
     gw_put_str(&w->kv, key);
     gw_put_u32(&w->kv, t);
     w->n_kv++;
@@ -188,6 +204,44 @@ void gw_kv_copy(struct gw *w, const struct llm_gguf *g, int64_t i)
     }
 }
 
+static uint64_t pad_to(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+static void die_io(const char *what)
+{
+    perror(what);
+    abort();
+}
+
+int gw_stream(struct gw *w, const char *path, uint64_t max_tensors)
+{
+    w->stream = fopen(path, "wb");
+    w->max_t = max_tensors;
+    return w->stream ? 0 : -1;
+}
+
+/* the first tensor fixes the room for the header: the key/values so far,
+ * the padding key's own bytes and max_t tensor infos of the longest name */
+static void stream_data(struct gw *w, const void *data, uint64_t n_bytes)
+{
+    static const uint8_t zeros[4096];
+    if (!w->room) {
+        uint64_t info = 8 + LLM_GGUF_MAX_NAME + 4 + 8 * LLM_GGUF_MAX_DIMS + 4 + 8;
+        w->room = pad_to(24 + w->kv.n + PAD_KEY_BYTES + w->max_t * info, 4096);
+        if (4096 % w->alignment || fseeko(w->stream, (off_t)w->room, SEEK_SET))
+            die_io("gguf-writer: stream");
+    }
+    if (w->n_t > w->max_t)
+        die_io("gguf-writer: more tensors than gw_stream was told");
+    if (n_bytes && fwrite(data, 1, n_bytes, w->stream) != n_bytes)
+        die_io("gguf-writer: stream");
+    for (uint64_t pad = pad_to(n_bytes, w->alignment) - n_bytes; pad;) {
+        uint64_t k = pad < sizeof zeros ? pad : sizeof zeros;
+        if (fwrite(zeros, 1, k, w->stream) != k)
+            die_io("gguf-writer: stream");
+        pad -= k;
+    }
+}
+
 void gw_tensor(struct gw *w, const char *name, uint32_t type, uint32_t n_dims, const int64_t *ne,
                const void *data, uint64_t n_bytes)
 {
@@ -202,13 +256,15 @@ void gw_tensor(struct gw *w, const char *name, uint32_t type, uint32_t n_dims, c
     t->n_dims = n_dims;
     for (uint32_t d = 0; d < n_dims; d++)
         t->ne[d] = ne[d];
+    t->n_bytes = n_bytes;
+    if (w->stream) {
+        stream_data(w, data, n_bytes);
+        return;
+    }
     t->data = malloc(n_bytes ? n_bytes : 1);
     if (n_bytes)
         memcpy(t->data, data, n_bytes);
-    t->n_bytes = n_bytes;
 }
-
-static uint64_t pad_to(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
 /* header, key/values, tensor infos and padding up to the data section */
 static void write_header(struct gw *w, struct gw_buf *b)
@@ -270,8 +326,37 @@ void gw_write_buf(struct gw *w, struct gw_buf *b)
     write_data(w, emit_buf, b);
 }
 
+/* the streamed file's header, padded by the padding key to end at room */
+static int finish_stream(struct gw *w)
+{
+    struct gw_buf b;
+    write_header(w, &b);
+    uint64_t n0 = b.n;
+    gw_buf_free(&b);
+    if (!w->room || n0 + PAD_KEY_BYTES > w->room)
+        return -1;
+    uint64_t room = w->room, n = room - n0 - PAD_KEY_BYTES;
+    char *sp = malloc(n + 1);
+    memset(sp, ' ', n);
+    sp[n] = 0;
+    w->room = 0;
+    gw_kv_str(w, PAD_KEY, sp);
+    free(sp);
+    write_header(w, &b);
+    int rc = b.n == room ? 0 : -1;
+    if (!rc && (fseeko(w->stream, 0, SEEK_SET) || fwrite(b.p, 1, b.n, w->stream) != b.n))
+        rc = -1;
+    gw_buf_free(&b);
+    if (fclose(w->stream))
+        rc = -1;
+    w->stream = NULL;
+    return rc;
+}
+
 int gw_write_file(struct gw *w, const char *path)
 {
+    if (w->stream)
+        return finish_stream(w);
     struct gw_buf b;
     write_header(w, &b);
     FILE *f = fopen(path, "wb");

@@ -47,6 +47,12 @@ void gw_tensor(struct gw *w, const char *name, uint32_t type, uint32_t n_dims, c
                const void *data, uint64_t n_bytes);
 
 /* the whole file; returns 0 or -1 */
+/* gw_stream: the tensors that follow are written to path as they come
+ * (at most max_tensors of them; no key/value after the first), for files
+ * larger than memory; gw_write_file then writes the header in front, with
+ * a "mkmodel.padding" key of spaces that fills the room kept for it (and
+ * ignores its path). */
+int gw_stream(struct gw *w, const char *path, uint64_t max_tensors);
 int gw_write_file(struct gw *w, const char *path);
 /* the whole file into *out (caller frees out->p with gw_buf_free) */
 void gw_write_buf(struct gw *w, struct gw_buf *out);

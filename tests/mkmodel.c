@@ -7,7 +7,7 @@
  *                 [--dim D] [--layers L] [--heads H] [--kv-heads K] [--head-dim HD]
  *                 [--ff F] [--ctx C] [--seed S] [--rope-theta T] [--tied]
  *                 [--scale X] [--embd-scale X] [--type F32|F16|BF16|Q8_0]
- *                 [--template FILE]
+ *                 [--template FILE] [--stream] [--fast-random]
  *     gemma2/gemma3: [--swa N] [--swa-pattern P] [--attn-softcap X]
  *                    [--final-softcap X] [--rope-theta-swa T] [--rope-linear F]
  *     phi3:          [--swa N] [--rope-dim R] [--orig-ctx C] [--rope-attn-factor X]
@@ -30,7 +30,11 @@
  * F32 llama/qwen2 model from here has the same weights as llama.cpp's
  * writer would give; qwen3 (per-head q/k norms, optional --head-dim) is ours
  * alone. --type stores every 2-D weight in that type; 1-D norms and biases
- * stay F32, as llama.cpp's quantizer leaves them.
+ * stay F32, as llama.cpp's quantizer leaves them. --stream (not gemma4)
+ * writes each tensor to the file as it is made, for files larger than
+ * memory; the header then carries a "mkmodel.padding" key of spaces.
+ * --fast-random takes the weights from a table of normals (see gen): much
+ * faster, not llref's numbers.
  *
  * gemma2, gemma3 and phi3 are written with the tensor names, shapes and
  * metadata keys that llama.cpp's converter writes for the real models
@@ -133,6 +137,8 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <limits.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,12 +184,28 @@ static int flag(int argc, char **argv, const char *name)
 
 static uint32_t weight_type = LLM_TYPE_F32;
 
+/* --fast-random: values are runs of FAST_RUN taken from a table of
+ * FAST_POOL normals at random offsets, instead of a Box-Muller draw each
+ * (tens of billions of weights in minutes on a loaded 2-core machine:
+ * bench-bigmoe.sh); the weights then differ from `llref mkmodel`'s */
+#define FAST_POOL (1 << 24)
+#define FAST_RUN 256
+static float *fast_pool;
+
 /* n values mean + scale * N(0,1) (caller frees) */
 static float *gen(int64_t n, float scale, float mean)
 {
     float *x = malloc((size_t)n * sizeof *x);
     if (!x)
         die("out of memory");
+    if (fast_pool) {
+        for (int64_t i = 0; i < n; i += FAST_RUN) {
+            const float *src = fast_pool + rng_u32() % (FAST_POOL - FAST_RUN);
+            for (int64_t j = 0; j < FAST_RUN && i + j < n; j++)
+                x[i + j] = mean + scale * src[j];
+        }
+        return x;
+    }
     for (int64_t i = 0; i < n; i++)
         x[i] = mean + scale * rng_normal();
     return x;
@@ -565,6 +587,7 @@ int main(int argc, char **argv)
                         "       [--dim D] [--layers L] [--heads H] [--kv-heads K] [--head-dim HD]\n"
                         "       [--ff F] [--ctx C] [--seed S] [--rope-theta T] [--tied] [--scale X]\n"
                         "       [--embd-scale X] [--type F32|F16|BF16|Q8_0] [--template FILE]\n"
+                        "       [--stream] [--fast-random]\n"
                         "  gemma2/gemma3: [--swa N] [--swa-pattern P] [--attn-softcap X]\n"
                         "       [--final-softcap X] [--rope-theta-swa T] [--rope-linear F]\n"
                         "  phi3: [--swa N] [--rope-dim R] [--orig-ctx C] [--rope-attn-factor X]\n"
@@ -597,6 +620,15 @@ int main(int argc, char **argv)
     int tied = flag(argc, argv, "--tied");
     weight_type = parse_type(opt(argc, argv, "--type", "F32"));
     rng_state = strtoull(opt(argc, argv, "--seed", "1"), NULL, 10) * 0x9E3779B97F4A7C15ULL + 1;
+    if (flag(argc, argv, "--fast-random")) {
+        /* the big buffers reused from the heap, not mapped and faulted in afresh */
+        mallopt(M_MMAP_MAX, 0);
+        mallopt(M_TRIM_THRESHOLD, INT_MAX);
+        if (!(fast_pool = malloc((size_t)FAST_POOL * sizeof *fast_pool)))
+            die("out of memory");
+        for (int i = 0; i < FAST_POOL; i++)
+            fast_pool[i] = rng_normal();
+    }
     int is_qwen2 = !strcmp(arch, "qwen2"), is_qwen3 = !strcmp(arch, "qwen3");
     int is_gemma2 = !strcmp(arch, "gemma2"), is_gemma3 = !strcmp(arch, "gemma3");
     int is_phi3 = !strcmp(arch, "phi3"), is_gemma = is_gemma2 || is_gemma3;
@@ -779,6 +811,10 @@ int main(int argc, char **argv)
         gw_kv_str(w, "tokenizer.chat_template", t);
         free(t);
     }
+    /* --stream: tensors go to the file as they are made (a file larger than
+     * memory; not for gemma4); at most 32 a layer and a few more */
+    if (flag(argc, argv, "--stream") && gw_stream(w, out, (uint64_t)layers * 32 + 64))
+        die("cannot write the output file");
 
     {
         float *x = gen((int64_t)dim * n_vocab, (float)atof(opt(argc, argv, "--embd-scale", "1")), 0.0f);

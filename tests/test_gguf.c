@@ -248,6 +248,60 @@ static void test_open_file(void **state)
     assert_string_equal(err, "not a regular file");
 }
 
+/* gw_stream (files larger than memory): the tensors written as they come
+ * behind room for the header, which a padding key fills; the file reads
+ * back with every key, tensor and byte of the in-memory writer's */
+static void test_stream_file(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/kvchat-test-gguf-XXXXXX", ref[] = "/tmp/kvchat-test-gguf-XXXXXX";
+    int fd = mkstemp(path), fd2 = mkstemp(ref);
+    assert_true(fd >= 0 && fd2 >= 0);
+    close(fd), close(fd2);
+    float x[3][40];
+    for (int t = 0; t < 3; t++)
+        for (int i = 0; i < 40; i++)
+            x[t][i] = (float)(t * 100 + i);
+    int64_t ne[3] = {40, 36, 33}; /* byte counts not multiples of the alignment */
+    for (int streamed = 0; streamed < 2; streamed++) {
+        struct gw *w = gw_init();
+        gw_kv_str(w, "general.architecture", "qwen2");
+        gw_kv_u32(w, "qwen2.block_count", 7);
+        if (streamed)
+            assert_int_equal(gw_stream(w, path, 3), 0);
+        for (int t = 0; t < 3; t++) {
+            char name[8];
+            snprintf(name, sizeof name, "t%d", t);
+            gw_tensor(w, name, LLM_TYPE_F32, 1, &ne[t], x[t], (uint64_t)ne[t] * sizeof(float));
+        }
+        assert_int_equal(gw_write_file(w, streamed ? NULL : ref), 0);
+        gw_free(w);
+    }
+    struct llm_gguf *g, *r;
+    char err[256];
+    assert_int_equal(llm_gguf_open(path, &g, err, sizeof err), 0);
+    assert_int_equal(llm_gguf_open(ref, &r, err, sizeof err), 0);
+    assert_int_equal(llm_gguf_n_kv(g), llm_gguf_n_kv(r) + 1);
+    int64_t v;
+    assert_int_equal(llm_gguf_find_int(g, "qwen2.block_count", &v), 0);
+    assert_int_equal(v, 7);
+    struct llm_str pad_key;
+    assert_int_equal(llm_gguf_find_str(g, "mkmodel.padding", &pad_key), 0);
+    assert_true(pad_key.len > 0 && pad_key.ptr[0] == ' ');
+    assert_int_equal(llm_gguf_n_tensors(g), 3);
+    for (int t = 0; t < 3; t++) {
+        const struct llm_tensor_info *a = llm_gguf_tensor(g, t), *b = llm_gguf_tensor(r, t);
+        assert_string_equal(a->name, b->name);
+        assert_int_equal(a->offset, b->offset);
+        assert_int_equal(a->n_bytes, b->n_bytes);
+        assert_memory_equal(a->data, x[t], a->n_bytes);
+    }
+    llm_gguf_close(g);
+    llm_gguf_close(r);
+    unlink(path);
+    unlink(ref);
+}
+
 /* ==== malformed files: each refused with its own reason ==== */
 
 /* header helper: magic, version, n_tensors, n_kv */
@@ -642,6 +696,7 @@ int main(void)
         cmocka_unit_test(test_value_types_v3),
         cmocka_unit_test(test_tensors_and_alignment),
         cmocka_unit_test(test_open_file),
+        cmocka_unit_test(test_stream_file),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_type_table),
         cmocka_unit_test(test_half_conversions),

@@ -280,14 +280,17 @@ static void test_aliases(void **state)
     char rm[128];
     snprintf(rm, sizeof rm, "rm -rf %s", dir);
     assert_int_equal(system(rm), 0);
-    assert_int_equal(n, 21);
-    assert_int_equal(shown, 21);
+    assert_int_equal(n, 25);
+    assert_int_equal(shown, 25);
     assert_non_null(mdl_alias_find(MDL_DEFAULT_ALIAS));
     assert_null(mdl_alias_find("nope:1b"));
     assert_non_null(mdl_alias_find("phi3.5:mini"));
     assert_non_null(mdl_alias_find("gemma3:1b"));
     assert_non_null(mdl_alias_find("qwen3.5:0.8b"));
     assert_non_null(mdl_alias_find("gpt-oss:20b"));
+    assert_non_null(mdl_alias_find("qwen3.6:35b-a3b"));
+    assert_non_null(mdl_alias_find("gemma4:e2b"));
+    assert_non_null(mdl_alias_find("gemma4:26b-a4b"));
 }
 
 int main(void)

@@ -1017,7 +1017,38 @@ void llm_model_arch_info(const struct llm_model *m, struct llm_model_arch_info *
                 per_expert += 2 * m->n_ff_exp + m->n_embd;
                 break;
             }
+        for (int64_t l = 0; l < m->n_layer; l++)
+            if (m->layers[l].exp_down_scale) { /* gemma4's one scale an expert */
+                per_expert += 1;
+                break;
+            }
         out->n_params_active = m->meta.n_params - m->n_layer_moe * (m->n_expert - m->n_expert_used) * per_expert;
+        out->experts_beside_ffn = m->arch == LLM_ARCH_GEMMA4;
+    }
+    if (m->n_pl > 0) { /* a token reads one row of per_layer_token_embd */
+        if (!out->n_params_active)
+            out->n_params_active = m->meta.n_params;
+        out->n_params_active -= (m->n_vocab - 1) * m->n_pl * m->n_layer;
+        out->n_per_layer = m->n_pl;
+    }
+    out->n_head_kv_layer0 = m->layers[0].n_head_kv;
+    out->n_ff_layer0 = m->layers[0].n_ff;
+    for (int64_t l = 0; l < m->n_layer; l++)
+        out->n_ff_max = m->layers[l].n_ff > out->n_ff_max ? m->layers[l].n_ff : out->n_ff_max;
+    for (int64_t l = m->n_layer - 1; l >= 0; l--) { /* the first layer of each kind */
+        const struct llm_layer *L = &m->layers[l];
+        if (L->recurrent)
+            continue;
+        if (L->swa)
+            out->head_dim_swa = L->head_dim, out->n_head_kv_swa = L->n_head_kv, out->rope_dim_swa = L->rope_dim;
+        else
+            out->head_dim_full = L->head_dim, out->n_head_kv_full = L->n_head_kv, out->rope_dim_full = L->rope_dim;
+    }
+    out->kv_src_swa = out->kv_src_full = -1;
+    if (m->n_layer_kv_shared > 0) {
+        out->n_layer_kv_shared = m->n_layer_kv_shared;
+        for (int64_t l = m->n_layer - m->n_layer_kv_shared; l < m->n_layer; l++)
+            *(m->layers[l].swa ? &out->kv_src_swa : &out->kv_src_full) = m->layers[l].kv_index;
     }
     if (m->n_layer_rec) {
         out->ssm_conv = m->ssm_conv;

@@ -69,6 +69,64 @@ run "$KVCHAT" models info --json "$T/qwen2-vocab.gguf"
 run "$KVCHAT" models info --json "$T/qwen3-f32.gguf"
 [ "$(jq .key_length "$T/out")" = 64 ] && ok "qwen3 key_length 64" || not_ok "qwen3 key_length"
 
+# gemma4 (its figures computed by hand below, not by llama.cpp): 8 layers,
+# local (L) or global (G) by the pattern 4 (LLLGLLLG), local heads of 32
+# with 2 KV heads and 32 RoPE dims, global heads of 64 with 1 KV head and 64
+# dims, the last 4 layers sharing the KV of layers 2 (local) and 3
+# (global), per-layer inputs of 8, 8 experts of 32 rows (2 used) beside the
+# dense FFN of 128, tied, the Gemma 4 vocabulary of 262144 tokens.
+xz -dc "$TOP/tests/data/tokenizer/ggml-vocab-gemma-4.gguf.xz" >"$T/g4v.gguf"
+"$MKMODEL" "$T/gemma4.gguf" --arch gemma4 --vocab "$T/g4v.gguf" --dim 64 --layers 8 --heads 4 --kv-heads 2 \
+    --kv-heads-global 1 --head-dim 64 --head-dim-swa 32 --ff 128 --swa 16 --swa-pattern 4 --shared-kv 4 \
+    --per-layer 8 --experts 8 --experts-used 2 --ff-exp 32 --ctx 32768 --tied >/dev/null
+# parameters: token_embd and per_layer_token_embd 64 x 262144 each
+# (33554432), per_layer_model_proj 64 x 64, per_layer_proj_norm 8,
+# rope_freqs 32, output_norm 64: 33558632; a local layer 92265 (attn_q and
+# attn_output 8192 each, q norm 32, 4 norms of 64, the FFN 3 x 8192, the
+# experts' 4 norms 256, router 512, experts 3 x 64 x 32 x 8 = 49152, their 8
+# scales, inp_gate 512, proj 512, post_norm 64, the layer scale 1); a global
+# one 108681 (attn_q and attn_output 16384 each, q norm 64); K of their own
+# on layers 0-2 (attn_k and attn_v 4096 each, k norm 32: 8224) and 3
+# (attn_k 4096, V = K, k norm 64: 4160). 33558632 + 6 x 92265 + 2 x 108681
+# + 3 x 8224 + 4160 = 34358416.
+# active: less the 6 unchosen experts of each layer (8 x 6 x (6144 + 1) =
+# 294960) and the other 262143 tokens' per-layer rows (262143 x 64 =
+# 16777152): 17286304.
+run "$KVCHAT" models info "$T/gemma4.gguf"
+expect_rc 0
+expect_out 'parameters:     34.36 M (34358416)'
+expect_out 'heads:          4 (kv heads 2 local, 1 global; head dim 32 local, 64 global)'
+expect_out 'rope:           neox, freq base 10000, 64 dims (local layers 32)'
+expect_out 'sliding window: 16 positions on 6 of 8 layers: LLLGLLLG (L local, G global)'
+expect_out "shared KV:      the last 4 layers have no K/V of their own: they read layer 2's (local) and 3's (global); 4 layers hold KV"
+expect_out 'per-layer input: 8 values a layer'
+expect_out 'experts:        8 a layer on 8 of 8 layers beside the dense FFN, 2 used a token (softmax, top-k, renormalised), 32 rows each'
+expect_out 'active params:  17.29 M a token (17286304)'
+run "$KVCHAT" models info --json "$T/gemma4.gguf"
+expect_rc 0
+for kv in n_params=34358416 n_params_active=17286304 head_count_kv=2 key_length=64 key_length_swa=32 \
+          head_count_kv_swa=2 rope_dimension_count_swa=32 key_length_global=64 head_count_kv_global=1 \
+          rope_dimension_count_global=64 sliding_window=16 sliding_window_layers=6 \
+          sliding_window_pattern=LLLGLLLG shared_kv_layers=4 shared_kv_source_swa=2 \
+          shared_kv_source_global=3 embedding_length_per_layer_input=8 expert_count=8 \
+          expert_used_count=2 expert_feed_forward_length=32 experts_beside_dense_ffn=true; do
+    k=${kv%%=*} want=${kv#*=}
+    got=$(jq -r ".$k" "$T/out")
+    [ "$got" = "$want" ] && ok "gemma4 $k = $want" || not_ok "gemma4 $k: '$got', by hand '$want'"
+done
+
+# a dense gemma4 whose shared-KV layers have a double-wide FFN (E2B's):
+# feed_forward_length is an array; layer 0's (128) is llama.cpp's n_ff()
+"$MKMODEL" "$T/gemma4-dense.gguf" --arch gemma4 --vocab "$T/g4v.gguf" --dim 64 --layers 8 --heads 2 --kv-heads 1 \
+    --head-dim 32 --head-dim-swa 16 --ff 128 --swa 16 --swa-pattern 4 --shared-kv 4 --double-wide --per-layer 0 \
+    --tied >/dev/null
+run "$KVCHAT" models info "$T/gemma4-dense.gguf"
+expect_rc 0
+expect_out 'feed forward:   128 (up to 256 on later layers)'
+expect_out 'heads:          2 (kv heads 1 local, 1 global; head dim 16 local, 32 global)'
+run "$KVCHAT" models info --json "$T/gemma4-dense.gguf"
+[ "$(jq .feed_forward_length "$T/out")" = 128 ] && ok "gemma4 feed_forward_length 128" || not_ok "gemma4 n_ff"
+
 # --all lists every key, abbreviating long arrays
 run "$KVCHAT" models info --all "$T/qwen2-vocab.gguf"
 expect_rc 0

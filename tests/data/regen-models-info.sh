@@ -6,6 +6,9 @@
 # Models: those tests/mkmodel regenerates at test time (byte-identical to
 # llref mkmodel), and llref-quantized files committed in models-info/ since
 # kvchat has no K-quant quantizer. Needs ../shared/peer/setup.sh (llref).
+# The gemma4 row of t0002 is not made here: its figures (per-layer head
+# sizes, sliding pattern, shared-KV layers, experts, active parameters) are
+# computed by hand in the test itself.
 set -eu
 top=$(pwd)
 llref=$(sh "$top/../shared/peer/setup.sh")
