@@ -188,6 +188,20 @@ shared_system() {
     [ "$(field answer)" = "$a" ] && ok "$1the shared prefix answers as --no-cache" || not_ok "$1shared prefix differs"
 }
 
+# sessions_same LABEL MODEL SESSION SYS: a session on MODEL answers as
+# --no-cache: six turns (six_turns) in SESSION, resumed from the blocks; one
+# live chat (SESSION-live) alike; a fork (fork_same); a system prompt shared
+# by SYS-s1, -s2 (shared_system). $total is the six turns' history after
+sessions_same() {
+    _r="$KVCHAT run -m $2 -t 2 --temp 0 -n 12 --json"
+    six_turns "$_r" "$3" 3 word
+    [ "$bad" = 0 ] && ok "${1}6 turns resumed from the blocks, each as --no-cache ($total tokens)" ||
+        not_ok "$1$bad differences"
+    live_same "$1" "$KVCHAT chat $3-live -m $2 -t 2 --temp 0 -n 12"
+    fork_same "$1" "$_r" "$3"
+    shared_system "$1" "$_r" "$4"
+}
+
 finish() {
     echo "$n_ok passed, $n_fail failed"
     [ "$n_fail" -eq 0 ]
