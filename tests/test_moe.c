@@ -360,17 +360,7 @@ static void test_gemma4_bind(void **state)
     assert_non_null(strstr(err, "shares the KV of layer"));
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    return test_dir_make(tmpdir, sizeof tmpdir, "kvchat-test-moe");
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return test_dir_remove(tmpdir);
-}
+TEST_DIR_GROUP(tmpdir, "kvchat-test-moe")
 
 int main(void)
 {
@@ -383,5 +373,5 @@ int main(void)
         cmocka_unit_test(test_bad),
         cmocka_unit_test(test_gemma4_bind),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_dir_setup, test_dir_teardown);
 }

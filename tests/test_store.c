@@ -1068,18 +1068,18 @@ static void test_store_face(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_schema, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_migrate_v1, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_search, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_names, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sessions, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_block_index, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_fork_gc_evict, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_evict_order, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_snapshots, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_db_errors, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_lock, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_store_face, setup, teardown),
+        unit_test_fx(test_schema),
+        unit_test_fx(test_migrate_v1),
+        unit_test_fx(test_search),
+        unit_test_fx(test_names),
+        unit_test_fx(test_sessions),
+        unit_test_fx(test_block_index),
+        unit_test_fx(test_fork_gc_evict),
+        unit_test_fx(test_evict_order),
+        unit_test_fx(test_snapshots),
+        unit_test_fx(test_db_errors),
+        unit_test_fx(test_lock),
+        unit_test_fx(test_store_face),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
