@@ -402,18 +402,19 @@ static void test_private_addresses(void **state)
                                        "::ffff:10.1.2.3", "::ffff:127.0.0.1"};
     static const char *const no6[] = {"::", "2001:4860:4860::8888", "fec0::1", "ff02::1",
                                       "::ffff:8.8.8.8", "::2", "64:ff9b::a01:203"};
-    for (size_t i = 0; i < sizeof yes4 / sizeof *yes4; i++)
-        if (!private4(yes4[i]))
-            fail_msg("%s should be private", yes4[i]);
-    for (size_t i = 0; i < sizeof no4 / sizeof *no4; i++)
-        if (private4(no4[i]))
-            fail_msg("%s should not be private", no4[i]);
-    for (size_t i = 0; i < sizeof yes6 / sizeof *yes6; i++)
-        if (!private6(yes6[i]))
-            fail_msg("%s should be private", yes6[i]);
-    for (size_t i = 0; i < sizeof no6 / sizeof *no6; i++)
-        if (private6(no6[i]))
-            fail_msg("%s should not be private", no6[i]);
+#define N(a) (sizeof a / sizeof *a)
+    static const struct {
+        const char *const *addr;
+        size_t n;
+        bool (*is_private)(const char *);
+        bool want;
+    } sets[] = {{yes4, N(yes4), private4, true}, {no4, N(no4), private4, false},
+                {yes6, N(yes6), private6, true}, {no6, N(no6), private6, false}};
+#undef N
+    for (size_t k = 0; k < sizeof sets / sizeof *sets; k++)
+        for (size_t i = 0; i < sets[k].n; i++)
+            if (sets[k].is_private(sets[k].addr[i]) != sets[k].want)
+                fail_msg("%s should%s be private", sets[k].addr[i], sets[k].want ? "" : " not");
 }
 
 static void test_http_urls(void **state)
