@@ -133,12 +133,16 @@ static int64_t add_block(struct fx *f, const uint8_t *parent, int64_t k, uint32_
     return (int64_t)kv_block_file_bytes(&d);
 }
 
-static int block_file_exists(struct fx *f, const uint8_t id[32])
+/* 1 if the file path_of (sess_block_path, sess_snap_path) names for id is there */
+static int stored_file_exists(struct fx *f, int (*path_of)(struct sess_store *, const uint8_t *, bool, char *, size_t),
+                              const uint8_t id[32])
 {
     char path[4200];
-    sess_block_path(f->st, id, false, path, sizeof path);
+    path_of(f->st, id, false, path, sizeof path);
     return access(path, F_OK) == 0;
 }
+
+static int block_file_exists(struct fx *f, const uint8_t id[32]) { return stored_file_exists(f, sess_block_path, id); }
 
 static int block_known(struct fx *f, const uint8_t id[32])
 {
@@ -795,12 +799,7 @@ static int64_t add_snap(struct fx *f, const uint8_t *parent, const uint8_t id[32
     return (int64_t)kv_snap_file_bytes(&d);
 }
 
-static int snap_file_exists(struct fx *f, const uint8_t id[32])
-{
-    char path[4200];
-    sess_snap_path(f->st, id, false, path, sizeof path);
-    return access(path, F_OK) == 0;
-}
+static int snap_file_exists(struct fx *f, const uint8_t id[32]) { return stored_file_exists(f, sess_snap_path, id); }
 
 /* snapshots beside the blocks: found inside a block by its parent, the
  * deepest first; counted in the store's bytes; forgotten; kept by gc while
