@@ -33,6 +33,15 @@ expect_interrupted() {
     [ "$rc" = 130 ] && ok "$2: exit 130" || not_ok "$2: exit $rc, wanted 130"
 }
 
+# info_says FILE LINE...: `kvchat models info FILE` succeeds and its
+# stdout has each LINE (a grep pattern, as expect_out's)
+info_says() {
+    run "$KVCHAT" models info "$1"
+    expect_rc 0
+    shift
+    for _l; do expect_out "$_l"; done
+}
+
 # qwen2_tiny FILE [OPTION...]: the small qwen2 most tests chat with, made by
 # mkmodel: 2 layers of dim 64, the real qwen2 vocabulary (so text round-trips),
 # tied embeddings, weights scaled 0.2; OPTIONs are added (a later one wins)
