@@ -343,15 +343,20 @@ int chat_slash_system(struct chat *ch, char *arg)
     return 0;
 }
 
-/* a change to what a named session keeps (/undo, /retry): -1 (said) unless
- * confirmed; 0 in an unnamed chat or with --no-cache (nothing is written) */
-static int saved_change(struct chat *ch, const char *cmd, const char *question)
+/* a change to the last exchange (/VERB: /undo, /retry): -1 (said) when
+ * there is none, or in a named session unless confirmed; 0 in an
+ * unnamed chat or with --no-cache (nothing is written) */
+static int last_exchange_change(struct chat *ch, const char *verb, const char *question)
 {
+    if (sess_conv_n_exchanges(ch->conv) == 0) {
+        chat_note(ch, C_DIM, "nothing to %s", verb);
+        return -1;
+    }
     if (!ch->name || ch->o.no_cache)
         return 0;
     char q[512], what[512];
     snprintf(q, sizeof q, question, ch->name);
-    snprintf(what, sizeof what, "%s would change session '%s'", cmd, ch->name);
+    snprintf(what, sizeof what, "/%s would change session '%s'", verb, ch->name);
     if (chat_confirm(ch, q, what))
         return 0;
     if (ch->interactive)
@@ -362,11 +367,7 @@ static int saved_change(struct chat *ch, const char *cmd, const char *question)
 static int slash_undo(struct chat *ch, char *arg)
 {
     (void)arg;
-    if (sess_conv_n_exchanges(ch->conv) == 0) {
-        chat_note(ch, C_DIM, "nothing to undo");
-        return 0;
-    }
-    if (saved_change(ch, "/undo", "Drop the last exchange from session '%s'? It cannot be brought back. [y/N] "))
+    if (last_exchange_change(ch, "undo", "Drop the last exchange from session '%s'? It cannot be brought back. [y/N] "))
         return 0;
     if (sess_conv_undo(ch->conv) != SESS_OK) {
         chat_err(ch, "%s", sess_conv_errmsg(ch->conv));
@@ -379,11 +380,7 @@ static int slash_undo(struct chat *ch, char *arg)
 static int slash_retry(struct chat *ch, char *arg)
 {
     (void)arg;
-    if (sess_conv_n_exchanges(ch->conv) == 0) {
-        chat_note(ch, C_DIM, "nothing to retry");
-        return 0;
-    }
-    if (saved_change(ch, "/retry", "Replace the last answer saved in session '%s'? [y/N] "))
+    if (last_exchange_change(ch, "retry", "Replace the last answer saved in session '%s'? [y/N] "))
         return 0;
     struct sess_turn_stats ts;
     memset(&ts, 0, sizeof ts);
