@@ -123,17 +123,6 @@ struct opts {
     bool has_depth, membw; /* bench: --depth given; --membw */
 };
 
-static bool parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
-}
-
 /* argv into o: 0, or an exit code (printed) */
 static int parse_opts(const struct cmd_entry *e, int argc, char **argv, struct opts *o)
 {
@@ -161,32 +150,32 @@ static int parse_opts(const struct cmd_entry *e, int argc, char **argv, struct o
         case 'm': o->model = optarg; break;
         case 'p':
             if (is_bench) {
-                if (!parse_long(optarg, 1, 1 << 20, &o->n_prompt))
+                if (!cmd_long_arg(optarg, 1, 1 << 20, &o->n_prompt))
                     return cmd_usage_error(e, "bad prompt size '%s'", optarg);
             } else {
                 o->prompt = optarg;
             }
             break;
         case 'n':
-            if (!parse_long(optarg, 0, 1 << 24, &o->n))
+            if (!cmd_long_arg(optarg, 0, 1 << 24, &o->n))
                 return cmd_usage_error(e, "bad token count '%s'", optarg);
             break;
         case 'r':
-            if (!parse_long(optarg, 1, 1000, &o->reps))
+            if (!cmd_long_arg(optarg, 1, 1000, &o->reps))
                 return cmd_usage_error(e, "bad repetition count '%s'", optarg);
             break;
         case 't':
-            if (!parse_long(optarg, 1, 1024, &o->threads))
+            if (!cmd_long_arg(optarg, 1, 1024, &o->threads))
                 return cmd_usage_error(e, "bad thread count '%s'", optarg);
             break;
         case 'c':
-            if (!parse_long(optarg, 1, 1 << 24, &o->n_ctx))
+            if (!cmd_long_arg(optarg, 1, 1 << 24, &o->n_ctx))
                 return cmd_usage_error(e, "bad context size '%s'", optarg);
             break;
         case 'd':
             if (!is_bench)
                 return cmd_usage_error(e, "option '--depth' is for kvchat bench only");
-            if (!parse_long(optarg, 0, 1 << 24, &o->depth))
+            if (!cmd_long_arg(optarg, 0, 1 << 24, &o->depth))
                 return cmd_usage_error(e, "bad depth '%s'", optarg);
             o->has_depth = true;
             break;
@@ -198,14 +187,14 @@ static int parse_opts(const struct cmd_entry *e, int argc, char **argv, struct o
         case OPT_DRAFT:
             if (!is_bench)
                 return cmd_usage_error(e, "option '--draft' is for kvchat bench only");
-            if (!parse_long(optarg, 1, LLM_CTX_MAX_OUTPUTS - 1, &o->draft))
+            if (!cmd_long_arg(optarg, 1, LLM_CTX_MAX_OUTPUTS - 1, &o->draft))
                 return cmd_usage_error(e, "bad draft length '%s' (1 to %d)", optarg, LLM_CTX_MAX_OUTPUTS - 1);
             break;
         case OPT_LOGITS_OUT: o->logits_out = optarg; break;
         case OPT_SPLIT:
             if (strcmp(e->name, "eval"))
                 return cmd_usage_error(e, "option '--split' is for kvchat eval only");
-            if (!parse_long(optarg, 0, 1 << 24, &o->split))
+            if (!cmd_long_arg(optarg, 0, 1 << 24, &o->split))
                 return cmd_usage_error(e, "bad split '%s'", optarg);
             break;
         case OPT_KV_TYPE:
