@@ -9,14 +9,15 @@
 #
 # Environment: BENCH_DIR (as bench/bench.sh), REPS (default 3).
 set -eu
-dir=${BENCH_DIR:-${TMPDIR:-/tmp}/kvchat-bench}
+. bench/bench-lib.sh
 reps=${REPS:-3}
-m=$dir/q-Q8_0.gguf
-[ -f "$m" ] || { echo "bench-fingerprint: $m missing: run bench/bench.sh first (make bench does)"; exit 0; }
+m=$model
+bench_need_model bench-fingerprint 0
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvchat-fp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-ms() { date +%s%N | awk '{ printf "%d", $1 / 1000000 }'; }
-best() { sort -n | head -1; }
+# the clock in ms (sh's 64-bit arithmetic: mawk's printf %d stops at 2^31 - 1,
+# which made every figure here 0)
+ms() { echo $(( $(date +%s%N) / 1000000 )); }
 cat "$m" > /dev/null # warm the page cache
 once() { # home: the ms of one run
     t0=$(ms)

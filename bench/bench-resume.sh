@@ -11,21 +11,17 @@
 set -eu
 top=$(pwd)
 LLREF=${LLREF:-$HOME/.cache/llref/llref}
-dir=${BENCH_DIR:-${TMPDIR:-/tmp}/kvchat-bench}
+. bench/bench-lib.sh
 threads=${THREADS:-2}
-model=$dir/q-Q8_0.gguf
-[ -f "$model" ] || { echo "bench-resume: $model missing: run bench/bench.sh first (make bench does)"; exit 1; }
-home=$(mktemp -d "${TMPDIR:-/tmp}/kvchat-bench-home.XXXXXX")
-trap 'rm -rf "$home"' EXIT
-export KVCHAT_HOME=$home
-num() { sed -n "s/.*\"$1\": \([0-9.]*\).*/\1/p"; }
+bench_need_model bench-resume
+bench_home
 echo "bench-resume: $threads threads; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%8s %12s %12s %9s %12s %12s %7s %10s\n' history "resume ttft" "no-cache ttft" speedup \
     "restore ms" "llama.cpp ms" ratio "bytes/tok"
 for h in ${HISTORY:-1000 4000 16000}; do
     ctx=$((h + h / 4 + 512))
     # a system prompt of about h tokens (one token a word in the Qwen2 vocabulary)
-    sys=$(python3 -c "import random; r = random.Random($h); print(' '.join(r.choice(['alpha','beta','gamma','delta','kappa','sigma','river','stone']) for _ in range($h)))")
+    sys=$(words "$h" "$h")
     base="./kvchat run -m $model -t $threads -c $ctx --temp 0 -n 8 --json"
     $base -s "h$h" --system "$sys" "first question" < /dev/null > "$home/first.json"
     hist=$(num prompt_tokens < "$home/first.json")

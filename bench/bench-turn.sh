@@ -16,16 +16,10 @@
 # figure the best of REPS), LLREF, BENCH_DIR (as bench/bench.sh).
 set -eu
 LLREF=${LLREF:-$HOME/.cache/llref/llref}
-dir=${BENCH_DIR:-${TMPDIR:-/tmp}/kvchat-bench}
+. bench/bench-lib.sh
 threads=${THREADS:-2} depth=${DEPTH:-4000} new=${NEW:-20} reps=${REPS:-3}
-model=$dir/q-Q8_0.gguf
-[ -f "$model" ] || { echo "bench-turn: $model missing: run bench/bench.sh first (make bench does)"; exit 1; }
-home=$(mktemp -d "${TMPDIR:-/tmp}/kvchat-bench-home.XXXXXX")
-trap 'rm -rf "$home"' EXIT
-export KVCHAT_HOME=$home
-num() { sed -n "s/.*\"$1\": \([0-9.]*\).*/\1/p"; }
-best() { sort -g | head -1; }
-words() { python3 -c "import random; r = random.Random($2); print(' '.join(r.choice(['alpha','beta','gamma','delta','kappa','sigma','river','stone']) for _ in range($1)))"; }
+bench_need_model bench-turn
+bench_home
 echo "bench-turn: $threads threads, depth $depth, $new new tokens, best of $reps; CPU: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1); load: $(cut -d' ' -f1-3 /proc/loadavg)"
 ctx=$((depth + 1024))
 base="./kvchat run -m $model -t $threads -c $ctx --temp 0 -n 1 --json"

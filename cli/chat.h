@@ -1,7 +1,8 @@
 /*
  * chat.h - (internal to cli/) the interactive chat's state and what its
- * slash commands (cli/chat-slash.c) share with the chat (cli/cmd-chat.c):
- * saying things to the user, turns, conversations, questions.
+ * slash commands (cli/chat-slash.c, /set in cli/chat-set.c) share with the
+ * chat (cli/cmd-chat.c): saying things to the user, turns, conversations,
+ * questions.
  */
 #ifndef KVCHAT_CLI_CHAT_H
 #define KVCHAT_CLI_CHAT_H
@@ -57,7 +58,7 @@ enum chat_color { C_RESET, C_DIM, C_BOLD, C_PROMPT, C_WARN, C_ERR };
 /* SIGINT: stop the answer or drop the line; SIGTERM, SIGHUP: leave (cmd-chat.c) */
 extern volatile sig_atomic_t chat_interrupt, chat_quit;
 
-/* ==== saying things (cmd-chat.c) ==== */
+/* ==== saying things (chat-ui.c) ==== */
 /* the escape sequence of c, "" without colours */
 const char *chat_col(const struct chat *ch, enum chat_color c);
 /*
@@ -135,5 +136,13 @@ int chat_slash_run(struct chat *ch, char *line);
 bool chat_complete(void *ud, const char *line, int start, repl_add_fn add, void *acc);
 /* leaving: an unnamed chat with exchanges asks on a terminal; true to leave */
 bool chat_may_leave(struct chat *ch);
+/* /system TEXT: the system prompt shown, or set (asks before dropping exchanges); 0 */
+int chat_slash_system(struct chat *ch, char *arg);
+
+/* ==== /set (chat-set.c) ==== */
+/* /set KEY VALUE (and ollama's forms); without arg, the settings: 0 */
+int chat_slash_set(struct chat *ch, char *arg);
+/* /set's and /show's lines of what /set changes */
+void chat_show_settings(struct chat *ch);
 
 #endif

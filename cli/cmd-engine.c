@@ -123,17 +123,6 @@ struct opts {
     bool has_depth, membw; /* bench: --depth given; --membw */
 };
 
-static bool parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
-}
-
 /* argv into o: 0, or an exit code (printed) */
 static int parse_opts(const struct cmd_entry *e, int argc, char **argv, struct opts *o)
 {
@@ -161,32 +150,32 @@ static int parse_opts(const struct cmd_entry *e, int argc, char **argv, struct o
         case 'm': o->model = optarg; break;
         case 'p':
             if (is_bench) {
-                if (!parse_long(optarg, 1, 1 << 20, &o->n_prompt))
+                if (!cmd_long_arg(optarg, 1, 1 << 20, &o->n_prompt))
                     return cmd_usage_error(e, "bad prompt size '%s'", optarg);
             } else {
                 o->prompt = optarg;
             }
             break;
         case 'n':
-            if (!parse_long(optarg, 0, 1 << 24, &o->n))
+            if (!cmd_long_arg(optarg, 0, 1 << 24, &o->n))
                 return cmd_usage_error(e, "bad token count '%s'", optarg);
             break;
         case 'r':
-            if (!parse_long(optarg, 1, 1000, &o->reps))
+            if (!cmd_long_arg(optarg, 1, 1000, &o->reps))
                 return cmd_usage_error(e, "bad repetition count '%s'", optarg);
             break;
         case 't':
-            if (!parse_long(optarg, 1, 1024, &o->threads))
+            if (!cmd_long_arg(optarg, 1, 1024, &o->threads))
                 return cmd_usage_error(e, "bad thread count '%s'", optarg);
             break;
         case 'c':
-            if (!parse_long(optarg, 1, 1 << 24, &o->n_ctx))
+            if (!cmd_long_arg(optarg, 1, 1 << 24, &o->n_ctx))
                 return cmd_usage_error(e, "bad context size '%s'", optarg);
             break;
         case 'd':
             if (!is_bench)
                 return cmd_usage_error(e, "option '--depth' is for kvchat bench only");
-            if (!parse_long(optarg, 0, 1 << 24, &o->depth))
+            if (!cmd_long_arg(optarg, 0, 1 << 24, &o->depth))
                 return cmd_usage_error(e, "bad depth '%s'", optarg);
             o->has_depth = true;
             break;
@@ -198,14 +187,14 @@ static int parse_opts(const struct cmd_entry *e, int argc, char **argv, struct o
         case OPT_DRAFT:
             if (!is_bench)
                 return cmd_usage_error(e, "option '--draft' is for kvchat bench only");
-            if (!parse_long(optarg, 1, LLM_CTX_MAX_OUTPUTS - 1, &o->draft))
+            if (!cmd_long_arg(optarg, 1, LLM_CTX_MAX_OUTPUTS - 1, &o->draft))
                 return cmd_usage_error(e, "bad draft length '%s' (1 to %d)", optarg, LLM_CTX_MAX_OUTPUTS - 1);
             break;
         case OPT_LOGITS_OUT: o->logits_out = optarg; break;
         case OPT_SPLIT:
             if (strcmp(e->name, "eval"))
                 return cmd_usage_error(e, "option '--split' is for kvchat eval only");
-            if (!parse_long(optarg, 0, 1 << 24, &o->split))
+            if (!cmd_long_arg(optarg, 0, 1 << 24, &o->split))
                 return cmd_usage_error(e, "bad split '%s'", optarg);
             break;
         case OPT_KV_TYPE:
@@ -338,21 +327,34 @@ static int32_t argmax(const float *x, int64_t n)
     return (int32_t)b;
 }
 
-/* eval's and generate's start (after --help): the options, the ids, the model and a
- * context with room for them (and -n more with more_n): 0 with *ids (the
- * caller frees it, and closes en), or an exit code (printed) */
-static int start_ids(const struct cmd_entry *e, int argc, char **argv, bool more_n, struct opts *o, int32_t **ids,
-                     int64_t *n, struct engine *en)
+/* what eval and generate run on: the options, the ids, the model and a context */
+struct ids_run {
+    struct opts o;
+    int32_t *ids;
+    int64_t n;
+    struct engine en;
+};
+
+/* eval's and generate's start (after --help): the options, the ids, the model and
+ * a context with room for them (and -n more with more_n): 0 with *r (the
+ * caller ends it with ids_run_end), or an exit code (printed) */
+static int start_ids(const struct cmd_entry *e, int argc, char **argv, bool more_n, struct ids_run *r)
 {
-    int rc = parse_opts(e, argc, argv, o);
+    int rc = parse_opts(e, argc, argv, &r->o);
     if (rc)
         return rc;
-    *n = parse_ids(o->prompt, ids);
-    if (*n < 0)
+    r->n = parse_ids(r->o.prompt, &r->ids);
+    if (r->n < 0)
         return CMD_EXIT_USAGE;
-    if ((rc = engine_open(o, *n + (more_n ? o->n : 0), en)))
-        free(*ids);
+    if ((rc = engine_open(&r->o, r->n + (more_n ? r->o.n : 0), &r->en)))
+        free(r->ids);
     return rc;
+}
+
+static void ids_run_end(struct ids_run *r)
+{
+    engine_close(&r->en);
+    free(r->ids);
 }
 
 /* ==== eval ==== */
@@ -365,37 +367,33 @@ static int eval_exec(int argc, char **argv)
 {
     if (cmd_wants_help(argc, argv))
         return cmd_help(&cmd_eval_entry);
-    struct opts o;
-    int32_t *ids;
-    int64_t n;
-    struct engine en;
-    int rc = start_ids(&cmd_eval_entry, argc, argv, false, &o, &ids, &n, &en);
+    struct ids_run r;
+    int rc = start_ids(&cmd_eval_entry, argc, argv, false, &r);
     if (rc)
         return rc;
     /* --split K: ids [0, K) in one batch, then the rest (one batch, or
      * one at a time with --token-by-token); without it, all in one batch
      * or all one at a time */
-    int64_t k = o.split < 0 ? (o.token_by_token ? 0 : n) : o.split;
-    if (k > n) {
-        engine_close(&en);
-        free(ids);
-        return cmd_usage_error(&cmd_eval_entry, "--split %ld is more than the %" PRId64 " ids", o.split, n);
+    int64_t k = r.o.split < 0 ? (r.o.token_by_token ? 0 : r.n) : r.o.split;
+    if (k > r.n) {
+        ids_run_end(&r);
+        return cmd_usage_error(&cmd_eval_entry, "--split %ld is more than the %" PRId64 " ids", r.o.split, r.n);
     }
-    rc = k > 0 ? decode_or_fail(&en, ids, k) : 0;
-    if (o.token_by_token) {
-        for (int64_t i = k; i < n && rc == 0; i++)
-            rc = decode_or_fail(&en, ids + i, 1);
-    } else if (k < n && rc == 0) {
-        rc = decode_or_fail(&en, ids + k, n - k);
+    rc = k > 0 ? decode_or_fail(&r.en, r.ids, k) : 0;
+    if (r.o.token_by_token) {
+        for (int64_t i = k; i < r.n && rc == 0; i++)
+            rc = decode_or_fail(&r.en, r.ids + i, 1);
+    } else if (k < r.n && rc == 0) {
+        rc = decode_or_fail(&r.en, r.ids + k, r.n - k);
     }
     if (rc == 0) {
-        int64_t nv = llm_model_n_vocab(en.model);
-        const float *lg = llm_ctx_logits(en.ctx);
+        int64_t nv = llm_model_n_vocab(r.en.model);
+        const float *lg = llm_ctx_logits(r.en.ctx);
         rc = CMD_EXIT_OK;
-        if (o.logits_out) {
-            FILE *f = fopen(o.logits_out, "wb");
+        if (r.o.logits_out) {
+            FILE *f = fopen(r.o.logits_out, "wb");
             if (!f || fwrite(lg, sizeof *lg, (size_t)nv, f) != (size_t)nv || fclose(f)) {
-                rc = cmd_fail(CMD_EXIT_MODEL, "cannot write '%s': %s", o.logits_out, strerror(errno));
+                rc = cmd_fail(CMD_EXIT_MODEL, "cannot write '%s': %s", r.o.logits_out, strerror(errno));
                 f = NULL;
             }
         }
@@ -411,8 +409,7 @@ static int eval_exec(int argc, char **argv)
         }
         free(taken);
     }
-    engine_close(&en);
-    free(ids);
+    ids_run_end(&r);
     return rc;
 }
 
@@ -426,33 +423,29 @@ static int generate_exec(int argc, char **argv)
 {
     if (cmd_wants_help(argc, argv))
         return cmd_help(&cmd_generate_entry);
-    struct opts o;
-    int32_t *ids;
-    int64_t n;
-    struct engine en;
-    int rc = start_ids(&cmd_generate_entry, argc, argv, true, &o, &ids, &n, &en);
+    struct ids_run r;
+    int rc = start_ids(&cmd_generate_entry, argc, argv, true, &r);
     if (rc)
         return rc;
-    rc = decode_or_fail(&en, ids, n);
-    int64_t nv = llm_model_n_vocab(en.model);
-    for (long i = 0; i < o.n && rc == 0; i++) {
-        int32_t t = argmax(llm_ctx_logits(en.ctx), nv);
+    rc = decode_or_fail(&r.en, r.ids, r.n);
+    int64_t nv = llm_model_n_vocab(r.en.model);
+    for (long i = 0; i < r.o.n && rc == 0; i++) {
+        int32_t t = argmax(llm_ctx_logits(r.en.ctx), nv);
         printf(i ? " %" PRId32 : "%" PRId32, t);
-        if (i + 1 == o.n)
+        if (i + 1 == r.o.n)
             break;
-        if (llm_ctx_n_past(en.ctx) >= llm_ctx_n_ctx(en.ctx)) {
+        if (llm_ctx_n_past(r.en.ctx) >= llm_ctx_n_ctx(r.en.ctx)) {
             fprintf(stderr, "kvchat: stopped after %ld token%s: context full (%" PRId64 " positions)\n",
-                    i + 1, cmd_s(i + 1), llm_ctx_n_ctx(en.ctx));
+                    i + 1, cmd_s(i + 1), llm_ctx_n_ctx(r.en.ctx));
             break;
         }
-        rc = decode_or_fail(&en, &t, 1);
+        rc = decode_or_fail(&r.en, &t, 1);
     }
     if (rc == 0) {
         printf("\n");
         rc = CMD_EXIT_OK;
     }
-    engine_close(&en);
-    free(ids);
+    ids_run_end(&r);
     return rc;
 }
 

@@ -128,8 +128,7 @@ static int models_pull(int argc, char **argv)
         case 'C': p.ca_file = optarg; break;
         case 'f': p.force = true; break;
         case 'r':
-            p.retries = (int)strtol(optarg, &end, 10);
-            if (*end || p.retries < 0 || p.retries > 100)
+            if (!cmd_int_arg(optarg, 0, 100, &p.retries))
                 return cmd_usage_error(&cmd_models_entry, "models pull: bad --retries '%s'", optarg);
             break;
         case 'T': {

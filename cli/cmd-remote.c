@@ -51,7 +51,6 @@ int cmd_models_add_remote(int argc, char **argv)
     };
     struct mdl_remote_params p = mdl_remote_default_params();
     int c;
-    char *end;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "hf", opts, NULL)) != -1) {
@@ -62,13 +61,11 @@ int cmd_models_add_remote(int argc, char **argv)
         case 'S': p.no_stream = true; break;
         case 'f': p.force = true; break;
         case 'T':
-            p.timeout_s = (int)strtol(optarg, &end, 10);
-            if (*end || p.timeout_s < 1 || p.timeout_s > 86400)
+            if (!cmd_int_arg(optarg, 1, 86400, &p.timeout_s))
                 return cmd_usage_error(&cmd_models_entry, "models add-remote: bad --timeout '%s' (seconds, 1 to 86400)", optarg);
             break;
         case 'r':
-            p.retries = (int)strtol(optarg, &end, 10);
-            if (*end || p.retries < 0 || p.retries > 100)
+            if (!cmd_int_arg(optarg, 0, 100, &p.retries))
                 return cmd_usage_error(&cmd_models_entry, "models add-remote: bad --retries '%s'", optarg);
             break;
         case 'h': return cmd_help(&cmd_models_entry);

@@ -406,6 +406,26 @@ void cmd_opts_free(struct cmd_opts *o)
     cmd_format_free(&o->format);
 }
 
+bool cmd_long_arg(const char *s, long lo, long hi, long *v)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(s, &end, 10);
+    if (errno || end == s || *end || x < lo || x > hi)
+        return false;
+    *v = x;
+    return true;
+}
+
+bool cmd_int_arg(const char *s, int lo, int hi, int *v)
+{
+    long x;
+    if (!cmd_long_arg(s, lo, hi, &x))
+        return false;
+    *v = (int)x;
+    return true;
+}
+
 int cmd_opts_set(struct cmd_opts *o, const char *key, const char *value, char *err, size_t n)
 {
     const struct opt_def *d = opt_by_key(key);

@@ -165,6 +165,10 @@ int cmd_opts_take(const struct cmd_entry *e, struct cmd_opts *o, int argc, char 
 /* after parsing: read --system-file, check --template; an exit code or 0 */
 int cmd_opts_finish(const struct cmd_entry *e, struct cmd_opts *o);
 void cmd_opts_free(struct cmd_opts *o);
+/* a command's whole-number argument s in [lo, hi] into *v: true; false
+ * (*v unchanged) for anything else, "" and "12x" included */
+bool cmd_long_arg(const char *s, long lo, long hi, long *v);
+bool cmd_int_arg(const char *s, int lo, int hi, int *v);
 /* /set KEY VALUE: 0, or -1 with a reason in err */
 int cmd_opts_set(struct cmd_opts *o, const char *key, const char *value, char *err, size_t n);
 /* the /set keys, NULL-terminated, static */

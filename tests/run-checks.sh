@@ -13,28 +13,17 @@ units=$1 fuzzers=$2 fuzz_seconds=$3 clis=${4:-tests/cli/t[0-9]*.sh}
 top=$(pwd)
 out=$top/tests/out
 mkdir -p "$out"
-pass=0 fail=0 failed=
-
-run() { # name, log, command...
-    name=$1 log=$2
-    shift 2
-    if "$@" >"$log" 2>&1; then
-        pass=$((pass + 1)); echo "PASS $name"
-    else
-        fail=$((fail + 1)); failed="$failed $name"; echo "FAIL $name (log: $log)"
-        tail -n 30 "$log" | sed 's/^/    /'
-    fi
-}
+. "$top/tests/check-lib.sh"
 
 for t in $units; do
-    run "$t" "$out/$(basename "$t").log" "./$t"
+    check_run "$t" "$out/$(basename "$t").log" "./$t"
 done
 
 for t in $clis; do
     [ -f "$t" ] || continue
     n=$(basename "$t" .sh)
     case " ${CLI_SKIP:-} " in *" $n "*) echo "SKIP $t (CLI_SKIP: run by the other pass)"; continue ;; esac
-    run "$t" "$out/$n.log" env KVCHAT="$top/kvchat" MKMODEL="$top/tests/mkmodel" MKSESSION="$top/tests/mksession" \
+    check_run "$t" "$out/$n.log" env KVCHAT="$top/kvchat" MKMODEL="$top/tests/mkmodel" MKSESSION="$top/tests/mksession" \
         TOP="$top" TMPDIR="${TMPDIR:-/tmp}" sh "$t"
 done
 
@@ -43,10 +32,9 @@ for f in $fuzzers; do
     corpus=tests/fuzz/corpus/${n#fuzz_}
     work=$(mktemp -d "${TMPDIR:-/tmp}/kvchat-$n.XXXXXX")
     # new inputs go to $work; the committed corpus is only read
-    run "$f ($fuzz_seconds s)" "$out/$n.log" "./$f" -max_total_time="$fuzz_seconds" \
+    check_run "$f ($fuzz_seconds s)" "$out/$n.log" "./$f" -max_total_time="$fuzz_seconds" \
         -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 "$work" "$corpus"
     rm -rf "$work"
 done
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ] || { echo "failed:$failed"; exit 1; }
+check_summary

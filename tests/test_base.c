@@ -357,8 +357,8 @@ int main(void)
         cmocka_unit_test(test_hexval),
         cmocka_unit_test(test_buf),
         cmocka_unit_test(test_paths),
-        cmocka_unit_test_setup_teardown(test_mkdir_p, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_atomic, setup, teardown),
+        unit_test_fx(test_mkdir_p),
+        unit_test_fx(test_atomic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -559,12 +559,12 @@ static void test_recurrent(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_exact_restore, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_partial_sharing, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_damage, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_full_disk, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_other_model, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_recurrent, setup, teardown),
+        unit_test_fx(test_exact_restore),
+        unit_test_fx(test_partial_sharing),
+        unit_test_fx(test_damage),
+        unit_test_fx(test_full_disk),
+        unit_test_fx(test_other_model),
+        unit_test_fx(test_recurrent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

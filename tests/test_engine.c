@@ -694,6 +694,23 @@ static void *stopper_main(void *p)
     return NULL;
 }
 
+/* decode ids [pre, n) on c while another thread sets *flag (cleared first)
+ * once c's progress passes at: the decode's status; *seen the progress the
+ * thread saw (0 if it never set the flag) */
+static int decode_stopped(struct llm_ctx *c, volatile sig_atomic_t *flag, const int32_t *ids, int64_t pre, int64_t n,
+                          int64_t at, int64_t *seen)
+{
+    *flag = 0;
+    struct stopper st = {c, flag, at, 0, 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, stopper_main, &st), 0);
+    int rc = llm_ctx_decode(c, ids + pre, n - pre);
+    atomic_store(&st.quit, 1);
+    pthread_join(th, NULL);
+    *seen = st.seen;
+    return rc;
+}
+
 /* The interrupt flag stops a decode within a pass, leaving the cache as it
  * was; progress is reported within a pass; and a decode that completes
  * after (or with the flag never set) gives the same bits. */
@@ -727,13 +744,8 @@ static void test_interrupt(void **state)
     assert_int_equal(llm_ctx_decode(b, ids, PRE), 0);
     int stopped = 0, mid_pass = 0, late = 0;
     for (int attempt = 0; attempt < 60 && stopped < 8; attempt++) {
-        flag = 0;
-        struct stopper st = {b, &flag, PRE + 1 + attempt % 4 * 300, 0, 0};
-        pthread_t th;
-        assert_int_equal(pthread_create(&th, NULL, stopper_main, &st), 0);
-        int rc = llm_ctx_decode(b, ids + PRE, N - PRE);
-        atomic_store(&st.quit, 1);
-        pthread_join(th, NULL);
+        int64_t seen;
+        int rc = decode_stopped(b, &flag, ids, PRE, N, PRE + 1 + attempt % 4 * 300, &seen);
         if (rc == LLM_OK) { /* it finished first: then it is the reference */
             assert_memory_equal(llm_ctx_logits(b), ref, (size_t)nv * sizeof *ref);
             assert_int_equal(llm_ctx_truncate(b, PRE), 0);
@@ -744,8 +756,8 @@ static void test_interrupt(void **state)
         assert_int_equal(llm_ctx_progress(b), PRE);
         stopped++;
         /* a pass is 512 tokens: a figure in between is a pass under way */
-        mid_pass += (st.seen - PRE) % 512 != 0;
-        late += st.seen > PRE + 512;
+        mid_pass += (seen - PRE) % 512 != 0;
+        late += seen > PRE + 512;
     }
     printf("interrupted %d of the attempts (progress seen inside a pass %d times, after the first pass %d)\n",
            stopped, mid_pass, late);
@@ -876,13 +888,8 @@ static void test_qwen35_interrupt(void **state)
     assert_int_equal(llm_ctx_rstate_export(b, s_pre, rs), (int64_t)rs);
     int stopped = 0;
     for (int attempt = 0; attempt < 40 && stopped < 4; attempt++) {
-        flag = 0;
-        struct stopper st = {b, &flag, PRE + 1 + attempt % 4 * 300, 0, 0};
-        pthread_t th;
-        assert_int_equal(pthread_create(&th, NULL, stopper_main, &st), 0);
-        int rc = llm_ctx_decode(b, ids + PRE, N - PRE);
-        atomic_store(&st.quit, 1);
-        pthread_join(th, NULL);
+        int64_t seen;
+        int rc = decode_stopped(b, &flag, ids, PRE, N, PRE + 1 + attempt % 4 * 300, &seen);
         if (rc == LLM_OK) {
             assert_memory_equal(llm_ctx_logits(b), want, (size_t)nv * sizeof *want);
             /* back to PRE: truncation invalidates, so restore the state */

@@ -385,17 +385,7 @@ static void test_gemma4(void **state)
     }
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    return test_dir_make(tmpdir, sizeof tmpdir, "kvchat-fref");
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return test_dir_remove(tmpdir);
-}
+TEST_DIR_GROUP(tmpdir, "kvchat-fref")
 
 int main(void)
 {
@@ -405,5 +395,5 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_gemma4),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_dir_setup, test_dir_teardown);
 }

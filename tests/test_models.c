@@ -296,10 +296,10 @@ static void test_aliases(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_names, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_config, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_config_faults, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_list_and_rm, setup, teardown),
+        unit_test_fx(test_names),
+        unit_test_fx(test_config),
+        unit_test_fx(test_config_faults),
+        unit_test_fx(test_list_and_rm),
         cmocka_unit_test(test_aliases),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -222,6 +222,24 @@ static void test_model(void **state)
     }
 }
 
+/* the u32 metadata value of key in the GGUF file path (in its first 64 KiB)
+ * set to v in place: the value follows the key's name and its u32 type */
+static void patch_u32(const char *path, const char *key, uint32_t v)
+{
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf, f), kl = strlen(key);
+    char *hit = memmem(buf, n, key, kl);
+    assert_non_null(hit);
+    uint32_t type;
+    memcpy(&type, hit + kl, 4);
+    assert_int_equal(type, LLM_GGUF_TYPE_UINT32);
+    fseek(f, (long)(hit + kl + 4 - buf), SEEK_SET);
+    assert_int_equal(fwrite(&v, 4, 1, f), 1);
+    fclose(f);
+}
+
 /* expert_used_count above expert_count: refused, naming the key */
 static void test_bad(void **state)
 {
@@ -230,19 +248,7 @@ static void test_bad(void **state)
     snprintf(path, sizeof path, "%s/bad.gguf", tmpdir);
     snprintf(cmd, sizeof cmd, "tests/mkmodel %s " MOE_OPTS " >/dev/null", path);
     assert_int_equal(system(cmd), 0);
-    FILE *f = fopen(path, "r+b");
-    assert_non_null(f);
-    static char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf, f);
-    const char key[] = "qwen3moe.expert_used_count";
-    char *hit = memmem(buf, n, key, sizeof key - 1);
-    assert_non_null(hit);
-    uint32_t type, v = 7; /* the value after the key and its u32 type */
-    memcpy(&type, hit + sizeof key - 1, 4);
-    assert_int_equal(type, LLM_GGUF_TYPE_UINT32);
-    fseek(f, (long)(hit + sizeof key - 1 + 4 - buf), SEEK_SET);
-    assert_int_equal(fwrite(&v, 4, 1, f), 1);
-    fclose(f);
+    patch_u32(path, "qwen3moe.expert_used_count", 7);
     struct llm_model *m;
     assert_int_not_equal(llm_model_open(path, llm_model_default_params(), &m, err, sizeof err), 0);
     assert_non_null(strstr(err, "expert_used_count"));
@@ -343,34 +349,12 @@ static void test_gemma4_bind(void **state)
     }
     /* shared_kv_layers 4 -> 5: the global layer 7 would read layer 2, a local one */
     snprintf(path, sizeof path, "%s/g4-0.gguf", tmpdir);
-    FILE *f = fopen(path, "r+b");
-    assert_non_null(f);
-    static char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf, f);
-    const char key[] = "gemma4.attention.shared_kv_layers";
-    char *hit = memmem(buf, n, key, sizeof key - 1);
-    assert_non_null(hit);
-    uint32_t type, v = 5;
-    memcpy(&type, hit + sizeof key - 1, 4);
-    assert_int_equal(type, LLM_GGUF_TYPE_UINT32);
-    fseek(f, (long)(hit + sizeof key - 1 + 4 - buf), SEEK_SET);
-    assert_int_equal(fwrite(&v, 4, 1, f), 1);
-    fclose(f);
+    patch_u32(path, "gemma4.attention.shared_kv_layers", 5);
     assert_int_not_equal(llm_model_open(path, p, &m, err, sizeof err), 0);
     assert_non_null(strstr(err, "shares the KV of layer"));
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    return test_dir_make(tmpdir, sizeof tmpdir, "kvchat-test-moe");
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return test_dir_remove(tmpdir);
-}
+TEST_DIR_GROUP(tmpdir, "kvchat-test-moe")
 
 int main(void)
 {
@@ -383,5 +367,5 @@ int main(void)
         cmocka_unit_test(test_bad),
         cmocka_unit_test(test_gemma4_bind),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_dir_setup, test_dir_teardown);
 }

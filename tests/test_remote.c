@@ -402,18 +402,19 @@ static void test_private_addresses(void **state)
                                        "::ffff:10.1.2.3", "::ffff:127.0.0.1"};
     static const char *const no6[] = {"::", "2001:4860:4860::8888", "fec0::1", "ff02::1",
                                       "::ffff:8.8.8.8", "::2", "64:ff9b::a01:203"};
-    for (size_t i = 0; i < sizeof yes4 / sizeof *yes4; i++)
-        if (!private4(yes4[i]))
-            fail_msg("%s should be private", yes4[i]);
-    for (size_t i = 0; i < sizeof no4 / sizeof *no4; i++)
-        if (private4(no4[i]))
-            fail_msg("%s should not be private", no4[i]);
-    for (size_t i = 0; i < sizeof yes6 / sizeof *yes6; i++)
-        if (!private6(yes6[i]))
-            fail_msg("%s should be private", yes6[i]);
-    for (size_t i = 0; i < sizeof no6 / sizeof *no6; i++)
-        if (private6(no6[i]))
-            fail_msg("%s should not be private", no6[i]);
+#define N(a) (sizeof a / sizeof *a)
+    static const struct {
+        const char *const *addr;
+        size_t n;
+        bool (*is_private)(const char *);
+        bool want;
+    } sets[] = {{yes4, N(yes4), private4, true}, {no4, N(no4), private4, false},
+                {yes6, N(yes6), private6, true}, {no6, N(no6), private6, false}};
+#undef N
+    for (size_t k = 0; k < sizeof sets / sizeof *sets; k++)
+        for (size_t i = 0; i < sets[k].n; i++)
+            if (sets[k].is_private(sets[k].addr[i]) != sets[k].want)
+                fail_msg("%s should%s be private", sets[k].addr[i], sets[k].want ? "" : " not");
 }
 
 static void test_http_urls(void **state)
@@ -688,6 +689,20 @@ static struct mdl_remote *open_at(int port, const char *key_env, int retries)
 
 static const struct mdl_message one_msg[] = {{MDL_ROLE_USER, "hi", 2}};
 
+/* one chat (one_msg) with a canned server answering reply: the server
+ * started, the remote model opened (key_env, retries), the chat, the server
+ * stopped and the model closed; mdl_remote_chat's status (res and err set) */
+static int canned_chat(struct canned *c, const char *reply, const char *key_env, int retries,
+                       const struct mdl_chat_params *p, mdl_text_fn on_text, void *ud, struct mdl_chat_result *res)
+{
+    canned_start(c, reply, 0);
+    struct mdl_remote *r = open_at(c->port, key_env, retries);
+    int rc = mdl_remote_chat(r, one_msg, 1, p, on_text, ud, res, err, sizeof err);
+    canned_stop(c);
+    mdl_remote_close(r);
+    return rc;
+}
+
 static volatile sig_atomic_t cancel_flag;
 
 struct stopper {
@@ -754,11 +769,8 @@ static void test_chat_partial(void **state)
     struct mdl_chat_result res;
 
     /* cut inside an event: the text so far is kept, and said to be cut */
-    canned_start(&c, cut, 0);
-    struct mdl_remote *r = open_at(c.port, NULL, 2);
     struct pieces pc = {{0}, 0, 0};
-    int rc = mdl_remote_chat(r, one_msg, 1, &p, on_piece, &pc, &res, err, sizeof err);
-    canned_stop(&c);
+    int rc = canned_chat(&c, cut, NULL, 2, &p, on_piece, &pc, &res);
     assert_int_equal(rc, MDL_ERR_CUT);
     assert_string_equal(res.text, "half an");
     assert_string_equal(res.stop_reason, "cut");
@@ -766,34 +778,25 @@ static void test_chat_partial(void **state)
     assert_non_null(strstr(err, "inside an event"));
     assert_null(strstr(c.request, "Authorization")); /* no key configured, none sent */
     mdl_chat_result_free(&res);
-    mdl_remote_close(r);
 
     /* Ctrl-C during the answer: interrupted, what came is kept */
     struct stopper st = {.cancel_at_first = true};
     cancel_flag = 0;
     p.cancel = &cancel_flag;
-    canned_start(&c, two, 0);
-    r = open_at(c.port, NULL, 0);
-    rc = mdl_remote_chat(r, one_msg, 1, &p, on_stopper, &st, &res, err, sizeof err);
-    canned_stop(&c);
+    rc = canned_chat(&c, two, NULL, 0, &p, on_stopper, &st, &res);
     assert_int_equal(rc, MDL_ERR_INTERRUPTED);
     assert_string_equal(res.stop_reason, "interrupted");
     assert_true(res.len >= 3 && !strncmp(res.text, "one", 3));
     mdl_chat_result_free(&res);
-    mdl_remote_close(r);
     cancel_flag = 0;
 
     /* the callback stops it (a closed pipe) */
     memset(&pc, 0, sizeof pc);
     pc.stop_at = 1;
-    canned_start(&c, two, 0);
-    r = open_at(c.port, NULL, 0);
-    rc = mdl_remote_chat(r, one_msg, 1, &p, on_piece, &pc, &res, err, sizeof err);
-    canned_stop(&c);
+    rc = canned_chat(&c, two, NULL, 0, &p, on_piece, &pc, &res);
     assert_int_equal(rc, MDL_ERR_INTERRUPTED);
     assert_string_equal(res.text, "one");
     mdl_chat_result_free(&res);
-    mdl_remote_close(r);
     p.cancel = NULL;
 }
 
@@ -806,10 +809,9 @@ static void test_chat_errors(void **state)
 
     /* 401 with the variable unset: it is named */
     unsetenv("CANNED_UNSET_KEY");
-    canned_start(&c, "HTTP/1.1 401 Unauthorized\r\nContent-Length: 35\r\n\r\n{\"error\":{\"message\":\"bad token\"}}\n ", 0);
-    r = open_at(c.port, "CANNED_UNSET_KEY", 3);
-    assert_int_equal(mdl_remote_chat(r, one_msg, 1, &p, NULL, NULL, &res, err, sizeof err), MDL_ERR_AUTH);
-    canned_stop(&c);
+    assert_int_equal(canned_chat(&c, "HTTP/1.1 401 Unauthorized\r\nContent-Length: 35\r\n\r\n{\"error\":{\"message\":\"bad token\"}}\n ",
+                                 "CANNED_UNSET_KEY", 3, &p, NULL, NULL, &res),
+                     MDL_ERR_AUTH);
     assert_non_null(strstr(err, "set CANNED_UNSET_KEY"));
     assert_non_null(strstr(err, "bad token"));
     assert_int_equal(res.attempts, 1);
@@ -817,7 +819,6 @@ static void test_chat_errors(void **state)
     assert_int_equal(res.len, 0);
     assert_non_null(res.text);
     mdl_chat_result_free(&res);
-    mdl_remote_close(r);
 
     /* a key with a newline in it is never sent */
     setenv("CANNED_BAD_KEY", "abc\r\nX-Injected: 1", 1);
@@ -836,28 +837,21 @@ static void test_chat_errors(void **state)
     mdl_remote_close(r);
 
     /* garbage before any text */
-    canned_start(&c, SSE_HEAD "data: {\"choices\": nope}\n\n", 0);
-    r = open_at(c.port, NULL, 0);
-    assert_int_equal(mdl_remote_chat(r, one_msg, 1, &p, NULL, NULL, &res, err, sizeof err), MDL_ERR_PROTOCOL);
-    canned_stop(&c);
+    assert_int_equal(canned_chat(&c, SSE_HEAD "data: {\"choices\": nope}\n\n", NULL, 0, &p, NULL, NULL, &res),
+                     MDL_ERR_PROTOCOL);
     assert_non_null(strstr(err, "malformed JSON"));
     mdl_chat_result_free(&res);
-    mdl_remote_close(r);
 
     /* a whole answer where a stream was asked for */
     static const char whole[] = "{\"choices\":[{\"message\":{\"content\":\"all at once\"},\"finish_reason\":\"length\"}]}";
     char reply[512];
     snprintf(reply, sizeof reply, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
              strlen(whole), whole);
-    canned_start(&c, reply, 0);
-    r = open_at(c.port, NULL, 0);
-    assert_int_equal(mdl_remote_chat(r, one_msg, 1, &p, NULL, NULL, &res, err, sizeof err), 0);
-    canned_stop(&c);
+    assert_int_equal(canned_chat(&c, reply, NULL, 0, &p, NULL, NULL, &res), 0);
     assert_string_equal(res.text, "all at once");
     assert_string_equal(res.stop_reason, "length");
     assert_int_equal(res.cached_tokens, -1);
     mdl_chat_result_free(&res);
-    mdl_remote_close(r);
 }
 
 static void test_chat_redirect(void **state)

@@ -133,12 +133,16 @@ static int64_t add_block(struct fx *f, const uint8_t *parent, int64_t k, uint32_
     return (int64_t)kv_block_file_bytes(&d);
 }
 
-static int block_file_exists(struct fx *f, const uint8_t id[32])
+/* 1 if the file path_of (sess_block_path, sess_snap_path) names for id is there */
+static int stored_file_exists(struct fx *f, int (*path_of)(struct sess_store *, const uint8_t *, bool, char *, size_t),
+                              const uint8_t id[32])
 {
     char path[4200];
-    sess_block_path(f->st, id, false, path, sizeof path);
+    path_of(f->st, id, false, path, sizeof path);
     return access(path, F_OK) == 0;
 }
+
+static int block_file_exists(struct fx *f, const uint8_t id[32]) { return stored_file_exists(f, sess_block_path, id); }
 
 static int block_known(struct fx *f, const uint8_t id[32])
 {
@@ -795,12 +799,7 @@ static int64_t add_snap(struct fx *f, const uint8_t *parent, const uint8_t id[32
     return (int64_t)kv_snap_file_bytes(&d);
 }
 
-static int snap_file_exists(struct fx *f, const uint8_t id[32])
-{
-    char path[4200];
-    sess_snap_path(f->st, id, false, path, sizeof path);
-    return access(path, F_OK) == 0;
-}
+static int snap_file_exists(struct fx *f, const uint8_t id[32]) { return stored_file_exists(f, sess_snap_path, id); }
 
 /* snapshots beside the blocks: found inside a block by its parent, the
  * deepest first; counted in the store's bytes; forgotten; kept by gc while
@@ -1068,18 +1067,18 @@ static void test_store_face(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_schema, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_migrate_v1, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_search, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_names, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sessions, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_block_index, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_fork_gc_evict, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_evict_order, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_snapshots, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_db_errors, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_lock, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_store_face, setup, teardown),
+        unit_test_fx(test_schema),
+        unit_test_fx(test_migrate_v1),
+        unit_test_fx(test_search),
+        unit_test_fx(test_names),
+        unit_test_fx(test_sessions),
+        unit_test_fx(test_block_index),
+        unit_test_fx(test_fork_gc_evict),
+        unit_test_fx(test_evict_order),
+        unit_test_fx(test_snapshots),
+        unit_test_fx(test_db_errors),
+        unit_test_fx(test_lock),
+        unit_test_fx(test_store_face),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

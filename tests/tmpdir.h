@@ -1,6 +1,7 @@
 /*
  * tmpdir.h - a unit test's temporary directory: made with mkdtemp under
- * $TMPDIR (else /tmp), removed whole with rm -rf. Header-only; for tests.
+ * $TMPDIR (else /tmp), removed whole with rm -rf; and the cmocka fixtures
+ * built on it. Header-only; for tests.
  */
 #ifndef KVCHAT_TESTS_TMPDIR_H
 #define KVCHAT_TESTS_TMPDIR_H
@@ -24,5 +25,27 @@ static inline int test_dir_remove(const char *dir)
         return -1;
     return system(cmd) == 0 ? 0 : -1;
 }
+
+/*
+ * The group setup and teardown of a test file whose tests share one
+ * temporary directory dir (a char array of the file): TEST_DIR_GROUP(dir,
+ * "name") defines test_dir_setup and test_dir_teardown for
+ * cmocka_run_group_tests.
+ */
+#define TEST_DIR_GROUP(dir, name)                                                                                    \
+    static int test_dir_setup(void **state)                                                                          \
+    {                                                                                                                \
+        (void)state;                                                                                                 \
+        return test_dir_make(dir, sizeof dir, name);                                                                 \
+    }                                                                                                                \
+    static int test_dir_teardown(void **state)                                                                       \
+    {                                                                                                                \
+        (void)state;                                                                                                 \
+        return test_dir_remove(dir);                                                                                 \
+    }
+
+/* a cmocka test run between the file's own setup() and teardown() (each
+ * test in a fresh fixture: its temporary directory, most often) */
+#define unit_test_fx(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 #endif

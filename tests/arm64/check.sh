@@ -12,27 +12,17 @@ set -u
 top=$(pwd)
 out=$top/tests/out/arm64
 mkdir -p "$out"
-pass=0 fail=0 failed=
 if ! command -v qemu-aarch64 >/dev/null 2>&1 || [ ! -x build-arm64/kvchat ]; then
     echo "check-arm64: needs qemu-aarch64 and build-arm64/ (make arm64; packages: scripts/install-deps)" >&2
     exit 1
 fi
 
-run() { # name, log, command...
-    name=$1 log=$2
-    shift 2
-    if "$@" >"$log" 2>&1; then
-        pass=$((pass + 1)); echo "PASS $name"
-    else
-        fail=$((fail + 1)); failed="$failed [$name]"; echo "FAIL $name (log: $log)"
-        tail -n 30 "$log" | sed 's/^/    /'
-    fi
-}
+. "$top/tests/check-lib.sh"
 
 for cpu in max cortex-a57; do
     for path in neon generic; do
         for t in test_kernels test_quant; do
-            run "arm64 $t ($path, qemu -cpu $cpu)" "$out/$t-$cpu-$path.log" \
+            check_run "arm64 $t ($path, qemu -cpu $cpu)" "$out/$t-$cpu-$path.log" \
                 env KVCHAT_CPU=$path qemu-aarch64 -cpu $cpu build-arm64/tests/$t
         done
     done
@@ -41,22 +31,21 @@ done
 cli() { # name, script, extra environment...
     name=$1 script=$2
     shift 2
-    run "arm64 $name" "$out/$name.log" env KVCHAT="$top/kvchat" MKMODEL="$top/tests/mkmodel" \
+    check_run "arm64 $name" "$out/$name.log" env KVCHAT="$top/kvchat" MKMODEL="$top/tests/mkmodel" \
         MKSESSION="$top/tests/mksession" TOP="$top" TMPDIR="${TMPDIR:-/tmp}" "$@" sh "$script"
 }
 cli t-invariance tests/arm64/t-invariance.sh
 for cpu in max cortex-a57; do
     # t0403 as it is, on the aarch64 kvchat
-    run "arm64 t0403-accuracy (qemu -cpu $cpu)" "$out/t0403-$cpu.log" env KVCHAT="$top/tests/arm64/kvchat" \
+    check_run "arm64 t0403-accuracy (qemu -cpu $cpu)" "$out/t0403-$cpu.log" env KVCHAT="$top/tests/arm64/kvchat" \
         QEMU_CPU=$cpu KVCHAT_CPU=neon MKMODEL="$top/tests/mkmodel" TOP="$top" TMPDIR="${TMPDIR:-/tmp}" \
         sh tests/cli/t0403-accuracy.sh
 done
 for cpu in max cortex-a57; do
-    run "arm64 t0406-kvchat-cpu (qemu -cpu $cpu)" "$out/t0406-$cpu.log" env KVCHAT="$top/tests/arm64/kvchat" \
+    check_run "arm64 t0406-kvchat-cpu (qemu -cpu $cpu)" "$out/t0406-$cpu.log" env KVCHAT="$top/tests/arm64/kvchat" \
         QEMU_CPU=$cpu KVCHAT_ARCH=aarch64 MKMODEL="$top/tests/mkmodel" TOP="$top" TMPDIR="${TMPDIR:-/tmp}" \
         sh tests/cli/t0406-kvchat-cpu.sh
 done
 cli t-blocks tests/arm64/t-blocks.sh
 
-echo "arm64: $pass passed, $fail failed"
-[ "$fail" -eq 0 ] || { echo "failed:$failed"; exit 1; }
+check_summary "arm64: "

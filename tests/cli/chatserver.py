@@ -76,6 +76,17 @@ def chunk(text=None, finish=None, model="fixture"):
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
 
+# the models that answer with an error: mode -> (how many first requests
+# (None: all), HTTP status, message, extra headers)
+ERRORS = {
+    "busy": (2, 429, "too many requests", [("Retry-After", "0")]),
+    "flaky": (1, 503, "warming up", ()),
+    "fail": (None, 500, "the GPU caught fire", ()),
+    "forbidden": (None, 403, "this key may not use this model", ()),
+    "toolong": (None, 400, "prompt is too long (4097 > 4096 tokens)", ()),
+}
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -162,21 +173,11 @@ class Handler(BaseHTTPRequestHandler):
                  "total_tokens": len(text) + len(answer),
                  "prompt_tokens_details": {"cached_tokens": cached}}
 
-        if mode == "busy" and count <= 2:
-            self.send_json(429, {"error": {"message": "too many requests"}}, [("Retry-After", "0")])
-            return
-        if mode == "flaky" and count <= 1:
-            self.send_json(503, {"error": {"message": "warming up"}})
-            return
-        if mode == "fail":
-            self.send_json(500, {"error": {"message": "the GPU caught fire"}})
-            return
-        if mode == "forbidden":
-            self.send_json(403, {"error": {"message": "this key may not use this model"}})
-            return
-        if mode == "toolong":
-            self.send_json(400, {"error": {"message": "prompt is too long (4097 > 4096 tokens)"}})
-            return
+        if mode in ERRORS:
+            first, status, message, extra = ERRORS[mode]
+            if first is None or count <= first:
+                self.send_json(status, {"error": {"message": message}}, extra)
+                return
         if mode == "whole":
             self.send_json(200, {"object": "chat.completion", "model": "fixture-whole",
                                  "choices": [{"index": 0, "message": {"role": "assistant", "content": answer},

@@ -33,6 +33,15 @@ expect_interrupted() {
     [ "$rc" = 130 ] && ok "$2: exit 130" || not_ok "$2: exit $rc, wanted 130"
 }
 
+# info_says FILE LINE...: `kvchat models info FILE` succeeds and its
+# stdout has each LINE (a grep pattern, as expect_out's)
+info_says() {
+    run "$KVCHAT" models info "$1"
+    expect_rc 0
+    shift
+    for _l; do expect_out "$_l"; done
+}
+
 # qwen2_tiny FILE [OPTION...]: the small qwen2 most tests chat with, made by
 # mkmodel: 2 layers of dim 64, the real qwen2 vocabulary (so text round-trips),
 # tied embeddings, weights scaled 0.2; OPTIONs are added (a later one wins)
@@ -186,6 +195,20 @@ shared_system() {
         not_ok "$1system prompt $p1 tokens, $c cached"
     run sh -c "$2 -s $3-s3 --system '$sys' --no-cache 'second' </dev/null"
     [ "$(field answer)" = "$a" ] && ok "$1the shared prefix answers as --no-cache" || not_ok "$1shared prefix differs"
+}
+
+# sessions_same LABEL MODEL SESSION SYS: a session on MODEL answers as
+# --no-cache: six turns (six_turns) in SESSION, resumed from the blocks; one
+# live chat (SESSION-live) alike; a fork (fork_same); a system prompt shared
+# by SYS-s1, -s2 (shared_system). $total is the six turns' history after
+sessions_same() {
+    _r="$KVCHAT run -m $2 -t 2 --temp 0 -n 12 --json"
+    six_turns "$_r" "$3" 3 word
+    [ "$bad" = 0 ] && ok "${1}6 turns resumed from the blocks, each as --no-cache ($total tokens)" ||
+        not_ok "$1$bad differences"
+    live_same "$1" "$KVCHAT chat $3-live -m $2 -t 2 --temp 0 -n 12"
+    fork_same "$1" "$_r" "$3"
+    shared_system "$1" "$_r" "$4"
 }
 
 finish() {

@@ -24,6 +24,9 @@ script has read. Output is compared with escape sequences removed and
                        compared) have come so far
   sleep S              wait S seconds
   exit CODE            wait for the program to end; its exit status must be CODE
+  discard              leave an unsaved chat: Ctrl-D, expect its question
+                       ("This chat is not saved: s NAME saves it, d discards
+                       it"), Ctrl-D again, and exit 0
 
 Any failure prints what was expected and the output after the cursor, and
 the driver exits 1 (the program is killed). Lines starting with # are
@@ -129,6 +132,15 @@ def main():
             if not pump(0.2) and not rx.search(text(), state["cursor"]):
                 fail("the program ended (status %s) before /%s/" % (state["status"], rx.pattern))
 
+    def wait_exit(code):
+        deadline = time.time() + timeout
+        while state["status"] is None:
+            if time.time() > deadline:
+                fail("timed out waiting for the program to end")
+            pump(0.2)
+        if state["status"] != code:
+            fail("exit status %s, wanted %s" % (state["status"], code))
+
     def unescape(s):
         # Python escapes; other characters stay as their UTF-8 bytes
         return codecs.escape_decode(s.encode("utf-8"))[0]
@@ -172,13 +184,12 @@ def main():
             while time.time() < end:
                 pump(max(0.0, min(0.2, end - time.time())))
         elif cmd == "exit":
-            deadline = time.time() + timeout
-            while state["status"] is None:
-                if time.time() > deadline:
-                    fail("timed out waiting for the program to end")
-                pump(0.2)
-            if state["status"] != int(rest):
-                fail("exit status %s, wanted %s" % (state["status"], rest))
+            wait_exit(int(rest))
+        elif cmd == "discard":
+            os.write(fd, b"\x04")
+            expect(re.compile(re.escape("This chat is not saved: s NAME saves it, d discards it")))
+            os.write(fd, b"\x04")
+            wait_exit(0)
         else:
             fail("script line %d: unknown command %r" % (n, cmd))
     finish()

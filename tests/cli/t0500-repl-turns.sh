@@ -16,10 +16,7 @@ expect >
 say Hello there! a1
 say What is the capital of France? a2
 say And of Italy? a3
-send \x04
-expect This chat is not saved: s NAME saves it, d discards it
-send \x04
-exit 0
+discard
 EOF
 done
 
@@ -93,10 +90,7 @@ drive redirect sh -c "$K --temp 0 -n 8 -v >'$T/redir.out'" <<'EOF'
 expect > 
 sleep 0.5
 say Hello there! a1
-send \x04
-expect This chat is not saved: s NAME saves it, d discards it
-send \x04
-exit 0
+discard
 EOF
 python3 -c 'import sys; sys.stdout.write(open(sys.argv[1], "rb").read().decode("utf-8", "replace"))' \
     "$T/redir.out" >"$T/redir.txt"
@@ -123,10 +117,7 @@ line y
 expect dropped the 1 oldest exchange
 expect > 
 say /show show
-send \x04
-expect This chat is not saved: s NAME saves it, d discards it
-send \x04
-exit 0
+discard
 EOF
 grep -q 'context  *[0-9]* of 64 tokens, 1 exchange,' "$T/full/show" && ok "one exchange left after dropping" ||
     { not_ok "/show after dropping"; cat "$T/full/show"; }

@@ -31,10 +31,7 @@ expect >
 sleep 0.5
 say Hello there! a1
 say What is the capital of France? a3
-send \x04
-expect This chat is not saved: s NAME saves it, d discards it
-send \x04
-exit 0
+discard
 EOF
 expect_same_file "/undo: the answer equals the one without the undone exchange" "$T/undo/a3" "$T/plain/a3"
 if cmp -s "$T/undo/a2" "$T/undo/a3"; then not_ok "the answers differ at all"; else ok "the answers differ at all"; fi
@@ -46,10 +43,7 @@ expect >
 say Hello there! a1
 say /retry a2
 say /retry a3
-send \x04
-expect This chat is not saved: s NAME saves it, d discards it
-send \x04
-exit 0
+discard
 EOF
 done
 expect_same_file "--seed 7: the first answer is reproducible" "$T/r1/a1" "$T/r2/a1"
@@ -128,10 +122,7 @@ line block two
 line """
 expect > 
 say remember the milk a
-send \x04
-expect This chat is not saved: s NAME saves it, d discards it
-send \x04
-exit 0
+discard
 EOF
 mode=$(stat -c %a "$XDG_STATE_HOME/kvchat/history" 2>/dev/null)
 expect_eq "the history file is private" "$mode" 600
@@ -148,10 +139,7 @@ send \x1b[B\x1b[B
 expect remember the milk
 send \r
 expect > 
-send \x04
-expect This chat is not saved: s NAME saves it, d discards it
-send \x04
-exit 0
+discard
 EOF
 grep -q 'thrown away' "$XDG_STATE_HOME/kvchat/history" && not_ok "a line dropped by Ctrl-C is not in the history" ||
     ok "a line dropped by Ctrl-C is not in the history"
@@ -206,10 +194,7 @@ send typed ahead
 expect \n> typed ahead
 send \x03
 expect \^C\n> 
-send \x04
-expect This chat is not saved: s NAME saves it, d discards it
-send \x04
-exit 0
+discard
 EOF
 expect_eq "typed-ahead text shows once, at the prompt" "$(grep -o 'typed ahead' "$T/ahead.log" | wc -l)" 1
 
@@ -218,19 +203,13 @@ drive color env -u NO_COLOR $K --temp 0 -n 2 <<'EOF'
 expect > 
 sleep 0.5
 say hi a
-send \x04
-expect This chat is not saved: s NAME saves it, d discards it
-send \x04
-exit 0
+discard
 EOF
 drive nocolor env NO_COLOR=1 $K --temp 0 -n 2 <<'EOF'
 expect > 
 sleep 0.5
 say hi a
-send \x04
-expect This chat is not saved: s NAME saves it, d discards it
-send \x04
-exit 0
+discard
 EOF
 esc=$(printf '\033')
 grep -q "$esc\[1;32m" "$T/color.raw" && ok "colours on a terminal" || not_ok "no colours on a terminal"

@@ -24,10 +24,7 @@ line \\
 expect \.\.\. 
 line last
 expect > 
-send \x04
-expect This chat is not saved: s NAME saves it, d discards it
-send \x04
-exit 0
+discard
 EOF
 drive hist2 $K --temp 0 -n 2 <<'EOF'
 expect > 
@@ -38,10 +35,7 @@ send \x1b[A
 expect para one\n *\n *\npara two
 send \r
 expect > 
-send \x04
-expect This chat is not saved: s NAME saves it, d discards it
-send \x04
-exit 0
+discard
 EOF
 # and the entry is sent as recalled: the session got it whole
 drive hist3 $K --temp 0 -n 2 <<'EOF'

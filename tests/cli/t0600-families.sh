@@ -56,25 +56,22 @@ for m in "$T/gemma2-F32.gguf" "$d/gemma2-Q4_K_M.gguf" "$T/gemma3-F32.gguf" "$d/g
 done
 
 # what the binding reads, from the quantized files llama.cpp made
-run "$KVCHAT" models info "$d/gemma2-Q4_K_M.gguf"
-expect_rc 0
-expect_out 'sliding window: 16 positions on 2 of 4 layers$'
-expect_out 'soft-capping:   attention 5, final logits 2'
-expect_out 'block:          post-norms, gelu (tanh) gating, embeddings x16, query scale 0.0883883'
-expect_out "runs:           yes"
-run "$KVCHAT" models info "$d/gemma3-Q8_0.gguf"
-expect_rc 0
-expect_out 'sliding window: 16 positions on 5 of 6 layers (rope freq base 10000 there)'
-expect_out 'rope:           neox, freq base 1e+06, 128 dims, scaling linear x8'
-expect_out 'block:          q/k norms, post-norms, gelu (tanh) gating'
+info_says "$d/gemma2-Q4_K_M.gguf" \
+    'sliding window: 16 positions on 2 of 4 layers$' \
+    'soft-capping:   attention 5, final logits 2' \
+    'block:          post-norms, gelu (tanh) gating, embeddings x16, query scale 0.0883883' \
+    "runs:           yes"
+info_says "$d/gemma3-Q8_0.gguf" \
+    'sliding window: 16 positions on 5 of 6 layers (rope freq base 10000 there)' \
+    'rope:           neox, freq base 1e+06, 128 dims, scaling linear x8' \
+    'block:          q/k norms, post-norms, gelu (tanh) gating'
 run "$KVCHAT" models info --json "$d/gemma3-Q8_0.gguf"
 [ "$(jq -c '[.runs, .sliding_window, .sliding_window_layers, .final_logit_softcapping, .post_norms]' "$T/out")" = '[true,16,5,0,true]' ] &&
     ok "gemma3 json" || not_ok "gemma3 json: $(cat "$T/out")"
-run "$KVCHAT" models info "$d/phi3-long-Q8_0.gguf"
-expect_rc 0
-expect_out 'sliding window: 16 declared, not used (as llama.cpp)'
-expect_out 'longrope:       factors long and short, original context 128, attn factor 1.19024'
-expect_out 'block:          fused qkv, fused gate+up, silu gating, query scale 0.125'
+info_says "$d/phi3-long-Q8_0.gguf" \
+    'sliding window: 16 declared, not used (as llama.cpp)' \
+    'longrope:       factors long and short, original context 128, attn factor 1.19024' \
+    'block:          fused qkv, fused gate+up, silu gating, query scale 0.125'
 run "$KVCHAT" models info --json "$d/phi3-Q4_K_M.gguf"
 [ "$(jq -c '[.runs, .fused_qkv, .fused_gate_up, .sliding_window, .rope_scaling_original_context_length]' "$T/out")" = '[true,true,true,0,4096]' ] &&
     ok "phi3 json" || not_ok "phi3 json: $(cat "$T/out")"

@@ -26,21 +26,13 @@ W=16
 for arch in gemma3 phi3; do
     M=$T/$arch.gguf
     R="$KVCHAT run -m $M -t 2 --temp 0 -n 12 --json"
-    # ---- six turns: resumed = --no-cache, and = one live process
-    six_turns "$R" "$arch-conv" 3 word
-    [ "$bad" = 0 ] && ok "$arch: 6 turns resumed from the blocks, each as --no-cache" || not_ok "$arch: $bad differences"
+    # ---- six turns resumed = --no-cache = one live process; a fork; a shared system prompt
+    sessions_same "$arch: " "$M" "$arch-conv" "$arch"
     [ "$total" -gt $((6 * W)) ] && ok "$arch: a history of $total tokens, over 6 windows" || not_ok "$arch: only $total tokens"
-    live_same "$arch: " "$KVCHAT chat $arch-live -m $M -t 2 --temp 0 -n 12"
-
-    # ---- fork
-    fork_same "$arch: " "$R" "$arch-conv"
     run sh -c "$R -s $arch-conv-fork --no-cache 'Branch two' </dev/null"
     b2=$(field answer)
     run sh -c "$R -s $arch-conv-fork 'Branch two' </dev/null"
     [ "$(field answer)" = "$b2" ] && ok "$arch: the fork's next turn as --no-cache" || not_ok "$arch: fork turn differs"
-
-    # ---- a shared system prompt of several blocks
-    shared_system "$arch: " "$R" "$arch"
 done
 
 # ---- phi3: the long and the short RoPE factors never share KV rows

@@ -62,10 +62,9 @@ done
 across_passes "$d/qwen35-Q8_0.gguf"
 
 # what the binding reads: the layer pattern and the state's size
-run "$KVCHAT" models info "$d/qwen35-rl-Q4_K_M.gguf"
-expect_rc 0
-expect_out 'rope:           imrope, freq base 10000, 16 dims$'
-expect_out 'recurrent:      Gated DeltaNet on 3 of 5 layers, RARRA (R recurrent, A attention)$'
+info_says "$d/qwen35-rl-Q4_K_M.gguf" \
+    'rope:           imrope, freq base 10000, 16 dims$' \
+    'recurrent:      Gated DeltaNet on 3 of 5 layers, RARRA (R recurrent, A attention)$'
 # 3 layers x (3 x 128 conv inputs + 2 x 32 x 32) x 4 bytes
 expect_out 'state:          28.50 KiB a sequence (29184 bytes): conv of 4 taps, 2 value heads on 1 key heads, heads of 32$'
 expect_out 'block:          gated attention, q/k norms, silu gating, query scale 0.176777$'

@@ -13,16 +13,7 @@ M=$T/moe.gguf
 "$MKMODEL" "$M" --arch qwen3moe --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
     --heads 4 --kv-heads 2 --head-dim 32 --ff 128 --experts 8 --experts-used 2 --ff-exp 64 --type Q8_0 --tied \
     --scale 0.3 --ctx 4096 >/dev/null
-R="$KVCHAT run -m $M -t 2 --temp 0 -n 12 --json"
 
-# ---- six turns: resumed = --no-cache, and = one live process
-six_turns "$R" conv 3 word
-[ "$bad" = 0 ] && ok "6 turns resumed from the blocks, each as --no-cache ($total tokens)" || not_ok "$bad differences"
-live_same "" "$KVCHAT chat live -m $M -t 2 --temp 0 -n 12"
-
-# ---- fork
-fork_same "" "$R" conv
-
-# ---- a shared system prompt of several blocks
-shared_system "" "$R" sys
+# ---- six turns resumed = --no-cache = one live process; a fork; a shared system prompt
+sessions_same "" "$M" conv sys
 finish

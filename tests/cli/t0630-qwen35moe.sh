@@ -39,12 +39,11 @@ for m in "$T/$n-F32.gguf" "$d/$n-Q8_0.gguf" "$T/hot.gguf"; do
 done
 
 # what the binding reads
-run "$KVCHAT" models info "$d/$n-Q8_0.gguf"
-expect_rc 0
-expect_out 'rope:           imrope, freq base 1e+06, 8 dims$'
-expect_out 'recurrent:      Gated DeltaNet on 3 of 4 layers, RRRA (R recurrent, A attention)$'
-expect_out 'experts:        8 a layer on 4 of 4 layers, 2 used a token (softmax, top-k, renormalised), 32 rows each$'
-expect_out 'runs:           yes$'
+info_says "$d/$n-Q8_0.gguf" \
+    'rope:           imrope, freq base 1e+06, 8 dims$' \
+    'recurrent:      Gated DeltaNet on 3 of 4 layers, RRRA (R recurrent, A attention)$' \
+    'experts:        8 a layer on 4 of 4 layers, 2 used a token (softmax, top-k, renormalised), 32 rows each$' \
+    'runs:           yes$'
 run "$KVCHAT" models info --json "$d/$n-Q8_0.gguf"
 # active: all but the 6 unchosen experts' gate, up and down on 4 layers (the shared expert counts)
 [ "$(jq '.n_params - .n_params_active' "$T/out")" = $((4 * 6 * 3 * 64 * 32)) ] &&

@@ -86,11 +86,10 @@ for m in "$T/gptoss-F32.gguf" "$d/gptoss-MXFP4.gguf"; do
 done
 
 # what the binding reads
-run "$KVCHAT" models info "$d/gptoss-MXFP4.gguf"
-expect_rc 0
-expect_out 'experts:        8 a layer on 3 of 3 layers, 4 used a token (top-k, softmax over k), 128 rows each$'
-expect_out 'sliding window: 128 positions on 2 of 3 layers$'
-expect_out 'rope:           neox, freq base 150000, 64 dims, scaling yarn x32$'
+info_says "$d/gptoss-MXFP4.gguf" \
+    'experts:        8 a layer on 3 of 3 layers, 4 used a token (top-k, softmax over k), 128 rows each$' \
+    'sliding window: 128 positions on 2 of 3 layers$' \
+    'rope:           neox, freq base 150000, 64 dims, scaling yarn x32$'
 # active: all but the 4 unchosen experts' gate, up and down weights and
 # their biases (128 + 128 + 256) on each of the 3 layers
 run "$KVCHAT" models info --json "$d/gptoss-MXFP4.gguf"

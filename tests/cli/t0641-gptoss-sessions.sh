@@ -16,18 +16,9 @@ M=$T/gptoss.gguf
 "$MKMODEL" "$M" --arch gpt-oss --vocab "$TOP/tests/data/vocab/ggml-vocab-qwen2.gguf" --dim 64 --layers 2 \
     --heads 4 --kv-heads 2 --head-dim 32 --ff 128 --experts 8 --experts-used 2 --ff-exp 64 --type Q8_0 --tied \
     --scale 0.3 --ctx 4096 --rope-theta 150000 >/dev/null
-R="$KVCHAT run -m $M -t 2 --temp 0 -n 12 --json"
 
-# ---- six turns: resumed = --no-cache, and = one live process
-six_turns "$R" conv 3 word
-[ "$bad" = 0 ] && ok "6 turns resumed from the blocks, each as --no-cache ($total tokens)" || not_ok "$bad differences"
+# ---- six turns resumed = --no-cache = one live process; a fork; a shared system prompt
+sessions_same "" "$M" conv sys
 [ "$total" -gt 128 ] && ok "the conversation outgrows the 128-token window ($total tokens)" ||
     not_ok "only $total tokens: the window is never crossed"
-live_same "" "$KVCHAT chat live -m $M -t 2 --temp 0 -n 12"
-
-# ---- fork
-fork_same "" "$R" conv
-
-# ---- a shared system prompt of several blocks
-shared_system "" "$R" sys
 finish

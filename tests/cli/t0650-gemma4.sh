@@ -91,8 +91,7 @@ for m in "$T/gemma4-F32.gguf" "$d/gemma4-Q4_K_M.gguf" "$T/gemma4-moe-F32.gguf" "
 done
 
 # what the binding reads
-run "$KVCHAT" models info "$d/gemma4-moe-Q8_0.gguf"
-expect_rc 0
-expect_out 'experts:        16 a layer on 6 of 6 layers beside the dense FFN, 4 used a token'
-expect_out 'sliding window: 16 positions on 5 of 6 layers (rope freq base 10000 there): LLLLLG (L local, G global)$'
+info_says "$d/gemma4-moe-Q8_0.gguf" \
+    'experts:        16 a layer on 6 of 6 layers beside the dense FFN, 4 used a token' \
+    'sliding window: 16 positions on 5 of 6 layers (rope freq base 10000 there): LLLLLG (L local, G global)$'
 finish

@@ -32,19 +32,9 @@ W=16
 # token, 8 a run, rounded up to 64) and the rows
 block_size() { echo $(((152 + 4 * 64 + 8 * $1 + 63) / 64 * 64 + 64 * 2 * 2 * $2)); }
 for arch in dense moe; do
-    M=$T/$arch.gguf
-    R="$KVCHAT run -m $M -t 2 --temp 0 -n 12 --json"
-    # ---- six turns: resumed = --no-cache, and = one live process
-    six_turns "$R" "$arch-conv" 3 word
-    [ "$bad" = 0 ] && ok "$arch: 6 turns resumed from the blocks, each as --no-cache" || not_ok "$arch: $bad differences"
+    # ---- six turns resumed = --no-cache = one live process; a fork; a shared system prompt
+    sessions_same "$arch: " "$T/$arch.gguf" "$arch-conv" "$arch"
     [ "$total" -gt $((6 * W)) ] && ok "$arch: a history of $total tokens, over 6 windows" || not_ok "$arch: only $total tokens"
-    live_same "$arch: " "$KVCHAT chat $arch-live -m $M -t 2 --temp 0 -n 12"
-
-    # ---- fork
-    fork_same "$arch: " "$R" "$arch-conv"
-
-    # ---- a shared system prompt of several blocks
-    shared_system "$arch: " "$R" "$arch"
 
     # ---- the block files: the owning layers' rows only
     case $arch in dense) want=$(block_size 5 80) ;; moe) want=$(block_size 6 192) ;; esac

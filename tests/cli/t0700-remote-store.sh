@@ -40,6 +40,12 @@ run "$KVCHAT" models add-remote echo "http://127.0.0.1:$MANY/v1" --model echo
 expect_rc 1; expect_err "there is already a remote model 'echo' (--force replaces it)"
 run "$KVCHAT" models add-remote bad "http://127.0.0.1:$MANY/v1" --model echo --api-key-env 'NOT-A-VAR'
 expect_rc 1; expect_err "'NOT-A-VAR' is not an environment variable name"
+for bad in "--timeout 0" "--timeout 86401" "--timeout 5s" "--timeout=" "--retries 101" "--retries -1" "--retries="; do
+    run "$KVCHAT" models add-remote badnum "http://127.0.0.1:$MANY/v1" --model echo $bad
+    expect_rc 1; expect_err "models add-remote: bad ${bad%%[ =]*}"
+done
+run "$KVCHAT" models pull --retries x hf:a/b/c.gguf
+expect_rc 1; expect_err "models pull: bad --retries 'x'"
 run "$KVCHAT" models add-remote pub "http://8.8.8.8:8000/v1" --model x
 expect_rc 1; expect_err "refusing plain http://: 8.8.8.8 is not a loopback or private address; use https://"
 run "$KVCHAT" models add-remote pub6 "http://[2001:4860:4860::8888]/v1" --model x

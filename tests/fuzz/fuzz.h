@@ -28,4 +28,16 @@ static inline size_t fuzz_piece(uint8_t b)
     return b >= 128 ? (size_t)b * 7 : (size_t)(b % 16) + 1;
 }
 
+/* a streaming target's input: the piece size from data's first byte
+ * (*piece), the rest copied as fuzz_copy does (*n bytes); NULL for an
+ * empty input or out of memory */
+static inline char *fuzz_stream_input(const uint8_t *data, size_t size, size_t *piece, size_t *n)
+{
+    if (size < 1)
+        return NULL;
+    *piece = fuzz_piece(data[0]);
+    *n = size - 1;
+    return fuzz_copy(data + 1, size - 1);
+}
+
 #endif

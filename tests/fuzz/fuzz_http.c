@@ -97,16 +97,14 @@ static void parse(const char *in, size_t n, size_t piece, struct outcome *o)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1)
-        return 0;
-    size_t piece = fuzz_piece(data[0]);
-    /* a private copy: the parser must not read past size */
-    char *buf = fuzz_copy(data + 1, size - 1);
+    size_t piece, n;
+    /* a private copy: the parser must not read past its end */
+    char *buf = fuzz_stream_input(data, size, &piece, &n);
     if (!buf)
         return 0;
     struct outcome a, b;
-    parse(buf, size - 1, piece, &a);
-    parse(buf, size - 1, size, &b);
+    parse(buf, n, piece, &a);
+    parse(buf, n, size, &b);
     if (a.head_rc != b.head_rc || a.status != b.status || (a.body_rc < 0) != (b.body_rc < 0) ||
         a.done != b.done || (a.body_rc == 0 && (a.n_body != b.n_body || a.hash != b.hash)))
         abort();

@@ -84,15 +84,13 @@ static int feed(const char *in, size_t n, size_t piece, struct run *r)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1)
-        return 0;
-    size_t piece = fuzz_piece(data[0]);
-    char *buf = fuzz_copy(data + 1, size - 1);
+    size_t piece, n;
+    char *buf = fuzz_stream_input(data, size, &piece, &n);
     if (!buf)
         return 0;
     struct run a, b;
-    int ra = feed(buf, size - 1, piece, &a);
-    int rb = feed(buf, size - 1, size, &b);
+    int ra = feed(buf, n, piece, &a);
+    int rb = feed(buf, n, size, &b);
     if (ra != rb || a.n_events != b.n_events || a.hash != b.hash || a.acc.len != b.acc.len ||
         (a.acc.len && memcmp(a.acc.text, b.acc.text, a.acc.len)) || a.acc.done != b.acc.done ||
         a.acc.prompt_tokens != b.acc.prompt_tokens || a.acc.cached_tokens != b.acc.cached_tokens ||
