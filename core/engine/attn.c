@@ -216,6 +216,17 @@ T_AVX2 static void softmax_norm_avx2(float *s, int64_t n)
         s[j] *= 1.0f / sum;
 }
 
+/* lane i: the sum of a_i's eight lanes, ((l0 + l1) + (l2 + l3)) + ((l4 +
+ * l5) + (l6 + l7)) */
+T_AVX2 static inline __m256 tree8_avx2(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5,
+                                       __m256 a6, __m256 a7)
+{
+    __m256 s0123 = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    __m256 s4567 = _mm256_hadd_ps(_mm256_hadd_ps(a4, a5), _mm256_hadd_ps(a6, a7));
+    return _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20),
+                         _mm256_permute2f128_ps(s0123, s4567, 0x31));
+}
+
 /* q . k_i for the eight rows k + i * hd, as one vector */
 T_AVX2 static __m256 dot8_avx2(const float *q, const float *k, int64_t hd)
 {
@@ -231,10 +242,7 @@ T_AVX2 static __m256 dot8_avx2(const float *q, const float *k, int64_t hd)
         a6 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 6 * hd + d), a6);
         a7 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 7 * hd + d), a7);
     }
-    __m256 s0123 = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-    __m256 s4567 = _mm256_hadd_ps(_mm256_hadd_ps(a4, a5), _mm256_hadd_ps(a6, a7));
-    return _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20),
-                         _mm256_permute2f128_ps(s0123, s4567, 0x31));
+    return tree8_avx2(a0, a1, a2, a3, a4, a5, a6, a7);
 }
 
 /* out[0..64) += sum over r < nr of p[r] * v[r * hd .. + 64) */
@@ -366,26 +374,10 @@ T_AVX512 static void softmax_avx512(float *s, int64_t n, float *sum_out)
     *sum_out = sum;
 }
 
-/* as accumulate_generic; head_dim a multiple of 8 */
-T_AVX512 static void accumulate_avx512(float *out, const float *p, const float *v, int64_t nr, int64_t hd)
+/* as accumulate_generic on the elements [d, hd) */
+T_AVX512 static void accumulate_from_avx512(float *out, const float *p, const float *v, int64_t nr, int64_t hd,
+                                            int64_t d)
 {
-    int64_t d = 0;
-    for (; d + 64 <= hd; d += 64) {
-        __m512 o0 = _mm512_loadu_ps(out + d), o1 = _mm512_loadu_ps(out + d + 16), o2 = _mm512_loadu_ps(out + d + 32),
-               o3 = _mm512_loadu_ps(out + d + 48);
-        const float *vr = v + d;
-        for (int64_t r = 0; r < nr; r++, vr += hd) {
-            __m512 pr = _mm512_set1_ps(p[r]);
-            o0 = _mm512_fmadd_ps(pr, _mm512_loadu_ps(vr), o0);
-            o1 = _mm512_fmadd_ps(pr, _mm512_loadu_ps(vr + 16), o1);
-            o2 = _mm512_fmadd_ps(pr, _mm512_loadu_ps(vr + 32), o2);
-            o3 = _mm512_fmadd_ps(pr, _mm512_loadu_ps(vr + 48), o3);
-        }
-        _mm512_storeu_ps(out + d, o0);
-        _mm512_storeu_ps(out + d + 16, o1);
-        _mm512_storeu_ps(out + d + 32, o2);
-        _mm512_storeu_ps(out + d + 48, o3);
-    }
     for (; d + 16 <= hd; d += 16) {
         __m512 o = _mm512_loadu_ps(out + d);
         const float *vr = v + d;
@@ -396,13 +388,154 @@ T_AVX512 static void accumulate_avx512(float *out, const float *p, const float *
     for (; d < hd; d += 8)
         axpy8_avx2(out + d, p, v + d, nr, hd);
 }
+
+/* ==== AVX-512: several query rows at once over the same keys ====
+ * AVX-512VL gives 32 vector registers, enough to keep the accumulators of
+ * several (row, head) outputs that read the same span of the chunk, so each
+ * K or V load feeds several fused multiply-adds instead of one (the single
+ * row kernels issue a load per FMA and are bound by loads). Each output's
+ * operations are those of the single-row kernel: a score's lanes d % 8,
+ * each one FMA chain over d in order, the same tree and scale; a P V
+ * element's one FMA chain over the keys in order. So the bits do not
+ * depend on the grouping. */
+#define SCORES_NB 3 /* 3 x 8 accumulators + 3 queries + 1 key: 28 registers */
+#define ACC_NB 4    /* 4 x 4 zmm accumulators + 4 value vectors */
+
+/* the scores of nb query rows q[b] against the eight keys k + i * hd, as
+ * dot8_avx2 computes each, scaled, in out[b] */
+T_AVX512 static inline __attribute__((always_inline)) void dot8xn_avx512(const float *const *q, const float *k,
+                                                                         int64_t hd, int nb, __m256 scale,
+                                                                         __m256 *out)
+{
+    __m256 a[SCORES_NB][8];
+#pragma GCC unroll 8
+    for (int b = 0; b < nb; b++)
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++)
+            a[b][i] = _mm256_setzero_ps();
+    for (int64_t d = 0; d < hd; d += 8) {
+        __m256 qv[SCORES_NB];
+#pragma GCC unroll 8
+        for (int b = 0; b < nb; b++)
+            qv[b] = _mm256_loadu_ps(q[b] + d);
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) {
+            __m256 kv = _mm256_loadu_ps(k + i * hd + d);
+#pragma GCC unroll 8
+            for (int b = 0; b < nb; b++)
+                a[b][i] = _mm256_fmadd_ps(qv[b], kv, a[b][i]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int b = 0; b < nb; b++)
+        out[b] = _mm256_mul_ps(tree8_avx2(a[b][0], a[b][1], a[b][2], a[b][3], a[b][4], a[b][5], a[b][6], a[b][7]),
+                               scale);
+}
+
+/* scores_avx2 for nb (1..SCORES_NB) query rows q[b] into s[b], the same keys */
+T_AVX512 static inline __attribute__((always_inline)) void scores_nb_avx512(const float *const *q, const float *k,
+                                                                            int64_t hd, int64_t nr, float scale,
+                                                                            float *const *s, int nb)
+{
+    __m256 sv = _mm256_set1_ps(scale), o[SCORES_NB];
+    for (int64_t r = 0; r < nr; r += 8) {
+        dot8xn_avx512(q, k + r * hd, hd, nb, sv, o);
+        for (int b = 0; b < nb; b++)
+            if (r + 8 <= nr) {
+                _mm256_storeu_ps(s[b] + r, o[b]);
+            } else { /* the padded keys' scores are dropped */
+                float t[8];
+                _mm256_storeu_ps(t, o[b]);
+                memcpy(s[b] + r, t, (size_t)(nr - r) * sizeof(float));
+            }
+    }
+}
+
+T_AVX512 static void scores_n_avx512(const float *const *q, const float *k, int64_t hd, int64_t nr, float scale,
+                                     float *const *s, int nb)
+{
+    switch (nb) {
+    case 3: scores_nb_avx512(q, k, hd, nr, scale, s, 3); break;
+    case 2: scores_nb_avx512(q, k, hd, nr, scale, s, 2); break;
+    default: scores_nb_avx512(q, k, hd, nr, scale, s, 1); break;
+    }
+}
+
+/* accumulate_generic for nb (1..ACC_NB) outputs out[b] with weights p[b],
+ * the same value rows */
+T_AVX512 static inline __attribute__((always_inline)) void accumulate_nb_avx512(float *const *out,
+                                                                                const float *const *p,
+                                                                                const float *v, int64_t nr,
+                                                                                int64_t hd, int nb)
+{
+    int64_t d = 0;
+    for (; d + 64 <= hd; d += 64) {
+        __m512 o[ACC_NB][4];
+#pragma GCC unroll 8
+        for (int b = 0; b < nb; b++)
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++)
+                o[b][i] = _mm512_loadu_ps(out[b] + d + 16 * i);
+        const float *vr = v + d;
+        for (int64_t r = 0; r < nr; r++, vr += hd) {
+            __m512 vv[4];
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++)
+                vv[i] = _mm512_loadu_ps(vr + 16 * i);
+#pragma GCC unroll 8
+            for (int b = 0; b < nb; b++) {
+                __m512 pr = _mm512_set1_ps(p[b][r]);
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++)
+                    o[b][i] = _mm512_fmadd_ps(pr, vv[i], o[b][i]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int b = 0; b < nb; b++)
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++)
+                _mm512_storeu_ps(out[b] + d + 16 * i, o[b][i]);
+    }
+    for (int b = 0; d < hd && b < nb; b++)
+        accumulate_from_avx512(out[b], p[b], v, nr, hd, d);
+}
+
+T_AVX512 static void accumulate_n_avx512(float *const *out, const float *const *p, const float *v, int64_t nr,
+                                         int64_t hd, int nb)
+{
+    switch (nb) {
+    case 4: accumulate_nb_avx512(out, p, v, nr, hd, 4); break;
+    case 3: accumulate_nb_avx512(out, p, v, nr, hd, 3); break;
+    case 2: accumulate_nb_avx512(out, p, v, nr, hd, 2); break;
+    default: accumulate_nb_avx512(out, p, v, nr, hd, 1); break;
+    }
+}
 #endif
 
-/* one path's pieces of decode attention */
+/* one path's pieces of attention; a path with scores_n / accumulate_n
+ * runs groups of up to nb_scores / nb_acc (row, head) outputs that share a
+ * span of keys through them, and its single-row scores / accumulate are
+ * not used */
 struct attn_kernels {
     void (*scores)(const float *q, const float *k, int64_t hd, int64_t nr, float scale, float *s);
     void (*softmax)(float *s, int64_t n, float *sum_out);
     void (*accumulate)(float *out, const float *p, const float *v, int64_t nr, int64_t hd);
+    void (*scores_n)(const float *const *q, const float *k, int64_t hd, int64_t nr, float scale, float *const *s,
+                     int nb);
+    void (*accumulate_n)(float *const *out, const float *const *p, const float *v, int64_t nr, int64_t hd,
+                         int nb);
+    int nb_scores, nb_acc;
+};
+
+#define GROUP_MAX 4 /* the most outputs a group kernel takes */
+
+/* (row, head) outputs of one chunk gathered while they share a key span */
+struct attn_group {
+    int n;
+    int64_t s, e;        /* their keys [s, e) */
+    const float *q[GROUP_MAX];
+    float *row[GROUP_MAX]; /* where their scores (weights) start, key s */
+    float *out[GROUP_MAX];
 };
 
 /* the first key row r sees */
@@ -429,10 +562,40 @@ static void row_span(const struct llm_attn_job *a, int64_t r, int64_t j0, int64_
     *e = n < j0 + nr ? n : j0 + nr;
 }
 
+/* the scores of group g's outputs against the chunk buf (from key j0) */
+static void group_scores(const struct llm_attn_job *a, const struct attn_kernels *kn, struct attn_group *g,
+                         const float *buf, int64_t j0)
+{
+    const float *k = buf + (g->s - j0) * a->hd;
+    if (kn->scores_n)
+        kn->scores_n(g->q, k, a->hd, g->e - g->s, a->scale, g->row, g->n);
+    else
+        for (int b = 0; b < g->n; b++)
+            kn->scores(g->q[b], k, a->hd, g->e - g->s, a->scale, g->row[b]);
+    for (int b = 0; a->softcap > 0 && b < g->n; b++)
+        llm_softcap(g->row[b], g->e - g->s, a->softcap);
+    g->n = 0;
+}
+
+/* P V of group g's outputs over the chunk buf (from key j0) */
+static void group_accumulate(const struct llm_attn_job *a, const struct attn_kernels *kn, struct attn_group *g,
+                             const float *buf, int64_t j0)
+{
+    const float *v = buf + (g->s - j0) * a->hd;
+    if (kn->accumulate_n)
+        kn->accumulate_n(g->out, (const float *const *)g->row, v, g->e - g->s, a->hd, g->n);
+    else
+        for (int b = 0; b < g->n; b++)
+            kn->accumulate(g->out[b], g->row[b], v, g->e - g->s, a->hd);
+    g->n = 0;
+}
+
 /* scores chunk by chunk, softmax per row and head, then P V chunk by
  * chunk: every K and V row converted once into the chunk buffer for all
  * rows and heads; row r takes its own keys [lo_r, n_kv + r), exactly as
- * it would alone */
+ * it would alone. Within a chunk, consecutive (row, head) outputs with the
+ * same span go to the kernels together (all of them but the causal edge's
+ * and a window's first rows, which have spans of their own) */
 static void rows_with(const struct llm_attn_job *a, const struct attn_kernels *kn)
 {
     int64_t hd = a->hd, nmax = a->n_kv + a->n_rows - 1, nqr = a->n_rows * a->nq;
@@ -440,6 +603,7 @@ static void rows_with(const struct llm_attn_job *a, const struct attn_kernels *k
     size_t sc_floats = ((size_t)(nqr * ns) + 15) / 16 * 16;
     float *sc = a->scratch, *sum = sc + sc_floats, *buf = sum + ((size_t)nqr + 15) / 16 * 16;
     int64_t j_first = row_lo(a, 0); /* lo_r grows with r */
+    int nb_scores = kn->scores_n ? kn->nb_scores : 1, nb_acc = kn->accumulate_n ? kn->nb_acc : 1;
     for (int64_t j0 = j_first; j0 < nmax; j0 += CHUNK) {
         int64_t nr = nmax - j0 < CHUNK ? nmax - j0 : CHUNK, pad = nr;
         rows_f32(a, a->k, j0, nr, buf);
@@ -451,16 +615,20 @@ static void rows_with(const struct llm_attn_job *a, const struct attn_kernels *k
         }
         if (pad > nr) /* their scores are dropped */
             memset(buf + nr * hd, 0, (size_t)((pad - nr) * hd) * sizeof(float));
+        struct attn_group g = {0};
         for (int64_t r = 0; r < a->n_rows; r++) {
             int64_t s, e;
             row_span(a, r, j0, nr, &s, &e);
             for (int64_t h = 0; s < e && h < a->nq; h++) {
-                float *row = sc + (r * a->nq + h) * ns + s;
-                kn->scores(a->q + r * a->q_stride + h * hd, buf + (s - j0) * hd, hd, e - s, a->scale, row);
-                if (a->softcap > 0)
-                    llm_softcap(row, e - s, a->softcap);
+                if (g.n && (g.s != s || g.e != e || g.n == nb_scores))
+                    group_scores(a, kn, &g, buf, j0);
+                g.s = s, g.e = e;
+                g.q[g.n] = a->q + r * a->q_stride + h * hd;
+                g.row[g.n++] = sc + (r * a->nq + h) * ns + s;
             }
         }
+        if (g.n)
+            group_scores(a, kn, &g, buf, j0);
     }
     for (int64_t r = 0; r < a->n_rows; r++)
         for (int64_t h = 0; h < a->nq; h++) {
@@ -474,13 +642,20 @@ static void rows_with(const struct llm_attn_job *a, const struct attn_kernels *k
     for (int64_t j0 = j_first; j0 < nmax; j0 += CHUNK) {
         int64_t nr = nmax - j0 < CHUNK ? nmax - j0 : CHUNK;
         rows_f32(a, a->v, j0, nr, buf);
+        struct attn_group g = {0};
         for (int64_t r = 0; r < a->n_rows; r++) {
             int64_t s, e;
             row_span(a, r, j0, nr, &s, &e);
-            for (int64_t h = 0; s < e && h < a->nq; h++)
-                kn->accumulate(a->out + r * a->out_stride + h * hd, sc + (r * a->nq + h) * ns + s,
-                               buf + (s - j0) * hd, e - s, hd);
+            for (int64_t h = 0; s < e && h < a->nq; h++) {
+                if (g.n && (g.s != s || g.e != e || g.n == nb_acc))
+                    group_accumulate(a, kn, &g, buf, j0);
+                g.s = s, g.e = e;
+                g.out[g.n] = a->out + r * a->out_stride + h * hd;
+                g.row[g.n++] = sc + (r * a->nq + h) * ns + s;
+            }
         }
+        if (g.n)
+            group_accumulate(a, kn, &g, buf, j0);
     }
     for (int64_t r = 0; r < a->n_rows; r++)
         for (int64_t h = 0; h < a->nq; h++) {
@@ -492,10 +667,15 @@ static void rows_with(const struct llm_attn_job *a, const struct attn_kernels *k
 
 void llm_attn_rows(const struct llm_attn_job *a)
 {
-    static const struct attn_kernels generic = {scores_generic, softmax_generic, accumulate_generic};
+    static const struct attn_kernels generic = {.scores = scores_generic, .softmax = softmax_generic,
+                                                .accumulate = accumulate_generic};
 #if X86
-    static const struct attn_kernels avx2 = {scores_avx2, softmax_avx2, accumulate_avx2};
-    static const struct attn_kernels avx512 = {scores_avx2, softmax_avx512, accumulate_avx512};
+    static const struct attn_kernels avx2 = {.scores = scores_avx2, .softmax = softmax_avx2,
+                                             .accumulate = accumulate_avx2};
+    static const struct attn_kernels avx512 = {.softmax = softmax_avx512, .scores_n = scores_n_avx512,
+                                               .accumulate_n = accumulate_n_avx512, .nb_scores = SCORES_NB,
+                                               .nb_acc = ACC_NB};
+    _Static_assert(SCORES_NB <= GROUP_MAX && ACC_NB <= GROUP_MAX, "a group holds a kernel's outputs");
     if (llm_cpu_has_avx512(llm_cpu_features()) && a->hd % 8 == 0) {
         rows_with(a, &avx512);
         return;
@@ -505,7 +685,8 @@ void llm_attn_rows(const struct llm_attn_job *a)
         return;
     }
 #elif defined(__aarch64__)
-    static const struct attn_kernels neon = {llm_attn_scores_neon, llm_attn_softmax_neon, llm_attn_accumulate_neon};
+    static const struct attn_kernels neon = {.scores = llm_attn_scores_neon, .softmax = llm_attn_softmax_neon,
+                                             .accumulate = llm_attn_accumulate_neon};
     if ((llm_cpu_features() & LLM_CPU_NEON) && a->hd % 8 == 0) {
         rows_with(a, &neon);
         return;
