@@ -398,66 +398,131 @@ T_AVX512 static void accumulate_from_avx512(float *out, const float *p, const fl
  * each one FMA chain over d in order, the same tree and scale; a P V
  * element's one FMA chain over the keys in order. So the bits do not
  * depend on the grouping. */
-#define SCORES_NB 3 /* 3 x 8 accumulators + 3 queries + 1 key: 28 registers */
+#define SCORES_NB 6 /* 6 x 4 zmm accumulators + 6 queries + 1 key pair: 31 registers */
 #define ACC_NB 4    /* 4 x 4 zmm accumulators + 4 value vectors */
 
-/* the scores of nb query rows q[b] against the eight keys k + i * hd, as
- * dot8_avx2 computes each, scaled, in out[b] */
+/* the chunk's K in pairs of rows: rows 2m and 2m + 1 from buf + 2m hd,
+ * their d-blocks of eight interleaved (row 2m's block b at 16 b, row 2m +
+ * 1's at 16 b + 8), so one 512-bit load holds a block of both; rows n ..
+ * npad zero (their scores are dropped). The values are those of rows_f32 */
+T_AVX512 static void k_pairs_avx512(const struct llm_attn_job *a, int64_t j0, int64_t n, int64_t npad, float *buf)
+{
+    int64_t hd = a->hd;
+    for (int64_t j = 0; j < npad; j++) {
+        float *dst = buf + (j & ~(int64_t)1) * hd + (j & 1) * 8;
+        for (int64_t d = 0; d < hd; d += 8) {
+            __m256 x = _mm256_setzero_ps();
+            if (j < n && a->kv_type == LLM_TYPE_F32)
+                x = _mm256_loadu_ps((const float *)a->k + (j0 + j) * hd + d);
+            else if (j < n)
+                x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)a->k + (j0 + j) * hd + d)));
+            _mm256_storeu_ps(dst + 2 * d, x);
+        }
+    }
+}
+
+/* key i's d-block of eight at pair_row(buf, i, hd) + 2 d */
+static inline const float *pair_row(const float *buf, int64_t i, int64_t hd)
+{
+    return buf + (i & ~(int64_t)1) * hd + (i & 1) * 8;
+}
+
+/* dot8_avx2 on the keys i0 .. i0 + 7 of a paired chunk (any i0) */
+T_AVX512 static __m256 dot8_pairs_avx512(const float *q, const float *buf, int64_t i0, int64_t hd)
+{
+    const float *k[8];
+    __m256 a[8];
+    for (int i = 0; i < 8; i++)
+        k[i] = pair_row(buf, i0 + i, hd), a[i] = _mm256_setzero_ps();
+    for (int64_t d = 0; d < hd; d += 8) {
+        __m256 qv = _mm256_loadu_ps(q + d);
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++)
+            a[i] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[i] + 2 * d), a[i]);
+    }
+    return tree8_avx2(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]);
+}
+
+/* the scores of nb query rows q[b] against the eight keys from i0 (even)
+ * of a paired chunk, as dot8_avx2 computes each, scaled, in out[b]: the
+ * accumulator of keys 2p and 2p + 1 holds lanes d % 8 of the first in its
+ * low half, of the second in its high half */
 T_AVX512 static inline __attribute__((always_inline)) void dot8xn_avx512(const float *const *q, const float *k,
                                                                          int64_t hd, int nb, __m256 scale,
                                                                          __m256 *out)
 {
-    __m256 a[SCORES_NB][8];
+    __m512 a[SCORES_NB][4];
 #pragma GCC unroll 8
     for (int b = 0; b < nb; b++)
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; i++)
-            a[b][i] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++)
+            a[b][i] = _mm512_setzero_ps();
     for (int64_t d = 0; d < hd; d += 8) {
-        __m256 qv[SCORES_NB];
+        __m512 qv[SCORES_NB];
 #pragma GCC unroll 8
         for (int b = 0; b < nb; b++)
-            qv[b] = _mm256_loadu_ps(q[b] + d);
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; i++) {
-            __m256 kv = _mm256_loadu_ps(k + i * hd + d);
+            qv[b] = _mm512_broadcast_f32x8(_mm256_loadu_ps(q[b] + d));
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            __m512 kv = _mm512_loadu_ps(k + 2 * i * hd + 2 * d);
 #pragma GCC unroll 8
             for (int b = 0; b < nb; b++)
-                a[b][i] = _mm256_fmadd_ps(qv[b], kv, a[b][i]);
+                a[b][i] = _mm512_fmadd_ps(qv[b], kv, a[b][i]);
         }
     }
 #pragma GCC unroll 8
-    for (int b = 0; b < nb; b++)
-        out[b] = _mm256_mul_ps(tree8_avx2(a[b][0], a[b][1], a[b][2], a[b][3], a[b][4], a[b][5], a[b][6], a[b][7]),
-                               scale);
-}
-
-/* scores_avx2 for nb (1..SCORES_NB) query rows q[b] into s[b], the same keys */
-T_AVX512 static inline __attribute__((always_inline)) void scores_nb_avx512(const float *const *q, const float *k,
-                                                                            int64_t hd, int64_t nr, float scale,
-                                                                            float *const *s, int nb)
-{
-    __m256 sv = _mm256_set1_ps(scale), o[SCORES_NB];
-    for (int64_t r = 0; r < nr; r += 8) {
-        dot8xn_avx512(q, k + r * hd, hd, nb, sv, o);
-        for (int b = 0; b < nb; b++)
-            if (r + 8 <= nr) {
-                _mm256_storeu_ps(s[b] + r, o[b]);
-            } else { /* the padded keys' scores are dropped */
-                float t[8];
-                _mm256_storeu_ps(t, o[b]);
-                memcpy(s[b] + r, t, (size_t)(nr - r) * sizeof(float));
-            }
+    for (int b = 0; b < nb; b++) {
+        __m256 t = tree8_avx2(_mm512_castps512_ps256(a[b][0]), _mm512_extractf32x8_ps(a[b][0], 1),
+                              _mm512_castps512_ps256(a[b][1]), _mm512_extractf32x8_ps(a[b][1], 1),
+                              _mm512_castps512_ps256(a[b][2]), _mm512_extractf32x8_ps(a[b][2], 1),
+                              _mm512_castps512_ps256(a[b][3]), _mm512_extractf32x8_ps(a[b][3], 1));
+        out[b] = _mm256_mul_ps(t, scale);
     }
 }
 
-T_AVX512 static void scores_n_avx512(const float *const *q, const float *k, int64_t hd, int64_t nr, float scale,
-                                     float *const *s, int nb)
+/* eight scores (the keys past nr dropped) into s + r */
+T_AVX512 static inline void store_scores(float *s, int64_t r, int64_t nr, __m256 o)
 {
+    if (r + 8 <= nr) {
+        _mm256_storeu_ps(s + r, o);
+    } else {
+        float t[8];
+        _mm256_storeu_ps(t, o);
+        memcpy(s + r, t, (size_t)(nr - r) * sizeof(float));
+    }
+}
+
+/* scores_avx2 for nb (1..SCORES_NB) query rows q[b] into s[b], the keys
+ * [i0, i0 + nr) of a paired chunk */
+T_AVX512 static inline __attribute__((always_inline)) void scores_nb_avx512(const float *const *q, const float *buf,
+                                                                            int64_t i0, int64_t hd, int64_t nr,
+                                                                            float scale, float *const *s, int nb)
+{
+    __m256 sv = _mm256_set1_ps(scale), o[SCORES_NB];
+    for (int64_t r = 0; r < nr; r += 8) {
+        dot8xn_avx512(q, buf + (i0 + r) * hd, hd, nb, sv, o);
+        for (int b = 0; b < nb; b++)
+            store_scores(s[b], r, nr, o[b]);
+    }
+}
+
+T_AVX512 static void scores_n_avx512(const float *const *q, const float *buf, int64_t i0, int64_t hd, int64_t nr,
+                                     float scale, float *const *s, int nb)
+{
+    if (i0 & 1) { /* a window's row starting off a pair: key by key from the pairs */
+        __m256 sv = _mm256_set1_ps(scale);
+        for (int b = 0; b < nb; b++)
+            for (int64_t r = 0; r < nr; r += 8)
+                store_scores(s[b], r, nr, _mm256_mul_ps(dot8_pairs_avx512(q[b], buf, i0 + r, hd), sv));
+        return;
+    }
     switch (nb) {
-    case 3: scores_nb_avx512(q, k, hd, nr, scale, s, 3); break;
-    case 2: scores_nb_avx512(q, k, hd, nr, scale, s, 2); break;
-    default: scores_nb_avx512(q, k, hd, nr, scale, s, 1); break;
+    case 6: scores_nb_avx512(q, buf, i0, hd, nr, scale, s, 6); break;
+    case 5: scores_nb_avx512(q, buf, i0, hd, nr, scale, s, 5); break;
+    case 4: scores_nb_avx512(q, buf, i0, hd, nr, scale, s, 4); break;
+    case 3: scores_nb_avx512(q, buf, i0, hd, nr, scale, s, 3); break;
+    case 2: scores_nb_avx512(q, buf, i0, hd, nr, scale, s, 2); break;
+    default: scores_nb_avx512(q, buf, i0, hd, nr, scale, s, 1); break;
     }
 }
 
@@ -520,14 +585,18 @@ struct attn_kernels {
     void (*scores)(const float *q, const float *k, int64_t hd, int64_t nr, float scale, float *s);
     void (*softmax)(float *s, int64_t n, float *sum_out);
     void (*accumulate)(float *out, const float *p, const float *v, int64_t nr, int64_t hd);
-    void (*scores_n)(const float *const *q, const float *k, int64_t hd, int64_t nr, float scale, float *const *s,
-                     int nb);
+    /* K rows [j0, j0 + n) into buf in the layout scores_n reads, zero rows
+     * up to npad (even) */
+    void (*k_rows)(const struct llm_attn_job *a, int64_t j0, int64_t n, int64_t npad, float *buf);
+    /* scores of nb query rows against buf's keys [i0, i0 + nr) */
+    void (*scores_n)(const float *const *q, const float *buf, int64_t i0, int64_t hd, int64_t nr, float scale,
+                     float *const *s, int nb);
     void (*accumulate_n)(float *const *out, const float *const *p, const float *v, int64_t nr, int64_t hd,
                          int nb);
     int nb_scores, nb_acc;
 };
 
-#define GROUP_MAX 4 /* the most outputs a group kernel takes */
+#define GROUP_MAX 8 /* the most outputs a group kernel takes */
 
 /* (row, head) outputs of one chunk gathered while they share a key span */
 struct attn_group {
@@ -566,12 +635,11 @@ static void row_span(const struct llm_attn_job *a, int64_t r, int64_t j0, int64_
 static void group_scores(const struct llm_attn_job *a, const struct attn_kernels *kn, struct attn_group *g,
                          const float *buf, int64_t j0)
 {
-    const float *k = buf + (g->s - j0) * a->hd;
     if (kn->scores_n)
-        kn->scores_n(g->q, k, a->hd, g->e - g->s, a->scale, g->row, g->n);
+        kn->scores_n(g->q, buf, g->s - j0, a->hd, g->e - g->s, a->scale, g->row, g->n);
     else
         for (int b = 0; b < g->n; b++)
-            kn->scores(g->q[b], k, a->hd, g->e - g->s, a->scale, g->row[b]);
+            kn->scores(g->q[b], buf + (g->s - j0) * a->hd, a->hd, g->e - g->s, a->scale, g->row[b]);
     for (int b = 0; a->softcap > 0 && b < g->n; b++)
         llm_softcap(g->row[b], g->e - g->s, a->softcap);
     g->n = 0;
@@ -606,15 +674,19 @@ static void rows_with(const struct llm_attn_job *a, const struct attn_kernels *k
     int nb_scores = kn->scores_n ? kn->nb_scores : 1, nb_acc = kn->accumulate_n ? kn->nb_acc : 1;
     for (int64_t j0 = j_first; j0 < nmax; j0 += CHUNK) {
         int64_t nr = nmax - j0 < CHUNK ? nmax - j0 : CHUNK, pad = nr;
-        rows_f32(a, a->k, j0, nr, buf);
         for (int64_t r = 0; r < a->n_rows; r++) { /* rows a kernel may read past the last */
             int64_t s, e;
             row_span(a, r, j0, nr, &s, &e);
             if (s < e && s - j0 + (e - s + 7) / 8 * 8 > pad)
                 pad = s - j0 + (e - s + 7) / 8 * 8;
         }
-        if (pad > nr) /* their scores are dropped */
-            memset(buf + nr * hd, 0, (size_t)((pad - nr) * hd) * sizeof(float));
+        if (kn->k_rows) {
+            kn->k_rows(a, j0, nr, (pad + 1) / 2 * 2, buf); /* at most CHUNK + 8 rows */
+        } else {
+            rows_f32(a, a->k, j0, nr, buf);
+            if (pad > nr) /* their scores are dropped */
+                memset(buf + nr * hd, 0, (size_t)((pad - nr) * hd) * sizeof(float));
+        }
         struct attn_group g = {0};
         for (int64_t r = 0; r < a->n_rows; r++) {
             int64_t s, e;
@@ -672,7 +744,8 @@ void llm_attn_rows(const struct llm_attn_job *a)
 #if X86
     static const struct attn_kernels avx2 = {.scores = scores_avx2, .softmax = softmax_avx2,
                                              .accumulate = accumulate_avx2};
-    static const struct attn_kernels avx512 = {.softmax = softmax_avx512, .scores_n = scores_n_avx512,
+    static const struct attn_kernels avx512 = {.softmax = softmax_avx512, .k_rows = k_pairs_avx512,
+                                               .scores_n = scores_n_avx512,
                                                .accumulate_n = accumulate_n_avx512, .nb_scores = SCORES_NB,
                                                .nb_acc = ACC_NB};
     _Static_assert(SCORES_NB <= GROUP_MAX && ACC_NB <= GROUP_MAX, "a group holds a kernel's outputs");
