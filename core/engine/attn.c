@@ -443,6 +443,24 @@ T_AVX512 static __m256 dot8_pairs_avx512(const float *q, const float *buf, int64
     return tree8_avx2(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]);
 }
 
+/* _mm256_hadd_ps on each 256-bit half: per 128-bit lane [x0 + x1, x2 +
+ * x3, y0 + y1, y2 + y3] */
+T_AVX512 static inline __m512 hadd_avx512(__m512 x, __m512 y)
+{
+    return _mm512_add_ps(_mm512_shuffle_ps(x, y, 0x88), _mm512_shuffle_ps(x, y, 0xdd));
+}
+
+/* tree8_avx2 of the eight keys' accumulators held in pairs (keys 2p, 2p +
+ * 1 in a_p's low, high half), the same additions: per key, lanes 0-3 and
+ * 4-7 each ((l0 + l1) + (l2 + l3)), then the first plus the second */
+T_AVX512 static inline __m256 tree8_pairs_avx512(__m512 a0, __m512 a1, __m512 a2, __m512 a3)
+{
+    /* 128-bit lanes: [k0 k2 k4 k6] of l0-3, of l4-7, [k1 k3 k5 k7] of l0-3, of l4-7 */
+    __m512 g = hadd_avx512(hadd_avx512(a0, a1), hadd_avx512(a2, a3));
+    __m512 t = _mm512_add_ps(_mm512_shuffle_f32x4(g, g, 0x08), _mm512_shuffle_f32x4(g, g, 0x0d));
+    return _mm256_permutexvar_ps(_mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7), _mm512_castps512_ps256(t));
+}
+
 /* the scores of nb query rows q[b] against the eight keys from i0 (even)
  * of a paired chunk, as dot8_avx2 computes each, scaled, in out[b]: the
  * accumulator of keys 2p and 2p + 1 holds lanes d % 8 of the first in its
@@ -472,11 +490,7 @@ T_AVX512 static inline __attribute__((always_inline)) void dot8xn_avx512(const f
     }
 #pragma GCC unroll 8
     for (int b = 0; b < nb; b++) {
-        __m256 t = tree8_avx2(_mm512_castps512_ps256(a[b][0]), _mm512_extractf32x8_ps(a[b][0], 1),
-                              _mm512_castps512_ps256(a[b][1]), _mm512_extractf32x8_ps(a[b][1], 1),
-                              _mm512_castps512_ps256(a[b][2]), _mm512_extractf32x8_ps(a[b][2], 1),
-                              _mm512_castps512_ps256(a[b][3]), _mm512_extractf32x8_ps(a[b][3], 1));
-        out[b] = _mm256_mul_ps(t, scale);
+        out[b] = _mm256_mul_ps(tree8_pairs_avx512(a[b][0], a[b][1], a[b][2], a[b][3]), scale);
     }
 }
 
