@@ -251,6 +251,64 @@ static void test_attention_rows(void **state)
     printf("attention rows: %d cases\n", checked);
 }
 
+/* the shapes the AVX-512 kernels group differently: head dims 64 to 512,
+ * query heads per KV head that fill a group of 6 (scores) or 4 (P V) or
+ * leave a rest, rows whose spans start off a key pair (a window) or end
+ * off a group of eight (odd depths), sinks; every result goes into the
+ * hash that test_other_paths compares with the generic definition's, and
+ * each batch must give the bits of its rows one at a time */
+static void test_attention_groups(void **state)
+{
+    (void)state;
+    static const int64_t hds[] = {64, 128, 256, 512}, nqs[] = {1, 4, 7, 13}, n0s[] = {1, 6, 63, 130};
+    static const int64_t wins[] = {0, 0, 5, 40};
+    const struct llm_type_ops *f16 = llm_get_type_ops(LLM_TYPE_F16);
+    const int64_t rows = 9, nmax = 130 + rows;
+    int checked = 0;
+    for (size_t a = 0; a < 4; a++)
+        for (size_t b = 0; b < 4; b++)
+            for (size_t c = 0; c < 4; c++) {
+                int64_t hd = hds[a], nq = nqs[b], n0 = n0s[c], win = wins[(a + b + c) % 4];
+                uint32_t kt = (a + c) % 2;
+                bool sinks = (b + c) % 2;
+                float *q = malloc((size_t)(rows * nq * hd) * sizeof *q), sink[13];
+                float *k = malloc((size_t)(nmax * hd) * sizeof *k), *v = malloc((size_t)(nmax * hd) * sizeof *v);
+                uint16_t *kh = malloc((size_t)(nmax * hd) * 2), *vh = malloc((size_t)(nmax * hd) * 2);
+                float *all = malloc((size_t)(rows * nq * hd) * sizeof *all);
+                float *one = malloc((size_t)(rows * nq * hd) * sizeof *one);
+                float *scratch = aligned_alloc(64, (llm_attn_scratch_floats(rows * nq, hd, nmax) * 4 + 63) / 64 * 64);
+                for (int64_t i = 0; i < rows * nq * hd; i++)
+                    q[i] = 3 * frand();
+                for (int64_t i = 0; i < nmax * hd; i++) {
+                    k[i] = frand(), v[i] = frand();
+                    kh[i] = llm_fp32_to_fp16(k[i]), vh[i] = llm_fp32_to_fp16(v[i]);
+                }
+                for (int64_t h = 0; h < nq; h++)
+                    sink[h] = 4 * frand();
+                struct llm_attn_job job = {
+                    .q = q, .q_stride = nq * hd, .out = all, .out_stride = nq * hd, .n_rows = rows, .nq = nq,
+                    .hd = hd, .n_kv = n0, .k = kt == LLM_TYPE_F16 ? (const void *)kh : k,
+                    .v = kt == LLM_TYPE_F16 ? (const void *)vh : v, .kv_type = kt,
+                    .f16_to_float = f16->to_float, .scale = 1.0f / sqrtf((float)hd), .window = win,
+                    .sinks = sinks ? sink : NULL, .scratch = scratch,
+                };
+                llm_attn_rows(&job);
+                hash_bits(all, rows * nq * hd);
+                for (int64_t r = 0; r < rows; r++) {
+                    job.q = q + r * nq * hd, job.out = one + r * nq * hd, job.n_rows = 1, job.n_kv = n0 + r;
+                    llm_attn_rows(&job);
+                }
+                if (memcmp(all, one, (size_t)(rows * nq * hd) * sizeof *all)) {
+                    print_error("attention groups hd %lld nq %lld start %lld window %lld: a batch of rows differs "
+                                "from its rows alone\n", (long long)hd, (long long)nq, (long long)n0, (long long)win);
+                    fail();
+                }
+                checked++;
+                free(q), free(k), free(v), free(kh), free(vh), free(all), free(one), free(scratch);
+            }
+    printf("attention groups: %d cases\n", checked);
+}
+
 #if defined(__x86_64__)
 /* (on AArch64, tests/arm64/check.sh runs the test under each KVCHAT_CPU
  * and qemu CPU model itself: qemu-user runs no child of the host shell) */
@@ -287,6 +345,7 @@ int main(void)
         cmocka_unit_test(test_types),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_rows),
+        cmocka_unit_test(test_attention_groups),
 #if defined(__x86_64__)
         cmocka_unit_test(test_other_paths),
 #endif
