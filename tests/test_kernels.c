@@ -178,6 +178,34 @@ static void test_attention(void **state)
     }
 }
 
+/* a batch-of-rows case: nqe random query elements (q) and room for two
+ * results of as many (all, one), nkv random K and V elements with their
+ * f16 forms (kh, vh), attention scratch of ns floats */
+struct rows_case {
+    float *q, *k, *v, *all, *one, *scratch;
+    uint16_t *kh, *vh;
+};
+static struct rows_case rows_case_init(int64_t nqe, int64_t nkv, size_t ns)
+{
+    struct rows_case c = {
+        .q = malloc((size_t)nqe * sizeof(float)), .all = malloc((size_t)nqe * sizeof(float)),
+        .one = malloc((size_t)nqe * sizeof(float)), .k = malloc((size_t)nkv * sizeof(float)),
+        .v = malloc((size_t)nkv * sizeof(float)), .kh = malloc((size_t)nkv * 2), .vh = malloc((size_t)nkv * 2),
+        .scratch = aligned_alloc(64, (ns * 4 + 63) / 64 * 64),
+    };
+    for (int64_t i = 0; i < nqe; i++)
+        c.q[i] = 3 * frand();
+    for (int64_t i = 0; i < nkv; i++) {
+        c.k[i] = frand(), c.v[i] = frand();
+        c.kh[i] = llm_fp32_to_fp16(c.k[i]), c.vh[i] = llm_fp32_to_fp16(c.v[i]);
+    }
+    return c;
+}
+static void rows_case_free(struct rows_case *c)
+{
+    free(c->q), free(c->k), free(c->v), free(c->kh), free(c->vh), free(c->all), free(c->one), free(c->scratch);
+}
+
 /* n_rows query rows at consecutive positions in one job give, row by row,
  * the bits each gives alone, and so does any split of them into jobs; with
  * a sliding window (and gemma2's soft-cap) too, and a windowed row gives
@@ -196,18 +224,10 @@ static void test_attention_rows(void **state)
             for (size_t w = 0; w < sizeof wins / sizeof *wins; w++)
             for (uint32_t kt = 0; kt < 2; kt++) {
                 int64_t hd = hds[a], n0 = starts[b];
-                float *q = malloc((size_t)(rows * nq * hd) * sizeof *q);
-                float *k = malloc((size_t)(nmax * hd) * sizeof *k), *v = malloc((size_t)(nmax * hd) * sizeof *v);
-                uint16_t *kh = malloc((size_t)(nmax * hd) * 2), *vh = malloc((size_t)(nmax * hd) * 2);
-                float *all = malloc((size_t)(rows * nq * hd) * sizeof *all);
-                float *one = malloc((size_t)(rows * nq * hd) * sizeof *one);
-                float *scratch = aligned_alloc(64, (llm_attn_scratch_floats(rows * nq, hd, nmax) * 4 + 63) / 64 * 64);
-                for (int64_t i = 0; i < rows * nq * hd; i++)
-                    q[i] = 3 * frand();
-                for (int64_t i = 0; i < nmax * hd; i++) {
-                    k[i] = frand(), v[i] = frand();
-                    kh[i] = llm_fp32_to_fp16(k[i]), vh[i] = llm_fp32_to_fp16(v[i]);
-                }
+                size_t ns = llm_attn_scratch_floats(rows * nq, hd, nmax);
+                struct rows_case rc = rows_case_init(rows * nq * hd, nmax * hd, ns);
+                float *q = rc.q, *k = rc.k, *v = rc.v, *all = rc.all, *one = rc.one, *scratch = rc.scratch;
+                uint16_t *kh = rc.kh, *vh = rc.vh;
                 struct llm_attn_job job = {
                     .q_stride = nq * hd, .out_stride = nq * hd, .nq = nq, .hd = hd,
                     .k = kt == LLM_TYPE_F16 ? (const void *)kh : k,
@@ -246,7 +266,7 @@ static void test_attention_rows(void **state)
                     }
                 }
                 checked++;
-                free(q), free(k), free(v), free(kh), free(vh), free(all), free(one), free(scratch);
+                rows_case_free(&rc);
             }
     printf("attention rows: %d cases\n", checked);
 }
@@ -271,18 +291,10 @@ static void test_attention_groups(void **state)
                 int64_t hd = hds[a], nq = nqs[b], n0 = n0s[c], win = wins[(a + b + c) % 4];
                 uint32_t kt = (a + c) % 2;
                 bool sinks = (b + c) % 2;
-                float *q = malloc((size_t)(rows * nq * hd) * sizeof *q), sink[13];
-                float *k = malloc((size_t)(nmax * hd) * sizeof *k), *v = malloc((size_t)(nmax * hd) * sizeof *v);
-                uint16_t *kh = malloc((size_t)(nmax * hd) * 2), *vh = malloc((size_t)(nmax * hd) * 2);
-                float *all = malloc((size_t)(rows * nq * hd) * sizeof *all);
-                float *one = malloc((size_t)(rows * nq * hd) * sizeof *one);
-                float *scratch = aligned_alloc(64, (llm_attn_scratch_floats(rows * nq, hd, nmax) * 4 + 63) / 64 * 64);
-                for (int64_t i = 0; i < rows * nq * hd; i++)
-                    q[i] = 3 * frand();
-                for (int64_t i = 0; i < nmax * hd; i++) {
-                    k[i] = frand(), v[i] = frand();
-                    kh[i] = llm_fp32_to_fp16(k[i]), vh[i] = llm_fp32_to_fp16(v[i]);
-                }
+                size_t ns = llm_attn_scratch_floats(rows * nq, hd, nmax);
+                struct rows_case rc = rows_case_init(rows * nq * hd, nmax * hd, ns);
+                float *q = rc.q, *k = rc.k, *v = rc.v, *all = rc.all, *one = rc.one, *scratch = rc.scratch, sink[13];
+                uint16_t *kh = rc.kh, *vh = rc.vh;
                 for (int64_t h = 0; h < nq; h++)
                     sink[h] = 4 * frand();
                 struct llm_attn_job job = {
@@ -304,7 +316,7 @@ static void test_attention_groups(void **state)
                     fail();
                 }
                 checked++;
-                free(q), free(k), free(v), free(kh), free(vh), free(all), free(one), free(scratch);
+                rows_case_free(&rc);
             }
     printf("attention groups: %d cases\n", checked);
 }

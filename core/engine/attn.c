@@ -19,6 +19,7 @@
 #include "core/kernels/quant.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -672,6 +673,30 @@ static void group_accumulate(const struct llm_attn_job *a, const struct attn_ker
     g->n = 0;
 }
 
+/* the scores (pv false) or P V (pv true) of every (row, head) output over
+ * the chunk buf of keys [j0, j0 + nr), in groups of consecutive outputs
+ * with the same span; sc: the scores, ns floats a row */
+static void chunk_groups(const struct llm_attn_job *a, const struct attn_kernels *kn, int64_t j0, int64_t nr,
+                         const float *buf, float *sc, int64_t ns, bool pv)
+{
+    int nb = pv ? (kn->accumulate_n ? kn->nb_acc : 1) : (kn->scores_n ? kn->nb_scores : 1);
+    struct attn_group g = {0};
+    for (int64_t r = 0; r < a->n_rows; r++) {
+        int64_t s, e;
+        row_span(a, r, j0, nr, &s, &e);
+        for (int64_t h = 0; s < e && h < a->nq; h++) {
+            if (g.n && (g.s != s || g.e != e || g.n == nb))
+                (pv ? group_accumulate : group_scores)(a, kn, &g, buf, j0);
+            g.s = s, g.e = e;
+            g.q[g.n] = a->q + r * a->q_stride + h * a->hd;
+            g.out[g.n] = a->out + r * a->out_stride + h * a->hd;
+            g.row[g.n++] = sc + (r * a->nq + h) * ns + s;
+        }
+    }
+    if (g.n)
+        (pv ? group_accumulate : group_scores)(a, kn, &g, buf, j0);
+}
+
 /* scores chunk by chunk, softmax per row and head, then P V chunk by
  * chunk: every K and V row converted once into the chunk buffer for all
  * rows and heads; row r takes its own keys [lo_r, n_kv + r), exactly as
@@ -685,7 +710,6 @@ static void rows_with(const struct llm_attn_job *a, const struct attn_kernels *k
     size_t sc_floats = ((size_t)(nqr * ns) + 15) / 16 * 16;
     float *sc = a->scratch, *sum = sc + sc_floats, *buf = sum + ((size_t)nqr + 15) / 16 * 16;
     int64_t j_first = row_lo(a, 0); /* lo_r grows with r */
-    int nb_scores = kn->scores_n ? kn->nb_scores : 1, nb_acc = kn->accumulate_n ? kn->nb_acc : 1;
     for (int64_t j0 = j_first; j0 < nmax; j0 += CHUNK) {
         int64_t nr = nmax - j0 < CHUNK ? nmax - j0 : CHUNK, pad = nr;
         for (int64_t r = 0; r < a->n_rows; r++) { /* rows a kernel may read past the last */
@@ -701,20 +725,7 @@ static void rows_with(const struct llm_attn_job *a, const struct attn_kernels *k
             if (pad > nr) /* their scores are dropped */
                 memset(buf + nr * hd, 0, (size_t)((pad - nr) * hd) * sizeof(float));
         }
-        struct attn_group g = {0};
-        for (int64_t r = 0; r < a->n_rows; r++) {
-            int64_t s, e;
-            row_span(a, r, j0, nr, &s, &e);
-            for (int64_t h = 0; s < e && h < a->nq; h++) {
-                if (g.n && (g.s != s || g.e != e || g.n == nb_scores))
-                    group_scores(a, kn, &g, buf, j0);
-                g.s = s, g.e = e;
-                g.q[g.n] = a->q + r * a->q_stride + h * hd;
-                g.row[g.n++] = sc + (r * a->nq + h) * ns + s;
-            }
-        }
-        if (g.n)
-            group_scores(a, kn, &g, buf, j0);
+        chunk_groups(a, kn, j0, nr, buf, sc, ns, false);
     }
     for (int64_t r = 0; r < a->n_rows; r++)
         for (int64_t h = 0; h < a->nq; h++) {
@@ -728,20 +739,7 @@ static void rows_with(const struct llm_attn_job *a, const struct attn_kernels *k
     for (int64_t j0 = j_first; j0 < nmax; j0 += CHUNK) {
         int64_t nr = nmax - j0 < CHUNK ? nmax - j0 : CHUNK;
         rows_f32(a, a->v, j0, nr, buf);
-        struct attn_group g = {0};
-        for (int64_t r = 0; r < a->n_rows; r++) {
-            int64_t s, e;
-            row_span(a, r, j0, nr, &s, &e);
-            for (int64_t h = 0; s < e && h < a->nq; h++) {
-                if (g.n && (g.s != s || g.e != e || g.n == nb_acc))
-                    group_accumulate(a, kn, &g, buf, j0);
-                g.s = s, g.e = e;
-                g.out[g.n] = a->out + r * a->out_stride + h * hd;
-                g.row[g.n++] = sc + (r * a->nq + h) * ns + s;
-            }
-        }
-        if (g.n)
-            group_accumulate(a, kn, &g, buf, j0);
+        chunk_groups(a, kn, j0, nr, buf, sc, ns, true);
     }
     for (int64_t r = 0; r < a->n_rows; r++)
         for (int64_t h = 0; h < a->nq; h++) {
