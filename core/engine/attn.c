@@ -11,8 +11,11 @@
  * together: each K and V row is converted from f16 once into a small
  * L1-resident chunk and used by every one of those heads; eight scores are
  * computed at a time and reduced together; exp is a polynomial on eight
- * lanes. Results depend only on the inputs (fixed order, no threads here),
- * not on how the engine spreads heads over threads.
+ * lanes. With AVX-512's 32 registers, the (row, head) outputs that share a
+ * chunk's keys go through the kernels in groups, so each load of K or V
+ * feeds several of them. Results depend only on the inputs (fixed order,
+ * no threads here), not on how the engine spreads heads over threads, nor
+ * on the grouping: each output gets the single-row kernel's operations.
  */
 #include "core/engine/attn.h"
 #include "core/llm.h"
@@ -308,8 +311,8 @@ T_AVX2 static void accumulate_avx2(float *out, const float *p, const float *v, i
 }
 
 /* ==== AVX-512: the same operations on sixteen lanes where each lane is
- * an element's own chain (P V, the exp polynomial); the scores keep the
- * AVX2 kernel (their eight lanes d % 8 and fixed tree are the definition) */
+ * an element's own chain (P V, the exp polynomial); the scores hold two
+ * keys' eight lanes d % 8 per register (below) */
 #define T_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 
 /* exp_avx2 on sixteen lanes, operation for operation */
