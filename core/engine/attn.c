@@ -414,14 +414,16 @@ T_AVX512 static void k_pairs_avx512(const struct llm_attn_job *a, int64_t j0, in
     int64_t hd = a->hd;
     for (int64_t j = 0; j < npad; j++) {
         float *dst = buf + (j & ~(int64_t)1) * hd + (j & 1) * 8;
-        for (int64_t d = 0; d < hd; d += 8) {
-            __m256 x = _mm256_setzero_ps();
-            if (j < n && a->kv_type == LLM_TYPE_F32)
-                x = _mm256_loadu_ps((const float *)a->k + (j0 + j) * hd + d);
-            else if (j < n)
-                x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)a->k + (j0 + j) * hd + d)));
-            _mm256_storeu_ps(dst + 2 * d, x);
-        }
+        if (j >= n)
+            for (int64_t d = 0; d < hd; d += 8)
+                _mm256_storeu_ps(dst + 2 * d, _mm256_setzero_ps());
+        else if (a->kv_type == LLM_TYPE_F32)
+            for (int64_t d = 0; d < hd; d += 8)
+                _mm256_storeu_ps(dst + 2 * d, _mm256_loadu_ps((const float *)a->k + (j0 + j) * hd + d));
+        else
+            for (int64_t d = 0; d < hd; d += 8)
+                _mm256_storeu_ps(dst + 2 * d, _mm256_cvtph_ps(_mm_loadu_si128(
+                                                  (const __m128i *)((const uint16_t *)a->k + (j0 + j) * hd + d))));
     }
 }
 
