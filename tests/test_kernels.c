@@ -178,6 +178,34 @@ static void test_attention(void **state)
     }
 }
 
+/* a batch-of-rows case: nqe random query elements (q) and room for two
+ * results of as many (all, one), nkv random K and V elements with their
+ * f16 forms (kh, vh), attention scratch of ns floats */
+struct rows_case {
+    float *q, *k, *v, *all, *one, *scratch;
+    uint16_t *kh, *vh;
+};
+static struct rows_case rows_case_init(int64_t nqe, int64_t nkv, size_t ns)
+{
+    struct rows_case c = {
+        .q = malloc((size_t)nqe * sizeof(float)), .all = malloc((size_t)nqe * sizeof(float)),
+        .one = malloc((size_t)nqe * sizeof(float)), .k = malloc((size_t)nkv * sizeof(float)),
+        .v = malloc((size_t)nkv * sizeof(float)), .kh = malloc((size_t)nkv * 2), .vh = malloc((size_t)nkv * 2),
+        .scratch = aligned_alloc(64, (ns * 4 + 63) / 64 * 64),
+    };
+    for (int64_t i = 0; i < nqe; i++)
+        c.q[i] = 3 * frand();
+    for (int64_t i = 0; i < nkv; i++) {
+        c.k[i] = frand(), c.v[i] = frand();
+        c.kh[i] = llm_fp32_to_fp16(c.k[i]), c.vh[i] = llm_fp32_to_fp16(c.v[i]);
+    }
+    return c;
+}
+static void rows_case_free(struct rows_case *c)
+{
+    free(c->q), free(c->k), free(c->v), free(c->kh), free(c->vh), free(c->all), free(c->one), free(c->scratch);
+}
+
 /* n_rows query rows at consecutive positions in one job give, row by row,
  * the bits each gives alone, and so does any split of them into jobs; with
  * a sliding window (and gemma2's soft-cap) too, and a windowed row gives
@@ -196,18 +224,10 @@ static void test_attention_rows(void **state)
             for (size_t w = 0; w < sizeof wins / sizeof *wins; w++)
             for (uint32_t kt = 0; kt < 2; kt++) {
                 int64_t hd = hds[a], n0 = starts[b];
-                float *q = malloc((size_t)(rows * nq * hd) * sizeof *q);
-                float *k = malloc((size_t)(nmax * hd) * sizeof *k), *v = malloc((size_t)(nmax * hd) * sizeof *v);
-                uint16_t *kh = malloc((size_t)(nmax * hd) * 2), *vh = malloc((size_t)(nmax * hd) * 2);
-                float *all = malloc((size_t)(rows * nq * hd) * sizeof *all);
-                float *one = malloc((size_t)(rows * nq * hd) * sizeof *one);
-                float *scratch = aligned_alloc(64, (llm_attn_scratch_floats(rows * nq, hd, nmax) * 4 + 63) / 64 * 64);
-                for (int64_t i = 0; i < rows * nq * hd; i++)
-                    q[i] = 3 * frand();
-                for (int64_t i = 0; i < nmax * hd; i++) {
-                    k[i] = frand(), v[i] = frand();
-                    kh[i] = llm_fp32_to_fp16(k[i]), vh[i] = llm_fp32_to_fp16(v[i]);
-                }
+                size_t ns = llm_attn_scratch_floats(rows * nq, hd, nmax);
+                struct rows_case rc = rows_case_init(rows * nq * hd, nmax * hd, ns);
+                float *q = rc.q, *k = rc.k, *v = rc.v, *all = rc.all, *one = rc.one, *scratch = rc.scratch;
+                uint16_t *kh = rc.kh, *vh = rc.vh;
                 struct llm_attn_job job = {
                     .q_stride = nq * hd, .out_stride = nq * hd, .nq = nq, .hd = hd,
                     .k = kt == LLM_TYPE_F16 ? (const void *)kh : k,
@@ -246,9 +266,59 @@ static void test_attention_rows(void **state)
                     }
                 }
                 checked++;
-                free(q), free(k), free(v), free(kh), free(vh), free(all), free(one), free(scratch);
+                rows_case_free(&rc);
             }
     printf("attention rows: %d cases\n", checked);
+}
+
+/* the shapes the AVX-512 kernels group differently: head dims 64 to 512,
+ * query heads per KV head that fill a group of 6 (scores) or 4 (P V) or
+ * leave a rest, rows whose spans start off a key pair (a window) or end
+ * off a group of eight (odd depths), sinks; every result goes into the
+ * hash that test_other_paths compares with the generic definition's, and
+ * each batch must give the bits of its rows one at a time */
+static void test_attention_groups(void **state)
+{
+    (void)state;
+    static const int64_t hds[] = {64, 128, 256, 512}, nqs[] = {1, 4, 7, 13}, n0s[] = {1, 6, 63, 130};
+    static const int64_t wins[] = {0, 0, 5, 40};
+    const struct llm_type_ops *f16 = llm_get_type_ops(LLM_TYPE_F16);
+    const int64_t rows = 9, nmax = 130 + rows;
+    int checked = 0;
+    for (size_t a = 0; a < 4; a++)
+        for (size_t b = 0; b < 4; b++)
+            for (size_t c = 0; c < 4; c++) {
+                int64_t hd = hds[a], nq = nqs[b], n0 = n0s[c], win = wins[(a + b + c) % 4];
+                uint32_t kt = (a + c) % 2;
+                bool sinks = (b + c) % 2;
+                size_t ns = llm_attn_scratch_floats(rows * nq, hd, nmax);
+                struct rows_case rc = rows_case_init(rows * nq * hd, nmax * hd, ns);
+                float *q = rc.q, *k = rc.k, *v = rc.v, *all = rc.all, *one = rc.one, *scratch = rc.scratch, sink[13];
+                uint16_t *kh = rc.kh, *vh = rc.vh;
+                for (int64_t h = 0; h < nq; h++)
+                    sink[h] = 4 * frand();
+                struct llm_attn_job job = {
+                    .q = q, .q_stride = nq * hd, .out = all, .out_stride = nq * hd, .n_rows = rows, .nq = nq,
+                    .hd = hd, .n_kv = n0, .k = kt == LLM_TYPE_F16 ? (const void *)kh : k,
+                    .v = kt == LLM_TYPE_F16 ? (const void *)vh : v, .kv_type = kt,
+                    .f16_to_float = f16->to_float, .scale = 1.0f / sqrtf((float)hd), .window = win,
+                    .sinks = sinks ? sink : NULL, .scratch = scratch,
+                };
+                llm_attn_rows(&job);
+                hash_bits(all, rows * nq * hd);
+                for (int64_t r = 0; r < rows; r++) {
+                    job.q = q + r * nq * hd, job.out = one + r * nq * hd, job.n_rows = 1, job.n_kv = n0 + r;
+                    llm_attn_rows(&job);
+                }
+                if (memcmp(all, one, (size_t)(rows * nq * hd) * sizeof *all)) {
+                    print_error("attention groups hd %lld nq %lld start %lld window %lld: a batch of rows differs "
+                                "from its rows alone\n", (long long)hd, (long long)nq, (long long)n0, (long long)win);
+                    fail();
+                }
+                checked++;
+                rows_case_free(&rc);
+            }
+    printf("attention groups: %d cases\n", checked);
 }
 
 #if defined(__x86_64__)
@@ -287,6 +357,7 @@ int main(void)
         cmocka_unit_test(test_types),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_rows),
+        cmocka_unit_test(test_attention_groups),
 #if defined(__x86_64__)
         cmocka_unit_test(test_other_paths),
 #endif

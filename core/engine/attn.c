@@ -11,14 +11,18 @@
  * together: each K and V row is converted from f16 once into a small
  * L1-resident chunk and used by every one of those heads; eight scores are
  * computed at a time and reduced together; exp is a polynomial on eight
- * lanes. Results depend only on the inputs (fixed order, no threads here),
- * not on how the engine spreads heads over threads.
+ * lanes. With AVX-512's 32 registers, the (row, head) outputs that share a
+ * chunk's keys go through the kernels in groups, so each load of K or V
+ * feeds several of them. Results depend only on the inputs (fixed order,
+ * no threads here), not on how the engine spreads heads over threads, nor
+ * on the grouping: each output gets the single-row kernel's operations.
  */
 #include "core/engine/attn.h"
 #include "core/llm.h"
 #include "core/kernels/quant.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -216,6 +220,17 @@ T_AVX2 static void softmax_norm_avx2(float *s, int64_t n)
         s[j] *= 1.0f / sum;
 }
 
+/* lane i: the sum of a_i's eight lanes, ((l0 + l1) + (l2 + l3)) + ((l4 +
+ * l5) + (l6 + l7)) */
+T_AVX2 static inline __m256 tree8_avx2(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5,
+                                       __m256 a6, __m256 a7)
+{
+    __m256 s0123 = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    __m256 s4567 = _mm256_hadd_ps(_mm256_hadd_ps(a4, a5), _mm256_hadd_ps(a6, a7));
+    return _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20),
+                         _mm256_permute2f128_ps(s0123, s4567, 0x31));
+}
+
 /* q . k_i for the eight rows k + i * hd, as one vector */
 T_AVX2 static __m256 dot8_avx2(const float *q, const float *k, int64_t hd)
 {
@@ -231,10 +246,7 @@ T_AVX2 static __m256 dot8_avx2(const float *q, const float *k, int64_t hd)
         a6 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 6 * hd + d), a6);
         a7 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 7 * hd + d), a7);
     }
-    __m256 s0123 = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-    __m256 s4567 = _mm256_hadd_ps(_mm256_hadd_ps(a4, a5), _mm256_hadd_ps(a6, a7));
-    return _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20),
-                         _mm256_permute2f128_ps(s0123, s4567, 0x31));
+    return tree8_avx2(a0, a1, a2, a3, a4, a5, a6, a7);
 }
 
 /* out[0..64) += sum over r < nr of p[r] * v[r * hd .. + 64) */
@@ -299,8 +311,8 @@ T_AVX2 static void accumulate_avx2(float *out, const float *p, const float *v, i
 }
 
 /* ==== AVX-512: the same operations on sixteen lanes where each lane is
- * an element's own chain (P V, the exp polynomial); the scores keep the
- * AVX2 kernel (their eight lanes d % 8 and fixed tree are the definition) */
+ * an element's own chain (P V, the exp polynomial); the scores hold two
+ * keys' eight lanes d % 8 per register (below) */
 #define T_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 
 /* exp_avx2 on sixteen lanes, operation for operation */
@@ -366,26 +378,10 @@ T_AVX512 static void softmax_avx512(float *s, int64_t n, float *sum_out)
     *sum_out = sum;
 }
 
-/* as accumulate_generic; head_dim a multiple of 8 */
-T_AVX512 static void accumulate_avx512(float *out, const float *p, const float *v, int64_t nr, int64_t hd)
+/* as accumulate_generic on the elements [d, hd) */
+T_AVX512 static void accumulate_from_avx512(float *out, const float *p, const float *v, int64_t nr, int64_t hd,
+                                            int64_t d)
 {
-    int64_t d = 0;
-    for (; d + 64 <= hd; d += 64) {
-        __m512 o0 = _mm512_loadu_ps(out + d), o1 = _mm512_loadu_ps(out + d + 16), o2 = _mm512_loadu_ps(out + d + 32),
-               o3 = _mm512_loadu_ps(out + d + 48);
-        const float *vr = v + d;
-        for (int64_t r = 0; r < nr; r++, vr += hd) {
-            __m512 pr = _mm512_set1_ps(p[r]);
-            o0 = _mm512_fmadd_ps(pr, _mm512_loadu_ps(vr), o0);
-            o1 = _mm512_fmadd_ps(pr, _mm512_loadu_ps(vr + 16), o1);
-            o2 = _mm512_fmadd_ps(pr, _mm512_loadu_ps(vr + 32), o2);
-            o3 = _mm512_fmadd_ps(pr, _mm512_loadu_ps(vr + 48), o3);
-        }
-        _mm512_storeu_ps(out + d, o0);
-        _mm512_storeu_ps(out + d + 16, o1);
-        _mm512_storeu_ps(out + d + 32, o2);
-        _mm512_storeu_ps(out + d + 48, o3);
-    }
     for (; d + 16 <= hd; d += 16) {
         __m512 o = _mm512_loadu_ps(out + d);
         const float *vr = v + d;
@@ -396,13 +392,239 @@ T_AVX512 static void accumulate_avx512(float *out, const float *p, const float *
     for (; d < hd; d += 8)
         axpy8_avx2(out + d, p, v + d, nr, hd);
 }
+
+/* ==== AVX-512: several query rows at once over the same keys ====
+ * AVX-512VL gives 32 vector registers, enough to keep the accumulators of
+ * several (row, head) outputs that read the same span of the chunk, so each
+ * K or V load feeds several fused multiply-adds instead of one (the single
+ * row kernels issue a load per FMA and are bound by loads). Each output's
+ * operations are those of the single-row kernel: a score's lanes d % 8,
+ * each one FMA chain over d in order, the same tree and scale; a P V
+ * element's one FMA chain over the keys in order. So the bits do not
+ * depend on the grouping. */
+#define SCORES_NB 6 /* 6 x 4 zmm accumulators + 6 queries + 1 key pair: 31 registers */
+#define ACC_NB 4    /* 4 x 4 zmm accumulators + 4 value vectors */
+
+/* the chunk's K in pairs of rows: rows 2m and 2m + 1 from buf + 2m hd,
+ * their d-blocks of eight interleaved (row 2m's block b at 16 b, row 2m +
+ * 1's at 16 b + 8), so one 512-bit load holds a block of both; rows n ..
+ * npad zero (their scores are dropped). The values are those of rows_f32 */
+T_AVX512 static void k_pairs_avx512(const struct llm_attn_job *a, int64_t j0, int64_t n, int64_t npad, float *buf)
+{
+    int64_t hd = a->hd;
+    for (int64_t j = 0; j < npad; j++) {
+        float *dst = buf + (j & ~(int64_t)1) * hd + (j & 1) * 8;
+        if (j >= n)
+            for (int64_t d = 0; d < hd; d += 8)
+                _mm256_storeu_ps(dst + 2 * d, _mm256_setzero_ps());
+        else if (a->kv_type == LLM_TYPE_F32)
+            for (int64_t d = 0; d < hd; d += 8)
+                _mm256_storeu_ps(dst + 2 * d, _mm256_loadu_ps((const float *)a->k + (j0 + j) * hd + d));
+        else
+            for (int64_t d = 0; d < hd; d += 8)
+                _mm256_storeu_ps(dst + 2 * d, _mm256_cvtph_ps(_mm_loadu_si128(
+                                                  (const __m128i *)((const uint16_t *)a->k + (j0 + j) * hd + d))));
+    }
+}
+
+/* key i's d-block of eight at pair_row(buf, i, hd) + 2 d */
+static inline const float *pair_row(const float *buf, int64_t i, int64_t hd)
+{
+    return buf + (i & ~(int64_t)1) * hd + (i & 1) * 8;
+}
+
+/* dot8_avx2 on the keys i0 .. i0 + 7 of a paired chunk (any i0) */
+T_AVX512 static __m256 dot8_pairs_avx512(const float *q, const float *buf, int64_t i0, int64_t hd)
+{
+    const float *k[8];
+    __m256 a[8];
+    for (int i = 0; i < 8; i++)
+        k[i] = pair_row(buf, i0 + i, hd), a[i] = _mm256_setzero_ps();
+    for (int64_t d = 0; d < hd; d += 8) {
+        __m256 qv = _mm256_loadu_ps(q + d);
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++)
+            a[i] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[i] + 2 * d), a[i]);
+    }
+    return tree8_avx2(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]);
+}
+
+/* _mm256_hadd_ps on each 256-bit half: per 128-bit lane [x0 + x1, x2 +
+ * x3, y0 + y1, y2 + y3] */
+T_AVX512 static inline __m512 hadd_avx512(__m512 x, __m512 y)
+{
+    return _mm512_add_ps(_mm512_shuffle_ps(x, y, 0x88), _mm512_shuffle_ps(x, y, 0xdd));
+}
+
+/* tree8_avx2 of the eight keys' accumulators held in pairs (keys 2p, 2p +
+ * 1 in a_p's low, high half), the same additions: per key, lanes 0-3 and
+ * 4-7 each ((l0 + l1) + (l2 + l3)), then the first plus the second */
+T_AVX512 static inline __m256 tree8_pairs_avx512(__m512 a0, __m512 a1, __m512 a2, __m512 a3)
+{
+    /* 128-bit lanes: [k0 k2 k4 k6] of l0-3, of l4-7, [k1 k3 k5 k7] of l0-3, of l4-7 */
+    __m512 g = hadd_avx512(hadd_avx512(a0, a1), hadd_avx512(a2, a3));
+    __m512 t = _mm512_add_ps(_mm512_shuffle_f32x4(g, g, 0x08), _mm512_shuffle_f32x4(g, g, 0x0d));
+    return _mm256_permutexvar_ps(_mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7), _mm512_castps512_ps256(t));
+}
+
+/* the scores of nb query rows q[b] against the eight keys from i0 (even)
+ * of a paired chunk, as dot8_avx2 computes each, scaled, in out[b]: the
+ * accumulator of keys 2p and 2p + 1 holds lanes d % 8 of the first in its
+ * low half, of the second in its high half */
+T_AVX512 static inline __attribute__((always_inline)) void dot8xn_avx512(const float *const *q, const float *k,
+                                                                         int64_t hd, int nb, __m256 scale,
+                                                                         __m256 *out)
+{
+    __m512 a[SCORES_NB][4];
+#pragma GCC unroll 8
+    for (int b = 0; b < nb; b++)
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++)
+            a[b][i] = _mm512_setzero_ps();
+    for (int64_t d = 0; d < hd; d += 8) {
+        __m512 qv[SCORES_NB];
+#pragma GCC unroll 8
+        for (int b = 0; b < nb; b++)
+            qv[b] = _mm512_broadcast_f32x8(_mm256_loadu_ps(q[b] + d));
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            __m512 kv = _mm512_loadu_ps(k + 2 * i * hd + 2 * d);
+#pragma GCC unroll 8
+            for (int b = 0; b < nb; b++)
+                a[b][i] = _mm512_fmadd_ps(qv[b], kv, a[b][i]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int b = 0; b < nb; b++) {
+        out[b] = _mm256_mul_ps(tree8_pairs_avx512(a[b][0], a[b][1], a[b][2], a[b][3]), scale);
+    }
+}
+
+/* eight scores (the keys past nr dropped) into s + r */
+T_AVX512 static inline void store_scores(float *s, int64_t r, int64_t nr, __m256 o)
+{
+    if (r + 8 <= nr) {
+        _mm256_storeu_ps(s + r, o);
+    } else {
+        float t[8];
+        _mm256_storeu_ps(t, o);
+        memcpy(s + r, t, (size_t)(nr - r) * sizeof(float));
+    }
+}
+
+/* scores_avx2 for nb (1..SCORES_NB) query rows q[b] into s[b], the keys
+ * [i0, i0 + nr) of a paired chunk */
+T_AVX512 static inline __attribute__((always_inline)) void scores_nb_avx512(const float *const *q, const float *buf,
+                                                                            int64_t i0, int64_t hd, int64_t nr,
+                                                                            float scale, float *const *s, int nb)
+{
+    __m256 sv = _mm256_set1_ps(scale), o[SCORES_NB];
+    for (int64_t r = 0; r < nr; r += 8) {
+        dot8xn_avx512(q, buf + (i0 + r) * hd, hd, nb, sv, o);
+        for (int b = 0; b < nb; b++)
+            store_scores(s[b], r, nr, o[b]);
+    }
+}
+
+T_AVX512 static void scores_n_avx512(const float *const *q, const float *buf, int64_t i0, int64_t hd, int64_t nr,
+                                     float scale, float *const *s, int nb)
+{
+    if (i0 & 1) { /* a window's row starting off a pair: key by key from the pairs */
+        __m256 sv = _mm256_set1_ps(scale);
+        for (int b = 0; b < nb; b++)
+            for (int64_t r = 0; r < nr; r += 8)
+                store_scores(s[b], r, nr, _mm256_mul_ps(dot8_pairs_avx512(q[b], buf, i0 + r, hd), sv));
+        return;
+    }
+    switch (nb) {
+    case 6: scores_nb_avx512(q, buf, i0, hd, nr, scale, s, 6); break;
+    case 5: scores_nb_avx512(q, buf, i0, hd, nr, scale, s, 5); break;
+    case 4: scores_nb_avx512(q, buf, i0, hd, nr, scale, s, 4); break;
+    case 3: scores_nb_avx512(q, buf, i0, hd, nr, scale, s, 3); break;
+    case 2: scores_nb_avx512(q, buf, i0, hd, nr, scale, s, 2); break;
+    default: scores_nb_avx512(q, buf, i0, hd, nr, scale, s, 1); break;
+    }
+}
+
+/* accumulate_generic for nb (1..ACC_NB) outputs out[b] with weights p[b],
+ * the same value rows */
+T_AVX512 static inline __attribute__((always_inline)) void accumulate_nb_avx512(float *const *out,
+                                                                                const float *const *p,
+                                                                                const float *v, int64_t nr,
+                                                                                int64_t hd, int nb)
+{
+    int64_t d = 0;
+    for (; d + 64 <= hd; d += 64) {
+        __m512 o[ACC_NB][4];
+#pragma GCC unroll 8
+        for (int b = 0; b < nb; b++)
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++)
+                o[b][i] = _mm512_loadu_ps(out[b] + d + 16 * i);
+        const float *vr = v + d;
+        for (int64_t r = 0; r < nr; r++, vr += hd) {
+            __m512 vv[4];
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++)
+                vv[i] = _mm512_loadu_ps(vr + 16 * i);
+#pragma GCC unroll 8
+            for (int b = 0; b < nb; b++) {
+                __m512 pr = _mm512_set1_ps(p[b][r]);
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++)
+                    o[b][i] = _mm512_fmadd_ps(pr, vv[i], o[b][i]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int b = 0; b < nb; b++)
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++)
+                _mm512_storeu_ps(out[b] + d + 16 * i, o[b][i]);
+    }
+    for (int b = 0; d < hd && b < nb; b++)
+        accumulate_from_avx512(out[b], p[b], v, nr, hd, d);
+}
+
+T_AVX512 static void accumulate_n_avx512(float *const *out, const float *const *p, const float *v, int64_t nr,
+                                         int64_t hd, int nb)
+{
+    switch (nb) {
+    case 4: accumulate_nb_avx512(out, p, v, nr, hd, 4); break;
+    case 3: accumulate_nb_avx512(out, p, v, nr, hd, 3); break;
+    case 2: accumulate_nb_avx512(out, p, v, nr, hd, 2); break;
+    default: accumulate_nb_avx512(out, p, v, nr, hd, 1); break;
+    }
+}
 #endif
 
-/* one path's pieces of decode attention */
+/* one path's pieces of attention; a path with scores_n / accumulate_n
+ * runs groups of up to nb_scores / nb_acc (row, head) outputs that share a
+ * span of keys through them, and its single-row scores / accumulate are
+ * not used */
 struct attn_kernels {
     void (*scores)(const float *q, const float *k, int64_t hd, int64_t nr, float scale, float *s);
     void (*softmax)(float *s, int64_t n, float *sum_out);
     void (*accumulate)(float *out, const float *p, const float *v, int64_t nr, int64_t hd);
+    /* K rows [j0, j0 + n) into buf in the layout scores_n reads, zero rows
+     * up to npad (even) */
+    void (*k_rows)(const struct llm_attn_job *a, int64_t j0, int64_t n, int64_t npad, float *buf);
+    /* scores of nb query rows against buf's keys [i0, i0 + nr) */
+    void (*scores_n)(const float *const *q, const float *buf, int64_t i0, int64_t hd, int64_t nr, float scale,
+                     float *const *s, int nb);
+    void (*accumulate_n)(float *const *out, const float *const *p, const float *v, int64_t nr, int64_t hd,
+                         int nb);
+    int nb_scores, nb_acc;
+};
+
+#define GROUP_MAX 8 /* the most outputs a group kernel takes */
+
+/* (row, head) outputs of one chunk gathered while they share a key span */
+struct attn_group {
+    int n;
+    int64_t s, e;        /* their keys [s, e) */
+    const float *q[GROUP_MAX];
+    float *row[GROUP_MAX]; /* where their scores (weights) start, key s */
+    float *out[GROUP_MAX];
 };
 
 /* the first key row r sees */
@@ -429,10 +651,63 @@ static void row_span(const struct llm_attn_job *a, int64_t r, int64_t j0, int64_
     *e = n < j0 + nr ? n : j0 + nr;
 }
 
+/* the scores of group g's outputs against the chunk buf (from key j0) */
+static void group_scores(const struct llm_attn_job *a, const struct attn_kernels *kn, struct attn_group *g,
+                         const float *buf, int64_t j0)
+{
+    if (kn->scores_n)
+        kn->scores_n(g->q, buf, g->s - j0, a->hd, g->e - g->s, a->scale, g->row, g->n);
+    else
+        for (int b = 0; b < g->n; b++)
+            kn->scores(g->q[b], buf + (g->s - j0) * a->hd, a->hd, g->e - g->s, a->scale, g->row[b]);
+    for (int b = 0; a->softcap > 0 && b < g->n; b++)
+        llm_softcap(g->row[b], g->e - g->s, a->softcap);
+    g->n = 0;
+}
+
+/* P V of group g's outputs over the chunk buf (from key j0) */
+static void group_accumulate(const struct llm_attn_job *a, const struct attn_kernels *kn, struct attn_group *g,
+                             const float *buf, int64_t j0)
+{
+    const float *v = buf + (g->s - j0) * a->hd;
+    if (kn->accumulate_n)
+        kn->accumulate_n(g->out, (const float *const *)g->row, v, g->e - g->s, a->hd, g->n);
+    else
+        for (int b = 0; b < g->n; b++)
+            kn->accumulate(g->out[b], g->row[b], v, g->e - g->s, a->hd);
+    g->n = 0;
+}
+
+/* the scores (pv false) or P V (pv true) of every (row, head) output over
+ * the chunk buf of keys [j0, j0 + nr), in groups of consecutive outputs
+ * with the same span; sc: the scores, ns floats a row */
+static void chunk_groups(const struct llm_attn_job *a, const struct attn_kernels *kn, int64_t j0, int64_t nr,
+                         const float *buf, float *sc, int64_t ns, bool pv)
+{
+    int nb = pv ? (kn->accumulate_n ? kn->nb_acc : 1) : (kn->scores_n ? kn->nb_scores : 1);
+    struct attn_group g = {0};
+    for (int64_t r = 0; r < a->n_rows; r++) {
+        int64_t s, e;
+        row_span(a, r, j0, nr, &s, &e);
+        for (int64_t h = 0; s < e && h < a->nq; h++) {
+            if (g.n && (g.s != s || g.e != e || g.n == nb))
+                (pv ? group_accumulate : group_scores)(a, kn, &g, buf, j0);
+            g.s = s, g.e = e;
+            g.q[g.n] = a->q + r * a->q_stride + h * a->hd;
+            g.out[g.n] = a->out + r * a->out_stride + h * a->hd;
+            g.row[g.n++] = sc + (r * a->nq + h) * ns + s;
+        }
+    }
+    if (g.n)
+        (pv ? group_accumulate : group_scores)(a, kn, &g, buf, j0);
+}
+
 /* scores chunk by chunk, softmax per row and head, then P V chunk by
  * chunk: every K and V row converted once into the chunk buffer for all
  * rows and heads; row r takes its own keys [lo_r, n_kv + r), exactly as
- * it would alone */
+ * it would alone. Within a chunk, consecutive (row, head) outputs with the
+ * same span go to the kernels together (all of them but the causal edge's
+ * and a window's first rows, which have spans of their own) */
 static void rows_with(const struct llm_attn_job *a, const struct attn_kernels *kn)
 {
     int64_t hd = a->hd, nmax = a->n_kv + a->n_rows - 1, nqr = a->n_rows * a->nq;
@@ -442,25 +717,20 @@ static void rows_with(const struct llm_attn_job *a, const struct attn_kernels *k
     int64_t j_first = row_lo(a, 0); /* lo_r grows with r */
     for (int64_t j0 = j_first; j0 < nmax; j0 += CHUNK) {
         int64_t nr = nmax - j0 < CHUNK ? nmax - j0 : CHUNK, pad = nr;
-        rows_f32(a, a->k, j0, nr, buf);
         for (int64_t r = 0; r < a->n_rows; r++) { /* rows a kernel may read past the last */
             int64_t s, e;
             row_span(a, r, j0, nr, &s, &e);
             if (s < e && s - j0 + (e - s + 7) / 8 * 8 > pad)
                 pad = s - j0 + (e - s + 7) / 8 * 8;
         }
-        if (pad > nr) /* their scores are dropped */
-            memset(buf + nr * hd, 0, (size_t)((pad - nr) * hd) * sizeof(float));
-        for (int64_t r = 0; r < a->n_rows; r++) {
-            int64_t s, e;
-            row_span(a, r, j0, nr, &s, &e);
-            for (int64_t h = 0; s < e && h < a->nq; h++) {
-                float *row = sc + (r * a->nq + h) * ns + s;
-                kn->scores(a->q + r * a->q_stride + h * hd, buf + (s - j0) * hd, hd, e - s, a->scale, row);
-                if (a->softcap > 0)
-                    llm_softcap(row, e - s, a->softcap);
-            }
+        if (kn->k_rows) {
+            kn->k_rows(a, j0, nr, (pad + 1) / 2 * 2, buf); /* at most CHUNK + 8 rows */
+        } else {
+            rows_f32(a, a->k, j0, nr, buf);
+            if (pad > nr) /* their scores are dropped */
+                memset(buf + nr * hd, 0, (size_t)((pad - nr) * hd) * sizeof(float));
         }
+        chunk_groups(a, kn, j0, nr, buf, sc, ns, false);
     }
     for (int64_t r = 0; r < a->n_rows; r++)
         for (int64_t h = 0; h < a->nq; h++) {
@@ -474,13 +744,7 @@ static void rows_with(const struct llm_attn_job *a, const struct attn_kernels *k
     for (int64_t j0 = j_first; j0 < nmax; j0 += CHUNK) {
         int64_t nr = nmax - j0 < CHUNK ? nmax - j0 : CHUNK;
         rows_f32(a, a->v, j0, nr, buf);
-        for (int64_t r = 0; r < a->n_rows; r++) {
-            int64_t s, e;
-            row_span(a, r, j0, nr, &s, &e);
-            for (int64_t h = 0; s < e && h < a->nq; h++)
-                kn->accumulate(a->out + r * a->out_stride + h * hd, sc + (r * a->nq + h) * ns + s,
-                               buf + (s - j0) * hd, e - s, hd);
-        }
+        chunk_groups(a, kn, j0, nr, buf, sc, ns, true);
     }
     for (int64_t r = 0; r < a->n_rows; r++)
         for (int64_t h = 0; h < a->nq; h++) {
@@ -492,10 +756,16 @@ static void rows_with(const struct llm_attn_job *a, const struct attn_kernels *k
 
 void llm_attn_rows(const struct llm_attn_job *a)
 {
-    static const struct attn_kernels generic = {scores_generic, softmax_generic, accumulate_generic};
+    static const struct attn_kernels generic = {.scores = scores_generic, .softmax = softmax_generic,
+                                                .accumulate = accumulate_generic};
 #if X86
-    static const struct attn_kernels avx2 = {scores_avx2, softmax_avx2, accumulate_avx2};
-    static const struct attn_kernels avx512 = {scores_avx2, softmax_avx512, accumulate_avx512};
+    static const struct attn_kernels avx2 = {.scores = scores_avx2, .softmax = softmax_avx2,
+                                             .accumulate = accumulate_avx2};
+    static const struct attn_kernels avx512 = {.softmax = softmax_avx512, .k_rows = k_pairs_avx512,
+                                               .scores_n = scores_n_avx512,
+                                               .accumulate_n = accumulate_n_avx512, .nb_scores = SCORES_NB,
+                                               .nb_acc = ACC_NB};
+    _Static_assert(SCORES_NB <= GROUP_MAX && ACC_NB <= GROUP_MAX, "a group holds a kernel's outputs");
     if (llm_cpu_has_avx512(llm_cpu_features()) && a->hd % 8 == 0) {
         rows_with(a, &avx512);
         return;
@@ -505,7 +775,8 @@ void llm_attn_rows(const struct llm_attn_job *a)
         return;
     }
 #elif defined(__aarch64__)
-    static const struct attn_kernels neon = {llm_attn_scores_neon, llm_attn_softmax_neon, llm_attn_accumulate_neon};
+    static const struct attn_kernels neon = {.scores = llm_attn_scores_neon, .softmax = llm_attn_softmax_neon,
+                                             .accumulate = llm_attn_accumulate_neon};
     if ((llm_cpu_features() & LLM_CPU_NEON) && a->hd % 8 == 0) {
         rows_with(a, &neon);
         return;
