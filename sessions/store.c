@@ -1241,10 +1241,7 @@ int sess_get(struct sess_store *st, int64_t id, struct sess_info *out)
 
 void sess_info_free(struct sess_info *o)
 {
-    free(o->name);
-    free(o->model_path);
-    free(o->system_prompt);
-    free(o->params);
+    BASE_FREE(o->name, o->model_path, o->system_prompt, o->params);
     memset(o, 0, sizeof *o);
 }
 
@@ -1533,12 +1530,8 @@ int sess_messages(struct sess_store *st, int64_t id, struct sess_message **out, 
 
 void sess_messages_free(struct sess_message *m, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++) {
-        free(m[i].text);
-        free(m[i].tokens);
-        free(m[i].sampler_state);
-        free(m[i].stop_reason);
-    }
+    for (int64_t i = 0; i < n; i++)
+        BASE_FREE(m[i].text, m[i].tokens, m[i].sampler_state, m[i].stop_reason);
     free(m);
 }
 

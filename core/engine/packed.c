@@ -478,9 +478,7 @@ void llm_model_unpack(struct llm_model *m)
         pthread_join(pk->faulter, NULL);
     }
     munmap(pk->map, pk->map_bytes);
-    free(pk->file);
-    free(pk->header);
-    free(pk);
+    BASE_FREE(pk->file, pk->header, pk);
     m->packed = NULL;
 }
 

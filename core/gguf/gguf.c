@@ -506,16 +506,11 @@ void llm_gguf_close(struct llm_gguf *g)
     if (!g)
         return;
     if (g->kv)
-        for (int64_t i = 0; i < g->n_kv; i++) {
-            free(g->kv[i].key);
-            free(g->kv[i].str_off);
-        }
-    free(g->kv);
-    free(g->tensors);
-    free(g->names);
+        for (int64_t i = 0; i < g->n_kv; i++)
+            BASE_FREE(g->kv[i].key, g->kv[i].str_off);
     if (g->mapped)
         munmap((void *)g->base, g->size);
-    free(g);
+    BASE_FREE(g->kv, g->tensors, g->names, g);
 }
 
 /* ==== accessors ==== */

@@ -72,10 +72,7 @@ static void jfree(struct jval *v)
         if (v->keys)
             free(v->keys[i]);
     }
-    free(v->items);
-    free(v->keys);
-    free(v->s);
-    free(v);
+    BASE_FREE(v->items, v->keys, v->s, v);
 }
 
 static void jspace(struct jreader *r)

@@ -784,12 +784,5 @@ void llm_bpe_tokenize(const struct llm_vocab *v, const char *text, size_t len,
 oom:
     out->oom = true;
 done:
-    free(cp);
-    free(fl);
-    free(col);
-    free(word);
-    free(a.len);
-    free(b.len);
-    free(w.sym);
-    free(w.heap);
+    BASE_FREE(cp, fl, col, word, a.len, b.len, w.sym, w.heap);
 }
