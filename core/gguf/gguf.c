@@ -91,23 +91,18 @@ static int take(struct cursor *c, uint64_t n, const void **out, const char *what
     return 0;
 }
 
-static int read_u32(struct cursor *c, uint32_t *v, const char *what)
+/* n bytes (a little-endian integer) into v */
+static int read_n(struct cursor *c, void *v, size_t n, const char *what)
 {
     const void *p = NULL;
-    if (take(c, 4, &p, what))
+    if (take(c, n, &p, what))
         return -1;
-    memcpy(v, p, 4);
+    memcpy(v, p, n);
     return 0;
 }
 
-static int read_u64(struct cursor *c, uint64_t *v, const char *what)
-{
-    const void *p = NULL;
-    if (take(c, 8, &p, what))
-        return -1;
-    memcpy(v, p, 8);
-    return 0;
-}
+static int read_u32(struct cursor *c, uint32_t *v, const char *what) { return read_n(c, v, 4, what); }
+static int read_u64(struct cursor *c, uint64_t *v, const char *what) { return read_n(c, v, 8, what); }
 
 /* A GGUF string: u64 length then bytes. Returns its offset and length. */
 static int read_str(struct cursor *c, uint64_t *off, uint64_t *len, const char *what)
