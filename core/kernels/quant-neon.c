@@ -282,40 +282,11 @@ AI void unpack_kind(int kind, const void *group, int64_t n, int16_t *w16, float 
 }
 
 #define NEON_KIND(NAME, KIND)                                                                      \
-    static void NAME##_gemv_neon(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1, \
-                                 const void *a, float *y0, float *y1)                              \
-    {                                                                                              \
-        gemv_kind(false, KIND, w, r0, r1, s0, s1, a, y0, y1);                                      \
-    }                                                                                              \
-    static void NAME##_gemv_sdot(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1, \
-                                 const void *a, float *y0, float *y1)                              \
-    {                                                                                              \
-        gemv_kind(true, KIND, w, r0, r1, s0, s1, a, y0, y1);                                       \
-    }                                                                                              \
-    static void NAME##_unpack_neon(const void *g, int64_t n, int16_t *w16, float *S, float *M)     \
-    {                                                                                              \
-        unpack_kind(KIND, g, n, w16, S, M);                                                        \
-    }                                                                                              \
-    static void NAME##_group_n_neon(const uint8_t *g, int64_t n, int T, const struct llm_act16 *a,  \
-                                    float *out)                                                    \
-    {                                                                                              \
-        group_n(false, KIND, g, n, T, a, out);                                                     \
-    }                                                                                              \
-    static void NAME##_group_n_sdot(const uint8_t *g, int64_t n, int T, const struct llm_act16 *a,  \
-                                    float *out)                                                    \
-    {                                                                                              \
-        group_n(true, KIND, g, n, T, a, out);                                                      \
-    }                                                                                              \
-    static void NAME##_gemv_n_neon(const struct llm_mat *w, int64_t r0, int64_t r1, const void *a, \
-                                   size_t a_stride, int64_t nt, float *y, int64_t ldy)             \
-    {                                                                                              \
-        llm_mm_gemv_n_groups(w, r0, r1, a, a_stride, nt, y, ldy, NAME##_group_n_neon);             \
-    }                                                                                              \
-    static void NAME##_gemv_n_sdot(const struct llm_mat *w, int64_t r0, int64_t r1, const void *a, \
-                                   size_t a_stride, int64_t nt, float *y, int64_t ldy)             \
-    {                                                                                              \
-        llm_mm_gemv_n_groups(w, r0, r1, a, a_stride, nt, y, ldy, NAME##_group_n_sdot);             \
-    }
+    LLM_OP_GEMV(NAME##_gemv_neon, gemv_kind, false, KIND)                                          \
+    LLM_OP_GEMV(NAME##_gemv_sdot, gemv_kind, true, KIND)                                           \
+    LLM_OP_UNPACK(NAME##_unpack_neon, unpack_kind, KIND)                                           \
+    LLM_OP_GEMV_N(NAME##_gemv_n_neon, NAME##_group_n_neon, group_n, false, KIND)                   \
+    LLM_OP_GEMV_N(NAME##_gemv_n_sdot, NAME##_group_n_sdot, group_n, true, KIND)
 NEON_KIND(q8_0, Q8)
 NEON_KIND(q4_0, Q4)
 NEON_KIND(q5_0, Q5)
