@@ -47,11 +47,17 @@ struct llm_act16 llm_act16_view(const void *a, int64_t n)
     return v;
 }
 
-/* the rounding up to 64 bytes after hi[], zeroed so rows compare whole */
-static void zero_tail(void *dst, int64_t n)
+struct llm_act16_out llm_act16_out(void *dst, int64_t n)
 {
-    uint8_t *end = (uint8_t *)llm_act16_view(dst, n).hi + n;
+    struct llm_act16 v = llm_act16_view(dst, n);
+    struct llm_act16_out o = {(float *)v.d, (int32_t *)v.s16, (int16_t *)v.q, (uint8_t *)v.lo, (int8_t *)v.hi,
+                              (size_t)n / QB};
+    memset(o.d + o.nb, 0, (pad8(o.nb) - o.nb) * 4);
+    memset(o.s16 + 2 * o.nb, 0, (pad8(2 * o.nb) - 2 * o.nb) * 4);
+    /* the rounding up to 64 bytes after hi[], zeroed so rows compare whole */
+    uint8_t *end = (uint8_t *)o.hi + n;
     memset(end, 0, (size_t)((uint8_t *)dst + llm_act_bytes(LLM_ACT_I16, n) - end));
+    return o;
 }
 
 /* the block's scale and its inverse: d = amax / 16383, 1 / d (0 for 0) */
@@ -64,16 +70,14 @@ static float block_scale(float amax, float *id)
 
 void llm_act16_quantize_ref(const float *x, void *dst, int64_t n)
 {
-    struct llm_act16 v = llm_act16_view(dst, n);
-    float *d = (float *)v.d;
-    int32_t *s16 = (int32_t *)v.s16;
-    int16_t *q = (int16_t *)v.q;
-    uint8_t *lo = (uint8_t *)v.lo;
-    int8_t *hi = (int8_t *)v.hi;
-    size_t nb = (size_t)n / QB;
-    memset(d, 0, pad8(nb) * 4);
-    memset(s16, 0, pad8(2 * nb) * 4);
-    zero_tail(dst, n);
+    struct llm_act16_out o = llm_act16_out(dst, n);
+    float *d = o.d;
+    int32_t *s16 = o.s16;
+    int16_t *q = o.q;
+    uint8_t *lo = o.lo;
+    int8_t *hi = o.hi;
+    size_t nb = o.nb;
+    memset(s16, 0, 2 * nb * 4); /* the sums are added up below */
     for (size_t b = 0; b < nb; b++) {
         float amax = 0, id;
         for (int i = 0; i < QB; i++)
@@ -96,16 +100,13 @@ void llm_act16_quantize_ref(const float *x, void *dst, int64_t n)
 
 __attribute__((target("avx2,fma,f16c"))) static void act16_quantize_avx2(const float *x, void *dst, int64_t n)
 {
-    struct llm_act16 v = llm_act16_view(dst, n);
-    float *d = (float *)v.d;
-    int32_t *s16 = (int32_t *)v.s16;
-    int16_t *q = (int16_t *)v.q;
-    uint8_t *lo = (uint8_t *)v.lo;
-    int8_t *hi = (int8_t *)v.hi;
-    size_t nb = (size_t)n / QB;
-    memset(d + nb, 0, (pad8(nb) - nb) * 4);
-    memset(s16 + 2 * nb, 0, (pad8(2 * nb) - 2 * nb) * 4);
-    zero_tail(dst, n);
+    struct llm_act16_out o = llm_act16_out(dst, n);
+    float *d = o.d;
+    int32_t *s16 = o.s16;
+    int16_t *q = o.q;
+    uint8_t *lo = o.lo;
+    int8_t *hi = o.hi;
+    size_t nb = o.nb;
     const __m256 sign = _mm256_set1_ps(-0.0f), top = _mm256_set1_ps(QMAX), bot = _mm256_set1_ps(-QMAX);
     const __m256i one = _mm256_set1_epi16(1), m127 = _mm256_set1_epi16(127);
     for (size_t b = 0; b < nb; b++, x += QB) {
@@ -148,16 +149,13 @@ __attribute__((target("avx2,fma,f16c"))) static void act16_quantize_avx2(const f
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"))) static void
 act16_quantize_avx512(const float *x, void *dst, int64_t n)
 {
-    struct llm_act16 v = llm_act16_view(dst, n);
-    float *d = (float *)v.d;
-    int32_t *s16 = (int32_t *)v.s16;
-    int16_t *q = (int16_t *)v.q;
-    uint8_t *lo = (uint8_t *)v.lo;
-    int8_t *hi = (int8_t *)v.hi;
-    size_t nb = (size_t)n / QB;
-    memset(d + nb, 0, (pad8(nb) - nb) * 4);
-    memset(s16 + 2 * nb, 0, (pad8(2 * nb) - 2 * nb) * 4);
-    zero_tail(dst, n);
+    struct llm_act16_out o = llm_act16_out(dst, n);
+    float *d = o.d;
+    int32_t *s16 = o.s16;
+    int16_t *q = o.q;
+    uint8_t *lo = o.lo;
+    int8_t *hi = o.hi;
+    size_t nb = o.nb;
     const __m512 sign = _mm512_set1_ps(-0.0f), top = _mm512_set1_ps(QMAX), bot = _mm512_set1_ps(-QMAX);
     const __m512i m127 = _mm512_set1_epi32(127);
     for (size_t b = 0; b < nb; b++, x += QB) {

@@ -402,21 +402,15 @@ void llm_mm_units_neon(const struct llm_unpack_ops *u, int64_t n, int ng, const 
 
 #define QMAX 16383.0f
 
-static size_t pad8(size_t k) { return (k + 7) / 8 * 8; }
-
 void llm_act16_quantize_neon(const float *x, void *dst, int64_t n)
 {
-    struct llm_act16 v = llm_act16_view(dst, n);
-    float *d = (float *)v.d;
-    int32_t *s16 = (int32_t *)v.s16;
-    int16_t *q = (int16_t *)v.q;
-    uint8_t *lo = (uint8_t *)v.lo;
-    int8_t *hi = (int8_t *)v.hi;
-    size_t nb = (size_t)n / QK;
-    memset(d + nb, 0, (pad8(nb) - nb) * 4);
-    memset(s16 + 2 * nb, 0, (pad8(2 * nb) - 2 * nb) * 4);
-    uint8_t *end = (uint8_t *)hi + n; /* the rounding up to 64 bytes, zeroed */
-    memset(end, 0, (size_t)((uint8_t *)dst + llm_act_bytes(LLM_ACT_I16, n) - end));
+    struct llm_act16_out o = llm_act16_out(dst, n);
+    float *d = o.d;
+    int32_t *s16 = o.s16;
+    int16_t *q = o.q;
+    uint8_t *lo = o.lo;
+    int8_t *hi = o.hi;
+    size_t nb = o.nb;
     const float32x4_t top = vdupq_n_f32(QMAX), bot = vdupq_n_f32(-QMAX);
     const int16x8_t m127 = vdupq_n_s16(127);
     for (size_t b = 0; b < nb; b++, x += QK) {

@@ -160,6 +160,17 @@ struct llm_act16 {
     const int8_t *hi;
 };
 struct llm_act16 llm_act16_view(const void *a, int64_t n);
+/* the same, writable, for a quantizer: nb blocks; the padding after the nb
+ * scales, after the 2 nb sums and after hi's n bytes is zeroed */
+struct llm_act16_out {
+    float *d;
+    int32_t *s16;
+    int16_t *q;
+    uint8_t *lo;
+    int8_t *hi;
+    size_t nb;
+};
+struct llm_act16_out llm_act16_out(void *dst, int64_t n);
 /* x (n floats) to the I16 format at dst; the fast one writes the same bytes */
 void llm_act16_quantize_ref(const float *x, void *dst, int64_t n);
 void llm_act16_quantize(const float *x, void *dst, int64_t n);
