@@ -152,15 +152,24 @@ static const char *find_duplicate(const char **names, int64_t n)
     return NULL;
 }
 
+/* the name of key or tensor idx (of: "key", "tensor"): a string, not empty */
+static int read_name(struct cursor *c, const char *of, int64_t idx, uint64_t *off, uint64_t *len)
+{
+    char what[96];
+    snprintf(what, sizeof what, "the name of %s %" PRId64, of, idx);
+    if (read_str(c, off, len, what))
+        return -1;
+    if (*len == 0)
+        return fail(c, "%s %" PRId64 " has an empty name", of, idx);
+    return 0;
+}
+
 static int read_kv(struct cursor *c, struct gguf_kv *kv, int64_t idx)
 {
     uint64_t koff, klen;
     char what[96];
-    snprintf(what, sizeof what, "the name of key %" PRId64, idx);
-    if (read_str(c, &koff, &klen, what))
+    if (read_name(c, "key", idx, &koff, &klen))
         return -1;
-    if (klen == 0)
-        return fail(c, "key %" PRId64 " has an empty name", idx);
     if (memchr(c->base + koff, 0, klen))
         return fail(c, "key %" PRId64 " has a NUL byte in its name", idx);
     kv->key = malloc(klen + 1);
@@ -236,11 +245,8 @@ static int read_tensor_info(struct cursor *c, struct llm_gguf *g, int64_t idx)
     char *name = g->names + idx * LLM_GGUF_MAX_NAME;
     uint64_t noff, nlen;
     char what[96];
-    snprintf(what, sizeof what, "the name of tensor %" PRId64, idx);
-    if (read_str(c, &noff, &nlen, what))
+    if (read_name(c, "tensor", idx, &noff, &nlen))
         return -1;
-    if (nlen == 0)
-        return fail(c, "tensor %" PRId64 " has an empty name", idx);
     if (nlen >= LLM_GGUF_MAX_NAME)
         return fail(c, "tensor %" PRId64 " has a name of %" PRIu64 " bytes (at most %d)", idx,
                     nlen, LLM_GGUF_MAX_NAME - 1);
