@@ -405,15 +405,9 @@ void llm_mm_units_neon(const struct llm_unpack_ops *u, int64_t n, int ng, const 
 void llm_act16_quantize_neon(const float *x, void *dst, int64_t n)
 {
     struct llm_act16_out o = llm_act16_out(dst, n);
-    float *d = o.d;
-    int32_t *s16 = o.s16;
-    int16_t *q = o.q;
-    uint8_t *lo = o.lo;
-    int8_t *hi = o.hi;
-    size_t nb = o.nb;
     const float32x4_t top = vdupq_n_f32(QMAX), bot = vdupq_n_f32(-QMAX);
     const int16x8_t m127 = vdupq_n_s16(127);
-    for (size_t b = 0; b < nb; b++, x += QK) {
+    for (size_t b = 0; b < o.nb; b++, x += QK) {
         float32x4_t xv[8], m = vdupq_n_f32(0);
         for (int j = 0; j < 8; j++) {
             xv[j] = vld1q_f32(x + 4 * j);
@@ -422,7 +416,7 @@ void llm_act16_quantize_neon(const float *x, void *dst, int64_t n)
         }
         float amax = vmaxnmvq_f32(m);
         float dd = amax / QMAX, id = dd != 0 ? 1.0f / dd : 0.0f;
-        d[b] = dd;
+        o.d[b] = dd;
         float32x4_t mul = vdupq_n_f32(id);
         int16x8_t q16[4];
         for (int j = 0; j < 4; j++) {
@@ -431,16 +425,16 @@ void llm_act16_quantize_neon(const float *x, void *dst, int64_t n)
             i0 = vcvtnq_s32_f32(vminnmq_f32(vmaxnmq_f32(vmulq_f32(xv[2 * j], mul), bot), top));
             i1 = vcvtnq_s32_f32(vminnmq_f32(vmaxnmq_f32(vmulq_f32(xv[2 * j + 1], mul), bot), top));
             q16[j] = vcombine_s16(vmovn_s32(i0), vmovn_s32(i1));
-            vst1q_s16(q + QK * b + 8 * j, q16[j]);
+            vst1q_s16(o.q + QK * b + 8 * j, q16[j]);
         }
-        s16[2 * b] = vaddlvq_s16(q16[0]) + vaddlvq_s16(q16[1]);
-        s16[2 * b + 1] = vaddlvq_s16(q16[2]) + vaddlvq_s16(q16[3]);
+        o.s16[2 * b] = vaddlvq_s16(q16[0]) + vaddlvq_s16(q16[1]);
+        o.s16[2 * b + 1] = vaddlvq_s16(q16[2]) + vaddlvq_s16(q16[3]);
         for (int j = 0; j < 2; j++) {
             uint8x16_t l = vcombine_u8(vmovn_u16(vreinterpretq_u16_s16(vandq_s16(q16[2 * j], m127))),
                                        vmovn_u16(vreinterpretq_u16_s16(vandq_s16(q16[2 * j + 1], m127))));
             int8x16_t h = vcombine_s8(vmovn_s16(vshrq_n_s16(q16[2 * j], 7)), vmovn_s16(vshrq_n_s16(q16[2 * j + 1], 7)));
-            vst1q_u8(lo + QK * b + 16 * j, l);
-            vst1q_s8(hi + QK * b + 16 * j, h);
+            vst1q_u8(o.lo + QK * b + 16 * j, l);
+            vst1q_s8(o.hi + QK * b + 16 * j, h);
         }
     }
 }
