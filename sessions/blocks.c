@@ -279,17 +279,10 @@ void sess_kv_free(struct sess_kv *kv)
 {
     if (!kv)
         return;
-    free(kv->ids);
-    free(kv->model_path);
-    free(kv->rows);
-    free(kv->dst);
-    free(kv->rows_buf);
     for (int64_t i = 0; i < kv->n_pend; i++)
         state_free(kv, kv->pend[i].state);
-    free(kv->pend);
-    free(kv->sbuf);
     state_free(kv, kv->spare);
-    free(kv);
+    BASE_FREE(kv->ids, kv->model_path, kv->rows, kv->dst, kv->rows_buf, kv->pend, kv->sbuf, kv);
 }
 
 const uint8_t *sess_kv_fingerprint(const struct sess_kv *kv) { return kv->fp; }

@@ -209,9 +209,7 @@ static void sampler_rewind(struct sess_conv *c)
 
 static void msg_free(struct conv_msg *m)
 {
-    free(m->text);
-    free(m->tokens);
-    free(m->state);
+    BASE_FREE(m->text, m->tokens, m->state);
     memset(m, 0, sizeof *m);
 }
 

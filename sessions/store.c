@@ -519,40 +519,35 @@ static void for_each_kv_entry(struct sess_store *st, kv_entry_fn fn, void *ud)
     closedir(top);
 }
 
-static void drop_segment_file(struct sess_store *st, const char *path, const char *name, const struct stat *sb,
-                              void *ud)
+static void drop_file_named(struct sess_store *st, const char *path, const char *name, const struct stat *sb,
+                            void *ud)
 {
-    (void)st, (void)sb, (void)ud;
-    if (strstr(name, ".kvseg"))
+    (void)st;
+    if (S_ISREG(sb->st_mode) && strstr(name, ud))
         unlink(path);
+}
+
+/* an upgrade that leaves the regular files of kv/ whose name holds suffix
+ * unused: they go, and the next open says why */
+static void drop_files_named(struct sess_store *st, const char *suffix, const char *why)
+{
+    for_each_kv_entry(st, drop_file_named, (void *)suffix);
+    snprintf(st->notice, sizeof st->notice,
+             "the session index '%s' was upgraded: %s, so each session's history is computed once more at "
+             "its next turn",
+             st->path, why);
 }
 
 /* after 1 -> 2: the segment files of the first release */
 static void drop_segment_files(struct sess_store *st)
 {
-    for_each_kv_entry(st, drop_segment_file, NULL);
-    snprintf(st->notice, sizeof st->notice,
-             "the session index '%s' was upgraded: KV segments of earlier releases are not used any "
-             "more, so each session's history is computed once more at its next turn",
-             st->path);
-}
-
-static void drop_block_file(struct sess_store *st, const char *path, const char *name, const struct stat *sb,
-                            void *ud)
-{
-    (void)st, (void)ud;
-    if (S_ISREG(sb->st_mode) && strstr(name, KV_BLOCK_SUFFIX))
-        unlink(path);
+    drop_files_named(st, ".kvseg", "KV segments of earlier releases are not used any more");
 }
 
 /* after 4 -> 5: the blocks keyed by version-1 fingerprints */
 static void drop_block_files(struct sess_store *st)
 {
-    for_each_kv_entry(st, drop_block_file, NULL);
-    snprintf(st->notice, sizeof st->notice,
-             "the session index '%s' was upgraded: the model fingerprint now covers every byte of the "
-             "weights, so each session's history is computed once more at its next turn",
-             st->path);
+    drop_files_named(st, KV_BLOCK_SUFFIX, "the model fingerprint now covers every byte of the weights");
 }
 
 /* The tables that hold what cannot be computed again (and the small
@@ -1241,10 +1236,7 @@ int sess_get(struct sess_store *st, int64_t id, struct sess_info *out)
 
 void sess_info_free(struct sess_info *o)
 {
-    free(o->name);
-    free(o->model_path);
-    free(o->system_prompt);
-    free(o->params);
+    BASE_FREE(o->name, o->model_path, o->system_prompt, o->params);
     memset(o, 0, sizeof *o);
 }
 
@@ -1533,12 +1525,8 @@ int sess_messages(struct sess_store *st, int64_t id, struct sess_message **out, 
 
 void sess_messages_free(struct sess_message *m, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++) {
-        free(m[i].text);
-        free(m[i].tokens);
-        free(m[i].sampler_state);
-        free(m[i].stop_reason);
-    }
+    for (int64_t i = 0; i < n; i++)
+        BASE_FREE(m[i].text, m[i].tokens, m[i].sampler_state, m[i].stop_reason);
     free(m);
 }
 

@@ -90,6 +90,12 @@ int base_buf_printf(struct base_buf *b, const char *fmt, ...)
     return rc;
 }
 
+void base_free_n(void *const *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(p[i]);
+}
+
 void base_buf_free(struct base_buf *b)
 {
     free(b->s);

@@ -34,6 +34,15 @@
 int base_grow(void **p, size_t *cap, size_t need, size_t elem);
 
 /*
+ * free() each of a list of pointers (NULL ones too), in order: the body of
+ * most x_free functions, written once.
+ *     BASE_FREE(g->code, g->ranges, g);
+ */
+void base_free_n(void *const *p, size_t n);
+#define BASE_FREE(...)                                                                              \
+    base_free_n((void *const[]){__VA_ARGS__}, sizeof((void *const[]){__VA_ARGS__}) / sizeof(void *))
+
+/*
  * A binary heap of TYPE in a growing array (items, n, cap), first the
  * element that before(a, b) ranks first (ties stay as the sift leaves them,
  * so the order of pops is a function of the pushes alone).

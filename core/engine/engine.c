@@ -2266,17 +2266,10 @@ void llm_ctx_free(struct llm_ctx *c)
         munmap(c->kv_map, c->kv_map_bytes);
     if (c->rstate_map)
         munmap(c->rstate_map, c->rstate_map_bytes);
-    free(c->k_cache);
-    free(c->v_cache);
-    void *bufs[] = {c->logits, c->x, c->xb, c->xn, c->act, c->qkv, c->att, c->h, c->sh, c->rope_cs, c->serial_tmp,
-                    c->serial_kv, c->i16_in, c->rq, c->rstate_bak, c->pl, c->pg, c->xr, c->act_r};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
-        free(bufs[i]);
-    for (int s = 0; s < 2; s++) {
-        free(c->passes[s].tok);
-        free(c->passes[s].ph);
-        free(c->passes[s].pp);
-    }
+    BASE_FREE(c->k_cache, c->v_cache, c->logits, c->x, c->xb, c->xn, c->act, c->qkv, c->att, c->h, c->sh, c->rope_cs,
+              c->serial_tmp, c->serial_kv, c->i16_in, c->rq, c->rstate_bak, c->pl, c->pg, c->xr, c->act_r);
+    for (int s = 0; s < 2; s++)
+        BASE_FREE(c->passes[s].tok, c->passes[s].ph, c->passes[s].pp);
     free(c);
 }
 

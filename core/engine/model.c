@@ -1103,13 +1103,9 @@ void llm_model_close(struct llm_model *m)
 {
     if (!m)
         return;
-    free(m->layers);
-    free(m->kv_owner);
-    free(m->experts);
-    free(m->rope_still);
     llm_model_unpack(m);
     llm_gguf_close(m->gguf);
-    free(m);
+    BASE_FREE(m->layers, m->kv_owner, m->experts, m->rope_still, m);
 }
 
 const struct llm_model_meta *llm_model_get_meta(const struct llm_model *m) { return &m->meta; }

@@ -51,6 +51,19 @@ static void unit_sizes(const struct llm_model *m, size_t *n_out, size_t *ws);
 
 /* ==== gating ==== */
 
+/* dst = exp(src - mx) / their sum (the sum in double); dst may be src */
+static void softmax_from(float *dst, const float *src, int64_t n, float mx)
+{
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        dst[i] = expf(src[i] - mx);
+        sum += (double)dst[i];
+    }
+    float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++)
+        dst[i] *= inv;
+}
+
 void llm_moe_gate(enum llm_moe_gating gating, bool norm, const float *logits, int64_t n, int64_t k,
                   int32_t *sel, float *w)
 {
@@ -62,14 +75,7 @@ void llm_moe_gate(enum llm_moe_gating gating, bool norm, const float *logits, in
         for (int64_t e = 1; e < n; e++)
             if (logits[e] > mx)
                 mx = logits[e];
-        double sum = 0;
-        for (int64_t e = 0; e < n; e++) {
-            p[e] = expf(logits[e] - mx);
-            sum += (double)p[e];
-        }
-        float inv = (float)(1.0 / sum);
-        for (int64_t e = 0; e < n; e++)
-            p[e] *= inv;
+        softmax_from(p, logits, n, mx);
         score = p;
     }
     /* the k largest, ties to the lower index */
@@ -83,17 +89,8 @@ void llm_moe_gate(enum llm_moe_gating gating, bool norm, const float *logits, in
         sel[j] = (int32_t)best;
         w[j] = score[best];
     }
-    if (gating == LLM_MOE_SOFTMAX_WEIGHT) {
-        float mx = w[0];
-        double sum = 0;
-        for (int64_t j = 0; j < k; j++) {
-            w[j] = expf(w[j] - mx);
-            sum += (double)w[j];
-        }
-        float inv = (float)(1.0 / sum);
-        for (int64_t j = 0; j < k; j++)
-            w[j] *= inv;
-    }
+    if (gating == LLM_MOE_SOFTMAX_WEIGHT)
+        softmax_from(w, w, k, w[0]); /* w[0] is the largest */
     if (norm) {
         double sum = 0;
         for (int64_t j = 0; j < k; j++)

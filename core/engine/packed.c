@@ -689,9 +689,7 @@ void llm_model_unpack(struct llm_model *m)
         pthread_join(pk->faulter, NULL);
     load_finish(pk); /* a model closed before its first pass */
     munmap(pk->map, pk->map_bytes);
-    free(pk->file);
-    free(pk->header);
-    free(pk);
+    BASE_FREE(pk->file, pk->header, pk);
     m->packed = NULL;
 }
 

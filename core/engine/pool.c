@@ -25,6 +25,7 @@
  *   (busy[]; llm_pool_slot waits for threads two jobs behind).
  */
 #include "core/engine/pool.h"
+#include "core/base/base.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -411,14 +412,7 @@ void llm_pool_free(struct llm_pool *pool)
         else
             free(pool->scratch[t]);
     }
-    free(pool->scratch);
-    free(pool->threads);
-    free(pool->state);
-    free(pool->claim);
-    free(pool->done);
-    free(pool->busy);
-    free(pool->args);
-    free(pool);
+    BASE_FREE(pool->scratch, pool->threads, pool->state, pool->claim, pool->done, pool->busy, pool->args, pool);
 }
 
 int llm_pool_slot(struct llm_pool *pool)

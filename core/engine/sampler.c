@@ -99,10 +99,7 @@ void llm_sampler_free(struct llm_sampler *s)
 {
     if (!s)
         return;
-    free(s->window);
-    free(s->work);
-    free(s->c);
-    free(s);
+    BASE_FREE(s->window, s->work, s->c, s);
 }
 
 void llm_sampler_accept(struct llm_sampler *s, int32_t token)

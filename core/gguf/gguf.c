@@ -91,23 +91,18 @@ static int take(struct cursor *c, uint64_t n, const void **out, const char *what
     return 0;
 }
 
-static int read_u32(struct cursor *c, uint32_t *v, const char *what)
+/* n bytes (a little-endian integer) into v */
+static int read_n(struct cursor *c, void *v, size_t n, const char *what)
 {
     const void *p = NULL;
-    if (take(c, 4, &p, what))
+    if (take(c, n, &p, what))
         return -1;
-    memcpy(v, p, 4);
+    memcpy(v, p, n);
     return 0;
 }
 
-static int read_u64(struct cursor *c, uint64_t *v, const char *what)
-{
-    const void *p = NULL;
-    if (take(c, 8, &p, what))
-        return -1;
-    memcpy(v, p, 8);
-    return 0;
-}
+static int read_u32(struct cursor *c, uint32_t *v, const char *what) { return read_n(c, v, 4, what); }
+static int read_u64(struct cursor *c, uint64_t *v, const char *what) { return read_n(c, v, 8, what); }
 
 /* A GGUF string: u64 length then bytes. Returns its offset and length. */
 static int read_str(struct cursor *c, uint64_t *off, uint64_t *len, const char *what)
@@ -157,15 +152,24 @@ static const char *find_duplicate(const char **names, int64_t n)
     return NULL;
 }
 
+/* the name of key or tensor idx (of: "key", "tensor"): a string, not empty */
+static int read_name(struct cursor *c, const char *of, int64_t idx, uint64_t *off, uint64_t *len)
+{
+    char what[96];
+    snprintf(what, sizeof what, "the name of %s %" PRId64, of, idx);
+    if (read_str(c, off, len, what))
+        return -1;
+    if (*len == 0)
+        return fail(c, "%s %" PRId64 " has an empty name", of, idx);
+    return 0;
+}
+
 static int read_kv(struct cursor *c, struct gguf_kv *kv, int64_t idx)
 {
     uint64_t koff, klen;
     char what[96];
-    snprintf(what, sizeof what, "the name of key %" PRId64, idx);
-    if (read_str(c, &koff, &klen, what))
+    if (read_name(c, "key", idx, &koff, &klen))
         return -1;
-    if (klen == 0)
-        return fail(c, "key %" PRId64 " has an empty name", idx);
     if (memchr(c->base + koff, 0, klen))
         return fail(c, "key %" PRId64 " has a NUL byte in its name", idx);
     kv->key = malloc(klen + 1);
@@ -241,11 +245,8 @@ static int read_tensor_info(struct cursor *c, struct llm_gguf *g, int64_t idx)
     char *name = g->names + idx * LLM_GGUF_MAX_NAME;
     uint64_t noff, nlen;
     char what[96];
-    snprintf(what, sizeof what, "the name of tensor %" PRId64, idx);
-    if (read_str(c, &noff, &nlen, what))
+    if (read_name(c, "tensor", idx, &noff, &nlen))
         return -1;
-    if (nlen == 0)
-        return fail(c, "tensor %" PRId64 " has an empty name", idx);
     if (nlen >= LLM_GGUF_MAX_NAME)
         return fail(c, "tensor %" PRId64 " has a name of %" PRIu64 " bytes (at most %d)", idx,
                     nlen, LLM_GGUF_MAX_NAME - 1);
@@ -506,16 +507,11 @@ void llm_gguf_close(struct llm_gguf *g)
     if (!g)
         return;
     if (g->kv)
-        for (int64_t i = 0; i < g->n_kv; i++) {
-            free(g->kv[i].key);
-            free(g->kv[i].str_off);
-        }
-    free(g->kv);
-    free(g->tensors);
-    free(g->names);
+        for (int64_t i = 0; i < g->n_kv; i++)
+            BASE_FREE(g->kv[i].key, g->kv[i].str_off);
     if (g->mapped)
         munmap((void *)g->base, g->size);
-    free(g);
+    BASE_FREE(g->kv, g->tensors, g->names, g);
 }
 
 /* ==== accessors ==== */

@@ -25,23 +25,18 @@ static void copy_str(const struct llm_gguf *g, const char *key, char *dst, size_
     }
 }
 
-static int64_t arch_int(const struct llm_gguf *g, const char *arch, const char *suffix, int64_t def)
-{
-    char key[128];
-    int64_t v = def;
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    llm_gguf_find_int(g, key, &v);
-    return v;
-}
-
-static double arch_float(const struct llm_gguf *g, const char *arch, const char *suffix, double def)
-{
-    char key[128];
-    double v = def;
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    llm_gguf_find_float(g, key, &v);
-    return v;
-}
+/* arch_int, arch_float: the value of "ARCH.SUFFIX", def when absent */
+#define ARCH_GETTER(name, T, find)                                                          \
+    static T name(const struct llm_gguf *g, const char *arch, const char *suffix, T def)    \
+    {                                                                                       \
+        char key[128];                                                                      \
+        T v = def;                                                                          \
+        snprintf(key, sizeof key, "%s.%s", arch, suffix);                                   \
+        find(g, key, &v);                                                                   \
+        return v;                                                                           \
+    }
+ARCH_GETTER(arch_int, int64_t, llm_gguf_find_int)
+ARCH_GETTER(arch_float, double, llm_gguf_find_float)
 
 static int64_t key_int(const struct llm_gguf *g, const char *key, int64_t def)
 {

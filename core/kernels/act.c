@@ -47,11 +47,17 @@ struct llm_act16 llm_act16_view(const void *a, int64_t n)
     return v;
 }
 
-/* the rounding up to 64 bytes after hi[], zeroed so rows compare whole */
-static void zero_tail(void *dst, int64_t n)
+struct llm_act16_out llm_act16_out(void *dst, int64_t n)
 {
-    uint8_t *end = (uint8_t *)llm_act16_view(dst, n).hi + n;
+    struct llm_act16 v = llm_act16_view(dst, n);
+    struct llm_act16_out o = {(float *)v.d, (int32_t *)v.s16, (int16_t *)v.q, (uint8_t *)v.lo, (int8_t *)v.hi,
+                              (size_t)n / QB};
+    memset(o.d + o.nb, 0, (pad8(o.nb) - o.nb) * 4);
+    memset(o.s16 + 2 * o.nb, 0, (pad8(2 * o.nb) - 2 * o.nb) * 4);
+    /* the rounding up to 64 bytes after hi[], zeroed so rows compare whole */
+    uint8_t *end = (uint8_t *)o.hi + n;
     memset(end, 0, (size_t)((uint8_t *)dst + llm_act_bytes(LLM_ACT_I16, n) - end));
+    return o;
 }
 
 /* the block's scale and its inverse: d = amax / 16383, 1 / d (0 for 0) */
@@ -64,29 +70,21 @@ static float block_scale(float amax, float *id)
 
 void llm_act16_quantize_ref(const float *x, void *dst, int64_t n)
 {
-    struct llm_act16 v = llm_act16_view(dst, n);
-    float *d = (float *)v.d;
-    int32_t *s16 = (int32_t *)v.s16;
-    int16_t *q = (int16_t *)v.q;
-    uint8_t *lo = (uint8_t *)v.lo;
-    int8_t *hi = (int8_t *)v.hi;
-    size_t nb = (size_t)n / QB;
-    memset(d, 0, pad8(nb) * 4);
-    memset(s16, 0, pad8(2 * nb) * 4);
-    zero_tail(dst, n);
-    for (size_t b = 0; b < nb; b++) {
+    struct llm_act16_out o = llm_act16_out(dst, n);
+    memset(o.s16, 0, 2 * o.nb * 4); /* the sums are added up below */
+    for (size_t b = 0; b < o.nb; b++) {
         float amax = 0, id;
         for (int i = 0; i < QB; i++)
             amax = fmaxf(amax, fabsf(x[b * QB + i]));
-        d[b] = block_scale(amax, &id);
+        o.d[b] = block_scale(amax, &id);
         for (int i = 0; i < QB; i++) {
             /* clamped before rounding, as the SIMD code does (a NaN gives -16383) */
             float t = fminf(fmaxf(x[b * QB + i] * id, -QMAX), QMAX);
             int32_t qi = (int32_t)nearbyintf(t);
-            q[b * QB + i] = (int16_t)qi;
-            lo[b * QB + i] = (uint8_t)(qi & 127);
-            hi[b * QB + i] = (int8_t)(qi >> 7);
-            s16[2 * b + (size_t)i / 16] += qi;
+            o.q[b * QB + i] = (int16_t)qi;
+            o.lo[b * QB + i] = (uint8_t)(qi & 127);
+            o.hi[b * QB + i] = (int8_t)(qi >> 7);
+            o.s16[2 * b + (size_t)i / 16] += qi;
         }
     }
 }
@@ -96,19 +94,10 @@ void llm_act16_quantize_ref(const float *x, void *dst, int64_t n)
 
 __attribute__((target("avx2,fma,f16c"))) static void act16_quantize_avx2(const float *x, void *dst, int64_t n)
 {
-    struct llm_act16 v = llm_act16_view(dst, n);
-    float *d = (float *)v.d;
-    int32_t *s16 = (int32_t *)v.s16;
-    int16_t *q = (int16_t *)v.q;
-    uint8_t *lo = (uint8_t *)v.lo;
-    int8_t *hi = (int8_t *)v.hi;
-    size_t nb = (size_t)n / QB;
-    memset(d + nb, 0, (pad8(nb) - nb) * 4);
-    memset(s16 + 2 * nb, 0, (pad8(2 * nb) - 2 * nb) * 4);
-    zero_tail(dst, n);
+    struct llm_act16_out o = llm_act16_out(dst, n);
     const __m256 sign = _mm256_set1_ps(-0.0f), top = _mm256_set1_ps(QMAX), bot = _mm256_set1_ps(-QMAX);
     const __m256i one = _mm256_set1_epi16(1), m127 = _mm256_set1_epi16(127);
-    for (size_t b = 0; b < nb; b++, x += QB) {
+    for (size_t b = 0; b < o.nb; b++, x += QB) {
         __m256 xv[4], m = _mm256_setzero_ps();
         for (int j = 0; j < 4; j++) {
             xv[j] = _mm256_loadu_ps(x + 8 * j);
@@ -119,7 +108,7 @@ __attribute__((target("avx2,fma,f16c"))) static void act16_quantize_avx2(const f
         m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
         m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
         float id;
-        d[b] = block_scale(_mm_cvtss_f32(m4), &id);
+        o.d[b] = block_scale(_mm_cvtss_f32(m4), &id);
         __m256 mul = _mm256_set1_ps(id);
         __m256i i32[4];
         for (int j = 0; j < 4; j++) {
@@ -128,17 +117,17 @@ __attribute__((target("avx2,fma,f16c"))) static void act16_quantize_avx2(const f
         }
         __m256i q0 = _mm256_permute4x64_epi64(_mm256_packs_epi32(i32[0], i32[1]), 0xd8);
         __m256i q1 = _mm256_permute4x64_epi64(_mm256_packs_epi32(i32[2], i32[3]), 0xd8);
-        _mm256_storeu_si256((__m256i *)(q + QB * b), q0);
-        _mm256_storeu_si256((__m256i *)(q + QB * b + 16), q1);
+        _mm256_storeu_si256((__m256i *)(o.q + QB * b), q0);
+        _mm256_storeu_si256((__m256i *)(o.q + QB * b + 16), q1);
         __m256i h = _mm256_hadd_epi32(_mm256_madd_epi16(q0, one), _mm256_madd_epi16(q1, one));
         __m128i t = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
         t = _mm_hadd_epi32(t, t);
-        s16[2 * b] = _mm_cvtsi128_si32(t);
-        s16[2 * b + 1] = _mm_extract_epi32(t, 1);
+        o.s16[2 * b] = _mm_cvtsi128_si32(t);
+        o.s16[2 * b + 1] = _mm_extract_epi32(t, 1);
         __m256i l = _mm256_packus_epi16(_mm256_and_si256(q0, m127), _mm256_and_si256(q1, m127));
         __m256i hh = _mm256_packs_epi16(_mm256_srai_epi16(q0, 7), _mm256_srai_epi16(q1, 7));
-        _mm256_storeu_si256((__m256i *)(lo + QB * b), _mm256_permute4x64_epi64(l, 0xd8));
-        _mm256_storeu_si256((__m256i *)(hi + QB * b), _mm256_permute4x64_epi64(hh, 0xd8));
+        _mm256_storeu_si256((__m256i *)(o.lo + QB * b), _mm256_permute4x64_epi64(l, 0xd8));
+        _mm256_storeu_si256((__m256i *)(o.hi + QB * b), _mm256_permute4x64_epi64(hh, 0xd8));
     }
 }
 
@@ -148,36 +137,27 @@ __attribute__((target("avx2,fma,f16c"))) static void act16_quantize_avx2(const f
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"))) static void
 act16_quantize_avx512(const float *x, void *dst, int64_t n)
 {
-    struct llm_act16 v = llm_act16_view(dst, n);
-    float *d = (float *)v.d;
-    int32_t *s16 = (int32_t *)v.s16;
-    int16_t *q = (int16_t *)v.q;
-    uint8_t *lo = (uint8_t *)v.lo;
-    int8_t *hi = (int8_t *)v.hi;
-    size_t nb = (size_t)n / QB;
-    memset(d + nb, 0, (pad8(nb) - nb) * 4);
-    memset(s16 + 2 * nb, 0, (pad8(2 * nb) - 2 * nb) * 4);
-    zero_tail(dst, n);
+    struct llm_act16_out o = llm_act16_out(dst, n);
     const __m512 sign = _mm512_set1_ps(-0.0f), top = _mm512_set1_ps(QMAX), bot = _mm512_set1_ps(-QMAX);
     const __m512i m127 = _mm512_set1_epi32(127);
-    for (size_t b = 0; b < nb; b++, x += QB) {
+    for (size_t b = 0; b < o.nb; b++, x += QB) {
         __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
         /* max(abs, m): a NaN element is dropped, as fmaxf drops it */
         __m512 m = _mm512_max_ps(_mm512_andnot_ps(sign, x0), _mm512_setzero_ps());
         m = _mm512_max_ps(_mm512_andnot_ps(sign, x1), m);
         float id;
-        d[b] = block_scale(_mm512_reduce_max_ps(m), &id);
+        o.d[b] = block_scale(_mm512_reduce_max_ps(m), &id);
         __m512 mul = _mm512_set1_ps(id);
         __m512i i0 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x0, mul), bot), top));
         __m512i i1 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x1, mul), bot), top));
-        _mm256_storeu_si256((__m256i *)(q + QB * b), _mm512_cvtepi32_epi16(i0));
-        _mm256_storeu_si256((__m256i *)(q + QB * b + 16), _mm512_cvtepi32_epi16(i1));
-        s16[2 * b] = _mm512_reduce_add_epi32(i0);
-        s16[2 * b + 1] = _mm512_reduce_add_epi32(i1);
-        _mm_storeu_si128((__m128i *)(lo + QB * b), _mm512_cvtepi32_epi8(_mm512_and_si512(i0, m127)));
-        _mm_storeu_si128((__m128i *)(lo + QB * b + 16), _mm512_cvtepi32_epi8(_mm512_and_si512(i1, m127)));
-        _mm_storeu_si128((__m128i *)(hi + QB * b), _mm512_cvtepi32_epi8(_mm512_srai_epi32(i0, 7)));
-        _mm_storeu_si128((__m128i *)(hi + QB * b + 16), _mm512_cvtepi32_epi8(_mm512_srai_epi32(i1, 7)));
+        _mm256_storeu_si256((__m256i *)(o.q + QB * b), _mm512_cvtepi32_epi16(i0));
+        _mm256_storeu_si256((__m256i *)(o.q + QB * b + 16), _mm512_cvtepi32_epi16(i1));
+        o.s16[2 * b] = _mm512_reduce_add_epi32(i0);
+        o.s16[2 * b + 1] = _mm512_reduce_add_epi32(i1);
+        _mm_storeu_si128((__m128i *)(o.lo + QB * b), _mm512_cvtepi32_epi8(_mm512_and_si512(i0, m127)));
+        _mm_storeu_si128((__m128i *)(o.lo + QB * b + 16), _mm512_cvtepi32_epi8(_mm512_and_si512(i1, m127)));
+        _mm_storeu_si128((__m128i *)(o.hi + QB * b), _mm512_cvtepi32_epi8(_mm512_srai_epi32(i0, 7)));
+        _mm_storeu_si128((__m128i *)(o.hi + QB * b + 16), _mm512_cvtepi32_epi8(_mm512_srai_epi32(i1, 7)));
     }
 }
 #endif

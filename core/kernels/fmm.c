@@ -509,37 +509,14 @@ static void gemm_ref(uint32_t t, const struct llm_mat *w, int64_t r0, int64_t r1
 #endif
 #define PRODUCTS(NAME, TYPE)                                                                                   \
     static size_t NAME##_group_bytes(int64_t n) { return ((size_t)n + SLACK) * (size_t)F.wr * esize(TYPE); }             \
-    static void NAME##_pack(const void *rows, size_t stride, int64_t n_rows, int64_t n, void *group)           \
-    {                                                                                                          \
-        pack_of(TYPE, rows, stride, n_rows, n, group);                                                         \
-    }                                                                                                          \
-    static void NAME##_row(const void *group, int r, int64_t n, float *y) { row_of(TYPE, group, r, n, y); }   \
-    static float NAME##_dot(const struct llm_mat *w, int64_t r, const void *a) { return dot_of(TYPE, w, r, a); } \
-    static void NAME##_gemv_blis(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1,      \
-                                 const void *a, float *y0, float *y1)                                          \
-    {                                                                                                          \
-        gemv_blis(TYPE, w, r0, r1, s0, s1, a, y0, y1);                                                         \
-    }                                                                                                          \
-    static void NAME##_gemm_blis(const struct llm_mat *w, int64_t r0, int64_t r1, const void *a,               \
-                                 size_t a_stride, int64_t nt, float *y, int64_t ldy, void *scratch)            \
-    {                                                                                                          \
-        gemm_blis(TYPE, w, r0, r1, a, a_stride, nt, y, ldy, scratch);                                          \
-    }                                                                                                          \
-    static void NAME##_gemv_fast(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1,      \
-                                 const void *a, float *y0, float *y1)                                          \
-    {                                                                                                          \
-        GEMV_FAST(TYPE, w, r0, r1, s0, s1, a, y0, y1);                                                         \
-    }                                                                                                          \
-    static void NAME##_gemv_fast8(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1,     \
-                                  const void *a, float *y0, float *y1)                                         \
-    {                                                                                                          \
-        GEMV_FAST8(TYPE, w, r0, r1, s0, s1, a, y0, y1);                                                        \
-    }                                                                                                          \
-    static void NAME##_gemv_ref(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1,       \
-                                const void *a, float *y0, float *y1)                                           \
-    {                                                                                                          \
-        gemv_ref(TYPE, w, r0, r1, s0, s1, a, y0, y1);                                                          \
-    }                                                                                                          \
+    LLM_OP_PACK(NAME##_pack, pack_of, TYPE)                                                                    \
+    LLM_OP_ROW(NAME##_row, row_of, TYPE)                                                                       \
+    LLM_OP_DOT(NAME##_dot, dot_of, TYPE)                                                                       \
+    LLM_OP_GEMV(NAME##_gemv_blis, gemv_blis, TYPE)                                                             \
+    LLM_OP_GEMM(NAME##_gemm_blis, gemm_blis, TYPE)                                                             \
+    LLM_OP_GEMV(NAME##_gemv_fast, GEMV_FAST, TYPE)                                                             \
+    LLM_OP_GEMV(NAME##_gemv_fast8, GEMV_FAST8, TYPE)                                                           \
+    LLM_OP_GEMV(NAME##_gemv_ref, gemv_ref, TYPE)                                                               \
     static void NAME##_gemm_ref(const struct llm_mat *w, int64_t r0, int64_t r1, const void *a,                \
                                 size_t a_stride, int64_t nt, float *y, int64_t ldy, void *scratch)             \
     {                                                                                                          \

@@ -82,22 +82,25 @@ static rntm_t rntm_for(int threads)
     return r;
 }
 
-void llm_sgemm_nt(int threads, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+/* row-major: A (m x k, row stride lda), B (k x n, or n x k used transposed
+ * when trans_b, row stride ldb), C (m x n, row stride ldc) */
+static void sgemm(int threads, trans_t trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                   int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
 {
     float al = alpha, be = beta;
     rntm_t r = rntm_for(threads);
-    /* row-major: A (m x k, row stride lda), B (n x k, row stride ldb) used
-     * transposed, C (m x n, row stride ldc) */
-    bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_TRANSPOSE, (dim_t)m, (dim_t)n, (dim_t)k, &al, (float *)a,
-                 (inc_t)lda, 1, (float *)b, (inc_t)ldb, 1, &be, c, (inc_t)ldc, 1, NULL, &r);
+    bli_sgemm_ex(BLIS_NO_TRANSPOSE, trans_b, (dim_t)m, (dim_t)n, (dim_t)k, &al, (float *)a, (inc_t)lda, 1,
+                 (float *)b, (inc_t)ldb, 1, &be, c, (inc_t)ldc, 1, NULL, &r);
+}
+
+void llm_sgemm_nt(int threads, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                  int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
+{
+    sgemm(threads, BLIS_TRANSPOSE, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void llm_sgemm_nn(int threads, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                   int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
 {
-    float al = alpha, be = beta;
-    rntm_t r = rntm_for(threads);
-    bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, (dim_t)m, (dim_t)n, (dim_t)k, &al, (float *)a,
-                 (inc_t)lda, 1, (float *)b, (inc_t)ldb, 1, &be, c, (inc_t)ldc, 1, NULL, &r);
+    sgemm(threads, BLIS_NO_TRANSPOSE, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }

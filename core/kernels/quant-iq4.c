@@ -508,11 +508,8 @@ static void unpack_neon(uint32_t type, const void *group, int64_t n, int16_t *w1
 /* each type's entry points over the shared definitions above */
 #define IQ4_TYPE(NAME, TYPE)                                                                                   \
     static size_t NAME##_group_bytes(int64_t n) { return group_bytes(TYPE, n); }                               \
-    static void NAME##_pack(const void *rows, size_t stride, int64_t nr, int64_t n, void *g)                   \
-    {                                                                                                          \
-        pack(TYPE, rows, stride, nr, n, g);                                                                    \
-    }                                                                                                          \
-    static void NAME##_row_to_float(const void *g, int r, int64_t n, float *y) { row_to_float(TYPE, g, r, n, y); } \
+    LLM_OP_PACK(NAME##_pack, pack, TYPE)                                                                       \
+    LLM_OP_ROW(NAME##_row_to_float, row_to_float, TYPE)                                                        \
     static void NAME##_unpack_ref(const void *g, int64_t n, int16_t *w16, float *S, float *M)                  \
     {                                                                                                          \
         (void)M;                                                                                               \

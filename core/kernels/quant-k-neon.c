@@ -276,20 +276,9 @@ AI void kunpack(int kind, const void *group, int64_t n, int16_t *w16, float *S, 
 }
 
 #define KNEON(NAME, KIND)                                                                          \
-    static void NAME##_gemv_neon(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1, \
-                                 const void *a, float *y0, float *y1)                              \
-    {                                                                                              \
-        kgemv(false, KIND, w, r0, r1, s0, s1, a, y0, y1);                                          \
-    }                                                                                              \
-    static void NAME##_gemv_sdot(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1, \
-                                 const void *a, float *y0, float *y1)                              \
-    {                                                                                              \
-        kgemv(true, KIND, w, r0, r1, s0, s1, a, y0, y1);                                           \
-    }                                                                                              \
-    static void NAME##_unpack_neon(const void *g, int64_t n, int16_t *w16, float *S, float *M)     \
-    {                                                                                              \
-        kunpack(KIND, g, n, w16, S, M);                                                            \
-    }
+    LLM_OP_GEMV(NAME##_gemv_neon, kgemv, false, KIND)                                              \
+    LLM_OP_GEMV(NAME##_gemv_sdot, kgemv, true, KIND)                                               \
+    LLM_OP_UNPACK(NAME##_unpack_neon, kunpack, KIND)
 KNEON(q2_K, K2)
 KNEON(q3_K, K3)
 KNEON(q4_K, K4)

@@ -715,15 +715,8 @@ static inline __attribute__((always_inline)) void kunpack(int kind, const void *
 }
 
 #define KAVX2(NAME, KIND)                                                                          \
-    static void NAME##_gemv_avx2(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1, \
-                                 const void *a, float *y0, float *y1)                              \
-    {                                                                                              \
-        kgemv(KIND, w, r0, r1, s0, s1, a, y0, y1);                                                      \
-    }                                                                                              \
-    static void NAME##_unpack_avx2(const void *g, int64_t n, int16_t *w16, float *S, float *M)     \
-    {                                                                                              \
-        kunpack(KIND, g, n, w16, S, M);                                                            \
-    }
+    LLM_OP_GEMV(NAME##_gemv_avx2, kgemv, KIND)                                                     \
+    LLM_OP_UNPACK(NAME##_unpack_avx2, kunpack, KIND)
 KAVX2(q2_K, K2)
 KAVX2(q3_K, K3)
 KAVX2(q4_K, K4)
@@ -946,12 +939,7 @@ static AI void kgemv512(int kind, const struct llm_mat *w, int64_t r0, int64_t r
     }
 }
 
-#define KAVX512(NAME, KIND)                                                                        \
-    static void NAME##_gemv_avx512(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1, \
-                                   const void *a, float *y0, float *y1)                            \
-    {                                                                                              \
-        kgemv512(KIND, w, r0, r1, s0, s1, a, y0, y1);                                              \
-    }
+#define KAVX512(NAME, KIND) LLM_OP_GEMV(NAME##_gemv_avx512, kgemv512, KIND)
 KAVX512(q2_K, K2)
 KAVX512(q3_K, K3)
 KAVX512(q4_K, K4)
@@ -966,16 +954,10 @@ KAVX512(q6_K, K6)
 
 #define KFUNCS(NAME, KIND)                                                                         \
     static size_t NAME##_group_bytes(int64_t n) { return (size_t)(n / QK_K) * sb_bytes_of[KIND]; } \
-    static void NAME##_pack(const void *rows, size_t stride, int64_t nr, int64_t n, void *g)       \
-    {                                                                                              \
-        kpack(KIND, rows, stride, nr, n, g);                                                       \
-    }                                                                                              \
-    static void NAME##_row_to_float(const void *g, int r, int64_t n, float *y) { krow_to_float(KIND, g, r, n, y); } \
-    static float NAME##_dot_ref(const struct llm_mat *w, int64_t r, const void *a) { return kdot_ref(KIND, w, r, a); } \
-    static void NAME##_unpack_ref(const void *g, int64_t n, int16_t *w16, float *S, float *M)      \
-    {                                                                                              \
-        kunpack_ref(KIND, g, n, w16, S, M);                                                        \
-    }
+    LLM_OP_PACK(NAME##_pack, kpack, KIND)                                                          \
+    LLM_OP_ROW(NAME##_row_to_float, krow_to_float, KIND)                                           \
+    LLM_OP_DOT(NAME##_dot_ref, kdot_ref, KIND)                                                     \
+    LLM_OP_UNPACK(NAME##_unpack_ref, kunpack_ref, KIND)
 KFUNCS(q2_K, K2)
 KFUNCS(q3_K, K3)
 KFUNCS(q4_K, K4)

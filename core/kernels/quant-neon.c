@@ -282,40 +282,11 @@ AI void unpack_kind(int kind, const void *group, int64_t n, int16_t *w16, float 
 }
 
 #define NEON_KIND(NAME, KIND)                                                                      \
-    static void NAME##_gemv_neon(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1, \
-                                 const void *a, float *y0, float *y1)                              \
-    {                                                                                              \
-        gemv_kind(false, KIND, w, r0, r1, s0, s1, a, y0, y1);                                      \
-    }                                                                                              \
-    static void NAME##_gemv_sdot(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1, \
-                                 const void *a, float *y0, float *y1)                              \
-    {                                                                                              \
-        gemv_kind(true, KIND, w, r0, r1, s0, s1, a, y0, y1);                                       \
-    }                                                                                              \
-    static void NAME##_unpack_neon(const void *g, int64_t n, int16_t *w16, float *S, float *M)     \
-    {                                                                                              \
-        unpack_kind(KIND, g, n, w16, S, M);                                                        \
-    }                                                                                              \
-    static void NAME##_group_n_neon(const uint8_t *g, int64_t n, int T, const struct llm_act16 *a,  \
-                                    float *out)                                                    \
-    {                                                                                              \
-        group_n(false, KIND, g, n, T, a, out);                                                     \
-    }                                                                                              \
-    static void NAME##_group_n_sdot(const uint8_t *g, int64_t n, int T, const struct llm_act16 *a,  \
-                                    float *out)                                                    \
-    {                                                                                              \
-        group_n(true, KIND, g, n, T, a, out);                                                      \
-    }                                                                                              \
-    static void NAME##_gemv_n_neon(const struct llm_mat *w, int64_t r0, int64_t r1, const void *a, \
-                                   size_t a_stride, int64_t nt, float *y, int64_t ldy)             \
-    {                                                                                              \
-        llm_mm_gemv_n_groups(w, r0, r1, a, a_stride, nt, y, ldy, NAME##_group_n_neon);             \
-    }                                                                                              \
-    static void NAME##_gemv_n_sdot(const struct llm_mat *w, int64_t r0, int64_t r1, const void *a, \
-                                   size_t a_stride, int64_t nt, float *y, int64_t ldy)             \
-    {                                                                                              \
-        llm_mm_gemv_n_groups(w, r0, r1, a, a_stride, nt, y, ldy, NAME##_group_n_sdot);             \
-    }
+    LLM_OP_GEMV(NAME##_gemv_neon, gemv_kind, false, KIND)                                          \
+    LLM_OP_GEMV(NAME##_gemv_sdot, gemv_kind, true, KIND)                                           \
+    LLM_OP_UNPACK(NAME##_unpack_neon, unpack_kind, KIND)                                           \
+    LLM_OP_GEMV_N(NAME##_gemv_n_neon, NAME##_group_n_neon, group_n, false, KIND)                   \
+    LLM_OP_GEMV_N(NAME##_gemv_n_sdot, NAME##_group_n_sdot, group_n, true, KIND)
 NEON_KIND(q8_0, Q8)
 NEON_KIND(q4_0, Q4)
 NEON_KIND(q5_0, Q5)
@@ -431,24 +402,12 @@ void llm_mm_units_neon(const struct llm_unpack_ops *u, int64_t n, int ng, const 
 
 #define QMAX 16383.0f
 
-static size_t pad8(size_t k) { return (k + 7) / 8 * 8; }
-
 void llm_act16_quantize_neon(const float *x, void *dst, int64_t n)
 {
-    struct llm_act16 v = llm_act16_view(dst, n);
-    float *d = (float *)v.d;
-    int32_t *s16 = (int32_t *)v.s16;
-    int16_t *q = (int16_t *)v.q;
-    uint8_t *lo = (uint8_t *)v.lo;
-    int8_t *hi = (int8_t *)v.hi;
-    size_t nb = (size_t)n / QK;
-    memset(d + nb, 0, (pad8(nb) - nb) * 4);
-    memset(s16 + 2 * nb, 0, (pad8(2 * nb) - 2 * nb) * 4);
-    uint8_t *end = (uint8_t *)hi + n; /* the rounding up to 64 bytes, zeroed */
-    memset(end, 0, (size_t)((uint8_t *)dst + llm_act_bytes(LLM_ACT_I16, n) - end));
+    struct llm_act16_out o = llm_act16_out(dst, n);
     const float32x4_t top = vdupq_n_f32(QMAX), bot = vdupq_n_f32(-QMAX);
     const int16x8_t m127 = vdupq_n_s16(127);
-    for (size_t b = 0; b < nb; b++, x += QK) {
+    for (size_t b = 0; b < o.nb; b++, x += QK) {
         float32x4_t xv[8], m = vdupq_n_f32(0);
         for (int j = 0; j < 8; j++) {
             xv[j] = vld1q_f32(x + 4 * j);
@@ -457,7 +416,7 @@ void llm_act16_quantize_neon(const float *x, void *dst, int64_t n)
         }
         float amax = vmaxnmvq_f32(m);
         float dd = amax / QMAX, id = dd != 0 ? 1.0f / dd : 0.0f;
-        d[b] = dd;
+        o.d[b] = dd;
         float32x4_t mul = vdupq_n_f32(id);
         int16x8_t q16[4];
         for (int j = 0; j < 4; j++) {
@@ -466,16 +425,16 @@ void llm_act16_quantize_neon(const float *x, void *dst, int64_t n)
             i0 = vcvtnq_s32_f32(vminnmq_f32(vmaxnmq_f32(vmulq_f32(xv[2 * j], mul), bot), top));
             i1 = vcvtnq_s32_f32(vminnmq_f32(vmaxnmq_f32(vmulq_f32(xv[2 * j + 1], mul), bot), top));
             q16[j] = vcombine_s16(vmovn_s32(i0), vmovn_s32(i1));
-            vst1q_s16(q + QK * b + 8 * j, q16[j]);
+            vst1q_s16(o.q + QK * b + 8 * j, q16[j]);
         }
-        s16[2 * b] = vaddlvq_s16(q16[0]) + vaddlvq_s16(q16[1]);
-        s16[2 * b + 1] = vaddlvq_s16(q16[2]) + vaddlvq_s16(q16[3]);
+        o.s16[2 * b] = vaddlvq_s16(q16[0]) + vaddlvq_s16(q16[1]);
+        o.s16[2 * b + 1] = vaddlvq_s16(q16[2]) + vaddlvq_s16(q16[3]);
         for (int j = 0; j < 2; j++) {
             uint8x16_t l = vcombine_u8(vmovn_u16(vreinterpretq_u16_s16(vandq_s16(q16[2 * j], m127))),
                                        vmovn_u16(vreinterpretq_u16_s16(vandq_s16(q16[2 * j + 1], m127))));
             int8x16_t h = vcombine_s8(vmovn_s16(vshrq_n_s16(q16[2 * j], 7)), vmovn_s16(vshrq_n_s16(q16[2 * j + 1], 7)));
-            vst1q_u8(lo + QK * b + 16 * j, l);
-            vst1q_s8(hi + QK * b + 16 * j, h);
+            vst1q_u8(o.lo + QK * b + 16 * j, l);
+            vst1q_s8(o.hi + QK * b + 16 * j, h);
         }
     }
 }

@@ -421,25 +421,9 @@ static inline __attribute__((always_inline)) void unpack_kind(int kind, const vo
 }
 
 #define AVX2_KIND(NAME, KIND)                                                                      \
-    static void NAME##_gemv_avx2(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1, \
-                                 const void *a, float *y0, float *y1)                              \
-    {                                                                                              \
-        gemv_kind(KIND, w, r0, r1, s0, s1, a, y0, y1);                                                  \
-    }                                                                                              \
-    static void NAME##_unpack_avx2(const void *g, int64_t n, int16_t *w16, float *S, float *M)     \
-    {                                                                                              \
-        unpack_kind(KIND, g, n, w16, S, M);                                                        \
-    }                                                                                              \
-    static void NAME##_group_n_avx2(const uint8_t *g, int64_t n, int T, const struct llm_act16 *a,  \
-                                    float *out)                                                    \
-    {                                                                                              \
-        group_n(KIND, g, n, T, a, out);                                                            \
-    }                                                                                              \
-    static void NAME##_gemv_n_avx2(const struct llm_mat *w, int64_t r0, int64_t r1, const void *a, \
-                                   size_t a_stride, int64_t nt, float *y, int64_t ldy)             \
-    {                                                                                              \
-        llm_mm_gemv_n_groups(w, r0, r1, a, a_stride, nt, y, ldy, NAME##_group_n_avx2);             \
-    }
+    LLM_OP_GEMV(NAME##_gemv_avx2, gemv_kind, KIND)                                                 \
+    LLM_OP_UNPACK(NAME##_unpack_avx2, unpack_kind, KIND)                                           \
+    LLM_OP_GEMV_N(NAME##_gemv_n_avx2, NAME##_group_n_avx2, group_n, KIND)
 AVX2_KIND(q8_0, Q8)
 AVX2_KIND(q4_0, Q4)
 AVX2_KIND(q5_0, Q5)
@@ -724,16 +708,10 @@ AVX512_KIND(q5_1, Q51)
 
 #define KIND_FUNCS(NAME, KIND)                                                                     \
     static size_t NAME##_group_bytes(int64_t n) { return (size_t)(n / QK) * gbb(KIND); }          \
-    static void NAME##_pack(const void *rows, size_t stride, int64_t nr, int64_t n, void *g)       \
-    {                                                                                              \
-        pack_kind(KIND, rows, stride, nr, n, g);                                                   \
-    }                                                                                              \
-    static void NAME##_row_to_float(const void *g, int r, int64_t n, float *y) { row_to_float(KIND, g, r, n, y); } \
-    static float NAME##_dot_ref(const struct llm_mat *w, int64_t r, const void *a) { return dot_ref(KIND, w, r, a); } \
-    static void NAME##_unpack_ref(const void *g, int64_t n, int16_t *w16, float *S, float *M)      \
-    {                                                                                              \
-        unpack_ref(KIND, g, n, w16, S, M);                                                         \
-    }
+    LLM_OP_PACK(NAME##_pack, pack_kind, KIND)                                                      \
+    LLM_OP_ROW(NAME##_row_to_float, row_to_float, KIND)                                            \
+    LLM_OP_DOT(NAME##_dot_ref, dot_ref, KIND)                                                      \
+    LLM_OP_UNPACK(NAME##_unpack_ref, unpack_ref, KIND)
 KIND_FUNCS(q8_0, Q8)
 KIND_FUNCS(q4_0, Q4)
 KIND_FUNCS(q5_0, Q5)

@@ -99,21 +99,13 @@ int llm_dequantize_row(uint32_t type, const void *row, float *y, int64_t k)
     case LLM_TYPE_F32:
         memcpy(y, row, (size_t)k * 4);
         return 0;
-    case LLM_TYPE_F16: {
-        const uint8_t *p = row;
-        for (int64_t i = 0; i < k; i++) {
-            uint16_t h;
-            memcpy(&h, p + 2 * i, 2);
-            y[i] = llm_fp16_to_fp32(h);
-        }
-        return 0;
-    }
+    case LLM_TYPE_F16:
     case LLM_TYPE_BF16: {
         const uint8_t *p = row;
         for (int64_t i = 0; i < k; i++) {
             uint16_t h;
             memcpy(&h, p + 2 * i, 2);
-            y[i] = llm_bf16_to_fp32(h);
+            y[i] = type == LLM_TYPE_F16 ? llm_fp16_to_fp32(h) : llm_bf16_to_fp32(h);
         }
         return 0;
     }

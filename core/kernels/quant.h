@@ -160,6 +160,17 @@ struct llm_act16 {
     const int8_t *hi;
 };
 struct llm_act16 llm_act16_view(const void *a, int64_t n);
+/* the same, writable, for a quantizer: nb blocks; the padding after the nb
+ * scales, after the 2 nb sums and after hi's n bytes is zeroed */
+struct llm_act16_out {
+    float *d;
+    int32_t *s16;
+    int16_t *q;
+    uint8_t *lo;
+    int8_t *hi;
+    size_t nb;
+};
+struct llm_act16_out llm_act16_out(void *dst, int64_t n);
 /* x (n floats) to the I16 format at dst; the fast one writes the same bytes */
 void llm_act16_quantize_ref(const float *x, void *dst, int64_t n);
 void llm_act16_quantize(const float *x, void *dst, int64_t n);
@@ -206,6 +217,50 @@ struct llm_mm_ops {
 };
 /* NULL where kvchat cannot multiply with the type */
 const struct llm_mm_ops *llm_get_mm_ops(uint32_t type);
+
+/*
+ * The entry points of the tables (llm_mm_ops, llm_unpack_ops), each a
+ * static function NAME with the entry's signature that calls a kernel
+ * written once for all kinds, f(BOUND..., the entry's arguments):
+ *     LLM_OP_GEMV(q4_K_gemv_neon, kgemv, false, K4)
+ * defines q4_K_gemv_neon(w, r0, r1, s0, s1, a, y0, y1) as
+ * kgemv(false, K4, w, r0, r1, s0, s1, a, y0, y1).
+ */
+#define LLM_OP_PACK(NAME, f, ...)                                                                   \
+    static void NAME(const void *rows, size_t stride, int64_t n_rows, int64_t n, void *g)           \
+    {                                                                                               \
+        f(__VA_ARGS__, rows, stride, n_rows, n, g);                                                 \
+    }
+#define LLM_OP_ROW(NAME, f, ...) \
+    static void NAME(const void *g, int r, int64_t n, float *y) { f(__VA_ARGS__, g, r, n, y); }
+#define LLM_OP_DOT(NAME, f, ...) \
+    static float NAME(const struct llm_mat *w, int64_t r, const void *a) { return f(__VA_ARGS__, w, r, a); }
+#define LLM_OP_GEMV(NAME, f, ...)                                                                   \
+    static void NAME(const struct llm_mat *w, int64_t r0, int64_t r1, int64_t s0, int64_t s1, const void *a, \
+                     float *y0, float *y1)                                                          \
+    {                                                                                               \
+        f(__VA_ARGS__, w, r0, r1, s0, s1, a, y0, y1);                                               \
+    }
+#define LLM_OP_GEMM(NAME, f, ...)                                                                   \
+    static void NAME(const struct llm_mat *w, int64_t r0, int64_t r1, const void *a, size_t a_stride, int64_t nt, \
+                     float *y, int64_t ldy, void *scratch)                                          \
+    {                                                                                               \
+        f(__VA_ARGS__, w, r0, r1, a, a_stride, nt, y, ldy, scratch);                                \
+    }
+#define LLM_OP_UNPACK(NAME, f, ...) \
+    static void NAME(const void *g, int64_t n, int16_t *w16, float *S, float *M) { f(__VA_ARGS__, g, n, w16, S, M); }
+/* a gemv_n (llm_unpack_ops) by llm_mm_gemv_n_groups over group, and that
+ * group function, f(BOUND..., g, n, T, a, out) */
+#define LLM_OP_GEMV_N(NAME, group, f, ...)                                                          \
+    static void group(const uint8_t *g, int64_t n, int T, const struct llm_act16 *a, float *out)    \
+    {                                                                                               \
+        f(__VA_ARGS__, g, n, T, a, out);                                                            \
+    }                                                                                               \
+    static void NAME(const struct llm_mat *w, int64_t r0, int64_t r1, const void *a, size_t a_stride, int64_t nt, \
+                     float *y, int64_t ldy)                                                         \
+    {                                                                                               \
+        llm_mm_gemv_n_groups(w, r0, r1, a, a_stride, nt, y, ldy, group);                            \
+    }
 static inline int llm_mm_group_rows(const struct llm_mm_ops *mm)
 {
     return mm->group_rows ? mm->group_rows : LLM_PACK_ROWS;

@@ -722,11 +722,7 @@ static int check_left_rec(const struct llm_grammar *g, char *names[], char *err,
         }
     }
 out:
-    free(nul);
-    free(mark);
-    free(eoff);
-    free(edge);
-    free(stack);
+    BASE_FREE(nul, mark, eoff, edge, stack);
     return rc;
 }
 
@@ -734,11 +730,7 @@ void llm_grammar_free(struct llm_grammar *g)
 {
     if (!g)
         return;
-    free(g->code);
-    free(g->rule_start);
-    free(g->cls);
-    free(g->ranges);
-    free(g);
+    BASE_FREE(g->code, g->rule_start, g->cls, g->ranges, g);
 }
 
 int llm_grammar_parse(const char *text, size_t len, struct llm_grammar **out, char *err, size_t err_size)
@@ -827,9 +819,7 @@ int llm_grammar_parse(const char *text, size_t len, struct llm_grammar **out, ch
         free(ps.rules[i].name);
         free(ps.rules[i].body.p);
     }
-    free(ps.rules);
-    free(ps.cls);
-    free(ps.ranges.p);
+    BASE_FREE(ps.rules, ps.cls, ps.ranges.p);
     if (rc) {
         llm_grammar_free(g);
         return -1;

@@ -72,10 +72,17 @@ static void jfree(struct jval *v)
         if (v->keys)
             free(v->keys[i]);
     }
-    free(v->items);
-    free(v->keys);
-    free(v->s);
-    free(v);
+    BASE_FREE(v->items, v->keys, v->s, v);
+}
+
+/* the digits from p on: *q moves past them; false when there are none */
+static bool digits(const char **q, const char *end, const char *p)
+{
+    const char *d = p;
+    while (d < end && *d >= '0' && *d <= '9')
+        d++;
+    *q = d;
+    return d > p;
 }
 
 static void jspace(struct jreader *r)
@@ -327,25 +334,15 @@ static struct jval *jparse(struct jreader *r, int depth)
         jfree(v);
         return jfail(r, "unexpected character");
     }
-    if (q < r->end && *q == '.') {
-        q++;
-        if (q >= r->end || *q < '0' || *q > '9') {
-            jfree(v);
-            return jfail(r, "bad number");
-        }
-        while (q < r->end && *q >= '0' && *q <= '9')
-            q++;
-    }
-    if (q < r->end && (*q == 'e' || *q == 'E')) {
-        q++;
-        if (q < r->end && (*q == '+' || *q == '-'))
-            q++;
-        if (q >= r->end || *q < '0' || *q > '9') {
-            jfree(v);
-            return jfail(r, "bad number");
-        }
-        while (q < r->end && *q >= '0' && *q <= '9')
-            q++;
+    /* a fraction, an exponent: each needs a digit after its mark */
+    bool bad = false;
+    if (q < r->end && *q == '.')
+        bad |= !digits(&q, r->end, q + 1);
+    if (!bad && q < r->end && (*q == 'e' || *q == 'E'))
+        bad |= !digits(&q, r->end, q + 1 + (q + 1 < r->end && (q[1] == '+' || q[1] == '-')));
+    if (bad) {
+        jfree(v);
+        return jfail(r, "bad number");
     }
     v->kind = J_NUM;
     v->s = malloc((size_t)(q - s) + 1);

@@ -92,6 +92,17 @@ static bool c_space(uint32_t c)
 
 #define OUT_OF_RANGE 0xFFFFFFFFu
 
+/* where the last rules of the split patterns end a piece at pos, before
+ * which nws whitespace code points stand (more: text goes on after them):
+ * \s+(?!\S) leaves the last one to the next piece, \s+ takes them all,
+ * and anything else is one code point */
+static size_t space_rules_end(size_t pos, size_t nws, bool more)
+{
+    if (nws > 1 && more)
+        return pos + nws - 1;
+    return pos + (nws > 0 ? nws : 1);
+}
+
 /* GPT-2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
 static void split_gpt2(const struct text *t, size_t ini, size_t end, struct segs *o)
 {
@@ -147,17 +158,7 @@ static void split_gpt2(const struct text *t, size_t ini, size_t end, struct segs
         size_t nws = 0;
         while (FL(pos + nws) & LLM_UCD_WHITESPACE)
             nws++;
-        if (nws > 1 && CPT(pos + nws) != OUT_OF_RANGE) {
-            pos += nws - 1;
-            ADD(pos);
-            continue;
-        }
-        if (nws > 0) {
-            pos += nws;
-            ADD(pos);
-            continue;
-        }
-        pos++;
+        pos = space_rules_end(pos, nws, CPT(pos + nws) != OUT_OF_RANGE);
         ADD(pos);
     }
 }
@@ -241,17 +242,7 @@ static void split_llama3(const struct text *t, size_t ini, size_t end, struct se
             ADD(pos);
             continue;
         }
-        if (nws > 1 && CPT(pos + nws) != OUT_OF_RANGE) {
-            pos += nws - 1;
-            ADD(pos);
-            continue;
-        }
-        if (nws > 0) {
-            pos += nws;
-            ADD(pos);
-            continue;
-        }
-        pos++;
+        pos = space_rules_end(pos, nws, CPT(pos + nws) != OUT_OF_RANGE);
         ADD(pos);
     }
 #undef CPT
@@ -784,12 +775,5 @@ void llm_bpe_tokenize(const struct llm_vocab *v, const char *text, size_t len,
 oom:
     out->oom = true;
 done:
-    free(cp);
-    free(fl);
-    free(col);
-    free(word);
-    free(a.len);
-    free(b.len);
-    free(w.sym);
-    free(w.heap);
+    BASE_FREE(cp, fl, col, word, a.len, b.len, w.sym, w.heap);
 }

@@ -987,9 +987,7 @@ int32_t llm_tokenize_ex(const struct llm_vocab *v, const char *text, size_t len,
         memcpy(tokens, out.ids, out.n * sizeof *tokens);
     ret = (int32_t)out.n;
 done:
-    free(a.f);
-    free(b.f);
-    free(out.ids);
+    BASE_FREE(a.f, b.f, out.ids);
     return ret;
 }
 
@@ -1183,9 +1181,7 @@ void llm_detok_free(struct llm_detok *d)
 {
     if (!d)
         return;
-    free(d->buf);
-    free(d->ready);
-    free(d);
+    BASE_FREE(d->buf, d->ready, d);
 }
 
 static bool grow(char **p, size_t *cap, size_t need)
